@@ -451,10 +451,7 @@ fn named_symbol(msg: &str) -> Option<String> {
     }
     for key in ["entry ", "function "] {
         if let Some((_, rest)) = msg.split_once(key) {
-            let name: &str = rest
-                .split(|c: char| c == ' ' || c == ',' || c == ':')
-                .next()
-                .unwrap_or("");
+            let name: &str = rest.split([' ', ',', ':']).next().unwrap_or("");
             if !name.is_empty() && name != "function" {
                 return Some(name.to_string());
             }
