@@ -27,7 +27,7 @@
 //! # Ok::<(), occ_build::ptxas::ParseError>(())
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -226,29 +226,28 @@ impl Log {
     /// already applies the nvlink records of its own text; call this when the compile
     /// and the device link were logged separately.
     pub fn apply_linked(&mut self, linked: &[LinkedRecord]) {
+        if linked.is_empty() {
+            return;
+        }
+        let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, k) in self.kernels.iter().enumerate() {
+            by_name.entry(k.name.clone()).or_default().push(i);
+        }
         for rec in linked {
+            let same: &[usize] = by_name.get(&rec.name).map_or(&[], Vec::as_slice);
             let targets: Vec<usize> = match &rec.arch {
-                Some(a) => self
-                    .kernels
+                Some(a) => same
                     .iter()
-                    .enumerate()
-                    .filter(|(_, k)| k.name == rec.name && k.arch.as_deref() == Some(a))
-                    .map(|(i, _)| i)
+                    .copied()
+                    .filter(|&i| self.kernels[i].arch.as_deref() == Some(a))
                     .collect(),
                 None => {
-                    let same: Vec<usize> = self
-                        .kernels
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, k)| k.name == rec.name)
-                        .map(|(i, _)| i)
-                        .collect();
                     let first_arch = same.first().map(|&i| &self.kernels[i].arch);
                     if same
                         .iter()
                         .all(|&i| Some(&self.kernels[i].arch) == first_arch)
                     {
-                        same
+                        same.to_vec()
                     } else {
                         Vec::new()
                     }
@@ -809,26 +808,40 @@ impl Parser {
     fn finish(mut self) -> Log {
         self.close_run();
         let mut log = self.log;
-        // Attach diagnostics that name a kernel.
-        for d in &mut log.diagnostics {
-            let Some(sym) = d.symbol.as_deref() else {
+        // Attach diagnostics that name a kernel (kernels are in line order).
+        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, k) in log.kernels.iter().enumerate() {
+            by_name.entry(k.name.as_str()).or_default().push(i);
+        }
+        let mut attach: Vec<(usize, usize)> = Vec::new();
+        for (di, d) in log.diagnostics.iter().enumerate() {
+            let Some(cands) = d.symbol.as_deref().and_then(|s| by_name.get(s)) else {
                 continue;
             };
-            let same_arch = |k: &KernelRecord| d.arch.is_none() || k.arch == d.arch;
-            let target = log
-                .kernels
+            let kernels = &log.kernels;
+            let same_arch = |&&i: &&usize| d.arch.is_none() || kernels[i].arch == d.arch;
+            let target = cands
                 .iter()
-                .position(|k| k.line > d.line && k.name == sym && same_arch(k))
+                .filter(same_arch)
+                .find(|&&i| kernels[i].line > d.line)
                 .or_else(|| {
-                    log.kernels
+                    cands
                         .iter()
-                        .rposition(|k| k.line < d.line && k.name == sym && same_arch(k))
+                        .filter(same_arch)
+                        .rev()
+                        .find(|&&i| kernels[i].line < d.line)
                 });
-            if let Some(t) = target {
-                let k = &mut log.kernels[t];
-                d.arch = k.arch.clone();
-                k.diagnostics.push(d.clone());
+            if let Some(&t) = target {
+                attach.push((di, t));
             }
+        }
+        drop(by_name);
+        for (di, t) in attach {
+            let arch = log.kernels[t].arch.clone();
+            let d = &mut log.diagnostics[di];
+            d.arch = arch;
+            let d = d.clone();
+            log.kernels[t].diagnostics.push(d);
         }
         let linked = std::mem::take(&mut log.linked);
         log.apply_linked(&linked);
