@@ -2,6 +2,7 @@
 #![deny(missing_docs)]
 
 pub mod arch;
+pub mod names;
 pub mod occupancy;
 pub mod ptx;
 pub mod ptxas;

@@ -1,1 +1,1115 @@
-//! TODO
+//! Parser for the resource report of `nvcc -Xptxas -v` (and `nvcc -dlink -Xnvlink -v`).
+//!
+//! [`parse_log`] reads the text nvcc prints to stderr and returns a [`Log`]: one
+//! [`KernelRecord`] per entry function and target architecture, the non-entry
+//! functions (`__noinline__`, recursive callees) separately, the module headers
+//! (`N bytes gmem, N bytes cmem[3]`), the nvlink records of an `-rdc` link, and every
+//! warning, error and fatal line as a [`Diagnostic`].
+//!
+//! It accepts the formats of CUDA 11.x (no barriers, no compile time), 12.x and 13.x,
+//! `-G` and `-rdc` ordering, `--threads` logs whose per-arch blocks arrive in any order,
+//! and the very old `60+56 bytes lmem` pairs and `Compiling entry function` lines
+//! without a `for 'sm_XX'`. Unknown fields are ignored; a line that has the shape of a
+//! resource line but does not parse is a [`ParseError`] that quotes the line.
+//!
+//! ```
+//! let log = occ_build::ptxas::parse_log(
+//!     "ptxas info    : 0 bytes gmem\n\
+//!      ptxas info    : Compiling entry function 'saxpy' for 'sm_90'\n\
+//!      ptxas info    : Function properties for saxpy\n    \
+//!      0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n\
+//!      ptxas info    : Used 10 registers, used 0 barriers\n",
+//! )?;
+//! assert_eq!(log.kernels[0].name, "saxpy");
+//! assert_eq!(log.kernels[0].arch.as_deref(), Some("sm_90"));
+//! assert_eq!(log.kernels[0].registers, 10);
+//! assert_eq!(log.kernels[0].barriers, Some(0));
+//! # Ok::<(), occ_build::ptxas::ParseError>(())
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Everything read from one log.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Log {
+    /// One record per entry function and target architecture, in log order.
+    /// Where the log also holds nvlink figures for the entry, they have been applied
+    /// (see [`KernelRecord::linked`]).
+    pub kernels: Vec<KernelRecord>,
+    /// Non-entry functions (`__noinline__`, recursive or `-rdc` callees), in log order.
+    pub functions: Vec<FunctionRecord>,
+    /// Module headers (`N bytes gmem[, N bytes cmem[b]]*`), one per ptxas run, in log order.
+    pub modules: Vec<ModuleRecord>,
+    /// Per-entry figures printed by nvlink at an `-rdc` device link, in log order.
+    pub linked: Vec<LinkedRecord>,
+    /// Every warning, error and fatal line, and the info lines that are not resource
+    /// lines (such as `Overriding maximum register limit ...`), in log order.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Resources of one entry function (kernel) for one target architecture.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelRecord {
+    /// Mangled name as printed (`_Z5saxpyfPKfPfi`, or `saxpy` for `extern "C"`).
+    pub name: String,
+    /// Target as printed (`sm_90a`); `None` for very old logs without `for 'sm_XX'`.
+    pub arch: Option<String>,
+    /// Registers per thread (`Used N registers`).
+    pub registers: u32,
+    /// Named barriers (`used N barriers`); `None` before CUDA 12.8, which does not print it.
+    pub barriers: Option<u32>,
+    /// Static shared memory in bytes (`N bytes smem`; 0 when absent). Dynamic shared
+    /// memory never appears in the log.
+    pub static_smem: u64,
+    /// Constant memory per bank in bytes (`N bytes cmem[b]`). Empty for sm_90 and later,
+    /// where ptxas does not print it.
+    pub cmem: BTreeMap<u32, u64>,
+    /// Stack frame in bytes (`N bytes stack frame`; 0 when the log has none).
+    pub stack_frame: u64,
+    /// Stack of the whole call chain (`N bytes cumulative stack size`, or nvlink's
+    /// `N stack`); `None` when not printed (0, recursive, or `-rdc` before linking).
+    pub cumulative_stack: Option<u64>,
+    /// Bytes of register spill stores.
+    pub spill_stores: u64,
+    /// Bytes of register spill loads.
+    pub spill_loads: u64,
+    /// Local memory in bytes where the log prints it (very old toolkits, nvlink).
+    pub lmem: Option<u64>,
+    /// Global memory of the module the kernel belongs to (`N bytes gmem`).
+    pub gmem: u64,
+    /// True when nvlink figures (registers, barriers, stack, smem, cmem, lmem) from an
+    /// `-rdc` device link replaced the ptxas figures.
+    pub linked: bool,
+    /// Warnings, errors and notes that name this kernel (see [`Diagnostic`]).
+    pub diagnostics: Vec<Diagnostic>,
+    /// 1-based line of the `Compiling entry function` line.
+    pub line: usize,
+}
+
+/// A non-entry function: only its stack frame and spills are printed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionRecord {
+    /// Mangled name as printed.
+    pub name: String,
+    /// Target of the ptxas run it was printed in, taken from the entries of the same run;
+    /// `None` when that run compiled no entry (an `-rdc` object with only device functions).
+    pub arch: Option<String>,
+    /// Stack frame in bytes.
+    pub stack_frame: u64,
+    /// Bytes of register spill stores.
+    pub spill_stores: u64,
+    /// Bytes of register spill loads.
+    pub spill_loads: u64,
+    /// 1-based line of the `Function properties for` line.
+    pub line: usize,
+}
+
+/// The header line of one ptxas run: module-level global and constant memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModuleRecord {
+    /// Target of the run, taken from its entries; `None` when it compiled no entry.
+    pub arch: Option<String>,
+    /// Global memory in bytes (`__device__` variables).
+    pub gmem: u64,
+    /// Module constant memory per bank (bank 3: `__constant__` variables; 4: printf and
+    /// similar). Empty for sm_90 and later.
+    pub cmem: BTreeMap<u32, u64>,
+    /// 1-based line of the header.
+    pub line: usize,
+}
+
+/// Figures nvlink prints for an entry after an `-rdc` device link. They include the
+/// callees linked in from other objects, so they are the ones the launch will see.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkedRecord {
+    /// Mangled name.
+    pub name: String,
+    /// Target from the `(target: sm_XX)` suffix; `None` for a one-arch link, which prints none.
+    pub arch: Option<String>,
+    /// Registers per thread.
+    pub registers: u32,
+    /// Named barriers.
+    pub barriers: Option<u32>,
+    /// Stack of the whole call chain in bytes (`N stack`).
+    pub stack: u64,
+    /// Static shared memory in bytes.
+    pub static_smem: u64,
+    /// Constant memory per bank in bytes (printed even for sm_90 and later).
+    pub cmem: BTreeMap<u32, u64>,
+    /// Local memory in bytes.
+    pub lmem: Option<u64>,
+    /// 1-based line of the `Function properties for` line.
+    pub line: usize,
+}
+
+/// How serious a [`Diagnostic`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// An `info` line that is not a resource line (`Overriding maximum register limit ...`).
+    Info,
+    /// A `warning` line.
+    Warning,
+    /// An `error` line: the build failed.
+    Error,
+    /// A `fatal` line: the tool gave up.
+    Fatal,
+}
+
+/// A warning, error, fatal or note line of ptxas or nvlink.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Diagnostic {
+    /// The tool that printed it: `ptxas` or `nvlink`.
+    pub tool: String,
+    /// How serious it is.
+    pub severity: Severity,
+    /// The text after the `ptxas warning : ` prefix.
+    pub message: String,
+    /// The function or kernel the message names (`'<id>'`, or `entry <id>`), if any.
+    pub symbol: Option<String>,
+    /// The target of the kernel it was attached to, if it was attached to one.
+    pub arch: Option<String>,
+    /// 1-based line in the log.
+    pub line: usize,
+}
+
+/// A line that has the shape of a ptxas or nvlink resource line but cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParseError {
+    /// 1-based line number.
+    pub line: usize,
+    /// The line (shortened to 300 characters).
+    pub text: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "cannot read ptxas log line {}: {}: `{}`; pass the unmodified stderr of one \
+             `nvcc -Xptxas -v` run (builds run in parallel interleave their lines)",
+            self.line, self.reason, self.text
+        )
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+impl KernelRecord {
+    /// Warnings (not notes or errors) attached to this kernel.
+    pub fn warnings(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Warning)
+    }
+}
+
+impl Log {
+    /// Errors and fatal lines anywhere in the log; a build whose log has any failed.
+    pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.diagnostics
+            .iter()
+            .filter(|d| d.severity >= Severity::Error)
+    }
+
+    /// Replaces the ptxas figures of each kernel by the nvlink figures of `linked`
+    /// (registers, barriers, stack, smem, cmem, lmem) and sets [`KernelRecord::linked`].
+    ///
+    /// A record with a target applies to the kernel of the same name and target. A record
+    /// without one (a one-arch link) applies to the kernels of that name only when they
+    /// all have the same target; otherwise it is ambiguous and left out. [`parse_log`]
+    /// already applies the nvlink records of its own text; call this when the compile
+    /// and the device link were logged separately.
+    pub fn apply_linked(&mut self, linked: &[LinkedRecord]) {
+        if linked.is_empty() {
+            return;
+        }
+        let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, k) in self.kernels.iter().enumerate() {
+            by_name.entry(k.name.clone()).or_default().push(i);
+        }
+        for rec in linked {
+            let same: &[usize] = by_name.get(&rec.name).map_or(&[], Vec::as_slice);
+            let targets: Vec<usize> = match &rec.arch {
+                Some(a) => same
+                    .iter()
+                    .copied()
+                    .filter(|&i| self.kernels[i].arch.as_deref() == Some(a))
+                    .collect(),
+                None => {
+                    let first_arch = same.first().map(|&i| &self.kernels[i].arch);
+                    if same
+                        .iter()
+                        .all(|&i| Some(&self.kernels[i].arch) == first_arch)
+                    {
+                        same.to_vec()
+                    } else {
+                        Vec::new()
+                    }
+                }
+            };
+            for i in targets {
+                let k = &mut self.kernels[i];
+                k.registers = rec.registers;
+                if rec.barriers.is_some() {
+                    k.barriers = rec.barriers;
+                }
+                k.cumulative_stack = Some(rec.stack);
+                k.static_smem = rec.static_smem;
+                k.cmem = rec.cmem.clone();
+                if rec.lmem.is_some() {
+                    k.lmem = rec.lmem;
+                }
+                k.linked = true;
+            }
+        }
+    }
+}
+
+/// Parses the stderr of `nvcc -Xptxas -v` (or `ptxas -v`, or `nvcc -dlink -Xnvlink -v`).
+///
+/// Deterministic; never panics. Lines that are not from ptxas or nvlink are skipped, so
+/// a whole build log can be passed. nvlink figures in the same text are applied to the
+/// kernels with [`Log::apply_linked`].
+///
+/// Diagnostics that name a kernel are attached to the first record of that kernel that
+/// follows them (ptxas prints its warnings before the entries of each run), else to the
+/// last one before them; they are also kept, in order, in [`Log::diagnostics`].
+///
+/// # Errors
+/// A [`ParseError`] quoting the line when a resource line (`Compiling entry function`,
+/// `Function properties for`, `Used N registers`, `N bytes stack frame`, `N bytes gmem`)
+/// is malformed or has no function to belong to.
+pub fn parse_log(text: &str) -> Result<Log, ParseError> {
+    let mut p = Parser::default();
+    for (i, raw) in text.split('\n').enumerate() {
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        p.line(i + 1, line)?;
+    }
+    Ok(p.finish())
+}
+
+/// Where the next `N bytes stack frame` line goes.
+#[derive(Debug, Clone, Copy)]
+enum Props {
+    Kernel(usize),
+    Function(usize),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Cur {
+    kernel: usize,
+    /// Its `Used` line was seen.
+    used: bool,
+    /// Its `Function properties` line was seen.
+    props: bool,
+}
+
+#[derive(Default)]
+struct Parser {
+    log: Log,
+    /// Most recent entry of the current ptxas run.
+    cur: Option<Cur>,
+    props: Option<Props>,
+    /// Current ptxas run: index of its module and of its first kernel/function.
+    run_module: Option<usize>,
+    run_kernels: usize,
+    run_functions: usize,
+    gmem: u64,
+    /// Open nvlink record.
+    linked_open: Option<usize>,
+}
+
+fn err(line: usize, text: &str, reason: impl Into<String>) -> ParseError {
+    let mut t: String = text.chars().take(300).collect();
+    if t.len() < text.len() {
+        t.push('…');
+    }
+    ParseError {
+        line,
+        text: t,
+        reason: reason.into(),
+    }
+}
+
+/// Splits `ptxas info    : rest` into (tool, severity word, rest).
+fn split_prefix(line: &str) -> Option<(&str, &str, &str)> {
+    let (tool, rest) = if let Some(r) = line.strip_prefix("ptxas") {
+        ("ptxas", r)
+    } else if let Some(r) = line.strip_prefix("nvlink") {
+        ("nvlink", r)
+    } else {
+        return None;
+    };
+    // `ptxas info    : ...`, `ptxas warning : ...`; also gpgpu-sim's `ptxas <file>, line N; warning ...`.
+    let rest = rest.strip_prefix(' ')?;
+    let (word, tail) = rest.split_once(':')?;
+    let word = word.trim();
+    if !matches!(word, "info" | "warning" | "error" | "fatal") {
+        return Some((tool, "other", rest));
+    }
+    Some((tool, word, tail.strip_prefix(' ').unwrap_or(tail)))
+}
+
+/// Parses a decimal number that must be the whole of `s`.
+fn num(s: &str) -> Option<u64> {
+    if s.is_empty() || s.len() > 19 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// `N` or `N+M` (old declared+system pairs) as their sum.
+fn num_pair(s: &str) -> Option<u64> {
+    match s.split_once('+') {
+        Some((a, b)) => num(a)?.checked_add(num(b)?),
+        None => num(s),
+    }
+}
+
+/// `cmem[3]` -> 3.
+fn bank(s: &str) -> Option<u32> {
+    let b = s.strip_prefix("cmem[")?.strip_suffix(']')?;
+    u32::try_from(num(b)?).ok()
+}
+
+/// Resource fields of `Used ...` (ptxas) and `used ...` (nvlink) lines and module headers.
+#[derive(Default)]
+struct Fields {
+    registers: Option<u32>,
+    barriers: Option<u32>,
+    smem: Option<u64>,
+    lmem: Option<u64>,
+    gmem: Option<u64>,
+    cmem: BTreeMap<u32, u64>,
+    cumulative_stack: Option<u64>,
+    stack: Option<u64>,
+}
+
+/// Reads the `, `-separated fields; unknown fields are ignored. Returns the reason when
+/// a known field has a malformed number.
+fn fields(s: &str) -> Result<Fields, String> {
+    let mut f = Fields::default();
+    for field in s.split(',') {
+        let field = field.trim();
+        if field.is_empty() {
+            continue;
+        }
+        let mut words = field.split(' ').filter(|w| !w.is_empty());
+        let w0 = words.next().unwrap_or("");
+        let w1 = words.next().unwrap_or("");
+        let w2 = words.next().unwrap_or("");
+        let w3 = words.next();
+        let bad = || format!("cannot read the number in `{field}`");
+        if w0.eq_ignore_ascii_case("used") && (w2 == "registers" || w2 == "register") {
+            let n = num(w1)
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(bad)?;
+            f.registers = Some(n);
+        } else if w0 == "used" && (w2 == "barriers" || w2 == "barrier") {
+            let n = num(w1)
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(bad)?;
+            f.barriers = Some(n);
+        } else if w1 == "bytes" && w2 == "cumulative" {
+            f.cumulative_stack = Some(num(w0).ok_or_else(bad)?);
+        } else if w1 == "stack" && w2.is_empty() {
+            f.stack = Some(num(w0).ok_or_else(bad)?);
+        } else if w1 == "bytes" && w3.is_none() {
+            let n = || num_pair(w0).ok_or_else(bad);
+            match w2 {
+                "smem" => f.smem = Some(n()?),
+                "lmem" => f.lmem = Some(n()?),
+                "gmem" => f.gmem = Some(n()?),
+                _ => {
+                    if let Some(b) = bank(w2) {
+                        let v = n()?;
+                        let slot = f.cmem.entry(b).or_insert(0);
+                        *slot = slot.saturating_add(v);
+                    }
+                }
+            }
+        }
+    }
+    Ok(f)
+}
+
+/// The first `'quoted'` name, else the word after `entry ` / `function `.
+fn named_symbol(msg: &str) -> Option<String> {
+    if let Some((_, rest)) = msg.split_once('\'') {
+        if let Some((name, _)) = rest.split_once('\'') {
+            if !name.is_empty() {
+                return Some(name.to_string());
+            }
+        }
+    }
+    for key in ["entry ", "function "] {
+        if let Some((_, rest)) = msg.split_once(key) {
+            let name: &str = rest.split([' ', ',', ':']).next().unwrap_or("");
+            if !name.is_empty() && name != "function" {
+                return Some(name.to_string());
+            }
+        }
+    }
+    None
+}
+
+impl Parser {
+    fn line(&mut self, n: usize, line: &str) -> Result<(), ParseError> {
+        if let Some((tool, sev, rest)) = split_prefix(line) {
+            if tool == "nvlink" {
+                return self.nvlink(n, line, sev, rest);
+            }
+            return match sev {
+                "info" => self.info(n, line, rest),
+                "warning" => {
+                    self.diag(n, tool, Severity::Warning, rest);
+                    Ok(())
+                }
+                "error" => {
+                    self.diag(n, tool, Severity::Error, rest);
+                    Ok(())
+                }
+                "fatal" => {
+                    self.diag(n, tool, Severity::Fatal, rest);
+                    Ok(())
+                }
+                _ => {
+                    let sev = if rest.contains("error") {
+                        Severity::Error
+                    } else {
+                        Severity::Warning
+                    };
+                    self.diag(n, tool, sev, rest.trim());
+                    Ok(())
+                }
+            };
+        }
+        // `    N bytes stack frame, N bytes spill stores, N bytes spill loads`
+        let t = line.trim_start();
+        if t.len() != line.len() && t.contains("bytes stack frame") {
+            return self.stack_line(n, line, t);
+        }
+        Ok(())
+    }
+
+    fn diag(&mut self, n: usize, tool: &str, severity: Severity, msg: &str) {
+        let message = msg.trim_end();
+        // Strip nvlink's `(target: sm_XX)` suffix into the arch.
+        let (message, arch) = split_target(message);
+        self.log.diagnostics.push(Diagnostic {
+            tool: tool.to_string(),
+            severity,
+            message: message.to_string(),
+            symbol: named_symbol(message),
+            arch: arch.map(str::to_string),
+            line: n,
+        });
+    }
+
+    fn info(&mut self, n: usize, line: &str, rest: &str) -> Result<(), ParseError> {
+        let rest = rest.trim_end();
+        if let Some(r) = rest.strip_prefix("Compiling entry function") {
+            return self.entry(n, line, r);
+        }
+        if let Some(r) = rest.strip_prefix("Function properties for") {
+            let name = r.trim();
+            let name = name
+                .strip_prefix('\'')
+                .and_then(|s| s.strip_suffix('\''))
+                .unwrap_or(name);
+            if name.is_empty() || name.contains(' ') {
+                return Err(err(
+                    n,
+                    line,
+                    "no function name after `Function properties for`",
+                ));
+            }
+            self.properties(n, name);
+            return Ok(());
+        }
+        if rest.starts_with("Used ") {
+            return self.used(n, line, rest);
+        }
+        if rest.starts_with("Compile time") {
+            return Ok(());
+        }
+        if rest.ends_with(" gmem") || rest.contains(" gmem,") {
+            let f = fields(rest).map_err(|r| err(n, line, r))?;
+            let gmem = f
+                .gmem
+                .ok_or_else(|| err(n, line, "cannot read the `N bytes gmem` header"))?;
+            self.start_run(n, gmem, f.cmem);
+            return Ok(());
+        }
+        self.diag(n, "ptxas", Severity::Info, rest);
+        Ok(())
+    }
+
+    fn start_run(&mut self, n: usize, gmem: u64, cmem: BTreeMap<u32, u64>) {
+        self.close_run();
+        self.log.modules.push(ModuleRecord {
+            arch: None,
+            gmem,
+            cmem,
+            line: n,
+        });
+        self.run_module = Some(self.log.modules.len() - 1);
+        self.gmem = gmem;
+        self.cur = None;
+        self.props = None;
+    }
+
+    /// Gives the module and non-entry functions of the run that ends the target of its
+    /// entries.
+    fn close_run(&mut self) {
+        let kernels = &self.log.kernels[self.run_kernels.min(self.log.kernels.len())..];
+        let arch = kernels.iter().find_map(|k| k.arch.clone());
+        if let Some(arch) = arch {
+            if let Some(m) = self.run_module.and_then(|m| self.log.modules.get_mut(m)) {
+                if m.arch.is_none() {
+                    m.arch = Some(arch.clone());
+                }
+            }
+            let start = self.run_functions.min(self.log.functions.len());
+            for f in &mut self.log.functions[start..] {
+                if f.arch.is_none() {
+                    f.arch = Some(arch.clone());
+                }
+            }
+        }
+        self.run_kernels = self.log.kernels.len();
+        self.run_functions = self.log.functions.len();
+        self.run_module = None;
+    }
+
+    fn entry(&mut self, n: usize, line: &str, r: &str) -> Result<(), ParseError> {
+        // ` '<id>' for 'sm_90a'` or ` '<id>'`
+        let r = r.trim();
+        let bad = || {
+            err(
+                n,
+                line,
+                "expected `Compiling entry function '<name>' for 'sm_XX'`",
+            )
+        };
+        let body = r.strip_prefix('\'').ok_or_else(bad)?;
+        let (name, arch) = match body.rsplit_once("' for '") {
+            Some((name, tail)) => {
+                let arch = tail.strip_suffix('\'').ok_or_else(bad)?;
+                if arch.is_empty() || arch.contains(char::is_whitespace) {
+                    return Err(bad());
+                }
+                (name, Some(arch.to_string()))
+            }
+            None => (body.strip_suffix('\'').ok_or_else(bad)?, None),
+        };
+        if name.is_empty() || name.contains(char::is_whitespace) {
+            return Err(bad());
+        }
+        self.log.kernels.push(KernelRecord {
+            name: name.to_string(),
+            arch,
+            registers: 0,
+            barriers: None,
+            static_smem: 0,
+            cmem: BTreeMap::new(),
+            stack_frame: 0,
+            cumulative_stack: None,
+            spill_stores: 0,
+            spill_loads: 0,
+            lmem: None,
+            gmem: self.gmem,
+            linked: false,
+            diagnostics: Vec::new(),
+            line: n,
+        });
+        self.cur = Some(Cur {
+            kernel: self.log.kernels.len() - 1,
+            used: false,
+            props: false,
+        });
+        self.props = None;
+        Ok(())
+    }
+
+    fn properties(&mut self, n: usize, name: &str) {
+        if let Some(cur) = &mut self.cur {
+            if !cur.props && self.log.kernels[cur.kernel].name == name {
+                cur.props = true;
+                self.props = Some(Props::Kernel(cur.kernel));
+                return;
+            }
+        }
+        self.log.functions.push(FunctionRecord {
+            name: name.to_string(),
+            arch: None,
+            stack_frame: 0,
+            spill_stores: 0,
+            spill_loads: 0,
+            line: n,
+        });
+        self.props = Some(Props::Function(self.log.functions.len() - 1));
+    }
+
+    fn stack_line(&mut self, n: usize, line: &str, t: &str) -> Result<(), ParseError> {
+        let mut frame = None;
+        let mut stores = None;
+        let mut loads = None;
+        for field in t.trim_end().split(", ") {
+            let (v, what) = field
+                .split_once(" bytes ")
+                .ok_or_else(|| err(n, line, format!("cannot read `{field}`")))?;
+            let v = num(v.trim())
+                .ok_or_else(|| err(n, line, format!("cannot read the number in `{field}`")))?;
+            match what.trim() {
+                "stack frame" => frame = Some(v),
+                "spill stores" => stores = Some(v),
+                "spill loads" => loads = Some(v),
+                _ => {}
+            }
+        }
+        let frame = frame.ok_or_else(|| err(n, line, "no `N bytes stack frame`"))?;
+        match self.props.take() {
+            Some(Props::Kernel(k)) => {
+                let k = &mut self.log.kernels[k];
+                k.stack_frame = frame;
+                k.spill_stores = stores.unwrap_or(0);
+                k.spill_loads = loads.unwrap_or(0);
+            }
+            Some(Props::Function(f)) => {
+                let f = &mut self.log.functions[f];
+                f.stack_frame = frame;
+                f.spill_stores = stores.unwrap_or(0);
+                f.spill_loads = loads.unwrap_or(0);
+            }
+            None => {
+                return Err(err(
+                    n,
+                    line,
+                    "stack frame line without a `Function properties for` line before it",
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    fn used(&mut self, n: usize, line: &str, rest: &str) -> Result<(), ParseError> {
+        let f = fields(rest).map_err(|r| err(n, line, r))?;
+        let regs = f
+            .registers
+            .ok_or_else(|| err(n, line, "cannot read `Used N registers`"))?;
+        let k = match &mut self.cur {
+            Some(cur) if !cur.used => {
+                cur.used = true;
+                cur.kernel
+            }
+            _ => {
+                return Err(err(
+                    n,
+                    line,
+                    "`Used N registers` without a `Compiling entry function` line before it",
+                ))
+            }
+        };
+        let k = &mut self.log.kernels[k];
+        k.registers = regs;
+        k.barriers = f.barriers;
+        k.static_smem = f.smem.unwrap_or(0);
+        k.cmem = f.cmem;
+        k.cumulative_stack = f.cumulative_stack;
+        k.lmem = f.lmem;
+        Ok(())
+    }
+
+    fn nvlink(&mut self, n: usize, line: &str, sev: &str, rest: &str) -> Result<(), ParseError> {
+        match sev {
+            "info" => {}
+            "warning" => {
+                self.diag(n, "nvlink", Severity::Warning, rest);
+                return Ok(());
+            }
+            "error" => {
+                self.diag(n, "nvlink", Severity::Error, rest);
+                return Ok(());
+            }
+            "fatal" => {
+                self.diag(n, "nvlink", Severity::Fatal, rest);
+                return Ok(());
+            }
+            _ => {
+                self.diag(n, "nvlink", Severity::Warning, rest.trim());
+                return Ok(());
+            }
+        }
+        let (rest, arch) = split_target(rest.trim_end());
+        if let Some(r) = rest.strip_prefix("Function properties for") {
+            let name = r.trim().trim_end_matches(':').trim();
+            let name = name
+                .strip_prefix('\'')
+                .and_then(|s| s.strip_suffix('\''))
+                .unwrap_or(name);
+            if name.is_empty() || name.contains(' ') {
+                return Err(err(
+                    n,
+                    line,
+                    "no function name after `Function properties for`",
+                ));
+            }
+            self.log.linked.push(LinkedRecord {
+                name: name.to_string(),
+                arch: arch.map(str::to_string),
+                registers: 0,
+                barriers: None,
+                stack: 0,
+                static_smem: 0,
+                cmem: BTreeMap::new(),
+                lmem: None,
+                line: n,
+            });
+            self.linked_open = Some(self.log.linked.len() - 1);
+            return Ok(());
+        }
+        if rest.starts_with("used ") {
+            let f = fields(rest).map_err(|r| err(n, line, r))?;
+            let regs = f
+                .registers
+                .ok_or_else(|| err(n, line, "cannot read `used N registers`"))?;
+            let i = self.linked_open.take().ok_or_else(|| {
+                err(
+                    n,
+                    line,
+                    "`used N registers` without a `Function properties for` line before it",
+                )
+            })?;
+            let r = &mut self.log.linked[i];
+            r.registers = regs;
+            r.barriers = f.barriers;
+            r.stack = f.stack.or(f.cumulative_stack).unwrap_or(0);
+            r.static_smem = f.smem.unwrap_or(0);
+            r.cmem = f.cmem;
+            r.lmem = f.lmem;
+            return Ok(());
+        }
+        if rest.ends_with(" gmem") || rest.contains(" gmem,") {
+            fields(rest).map_err(|r| err(n, line, r))?;
+            self.linked_open = None;
+            return Ok(());
+        }
+        self.diag(n, "nvlink", Severity::Info, rest);
+        Ok(())
+    }
+
+    fn finish(mut self) -> Log {
+        self.close_run();
+        let mut log = self.log;
+        // Attach diagnostics that name a kernel (kernels are in line order).
+        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, k) in log.kernels.iter().enumerate() {
+            by_name.entry(k.name.as_str()).or_default().push(i);
+        }
+        let mut attach: Vec<(usize, usize)> = Vec::new();
+        for (di, d) in log.diagnostics.iter().enumerate() {
+            let Some(cands) = d.symbol.as_deref().and_then(|s| by_name.get(s)) else {
+                continue;
+            };
+            let kernels = &log.kernels;
+            let same_arch = |&&i: &&usize| d.arch.is_none() || kernels[i].arch == d.arch;
+            let target = cands
+                .iter()
+                .filter(same_arch)
+                .find(|&&i| kernels[i].line > d.line)
+                .or_else(|| {
+                    cands
+                        .iter()
+                        .filter(same_arch)
+                        .rev()
+                        .find(|&&i| kernels[i].line < d.line)
+                });
+            if let Some(&t) = target {
+                attach.push((di, t));
+            }
+        }
+        drop(by_name);
+        for (di, t) in attach {
+            let arch = log.kernels[t].arch.clone();
+            let d = &mut log.diagnostics[di];
+            d.arch = arch;
+            let d = d.clone();
+            log.kernels[t].diagnostics.push(d);
+        }
+        let linked = std::mem::take(&mut log.linked);
+        log.apply_linked(&linked);
+        log.linked = linked;
+        log
+    }
+}
+
+/// Splits nvlink's ` (target: sm_80)` suffix off.
+fn split_target(s: &str) -> (&str, Option<&str>) {
+    if let Some(body) = s.strip_suffix(')') {
+        if let Some((head, arch)) = body.rsplit_once("(target: ") {
+            return (head.trim_end(), Some(arch.trim()));
+        }
+    }
+    (s, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "\
+ptxas warning : Stack size for entry function '_Z15calls_recursivePi' cannot be statically determined
+ptxas info    : 4022 bytes gmem, 32 bytes cmem[3], 32 bytes cmem[4]
+ptxas info    : Compiling entry function '_Z15calls_recursivePi' for 'sm_80'
+ptxas info    : Function properties for _Z15calls_recursivePi
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 24 registers, used 0 barriers, 360 bytes cmem[0]
+ptxas info    : Compile time = 1.615 ms
+ptxas info    : Function properties for _Z3fibi
+    24 bytes stack frame, 20 bytes spill stores, 20 bytes spill loads
+ptxas info    : Compiling entry function '_Z12spill_kernelPKfPfi' for 'sm_80'
+ptxas info    : Function properties for _Z12spill_kernelPKfPfi
+    1064 bytes stack frame, 2152 bytes spill stores, 2420 bytes spill loads
+ptxas info    : Used 32 registers, used 0 barriers, 1064 bytes cumulative stack size, 372 bytes cmem[0]
+ptxas info    : Compile time = 113.890 ms
+ptxas info    : Compiling entry function 'saxpy' for 'sm_80'
+ptxas info    : Function properties for saxpy
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 10 registers, used 1 barriers, 1024 bytes smem, 380 bytes cmem[0]
+";
+
+    #[test]
+    fn entries_functions_and_module() {
+        let log = parse_log(SAMPLE).unwrap();
+        assert_eq!(log.kernels.len(), 3);
+        let rec = &log.kernels[0];
+        assert_eq!(rec.name, "_Z15calls_recursivePi");
+        assert_eq!(rec.arch.as_deref(), Some("sm_80"));
+        assert_eq!(rec.registers, 24);
+        assert_eq!(rec.cmem, BTreeMap::from([(0, 360)]));
+        assert_eq!(rec.gmem, 4022);
+        assert_eq!(rec.diagnostics.len(), 1);
+        assert_eq!(rec.cumulative_stack, None);
+        let spill = &log.kernels[1];
+        assert_eq!(
+            (spill.stack_frame, spill.spill_stores, spill.spill_loads),
+            (1064, 2152, 2420)
+        );
+        assert_eq!(spill.cumulative_stack, Some(1064));
+        let saxpy = &log.kernels[2];
+        assert_eq!((saxpy.static_smem, saxpy.barriers), (1024, Some(1)));
+        assert_eq!(log.functions.len(), 1);
+        assert_eq!(log.functions[0].name, "_Z3fibi");
+        assert_eq!(log.functions[0].arch.as_deref(), Some("sm_80"));
+        assert_eq!(log.functions[0].stack_frame, 24);
+        assert_eq!(log.modules.len(), 1);
+        assert_eq!(log.modules[0].cmem, BTreeMap::from([(3, 32), (4, 32)]));
+        assert_eq!(log.modules[0].arch.as_deref(), Some("sm_80"));
+        assert_eq!(
+            log.diagnostics[0].symbol.as_deref(),
+            Some("_Z15calls_recursivePi")
+        );
+    }
+
+    #[test]
+    fn old_formats() {
+        let log = parse_log(
+            "ptxas info    : Compiling entry function 'acos_main'\n\
+             ptxas info    : Used 4 registers, 60+56 bytes lmem, 44+40 bytes smem, 20 bytes cmem[1], 12 bytes cmem[14], 3 textures\n\
+             ptxas info    : Compiling entry function '_Z1kv' for 'sm_52'\n\
+             ptxas info    : Used 46 registers, 360 bytes cmem[0], 12 bytes cmem[2]\r\n",
+        )
+        .unwrap();
+        let k = &log.kernels[0];
+        assert_eq!(k.arch, None);
+        assert_eq!((k.registers, k.lmem, k.static_smem), (4, Some(116), 84));
+        assert_eq!(k.cmem, BTreeMap::from([(1, 20), (14, 12)]));
+        assert_eq!(k.barriers, None);
+        assert_eq!(log.kernels[1].cmem, BTreeMap::from([(0, 360), (2, 12)]));
+    }
+
+    #[test]
+    fn non_entries_before_entries_get_the_run_arch() {
+        let log = parse_log(
+            "ptxas info    : 0 bytes gmem\n\
+             ptxas info    : Function properties for _Z6helperfi\n    \
+             64 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n\
+             ptxas info    : Compile time = 2.504 ms\n\
+             ptxas info    : Compiling entry function '_Z12calls_helperPfi' for 'sm_90a'\n\
+             ptxas info    : Used 12 registers, used 0 barriers\n\
+             ptxas info    : 0 bytes gmem\n\
+             ptxas info    : Function properties for _Z6helperfi\n    \
+             8 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n",
+        )
+        .unwrap();
+        assert_eq!(log.functions[0].arch.as_deref(), Some("sm_90a"));
+        assert_eq!(log.functions[0].stack_frame, 64);
+        assert_eq!(log.functions[1].arch, None);
+        assert_eq!(log.kernels[0].stack_frame, 0);
+    }
+
+    #[test]
+    fn nvlink_figures_win() {
+        let log = parse_log(
+            "ptxas info    : 0 bytes gmem\n\
+             ptxas info    : Compiling entry function '_Z9calls_farPfi' for 'sm_80'\n\
+             ptxas info    : Used 24 registers, used 0 barriers, 364 bytes cmem[0]\n\
+             ptxas info    : 0 bytes gmem\n\
+             ptxas info    : Compiling entry function '_Z9calls_farPfi' for 'sm_90'\n\
+             ptxas info    : Used 24 registers, used 0 barriers\n\
+             nvlink info    : 0 bytes gmem (target: sm_90)\n\
+             nvlink info    : Function properties for '_Z9calls_farPfi': (target: sm_90)\n\
+             nvlink info    : used 67 registers, used 0 barriers, 16 stack, 0 bytes smem, 540 bytes cmem[0], 0 bytes lmem (target: sm_90)\n",
+        )
+        .unwrap();
+        assert_eq!(log.kernels[0].registers, 24);
+        assert!(!log.kernels[0].linked);
+        let k = &log.kernels[1];
+        assert_eq!(
+            (k.registers, k.linked, k.cumulative_stack),
+            (67, true, Some(16))
+        );
+        assert_eq!(k.cmem, BTreeMap::from([(0, 540)]));
+        assert_eq!(log.linked.len(), 1);
+        assert_eq!(log.linked[0].arch.as_deref(), Some("sm_90"));
+    }
+
+    #[test]
+    fn one_arch_nvlink_record_applies_when_unambiguous() {
+        let text = "ptxas info    : Compiling entry function 'k' for 'sm_80'\n\
+                    ptxas info    : Used 24 registers, used 0 barriers\n\
+                    nvlink info    : Function properties for 'k':\n\
+                    nvlink info    : used 46 registers, used 0 barriers, 72 stack, 0 bytes smem, 540 bytes cmem[0], 0 bytes lmem\n";
+        let log = parse_log(text).unwrap();
+        assert_eq!(log.kernels[0].registers, 46);
+        let two = format!(
+            "ptxas info    : Compiling entry function 'k' for 'sm_90'\n\
+             ptxas info    : Used 20 registers, used 0 barriers\n{text}"
+        );
+        let log = parse_log(&two).unwrap();
+        assert_eq!(log.kernels[0].registers, 20);
+        assert_eq!(log.kernels[1].registers, 24);
+    }
+
+    #[test]
+    fn diagnostics_are_collected_and_attached() {
+        let log = parse_log(
+            "ptxas info    : Overriding maximum register limit 256 for 'k' with  24 of maxrregcount option\n\
+             ptxas warning : Value of threads per SM for entry k is out of range. .minnctapersm will be ignored\n\
+             ptxas warning : Registers are spilled to local memory in function '_Z3fibi', 20 bytes spill stores, 20 bytes spill loads\n\
+             ptxas error   : Entry function 'k' uses too much shared data (0x10400 bytes, 0xc000 max)\n\
+             ptxas fatal   : Ptx assembly aborted due to errors\n\
+             ptxas info    : 0 bytes gmem\n\
+             ptxas info    : Compiling entry function 'k' for 'sm_86'\n\
+             ptxas info    : Used 8 registers, used 0 barriers\n",
+        )
+        .unwrap();
+        let k = &log.kernels[0];
+        assert_eq!(k.diagnostics.len(), 3);
+        assert_eq!(k.warnings().count(), 1);
+        assert!(k
+            .diagnostics
+            .iter()
+            .all(|d| d.arch.as_deref() == Some("sm_86")));
+        assert_eq!(log.diagnostics.len(), 5);
+        assert_eq!(log.errors().count(), 2);
+        assert_eq!(log.diagnostics[2].symbol.as_deref(), Some("_Z3fibi"));
+        assert_eq!(log.diagnostics[4].symbol, None);
+    }
+
+    #[test]
+    fn warnings_go_to_the_next_record_of_their_kernel() {
+        let log = parse_log(
+            "ptxas warning : Stack size for entry function 'k' cannot be statically determined\n\
+             ptxas info    : 0 bytes gmem\n\
+             ptxas info    : Compiling entry function 'k' for 'sm_80'\n\
+             ptxas info    : Used 8 registers, used 0 barriers\n\
+             ptxas warning : Stack size for entry function 'k' cannot be statically determined\n\
+             ptxas info    : 0 bytes gmem\n\
+             ptxas info    : Compiling entry function 'k' for 'sm_90'\n\
+             ptxas info    : Used 8 registers, used 0 barriers\n",
+        )
+        .unwrap();
+        assert_eq!(log.kernels[0].diagnostics[0].line, 1);
+        assert_eq!(log.kernels[1].diagnostics[0].line, 5);
+    }
+
+    #[test]
+    fn malformed_resource_lines_are_errors() {
+        for (text, line) in [
+            ("ptxas info    : Used x registers, used 0 barriers\n", 1),
+            ("ptxas info    : Compiling entry function 'k' for 'sm_80'\nptxas info    : Used 99999999999 registers\n", 2),
+            ("ptxas info    : Compiling entry function k for sm_80\n", 1),
+            ("ptxas info    : Used 8 registers\n", 1),
+            ("ptxas info    : Compiling entry function 'k' for 'sm_80'\n    x bytes stack frame, 0 bytes spill stores\n", 2),
+            ("\n    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n", 2),
+            ("ptxas info    : abc bytes gmem\n", 1),
+            ("nvlink info    : used 1 registers\n", 1),
+        ] {
+            let e = parse_log(text).unwrap_err();
+            assert_eq!(e.line, line, "{text}");
+            let msg = e.to_string();
+            assert!(msg.starts_with("cannot read ptxas log line"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn unrelated_lines_and_unknown_fields_are_ignored() {
+        let log = parse_log(
+            "nvcc warning : The 'compute_75' target is deprecated\n\
+             kernels.cu(3): warning #177-D: variable declared but never referenced\n\
+             ptxas info    : Compiling entry function 'k' for 'sm_80'\n\
+             ptxas info    : Used 8 registers, used 0 barriers, 7 widgets, 3 textures\n",
+        )
+        .unwrap();
+        assert_eq!(log.kernels.len(), 1);
+        assert_eq!(log.kernels[0].registers, 8);
+        assert!(log.diagnostics.is_empty());
+    }
+
+    mod props {
+        use super::super::parse_log;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn never_panics_on_arbitrary_text(s in "\\PC*") {
+                let _ = parse_log(&s);
+            }
+
+            #[test]
+            fn never_panics_on_ptxas_like_text(
+                lines in proptest::collection::vec(
+                    "(ptxas|nvlink) (info|warning|error|fatal) *: ?(Used|used|Compiling entry function|Function properties for)? ?'?[a-z_0-9]{0,4}'?( for '?sm_[0-9]{0,3}'?)?(, ?[0-9+]{0,4} ?(bytes|stack|registers|barriers)? ?(smem|cmem\\[[0-9]{0,2}\\]?|gmem|lmem|cumulative stack size)?){0,3}( \\(target: sm_80\\))?:?|    [0-9]{0,3} bytes stack frame(, [0-9]{0,3} bytes spill (stores|loads)){0,2}",
+                    0..12),
+            ) {
+                let text = lines.join("\n");
+                let a = parse_log(&text);
+                let b = parse_log(&text);
+                prop_assert_eq!(a, b);
+            }
+
+            #[test]
+            fn never_panics_on_mutated_sample(
+                cuts in proptest::collection::vec((0usize..2000, 0usize..40, "\\PC{0,6}"), 1..6),
+            ) {
+                let mut text = super::SAMPLE.to_string();
+                for (at, len, with) in cuts {
+                    let mut at = at.min(text.len());
+                    while !text.is_char_boundary(at) { at -= 1; }
+                    let mut end = (at + len).min(text.len());
+                    while !text.is_char_boundary(end) { end -= 1; }
+                    text.replace_range(at..end, &with);
+                }
+                let _ = parse_log(&text);
+            }
+        }
+    }
+}

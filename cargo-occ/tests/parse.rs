@@ -1,0 +1,99 @@
+//! `cargo occ parse` as a process: files, stdin, exit codes.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+fn fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn occ(args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cargo-occ"))
+        .arg("occ")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run cargo-occ");
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write stdin");
+    } else {
+        drop(child.stdin.take());
+    }
+    let out = child.wait_with_output().expect("wait");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn parses_a_saved_log_as_json() {
+    let log = fixture("ptxas-12.9-sm_61.log");
+    let (code, out, err) = occ(&["parse", &log, "--json"], None);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let kernels = v["kernels"].as_array().expect("kernels");
+    let text = std::fs::read_to_string(&log).expect("fixture");
+    assert_eq!(
+        kernels.len(),
+        text.matches("Compiling entry function").count()
+    );
+    let smem = kernels
+        .iter()
+        .find(|k| k["demangled"] == "smem_static(float*)")
+        .expect("smem_static");
+    assert_eq!(smem["static_smem"], 1024);
+    assert_eq!(smem["arch"], "sm_61");
+}
+
+#[test]
+fn reads_stdin_and_keeps_nulls() {
+    let text = std::fs::read_to_string(fixture("ptxas-11.8-sm_70.log")).expect("fixture");
+    let (code, out, err) = occ(&["parse", "-", "--json"], Some(&text));
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert!(v["kernels"]
+        .as_array()
+        .is_some_and(|k| !k.is_empty() && k.iter().all(|k| k["barriers"].is_null())));
+}
+
+#[test]
+fn table_by_default() {
+    let (code, out, _) = occ(&["parse", &fixture("ptxas-13.5-sm_90.log")], None);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("kernel"));
+    assert!(out.contains("ns::inner::tkern<double, 128>"));
+}
+
+#[test]
+fn exit_codes() {
+    let (code, _, err) = occ(&["parse", "/nonexistent/ptxas.log"], None);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("cannot read the log /nonexistent/ptxas.log"),
+        "{err}"
+    );
+    let (code, _, err) = occ(
+        &["parse", "-"],
+        Some("ptxas info    : Used many registers\n"),
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("line 1"), "{err}");
+    let (code, _, _) = occ(&["parse"], None);
+    assert_eq!(code, 2);
+    let (code, _, _) = occ(&["parse", "a", "--bogus"], None);
+    assert_eq!(code, 2);
+}

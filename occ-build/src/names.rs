@@ -1,0 +1,408 @@
+//! Kernel names: demangling, display forms, and Rust identifiers.
+//!
+//! ```
+//! use occ_build::names;
+//! let n = names::kernel_name("_ZN2ns5inner5tkernIdLi128EEEvPT_PKS2_");
+//! assert_eq!(n.demangled, "ns::inner::tkern<double, 128>(double*, double const*)");
+//! assert_eq!(n.base, "ns::inner::tkern<double, 128>");
+//! assert_eq!(n.short, "tkern");
+//! assert_eq!(names::rust_ident("_ZN2ns5inner5tkernIdLi128EEEvPT_PKS2_"), "ns_inner_tkern_double_128");
+//! assert_eq!(names::rust_ident("saxpy"), "saxpy");
+//! ```
+
+use std::collections::BTreeMap;
+
+use cpp_demangle::{DemangleOptions, Symbol};
+use serde::{Deserialize, Serialize};
+
+/// The display forms of one kernel name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct KernelName {
+    /// As ptxas prints it (`_ZN2ns5inner5tkernIdLi128EEEvPT_PKS2_`, or `saxpy`).
+    pub mangled: String,
+    /// Demangled, without the return type: `ns::inner::tkern<double, 128>(double*, double const*)`.
+    /// The mangled name itself for `extern "C"` kernels and names that do not demangle.
+    pub demangled: String,
+    /// [`KernelName::demangled`] without the parameter list: `ns::inner::tkern<double, 128>`.
+    pub base: String,
+    /// The unqualified name without template arguments: `tkern`.
+    pub short: String,
+}
+
+/// Demangles `mangled` into its display forms. Never fails: a name that is not an
+/// Itanium C++ mangled name (an `extern "C"` kernel) is used as it is.
+///
+/// Internal-linkage namespaces (`_GLOBAL__N__<hash>`) read `(anonymous namespace)`, and
+/// the `__nv_static_<n>_<module>_` prefix nvcc puts on internal kernels in `-rdc` mode
+/// is dropped.
+pub fn kernel_name(mangled: &str) -> KernelName {
+    let inner = strip_nv_static(mangled);
+    let demangled = demangle_with(inner, DemangleOptions::new().no_return_type());
+    let base = demangle_with(inner, DemangleOptions::new().no_params().no_return_type());
+    let (demangled, base) = match (demangled, base) {
+        (Some(d), Some(b)) => (d, b),
+        _ => (inner.to_string(), inner.to_string()),
+    };
+    let short = short_name(&base).to_string();
+    KernelName {
+        mangled: mangled.to_string(),
+        demangled,
+        base,
+        short,
+    }
+}
+
+/// The full demangled name (see [`KernelName::demangled`]).
+pub fn demangle(mangled: &str) -> String {
+    kernel_name(mangled).demangled
+}
+
+fn demangle_with(mangled: &str, opts: DemangleOptions) -> Option<String> {
+    if !mangled.starts_with("_Z") {
+        return None;
+    }
+    let sym = Symbol::new(mangled.as_bytes()).ok()?;
+    let s = sym.demangle(&opts.recursion_limit(1024)).ok()?;
+    if s.is_empty() {
+        return None;
+    }
+    Some(s.replace("(anonymous namespace)", ANON))
+}
+
+const ANON: &str = "(anonymous namespace)";
+
+/// `__nv_static_29__d3eb3599_10_kernels_cu_saxpy__ZN...` -> `_ZN...`.
+fn strip_nv_static(name: &str) -> &str {
+    let Some(rest) = name.strip_prefix("__nv_static_") else {
+        return name;
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let Ok(len) = rest[..digits].parse::<usize>() else {
+        return name;
+    };
+    // `<len>_` then `len` bytes of module id, then `_`, then the name.
+    let after = &rest[digits..];
+    let Some(after) = after.strip_prefix('_') else {
+        return name;
+    };
+    match after.get(len..).and_then(|s| s.strip_prefix('_')) {
+        Some(inner) if !inner.is_empty() => inner,
+        _ => name,
+    }
+}
+
+/// Position of the `<` matching the `>` that ends `s`, skipping nested brackets.
+fn template_start(s: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    if b.last() != Some(&b'>') {
+        return None;
+    }
+    let mut depth = 0usize;
+    for i in (0..b.len()).rev() {
+        match b[i] {
+            b'>' => depth += 1,
+            b'<' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `ns::inner::tkern<double, 128>` -> `tkern`.
+fn short_name(base: &str) -> &str {
+    let mut s = base;
+    if let Some(p) = template_start(s) {
+        s = &s[..p];
+    }
+    // The last `::` outside brackets and parentheses.
+    let b = s.as_bytes();
+    let mut depth = 0i32;
+    let mut i = b.len();
+    while i > 0 {
+        i -= 1;
+        match b[i] {
+            b'>' | b')' => depth += 1,
+            b'<' | b'(' => depth -= 1,
+            b':' if depth == 0 && i > 0 && b[i - 1] == b':' => return &s[i + 1..],
+            _ => {}
+        }
+    }
+    s
+}
+
+/// Rust keywords (strict and reserved, 2021 edition) that cannot be identifiers.
+const KEYWORDS: &[&str] = &[
+    "abstract", "as", "async", "await", "become", "box", "break", "const", "continue", "crate",
+    "do", "dyn", "else", "enum", "extern", "false", "final", "fn", "for", "gen", "if", "impl",
+    "in", "let", "loop", "macro", "match", "mod", "move", "mut", "override", "priv", "pub", "ref",
+    "return", "self", "static", "struct", "super", "trait", "true", "try", "type", "typeof",
+    "union", "unsafe", "unsized", "use", "virtual", "where", "while", "yield",
+];
+
+/// Identifiers longer than this are shortened and given a hash suffix.
+const MAX_IDENT: usize = 64;
+
+/// A valid snake_case Rust identifier for the kernel `mangled`.
+///
+/// Built from the qualified name with each template argument reduced to its last path
+/// component without nested arguments: `ns::inner::tkern<double, 128>` gives
+/// `ns_inner_tkern_double_128`, `(anonymous namespace)::k` gives `anon_k`. `extern "C"`
+/// names are snake-cased (`mySaxpy` gives `my_saxpy`). Keywords get a trailing `_`, a
+/// leading digit a `k_` prefix; names longer than 64 characters are cut and end with an
+/// 8-digit hash of the mangled name. Deterministic, but not unique: use
+/// [`unique_idents`] for a set of kernels.
+pub fn rust_ident(mangled: &str) -> String {
+    let name = kernel_name(mangled);
+    let base = name.base.replace(ANON, "anon");
+    let mut words: Vec<String> = Vec::new();
+    let (path, args) = match template_start(&base) {
+        Some(p) => (&base[..p], Some(&base[p + 1..base.len() - 1])),
+        None => (base.as_str(), None),
+    };
+    words_of(&strip_nested(path), &mut words);
+    if let Some(args) = args {
+        for arg in split_top_level(args) {
+            let arg = strip_nested(arg);
+            let last = arg.rsplit("::").next().unwrap_or("");
+            let last = if last.trim_start().starts_with('-') {
+                format!("neg{}", last.trim_start().trim_start_matches('-'))
+            } else {
+                last.to_string()
+            };
+            words_of(&last, &mut words);
+        }
+    }
+    let mut ident = words.join("_");
+    if ident.is_empty() {
+        ident.push_str("kernel");
+    }
+    if ident.as_bytes()[0].is_ascii_digit() {
+        ident.insert_str(0, "k_");
+    }
+    if ident.len() > MAX_IDENT {
+        let mut cut = MAX_IDENT - 9;
+        while !ident.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        ident.truncate(cut);
+        let trimmed = ident.trim_end_matches('_').len();
+        ident.truncate(trimmed);
+        ident.push('_');
+        ident.push_str(&short_hash(mangled));
+    }
+    if KEYWORDS.contains(&ident.as_str()) {
+        ident.push('_');
+    }
+    ident
+}
+
+/// Drops everything inside nested `<...>` and `(...)`.
+fn strip_nested(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut depth = 0usize;
+    for c in s.chars() {
+        match c {
+            '<' | '(' => depth += 1,
+            '>' | ')' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Splits template arguments on commas outside nested brackets.
+fn split_top_level(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut depth = 0usize;
+    let mut start = 0;
+    for (i, c) in s.char_indices() {
+        match c {
+            '<' | '(' => depth += 1,
+            '>' | ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
+/// Appends the snake_case words of `s` (ASCII alphanumeric runs, split at case changes).
+fn words_of(s: &str, out: &mut Vec<String>) {
+    for run in s.split(|c: char| !c.is_ascii_alphanumeric()) {
+        if run.is_empty() {
+            continue;
+        }
+        let b = run.as_bytes();
+        let mut word = String::new();
+        for (i, &c) in b.iter().enumerate() {
+            let prev = if i > 0 { Some(b[i - 1]) } else { None };
+            let next = b.get(i + 1).copied();
+            let boundary = c.is_ascii_uppercase()
+                && match prev {
+                    Some(p) if p.is_ascii_lowercase() || p.is_ascii_digit() => true,
+                    Some(p) if p.is_ascii_uppercase() => {
+                        next.is_some_and(|n| n.is_ascii_lowercase())
+                    }
+                    _ => false,
+                };
+            if boundary && !word.is_empty() {
+                out.push(std::mem::take(&mut word));
+            }
+            word.push(c.to_ascii_lowercase() as char);
+        }
+        if !word.is_empty() {
+            out.push(word);
+        }
+    }
+}
+
+/// 8 hex digits of the 64-bit FNV-1a hash of `s`, folded to 32 bits. Stable across
+/// platforms and Rust versions.
+pub fn short_hash(s: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in s.as_bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{:08x}", (h ^ (h >> 32)) as u32)
+}
+
+/// A unique Rust identifier for each distinct mangled name, keyed by mangled name.
+///
+/// Each name gets [`rust_ident`]; when several names share one, every one of them gets
+/// `_<short_hash(mangled)>` appended (a 16-digit hash if even that collides), so the
+/// result does not depend on the order of the input.
+pub fn unique_idents<'a, I>(mangled: I) -> BTreeMap<String, String>
+where
+    I: IntoIterator<Item = &'a str>,
+{
+    let mut out: BTreeMap<String, String> = mangled
+        .into_iter()
+        .map(|m| (m.to_string(), rust_ident(m)))
+        .collect();
+    for round in 0..2 {
+        let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+        for ident in out.values() {
+            *count.entry(ident.as_str()).or_insert(0) += 1;
+        }
+        let clashing: Vec<String> = out
+            .iter()
+            .filter(|(_, i)| count.get(i.as_str()).copied().unwrap_or(0) > 1)
+            .map(|(m, _)| m.clone())
+            .collect();
+        if clashing.is_empty() {
+            break;
+        }
+        for m in clashing {
+            let base = rust_ident(&m);
+            let suffix = if round == 0 {
+                short_hash(&m)
+            } else {
+                format!("{}{}", short_hash(&m), short_hash(&format!("{m}\u{0}")))
+            };
+            out.insert(m, format!("{}_{suffix}", base.trim_end_matches('_')));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_forms() {
+        let n = kernel_name("_ZN40_GLOBAL__N__d3eb3599_10_kernels_cu_saxpy11anon_kernelEPi");
+        assert_eq!(n.demangled, "(anonymous namespace)::anon_kernel(int*)");
+        assert_eq!(n.short, "anon_kernel");
+        let n = kernel_name(
+            "__nv_static_29__d3eb3599_10_kernels_cu_saxpy__ZN40_GLOBAL__N__d3eb3599_10_kernels_cu_saxpy11anon_kernelEPi",
+        );
+        assert_eq!(n.base, "(anonymous namespace)::anon_kernel");
+        let n = kernel_name("_Z12spill_kernelPKfPfi");
+        assert_eq!(n.demangled, "spill_kernel(float const*, float*, int)");
+        assert_eq!(
+            (n.base.as_str(), n.short.as_str()),
+            ("spill_kernel", "spill_kernel")
+        );
+        let n = kernel_name("use_constant");
+        assert_eq!(
+            (n.demangled.as_str(), n.short.as_str()),
+            ("use_constant", "use_constant")
+        );
+        let n = kernel_name("_Zgarbage");
+        assert_eq!(n.demangled, "_Zgarbage");
+    }
+
+    #[test]
+    fn idents() {
+        assert_eq!(
+            rust_ident("_ZN40_GLOBAL__N__d3eb3599_10_kernels_cu_saxpy11anon_kernelEPi"),
+            "anon_anon_kernel"
+        );
+        assert_eq!(rust_ident("mySaxpy"), "my_saxpy");
+        assert_eq!(rust_ident("HTTPKernel2D"), "http_kernel2_d");
+        assert_eq!(rust_ident("type"), "type_");
+        assert_eq!(rust_ident("2fast"), "k_2fast");
+        assert_eq!(rust_ident(""), "kernel");
+        // template<int N> __global__ void k(); k<-1>
+        assert_eq!(rust_ident("_Z1kILin1EEvv"), "k_neg1");
+        let long = "a".repeat(200);
+        let id = rust_ident(&long);
+        assert!(id.len() <= MAX_IDENT, "{id}");
+        assert!(id.ends_with(&short_hash(&long)));
+    }
+
+    #[test]
+    fn idents_are_valid_rust() {
+        for m in [
+            "_ZN2ns5inner5tkernIdLi128EEEvPT_PKS2_",
+            "_Z1kILin1EEvv",
+            "type",
+            "self",
+            "9lives",
+            "_Z3fooIPFviEEvT_",
+        ] {
+            let id = rust_ident(m);
+            assert!(syn::parse_str::<syn::Ident>(&id).is_ok(), "{m} -> {id}");
+        }
+    }
+
+    #[test]
+    fn unique_on_collision() {
+        // float* and float both reduce to `float`.
+        let a = "_Z1kIfEvv";
+        let b = "_Z1kIPfEvv";
+        let c = "saxpy";
+        let ids = unique_idents([a, b, c, a]);
+        assert_eq!(ids.len(), 3);
+        assert_eq!(ids[c], "saxpy");
+        assert_ne!(ids[a], ids[b]);
+        assert_eq!(ids[a], format!("k_float_{}", short_hash(a)));
+        assert_eq!(unique_idents([b, a, c]), ids);
+    }
+
+    mod props {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn any_name_gives_a_valid_ident(s in "\\PC{0,80}|_Z[0-9A-Za-z_]{0,40}") {
+                let id = rust_ident(&s);
+                prop_assert!(syn::parse_str::<syn::Ident>(&id).is_ok(), "{} -> {}", s, id);
+                let _ = kernel_name(&s);
+            }
+        }
+    }
+}
