@@ -1,9 +1,97 @@
-//! occ-build: CUDA occupancy as a build-time fact.
+//! # occ-build: CUDA occupancy as a build-time fact
+//!
+//! In a crate's `build.rs`, occ-build compiles each `.cu` file with
+//! `nvcc -Xptxas -v` for each target arch, reads every kernel's registers,
+//! shared/constant/local memory, stack, spills, barriers and launch bounds,
+//! computes occupancy exactly as NVIDIA's `cuda_occupancy.h` does, picks the
+//! best block size, and writes `$OUT_DIR/occ/manifest.json` and
+//! `$OUT_DIR/occ/kernels.rs` (constants plus the embedded device code).
+//!
+//! ## Example
+//!
+//! `Cargo.toml`:
+//!
+//! ```toml
+//! [build-dependencies]
+//! occ-build = "0.1"
+//! ```
+//!
+//! `kernels/saxpy.cu`:
+//!
+//! ```cuda
+//! extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
+//!     int i = blockIdx.x * blockDim.x + threadIdx.x;
+//!     if (i < n) y[i] = a * x[i] + y[i];
+//! }
+//! ```
+//!
+//! `build.rs`:
+//!
+//! ```no_run
+//! fn main() {
+//!     occ_build::Build::new()
+//!         .glob("kernels/*.cu")
+//!         .archs(["sm_80", "sm_90"])
+//!         .compile();
+//! }
+//! ```
+//!
+//! `src/main.rs`:
+//!
+//! ```ignore
+//! mod kernels {
+//!     include!(concat!(env!("OUT_DIR"), "/occ/kernels.rs"));
+//! }
+//!
+//! fn main() {
+//!     let block = kernels::saxpy::sm_80::BEST_BLOCK_SIZE;
+//!     let cubin: &[u8] = kernels::saxpy::sm_80::CUBIN;
+//!     println!("saxpy: {block} threads per block, {} registers", kernels::saxpy::sm_80::REGISTERS);
+//! }
+//! ```
+//!
+//! With `occ-macros`, `#[launch_config(kernel = "saxpy")]` on the launch
+//! function bakes `BLOCK_SIZE` and friends into it instead.
+//!
+//! ## Finding nvcc
+//!
+//! In order: [`Build::nvcc`], `NVCC`, `CUDA_HOME`, `CUDA_PATH`, `CUDA_ROOT`,
+//! `PATH`, `/usr/local/cuda`, then `.cuda/` of the crate or any folder above it
+//! (where the workspace's `scripts/cuda-toolkit` installs NVIDIA's nvcc wheels).
+//! nvcc needs no GPU.
+//!
+//! ## Environment variables
+//!
+//! | variable | effect |
+//! |---|---|
+//! | `OCC_ARCHS` | overrides the arch list: `sm_80,sm_90a` |
+//! | `CUDA_COMPUTE_CAP` | the same, as candle users set it: `80`, `90a`, `80,90` |
+//! | `NVCC`, `CUDA_HOME`, `CUDA_PATH`, `CUDA_ROOT` | where nvcc is |
+//! | `NVCC_CCBIN` | host compiler for nvcc (`-ccbin`) |
+//! | `OCC_NVCC_LAUNCHER` | a wrapper for every nvcc call (e.g. `sccache`) |
+//!
+//! Every variable read is printed as `cargo::rerun-if-env-changed`; every
+//! `.cu` file and every header nvcc read as `cargo::rerun-if-changed`. A job
+//! whose inputs (source and header bytes, flags, nvcc, arch) did not change is
+//! not rerun.
 #![deny(missing_docs)]
 
+pub mod analyze;
 pub mod arch;
+mod builder;
+pub mod cargo;
+pub mod compile;
+pub mod emit;
+pub mod env;
+pub mod error;
+pub mod manifest;
 pub mod names;
 pub mod occupancy;
 pub mod ptx;
 pub mod ptxas;
+pub mod toolkit;
 pub mod tune;
+
+pub use builder::{Build, Failure, Report};
+pub use error::{Error, Result};
+pub use manifest::Manifest;

@@ -1,1 +1,136 @@
-//! Test-only package; see tests/.
+//! Support for occ's integration tests: finding the installed nvcc, scratch
+//! folders and scratch crates that use occ as a new user would.
+#![allow(clippy::disallowed_methods)] // tests read the environment directly
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// The nvcc that `scripts/cuda-toolkit` installed (or NVCC/CUDA_HOME/PATH).
+/// Panics with the fix when there is none: the live tests need a real nvcc.
+pub fn nvcc() -> PathBuf {
+    let env = occ_build::env::Env::new();
+    match occ_build::toolkit::find_nvcc(&env, None, Some(&workspace_root())) {
+        Ok(found) => found.path,
+        Err(e) => panic!("the live tests need nvcc: {e}"),
+    }
+}
+
+/// The CUDA include folder beside that nvcc.
+pub fn cuda_include() -> PathBuf {
+    nvcc()
+        .parent()
+        .and_then(Path::parent)
+        .map(|home| home.join("include"))
+        .unwrap_or_default()
+}
+
+/// A temporary folder holding files.
+pub struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    /// A new empty folder under the system temp dir.
+    pub fn new() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("occ-test-")
+            .tempdir()
+            .expect("create a temp dir");
+        Scratch { dir }
+    }
+
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes a file (creating folders), returning its path.
+    pub fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let path = self.dir.path().join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("create folders");
+        }
+        std::fs::write(&path, text).expect("write file");
+        path
+    }
+
+    /// Reads a file below the folder.
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(rel)).expect("read file")
+    }
+}
+
+impl Default for Scratch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The target folder shared by every scratch crate of the test suite, so
+/// occ-build and its dependencies compile once.
+pub fn scratch_target_dir() -> PathBuf {
+    workspace_root().join("target").join("scratch")
+}
+
+/// A wrapper script for `OCC_NVCC_LAUNCHER` that records every nvcc call
+/// (its arguments, one line per call) in `log` and then runs the real nvcc.
+pub fn counting_launcher(dir: &Path, log: &Path) -> PathBuf {
+    let script = dir.join("count-nvcc.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec \"$@\"\n",
+            log.display()
+        ),
+    )
+    .expect("write launcher");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
+            .expect("chmod launcher");
+    }
+    script
+}
+
+/// The lines a counting launcher recorded (empty when none ran).
+pub fn launches(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// `cargo` with the environment of a new user's shell: no variables of the
+/// outer cargo that would leak into the scratch build.
+pub fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    for (key, _) in std::env::vars() {
+        if key.starts_with("CARGO_") && key != "CARGO_HOME" && key != "CARGO_NET_OFFLINE"
+            || key == "RUSTFLAGS"
+            || key.starts_with("OCC_")
+            || key == "OUT_DIR"
+        {
+            cmd.env_remove(key);
+        }
+    }
+    cmd.env("CARGO_TARGET_DIR", scratch_target_dir());
+    cmd
+}
+
+/// The `[dependencies]` line for a workspace crate, by path.
+pub fn path_dep(name: &str) -> String {
+    format!(
+        "{name} = {{ path = {:?} }}",
+        workspace_root().join(name).display().to_string()
+    )
+}

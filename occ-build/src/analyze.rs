@@ -1,0 +1,187 @@
+//! From nvcc's outputs to the manifest: parse each job's ptxas log and PTX,
+//! name each kernel, and run the tuner on each kernel × arch.
+
+use crate::compile::JobOutput;
+use crate::error::{Error, Result};
+use crate::manifest::{Best, Kernel, KernelArch, LaunchBounds, Manifest, SCHEMA_VERSION};
+use crate::occupancy::{KernelResources, Launch};
+use crate::{arch, names, ptx, ptxas, tune};
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+
+/// A hash that is stable for a given build of occ (file names, identifiers).
+pub fn stable_hash(bytes: &[u8]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
+/// The resources the occupancy model needs, from a manifest entry.
+pub fn resources(k: &KernelArch) -> KernelResources {
+    KernelResources {
+        registers: k.registers,
+        static_smem: k.static_smem,
+        barriers: k.barriers.unwrap_or(1),
+        max_threads_per_block: k.launch_bounds.max_threads_per_block(),
+        ..KernelResources::default()
+    }
+}
+
+/// The best launch with no dynamic shared memory, and the dynamic shared
+/// memory a block can still take at that occupancy.
+pub fn best_launch(arch_name: &str, k: &KernelArch) -> std::result::Result<Best, String> {
+    let arch = arch::lookup(arch_name).map_err(|e| e.to_string())?;
+    let res = resources(k);
+    let request = tune::TuneRequest {
+        max_block_size: k.launch_bounds.required_block_size(),
+        ..tune::TuneRequest::default()
+    };
+    let best = tune::best_block_size(arch, &res, &request).map_err(|e| e.to_string())?;
+    let Some(best) = best else {
+        return Ok(Best {
+            block_size: 0,
+            active_blocks_per_sm: 0,
+            active_warps_per_sm: 0,
+            occupancy: 0.0,
+            limiters: vec!["cannot launch".into()],
+            dynamic_smem_headroom: 0,
+        });
+    };
+    let occ = &best.occupancy;
+    let launch = Launch::new(best.block_size);
+    let headroom =
+        tune::available_dynamic_smem(arch, &res, &launch, occ.active_blocks.max(1)).unwrap_or(0);
+    Ok(Best {
+        block_size: best.block_size,
+        active_blocks_per_sm: occ.active_blocks,
+        active_warps_per_sm: occ.active_warps,
+        occupancy: occ.occupancy,
+        limiters: occ.limiters.iter().map(|l| l.to_string()).collect(),
+        dynamic_smem_headroom: headroom,
+    })
+}
+
+/// Builds the manifest from every job's output.
+pub fn build_manifest(
+    package: &str,
+    nvcc_version: &str,
+    archs: &[String],
+    outputs: &[JobOutput],
+) -> Result<Manifest> {
+    // (source, mangled name) -> kernel
+    let mut kernels: BTreeMap<(String, String), Kernel> = BTreeMap::new();
+    for output in outputs {
+        let job = &output.job;
+        let parse_error = |detail: String| Error::Parse {
+            file: job.source.clone(),
+            arch: job.arch.clone(),
+            detail,
+        };
+        let log = ptxas::parse_log(&output.log).map_err(|e| parse_error(e.to_string()))?;
+        let entries: BTreeMap<String, ptx::PtxEntry> = ptx::parse_entries(&output.ptx)
+            .into_iter()
+            .map(|e| (e.name.clone(), e))
+            .collect();
+        for record in &log.kernels {
+            if record.arch.as_deref().is_some_and(|a| a != job.arch) {
+                continue;
+            }
+            let directives = entries.get(&record.name);
+            let launch_bounds = directives.map(launch_bounds).unwrap_or_default();
+            let warnings = record.warnings().map(|d| d.message.clone()).collect();
+            let narrow = |v: u64, what: &str| {
+                u32::try_from(v).map_err(|_| {
+                    parse_error(format!(
+                        "{what} of {} is {v}, more than occ can hold",
+                        record.name
+                    ))
+                })
+            };
+            let mut arch_entry = KernelArch {
+                registers: record.registers,
+                barriers: record.barriers,
+                static_smem: narrow(record.static_smem, "static smem")?,
+                cmem: record
+                    .cmem
+                    .iter()
+                    .map(|(bank, bytes)| (bank.to_string(), *bytes))
+                    .collect(),
+                stack_frame: narrow(record.stack_frame, "stack frame")?,
+                cumulative_stack: record
+                    .cumulative_stack
+                    .map(|v| narrow(v, "stack"))
+                    .transpose()?,
+                spill_stores: narrow(record.spill_stores, "spill stores")?,
+                spill_loads: narrow(record.spill_loads, "spill loads")?,
+                launch_bounds,
+                warnings,
+                best: Best {
+                    block_size: 0,
+                    active_blocks_per_sm: 0,
+                    active_warps_per_sm: 0,
+                    occupancy: 0.0,
+                    limiters: Vec::new(),
+                    dynamic_smem_headroom: 0,
+                },
+                cubin: format!("{}.cubin", job.name),
+                ptx: format!("{}.ptx", job.name),
+            };
+            arch_entry.best =
+                best_launch(&job.arch, &arch_entry).map_err(|detail| Error::Occupancy {
+                    kernel: record.name.clone(),
+                    arch: job.arch.clone(),
+                    detail,
+                })?;
+            let key = (job.source.clone(), record.name.clone());
+            let kernel = kernels.entry(key).or_insert_with(|| {
+                let n = names::kernel_name(&record.name);
+                Kernel {
+                    name: record.name.clone(),
+                    demangled: n.demangled,
+                    base_name: n.base,
+                    short_name: n.short,
+                    ident: String::new(),
+                    source: job.source.clone(),
+                    archs: BTreeMap::new(),
+                }
+            });
+            kernel.archs.insert(job.arch.clone(), arch_entry);
+        }
+    }
+    let mut kernels: Vec<Kernel> = kernels.into_values().collect();
+    kernels.sort_by(|a, b| a.name.cmp(&b.name).then(a.source.cmp(&b.source)));
+    let idents = names::unique_idents(kernels.iter().map(|k| k.name.as_str()));
+    let mut taken: BTreeMap<String, usize> = BTreeMap::new();
+    for kernel in &mut kernels {
+        let mut ident = idents
+            .get(&kernel.name)
+            .cloned()
+            .unwrap_or_else(|| names::rust_ident(&kernel.name));
+        // `device_code` is a module of kernels.rs; the same extern "C" name in
+        // two files gets the file's hash.
+        if ident == "device_code" || taken.contains_key(&ident) {
+            ident = format!("{ident}_{}", names::short_hash(&kernel.source));
+        }
+        *taken.entry(ident.clone()).or_insert(0) += 1;
+        kernel.ident = ident;
+    }
+    Ok(Manifest {
+        schema: SCHEMA_VERSION,
+        package: package.to_string(),
+        nvcc: nvcc_version.to_string(),
+        archs: archs.to_vec(),
+        kernels,
+    })
+}
+
+fn launch_bounds(e: &ptx::PtxEntry) -> LaunchBounds {
+    LaunchBounds {
+        max_threads: e.maxntid,
+        req_threads: e.reqntid,
+        min_blocks_per_sm: e.minnctapersm,
+        max_registers: e.maxnreg,
+        max_cluster_rank: e.maxclusterrank,
+        cluster_dims: e.reqnctapercluster,
+        explicit_cluster: e.explicitcluster,
+    }
+}

@@ -1,0 +1,73 @@
+//! The one place that prints cargo directives.
+//!
+//! Nothing else in occ-build writes to stdout. Directives are collected while
+//! the build runs and printed together, sorted and deduplicated, so a build
+//! script's output is deterministic.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::Path;
+
+/// Cargo directives collected during a build.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Directives {
+    /// Files whose change reruns the build script.
+    pub rerun_if_changed: BTreeSet<String>,
+    /// Variables whose change reruns the build script.
+    pub rerun_if_env_changed: BTreeSet<String>,
+    /// Warnings, in the order they were raised.
+    pub warnings: Vec<String>,
+}
+
+impl Directives {
+    /// Watches a file.
+    pub fn watch(&mut self, path: &Path) {
+        self.rerun_if_changed.insert(path.display().to_string());
+    }
+
+    /// Adds a warning (one line per warning; newlines are split).
+    pub fn warn(&mut self, message: impl Into<String>) {
+        self.warnings.push(message.into());
+    }
+
+    /// The directives as the lines cargo reads.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for path in &self.rerun_if_changed {
+            out.push(format!("cargo::rerun-if-changed={path}"));
+        }
+        for var in &self.rerun_if_env_changed {
+            out.push(format!("cargo::rerun-if-env-changed={var}"));
+        }
+        for warning in &self.warnings {
+            for line in warning.lines() {
+                out.push(format!("cargo::warning={line}"));
+            }
+        }
+        out
+    }
+
+    /// Prints the directives to stdout.
+    pub fn print(&self) {
+        print_lines(&self.lines());
+    }
+}
+
+/// Prints an error as `cargo::error=` lines (one per line of the message).
+pub fn print_error(message: &str) {
+    let lines: Vec<String> = message
+        .lines()
+        .map(|line| format!("cargo::error={line}"))
+        .collect();
+    print_lines(&lines);
+}
+
+fn print_lines(lines: &[String]) {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for line in lines {
+        // A closed stdout leaves nothing to report to; never panic on it.
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = out.flush();
+}

@@ -1,0 +1,64 @@
+//! The one reader of environment variables.
+//!
+//! Every variable read through [`Env`] is remembered, so that the build
+//! script prints `cargo::rerun-if-env-changed` for each one and no read is
+//! forgotten (a raw `std::env::var` is banned by `clippy.toml`).
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+
+/// Reads environment variables and remembers which were read.
+#[derive(Debug, Default)]
+pub struct Env {
+    read: RefCell<BTreeSet<String>>,
+    overrides: Vec<(String, Option<OsString>)>,
+}
+
+impl Env {
+    /// A reader of the process environment.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A reader that sees `vars` in place of the process environment for
+    /// those names (`None` = unset); used by tests.
+    pub fn with_overrides(vars: Vec<(String, Option<OsString>)>) -> Self {
+        Env {
+            read: RefCell::default(),
+            overrides: vars,
+        }
+    }
+
+    /// The variable as an `OsString`, if set.
+    pub fn var_os(&self, name: &str) -> Option<OsString> {
+        self.read.borrow_mut().insert(name.to_string());
+        if let Some((_, value)) = self.overrides.iter().find(|(n, _)| n == name) {
+            return value.clone();
+        }
+        #[allow(clippy::disallowed_methods)]
+        std::env::var_os(name)
+    }
+
+    /// The variable as a string, if set, valid UTF-8 and not empty.
+    pub fn var(&self, name: &str) -> Option<String> {
+        self.var_os(name)
+            .and_then(|v| v.into_string().ok())
+            .filter(|v| !v.trim().is_empty())
+    }
+
+    /// Whether the variable is set to a true value (`1`, `true`, `yes`).
+    pub fn flag(&self, name: &str) -> bool {
+        self.var(name).is_some_and(|v| {
+            matches!(
+                v.trim().to_ascii_lowercase().as_str(),
+                "1" | "true" | "yes" | "on"
+            )
+        })
+    }
+
+    /// Every variable read so far, sorted.
+    pub fn read_vars(&self) -> Vec<String> {
+        self.read.borrow().iter().cloned().collect()
+    }
+}

@@ -1,0 +1,236 @@
+//! The one error type of occ-build.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// Everything that can make a build fail, each with a message that says what
+/// went wrong and what to do.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// No nvcc was found in any of the places occ-build looks.
+    NvccNotFound {
+        /// Every place looked, in order, with what was there.
+        looked: Vec<String>,
+    },
+    /// nvcc exists but could not be started (not executable, wrong format).
+    NvccNotRunnable {
+        /// The nvcc that was tried.
+        nvcc: PathBuf,
+        /// The operating system's reason.
+        reason: String,
+    },
+    /// nvcc ran and reported errors in a source file.
+    Compile {
+        /// The `.cu` file, relative to the crate.
+        file: String,
+        /// The target arch.
+        arch: String,
+        /// nvcc's own diagnostics, verbatim.
+        diagnostics: Vec<String>,
+    },
+    /// The installed nvcc cannot build an arch that was asked for.
+    UnsupportedArch {
+        /// The arch asked for.
+        arch: String,
+        /// The nvcc version line.
+        nvcc_version: String,
+        /// What nvcc said.
+        detail: String,
+    },
+    /// An arch name that occ does not know.
+    UnknownArch {
+        /// Where it came from (`.arch()`, `OCC_ARCHS`, `CUDA_COMPUTE_CAP`).
+        origin: String,
+        /// The name given.
+        name: String,
+        /// The names occ knows.
+        known: Vec<String>,
+    },
+    /// No arch was given at all.
+    NoArch,
+    /// No `.cu` file was given, or a glob matched nothing.
+    NoSources {
+        /// What was asked for (a glob or nothing).
+        what: String,
+    },
+    /// A source file does not exist or cannot be read.
+    MissingSource {
+        /// The path given.
+        path: PathBuf,
+        /// The operating system's reason.
+        reason: String,
+    },
+    /// ptxas output or PTX that occ could not read.
+    Parse {
+        /// The `.cu` file whose output it was.
+        file: String,
+        /// The target arch.
+        arch: String,
+        /// What did not parse, quoting the line.
+        detail: String,
+    },
+    /// A kernel spills and the build denies spills.
+    Spills {
+        /// One line per spilling kernel × arch.
+        kernels: Vec<String>,
+    },
+    /// The occupancy model rejected an input.
+    Occupancy {
+        /// The kernel.
+        kernel: String,
+        /// The arch.
+        arch: String,
+        /// The model's reason.
+        detail: String,
+    },
+    /// A required environment variable (set by cargo) is missing or invalid.
+    Env {
+        /// The variable.
+        var: String,
+        /// Why it is unusable.
+        detail: String,
+    },
+    /// Reading or writing a file failed.
+    Io {
+        /// What was being done, naming the path.
+        action: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// A manifest or lock file that cannot be read.
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it, and what to do.
+        detail: String,
+    },
+    /// The baseline gate found regressions (the text is the before/after table).
+    Regression {
+        /// The rendered before/after table and the hint line.
+        report: String,
+    },
+    /// Anything else, already phrased for the user.
+    Other(String),
+}
+
+impl Error {
+    /// Wraps an I/O error with what was being done.
+    pub fn io(action: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            action: action.into(),
+            source,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NvccNotFound { looked } => {
+                writeln!(f, "nvcc not found; looked in:")?;
+                for place in looked {
+                    writeln!(f, "  - {place}")?;
+                }
+                write!(
+                    f,
+                    "set NVCC=/path/to/nvcc or CUDA_HOME=/path/to/cuda, or run scripts/cuda-toolkit \
+                     (pip-installs nvcc 13.5 into .cuda/ of the workspace without root)"
+                )
+            }
+            Error::NvccNotRunnable { nvcc, reason } => write!(
+                f,
+                "cannot run nvcc at {}: {reason}; check that it is an executable nvcc for this machine, \
+                 or point NVCC at another one",
+                nvcc.display()
+            ),
+            Error::Compile {
+                file,
+                arch,
+                diagnostics,
+            } => {
+                writeln!(f, "nvcc failed to compile {file} for {arch}:")?;
+                for line in diagnostics {
+                    writeln!(f, "  {line}")?;
+                }
+                write!(f, "fix the errors above in {file}")
+            }
+            Error::UnsupportedArch {
+                arch,
+                nvcc_version,
+                detail,
+            } => write!(
+                f,
+                "this nvcc ({nvcc_version}) cannot build {arch}: {detail}; remove {arch} from the \
+                 arch list (.arch()/OCC_ARCHS), or point NVCC at a CUDA release that supports it \
+                 (CUDA 12.x for sm_50..sm_72)"
+            ),
+            Error::UnknownArch {
+                origin,
+                name,
+                known,
+            } => write!(
+                f,
+                "unknown CUDA arch `{name}` (from {origin}); known archs: {}",
+                known.join(", ")
+            ),
+            Error::NoArch => write!(
+                f,
+                "no target arch given; call .arch(\"sm_80\") in build.rs, or set OCC_ARCHS=sm_80,sm_90 \
+                 (or CUDA_COMPUTE_CAP=80)"
+            ),
+            Error::NoSources { what } => {
+                if what.is_empty() {
+                    write!(f, "no .cu files given; add them with .file(\"kernels/k.cu\") or .glob(\"kernels/*.cu\")")
+                } else {
+                    write!(f, "`{what}` matched no .cu file; check the pattern (it is relative to the crate root)")
+                }
+            }
+            Error::MissingSource { path, reason } => write!(
+                f,
+                "cannot read CUDA source {}: {reason}; check the path (relative paths are from the crate root)",
+                path.display()
+            ),
+            Error::Parse { file, arch, detail } => write!(
+                f,
+                "cannot read the ptxas output for {file} ({arch}): {detail}; this is an occ bug or an \
+                 nvcc version it does not know: please report it with the line above"
+            ),
+            Error::Spills { kernels } => {
+                writeln!(f, "kernels spill registers to local memory and this build denies spills:")?;
+                for k in kernels {
+                    writeln!(f, "  {k}")?;
+                }
+                write!(
+                    f,
+                    "reduce live values, add __launch_bounds__ with a smaller minBlocks, or drop .deny_spills()"
+                )
+            }
+            Error::Occupancy {
+                kernel,
+                arch,
+                detail,
+            } => write!(f, "cannot compute occupancy of {kernel} on {arch}: {detail}"),
+            Error::Env { var, detail } => write!(
+                f,
+                "environment variable {var} {detail}; occ-build must run from a cargo build script"
+            ),
+            Error::Io { action, source } => write!(f, "{action}: {source}"),
+            Error::Corrupt { path, detail } => write!(f, "{}: {detail}", path.display()),
+            Error::Regression { report } => write!(f, "{report}"),
+            Error::Other(message) => write!(f, "{message}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// The result type of occ-build.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

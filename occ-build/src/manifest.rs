@@ -1,0 +1,290 @@
+//! The manifest: `$OUT_DIR/occ/manifest.json`, the contract between
+//! occ-build, occ-macros and `cargo occ`.
+//!
+//! Versioned (`"schema"` first), sorted and deterministic: the same inputs
+//! give byte-identical JSON. Paths are relative to the crate (sources) or to
+//! `$OUT_DIR/occ` (device code).
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The schema version this occ writes and reads.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The file name of the manifest inside `$OUT_DIR/occ`.
+pub const FILE_NAME: &str = "manifest.json";
+
+/// Everything occ-build learned about a crate's kernels.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Schema version ([`SCHEMA_VERSION`]).
+    pub schema: u32,
+    /// The cargo package that built the kernels.
+    pub package: String,
+    /// The nvcc version that compiled them (`V13.5.37`), or `lock` when the
+    /// numbers come from the committed baseline because no nvcc was found.
+    pub nvcc: String,
+    /// Target archs in build order; the first is the default of `#[launch_config]`.
+    pub archs: Vec<String>,
+    /// Kernels, sorted by mangled name.
+    pub kernels: Vec<Kernel>,
+}
+
+/// One `__global__` function.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Kernel {
+    /// The symbol (mangled name), what `cuModuleGetFunction` takes.
+    pub name: String,
+    /// The full demangled name with parameters.
+    pub demangled: String,
+    /// The demangled name without its parameter list (`fluid::stencil1d<float, 3>`).
+    pub base_name: String,
+    /// The unqualified name without template arguments (`stencil1d`).
+    pub short_name: String,
+    /// A unique Rust identifier for the kernel (its module in `kernels.rs`).
+    pub ident: String,
+    /// The `.cu` file, relative to the crate root, with `/` separators.
+    pub source: String,
+    /// Per target arch (keys as given to nvcc, e.g. `sm_90a`).
+    pub archs: BTreeMap<String, KernelArch>,
+}
+
+/// A kernel's resources and occupancy on one arch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelArch {
+    /// Registers per thread.
+    pub registers: u32,
+    /// Named barriers (`used N barriers`); `None` when ptxas did not say (before CUDA 12.8).
+    pub barriers: Option<u32>,
+    /// Static shared memory per block, bytes.
+    pub static_smem: u32,
+    /// Constant memory per bank, bytes (absent on sm_90+ where ptxas omits it).
+    pub cmem: BTreeMap<String, u64>,
+    /// Stack frame, bytes.
+    pub stack_frame: u32,
+    /// Cumulative stack of the call chain, bytes, when ptxas could determine it.
+    pub cumulative_stack: Option<u32>,
+    /// Spill stores, bytes.
+    pub spill_stores: u32,
+    /// Spill loads, bytes.
+    pub spill_loads: u32,
+    /// Launch bounds and cluster directives from the PTX.
+    pub launch_bounds: LaunchBounds,
+    /// ptxas warnings about this kernel, verbatim.
+    pub warnings: Vec<String>,
+    /// Occupancy at the best block size with no dynamic shared memory.
+    pub best: Best,
+    /// The cubin holding this kernel, relative to `$OUT_DIR/occ`.
+    pub cubin: String,
+    /// The PTX holding this kernel, relative to `$OUT_DIR/occ`.
+    pub ptx: String,
+}
+
+impl KernelArch {
+    /// Spilled bytes (stores + loads).
+    pub fn spill_bytes(&self) -> u32 {
+        self.spill_stores.saturating_add(self.spill_loads)
+    }
+
+    /// Whether the kernel spills registers on this arch.
+    pub fn spills(&self) -> bool {
+        self.spill_stores > 0 || self.spill_loads > 0
+    }
+}
+
+/// `__launch_bounds__`, `__maxnreg__` and cluster directives of a kernel.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchBounds {
+    /// `.maxntid` (x, y, z): `__launch_bounds__(maxThreadsPerBlock)`.
+    pub max_threads: Option<[u32; 3]>,
+    /// `.reqntid` (x, y, z): a required block shape.
+    pub req_threads: Option<[u32; 3]>,
+    /// `.minnctapersm`: `__launch_bounds__(_, minBlocksPerMultiprocessor)`.
+    pub min_blocks_per_sm: Option<u32>,
+    /// `.maxnreg`: `__maxnreg__(N)`.
+    pub max_registers: Option<u32>,
+    /// `.maxclusterrank`: `__launch_bounds__(_, _, maxBlocksPerCluster)`.
+    pub max_cluster_rank: Option<u32>,
+    /// `.reqnctapercluster` (x, y, z): `__cluster_dims__`.
+    pub cluster_dims: Option<[u32; 3]>,
+    /// `.explicitcluster`.
+    pub explicit_cluster: bool,
+}
+
+impl LaunchBounds {
+    /// The most threads per block the kernel allows (`.maxntid` or `.reqntid` product).
+    pub fn max_threads_per_block(&self) -> Option<u32> {
+        let product = |d: &[u32; 3]| d.iter().fold(1u32, |a, &b| a.saturating_mul(b.max(1)));
+        match (&self.max_threads, &self.req_threads) {
+            (Some(m), Some(r)) => Some(product(m).min(product(r))),
+            (Some(m), None) => Some(product(m)),
+            (None, Some(r)) => Some(product(r)),
+            (None, None) => None,
+        }
+    }
+
+    /// The exact block size a `.reqntid` kernel must be launched with.
+    pub fn required_block_size(&self) -> Option<u32> {
+        self.req_threads
+            .map(|d| d.iter().fold(1u32, |a, &b| a.saturating_mul(b.max(1))))
+    }
+}
+
+/// The best launch found by the tuner (no dynamic shared memory).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Best {
+    /// Threads per block.
+    pub block_size: u32,
+    /// Resident blocks per SM at that block size.
+    pub active_blocks_per_sm: u32,
+    /// Resident warps per SM.
+    pub active_warps_per_sm: u32,
+    /// Resident warps / the SM's maximum, 0..=1.
+    pub occupancy: f64,
+    /// What limits it (`registers`, `shared memory`, `warps`, `blocks`, `barriers`, ...).
+    pub limiters: Vec<String>,
+    /// Dynamic shared memory a block can still take at that occupancy, bytes.
+    pub dynamic_smem_headroom: u32,
+}
+
+/// How a kernel name given by a user matched, or why it did not.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lookup<'a> {
+    /// Exactly one kernel.
+    Found(&'a Kernel),
+    /// Several kernels answer to the name; their base names.
+    Ambiguous(Vec<String>),
+    /// No kernel; the closest names (did-you-mean), best first.
+    Unknown(Vec<String>),
+}
+
+impl Manifest {
+    /// Finds a kernel by its symbol, its demangled name, its name without the
+    /// parameter list (`ns::kern<float, 3>`), its Rust identifier, or its
+    /// short name when that is unique.
+    pub fn lookup(&self, query: &str) -> Lookup<'_> {
+        let query = query.trim();
+        let squash = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+        let squashed = squash(query);
+        let exact: Vec<&Kernel> = self
+            .kernels
+            .iter()
+            .filter(|k| {
+                k.name == query
+                    || k.ident == query
+                    || squash(&k.demangled) == squashed
+                    || squash(&k.base_name) == squashed
+            })
+            .collect();
+        let hits = if exact.is_empty() {
+            self.kernels
+                .iter()
+                .filter(|k| {
+                    k.short_name == query || squash(&strip_templates(&k.base_name)) == squashed
+                })
+                .collect()
+        } else {
+            exact
+        };
+        match hits.as_slice() {
+            [one] => Lookup::Found(one),
+            [] => {
+                let mut scored: Vec<(f64, &str)> = self
+                    .kernels
+                    .iter()
+                    .flat_map(|k| [k.short_name.as_str(), k.base_name.as_str(), k.name.as_str()])
+                    .map(|cand| (strsim::jaro_winkler(query, cand), cand))
+                    .filter(|(score, _)| *score > 0.8)
+                    .collect();
+                scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+                let mut names: Vec<String> = Vec::new();
+                for (_, name) in scored {
+                    if !names.iter().any(|n| n == name) {
+                        names.push(name.to_string());
+                    }
+                }
+                names.truncate(3);
+                Lookup::Unknown(names)
+            }
+            many => {
+                let mut names: Vec<String> = many.iter().map(|k| k.base_name.clone()).collect();
+                names.sort();
+                names.dedup();
+                Lookup::Ambiguous(names)
+            }
+        }
+    }
+
+    /// The JSON text of the manifest: pretty, with a trailing newline.
+    pub fn to_json(&self) -> String {
+        to_json_pretty(self)
+    }
+
+    /// Parses a manifest, checking its schema version.
+    pub fn from_json(text: &str, path: &Path) -> Result<Self> {
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| Error::Corrupt {
+            path: path.to_path_buf(),
+            detail: format!("not valid JSON ({e}); delete it and rebuild"),
+        })?;
+        check_schema(&value, path, SCHEMA_VERSION)?;
+        serde_json::from_value(value).map_err(|e| Error::Corrupt {
+            path: path.to_path_buf(),
+            detail: format!("not an occ manifest ({e}); delete it and rebuild"),
+        })
+    }
+
+    /// Reads and parses a manifest file.
+    pub fn read(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
+        Self::from_json(&text, path)
+    }
+}
+
+/// Checks the `"schema"` field of a JSON document against the version this occ knows.
+pub fn check_schema(value: &serde_json::Value, path: &Path, known: u32) -> Result<()> {
+    match value.get("schema").and_then(|s| s.as_u64()) {
+        Some(v) if v == u64::from(known) => Ok(()),
+        Some(v) if v > u64::from(known) => Err(Error::Corrupt {
+            path: path.to_path_buf(),
+            detail: format!(
+                "written by a newer occ (schema {v}; this occ reads schema {known}); upgrade occ-build, occ-macros and cargo-occ together"
+            ),
+        }),
+        Some(v) => Err(Error::Corrupt {
+            path: path.to_path_buf(),
+            detail: format!(
+                "written by an older occ (schema {v}; this occ reads schema {known}); rebuild to regenerate it"
+            ),
+        }),
+        None => Err(Error::Corrupt {
+            path: path.to_path_buf(),
+            detail: "has no \"schema\" field; it is not an occ file, or it is damaged: delete it and rebuild".into(),
+        }),
+    }
+}
+
+/// The one JSON serializer: pretty, two-space indent, trailing newline.
+pub fn to_json_pretty<T: Serialize>(value: &T) -> String {
+    // Serializing plain data with string keys cannot fail.
+    let mut text = serde_json::to_string_pretty(value).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// `ns::kern<float, 3>` → `ns::kern`.
+fn strip_templates(name: &str) -> String {
+    let mut depth = 0usize;
+    let mut out = String::new();
+    for c in name.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
