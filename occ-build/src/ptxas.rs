@@ -1061,6 +1061,20 @@ ptxas info    : Used 10 registers, used 1 barriers, 1024 bytes smem, 380 bytes c
     }
 
     #[test]
+    fn gpgpu_sim_era_diagnostics() {
+        let log = parse_log(
+            "ptxas /tmp/tmpxft_1.ptx, line 5; warning : Double is not supported. Demoting to float\n\
+             ptxas /tmp/tmpxft_1.ptx, line 9; error   : Duplicate definition of function 'k'\n\
+             ptxas fatal   : Ptx assembly aborted due to errors\n",
+        )
+        .unwrap();
+        let sev: Vec<Severity> = log.diagnostics.iter().map(|d| d.severity).collect();
+        assert_eq!(sev, [Severity::Warning, Severity::Error, Severity::Fatal]);
+        assert_eq!(log.diagnostics[1].symbol.as_deref(), Some("k"));
+        assert!(log.kernels.is_empty());
+    }
+
+    #[test]
     fn unrelated_lines_and_unknown_fields_are_ignored() {
         let log = parse_log(
             "nvcc warning : The 'compute_75' target is deprecated\n\
