@@ -201,6 +201,14 @@ impl fmt::Display for ParseError {
 impl std::error::Error for ParseError {}
 
 impl KernelRecord {
+    /// The stack each thread needs as far as the log tells: the cumulative stack of the
+    /// call chain when printed, else the entry's own frame. It equals the `STACK` of
+    /// `cuobjdump --dump-resource-usage` for every kernel in the project's fixtures and
+    /// corpus. For recursive kernels ptxas cannot know it; this is then only the frame.
+    pub fn stack_size(&self) -> u64 {
+        self.cumulative_stack.unwrap_or(self.stack_frame)
+    }
+
     /// Warnings (not notes or errors) attached to this kernel.
     pub fn warnings(&self) -> impl Iterator<Item = &Diagnostic> {
         self.diagnostics

@@ -69,6 +69,14 @@ fn cub_corpus_matches_cuobjdump() {
                 k.name, k.registers, r.reg
             ));
         }
+        if Some(k.stack_size()) != r.stack {
+            mismatches.push(format!(
+                "{} {arch}: stack size {} vs STACK {:?}",
+                k.name,
+                k.stack_size(),
+                r.stack
+            ));
+        }
         if Some(k.stack_frame) != r.stack {
             mismatches.push(format!(
                 "{} {arch}: stack frame {} vs STACK {:?}",
