@@ -153,50 +153,74 @@ const MAX_IDENT: usize = 64;
 /// component without nested arguments: `ns::inner::tkern<double, 128>` gives
 /// `ns_inner_tkern_double_128`, `(anonymous namespace)::k` gives `anon_k`. `extern "C"`
 /// names are snake-cased (`mySaxpy` gives `my_saxpy`). Keywords get a trailing `_`, a
-/// leading digit a `k_` prefix; names longer than 64 characters are cut and end with an
-/// 8-digit hash of the mangled name. Deterministic, but not unique: use
+/// leading digit a `k_` prefix. When that is longer than 64 characters, the namespaces
+/// are dropped, the rest is cut to 55 characters and `_<short_hash(mangled)>` is added
+/// (`device_radix_sort_onesweep_kernel_policy_selector_from_1e2d97ef`). Deterministic, but not unique: use
 /// [`unique_idents`] for a set of kernels.
 pub fn rust_ident(mangled: &str) -> String {
     let name = kernel_name(mangled);
     let base = name.base.replace(ANON, "anon");
-    let mut words: Vec<String> = Vec::new();
     let (path, args) = match template_start(&base) {
         Some(p) => (&base[..p], Some(&base[p + 1..base.len() - 1])),
         None => (base.as_str(), None),
     };
-    words_of(&strip_nested(path), &mut words);
+    // Namespaces, the unqualified name, the simplified template arguments.
+    let path = strip_nested(path);
+    let (scope, short) = match path.rsplit_once("::") {
+        Some((scope, short)) => (scope, short),
+        None => ("", path.as_str()),
+    };
+    let mut scope_words = Vec::new();
+    words_of(scope, &mut scope_words);
+    let mut words = Vec::new();
+    words_of(short, &mut words);
     if let Some(args) = args {
         for arg in split_top_level(args) {
             let arg = strip_nested(arg);
-            let last = arg.rsplit("::").next().unwrap_or("");
-            let last = if last.trim_start().starts_with('-') {
-                format!("neg{}", last.trim_start().trim_start_matches('-'))
-            } else {
-                last.to_string()
+            let last = arg.rsplit("::").next().unwrap_or("").trim();
+            let last = match last.strip_prefix('-') {
+                Some(n) => format!("neg{n}"),
+                None => last.to_string(),
             };
             words_of(&last, &mut words);
         }
     }
-    let mut ident = words.join("_");
-    if ident.is_empty() {
-        ident.push_str("kernel");
-    }
-    if ident.as_bytes()[0].is_ascii_digit() {
-        ident.insert_str(0, "k_");
-    }
+    let full: Vec<&String> = scope_words.iter().chain(&words).collect();
+    let mut ident = finish_ident(&full);
     if ident.len() > MAX_IDENT {
-        let mut cut = MAX_IDENT - 9;
-        while !ident.is_char_boundary(cut) {
-            cut -= 1;
+        // Too long: drop the namespaces, keep as much of the rest as fits, and add a
+        // hash of the mangled name.
+        let budget = MAX_IDENT - 9;
+        let mut cut = finish_ident(&words.iter().collect::<Vec<_>>());
+        if cut.len() > budget {
+            let mut at = budget;
+            while !cut.is_char_boundary(at) {
+                at -= 1;
+            }
+            cut.truncate(at);
+            let trimmed = cut.trim_end_matches('_').len();
+            cut.truncate(trimmed);
         }
-        ident.truncate(cut);
-        let trimmed = ident.trim_end_matches('_').len();
-        ident.truncate(trimmed);
-        ident.push('_');
-        ident.push_str(&short_hash(mangled));
+        ident = format!("{cut}_{}", short_hash(mangled));
     }
     if KEYWORDS.contains(&ident.as_str()) {
         ident.push('_');
+    }
+    ident
+}
+
+/// Joins words with `_`; `kernel` when there are none, a `k_` prefix before a digit.
+fn finish_ident(words: &[&String]) -> String {
+    let mut ident = words
+        .iter()
+        .map(|w| w.as_str())
+        .collect::<Vec<_>>()
+        .join("_");
+    if ident.is_empty() {
+        ident.push_str("kernel");
+    }
+    if ident.starts_with(|c: char| c.is_ascii_digit()) {
+        ident.insert_str(0, "k_");
     }
     ident
 }
@@ -361,6 +385,21 @@ mod tests {
         let id = rust_ident(&long);
         assert!(id.len() <= MAX_IDENT, "{id}");
         assert!(id.ends_with(&short_hash(&long)));
+    }
+
+    #[test]
+    fn long_names_keep_the_kernel_name() {
+        let m = "_ZN3cub33_V_300500_SM_750_800_860_900_12006detail10radix_sort29DeviceRadixSortOnesweepKernelINS2_26policy_selector_from_typesIfijEELNS0_9SortOrderE0EfijiiNS1_21identity_decomposer_tEEEvPT5_S9_PT3_PKSA_PT1_PKSE_PT2_PKSI_T4_iiT6_";
+        let n = kernel_name(m);
+        assert_eq!(n.short, "DeviceRadixSortOnesweepKernel");
+        assert!(n.base.starts_with("cub::_V_300500_SM_750_800_860_900_1200::detail::radix_sort::DeviceRadixSortOnesweepKernel<"));
+        let id = rust_ident(m);
+        assert!(
+            id.starts_with("device_radix_sort_onesweep_kernel_policy_selector_from_"),
+            "{id}"
+        );
+        assert!(id.ends_with(&short_hash(m)), "{id}");
+        assert!(id.len() <= MAX_IDENT);
     }
 
     #[test]

@@ -201,6 +201,14 @@ impl fmt::Display for ParseError {
 impl std::error::Error for ParseError {}
 
 impl KernelRecord {
+    /// The stack each thread needs as far as the log tells: the cumulative stack of the
+    /// call chain when printed, else the entry's own frame. It equals the `STACK` of
+    /// `cuobjdump --dump-resource-usage` for every kernel in the project's fixtures and
+    /// corpus. For recursive kernels ptxas cannot know it; this is then only the frame.
+    pub fn stack_size(&self) -> u64 {
+        self.cumulative_stack.unwrap_or(self.stack_frame)
+    }
+
     /// Warnings (not notes or errors) attached to this kernel.
     pub fn warnings(&self) -> impl Iterator<Item = &Diagnostic> {
         self.diagnostics
@@ -1058,6 +1066,20 @@ ptxas info    : Used 10 registers, used 1 barriers, 1024 bytes smem, 380 bytes c
             let msg = e.to_string();
             assert!(msg.starts_with("cannot read ptxas log line"), "{msg}");
         }
+    }
+
+    #[test]
+    fn gpgpu_sim_era_diagnostics() {
+        let log = parse_log(
+            "ptxas /tmp/tmpxft_1.ptx, line 5; warning : Double is not supported. Demoting to float\n\
+             ptxas /tmp/tmpxft_1.ptx, line 9; error   : Duplicate definition of function 'k'\n\
+             ptxas fatal   : Ptx assembly aborted due to errors\n",
+        )
+        .unwrap();
+        let sev: Vec<Severity> = log.diagnostics.iter().map(|d| d.severity).collect();
+        assert_eq!(sev, [Severity::Warning, Severity::Error, Severity::Fatal]);
+        assert_eq!(log.diagnostics[1].symbol.as_deref(), Some("k"));
+        assert!(log.kernels.is_empty());
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
+use occ_build::names;
 use occ_build::ptxas::parse_log;
 use parser_support::{cuda_tool, parse_res_usage, sm_number};
 
@@ -66,6 +67,14 @@ fn cub_corpus_matches_cuobjdump() {
             mismatches.push(format!(
                 "{} {arch}: registers {} vs REG {}",
                 k.name, k.registers, r.reg
+            ));
+        }
+        if Some(k.stack_size()) != r.stack {
+            mismatches.push(format!(
+                "{} {arch}: stack size {} vs STACK {:?}",
+                k.name,
+                k.stack_size(),
+                r.stack
             ));
         }
         if Some(k.stack_frame) != r.stack {
@@ -129,4 +138,38 @@ fn cub_corpus_matches_cuobjdump() {
         "only {} kernel records",
         log.kernels.len()
     );
+
+    // Every CUB kernel demangles, and the set gets unique, valid Rust identifiers.
+    for name in &distinct {
+        let n = names::kernel_name(name);
+        assert_ne!(n.demangled, *name, "{name} does not demangle");
+        assert!(n.demangled.starts_with("cub::"), "{}", n.demangled);
+        assert!(
+            n.base.len() < n.demangled.len() && !n.short.is_empty(),
+            "{name}"
+        );
+        assert!(
+            n.short
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "{}",
+            n.short
+        );
+    }
+    let idents = names::unique_idents(distinct.iter().copied());
+    let values: BTreeSet<&String> = idents.values().collect();
+    assert_eq!(values.len(), distinct.len(), "identifiers are not unique");
+    for id in values {
+        let ok = id.len() <= 64
+            && id.starts_with(|c: char| c.is_ascii_lowercase())
+            && id
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        assert!(ok, "not a snake_case identifier: {id}");
+    }
+    if std::env::var_os("OCC_CORPUS_SHOW").is_some() {
+        for (m, id) in &idents {
+            eprintln!("{id}  {}", names::kernel_name(m).base);
+        }
+    }
 }
