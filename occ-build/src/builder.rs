@@ -143,40 +143,41 @@ impl Build {
     /// failure, each line of the error as `cargo::error=` (cargo then fails the
     /// build). Never panics. Returns the report when the build succeeded.
     pub fn compile(&self) -> Option<Report> {
-        match self.try_compile() {
-            Ok(report) => {
-                report.directives.print();
-                Some(report)
-            }
-            Err(failure) => {
-                failure.directives.print();
-                cargo::print_error(&format!("occ: {}", failure.error));
+        let (result, directives) = self.execute(&Env::new());
+        directives.print();
+        match result {
+            Ok(report) => Some(report),
+            Err(error) => {
+                cargo::print_error(&format!("occ: {error}"));
                 None
             }
         }
     }
 
-    /// Runs the build and returns what it made, or the error with the
-    /// directives gathered up to that point (files and variables to watch).
-    pub fn try_compile(&self) -> std::result::Result<Report, Failure> {
-        let env = Env::new();
-        self.try_compile_with(&env)
+    /// Runs the build and returns what it made. Prints nothing.
+    pub fn try_compile(&self) -> Result<Report> {
+        self.try_compile_with(&Env::new())
     }
 
     /// [`Build::try_compile`] with a given environment reader.
-    pub fn try_compile_with(&self, env: &Env) -> std::result::Result<Report, Failure> {
+    pub fn try_compile_with(&self, env: &Env) -> Result<Report> {
+        self.execute(env).0
+    }
+
+    /// Runs the build; returns its result and the cargo directives gathered,
+    /// also on failure (the files and variables read are still watched, so
+    /// fixing them reruns the build script). This is what [`Build::compile`] prints.
+    pub fn execute(&self, env: &Env) -> (Result<Report>, Directives) {
         let mut directives = Directives::default();
         let result = self.run(env, &mut directives);
         directives.rerun_if_env_changed.extend(env.read_vars());
-        match result {
-            Ok((manifest, out_dir, nvcc_runs)) => Ok(Report {
-                manifest,
-                out_dir,
-                nvcc_runs,
-                directives,
-            }),
-            Err(error) => Err(Failure { error, directives }),
-        }
+        let result = result.map(|(manifest, out_dir, nvcc_runs)| Report {
+            manifest,
+            out_dir,
+            nvcc_runs,
+            directives: directives.clone(),
+        });
+        (result, directives)
     }
 
     fn run(&self, env: &Env, directives: &mut Directives) -> Result<(Manifest, PathBuf, usize)> {
@@ -386,24 +387,6 @@ impl Build {
         Ok(ordered)
     }
 }
-
-/// A failed build: the error, and the directives gathered before it (so the
-/// build script still watches the files and variables it read).
-#[derive(Debug)]
-pub struct Failure {
-    /// What went wrong.
-    pub error: Error,
-    /// The directives gathered up to the failure.
-    pub directives: Directives,
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.error.fmt(f)
-    }
-}
-
-impl std::error::Error for Failure {}
 
 fn env_path(env: &Env, var: &str) -> Result<PathBuf> {
     env.var_os(var)

@@ -60,8 +60,10 @@ pub fn kernels_rs(manifest: &Manifest) -> String {
     let archs = manifest.archs.iter().map(|a| a.as_str());
     let file = quote! {
         #[doc = " Target archs in build order; the first is the default."]
+        #[allow(dead_code)]
         pub const ARCHS: &[&str] = &[#(#archs),*];
         #[doc = " Device code per `.cu` file and arch."]
+        #[allow(dead_code)]
         pub mod device_code {
             #(#device_code)*
         }
@@ -93,7 +95,7 @@ fn kernel_module(kernel: &Kernel) -> TokenStream {
     let archs = kernel.archs.iter().map(|(arch, k)| arch_module(arch, k));
     quote! {
         #[doc = #doc]
-        #[allow(non_snake_case)]
+        #[allow(non_snake_case, dead_code, unused_imports)]
         pub mod #ident {
             #[doc = " The symbol to load (`cuModuleGetFunction`)."]
             pub const NAME: &str = #name;

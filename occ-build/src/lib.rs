@@ -28,12 +28,10 @@
 //! `build.rs`:
 //!
 //! ```no_run
-//! fn main() {
-//!     occ_build::Build::new()
-//!         .glob("kernels/*.cu")
-//!         .archs(["sm_80", "sm_90"])
-//!         .compile();
-//! }
+//! occ_build::Build::new()
+//!     .glob("kernels/*.cu")
+//!     .archs(["sm_80", "sm_90"])
+//!     .compile();
 //! ```
 //!
 //! `src/main.rs`:
@@ -92,6 +90,6 @@ pub mod ptxas;
 pub mod toolkit;
 pub mod tune;
 
-pub use builder::{Build, Failure, Report};
+pub use builder::{Build, Report};
 pub use error::{Error, Result};
 pub use manifest::Manifest;

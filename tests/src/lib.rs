@@ -1,6 +1,5 @@
 //! Support for occ's integration tests: finding the installed nvcc, scratch
 //! folders and scratch crates that use occ as a new user would.
-#![allow(clippy::disallowed_methods)] // tests read the environment directly
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

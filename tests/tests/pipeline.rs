@@ -312,8 +312,7 @@ fn nvcc_compile_errors_name_the_file_and_line() {
     );
     let err = build(&s)
         .try_compile_with(&env(&[]))
-        .expect_err("must fail")
-        .error;
+        .expect_err("must fail");
     let text = err.to_string();
     assert!(matches!(err, Error::Compile { .. }), "{text}");
     assert!(text.contains("kernels/bad.cu(2)"), "{text}");
@@ -333,8 +332,7 @@ fn an_arch_this_nvcc_cannot_build_is_one_clear_error() {
     );
     let err = build(&s)
         .try_compile_with(&env(&[("OCC_ARCHS", Some("sm_52"))]))
-        .expect_err("nvcc 13 dropped sm_52")
-        .error;
+        .expect_err("nvcc 13 dropped sm_52");
     let text = err.to_string();
     assert!(matches!(err, Error::UnsupportedArch { .. }), "{text}");
     assert!(text.contains("sm_52") && text.contains("V13."), "{text}");
@@ -350,7 +348,6 @@ fn unknown_arch_lists_the_known_ones() {
     let err = build(&s)
         .try_compile_with(&env(&[("OCC_ARCHS", Some("sm_95"))]))
         .expect_err("sm_95 does not exist")
-        .error
         .to_string();
     assert!(
         err.contains("`sm_95`") && err.contains("OCC_ARCHS") && err.contains("sm_120"),
@@ -373,8 +370,8 @@ fn missing_nvcc_lists_every_place_looked() {
         ("PATH", Some("/nonexistent")),
         ("OCC_CUDA_DIR", None),
     ]);
-    let failure = build(&s).try_compile_with(&env).expect_err("no nvcc");
-    let text = failure.error.to_string();
+    let (result, directives) = build(&s).execute(&env);
+    let text = result.expect_err("no nvcc").to_string();
     for place in [
         "NVCC",
         "CUDA_HOME",
@@ -386,7 +383,7 @@ fn missing_nvcc_lists_every_place_looked() {
         assert!(text.contains(place), "{place} in {text}");
     }
     // The variables read are still watched, so setting NVCC reruns the build.
-    assert!(failure.directives.rerun_if_env_changed.contains("NVCC"));
+    assert!(directives.rerun_if_env_changed.contains("NVCC"));
 }
 
 #[test]
@@ -400,7 +397,6 @@ fn missing_source_and_empty_glob_are_errors() {
     let text = b
         .try_compile_with(&env(&[]))
         .expect_err("missing")
-        .error
         .to_string();
     assert!(text.contains("kernels/nope.cu"), "{text}");
     let mut b = Build::new();
@@ -411,7 +407,6 @@ fn missing_source_and_empty_glob_are_errors() {
     let text = b
         .try_compile_with(&env(&[]))
         .expect_err("empty glob")
-        .error
         .to_string();
     assert!(
         text.contains("kernels/*.cu") && text.contains("matched no"),
@@ -425,8 +420,7 @@ fn deny_spills_fails_the_build_naming_kernel_arch_and_bytes() {
     let err = build(&s)
         .deny_spills()
         .try_compile_with(&env(&[]))
-        .expect_err("spills denied")
-        .error;
+        .expect_err("spills denied");
     let text = err.to_string();
     assert!(matches!(err, Error::Spills { .. }), "{text}");
     assert!(
