@@ -110,7 +110,8 @@ pub fn launches(log: &Path) -> Vec<String> {
 }
 
 /// `cargo` with the environment of a new user's shell: no variables of the
-/// outer cargo that would leak into the scratch build.
+/// outer cargo that would leak into the scratch build, and `NVCC` set to the
+/// installed nvcc (a scratch crate lies outside the workspace and its `.cuda/`).
 pub fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     for (key, _) in std::env::vars() {
@@ -123,6 +124,9 @@ pub fn cargo() -> Command {
         }
     }
     cmd.env("CARGO_TARGET_DIR", scratch_target_dir());
+    // A new user points occ at their CUDA install; ours is the one the
+    // toolkit script installed.
+    cmd.env("NVCC", nvcc());
     cmd
 }
 

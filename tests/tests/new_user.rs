@@ -96,7 +96,7 @@ fn a_compile_error_fails_the_build_with_one_clear_message_and_no_backtrace() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("error: occ: nvcc failed to compile kernels/broken.cu"),
+        stderr.contains("occ: nvcc failed to compile kernels/broken.cu for sm_"),
         "{stderr}"
     );
     assert!(
