@@ -7,14 +7,6 @@ use crate::manifest::{Best, Kernel, KernelArch, LaunchBounds, Manifest, SCHEMA_V
 use crate::occupancy::{KernelResources, Launch};
 use crate::{arch, names, ptx, ptxas, tune};
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
-
-/// A hash that is stable for a given build of occ (file names, identifiers).
-pub fn stable_hash(bytes: &[u8]) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    bytes.hash(&mut h);
-    h.finish()
-}
 
 /// The resources the occupancy model needs, from a manifest entry.
 pub fn resources(k: &KernelArch) -> KernelResources {

@@ -430,10 +430,7 @@ fn job_names(sources: &[String]) -> Vec<String> {
         .zip(sources)
         .map(|(name, source)| {
             if plain.iter().filter(|n| *n == name).count() > 1 {
-                format!(
-                    "{name}_{:08x}",
-                    crate::analyze::stable_hash(source.as_bytes()) as u32
-                )
+                format!("{name}_{}", crate::names::short_hash(source))
             } else {
                 name.clone()
             }

@@ -131,6 +131,14 @@ fn arch_module(arch: &str, k: &KernelArch) -> TokenStream {
     let barriers = opt_u32(k.barriers);
     let max_threads = opt_u32(k.launch_bounds.max_threads_per_block());
     let min_blocks = opt_u32(k.launch_bounds.min_blocks_per_sm);
+    let max_registers = opt_u32(k.launch_bounds.max_registers);
+    let cluster_dims = match k.launch_bounds.cluster_dims {
+        Some([x, y, z]) => {
+            let (x, y, z) = (u(x), u(y), u(z));
+            quote!(Some([#x, #y, #z]))
+        }
+        None => quote!(None),
+    };
     let block = u(k.best.block_size);
     let blocks = u(k.best.active_blocks_per_sm);
     let warps = u(k.best.active_warps_per_sm);
@@ -158,6 +166,10 @@ fn arch_module(arch: &str, k: &KernelArch) -> TokenStream {
             pub const MAX_THREADS_PER_BLOCK: Option<u32> = #max_threads;
             #[doc = " `__launch_bounds__` minimum blocks per SM."]
             pub const MIN_BLOCKS_PER_SM: Option<u32> = #min_blocks;
+            #[doc = " `__maxnreg__` register cap."]
+            pub const MAX_REGISTERS: Option<u32> = #max_registers;
+            #[doc = " `__cluster_dims__` (x, y, z)."]
+            pub const CLUSTER_DIMS: Option<[u32; 3]> = #cluster_dims;
             #[doc = " The block size with the highest occupancy (no dynamic smem)."]
             pub const BEST_BLOCK_SIZE: u32 = #block;
             #[doc = " Resident blocks per SM at `BEST_BLOCK_SIZE`."]
