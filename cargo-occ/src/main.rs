@@ -1,1 +1,54 @@
-fn main() {}
+//! `cargo occ`: CUDA occupancy reports, regression checks, calculator and
+//! ptxas log parser.
+//!
+//! Each subcommand lives in its own module with `pub fn run(args) ->
+//! anyhow::Result<i32>`; the value is the exit code: 0 ok, 1 failure or
+//! regression, 2 usage or input error. An `Err` is printed and exits with 1.
+
+use clap::{Parser, Subcommand};
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+mod calc;
+
+/// CUDA kernel occupancy as a build-time fact.
+#[derive(Debug, Parser)]
+#[command(name = "cargo-occ", bin_name = "cargo occ", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Compute occupancy and the best block size for given kernel resources.
+    Calc(calc::CalcArgs),
+}
+
+/// The arguments without the `occ` that cargo inserts when it runs
+/// `cargo-occ` as `cargo occ`.
+fn args() -> Vec<OsString> {
+    let mut args: Vec<OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "occ") {
+        args.remove(1);
+    }
+    args
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse_from(args()) {
+        Ok(cli) => cli,
+        // Prints help/version (exit 0) or the usage error (exit 2).
+        Err(e) => e.exit(),
+    };
+    let result = match cli.command {
+        Command::Calc(args) => calc::run(args),
+    };
+    match result {
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
