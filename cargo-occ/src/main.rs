@@ -1,43 +1,58 @@
-//! `cargo occ`: CUDA occupancy reports, regression checks, calculator and ptxas log parser.
+//! `cargo occ`: CUDA occupancy reports, regression checks, calculator and
+//! ptxas log parser.
 //!
-//! Minimal dispatcher for the `parse` subcommand; the full command set lives in the
-//! main branch's main.rs.
+//! Each subcommand lives in its own module with `pub fn run(args) ->
+//! anyhow::Result<i32>`; the value is the exit code: 0 ok, 1 failure or
+//! regression, 2 usage or input error. An `Err` is printed and exits with 1.
 
 use clap::{Parser, Subcommand};
+use std::ffi::OsString;
+use std::process::ExitCode;
 
+mod calc;
 mod parse;
 
-/// Cargo runs `cargo-occ occ <args>` for `cargo occ <args>`.
+/// CUDA kernel occupancy as a build-time fact.
 #[derive(Debug, Parser)]
-#[command(name = "cargo", bin_name = "cargo")]
-enum Cargo {
-    /// CUDA occupancy as a build-time fact.
-    Occ(Occ),
-}
-
-#[derive(Debug, clap::Args)]
-#[command(version, about)]
-struct Occ {
+#[command(name = "cargo-occ", bin_name = "cargo occ", version, about)]
+struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Compute occupancy and the best block size for given kernel resources.
+    Calc(calc::CalcArgs),
     /// Print the resources of each kernel in a saved `nvcc -Xptxas -v` log.
     Parse(parse::ParseArgs),
 }
 
-fn main() {
-    let Cargo::Occ(occ) = Cargo::parse();
-    let code = match occ.command {
+/// The arguments without the `occ` that cargo inserts when it runs
+/// `cargo-occ` as `cargo occ`.
+fn args() -> Vec<OsString> {
+    let mut args: Vec<OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "occ") {
+        args.remove(1);
+    }
+    args
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse_from(args()) {
+        Ok(cli) => cli,
+        // Prints help/version (exit 0) or the usage error (exit 2).
+        Err(e) => e.exit(),
+    };
+    let result = match cli.command {
+        Command::Calc(args) => calc::run(args),
         Command::Parse(args) => parse::run(args),
     };
-    match code {
-        Ok(code) => std::process::exit(code),
+    match result {
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(e) => {
             eprintln!("error: {e:#}");
-            std::process::exit(1);
+            ExitCode::from(1)
         }
     }
 }

@@ -1,0 +1,276 @@
+//! `cargo occ calc`: the occupancy calculator on the command line.
+//!
+//! One case from flags (a table, or one JSON line with `--json`), or many
+//! from JSON lines with `--batch FILE` (`-` for stdin), answered one JSON line
+//! per input line, in order. Blank lines are skipped; an invalid line is
+//! answered with `{"error": "..."}` and the rest go on (exit code 2 at the
+//! end).
+
+use anyhow::Context as _;
+use clap::Args;
+use occ_build::arch::{self, Arch};
+use occ_build::occupancy::{occupancy, KernelResources, Launch, Limiter, Occupancy};
+use occ_build::tune::{best_block_size, BestBlock, DynamicSmem, TuneRequest};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, Write};
+
+/// Arguments of `cargo occ calc`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example: cargo occ calc --arch sm_80 --regs 40 --threads 256 --static-smem 16384"
+)]
+pub struct CalcArgs {
+    /// Target architecture: sm_80, sm_90a, 8.6, 120, ...
+    #[arg(long, required_unless_present = "batch")]
+    arch: Option<String>,
+    /// Registers per thread.
+    #[arg(long, required_unless_present = "batch")]
+    regs: Option<u32>,
+    /// Threads per block.
+    #[arg(long, required_unless_present = "batch")]
+    threads: Option<u32>,
+    /// Static shared memory per block, in bytes.
+    #[arg(long, default_value_t = 0)]
+    static_smem: u32,
+    /// Dynamic shared memory per block, in bytes.
+    #[arg(long, default_value_t = 0)]
+    dynamic_smem: u32,
+    /// Preferred shared-memory carveout in percent (0-100); default: the
+    /// driver's default preference.
+    #[arg(long)]
+    carveout: Option<u8>,
+    /// Block barriers the kernel uses.
+    #[arg(long, default_value_t = 1)]
+    barriers: u32,
+    /// `__launch_bounds__` maximum threads per block.
+    #[arg(long)]
+    max_threads: Option<u32>,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Read JSON lines from FILE (`-` for stdin) and write one JSON line per
+    /// input line.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = ["arch", "regs", "threads", "static_smem", "dynamic_smem", "carveout", "barriers", "max_threads"]
+    )]
+    batch: Option<String>,
+}
+
+/// One case, as a batch line or from the flags.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Input {
+    arch: String,
+    regs: u32,
+    threads: u32,
+    #[serde(default)]
+    static_smem: u32,
+    #[serde(default)]
+    dynamic_smem: u32,
+    #[serde(default)]
+    carveout: Option<u8>,
+    #[serde(default = "one")]
+    barriers: u32,
+    #[serde(default)]
+    max_threads: Option<u32>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// The answer for one case.
+#[derive(Debug, Serialize)]
+struct Output {
+    arch: &'static str,
+    threads: u32,
+    active_blocks_per_sm: u32,
+    active_warps_per_sm: u32,
+    max_warps_per_sm: u32,
+    occupancy: f64,
+    limiters: Vec<&'static str>,
+    limits: occ_build::occupancy::BlockLimits,
+    allocated_registers_per_block: u32,
+    allocated_smem_per_block: u32,
+    best_block_size: u32,
+    best_active_blocks_per_sm: u32,
+    best_occupancy: f64,
+}
+
+/// Runs `cargo occ calc`.
+pub fn run(args: CalcArgs) -> anyhow::Result<i32> {
+    if let Some(path) = &args.batch {
+        return batch(path);
+    }
+    let input = Input {
+        arch: args.arch.unwrap_or_default(),
+        regs: args.regs.unwrap_or_default(),
+        threads: args.threads.unwrap_or_default(),
+        static_smem: args.static_smem,
+        dynamic_smem: args.dynamic_smem,
+        carveout: args.carveout,
+        barriers: args.barriers,
+        max_threads: args.max_threads,
+    };
+    let (arch, occ, best) = match compute(&input) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(2);
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let json = serde_json::to_string(&output(arch, &occ, best.as_ref()))?;
+        writeln!(out, "{json}")?;
+    } else {
+        write_table(&mut out, arch, &occ, best.as_ref())?;
+    }
+    Ok(0)
+}
+
+type Answer = (&'static Arch, Occupancy, Option<BestBlock>);
+
+fn compute(input: &Input) -> anyhow::Result<Answer> {
+    let arch = arch::lookup(&input.arch)?;
+    let kernel = KernelResources {
+        registers: input.regs,
+        static_smem: input.static_smem,
+        barriers: input.barriers,
+        max_threads_per_block: input.max_threads,
+        ..Default::default()
+    };
+    let launch = Launch {
+        block_size: input.threads,
+        dynamic_smem: input.dynamic_smem,
+        carveout: input.carveout,
+        ..Launch::new(input.threads)
+    };
+    let occ = occupancy(arch, &kernel, &launch)?;
+    let req = TuneRequest {
+        dynamic_smem: DynamicSmem::Fixed(input.dynamic_smem),
+        carveout: input.carveout,
+        ..Default::default()
+    };
+    let best = best_block_size(arch, &kernel, &req)?;
+    Ok((arch, occ, best))
+}
+
+fn output(arch: &'static Arch, occ: &Occupancy, best: Option<&BestBlock>) -> Output {
+    Output {
+        arch: arch.name,
+        threads: occ.block_size,
+        active_blocks_per_sm: occ.active_blocks,
+        active_warps_per_sm: occ.active_warps,
+        max_warps_per_sm: occ.max_warps,
+        occupancy: occ.occupancy,
+        limiters: occ.limiters.iter().map(Limiter::as_str).collect(),
+        limits: occ.limits,
+        allocated_registers_per_block: occ.allocated_registers_per_block,
+        allocated_smem_per_block: occ.allocated_smem_per_block,
+        best_block_size: best.map_or(0, |b| b.block_size),
+        best_active_blocks_per_sm: best.map_or(0, |b| b.blocks_per_sm()),
+        best_occupancy: best.map_or(0.0, |b| b.occupancy.occupancy),
+    }
+}
+
+/// `75%`, `16.7%`.
+fn percent(x: f64) -> String {
+    let p = x * 100.0;
+    if (p - p.round()).abs() < 1e-9 {
+        format!("{}%", p.round())
+    } else {
+        format!("{p:.1}%")
+    }
+}
+
+fn limit(v: Option<u32>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| v.to_string())
+}
+
+fn write_table(
+    out: &mut impl Write,
+    arch: &Arch,
+    occ: &Occupancy,
+    best: Option<&BestBlock>,
+) -> std::io::Result<()> {
+    let l = &occ.limits;
+    writeln!(
+        out,
+        "arch              {} ({}.{})",
+        arch.name, arch.major, arch.minor
+    )?;
+    writeln!(
+        out,
+        "block size        {} threads ({} warps)",
+        occ.block_size, occ.warps_per_block
+    )?;
+    writeln!(out, "active blocks     {} per SM", occ.active_blocks)?;
+    writeln!(
+        out,
+        "active warps      {} of {} per SM",
+        occ.active_warps, occ.max_warps
+    )?;
+    writeln!(out, "occupancy         {}", percent(occ.occupancy))?;
+    writeln!(out, "limited by        {}", occ.limiters)?;
+    writeln!(
+        out,
+        "block limits      warps {}, registers {}, shared memory {}, blocks {}, barriers {}, virtual resources {}",
+        l.warps,
+        limit(l.registers),
+        limit(l.shared_memory),
+        l.blocks,
+        limit(l.barriers),
+        limit(l.virtual_resources)
+    )?;
+    writeln!(
+        out,
+        "per block         {} registers, {} bytes shared memory (allocated)",
+        occ.allocated_registers_per_block, occ.allocated_smem_per_block
+    )?;
+    match best {
+        Some(b) => writeln!(
+            out,
+            "best block size   {} threads: {} blocks, {} warps per SM, {}",
+            b.block_size,
+            b.blocks_per_sm(),
+            b.occupancy.active_warps,
+            percent(b.occupancy.occupancy)
+        ),
+        None => writeln!(out, "best block size   none: no block size can run"),
+    }
+}
+
+fn batch(path: &str) -> anyhow::Result<i32> {
+    let reader: Box<dyn BufRead> = if path == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        let file = std::fs::File::open(path).with_context(|| {
+            format!("cannot read batch file {path}; check the path or use - for stdin")
+        })?;
+        Box::new(std::io::BufReader::new(file))
+    };
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut code = 0;
+    for (n, line) in reader.lines().enumerate() {
+        let line = line.with_context(|| format!("cannot read line {} of {path}", n + 1))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let answer = serde_json::from_str::<Input>(&line)
+            .map_err(|e| anyhow::anyhow!("line {}: invalid input: {e}", n + 1))
+            .and_then(|input| compute(&input).map_err(|e| anyhow::anyhow!("line {}: {e}", n + 1)));
+        let json = match answer {
+            Ok((arch, occ, best)) => serde_json::to_string(&output(arch, &occ, best.as_ref()))?,
+            Err(e) => {
+                code = 2;
+                serde_json::json!({ "error": e.to_string() }).to_string()
+            }
+        };
+        writeln!(out, "{json}")?;
+    }
+    out.flush()?;
+    Ok(code)
+}
