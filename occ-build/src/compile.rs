@@ -197,13 +197,26 @@ impl Runner<'_> {
         // A scratch folder of this run alone: two builds into the same
         // OUT_DIR at once (or a killed one's leftovers) never share one.
         paths.tmp = unique_sibling(&paths.tmp);
+        let run_args = self.nvcc_args(job, &paths.tmp);
+        // occ starts nvcc without a shell, but nvcc itself hands file names
+        // to `sh`, in double quotes, when it runs the host compiler: a `$`, a
+        // backquote or a double quote in one would run as a command or break
+        // the line (nvcc 13.5; spaces, `;`, `&`, `'`, `|`, `()` are safe).
+        if let Some(arg) = run_args.iter().find(|a| a.contains(['$', '`', '"'])) {
+            return Err(Error::Other(format!(
+                "cannot compile {} for {}: the nvcc argument `{arg}` holds `$`, a backquote or a \
+                 double quote, which nvcc's own shell would expand or misread; rename the file \
+                 or folder (or change the flag) so that it has none of them",
+                job.source, job.arch
+            )));
+        }
         let _ = std::fs::remove_dir_all(&paths.tmp);
         std::fs::create_dir_all(&paths.tmp)
             .map_err(|e| Error::io(format!("cannot create {}", paths.tmp.display()), e))?;
         let output = self
             .nvcc
             .command()
-            .args(self.nvcc_args(job, &paths.tmp))
+            .args(&run_args)
             .current_dir(self.root)
             .output()
             .map_err(|e| Error::NvccNotRunnable {
