@@ -144,7 +144,8 @@ impl Runner<'_> {
         }
     }
 
-    fn nvcc_args(&self, job: &Job, paths: &JobPaths) -> Vec<String> {
+    /// nvcc's arguments for `job`, with its scratch files in `tmp`.
+    fn nvcc_args(&self, job: &Job, tmp: &Path) -> Vec<String> {
         let virt = job.arch.replacen("sm_", "compute_", 1);
         let mut args = vec![
             "--cubin".to_string(),
@@ -154,12 +155,12 @@ impl Runner<'_> {
             "-v".to_string(),
             "-keep".to_string(),
             "--keep-dir".to_string(),
-            paths.tmp.display().to_string(),
+            tmp.display().to_string(),
             "-MD".to_string(),
             "-MF".to_string(),
-            paths.tmp.join("deps.d").display().to_string(),
+            tmp.join("deps.d").display().to_string(),
             "-o".to_string(),
-            paths.tmp.join("out.cubin").display().to_string(),
+            tmp.join("out.cubin").display().to_string(),
         ];
         args.extend(job.args.iter().cloned());
         args.push(job.source.clone());
@@ -172,7 +173,8 @@ impl Runner<'_> {
         let mut h = DefaultHasher::new();
         self.nvcc_id.hash(&mut h);
         self.nvcc.launcher.hash(&mut h);
-        // The scratch paths in args are fixed per job name; hash them too.
+        // `args` name the job's canonical scratch folder (fixed per job
+        // name), not the per-run one, so the key does not change per run.
         args.hash(&mut h);
         let mut files: Vec<PathBuf> = deps.to_vec();
         files.push(self.root.join(&job.source));
@@ -187,10 +189,26 @@ impl Runner<'_> {
     }
 
     fn run_one(&self, job: &Job) -> Result<JobOutput> {
-        let paths = self.paths(job);
-        let args = self.nvcc_args(job, &paths);
+        let mut paths = self.paths(job);
+        let args = self.nvcc_args(job, &paths.tmp);
         if let Some(output) = self.cached(job, &args, &paths) {
             return Ok(output);
+        }
+        // A scratch folder of this run alone: two builds into the same
+        // OUT_DIR at once (or a killed one's leftovers) never share one.
+        paths.tmp = unique_sibling(&paths.tmp);
+        let run_args = self.nvcc_args(job, &paths.tmp);
+        // occ starts nvcc without a shell, but nvcc itself hands file names
+        // to `sh`, in double quotes, when it runs the host compiler: a `$`, a
+        // backquote or a double quote in one would run as a command or break
+        // the line (nvcc 13.5; spaces, `;`, `&`, `'`, `|`, `()` are safe).
+        if let Some(arg) = run_args.iter().find(|a| a.contains(['$', '`', '"'])) {
+            return Err(Error::Other(format!(
+                "cannot compile {} for {}: the nvcc argument `{arg}` holds `$`, a backquote or a \
+                 double quote, which nvcc's own shell would expand or misread; rename the file \
+                 or folder (or change the flag) so that it has none of them",
+                job.source, job.arch
+            )));
         }
         let _ = std::fs::remove_dir_all(&paths.tmp);
         std::fs::create_dir_all(&paths.tmp)
@@ -198,7 +216,7 @@ impl Runner<'_> {
         let output = self
             .nvcc
             .command()
-            .args(&args)
+            .args(&run_args)
             .current_dir(self.root)
             .output()
             .map_err(|e| Error::NvccNotRunnable {
@@ -285,15 +303,23 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
     }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp{}", std::process::id()));
-    let tmp = PathBuf::from(tmp);
+    let tmp = unique_sibling(path);
     std::fs::write(&tmp, bytes)
         .map_err(|e| Error::io(format!("cannot write {}", tmp.display()), e))?;
     std::fs::rename(&tmp, path).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         Error::io(format!("cannot write {}", path.display()), e)
     })
+}
+
+/// `path` with a suffix unique to this process and call (`.tmp<pid>.<n>`):
+/// a temporary name no other thread or process writes to.
+fn unique_sibling(path: &Path) -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".tmp{}.{n}", std::process::id()));
+    PathBuf::from(name)
 }
 
 fn find_ptx(dir: &Path, source: &str) -> Option<PathBuf> {

@@ -78,11 +78,20 @@ pub fn kernels_rs(manifest: &Manifest) -> String {
     )
 }
 
+/// A module name for a file stem or arch: `kernels_a.sm_80` → `kernels_a_sm_80`;
+/// a stem that starts with a digit (`2d.sm_80`, from `2d.cu`) or is empty gets
+/// an `m_` prefix, since a Rust identifier cannot start with one.
 fn module_ident(stem: &str) -> String {
-    stem.chars()
+    let ident = stem
+        .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect::<String>()
-        .to_ascii_lowercase()
+        .to_ascii_lowercase();
+    if ident.is_empty() || ident.starts_with(|c: char| c.is_ascii_digit()) || ident == "_" {
+        format!("m_{ident}")
+    } else {
+        ident
+    }
 }
 
 fn kernel_module(kernel: &Kernel) -> TokenStream {

@@ -85,6 +85,8 @@ pub mod error;
 pub mod manifest;
 pub mod names;
 pub mod occupancy;
+#[cfg(test)]
+mod proptests;
 pub mod ptx;
 pub mod ptxas;
 pub mod toolkit;

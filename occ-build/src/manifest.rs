@@ -229,10 +229,53 @@ impl Manifest {
             detail: format!("not valid JSON ({e}); delete it and rebuild"),
         })?;
         check_schema(&value, path, SCHEMA_VERSION)?;
-        serde_json::from_value(value).map_err(|e| Error::Corrupt {
+        let manifest: Manifest = serde_json::from_value(value).map_err(|e| Error::Corrupt {
             path: path.to_path_buf(),
             detail: format!("not an occ manifest ({e}); delete it and rebuild"),
-        })
+        })?;
+        manifest.validate().map_err(|detail| Error::Corrupt {
+            path: path.to_path_buf(),
+            detail: format!("{detail}; it was not written by occ-build, delete it and rebuild"),
+        })?;
+        Ok(manifest)
+    }
+
+    /// Checks what a manifest read back may not be trusted with: the device
+    /// code files (`cubin`, `ptx`) feed `include_bytes!` in `kernels.rs`, so
+    /// each must be a plain file name inside `$OUT_DIR/occ` (no `/`, `\`,
+    /// `..` or absolute path); kernel identifiers and arch keys become Rust
+    /// module names, so each must be a Rust identifier.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        for kernel in &self.kernels {
+            if !is_rust_ident(&kernel.ident) {
+                return Err(format!(
+                    "kernel {:?} has ident {:?}, which is not a Rust identifier",
+                    kernel.name, kernel.ident
+                ));
+            }
+            for (arch, k) in &kernel.archs {
+                if !is_arch_key(arch) {
+                    return Err(format!(
+                        "kernel {:?} has an arch named {arch:?}, which is not an arch name like sm_90a",
+                        kernel.name
+                    ));
+                }
+                for (field, file) in [("cubin", &k.cubin), ("ptx", &k.ptx)] {
+                    if !is_plain_file_name(file) {
+                        return Err(format!(
+                            "kernel {:?} on {arch} names {field} file {file:?}, which is not a plain file name in the manifest's folder",
+                            kernel.name
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(arch) = self.archs.iter().find(|a| !is_arch_key(a)) {
+            return Err(format!(
+                "arch list holds {arch:?}, which is not an arch name like sm_90a"
+            ));
+        }
+        Ok(())
     }
 
     /// Reads and parses a manifest file.
@@ -272,6 +315,26 @@ pub fn to_json_pretty<T: Serialize>(value: &T) -> String {
     let mut text = serde_json::to_string_pretty(value).unwrap_or_default();
     text.push('\n');
     text
+}
+
+/// A file name with no folder part: not empty, not `.` or `..`, without
+/// `/`, `\`, `:` or NUL (so it cannot leave the folder it is joined to on
+/// any platform).
+pub fn is_plain_file_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', ':', '\0'])
+}
+
+/// Whether `s` is a Rust identifier (keywords are not).
+fn is_rust_ident(s: &str) -> bool {
+    syn::parse_str::<syn::Ident>(s).is_ok()
+}
+
+/// An arch key as occ writes them: lowercase ASCII letters, digits and `_`,
+/// starting with a letter (`sm_90a`).
+fn is_arch_key(s: &str) -> bool {
+    s.starts_with(|c: char| c.is_ascii_lowercase())
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// `ns::kern<float, 3>` → `ns::kern`.

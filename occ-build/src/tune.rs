@@ -355,7 +355,12 @@ pub fn what_if(
     let now = compute(arch, kernel, launch);
     let target = now.active_blocks + 1;
 
-    let registers = (0..kernel.registers)
+    // Above `max_regs_per_thread` no block launches, so the search starts
+    // there: a bogus register count (from a hand-edited manifest, say) must
+    // not make this loop run four billion times.
+    let registers = (0..kernel
+        .registers
+        .min(arch.max_regs_per_thread.saturating_add(1)))
         .rev()
         .find(|&r| {
             let k = KernelResources {

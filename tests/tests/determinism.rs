@@ -1,0 +1,134 @@
+//! The same inputs give byte-identical `manifest.json`, `kernels.rs` and
+//! device code: in another folder, with another parallelism (`NUM_JOBS`),
+//! with files listed in another order (`.file()` vs `.glob()`), and on a clean
+//! rebuild. (tests/tests/pipeline.rs checks two folders with the zoo module.)
+
+use occ_build::env::Env;
+use occ_build::Build;
+use occ_tests::{nvcc, Scratch};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::Path;
+
+const FILES: &[(&str, &str)] = &[
+    (
+        "kernels/b_tmpl.cu",
+        "namespace ns {\ntemplate <int N> __global__ void fill(int* p) { __shared__ int t[N]; t[threadIdx.x % N] = N; __syncthreads(); p[threadIdx.x] = t[0]; }\ntemplate __global__ void fill<32>(int*);\ntemplate __global__ void fill<128>(int*);\n}\n",
+    ),
+    (
+        "kernels/a_plain.cu",
+        "extern \"C\" __global__ void __launch_bounds__(128, 4) plain(float* p) { p[threadIdx.x] += 1.0f; }\n",
+    ),
+    (
+        "kernels/c_same_name.cu",
+        "extern \"C\" __global__ void zeta(int* p) { p[0] = 3; }\nextern \"C\" __global__ void alpha(int* p) { p[0] = 4; }\n",
+    ),
+];
+
+fn crate_in(s: &Scratch, sub: &str) -> std::path::PathBuf {
+    for (rel, text) in FILES {
+        s.write(&format!("{sub}{rel}"), text);
+    }
+    s.path().join(sub)
+}
+
+fn env(num_jobs: &str) -> Env {
+    Env::with_overrides(vec![
+        ("OCC_ARCHS".into(), None),
+        ("CUDA_COMPUTE_CAP".into(), None),
+        ("NVCC".into(), Some(nvcc().into_os_string())),
+        ("OCC_NVCC_LAUNCHER".into(), None),
+        ("NUM_JOBS".into(), Some(OsString::from(num_jobs))),
+    ])
+}
+
+/// Every file the build left in `$OUT_DIR/occ` (not the cache), by name.
+fn outputs(out: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(out.join("occ"))
+        .expect("out/occ")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.is_file())
+        .map(|p| {
+            let name = p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (name, std::fs::read(&p).expect("read output"))
+        })
+        .collect()
+}
+
+fn assert_same(a: &BTreeMap<String, Vec<u8>>, b: &BTreeMap<String, Vec<u8>>, what: &str) {
+    assert_eq!(
+        a.keys().collect::<Vec<_>>(),
+        b.keys().collect::<Vec<_>>(),
+        "{what}: the same files"
+    );
+    for (name, bytes) in a {
+        assert!(b[name] == *bytes, "{what}: {name} differs");
+    }
+    for must in ["manifest.json", "kernels.rs"] {
+        assert!(a.contains_key(must), "{must} written");
+    }
+}
+
+#[test]
+fn parallelism_file_order_and_folder_do_not_change_the_output() {
+    let s = Scratch::new();
+    // One build: glob, one job at a time.
+    let root_a = crate_in(&s, "a/");
+    let out_a = s.path().join("a/target/out");
+    let mut a = Build::new();
+    a.root(&root_a)
+        .out_dir(&out_a)
+        .glob("kernels/*.cu")
+        .archs(["sm_80", "sm_90"])
+        .quiet(true);
+    let ra = a.try_compile_with(&env("1")).expect("build a");
+    // The other: files listed one by one in reverse order (one twice), eight
+    // jobs at once, in a deeper folder with a space.
+    let root_b = crate_in(&s, "some where/else/b/");
+    let out_b = s.path().join("elsewhere out");
+    let mut b = Build::new();
+    b.root(&root_b).out_dir(&out_b).quiet(true);
+    for (rel, _) in FILES.iter().rev() {
+        b.file(rel);
+    }
+    b.file(FILES[0].0).archs(["sm_80", "sm_90"]);
+    let rb = b.try_compile_with(&env("8")).expect("build b");
+    assert_eq!(ra.manifest, rb.manifest);
+    assert_eq!(ra.manifest.kernels.len(), 5);
+    assert_same(
+        &outputs(&out_a),
+        &outputs(&out_b),
+        "NUM_JOBS=1 glob vs NUM_JOBS=8 files",
+    );
+}
+
+#[test]
+fn a_clean_rebuild_gives_the_same_bytes() {
+    let s = Scratch::new();
+    let root = crate_in(&s, "");
+    let out = s.path().join("out");
+    let build = || {
+        let mut b = Build::new();
+        b.root(&root)
+            .out_dir(&out)
+            .glob("kernels/*.cu")
+            .archs(["sm_90", "sm_80"])
+            .quiet(true);
+        b.try_compile_with(&env("2")).expect("build")
+    };
+    let first = build();
+    let before = outputs(&out);
+    std::fs::remove_dir_all(&out).expect("clean");
+    let second = build();
+    assert_eq!(second.nvcc_runs, 6, "a clean build runs every job");
+    assert_same(&before, &outputs(&out), "clean rebuild");
+    // The arch list keeps the order given (the first is the default).
+    assert_eq!(first.manifest.archs, ["sm_90", "sm_80"]);
+    // An unchanged rebuild also writes the same bytes.
+    let third = build();
+    assert_eq!(third.nvcc_runs, 0);
+    assert_same(&before, &outputs(&out), "unchanged rebuild");
+}
