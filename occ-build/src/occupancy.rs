@@ -638,13 +638,11 @@ fn regs_limit(
     let allocated = per_warp * warps;
     let assumed = per_warp * round_up_pow2(warps, sub_partitions);
     let per_block = arch.max_regs_per_block;
+    // sub_partitions is a power of two.
+    let per_sp = arch.regs_per_sm >> sub_partitions.trailing_zeros();
     let limit = if per_block < assumed || per_block < allocated {
         0
-    } else if per_warp == 0 {
-        INT_MAX
-    } else {
-        // sub_partitions is a power of two.
-        let warps_per_sp = (arch.regs_per_sm >> sub_partitions.trailing_zeros()) / per_warp;
+    } else if let Some(warps_per_sp) = per_sp.checked_div(per_warp) {
         let mut max_blocks = 0;
         if *gc != PartitionedGc::Off {
             max_blocks = warps_per_sp * (sub_partitions / 2) / warps * 2;
@@ -654,6 +652,8 @@ fn regs_limit(
             max_blocks = warps_per_sp * sub_partitions / warps;
         }
         max_blocks
+    } else {
+        INT_MAX
     };
     (limit, allocated)
 }
