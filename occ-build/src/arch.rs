@@ -583,6 +583,15 @@ mod tests {
             assert_eq!(a.max_carveout(), a.smem_per_sm, "{}", a.name);
             // Opt-in plus the reserve fits in the SM.
             assert!(a.smem_per_block_optin + a.reserved_smem_per_block <= a.smem_per_sm);
+            // The model rounds with masks.
+            for g in [
+                a.reg_alloc_unit,
+                a.sub_partitions,
+                a.smem_granularity,
+                a.warp_size,
+            ] {
+                assert!(g.is_power_of_two(), "{}", a.name);
+            }
         }
         assert_eq!(all().len(), 21);
     }

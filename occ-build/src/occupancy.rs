@@ -451,6 +451,7 @@ impl fmt::Display for OccupancyError {
 impl std::error::Error for OccupancyError {}
 
 /// Checks the inputs that no real launch could have.
+#[inline]
 pub(crate) fn validate(
     arch: &Arch,
     kernel: &KernelResources,
@@ -485,6 +486,7 @@ pub(crate) fn validate(
 
 /// Checks the kernel and the carveout (everything but the block size and
 /// dynamic shared memory).
+#[inline]
 pub(crate) fn validate_kernel(
     arch: &Arch,
     kernel: &KernelResources,
@@ -525,6 +527,7 @@ pub(crate) fn validate_kernel(
 /// dynamic shared memory above the opt-in maximum, a `max_dynamic_smem`
 /// attribute the driver would refuse. An input that is legal but cannot run
 /// (too many registers, say) gives `active_blocks == 0`.
+#[inline]
 pub fn occupancy(
     arch: &Arch,
     kernel: &KernelResources,
@@ -543,7 +546,12 @@ fn to_opt(v: u32) -> Option<u32> {
 /// Aligns a shared-memory size up to the arch's next legal carveout
 /// (`cudaOccAlignUpShmemSizeVoltaPlus`). Sizes above the largest carveout
 /// (which validated inputs never reach) give the largest.
+#[inline]
 pub(crate) fn align_up_carveout(arch: &Arch, bytes: u64) -> u64 {
+    let max = u64::from(arch.max_carveout());
+    if bytes >= max {
+        return max;
+    }
     for &kb in arch.carveouts_kb {
         let size = u64::from(kb) * 1024;
         if bytes <= size {
@@ -554,6 +562,7 @@ pub(crate) fn align_up_carveout(arch: &Arch, bytes: u64) -> u64 {
 }
 
 /// The SM shared memory the launch prefers (`cudaOccSMemPerMultiprocessor`).
+#[inline]
 pub(crate) fn smem_preference(arch: &Arch, carveout: Option<u8>, cache: CachePref) -> u64 {
     let per_sm = u64::from(arch.smem_per_sm);
     if arch.major < 7 {
@@ -577,6 +586,7 @@ pub(crate) fn smem_preference(arch: &Arch, carveout: Option<u8>, cache: CachePre
 
 /// The per-block shared-memory ceiling, reserve included
 /// (`cudaOccSMemPerBlock` with an opt-in config).
+#[inline]
 pub(crate) fn smem_per_block_limit(arch: &Arch, max_usage: u64) -> u64 {
     let mut l = if arch.major <= 6 || max_usage <= u64::from(arch.smem_per_block) {
         arch.smem_per_block
@@ -589,10 +599,21 @@ pub(crate) fn smem_per_block_limit(arch: &Arch, max_usage: u64) -> u64 {
     u64::from(l)
 }
 
+/// Rounds `x` up to a multiple of `g`, a power of two.
+#[inline(always)]
+fn round_up_pow2(x: u32, g: u32) -> u32 {
+    (x + (g - 1)) & !(g - 1)
+}
+
 /// The register limit (`cudaOccMaxBlocksPerSMRegsLimit`) for a given number
 /// of sub-partitions; returns (limit, allocated registers per block) and may
 /// switch `gc` off.
-#[inline]
+///
+/// The table's allocation unit and sub-partition counts are powers of two
+/// (checked by a unit test), so rounding is a mask; the arithmetic is 32-bit
+/// wherever the values are bounded (registers ≤ 256, warps ≤ 32 for a valid
+/// block).
+#[inline(always)]
 fn regs_limit(
     arch: &Arch,
     sub_partitions: u32,
@@ -600,39 +621,85 @@ fn regs_limit(
     warps: u32,
     gc: &mut PartitionedGc,
 ) -> (u32, u32) {
-    let unit = u64::from(arch.reg_alloc_unit);
-    let per_warp = (u64::from(registers) * u64::from(arch.warp_size)).div_ceil(unit) * unit;
+    if registers > arch.max_regs_per_thread || warps > 1024 {
+        // Cold path: the header's limit is 0 (or its int math would
+        // overflow); report the allocation saturated.
+        let unit = u64::from(arch.reg_alloc_unit);
+        let per_warp = (u64::from(registers) * u64::from(arch.warp_size)).div_ceil(unit) * unit;
+        let allocated = u32::try_from(per_warp * u64::from(warps)).unwrap_or(u32::MAX);
+        let limit = if registers > arch.max_regs_per_thread {
+            0
+        } else {
+            regs_limit_u64(arch, sub_partitions, per_warp, warps, gc)
+        };
+        return (limit, allocated);
+    }
+    let per_warp = round_up_pow2(registers * arch.warp_size, arch.reg_alloc_unit);
+    let allocated = per_warp * warps;
+    let assumed = per_warp * round_up_pow2(warps, sub_partitions);
+    let per_block = arch.max_regs_per_block;
+    // sub_partitions is a power of two.
+    let per_sp = arch.regs_per_sm >> sub_partitions.trailing_zeros();
+    let limit = if per_block < assumed || per_block < allocated {
+        0
+    } else if let Some(warps_per_sp) = per_sp.checked_div(per_warp) {
+        let mut max_blocks = 0;
+        if *gc != PartitionedGc::Off {
+            max_blocks = warps_per_sp * (sub_partitions / 2) / warps * 2;
+        }
+        if max_blocks == 0 && *gc != PartitionedGc::OnStrict {
+            *gc = PartitionedGc::Off;
+            max_blocks = warps_per_sp * sub_partitions / warps;
+        }
+        max_blocks
+    } else {
+        INT_MAX
+    };
+    (limit, allocated)
+}
+
+/// The register limit in 64-bit arithmetic for the cold path (blocks far
+/// above any arch's maximum, which only [`compute`]'s unvalidated callers
+/// can ask for).
+#[cold]
+fn regs_limit_u64(
+    arch: &Arch,
+    sub_partitions: u32,
+    per_warp: u64,
+    warps: u32,
+    gc: &mut PartitionedGc,
+) -> u32 {
     let allocated = per_warp * u64::from(warps);
     let assumed = per_warp * u64::from(warps.div_ceil(sub_partitions) * sub_partitions);
     let per_block = u64::from(arch.max_regs_per_block);
-    let limit =
-        if per_block < assumed || per_block < allocated || registers > arch.max_regs_per_thread {
-            0
-        } else if let Some(warps_per_sp) =
-            u64::from(arch.regs_per_sm / sub_partitions).checked_div(per_warp)
-        {
-            let warps_per_sp = warps_per_sp as u32;
-            let mut max_blocks = 0;
-            if *gc != PartitionedGc::Off {
-                max_blocks = warps_per_sp * (sub_partitions / 2) / warps * 2;
-            }
-            if max_blocks == 0 && *gc != PartitionedGc::OnStrict {
-                *gc = PartitionedGc::Off;
-                max_blocks = warps_per_sp * sub_partitions / warps;
-            }
-            max_blocks
-        } else {
-            INT_MAX
-        };
-    (limit, u32::try_from(allocated).unwrap_or(u32::MAX))
+    if per_block < assumed || per_block < allocated {
+        return 0;
+    }
+    let Some(warps_per_sp) = u64::from(arch.regs_per_sm / sub_partitions).checked_div(per_warp)
+    else {
+        return INT_MAX;
+    };
+    let warps_per_sp = warps_per_sp as u32;
+    let mut max_blocks = 0;
+    if *gc != PartitionedGc::Off {
+        max_blocks = warps_per_sp * (sub_partitions / 2) / warps * 2;
+    }
+    if max_blocks == 0 && *gc != PartitionedGc::OnStrict {
+        *gc = PartitionedGc::Off;
+        max_blocks = warps_per_sp * sub_partitions / warps;
+    }
+    max_blocks
 }
 
 /// The header's computation without input validation. Inputs must satisfy
 /// [`validate`] except the launch-bounds and block-size checks, which the
 /// header does not make (a block above the arch maximum gives 0 warps).
+#[inline]
 pub(crate) fn compute(arch: &Arch, kernel: &KernelResources, launch: &Launch) -> Occupancy {
     let block = launch.block_size;
-    let warps = block.div_ceil(arch.warp_size);
+    // The warp size is a power of two (checked by a unit test of the table).
+    let warp_shift = arch.warp_size.trailing_zeros();
+    let warps = (block >> warp_shift) + u32::from(block & (arch.warp_size - 1) != 0);
     let mut gc = if arch.partitioned_gc {
         launch.partitioned_gc
     } else {
@@ -653,7 +720,7 @@ pub(crate) fn compute(arch: &Arch, kernel: &KernelResources, launch: &Launch) ->
     let lim_warps = if block > arch.max_threads_per_block {
         0
     } else {
-        let max_w = arch.max_warps_per_sm();
+        let max_w = arch.max_threads_per_sm >> warp_shift;
         if gc != PartitionedGc::Off {
             max_w / 2 / warps * 2
         } else {
@@ -663,27 +730,29 @@ pub(crate) fn compute(arch: &Arch, kernel: &KernelResources, launch: &Launch) ->
 
     let lim_blocks = arch.max_blocks_per_sm;
 
-    // Shared memory.
-    let g = u64::from(arch.smem_granularity);
-    let pref = smem_preference(arch, launch.carveout, launch.cache_pref);
+    // Shared memory. Sizes fit in 32 bits once the per-block ceiling (at
+    // most 328 KB) has been checked.
+    let g = arch.smem_granularity;
     let fixed = u64::from(kernel.static_smem) + u64::from(arch.reserved_smem_per_block);
     let dynamic = u64::from(launch.dynamic_smem);
-    let alloc_smem = (fixed + dynamic).div_ceil(g) * g;
+    let total = fixed + dynamic;
+    let alloc_smem = total.div_ceil(u64::from(g)) * u64::from(g);
     let max_dyn = u64::from(kernel.max_dynamic_smem_on(arch));
     let ceiling = smem_per_block_limit(arch, fixed + max_dyn);
     let lim_smem = if dynamic > max_dyn || alloc_smem > ceiling {
         0
     } else {
-        let budget = if pref >= alloc_smem {
+        // alloc_smem ≤ ceiling < 2^32 here.
+        let alloc = alloc_smem as u32;
+        let pref = smem_preference(arch, launch.carveout, launch.cache_pref) as u32;
+        let budget = if pref >= alloc {
             pref
         } else if arch.major >= 7 {
-            align_up_carveout(arch, alloc_smem)
+            align_up_carveout(arch, alloc.into()) as u32
         } else {
-            u64::from(arch.smem_per_sm)
+            arch.smem_per_sm
         };
-        budget
-            .checked_div(alloc_smem)
-            .map_or(INT_MAX, |blocks| blocks as u32)
+        budget.checked_div(alloc).unwrap_or(INT_MAX)
     };
 
     // Virtual resources.
@@ -725,7 +794,7 @@ pub(crate) fn compute(arch: &Arch, kernel: &KernelResources, launch: &Launch) ->
         INT_MAX
     };
 
-    let max_warps = arch.max_warps_per_sm();
+    let max_warps = arch.max_threads_per_sm >> warp_shift;
     let active_warps = active * warps;
     Occupancy {
         block_size: block,

@@ -584,3 +584,58 @@ fn random_inputs_match_header() {
     );
     bad.check("random", cases.len() as u64 * 3);
 }
+
+/// Times the full sweep (every arch × registers 0..=255 × block sizes
+/// 1..=1024, no shared memory) in the C++ harness and in occ-build, side by
+/// side, and checks that both computed the same checksum. Run with
+/// `cargo test -p occ-tests --release --test oracle -- --ignored --nocapture bench_side_by_side`.
+#[test]
+#[ignore = "timing run, not a check; see the doc comment"]
+fn bench_side_by_side() {
+    let archs = arch::all();
+    let mut table = format!("{}\n", archs.len());
+    for line in device_table().lines().skip(1).take(archs.len()) {
+        table += line;
+        table.push('\n');
+    }
+    let input = Path::new(env!("CARGO_TARGET_TMPDIR")).join("occ-oracle-bench.txt");
+    std::fs::write(&input, table).expect("write bench input");
+    let out = run_harness("bench", &input)
+        .wait_with_output()
+        .expect("run harness bench");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let nums: Vec<u64> = text
+        .split_whitespace()
+        .map(|w| w.parse().expect("harness bench prints numbers"))
+        .collect();
+    let (calls, cpp_ns, cpp_sum) = (nums[0], nums[1], nums[2]);
+
+    let start = std::time::Instant::now();
+    let mut sum = 0u64;
+    let mut n = 0u64;
+    for a in archs {
+        for registers in 0..=255 {
+            let kernel = KernelResources {
+                registers,
+                ..Default::default()
+            };
+            for block in 1..=1024 {
+                let o = occupancy(a, std::hint::black_box(&kernel), &Launch::new(block))
+                    .expect("valid sweep input");
+                sum += u64::from(o.active_blocks) + u64::from(o.limiters.bits());
+                n += 1;
+            }
+        }
+    }
+    let rust_ns = start.elapsed().as_nanos() as u64;
+    eprintln!(
+        "full sweep, {calls} calls: cuda_occupancy.h (g++ -O2) {:.1} ms = {:.1} ns/call; \
+         occ-build {:.1} ms = {:.1} ns/call",
+        cpp_ns as f64 / 1e6,
+        cpp_ns as f64 / calls as f64,
+        rust_ns as f64 / 1e6,
+        rust_ns as f64 / n as f64
+    );
+    assert_eq!(n, calls);
+    assert_eq!(sum, cpp_sum, "checksums differ");
+}
