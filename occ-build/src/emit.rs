@@ -138,12 +138,12 @@ fn arch_module(arch: &str, k: &KernelArch) -> TokenStream {
     let occupancy = Literal::f32_suffixed(k.best.occupancy as f32);
     let headroom = u(k.best.dynamic_smem_headroom);
     let limiters = k.best.limiters.iter().map(|l| l.as_str());
-    let module = format_ident!("{}", module_ident(k.cubin.trim_end_matches(".cubin")));
     let doc = format!(" Resources and best launch on `{arch}`.");
     // Built from occ.lock without nvcc: no device code exists.
     let device_code = if k.cubin.is_empty() {
         quote!()
     } else {
+        let module = format_ident!("{}", module_ident(k.cubin.trim_end_matches(".cubin")));
         quote! {
             #[doc = " The cubin holding this kernel."]
             pub use super::super::device_code::#module::CUBIN;

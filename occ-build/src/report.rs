@@ -144,7 +144,8 @@ pub fn markdown(m: &Manifest) -> String {
     for r in rows(m) {
         let c = cells(&r);
         let mut c: Vec<String> = c.iter().map(|s| esc(s)).collect();
-        c[0] = format!("`{}`", c[0]);
+        // Inside a code span only `|` needs escaping.
+        c[0] = format!("`{}`", r.kernel.replace('|', "\\|"));
         if r.spill_bytes > 0 {
             c[4] = format!("**{}**", c[4]);
         }
