@@ -122,7 +122,7 @@ fn svg(chart: &Chart<'_>) -> anyhow::Result<String> {
         } else {
             cx.saturating_add(x_max / 50)
         };
-        let ly = if cy > 85.0 { cy - 8.0 } else { cy + 8.0 };
+        let ly = if cy > 85.0 { cy - 20.0 } else { cy + 8.0 };
         c.draw_series(std::iter::once(Text::new(
             format!("now: {cx}, {cy:.0}%"),
             (lx, ly),

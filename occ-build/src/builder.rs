@@ -396,6 +396,7 @@ impl Build {
             let current = std::fs::read_to_string(gate.lock_path).unwrap_or_default();
             if current != text {
                 compile::write_atomic(gate.lock_path, text.as_bytes())?;
+                directives.watch(gate.lock_path);
                 directives.warn(format!(
                     "occ: OCC_BLESS=1: wrote {lock_name} ({what}); commit it"
                 ));
