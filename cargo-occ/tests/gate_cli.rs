@@ -12,7 +12,7 @@ use std::process::Command;
 const KERNELS: &str = r#"
 extern "C" __global__ void light(float* p) { p[threadIdx.x] *= 2.0f; }
 
-extern "C" __global__ void tiled(float* p) {
+extern "C" __global__ void __launch_bounds__(128) tiled(float* p) {
     __shared__ float tile[8192];
     tile[threadIdx.x] = p[threadIdx.x];
     __syncthreads();
@@ -131,32 +131,45 @@ fn report_formats_and_explain_read_the_manifest() {
     assert!(!html.contains("src=\"http") && !html.contains("href=\"http"));
     assert!(html.contains("occupancy vs registers"));
 
-    // explain: each limit's block count; the tiled kernel (32 KB static smem)
-    // is limited by shared memory at its best block size on sm_80.
+    // explain: each limit's block count, the limiters marked; the tiled
+    // kernel (32 KB static smem, at most 128 threads) is limited by shared
+    // memory, so the what-if names the bytes to shed.
     let tiled = &m
         .kernels
         .iter()
         .find(|k| k.name == "tiled")
         .expect("tiled")
         .archs["sm_80"];
+    assert_eq!(
+        tiled.best.limiters,
+        ["shared memory"],
+        "test premise: {tiled:?}"
+    );
     let (code, out, err) = occ(
         s.path(),
         &["explain", "tiled", "--arch", "sm_80", "--manifest", mf],
         &[],
     );
     assert_eq!(code, 0, "{err}");
-    let limit_line = out
-        .lines()
-        .find(|l| l.trim_start().starts_with("shared memory"))
-        .unwrap_or_else(|| panic!("{out}"));
-    assert!(
-        limit_line.contains(&tiled.best.active_blocks_per_sm.to_string()),
-        "{limit_line}"
-    );
-    if tiled.best.limiters.iter().any(|l| l == "shared memory") {
-        assert!(limit_line.contains("limits occupancy"), "{out}");
-        assert!(out.contains("shared memory: use at most"), "{out}");
+    let blocks = tiled.best.active_blocks_per_sm.to_string();
+    for line in out.lines().map(str::trim_start) {
+        for limit in ["warps", "registers", "shared memory", "blocks", "barriers"] {
+            if let Some(rest) = line.strip_prefix(limit) {
+                if rest.starts_with("  ") {
+                    let is_limiter = tiled.best.limiters.iter().any(|l| l == limit);
+                    assert_eq!(line.contains("limits occupancy"), is_limiter, "{line}");
+                    if is_limiter {
+                        assert_eq!(
+                            rest.split_whitespace().next(),
+                            Some(blocks.as_str()),
+                            "{line}"
+                        );
+                    }
+                }
+            }
+        }
     }
+    assert!(out.contains("shared memory: use at most"), "{out}");
     // Unknown kernel: did-you-mean, non-zero exit.
     let (code, _, err) = occ(s.path(), &["explain", "tiledd", "--manifest", mf], &[]);
     assert_ne!(code, 0);
