@@ -9,8 +9,13 @@ use clap::{Parser, Subcommand};
 use std::ffi::OsString;
 use std::process::ExitCode;
 
+mod bless;
 mod calc;
+mod check;
+mod explain;
+mod locate;
 mod parse;
+mod report;
 
 /// CUDA kernel occupancy as a build-time fact.
 #[derive(Debug, Parser)]
@@ -26,6 +31,14 @@ enum Command {
     Calc(calc::CalcArgs),
     /// Print the resources of each kernel in a saved `nvcc -Xptxas -v` log.
     Parse(parse::ParseArgs),
+    /// Print every kernel's resources and occupancy (table, Markdown, JSON or HTML with charts).
+    Report(report::ReportArgs),
+    /// Compare the last build with occ.lock; exit 0 ok, 1 regression, 2 usage or input error.
+    Check(check::CheckArgs),
+    /// Adopt the last build's numbers as the baseline: write occ.lock (never under CI).
+    Bless(bless::BlessArgs),
+    /// Show what limits a kernel's occupancy and what would raise it.
+    Explain(explain::ExplainArgs),
 }
 
 /// The arguments without the `occ` that cargo inserts when it runs
@@ -47,6 +60,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Calc(args) => calc::run(args),
         Command::Parse(args) => parse::run(args),
+        Command::Report(args) => report::run(args),
+        Command::Check(args) => check::run(args),
+        Command::Bless(args) => bless::run(args),
+        Command::Explain(args) => explain::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),

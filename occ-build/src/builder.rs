@@ -1,12 +1,13 @@
 //! [`Build`]: the build-script API, in the shape of `cc::Build`.
 
+use crate::baseline::{self, GateSettings, Lock, Thresholds, Verdict};
 use crate::cargo::{self, Directives};
 use crate::compile::{self, Job, Runner};
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
 use crate::{analyze, arch, emit, toolkit};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Compiles `.cu` files with nvcc for each target arch and records every
@@ -27,6 +28,9 @@ pub struct Build {
     root: Option<PathBuf>,
     package: Option<String>,
     quiet: bool,
+    lock_file: Option<PathBuf>,
+    register_threshold: Option<u32>,
+    kernel_register_thresholds: BTreeMap<String, u32>,
 }
 
 /// What a successful build produced.
@@ -139,6 +143,30 @@ impl Build {
         self
     }
 
+    /// The baseline file, relative to the crate root (default `occ.lock`).
+    /// See [`crate::baseline`].
+    pub fn lock_file(&mut self, path: impl AsRef<Path>) -> &mut Self {
+        self.lock_file = Some(path.as_ref().to_path_buf());
+        self
+    }
+
+    /// How many registers per thread a kernel may grow by, compared with the
+    /// lock, before the build fails (default
+    /// [`baseline::DEFAULT_REGISTER_THRESHOLD`]). An occupancy drop fails
+    /// regardless.
+    pub fn register_threshold(&mut self, registers: u32) -> &mut Self {
+        self.register_threshold = Some(registers);
+        self
+    }
+
+    /// The register threshold of one kernel (by symbol, base name, short
+    /// name or Rust identifier), overriding [`Build::register_threshold`].
+    pub fn kernel_register_threshold(&mut self, kernel: &str, registers: u32) -> &mut Self {
+        self.kernel_register_thresholds
+            .insert(kernel.to_string(), registers);
+        self
+    }
+
     /// Runs the build in a build script: prints the cargo directives and, on
     /// failure, each line of the error as `cargo::error=` (cargo then fails the
     /// build). Never panics. Returns the report when the build succeeded.
@@ -200,7 +228,55 @@ impl Build {
         let sources = self.resolve_sources(&root, directives)?;
         // Read these now so that they are watched even when nvcc is missing.
         let ccbin = env.var("NVCC_CCBIN");
-        let nvcc = toolkit::find_nvcc(env, self.nvcc.as_deref(), Some(&root))?;
+        let lock_path = root.join(
+            self.lock_file
+                .as_deref()
+                .unwrap_or(Path::new(baseline::DEFAULT_LOCK_FILE)),
+        );
+        let bless = env.flag("OCC_BLESS");
+        let ci = baseline::is_ci(env);
+        let docs_rs = env.var_os("DOCS_RS").is_some();
+        let no_nvcc = env.flag("OCC_NO_NVCC");
+        let lock = Lock::read(&lock_path)?;
+        if lock.is_some() {
+            // A missing file would rerun the build script on every build.
+            directives.watch(&lock_path);
+        }
+        let found = if docs_rs || no_nvcc {
+            let why = if docs_rs {
+                "DOCS_RS is set"
+            } else {
+                "OCC_NO_NVCC is set"
+            };
+            Err(Error::NvccNotFound {
+                looked: vec![format!("{why}: not looking for nvcc")],
+            })
+        } else {
+            toolkit::find_nvcc(env, self.nvcc.as_deref(), Some(&root))
+        };
+        let nvcc = match (found, &lock) {
+            (Ok(nvcc), _) => nvcc,
+            (Err(Error::NvccNotFound { looked }), Some(lock)) => {
+                let manifest = lock.to_manifest(&archs, &lock_path)?;
+                let why = looked.last().cloned().unwrap_or_default();
+                directives.warn(format!(
+                    "occ: no nvcc ({why}); using the numbers recorded in {} (nvcc {}) instead of live ones; \
+                     kernels.rs has no CUBIN/PTX device code in this build; install CUDA or set NVCC to build it",
+                    relative(&root, &lock_path),
+                    lock.nvcc
+                ));
+                emit::write_all(&manifest, &out_dir, &[])?;
+                return Ok((manifest, out_dir, 0));
+            }
+            (Err(Error::NvccNotFound { mut looked }), None) => {
+                looked.push(format!(
+                    "{}: none (a committed lock lets the crate build without nvcc; see `cargo occ bless`)",
+                    relative(&root, &lock_path)
+                ));
+                return Err(Error::NvccNotFound { looked });
+            }
+            (Err(e), _) => return Err(e),
+        };
 
         let mut args: Vec<String> = Vec::new();
         if let Some(ccbin) = ccbin {
@@ -267,7 +343,120 @@ impl Build {
         let manifest = analyze::build_manifest(&package, &version, &archs, &outputs)?;
         self.gate_spills(&manifest, directives)?;
         emit::write_all(&manifest, &out_dir, &outputs)?;
+        let gate = Gate {
+            root: &root,
+            lock_path: &lock_path,
+            lock: lock.as_ref(),
+            bless,
+            ci,
+        };
+        self.gate_baseline(&manifest, &out_dir, &gate, directives)?;
         Ok((manifest, out_dir, nvcc_runs))
+    }
+
+    fn thresholds(&self) -> Thresholds {
+        Thresholds {
+            registers: self
+                .register_threshold
+                .unwrap_or(baseline::DEFAULT_REGISTER_THRESHOLD),
+            kernels: self.kernel_register_thresholds.clone(),
+        }
+    }
+
+    /// Compares with the lock: writes the candidate and the gate settings
+    /// into `out`, then fails on regressions, warns on improvements and new
+    /// kernels, and writes the lock only on `OCC_BLESS` outside CI.
+    fn gate_baseline(
+        &self,
+        manifest: &Manifest,
+        out: &Path,
+        gate: &Gate<'_>,
+        directives: &mut Directives,
+    ) -> Result<()> {
+        let candidate = Lock::from_manifest(manifest);
+        let text = candidate.to_text();
+        compile::write_atomic(&out.join(baseline::CANDIDATE_FILE), text.as_bytes())?;
+        let settings = GateSettings {
+            schema: baseline::LOCK_SCHEMA,
+            lock_file: gate.lock_path.to_path_buf(),
+            thresholds: self.thresholds(),
+        };
+        compile::write_atomic(
+            &out.join(baseline::GATE_FILE),
+            crate::manifest::to_json_pretty(&settings).as_bytes(),
+        )?;
+        let lock_name = relative(gate.root, gate.lock_path);
+        let write_lock = gate.bless && !gate.ci;
+        if gate.bless && gate.ci {
+            directives.warn(format!(
+                "occ: OCC_BLESS is ignored because CI is set; {lock_name} is never written in CI"
+            ));
+        }
+        let write = |directives: &mut Directives, what: &str| -> Result<()> {
+            let current = std::fs::read_to_string(gate.lock_path).unwrap_or_default();
+            if current != text {
+                compile::write_atomic(gate.lock_path, text.as_bytes())?;
+                directives.watch(gate.lock_path);
+                directives.warn(format!(
+                    "occ: OCC_BLESS=1: wrote {lock_name} ({what}); commit it"
+                ));
+            }
+            Ok(())
+        };
+        let Some(lock) = gate.lock else {
+            if write_lock {
+                return write(directives, "new baseline");
+            }
+            directives.warn(format!(
+                "occ: no {lock_name} yet; record the baseline with `cargo occ bless` (or OCC_BLESS=1 cargo build) and commit it"
+            ));
+            return Ok(());
+        };
+        let diff = baseline::compare(lock, &candidate, &settings.thresholds);
+        if write_lock {
+            let regressions = diff.regressions().count();
+            let what = if regressions > 0 {
+                format!("accepted {regressions} regression(s)")
+            } else {
+                "updated".into()
+            };
+            return write(directives, &what);
+        }
+        if diff.has_regressions() {
+            let table = baseline::render_diff(&diff, &[Verdict::Regression]);
+            let hint = if gate.ci {
+                format!("fix the kernels, or bless on a developer machine (`cargo occ bless`) and commit {lock_name}")
+            } else {
+                format!("if this is intended, accept it with `cargo occ bless` (or OCC_BLESS=1 cargo build) and commit {lock_name}")
+            };
+            return Err(Error::Regression {
+                report: format!("occupancy regression against {lock_name}:\n{table}{hint}"),
+            });
+        }
+        for f in diff
+            .findings
+            .iter()
+            .filter(|f| matches!(f.verdict, Verdict::Improvement | Verdict::New))
+        {
+            let what = if f.verdict == Verdict::New {
+                "is not in"
+            } else {
+                "improved on"
+            };
+            directives.warn(format!(
+                "occ: {} on {} {what} {lock_name} ({}); run `cargo occ bless` to record it",
+                f.kernel,
+                f.arch,
+                f.reasons.join(", ")
+            ));
+        }
+        if !diff.dropped_archs.is_empty() {
+            directives.warn(format!(
+                "occ: {lock_name} records {} which this build does not build; run `cargo occ bless` to drop them",
+                diff.dropped_archs.join(", ")
+            ));
+        }
+        Ok(())
     }
 
     fn gate_spills(&self, manifest: &Manifest, directives: &mut Directives) -> Result<()> {
@@ -386,6 +575,15 @@ impl Build {
         }
         Ok(ordered)
     }
+}
+
+/// Where the lock is and what the build may do with it.
+struct Gate<'a> {
+    root: &'a Path,
+    lock_path: &'a Path,
+    lock: Option<&'a Lock>,
+    bless: bool,
+    ci: bool,
 }
 
 fn env_path(env: &Env, var: &str) -> Result<PathBuf> {

@@ -35,7 +35,7 @@ pub fn kernels_rs(manifest: &Manifest) -> String {
     // Device code, one static per (file, arch), shared by the kernels in it.
     let mut modules: BTreeMap<String, (String, String)> = BTreeMap::new();
     for kernel in &manifest.kernels {
-        for k in kernel.archs.values() {
+        for k in kernel.archs.values().filter(|k| !k.cubin.is_empty()) {
             let stem = k.cubin.trim_end_matches(".cubin").to_string();
             modules.insert(stem, (k.cubin.clone(), k.ptx.clone()));
         }
@@ -62,7 +62,8 @@ pub fn kernels_rs(manifest: &Manifest) -> String {
         #[doc = " Target archs in build order; the first is the default."]
         #[allow(dead_code)]
         pub const ARCHS: &[&str] = &[#(#archs),*];
-        #[doc = " Device code per `.cu` file and arch."]
+        #[doc = " Device code per `.cu` file and arch (empty when the build used occ.lock"]
+        #[doc = " because no nvcc was found: then no kernel has `CUBIN`/`PTX`)."]
         #[allow(dead_code)]
         pub mod device_code {
             #(#device_code)*
@@ -154,8 +155,19 @@ fn arch_module(arch: &str, k: &KernelArch) -> TokenStream {
     let occupancy = Literal::f32_suffixed(k.best.occupancy as f32);
     let headroom = u(k.best.dynamic_smem_headroom);
     let limiters = k.best.limiters.iter().map(|l| l.as_str());
-    let module = format_ident!("{}", module_ident(k.cubin.trim_end_matches(".cubin")));
     let doc = format!(" Resources and best launch on `{arch}`.");
+    // Built from occ.lock without nvcc: no device code exists.
+    let device_code = if k.cubin.is_empty() {
+        quote!()
+    } else {
+        let module = format_ident!("{}", module_ident(k.cubin.trim_end_matches(".cubin")));
+        quote! {
+            #[doc = " The cubin holding this kernel."]
+            pub use super::super::device_code::#module::CUBIN;
+            #[doc = " The PTX holding this kernel."]
+            pub use super::super::device_code::#module::PTX;
+        }
+    };
     quote! {
         #[doc = #doc]
         pub mod #ident {
@@ -191,10 +203,7 @@ fn arch_module(arch: &str, k: &KernelArch) -> TokenStream {
             pub const LIMITERS: &[&str] = &[#(#limiters),*];
             #[doc = " Dynamic shared memory a block can still take at that occupancy, bytes."]
             pub const DYNAMIC_SMEM_HEADROOM_BYTES: u32 = #headroom;
-            #[doc = " The cubin holding this kernel."]
-            pub use super::super::device_code::#module::CUBIN;
-            #[doc = " The PTX holding this kernel."]
-            pub use super::super::device_code::#module::PTX;
+            #device_code
         }
     }
 }

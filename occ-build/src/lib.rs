@@ -67,15 +67,38 @@
 //! | `NVCC`, `CUDA_HOME`, `CUDA_PATH`, `CUDA_ROOT` | where nvcc is |
 //! | `NVCC_CCBIN` | host compiler for nvcc (`-ccbin`) |
 //! | `OCC_NVCC_LAUNCHER` | a wrapper for every nvcc call (e.g. `sccache`) |
+//! | `OCC_BLESS` | `1`: write the build's numbers to `occ.lock` (never when `CI` is set) |
+//! | `CI` | set (not `0`/`false`): `occ.lock` is never written |
+//! | `OCC_NO_NVCC` | `1`: do not look for nvcc; build from `occ.lock` |
+//! | `DOCS_RS` | set by docs.rs: build from `occ.lock` |
 //!
 //! Every variable read is printed as `cargo::rerun-if-env-changed`; every
 //! `.cu` file and every header nvcc read as `cargo::rerun-if-changed`. A job
 //! whose inputs (source and header bytes, flags, nvcc, arch) did not change is
 //! not rerun.
+//!
+//! ## Updating the baseline
+//!
+//! Each build compares its numbers with `occ.lock` beside `Cargo.toml`
+//! (see [`Build::lock_file`]). Lower occupancy, new spills, more spilled
+//! bytes, registers up by more than [`Build::register_threshold`] (default
+//! 8; per kernel: [`Build::kernel_register_threshold`]), or a kernel gone
+//! fail the build with a before/after table. Improvements and new kernels
+//! are a warning. To accept the numbers of the last build, run
+//! `cargo occ bless` (it copies `$OUT_DIR/occ/occ.lock.new` over the lock),
+//! or build once with `OCC_BLESS=1 cargo build`; then commit `occ.lock`.
+//! Under `CI` the lock is never written. With no lock yet, the first build
+//! says how to create one.
+//!
+//! Without nvcc (docs.rs, machines without CUDA, `OCC_NO_NVCC=1`), a
+//! committed lock stands in for live numbers: the build writes the manifest
+//! and `kernels.rs` from it, with one warning, and `kernels.rs` then has no
+//! `CUBIN`/`PTX` device code.
 #![deny(missing_docs)]
 
 pub mod analyze;
 pub mod arch;
+pub mod baseline;
 mod builder;
 pub mod cargo;
 pub mod compile;
@@ -89,6 +112,7 @@ pub mod occupancy;
 mod proptests;
 pub mod ptx;
 pub mod ptxas;
+pub mod report;
 pub mod toolkit;
 pub mod tune;
 

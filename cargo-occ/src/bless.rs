@@ -1,0 +1,63 @@
+//! `cargo occ bless`: adopt the numbers of the last build as the baseline.
+
+use crate::locate::Locate;
+use anyhow::{bail, Context};
+use occ_build::baseline::{self, Lock, Verdict, CANDIDATE_FILE};
+use occ_build::env::Env;
+use std::path::PathBuf;
+
+/// Arguments of `cargo occ bless`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BlessArgs {
+    #[command(flatten)]
+    pub locate: Locate,
+    /// Write this lock file (default: the one the build used, normally occ.lock beside Cargo.toml).
+    #[arg(long, value_name = "FILE")]
+    pub lock: Option<PathBuf>,
+}
+
+/// Copies `$OUT_DIR/occ/occ.lock.new` of the latest build over the lock.
+pub fn run(args: BlessArgs) -> anyhow::Result<i32> {
+    if baseline::is_ci(&Env::new()) {
+        eprintln!("error: CI is set; occ.lock is never written in CI: bless on a developer machine and commit it");
+        return Ok(2);
+    }
+    let found = args.locate.find()?;
+    let candidate_path = found.occ_dir.join(CANDIDATE_FILE);
+    let text = std::fs::read_to_string(&candidate_path).with_context(|| {
+        format!(
+            "cannot read {}; rebuild with this occ-build (`cargo build`) first",
+            candidate_path.display()
+        )
+    })?;
+    let candidate = Lock::from_text(&text, &candidate_path)?;
+    if found.manifest.nvcc == "lock" {
+        bail!("the last build had no nvcc and used the lock itself; build with nvcc, then bless");
+    }
+    let (path, old) = found.lock(args.lock.as_deref())?;
+    match &old {
+        Some(old) if old.to_text() == text => {
+            println!("{} is up to date", path.display());
+            return Ok(0);
+        }
+        Some(old) => {
+            let diff = baseline::compare(old, &candidate, &Default::default());
+            let all = [
+                Verdict::Regression,
+                Verdict::Improvement,
+                Verdict::New,
+                Verdict::Changed,
+            ];
+            print!("{}", baseline::render_diff(&diff, &all));
+        }
+        None => {}
+    }
+    occ_build::compile::write_atomic(&path, text.as_bytes())?;
+    println!(
+        "wrote {} ({} kernels, {}); commit it",
+        path.display(),
+        candidate.kernels.len(),
+        candidate.archs.join(", ")
+    );
+    Ok(0)
+}

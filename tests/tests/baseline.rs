@@ -1,0 +1,260 @@
+//! The baseline gate in-process with the real nvcc: thresholds, warnings for
+//! improvements and new kernels, kernels gone, a custom lock file name, the
+//! files and variables watched, and builds from the lock without nvcc.
+
+use occ_build::baseline::{Lock, CANDIDATE_FILE, GATE_FILE};
+use occ_build::env::Env;
+use occ_build::{Build, Error, Report};
+use occ_tests::{nvcc, Scratch};
+use std::ffi::OsString;
+
+const SMALL: &str = "extern \"C\" __global__ void grow(float* p) { p[threadIdx.x] *= 2.0f; }\n";
+/// More live values than SMALL, still few registers.
+const GROWN: &str = "extern \"C\" __global__ void grow(const float4* __restrict__ a, const float4* __restrict__ b, float4* out) {\n  float4 x = a[threadIdx.x], y = b[threadIdx.x], z = a[threadIdx.x + 64], w = b[threadIdx.x + 64];\n  out[threadIdx.x] = make_float4(x.x*y.x+z.x*w.x, x.y*y.y+z.y*w.y, x.z*y.z+z.z*w.z, x.w*y.w+z.w*w.w);\n}\n";
+const KEEP: &str = "extern \"C\" __global__ void keep(int* p) { p[threadIdx.x] += 1; }\n";
+const EXTRA: &str = "extern \"C\" __global__ void extra(int* p) { p[threadIdx.x] -= 1; }\n";
+
+fn env(extra: &[(&str, Option<&str>)]) -> Env {
+    let mut vars: Vec<(String, Option<OsString>)> = vec![
+        ("OCC_ARCHS".into(), None),
+        ("CUDA_COMPUTE_CAP".into(), None),
+        ("OCC_BLESS".into(), None),
+        ("OCC_NO_NVCC".into(), None),
+        ("DOCS_RS".into(), None),
+        ("CI".into(), None),
+        ("NVCC".into(), Some(nvcc().into_os_string())),
+    ];
+    for (k, v) in extra {
+        vars.retain(|(n, _)| n != k);
+        vars.push((k.to_string(), v.map(OsString::from)));
+    }
+    Env::with_overrides(vars)
+}
+
+fn build(s: &Scratch) -> Build {
+    let mut b = Build::new();
+    b.root(s.path())
+        .out_dir(s.path().join("out"))
+        .glob("kernels/*.cu")
+        .archs(["sm_80", "sm_90"]);
+    b
+}
+
+fn warnings(r: &Report) -> &[String] {
+    &r.directives.warnings
+}
+
+fn grow_registers(r: &Report, arch: &str) -> (u32, u32) {
+    let k = r
+        .manifest
+        .kernels
+        .iter()
+        .find(|k| k.name == "grow")
+        .expect("grow");
+    (
+        k.archs[arch].registers,
+        k.archs[arch].best.active_warps_per_sm,
+    )
+}
+
+#[test]
+fn register_threshold_global_and_per_kernel() {
+    let s = Scratch::new();
+    s.write("kernels/grow.cu", SMALL);
+    s.write("kernels/keep.cu", KEEP);
+    let first = build(&s)
+        .try_compile_with(&env(&[("OCC_BLESS", Some("1"))]))
+        .expect("bless build");
+    assert!(s.path().join("occ.lock").exists());
+    s.write("kernels/grow.cu", GROWN);
+    // Measure the growth with a build that has no lock to compare with.
+    let probe = build(&s)
+        .lock_file("none.lock")
+        .try_compile_with(&env(&[]))
+        .expect("probe");
+    let growth = ["sm_80", "sm_90"]
+        .map(|a| grow_registers(&probe, a).0 as i64 - grow_registers(&first, a).0 as i64);
+    let max_growth = growth.iter().copied().max().unwrap_or(0);
+    assert!(
+        max_growth > 0,
+        "the test kernel must grow registers: {growth:?}"
+    );
+    for a in ["sm_80", "sm_90"] {
+        assert_eq!(
+            grow_registers(&probe, a).1,
+            grow_registers(&first, a).1,
+            "occupancy must not change, or the threshold is not what fails"
+        );
+    }
+    let max_growth = max_growth as u32;
+    let e = build(&s)
+        .register_threshold(max_growth - 1)
+        .try_compile_with(&env(&[]))
+        .expect_err("growth past the threshold fails");
+    assert!(matches!(e, Error::Regression { .. }), "{e}");
+    assert!(e.to_string().contains("grow on sm_"), "{e}");
+    assert!(
+        e.to_string()
+            .contains(&format!("threshold {}", max_growth - 1)),
+        "{e}"
+    );
+    // The per-kernel setting wins over the global one.
+    build(&s)
+        .register_threshold(0)
+        .kernel_register_threshold("grow", max_growth)
+        .try_compile_with(&env(&[]))
+        .expect("within the kernel's threshold");
+    let e = build(&s)
+        .register_threshold(100)
+        .kernel_register_threshold("grow", max_growth - 1)
+        .try_compile_with(&env(&[]))
+        .expect_err("past the kernel's threshold");
+    assert!(e.to_string().contains("grow on sm_"), "{e}");
+    // gate.json tells the CLI the same thresholds.
+    let gate: serde_json::Value =
+        serde_json::from_str(&s.read(&format!("out/occ/{GATE_FILE}"))).expect("gate.json");
+    assert_eq!(gate["thresholds"]["registers"], 100);
+    assert_eq!(gate["thresholds"]["kernels"]["grow"], max_growth - 1);
+}
+
+#[test]
+fn improvements_new_and_gone_kernels() {
+    let s = Scratch::new();
+    s.write("kernels/grow.cu", GROWN);
+    s.write("kernels/keep.cu", KEEP);
+    build(&s)
+        .lock_file("gpu/occ.lock")
+        .try_compile_with(&env(&[("OCC_BLESS", Some("1"))]))
+        .expect("bless");
+    let lock_text = s.read("gpu/occ.lock");
+    assert!(
+        !s.path().join("occ.lock").exists(),
+        "the custom name is used"
+    );
+    // Fewer registers and a new kernel: passes, one warning each, asking to bless.
+    s.write("kernels/grow.cu", SMALL);
+    s.write("kernels/extra.cu", EXTRA);
+    let r = build(&s)
+        .lock_file("gpu/occ.lock")
+        .try_compile_with(&env(&[]))
+        .expect("improvements pass");
+    let w = warnings(&r);
+    for arch in ["sm_80", "sm_90"] {
+        assert_eq!(
+            w.iter()
+                .filter(|l| l.contains(&format!("grow on {arch} improved on gpu/occ.lock")))
+                .count(),
+            1,
+            "{w:#?}"
+        );
+        assert_eq!(
+            w.iter()
+                .filter(|l| l.contains(&format!("extra on {arch} is not in gpu/occ.lock")))
+                .count(),
+            1,
+            "{w:#?}"
+        );
+    }
+    assert!(w.iter().all(|l| !l.contains("keep on")), "{w:#?}");
+    assert!(w
+        .iter()
+        .filter(|l| l.contains("improved") || l.contains("is not in"))
+        .all(|l| l.contains("cargo occ bless")));
+    assert_eq!(
+        s.read("gpu/occ.lock"),
+        lock_text,
+        "warnings do not write the lock"
+    );
+    // The lock and the variables are watched.
+    let watched = &r.directives.rerun_if_changed;
+    assert!(
+        watched.iter().any(|p| p.ends_with("gpu/occ.lock")),
+        "{watched:?}"
+    );
+    for var in ["OCC_BLESS", "CI", "DOCS_RS", "OCC_NO_NVCC"] {
+        assert!(r.directives.rerun_if_env_changed.contains(var), "{var}");
+    }
+    // The candidate equals what bless would write.
+    let candidate = Lock::from_text(&s.read(&format!("out/occ/{CANDIDATE_FILE}")), "c".as_ref())
+        .expect("candidate");
+    assert_eq!(candidate, Lock::from_manifest(&r.manifest));
+    // A kernel gone fails, naming it.
+    std::fs::remove_file(s.path().join("kernels/keep.cu")).expect("rm");
+    let e = build(&s)
+        .lock_file("gpu/occ.lock")
+        .try_compile_with(&env(&[]))
+        .expect_err("a kernel gone fails");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("keep on sm_80 (kernels/keep.cu): kernel gone"),
+        "{msg}"
+    );
+    assert!(msg.contains("cargo occ bless"), "{msg}");
+    // CI: same failure, different hint, lock untouched even with OCC_BLESS.
+    let e = build(&s)
+        .lock_file("gpu/occ.lock")
+        .try_compile_with(&env(&[("CI", Some("true")), ("OCC_BLESS", Some("1"))]))
+        .expect_err("CI never blesses");
+    assert!(e.to_string().contains("kernel gone"), "{e}");
+    assert_eq!(s.read("gpu/occ.lock"), lock_text);
+}
+
+#[test]
+fn without_nvcc_the_lock_stands_in() {
+    let s = Scratch::new();
+    s.write("kernels/grow.cu", SMALL);
+    s.write("kernels/keep.cu", KEEP);
+    // No lock and no nvcc: the error says a lock would help.
+    let e = build(&s)
+        .try_compile_with(&env(&[("OCC_NO_NVCC", Some("1"))]))
+        .expect_err("nothing to build from");
+    assert!(e.to_string().contains("occ.lock: none"), "{e}");
+    let live = build(&s)
+        .try_compile_with(&env(&[("OCC_BLESS", Some("1"))]))
+        .expect("bless");
+    for (switch, value) in [("OCC_NO_NVCC", "1"), ("DOCS_RS", "1")] {
+        let s2 = Scratch::new();
+        s2.write("kernels/grow.cu", SMALL);
+        s2.write("kernels/keep.cu", KEEP);
+        std::fs::copy(s.path().join("occ.lock"), s2.path().join("occ.lock")).expect("copy");
+        let r = build(&s2)
+            .try_compile_with(&env(&[
+                (switch, Some(value)),
+                ("NVCC", Some("/nonexistent/nvcc")),
+            ]))
+            .expect("builds from the lock");
+        assert_eq!(r.nvcc_runs, 0);
+        assert_eq!(r.manifest.nvcc, "lock");
+        let w = warnings(&r);
+        assert_eq!(w.len(), 1, "{w:#?}");
+        assert!(w[0].contains(switch) && w[0].contains("occ.lock"), "{w:#?}");
+        // Same kernels and numbers as the live build; no device code.
+        assert_eq!(r.manifest.kernels.len(), live.manifest.kernels.len());
+        for (a, b) in r.manifest.kernels.iter().zip(&live.manifest.kernels) {
+            assert_eq!(
+                (&a.name, &a.ident, &a.source),
+                (&b.name, &b.ident, &b.source)
+            );
+            for (arch, ka) in &a.archs {
+                let kb = &b.archs[arch];
+                assert_eq!(ka.registers, kb.registers);
+                assert_eq!(ka.best, kb.best);
+                assert_eq!(ka.launch_bounds, kb.launch_bounds);
+                assert!(ka.cubin.is_empty());
+            }
+        }
+        let rs = s2.read("out/occ/kernels.rs");
+        assert!(
+            !rs.contains("::CUBIN;") && !rs.contains("include_bytes"),
+            "{rs}"
+        );
+        assert!(rs.contains("pub const REGISTERS"), "{rs}");
+        assert!(s2.path().join("out/occ/manifest.json").exists());
+    }
+    // An arch the lock lacks cannot come from it.
+    let e = build(&s)
+        .arch("sm_100")
+        .try_compile_with(&env(&[("OCC_NO_NVCC", Some("1"))]))
+        .expect_err("sm_100 is not recorded");
+    assert!(e.to_string().contains("no numbers for sm_100"), "{e}");
+}
