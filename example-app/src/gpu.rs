@@ -1,0 +1,464 @@
+//! On a GPU: load each kernel's device code, compare occ's numbers with the
+//! driver's, run the kernel on real data and check it against the CPU.
+
+use crate::launches::{self, LaunchPlan, Site, SITES};
+use anyhow::{anyhow, bail, Context as _, Result};
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+};
+use cudarc::nvrtc::Ptx;
+use occ_build::manifest::KernelArch;
+use occ_build::Manifest;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+/// Why there is no GPU to check on: a normal outcome, not an error.
+#[derive(Debug)]
+pub struct NoGpu(pub String);
+
+/// The first CUDA device, or why there is none.
+pub fn open() -> std::result::Result<Arc<CudaContext>, NoGpu> {
+    // SAFETY: only probes whether the driver library can be loaded.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(NoGpu(
+            "no CUDA driver library (libcuda.so) on this machine".into(),
+        ));
+    }
+    cudarc::driver::result::init().map_err(|e| NoGpu(format!("cuInit failed: {e}")))?;
+    match cudarc::driver::result::device::get_count() {
+        Ok(0) => return Err(NoGpu("the CUDA driver sees no device".into())),
+        Ok(_) => {}
+        Err(e) => return Err(NoGpu(format!("cuDeviceGetCount failed: {e}"))),
+    }
+    CudaContext::new(0).map_err(|e| NoGpu(format!("cannot create a context on device 0: {e}")))
+}
+
+/// occ's number beside the driver's for one kernel.
+#[derive(Debug, Default)]
+struct Check {
+    kernel: String,
+    code: String,
+    block: (u32, u32),
+    dyn_smem: u32,
+    blocks_per_sm: (u32, u32),
+    potential_block: (u32, u32),
+    registers: (u32, u32),
+    static_smem: (u32, u32),
+    result: String,
+    result_ok: bool,
+}
+
+impl Check {
+    fn agrees(&self) -> bool {
+        self.blocks_per_sm.0 == self.blocks_per_sm.1
+            && self.potential_block.0 == self.potential_block.1
+            && self.registers.0 == self.registers.1
+    }
+}
+
+/// Which device code to load for a device of compute capability `sm`.
+fn pick_code(site: &Site, sm: u32) -> Result<(String, Ptx)> {
+    let num = |a: &str| {
+        a.trim_start_matches("sm_")
+            .trim_end_matches(['a', 'f'])
+            .parse::<u32>()
+    };
+    if let Some((arch, cubin, _)) = site.device_code.iter().find(|(a, _, _)| num(a) == Ok(sm)) {
+        return Ok((format!("{arch} cubin"), Ptx::from_binary(cubin.to_vec())));
+    }
+    let jit = site
+        .device_code
+        .iter()
+        .filter(|(a, _, _)| num(a).is_ok_and(|n| n <= sm))
+        .max_by_key(|(a, _, _)| num(a).unwrap_or(0));
+    match jit {
+        Some((arch, _, ptx)) => Ok((format!("{arch} PTX (JIT)"), Ptx::from_src(*ptx))),
+        None => bail!(
+            "{}: no cubin or PTX for sm_{sm} (built: {}); add the arch to build.rs",
+            site.ident,
+            site.device_code
+                .iter()
+                .map(|(a, _, _)| *a)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+extern "C" fn smem_none(_block: std::ffi::c_int) -> usize {
+    0
+}
+
+extern "C" fn smem_block_sum(block: std::ffi::c_int) -> usize {
+    usize::try_from(block).unwrap_or(0) * launches::BLOCK_SUM.smem_per_thread as usize
+}
+
+fn attr(f: &CudaFunction, a: CUfunction_attribute) -> Result<u32> {
+    let v = f
+        .get_attribute(a)
+        .with_context(|| format!("cuFuncGetAttribute({a:?})"))?;
+    u32::try_from(v).map_err(|_| anyhow!("cuFuncGetAttribute({a:?}) gave {v}"))
+}
+
+/// Runs the check on `ctx`; returns the report and whether everything agreed.
+pub fn check(ctx: &Arc<CudaContext>, manifest: &Manifest) -> Result<(String, bool)> {
+    let (major, minor) = ctx.compute_capability().context("cuDeviceGetAttribute")?;
+    let sm = u32::try_from(major * 10 + minor).context("compute capability")?;
+    let arch = format!("sm_{sm}");
+    let name = ctx.name().unwrap_or_else(|_| "device 0".into());
+    let optin = ctx
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        .context("cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)")?;
+    let stream = ctx.default_stream();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "GPU check on {name} ({arch}, opt-in smem per block {optin} B)"
+    );
+    let mut checks = Vec::new();
+    for site in SITES {
+        let (code, ptx) = pick_code(&site, sm)?;
+        let module = ctx
+            .load_module(ptx)
+            .with_context(|| format!("{}: loading {code}", site.ident))?;
+        let f = module
+            .load_function(site.symbol)
+            .with_context(|| format!("{}: cuModuleGetFunction({})", site.ident, site.symbol))?;
+        let regs = attr(&f, CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS)?;
+        let smem = attr(
+            &f,
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+        )?;
+        // occ's model gives a kernel the opt-in maximum of dynamic shared
+        // memory (as cudaFuncSetAttribute would); tell the driver the same.
+        let max_dyn = u32::try_from(optin).unwrap_or(0).saturating_sub(smem);
+        f.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            i32::try_from(max_dyn).unwrap_or(i32::MAX),
+        )
+        .with_context(|| {
+            format!(
+                "{}: cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+                site.ident
+            )
+        })?;
+        // Our numbers: baked for this arch when the cubin is, else the model
+        // on the device's arch with the registers the JIT gave.
+        let baked = site.resources(manifest, &arch).ok().cloned();
+        let k: KernelArch = match &baked {
+            Some(k) => k.clone(),
+            None => {
+                let first = manifest.archs.first().cloned().unwrap_or_default();
+                let mut k = site.resources(manifest, &first)?.clone();
+                k.registers = regs;
+                k
+            }
+        };
+        let plan: LaunchPlan = site.plan(&arch, &k)?;
+        let drv_blocks = f
+            .occupancy_max_active_blocks_per_multiprocessor(
+                plan.block_size,
+                plan.dynamic_smem as usize,
+                None,
+            )
+            .context("cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
+        let callback = if site.smem_per_thread == 0 {
+            smem_none
+        } else {
+            smem_block_sum
+        };
+        let (_, drv_block) = f
+            .occupancy_max_potential_block_size(callback, 0, site.max_block_size.unwrap_or(0), None)
+            .context("cuOccupancyMaxPotentialBlockSize")?;
+        let (result, result_ok) = match run(&stream, &f, &site, &plan) {
+            Ok(detail) => (detail, true),
+            Err(e) => (format!("FAILED: {e:#}"), false),
+        };
+        checks.push(Check {
+            kernel: site.ident.trim_start_matches("linalg_").to_string(),
+            code,
+            block: (plan.block_size, plan.block_size),
+            dyn_smem: plan.dynamic_smem,
+            blocks_per_sm: (plan.blocks_per_sm, drv_blocks),
+            potential_block: (plan.block_size, drv_block),
+            registers: (k.registers, regs),
+            static_smem: (k.static_smem, smem),
+            result,
+            result_ok,
+        });
+    }
+    let pair = |p: (u32, u32)| {
+        if p.0 == p.1 {
+            format!("{}", p.0)
+        } else {
+            format!("{} != {}", p.0, p.1)
+        }
+    };
+    let _ = writeln!(
+        out,
+        "{:<18} {:<16} {:>5} {:>7} {:>12} {:>12} {:>10} {:>14}  result",
+        "kernel", "code", "block", "dyn", "blk/SM", "best block", "regs", "smem ptxas/drv"
+    );
+    let mut ok = true;
+    for c in &checks {
+        ok &= c.agrees() && c.result_ok;
+        let _ = writeln!(
+            out,
+            "{:<18} {:<16} {:>5} {:>7} {:>12} {:>12} {:>10} {:>14}  {}",
+            c.kernel,
+            c.code,
+            c.block.0,
+            c.dyn_smem,
+            pair(c.blocks_per_sm),
+            pair(c.potential_block),
+            pair(c.registers),
+            format!("{}/{}", c.static_smem.0, c.static_smem.1),
+            c.result
+        );
+    }
+    let _ = writeln!(
+        out,
+        "(occ != driver where they differ: blk/SM = cuOccupancyMaxActiveBlocksPerMultiprocessor at our block and dynamic smem; best block = cuOccupancyMaxPotentialBlockSize with the same smem and cap; regs = CU_FUNC_ATTRIBUTE_NUM_REGS)"
+    );
+    let extra: Vec<String> = checks
+        .iter()
+        .filter(|c| c.static_smem.0 != c.static_smem.1)
+        .map(|c| {
+            format!(
+                "{} +{}",
+                c.kernel,
+                i64::from(c.static_smem.1) - i64::from(c.static_smem.0)
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "static smem, driver SHARED_SIZE_BYTES vs ptxas on {arch}: {}",
+        if extra.is_empty() {
+            "equal for every kernel".to_string()
+        } else {
+            extra.join(", ")
+        }
+    );
+    let _ = writeln!(
+        out,
+        "{}",
+        if ok {
+            "GPU check passed: occ agrees with the driver and every kernel matches the CPU"
+        } else {
+            "GPU check FAILED: see the rows marked != or FAILED above"
+        }
+    );
+    Ok((out, ok))
+}
+
+/// A small deterministic generator for test data.
+struct Rng(u64);
+
+impl Rng {
+    fn next_f32(&mut self) -> f32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        ((self.0 >> 40) as f32) / ((1u64 << 24) as f32) * 2.0 - 1.0
+    }
+
+    fn vec(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| self.next_f32()).collect()
+    }
+}
+
+fn upload(stream: &Arc<CudaStream>, v: &[f32]) -> Result<CudaSlice<f32>> {
+    stream.clone_htod(v).context("copying to the device")
+}
+
+fn download(stream: &Arc<CudaStream>, v: &CudaSlice<f32>) -> Result<Vec<f32>> {
+    stream.clone_dtoh(v).context("copying from the device")
+}
+
+/// The largest relative error (against `max(|want|, floor)`).
+fn max_err(got: &[f32], want: &[f64], floor: f64) -> Result<f64> {
+    if got.len() != want.len() {
+        bail!("{} results, expected {}", got.len(), want.len());
+    }
+    let mut worst = 0.0f64;
+    for (g, w) in got.iter().zip(want) {
+        let e = (f64::from(*g) - w).abs() / w.abs().max(floor);
+        if e.is_nan() {
+            return Ok(f64::INFINITY);
+        }
+        worst = worst.max(e);
+    }
+    Ok(worst)
+}
+
+fn verdict(err: f64, tol: f64) -> Result<String> {
+    if err <= tol {
+        Ok(format!("ok (max rel err {err:.1e})"))
+    } else {
+        bail!("max rel err {err:.1e} > {tol:.0e}")
+    }
+}
+
+fn grid(n: usize, per_block: usize) -> Result<u32> {
+    u32::try_from(n.div_ceil(per_block)).context("grid too large")
+}
+
+/// Runs one kernel at its launch and checks it against the CPU.
+fn run(
+    stream: &Arc<CudaStream>,
+    f: &CudaFunction,
+    site: &Site,
+    plan: &LaunchPlan,
+) -> Result<String> {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let block = plan.block_size;
+    let b = block as usize;
+    match site.ident {
+        "saxpy" => {
+            let n = 1usize << 22;
+            let (a, x, y) = (1.5f32, rng.vec(n), rng.vec(n));
+            let dx = upload(stream, &x)?;
+            let mut dy = upload(stream, &y)?;
+            let n32 = n as i32;
+            let cfg = LaunchConfig {
+                grid_dim: (grid(n, b)?, 1, 1),
+                block_dim: (block, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut l = stream.launch_builder(f);
+            l.arg(&a).arg(&dx).arg(&mut dy).arg(&n32);
+            // SAFETY: saxpy(float, const float*, float*, int) with n-element buffers.
+            unsafe { l.launch(cfg) }.context("launch")?;
+            let got = download(stream, &dy)?;
+            let want: Vec<f64> = x
+                .iter()
+                .zip(&y)
+                .map(|(x, y)| f64::from(a * x + y))
+                .collect();
+            verdict(max_err(&got, &want, 1e-6)?, 1e-6)
+        }
+        "block_sum" => {
+            let n = (1usize << 22) + 12345;
+            let x = rng.vec(n);
+            let per_block = b * launches::BLOCK_SUM_ITEMS as usize;
+            let blocks = grid(n, per_block)?;
+            let dx = upload(stream, &x)?;
+            let mut dout = stream
+                .alloc_zeros::<f32>(blocks as usize)
+                .context("alloc")?;
+            let n32 = i32::try_from(n)?;
+            let cfg = LaunchConfig {
+                grid_dim: (blocks, 1, 1),
+                block_dim: (block, 1, 1),
+                shared_mem_bytes: plan.dynamic_smem,
+            };
+            let mut l = stream.launch_builder(f);
+            l.arg(&dx).arg(&mut dout).arg(&n32);
+            // SAFETY: block_sum(const float*, float*, int); ITEMS*4*block bytes of dynamic smem.
+            unsafe { l.launch(cfg) }.context("launch")?;
+            let got = download(stream, &dout)?;
+            let want: Vec<f64> = x
+                .chunks(per_block)
+                .map(|c| c.iter().map(|v| f64::from(*v)).sum())
+                .collect();
+            verdict(max_err(&got, &want, 1.0)?, 1e-4)
+        }
+        "linalg_transpose_float_32" => {
+            const TILE: u32 = 32;
+            const PLANES: usize = 8;
+            if block % TILE != 0 {
+                bail!("block size {block} is not a multiple of the tile width {TILE}");
+            }
+            let (rows, cols) = (1000usize, 1500usize);
+            let x = rng.vec(PLANES * rows * cols);
+            let dx = upload(stream, &x)?;
+            let mut dout = stream.alloc_zeros::<f32>(x.len()).context("alloc")?;
+            let (r32, c32) = (rows as i32, cols as i32);
+            let cfg = LaunchConfig {
+                grid_dim: (grid(cols, TILE as usize)?, grid(rows, TILE as usize)?, 1),
+                block_dim: (TILE, block / TILE, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut l = stream.launch_builder(f);
+            l.arg(&dx).arg(&mut dout).arg(&r32).arg(&c32);
+            // SAFETY: transpose<float,32>(const float*, float*, int rows, int cols), PLANES planes.
+            unsafe { l.launch(cfg) }.context("launch")?;
+            let got = download(stream, &dout)?;
+            let mut want = vec![0.0f64; x.len()];
+            for p in 0..PLANES {
+                for r in 0..rows {
+                    for c in 0..cols {
+                        want[p * rows * cols + c * rows + r] =
+                            f64::from(x[p * rows * cols + r * cols + c]);
+                    }
+                }
+            }
+            verdict(max_err(&got, &want, 1.0)?, 0.0)
+        }
+        "row_softmax" => {
+            if block != 128 {
+                bail!("row_softmax is written for 128 threads, the launch has {block}");
+            }
+            let (rows, cols) = (2048usize, 1000usize);
+            let x: Vec<f32> = rng.vec(rows * cols).iter().map(|v| v * 8.0).collect();
+            let dx = upload(stream, &x)?;
+            let mut dout = stream.alloc_zeros::<f32>(x.len()).context("alloc")?;
+            let c32 = cols as i32;
+            let cfg = LaunchConfig {
+                grid_dim: (rows as u32, 1, 1),
+                block_dim: (block, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut l = stream.launch_builder(f);
+            l.arg(&dx).arg(&mut dout).arg(&c32);
+            // SAFETY: row_softmax(const float*, float*, int cols), one block per row.
+            unsafe { l.launch(cfg) }.context("launch")?;
+            let got = download(stream, &dout)?;
+            let mut want = Vec::with_capacity(x.len());
+            for row in x.chunks(cols) {
+                let m = row.iter().fold(f64::MIN, |m, v| m.max(f64::from(*v)));
+                let s: f64 = row.iter().map(|v| (f64::from(*v) - m).exp()).sum();
+                want.extend(row.iter().map(|v| (f64::from(*v) - m).exp() / s));
+            }
+            verdict(max_err(&got, &want, 1e-3)?, 1e-3)
+        }
+        "nbody_forces" => {
+            let n = 4096usize;
+            let soft = 1e-2f32;
+            let mut pos = rng.vec(4 * n);
+            for w in pos.chunks_mut(4) {
+                w[3] = w[3].abs() + 0.1;
+            }
+            let dpos = upload(stream, &pos)?;
+            let mut dacc = stream.alloc_zeros::<f32>(3 * n).context("alloc")?;
+            let n32 = n as i32;
+            let cfg = LaunchConfig {
+                grid_dim: (grid(n, b)?, 1, 1),
+                block_dim: (block, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut l = stream.launch_builder(f);
+            l.arg(&dpos).arg(&mut dacc).arg(&n32).arg(&soft);
+            // SAFETY: nbody_forces(const float4*, float3*, int n, float), n % 16 == 0.
+            unsafe { l.launch(cfg) }.context("launch")?;
+            let got = download(stream, &dacc)?;
+            let mut want = vec![0.0f64; 3 * n];
+            for i in 0..n {
+                let p = &pos[4 * i..4 * i + 4];
+                for j in 0..n {
+                    let q = &pos[4 * j..4 * j + 4];
+                    let d = [q[0] - p[0], q[1] - p[1], q[2] - p[2]].map(f64::from);
+                    let r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2] + f64::from(soft);
+                    let s = f64::from(q[3]) / (r2 * r2.sqrt());
+                    for c in 0..3 {
+                        want[3 * i + c] += d[c] * s;
+                    }
+                }
+            }
+            verdict(max_err(&got, &want, 1.0)?, 1e-3)
+        }
+        other => bail!("no test data for kernel `{other}`"),
+    }
+}
