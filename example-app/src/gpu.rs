@@ -9,6 +9,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 use occ_build::manifest::KernelArch;
+use occ_build::occupancy::{occupancy, Launch};
 use occ_build::Manifest;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -39,7 +40,8 @@ pub fn open() -> std::result::Result<Arc<CudaContext>, NoGpu> {
 struct Check {
     kernel: String,
     code: String,
-    block: (u32, u32),
+    block: u32,
+    source: &'static str,
     dyn_smem: u32,
     blocks_per_sm: (u32, u32),
     potential_block: (u32, u32),
@@ -57,14 +59,26 @@ impl Check {
     }
 }
 
-/// Which device code to load for a device of compute capability `sm`.
-fn pick_code(site: &Site, sm: u32) -> Result<(&'static str, String, Ptx)> {
-    let num = |a: &str| {
-        a.trim_start_matches("sm_")
-            .trim_end_matches(['a', 'f'])
-            .parse::<u32>()
+/// Which device code to load on a GPU of compute capability `major.minor`:
+/// the newest cubin that runs there (same major, minor at most the GPU's,
+/// `sm_XYa` only on X.Y, as `launch_for` picks its row), else the PTX of the
+/// highest arch at most the GPU's, compiled by the driver's JIT.
+fn pick_code(site: &Site, major: u32, minor: u32) -> Result<(&'static str, String, Ptx)> {
+    let parse = |a: &str| -> Option<(u32, u32, bool)> {
+        let digits = a.strip_prefix("sm_")?;
+        let specific = digits.ends_with('a');
+        let n: u32 = digits.trim_end_matches(['a', 'f']).parse().ok()?;
+        Some((n / 10, n % 10, specific))
     };
-    if let Some((arch, cubin, _)) = site.device_code.iter().find(|(a, _, _)| num(a) == Ok(sm)) {
+    let cubin = site
+        .device_code
+        .iter()
+        .filter_map(|c| parse(c.0).map(|p| (p, c)))
+        .filter(|((ma, mi, specific), _)| {
+            *ma == major && *mi <= minor && (!specific || *mi == minor)
+        })
+        .max_by_key(|((_, mi, specific), _)| (*mi, *specific));
+    if let Some((_, (arch, cubin, _))) = cubin {
         return Ok((
             arch,
             format!("{arch} cubin"),
@@ -74,12 +88,13 @@ fn pick_code(site: &Site, sm: u32) -> Result<(&'static str, String, Ptx)> {
     let jit = site
         .device_code
         .iter()
-        .filter(|(a, _, _)| num(a).is_ok_and(|n| n <= sm))
-        .max_by_key(|(a, _, _)| num(a).unwrap_or(0));
+        .filter_map(|c| parse(c.0).map(|(ma, mi, _)| (ma * 10 + mi, c)))
+        .filter(|(n, _)| *n <= major * 10 + minor)
+        .max_by_key(|(n, _)| *n);
     match jit {
-        Some((arch, _, ptx)) => Ok((arch, format!("{arch} PTX (JIT)"), Ptx::from_src(*ptx))),
+        Some((_, (arch, _, ptx))) => Ok((arch, format!("{arch} PTX (JIT)"), Ptx::from_src(*ptx))),
         None => bail!(
-            "{}: no cubin or PTX for sm_{sm} (built: {}); add the arch to build.rs",
+            "{}: no cubin or PTX runs on sm_{major}{minor} (built: {}); add the arch to build.rs",
             site.ident,
             site.device_code
                 .iter()
@@ -108,8 +123,12 @@ fn attr(f: &CudaFunction, a: CUfunction_attribute) -> Result<u32> {
 /// Runs the check on `ctx`; returns the report and whether everything agreed.
 pub fn check(ctx: &Arc<CudaContext>, manifest: &Manifest) -> Result<(String, bool)> {
     let (major, minor) = ctx.compute_capability().context("cuDeviceGetAttribute")?;
-    let sm = u32::try_from(major * 10 + minor).context("compute capability")?;
-    let arch = format!("sm_{sm}");
+    let (major, minor) = (
+        u32::try_from(major).context("compute capability")?,
+        u32::try_from(minor).context("compute capability")?,
+    );
+    let arch = format!("sm_{major}{minor}");
+    let spec = occ_build::arch::lookup(&arch).map_err(|e| anyhow!("{arch}: {e}"))?;
     let name = ctx.name().unwrap_or_else(|_| "device 0".into());
     let optin = ctx
         .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
@@ -122,13 +141,19 @@ pub fn check(ctx: &Arc<CudaContext>, manifest: &Manifest) -> Result<(String, boo
     );
     let mut checks = Vec::new();
     for site in SITES {
-        let (built, code, ptx) = pick_code(&site, sm)?;
+        let (built, code, ptx) = pick_code(&site, major, minor)?;
         let module = ctx
             .load_module(ptx)
             .with_context(|| format!("{}: loading {code}", site.ident))?;
         let f = module
-            .load_function(site.symbol)
-            .with_context(|| format!("{}: cuModuleGetFunction({})", site.ident, site.symbol))?;
+            .load_function((site.baked)().symbol)
+            .with_context(|| {
+                format!(
+                    "{}: cuModuleGetFunction({})",
+                    site.ident,
+                    (site.baked)().symbol
+                )
+            })?;
         let regs = attr(&f, CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS)?;
         let smem = attr(
             &f,
@@ -147,19 +172,29 @@ pub fn check(ctx: &Arc<CudaContext>, manifest: &Manifest) -> Result<(String, boo
                 site.ident
             )
         })?;
-        // Our numbers: baked for this arch when its cubin runs, else the
-        // model on the device's arch with the registers the JIT gave.
+        // The launch: what `#[launch_config]` baked for the cubin that runs
+        // here, else (PTX JIT) the model on this arch.
         let mut k: KernelArch = site.resources(manifest, built)?.clone();
-        if built != arch {
+        if code.ends_with("(JIT)") {
             k.registers = regs;
         }
         let plan: LaunchPlan = site.plan(&arch, &k)?;
+        let (launch, source) = match ((site.baked)().launch_for)(major, minor) {
+            Some(l) => (l, "baked"),
+            None => ((plan.block_size, plan.dynamic_smem), "model"),
+        };
+        // Our blocks per SM at that launch, on this arch.
+        let ours = occupancy(
+            spec,
+            &occ_build::analyze::resources(&k),
+            &Launch {
+                dynamic_smem: launch.1,
+                ..Launch::new(launch.0)
+            },
+        )
+        .map_err(|e| anyhow!("{} on {arch}: {e}", site.ident))?;
         let drv_blocks = f
-            .occupancy_max_active_blocks_per_multiprocessor(
-                plan.block_size,
-                plan.dynamic_smem as usize,
-                None,
-            )
+            .occupancy_max_active_blocks_per_multiprocessor(launch.0, launch.1 as usize, None)
             .context("cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
         let callback = if site.smem_per_thread == 0 {
             smem_none
@@ -169,16 +204,17 @@ pub fn check(ctx: &Arc<CudaContext>, manifest: &Manifest) -> Result<(String, boo
         let (_, drv_block) = f
             .occupancy_max_potential_block_size(callback, 0, site.max_block_size.unwrap_or(0), None)
             .context("cuOccupancyMaxPotentialBlockSize")?;
-        let (result, result_ok) = match run(&stream, &f, &site, &plan) {
+        let (result, result_ok) = match run(&stream, &f, &site, launch) {
             Ok(detail) => (detail, true),
             Err(e) => (format!("FAILED: {e:#}"), false),
         };
         checks.push(Check {
             kernel: site.ident.trim_start_matches("linalg_").to_string(),
             code,
-            block: (plan.block_size, plan.block_size),
-            dyn_smem: plan.dynamic_smem,
-            blocks_per_sm: (plan.blocks_per_sm, drv_blocks),
+            block: launch.0,
+            source,
+            dyn_smem: launch.1,
+            blocks_per_sm: (ours.active_blocks, drv_blocks),
             potential_block: (plan.block_size, drv_block),
             registers: (k.registers, regs),
             static_smem: (k.static_smem, smem),
@@ -195,7 +231,7 @@ pub fn check(ctx: &Arc<CudaContext>, manifest: &Manifest) -> Result<(String, boo
     };
     let _ = writeln!(
         out,
-        "{:<18} {:<16} {:>5} {:>7} {:>12} {:>12} {:>10} {:>14}  result",
+        "{:<18} {:<16} {:>11} {:>7} {:>12} {:>12} {:>10} {:>14}  result",
         "kernel", "code", "block", "dyn", "blk/SM", "best block", "regs", "smem ptxas/drv"
     );
     let mut ok = true;
@@ -203,10 +239,10 @@ pub fn check(ctx: &Arc<CudaContext>, manifest: &Manifest) -> Result<(String, boo
         ok &= c.agrees() && c.result_ok;
         let _ = writeln!(
             out,
-            "{:<18} {:<16} {:>5} {:>7} {:>12} {:>12} {:>10} {:>14}  {}",
+            "{:<18} {:<16} {:>11} {:>7} {:>12} {:>12} {:>10} {:>14}  {}",
             c.kernel,
             c.code,
-            c.block.0,
+            format!("{} {}", c.block, c.source),
             c.dyn_smem,
             pair(c.blocks_per_sm),
             pair(c.potential_block),
@@ -217,7 +253,7 @@ pub fn check(ctx: &Arc<CudaContext>, manifest: &Manifest) -> Result<(String, boo
     }
     let _ = writeln!(
         out,
-        "(occ != driver where they differ: blk/SM = cuOccupancyMaxActiveBlocksPerMultiprocessor at our block and dynamic smem; best block = cuOccupancyMaxPotentialBlockSize with the same smem and cap; regs = CU_FUNC_ATTRIBUTE_NUM_REGS)"
+        "(occ != driver where they differ. block: launched, as #[launch_config] baked it (or the model, for JIT code); blk/SM: cuOccupancyMaxActiveBlocksPerMultiprocessor at that block and dynamic smem; best block: cuOccupancyMaxPotentialBlockSize with the same smem per thread and cap; regs: CU_FUNC_ATTRIBUTE_NUM_REGS; smem: static, ptxas / CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)"
     );
     let extra: Vec<String> = checks
         .iter()
@@ -313,10 +349,10 @@ fn run(
     stream: &Arc<CudaStream>,
     f: &CudaFunction,
     site: &Site,
-    plan: &LaunchPlan,
+    launch: (u32, u32),
 ) -> Result<String> {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let block = plan.block_size;
+    let (block, dynamic_smem) = launch;
     let b = block as usize;
     match site.ident {
         "saxpy" => {
@@ -359,7 +395,7 @@ fn run(
             let cfg = LaunchConfig {
                 grid_dim: (blocks, 1, 1),
                 block_dim: (block, 1, 1),
-                shared_mem_bytes: plan.dynamic_smem,
+                shared_mem_bytes: dynamic_smem,
             };
             let mut l = stream.launch_builder(f);
             l.arg(&dx).arg(&mut dout).arg(&n32);

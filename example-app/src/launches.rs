@@ -1,25 +1,51 @@
-//! Launch sites: for each kernel, its launch policy (dynamic shared memory,
-//! block size cap) and the limiter that holds it back there.
+//! Launch sites: for each kernel, a `#[launch_config]` function that bakes
+//! its launch per arch at compile time, its launch policy (dynamic shared
+//! memory, block size cap) and the limiter that holds it back there.
 //!
-//! The launch itself is computed by occ's model (`occ_build::tune`) from the
-//! kernel's resources in the manifest, the same computation
-//! `#[launch_config]` bakes in at compile time.
+//! [`Site::plan`] runs occ's model (`occ_build::tune`) on the manifest at run
+//! time: for the limiters (which the macro does not bake), for GPUs of an
+//! arch the build has no cubin for, and for the tests, which check that it
+//! agrees with what the macro baked.
 
 use crate::kernels;
 use occ_build::manifest::KernelArch;
 use occ_build::occupancy::Limiter;
 use occ_build::tune::{DynamicSmem, TuneRequest};
+use occ_macros::launch_config;
+
+/// What a `#[launch_config]` site baked in at compile time.
+#[derive(Debug, Clone, Copy)]
+pub struct Baked {
+    /// The kernel's symbol (`KERNEL_NAME`).
+    pub symbol: &'static str,
+    /// `(arch, major, minor, block size, dynamic smem bytes, blocks per SM)`
+    /// per arch of the build (`LAUNCH_CONFIGS`).
+    pub configs: &'static [(&'static str, u32, u32, u32, u32, u32)],
+    /// `(block size, dynamic smem bytes)` for a GPU of compute capability
+    /// `major.minor`, from the newest cubin that runs there (`launch_for`).
+    pub launch_for: fn(u32, u32) -> Option<(u32, u32)>,
+}
+
+impl Baked {
+    /// The baked `(block size, dynamic smem bytes, blocks per SM)` on `arch`.
+    pub fn on(&self, arch: &str) -> Option<(u32, u32, u32)> {
+        self.configs
+            .iter()
+            .find(|row| row.0 == arch)
+            .map(|&(_, _, _, block, smem, blocks)| (block, smem, blocks))
+    }
+}
 
 /// How a kernel is launched and what holds it back there.
 #[derive(Debug, Clone, Copy)]
 pub struct Site {
     /// The kernel's identifier in the manifest and in `kernels.rs`.
     pub ident: &'static str,
-    /// The symbol to load.
-    pub symbol: &'static str,
-    /// Dynamic shared memory per thread, bytes (`smem_per_thread`).
+    /// The launch site: the `#[launch_config]` function.
+    pub baked: fn() -> Baked,
+    /// Dynamic shared memory per thread, bytes: the site's `smem_per_thread`.
     pub smem_per_thread: u32,
-    /// A cap on the block size (`max_block_size`), on top of launch bounds.
+    /// The site's `max_block_size`, on top of launch bounds.
     pub max_block_size: Option<u32>,
     /// The limiter this kernel demonstrates at its launch ...
     pub limiter: Limiter,
@@ -39,10 +65,51 @@ macro_rules! device_code {
     };
 }
 
+macro_rules! baked {
+    () => {
+        Baked {
+            symbol: KERNEL_NAME,
+            configs: LAUNCH_CONFIGS,
+            launch_for,
+        }
+    };
+}
+
+/// `saxpy`'s launch site.
+#[launch_config(kernel = "saxpy")]
+pub fn saxpy_site() -> Baked {
+    baked!()
+}
+
+/// `block_sum`'s launch site: `ITEMS` (32) floats of dynamic shared memory
+/// per thread.
+#[launch_config(kernel = "block_sum", smem_per_thread = 32 * 4)]
+pub fn block_sum_site() -> Baked {
+    baked!()
+}
+
+/// The transpose's launch site: 32 × 8 threads at most.
+#[launch_config(kernel = "linalg::transpose<float, 32>", max_block_size = 256)]
+pub fn transpose_site() -> Baked {
+    baked!()
+}
+
+/// `row_softmax`'s launch site (its `__launch_bounds__(128)` fixes the block).
+#[launch_config(kernel = "row_softmax")]
+pub fn row_softmax_site() -> Baked {
+    baked!()
+}
+
+/// `nbody_forces`' launch site (`__launch_bounds__(256)`).
+#[launch_config(kernel = "nbody_forces")]
+pub fn nbody_site() -> Baked {
+    baked!()
+}
+
 /// `saxpy`: a light kernel; the SM's warp slots hold it back.
 pub const SAXPY: Site = Site {
     ident: "saxpy",
-    symbol: kernels::saxpy::NAME,
+    baked: saxpy_site,
     smem_per_thread: 0,
     max_block_size: None,
     limiter: Limiter::Warps,
@@ -54,7 +121,7 @@ pub const SAXPY: Site = Site {
 /// holds it back.
 pub const BLOCK_SUM: Site = Site {
     ident: "block_sum",
-    symbol: kernels::block_sum::NAME,
+    baked: block_sum_site,
     smem_per_thread: BLOCK_SUM_ITEMS * 4,
     max_block_size: None,
     limiter: Limiter::SharedMemory,
@@ -69,7 +136,7 @@ pub const BLOCK_SUM_ITEMS: u32 = 32;
 /// launched as 32 × 8 threads; shared memory holds it back.
 pub const TRANSPOSE: Site = Site {
     ident: "linalg_transpose_float_32",
-    symbol: kernels::linalg_transpose_float_32::NAME,
+    baked: transpose_site,
     smem_per_thread: 0,
     max_block_size: Some(256),
     limiter: Limiter::SharedMemory,
@@ -81,7 +148,7 @@ pub const TRANSPOSE: Site = Site {
 /// hold it back.
 pub const ROW_SOFTMAX: Site = Site {
     ident: "row_softmax",
-    symbol: kernels::row_softmax::NAME,
+    baked: row_softmax_site,
     smem_per_thread: 0,
     max_block_size: None,
     limiter: Limiter::Barriers,
@@ -93,7 +160,7 @@ pub const ROW_SOFTMAX: Site = Site {
 /// hold it back.
 pub const NBODY: Site = Site {
     ident: "nbody_forces",
-    symbol: kernels::nbody_forces::NAME,
+    baked: nbody_site,
     smem_per_thread: 0,
     max_block_size: None,
     limiter: Limiter::Registers,

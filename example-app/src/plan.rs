@@ -20,8 +20,22 @@ pub struct Row {
     pub spills: u32,
     /// Named barriers (`None` when ptxas did not say).
     pub barriers: Option<u32>,
-    /// The launch.
+    /// The launch the site baked: block size, dynamic smem, blocks per SM.
+    pub baked: (u32, u32, u32),
+    /// The model's launch on the same resources, with its limiters.
     pub launch: LaunchPlan,
+}
+
+impl Row {
+    /// Whether the baked launch is the model's.
+    pub fn agrees(&self) -> bool {
+        self.baked
+            == (
+                self.launch.block_size,
+                self.launch.dynamic_smem,
+                self.launch.blocks_per_sm,
+            )
+    }
 }
 
 /// Every site on every arch of the manifest.
@@ -30,7 +44,11 @@ pub fn rows(manifest: &Manifest) -> anyhow::Result<Vec<Row>> {
     for site in SITES {
         for arch in &manifest.archs {
             let k = site.resources(manifest, arch)?;
+            let baked = (site.baked)().on(arch).ok_or_else(|| {
+                anyhow::anyhow!("{}: #[launch_config] baked nothing for {arch}", site.ident)
+            })?;
             rows.push(Row {
+                baked,
                 site,
                 arch: arch.clone(),
                 registers: k.registers,
@@ -89,9 +107,9 @@ pub fn render(manifest: &Manifest) -> anyhow::Result<String> {
             r.static_smem,
             bars,
             r.spills,
-            r.launch.block_size,
-            r.launch.dynamic_smem,
-            r.launch.blocks_per_sm,
+            r.baked.0,
+            r.baked.1,
+            r.baked.2,
             r.launch.occupancy * 100.0,
             limiters(&r.launch.limiters),
             claimed

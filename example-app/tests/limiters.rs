@@ -148,3 +148,32 @@ fn the_plan_renders_every_kernel_on_every_arch() {
         assert!(m.archs.iter().any(|a| a == arch), "{arch} is not built");
     }
 }
+
+#[test]
+fn launch_config_bakes_the_models_launch_on_every_arch() {
+    let m = manifest();
+    for site in SITES {
+        let baked = (site.baked)();
+        assert_eq!(baked.configs.len(), m.archs.len(), "{}", site.ident);
+        for arch in &m.archs {
+            let p = plan(&site, arch);
+            assert_eq!(
+                baked.on(arch),
+                Some((p.block_size, p.dynamic_smem, p.blocks_per_sm)),
+                "{} on {arch}: #[launch_config] vs the model with the site's policy",
+                site.ident
+            );
+        }
+    }
+}
+
+#[test]
+fn launch_for_picks_the_newest_cubin_that_runs() {
+    let baked = (example_app::launches::BLOCK_SUM.baked)();
+    let on = |arch: &str| baked.on(arch).map(|(b, s, _)| (b, s));
+    assert_eq!((baked.launch_for)(9, 0), on("sm_90"));
+    assert_eq!((baked.launch_for)(8, 9), on("sm_86"));
+    assert_eq!((baked.launch_for)(8, 0), on("sm_80"));
+    assert_eq!((baked.launch_for)(7, 5), None);
+    assert_eq!((baked.launch_for)(10, 0), None);
+}
