@@ -139,88 +139,23 @@ pub fn check(ctx: &Arc<CudaContext>, manifest: &Manifest) -> Result<(String, boo
         out,
         "GPU check on {name} ({arch}, opt-in smem per block {optin} B)"
     );
+    let gpu = Gpu {
+        ctx,
+        manifest,
+        arch: &arch,
+        spec,
+        major,
+        minor,
+        optin,
+        stream: &stream,
+    };
     let mut checks = Vec::new();
     for site in SITES {
-        let (built, code, ptx) = pick_code(&site, major, minor)?;
-        let module = ctx
-            .load_module(ptx)
-            .with_context(|| format!("{}: loading {code}", site.ident))?;
-        let f = module
-            .load_function((site.baked)().symbol)
-            .with_context(|| {
-                format!(
-                    "{}: cuModuleGetFunction({})",
-                    site.ident,
-                    (site.baked)().symbol
-                )
-            })?;
-        let regs = attr(&f, CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS)?;
-        let smem = attr(
-            &f,
-            CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
-        )?;
-        // occ's model gives a kernel the opt-in maximum of dynamic shared
-        // memory (as cudaFuncSetAttribute would); tell the driver the same.
-        let max_dyn = u32::try_from(optin).unwrap_or(0).saturating_sub(smem);
-        f.set_attribute(
-            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            i32::try_from(max_dyn).unwrap_or(i32::MAX),
-        )
-        .with_context(|| {
-            format!(
-                "{}: cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
-                site.ident
-            )
-        })?;
-        // The launch: what `#[launch_config]` baked for the cubin that runs
-        // here, else (PTX JIT) the model on this arch.
-        let mut k: KernelArch = site.resources(manifest, built)?.clone();
-        if code.ends_with("(JIT)") {
-            k.registers = regs;
-        }
-        let plan: LaunchPlan = site.plan(&arch, &k)?;
-        let (launch, source) = match ((site.baked)().launch_for)(major, minor) {
-            Some(l) => (l, "baked"),
-            None => ((plan.block_size, plan.dynamic_smem), "model"),
-        };
-        // Our blocks per SM at that launch, on this arch.
-        let ours = occupancy(
-            spec,
-            &occ_build::analyze::resources(&k),
-            &Launch {
-                dynamic_smem: launch.1,
-                ..Launch::new(launch.0)
-            },
-        )
-        .map_err(|e| anyhow!("{} on {arch}: {e}", site.ident))?;
-        let drv_blocks = f
-            .occupancy_max_active_blocks_per_multiprocessor(launch.0, launch.1 as usize, None)
-            .context("cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
-        let callback = if site.smem_per_thread == 0 {
-            smem_none
-        } else {
-            smem_block_sum
-        };
-        let (_, drv_block) = f
-            .occupancy_max_potential_block_size(callback, 0, site.max_block_size.unwrap_or(0), None)
-            .context("cuOccupancyMaxPotentialBlockSize")?;
-        let (result, result_ok) = match run(&stream, &f, &site, launch) {
-            Ok(detail) => (detail, true),
-            Err(e) => (format!("FAILED: {e:#}"), false),
-        };
-        checks.push(Check {
+        checks.push(check_site(&gpu, &site).unwrap_or_else(|e| Check {
             kernel: site.ident.trim_start_matches("linalg_").to_string(),
-            code,
-            block: launch.0,
-            source,
-            dyn_smem: launch.1,
-            blocks_per_sm: (ours.active_blocks, drv_blocks),
-            potential_block: (plan.block_size, drv_block),
-            registers: (k.registers, regs),
-            static_smem: (k.static_smem, smem),
-            result,
-            result_ok,
-        });
+            result: format!("FAILED: {e:#}"),
+            ..Check::default()
+        }));
     }
     let pair = |p: (u32, u32)| {
         if p.0 == p.1 {
@@ -285,6 +220,113 @@ pub fn check(ctx: &Arc<CudaContext>, manifest: &Manifest) -> Result<(String, boo
         }
     );
     Ok((out, ok))
+}
+
+/// What every site's check needs of the GPU.
+struct Gpu<'a> {
+    ctx: &'a Arc<CudaContext>,
+    manifest: &'a Manifest,
+    arch: &'a str,
+    spec: &'static occ_build::arch::Arch,
+    major: u32,
+    minor: u32,
+    optin: i32,
+    stream: &'a Arc<CudaStream>,
+}
+
+/// Loads one kernel, compares occ with the driver, runs it.
+fn check_site(gpu: &Gpu<'_>, site: &Site) -> Result<Check> {
+    let Gpu {
+        ctx,
+        manifest,
+        spec,
+        major,
+        minor,
+        optin,
+        stream,
+        ..
+    } = *gpu;
+    let arch = gpu.arch;
+    let (built, code, ptx) = pick_code(site, major, minor)?;
+    let module = ctx
+            .load_module(ptx)
+            .with_context(|| format!("{}: loading {code} (the cubins and PTX come from nvcc 13.5: the driver must support CUDA 13.x)", site.ident))?;
+    let f = module
+        .load_function((site.baked)().symbol)
+        .with_context(|| {
+            format!(
+                "{}: cuModuleGetFunction({})",
+                site.ident,
+                (site.baked)().symbol
+            )
+        })?;
+    let regs = attr(&f, CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS)?;
+    let smem = attr(
+        &f,
+        CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+    )?;
+    // occ's model gives a kernel the opt-in maximum of dynamic shared
+    // memory (as cudaFuncSetAttribute would); tell the driver the same.
+    let max_dyn = u32::try_from(optin).unwrap_or(0).saturating_sub(smem);
+    f.set_attribute(
+        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        i32::try_from(max_dyn).unwrap_or(i32::MAX),
+    )
+    .with_context(|| {
+        format!(
+            "{}: cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+            site.ident
+        )
+    })?;
+    // The launch: what `#[launch_config]` baked for the cubin that runs
+    // here, else (PTX JIT) the model on this arch.
+    let mut k: KernelArch = site.resources(manifest, built)?.clone();
+    if code.ends_with("(JIT)") {
+        k.registers = regs;
+    }
+    let plan: LaunchPlan = site.plan(arch, &k)?;
+    let (launch, source) = match ((site.baked)().launch_for)(major, minor) {
+        Some(l) => (l, "baked"),
+        None => ((plan.block_size, plan.dynamic_smem), "model"),
+    };
+    // Our blocks per SM at that launch, on this arch.
+    let ours = occupancy(
+        spec,
+        &occ_build::analyze::resources(&k),
+        &Launch {
+            dynamic_smem: launch.1,
+            ..Launch::new(launch.0)
+        },
+    )
+    .map_err(|e| anyhow!("{} on {arch}: {e}", site.ident))?;
+    let drv_blocks = f
+        .occupancy_max_active_blocks_per_multiprocessor(launch.0, launch.1 as usize, None)
+        .context("cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
+    let callback = if site.smem_per_thread == 0 {
+        smem_none
+    } else {
+        smem_block_sum
+    };
+    let (_, drv_block) = f
+        .occupancy_max_potential_block_size(callback, 0, site.max_block_size.unwrap_or(0), None)
+        .context("cuOccupancyMaxPotentialBlockSize")?;
+    let (result, result_ok) = match run(stream, &f, site, launch) {
+        Ok(detail) => (detail, true),
+        Err(e) => (format!("FAILED: {e:#}"), false),
+    };
+    Ok(Check {
+        kernel: site.ident.trim_start_matches("linalg_").to_string(),
+        code,
+        block: launch.0,
+        source,
+        dyn_smem: launch.1,
+        blocks_per_sm: (ours.active_blocks, drv_blocks),
+        potential_block: (plan.block_size, drv_block),
+        registers: (k.registers, regs),
+        static_smem: (k.static_smem, smem),
+        result,
+        result_ok,
+    })
 }
 
 /// A small deterministic generator for test data.
