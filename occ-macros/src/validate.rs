@@ -42,6 +42,10 @@ pub fn plan(args: &Args, manifest: &Manifest, errors: &mut Errors) -> Option<Pla
     let site = Span::call_site();
     check_options(args, errors);
     let Some(kernel_arg) = &args.kernel else {
+        if !errors.is_empty() {
+            // A bad `kernel = ...` was already reported.
+            return None;
+        }
         errors.at(
             site,
             "missing `kernel = \"...\"`; name the kernel to configure: #[launch_config(kernel = \"saxpy\")]",
@@ -75,10 +79,27 @@ pub fn plan(args: &Args, manifest: &Manifest, errors: &mut Errors) -> Option<Pla
     }
     check_spills(args, kernel, &archs, errors);
     let mut rows = Vec::new();
+    let mut failures: Vec<Failure> = Vec::new();
     for (name, ka) in &archs {
-        if let Some(row) = tune_arch(args, kernel, name, ka, errors) {
-            rows.push(row);
+        match tune_arch(args, kernel, name, ka) {
+            Ok(row) => rows.push(row),
+            Err(f) => match failures
+                .iter_mut()
+                .find(|g| g.head == f.head && g.tail == f.tail)
+            {
+                Some(group) => group.parts.extend(f.parts),
+                None => failures.push(f),
+            },
         }
+    }
+    for f in failures {
+        let parts: Vec<String> = f.parts.into_iter().filter(|p| !p.is_empty()).collect();
+        let middle = if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", parts.join(" and "))
+        };
+        errors.at(f.span, format!("{}{middle}{}", f.head, f.tail));
     }
     if !errors.is_empty() || rows.is_empty() {
         return None;
@@ -258,22 +279,42 @@ fn check_spills(
     );
 }
 
+/// One arch's failure: `head parts… tail`; failures with the same head and
+/// tail on several archs become one message.
+struct Failure {
+    span: Span,
+    head: String,
+    parts: Vec<String>,
+    tail: String,
+}
+
+impl Failure {
+    fn new(span: Span, head: String, part: String, tail: String) -> Self {
+        Failure {
+            span,
+            head,
+            parts: vec![part],
+            tail,
+        }
+    }
+}
+
 fn tune_arch(
     args: &Args,
     kernel: &Kernel,
     arch_name: &str,
     ka: &KernelArch,
-    errors: &mut Errors,
-) -> Option<Row> {
+) -> Result<Row, Failure> {
     let kernel_span = args.kernel.as_ref().map_or(Span::call_site(), |k| k.span);
     let target = match arch::parse_target(arch_name) {
         Ok(t) => t,
         Err(e) => {
-            errors.at(
+            return Err(Failure::new(
                 kernel_span,
                 format!("the manifest names an arch occ does not know: {e}"),
-            );
-            return None;
+                String::new(),
+                String::new(),
+            ));
         }
     };
     let limits = target.arch;
@@ -299,26 +340,28 @@ fn tune_arch(
         // A `.reqntid` kernel launches with exactly that many threads.
         if let Some(max) = &args.max_block_size {
             if max.value < required {
-                errors.at(
+                return Err(Failure::new(
                     max.span,
                     format!(
-                        "kernel `{}` requires blocks of exactly {required} threads (__launch_bounds__/reqntid), more than max_block_size = {}; raise it or drop it",
+                        "kernel `{}` requires blocks of exactly {required} threads (reqntid), more than max_block_size = {}; raise it or drop it",
                         kernel.base_name, max.value
                     ),
-                );
-                return None;
+                    String::new(),
+                    String::new(),
+                ));
             }
         }
         if let Some(m) = &args.block_multiple {
             if required % m.value != 0 {
-                errors.at(
+                return Err(Failure::new(
                     m.span,
                     format!(
-                        "kernel `{}` requires blocks of exactly {required} threads, not a multiple of block_multiple = {}; drop block_multiple",
+                        "kernel `{}` requires blocks of exactly {required} threads (reqntid), not a multiple of block_multiple = {}; drop block_multiple",
                         kernel.base_name, m.value
                     ),
-                );
-                return None;
+                    String::new(),
+                    String::new(),
+                ));
             }
         }
         request.max_block_size = Some(required);
@@ -333,27 +376,40 @@ fn tune_arch(
                 .map(|d| d.span)
                 .or(args.smem_per_thread.as_ref().map(|d| d.span))
                 .or(args.block_multiple.as_ref().map(|d| d.span))
+                .or(args.max_block_size.as_ref().map(|d| d.span))
                 .unwrap_or(kernel_span);
-            errors.at(
+            let sizes = match (&args.max_block_size, &args.block_multiple) {
+                (Some(m), Some(b)) => format!(
+                    "no block size up to {} that is a multiple of {}",
+                    m.value, b.value
+                ),
+                (Some(m), None) => format!("no block size up to {}", m.value),
+                (None, Some(b)) => format!("no block size that is a multiple of {}", b.value),
+                (None, None) => "no block size".to_string(),
+            };
+            return Err(Failure::new(
                 span,
+                format!("kernel `{}` cannot launch with these options:", kernel.base_name),
                 format!(
-                    "kernel `{}` cannot launch on {arch_name} with these options: no block size{}{} fits ({} registers, {} bytes static shared memory; {arch_name} allows {} bytes of shared memory per block); ask for less dynamic shared memory or allow more block sizes",
-                    kernel.base_name,
-                    args.max_block_size.as_ref().map(|m| format!(" up to {}", m.value)).unwrap_or_default(),
-                    args.block_multiple.as_ref().map(|m| format!(" that is a multiple of {}", m.value)).unwrap_or_default(),
+                    "on {arch_name} ({} registers, {} bytes of static shared memory, {}{} bytes of shared memory per block at most)",
                     ka.registers,
                     ka.static_smem,
+                    match request.dynamic_smem {
+                        DynamicSmem::Fixed(0) => String::new(),
+                        d => format!("{} bytes of dynamic shared memory at 1 thread, ", d.bytes(1)),
+                    },
                     limits.smem_per_block_optin,
                 ),
-            );
-            return None;
+                format!("; {sizes} fits; ask for less dynamic shared memory or allow more block sizes"),
+            ));
         }
         Err(e) => {
-            errors.at(
+            return Err(Failure::new(
                 kernel_span,
                 format!("kernel `{}` on {arch_name}: {e}", kernel.base_name),
-            );
-            return None;
+                String::new(),
+                String::new(),
+            ));
         }
     };
     let occ = &best.occupancy;
@@ -368,11 +424,12 @@ fn tune_arch(
             ) {
                 Ok(bytes) => bytes,
                 Err(e) => {
-                    errors.at(
+                    return Err(Failure::new(
                         kernel_span,
                         format!("kernel `{}` on {arch_name}: {e}", kernel.base_name),
-                    );
-                    return None;
+                        String::new(),
+                        String::new(),
+                    ));
                 }
             }
         }
@@ -380,23 +437,21 @@ fn tune_arch(
     };
     if let Some(min) = &args.min_occupancy {
         if occ.occupancy + 1e-9 < min.value {
-            errors.at(
+            return Err(Failure::new(
                 min.span,
+                format!("kernel `{}` reaches occupancy", kernel.base_name),
                 format!(
-                    "kernel `{}` reaches occupancy {:.3} on {arch_name} ({} of {} warps per SM at its best block size {}, limited by {}), below min_occupancy = {}; use fewer registers per thread (__launch_bounds__) or less shared memory per block (cargo occ explain shows what each step needs), or lower min_occupancy",
-                    kernel.base_name,
-                    occ.occupancy,
-                    occ.active_warps,
-                    occ.max_warps,
-                    best.block_size,
-                    occ.limiters,
+                    "{:.3} on {arch_name} ({} of {} warps per SM at its best block size {}, limited by {})",
+                    occ.occupancy, occ.active_warps, occ.max_warps, best.block_size, occ.limiters
+                ),
+                format!(
+                    ", below min_occupancy = {}; use fewer registers per thread (__launch_bounds__) or less shared memory per block (cargo occ explain shows what each step needs), or lower min_occupancy",
                     min.value
                 ),
-            );
-            return None;
+            ));
         }
     }
-    Some(Row {
+    Ok(Row {
         arch: arch_name.to_string(),
         major: target.cc / 10,
         minor: target.cc % 10,

@@ -1,0 +1,10 @@
+use occ_macros::launch_config;
+
+#[launch_config(kernel = "axpy", arch = "sm_86")]
+fn launch(n: u32) -> (u32, u32) {
+    (grid_for(n), BLOCK_SIZE)
+}
+
+fn main() {
+    let _ = launch(1 << 20);
+}

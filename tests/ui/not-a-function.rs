@@ -1,0 +1,6 @@
+use occ_macros::launch_config;
+
+#[launch_config(kernel = "axpy")]
+struct Launch;
+
+fn main() {}

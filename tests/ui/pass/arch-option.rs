@@ -1,0 +1,32 @@
+// `arch = ...` picks the arch of the plain consts, and the table holds it alone.
+use occ_macros::launch_config;
+
+#[path = "support/expect.rs"]
+mod expect;
+
+#[launch_config(kernel = "axpy", arch = "sm_90")]
+fn on_hopper() -> (&'static str, u32, &'static [(&'static str, u32, u32, u32, u32, u32)], Option<(u32, u32)>) {
+    (ARCH, BLOCK_SIZE, LAUNCH_CONFIGS, launch_for(8, 0))
+}
+
+// Other spellings of the same arch.
+#[launch_config(kernel = "axpy", arch = "90")]
+fn short_spelling() -> &'static str {
+    ARCH
+}
+
+#[launch_config(kernel = "axpy", arch = "9.0")]
+fn dotted_spelling() -> &'static str {
+    ARCH
+}
+
+fn main() {
+    let sm90 = expect::plain("axpy", "sm_90");
+    let (arch, block, rows, on_ampere) = on_hopper();
+    assert_eq!(arch, "sm_90");
+    assert_eq!(block, sm90.block_size);
+    assert_eq!(rows, [("sm_90", 9, 0, sm90.block_size, 0, sm90.occupancy.active_blocks)]);
+    assert_eq!(on_ampere, None);
+    assert_eq!(short_spelling(), "sm_90");
+    assert_eq!(dotted_spelling(), "sm_90");
+}

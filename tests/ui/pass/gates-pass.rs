@@ -1,0 +1,36 @@
+// min_occupancy that the launch reaches; spills accepted by allow_spills or a budget.
+use occ_macros::launch_config;
+
+#[path = "support/expect.rs"]
+mod expect;
+
+#[launch_config(kernel = "axpy", min_occupancy = 1.0)]
+fn full() -> f32 {
+    OCCUPANCY
+}
+
+#[launch_config(kernel = "hoarder", min_occupancy = 0.1)]
+fn low_but_enough() -> f32 {
+    OCCUPANCY
+}
+
+#[launch_config(kernel = "spilly", allow_spills)]
+fn spills_allowed() -> u32 {
+    BLOCK_SIZE
+}
+
+// The budget covers both archs' spill stores + loads (tens of KB).
+#[launch_config(kernel = "spilly", max_spill_bytes = 64 * 1024)]
+fn spills_within_budget() -> u32 {
+    BLOCK_SIZE
+}
+
+fn main() {
+    assert_eq!(full(), 1.0);
+    assert_eq!(low_but_enough(), expect::plain("hoarder", "sm_80").occupancy.occupancy as f32);
+    let spilly = expect::kernel_arch("spilly", "sm_80");
+    assert!(spilly.spills() && spilly.spill_bytes() <= 64 * 1024);
+    assert!(expect::kernel_arch("spilly", "sm_90").spill_bytes() <= 64 * 1024);
+    assert_eq!(spills_allowed(), expect::plain("spilly", "sm_80").block_size);
+    assert_eq!(spills_within_budget(), spills_allowed());
+}

@@ -1,0 +1,52 @@
+// Expected launches, computed independently of the macro's expansion: the
+// tuner of occ-build on the resources of the manifest that OCC_MANIFEST names.
+#![allow(dead_code)]
+
+use occ_build::manifest::{KernelArch, Lookup, Manifest};
+use occ_build::occupancy::Launch;
+use occ_build::tune::{self, BestBlock, DynamicSmem, TuneRequest};
+use occ_build::{analyze, arch};
+use std::path::Path;
+
+pub fn manifest() -> Manifest {
+    Manifest::read(Path::new(env!("OCC_MANIFEST"))).expect("read the ui manifest")
+}
+
+pub fn kernel_arch(name: &str, arch_name: &str) -> KernelArch {
+    let m = manifest();
+    match m.lookup(name) {
+        Lookup::Found(k) => k.archs[arch_name].clone(),
+        other => panic!("{name}: {other:?}"),
+    }
+}
+
+pub fn best(name: &str, arch_name: &str, request: TuneRequest) -> BestBlock {
+    let ka = kernel_arch(name, arch_name);
+    let limits = arch::lookup(arch_name).expect("arch");
+    tune::best_block_size(limits, &analyze::resources(&ka), &request)
+        .expect("tune")
+        .expect("a launch")
+}
+
+pub fn plain(name: &str, arch_name: &str) -> BestBlock {
+    best(name, arch_name, TuneRequest::default())
+}
+
+pub fn fixed(bytes: u32) -> TuneRequest {
+    TuneRequest {
+        dynamic_smem: DynamicSmem::Fixed(bytes),
+        ..TuneRequest::default()
+    }
+}
+
+pub fn headroom(name: &str, arch_name: &str, b: &BestBlock) -> u32 {
+    let ka = kernel_arch(name, arch_name);
+    let limits = arch::lookup(arch_name).expect("arch");
+    tune::available_dynamic_smem(
+        limits,
+        &analyze::resources(&ka),
+        &Launch::new(b.block_size),
+        b.occupancy.active_blocks,
+    )
+    .expect("headroom")
+}
