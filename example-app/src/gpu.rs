@@ -1,0 +1,556 @@
+//! On a GPU: load each kernel's device code, compare occ's numbers with the
+//! driver's, run the kernel on real data and check it against the CPU.
+
+use crate::launches::{self, LaunchPlan, Site, SITES};
+use anyhow::{anyhow, bail, Context as _, Result};
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+};
+use cudarc::nvrtc::Ptx;
+use occ_build::manifest::KernelArch;
+use occ_build::occupancy::{occupancy, Launch};
+use occ_build::Manifest;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+/// Why there is no GPU to check on: a normal outcome, not an error.
+#[derive(Debug)]
+pub struct NoGpu(pub String);
+
+/// The first CUDA device, or why there is none.
+pub fn open() -> std::result::Result<Arc<CudaContext>, NoGpu> {
+    // SAFETY: only probes whether the driver library can be loaded.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(NoGpu(
+            "no CUDA driver library (libcuda.so) on this machine".into(),
+        ));
+    }
+    cudarc::driver::result::init().map_err(|e| NoGpu(format!("cuInit failed: {e}")))?;
+    match cudarc::driver::result::device::get_count() {
+        Ok(0) => return Err(NoGpu("the CUDA driver sees no device".into())),
+        Ok(_) => {}
+        Err(e) => return Err(NoGpu(format!("cuDeviceGetCount failed: {e}"))),
+    }
+    CudaContext::new(0).map_err(|e| NoGpu(format!("cannot create a context on device 0: {e}")))
+}
+
+/// occ's number beside the driver's for one kernel.
+#[derive(Debug, Default)]
+struct Check {
+    kernel: String,
+    code: String,
+    block: u32,
+    source: &'static str,
+    dyn_smem: u32,
+    blocks_per_sm: (u32, u32),
+    potential_block: (u32, u32),
+    registers: (u32, u32),
+    static_smem: (u32, u32),
+    result: String,
+    result_ok: bool,
+}
+
+impl Check {
+    fn agrees(&self) -> bool {
+        self.blocks_per_sm.0 == self.blocks_per_sm.1
+            && self.potential_block.0 == self.potential_block.1
+            && self.registers.0 == self.registers.1
+    }
+}
+
+/// Which device code to load on a GPU of compute capability `major.minor`:
+/// the newest cubin that runs there (same major, minor at most the GPU's,
+/// `sm_XYa` only on X.Y, as `launch_for` picks its row), else the PTX of the
+/// highest arch at most the GPU's, compiled by the driver's JIT.
+fn pick_code(site: &Site, major: u32, minor: u32) -> Result<(&'static str, String, Ptx)> {
+    let parse = |a: &str| -> Option<(u32, u32, bool)> {
+        let digits = a.strip_prefix("sm_")?;
+        let specific = digits.ends_with('a');
+        let n: u32 = digits.trim_end_matches(['a', 'f']).parse().ok()?;
+        Some((n / 10, n % 10, specific))
+    };
+    let cubin = site
+        .device_code
+        .iter()
+        .filter_map(|c| parse(c.0).map(|p| (p, c)))
+        .filter(|((ma, mi, specific), _)| {
+            *ma == major && *mi <= minor && (!specific || *mi == minor)
+        })
+        .max_by_key(|((_, mi, specific), _)| (*mi, *specific));
+    if let Some((_, (arch, cubin, _))) = cubin {
+        return Ok((
+            arch,
+            format!("{arch} cubin"),
+            Ptx::from_binary(cubin.to_vec()),
+        ));
+    }
+    let jit = site
+        .device_code
+        .iter()
+        .filter_map(|c| parse(c.0).map(|(ma, mi, _)| (ma * 10 + mi, c)))
+        .filter(|(n, _)| *n <= major * 10 + minor)
+        .max_by_key(|(n, _)| *n);
+    match jit {
+        Some((_, (arch, _, ptx))) => Ok((arch, format!("{arch} PTX (JIT)"), Ptx::from_src(*ptx))),
+        None => bail!(
+            "{}: no cubin or PTX runs on sm_{major}{minor} (built: {}); add the arch to build.rs",
+            site.ident,
+            site.device_code
+                .iter()
+                .map(|(a, _, _)| *a)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+extern "C" fn smem_none(_block: std::ffi::c_int) -> usize {
+    0
+}
+
+extern "C" fn smem_block_sum(block: std::ffi::c_int) -> usize {
+    usize::try_from(block).unwrap_or(0) * launches::BLOCK_SUM.smem_per_thread as usize
+}
+
+fn attr(f: &CudaFunction, a: CUfunction_attribute) -> Result<u32> {
+    let v = f
+        .get_attribute(a)
+        .with_context(|| format!("cuFuncGetAttribute({a:?})"))?;
+    u32::try_from(v).map_err(|_| anyhow!("cuFuncGetAttribute({a:?}) gave {v}"))
+}
+
+/// Runs the check on `ctx`; returns the report and whether everything agreed.
+pub fn check(ctx: &Arc<CudaContext>, manifest: &Manifest) -> Result<(String, bool)> {
+    let (major, minor) = ctx.compute_capability().context("cuDeviceGetAttribute")?;
+    let (major, minor) = (
+        u32::try_from(major).context("compute capability")?,
+        u32::try_from(minor).context("compute capability")?,
+    );
+    let arch = format!("sm_{major}{minor}");
+    let spec = occ_build::arch::lookup(&arch).map_err(|e| anyhow!("{arch}: {e}"))?;
+    let name = ctx.name().unwrap_or_else(|_| "device 0".into());
+    let optin = ctx
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        .context("cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)")?;
+    let stream = ctx.default_stream();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "GPU check on {name} ({arch}, opt-in smem per block {optin} B)"
+    );
+    let gpu = Gpu {
+        ctx,
+        manifest,
+        arch: &arch,
+        spec,
+        major,
+        minor,
+        optin,
+        stream: &stream,
+    };
+    let mut checks = Vec::new();
+    for site in SITES {
+        checks.push(check_site(&gpu, &site).unwrap_or_else(|e| Check {
+            kernel: site.ident.trim_start_matches("linalg_").to_string(),
+            result: format!("FAILED: {e:#}"),
+            ..Check::default()
+        }));
+    }
+    let pair = |p: (u32, u32)| {
+        if p.0 == p.1 {
+            format!("{}", p.0)
+        } else {
+            format!("{} != {}", p.0, p.1)
+        }
+    };
+    let _ = writeln!(
+        out,
+        "{:<18} {:<16} {:>11} {:>7} {:>12} {:>12} {:>10} {:>14}  result",
+        "kernel", "code", "block", "dyn", "blk/SM", "best block", "regs", "smem ptxas/drv"
+    );
+    let mut ok = true;
+    for c in &checks {
+        ok &= c.agrees() && c.result_ok;
+        let _ = writeln!(
+            out,
+            "{:<18} {:<16} {:>11} {:>7} {:>12} {:>12} {:>10} {:>14}  {}",
+            c.kernel,
+            c.code,
+            format!("{} {}", c.block, c.source),
+            c.dyn_smem,
+            pair(c.blocks_per_sm),
+            pair(c.potential_block),
+            pair(c.registers),
+            format!("{}/{}", c.static_smem.0, c.static_smem.1),
+            c.result
+        );
+    }
+    let _ = writeln!(
+        out,
+        "(occ != driver where they differ. block: launched, as #[launch_config] baked it (or the model, for JIT code); blk/SM: cuOccupancyMaxActiveBlocksPerMultiprocessor at that block and dynamic smem; best block: cuOccupancyMaxPotentialBlockSize with the same smem per thread and cap; regs: CU_FUNC_ATTRIBUTE_NUM_REGS; smem: static, ptxas / CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)"
+    );
+    let extra: Vec<String> = checks
+        .iter()
+        .filter(|c| c.static_smem.0 != c.static_smem.1)
+        .map(|c| {
+            format!(
+                "{} +{}",
+                c.kernel,
+                i64::from(c.static_smem.1) - i64::from(c.static_smem.0)
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "static smem, driver SHARED_SIZE_BYTES vs ptxas on {arch}: {}",
+        if extra.is_empty() {
+            "equal for every kernel".to_string()
+        } else {
+            extra.join(", ")
+        }
+    );
+    let _ = writeln!(
+        out,
+        "{}",
+        if ok {
+            "GPU check passed: occ agrees with the driver and every kernel matches the CPU"
+        } else {
+            "GPU check FAILED: see the rows marked != or FAILED above"
+        }
+    );
+    Ok((out, ok))
+}
+
+/// What every site's check needs of the GPU.
+struct Gpu<'a> {
+    ctx: &'a Arc<CudaContext>,
+    manifest: &'a Manifest,
+    arch: &'a str,
+    spec: &'static occ_build::arch::Arch,
+    major: u32,
+    minor: u32,
+    optin: i32,
+    stream: &'a Arc<CudaStream>,
+}
+
+/// Loads one kernel, compares occ with the driver, runs it.
+fn check_site(gpu: &Gpu<'_>, site: &Site) -> Result<Check> {
+    let Gpu {
+        ctx,
+        manifest,
+        spec,
+        major,
+        minor,
+        optin,
+        stream,
+        ..
+    } = *gpu;
+    let arch = gpu.arch;
+    let (built, code, ptx) = pick_code(site, major, minor)?;
+    let module = ctx
+            .load_module(ptx)
+            .with_context(|| format!("{}: loading {code} (the cubins and PTX come from nvcc 13.5: the driver must support CUDA 13.x)", site.ident))?;
+    let f = module
+        .load_function((site.baked)().symbol)
+        .with_context(|| {
+            format!(
+                "{}: cuModuleGetFunction({})",
+                site.ident,
+                (site.baked)().symbol
+            )
+        })?;
+    let regs = attr(&f, CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS)?;
+    let smem = attr(
+        &f,
+        CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+    )?;
+    // occ's model gives a kernel the opt-in maximum of dynamic shared
+    // memory (as cudaFuncSetAttribute would); tell the driver the same.
+    let max_dyn = u32::try_from(optin).unwrap_or(0).saturating_sub(smem);
+    f.set_attribute(
+        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        i32::try_from(max_dyn).unwrap_or(i32::MAX),
+    )
+    .with_context(|| {
+        format!(
+            "{}: cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+            site.ident
+        )
+    })?;
+    // The launch: what `#[launch_config]` baked for the cubin that runs
+    // here, else (PTX JIT) the model on this arch.
+    let mut k: KernelArch = site.resources(manifest, built)?.clone();
+    if code.ends_with("(JIT)") {
+        k.registers = regs;
+    }
+    let plan: LaunchPlan = site.plan(arch, &k)?;
+    let (launch, source) = match ((site.baked)().launch_for)(major, minor) {
+        Some(l) => (l, "baked"),
+        None => ((plan.block_size, plan.dynamic_smem), "model"),
+    };
+    // Our blocks per SM at that launch, on this arch.
+    let ours = occupancy(
+        spec,
+        &occ_build::analyze::resources(&k),
+        &Launch {
+            dynamic_smem: launch.1,
+            ..Launch::new(launch.0)
+        },
+    )
+    .map_err(|e| anyhow!("{} on {arch}: {e}", site.ident))?;
+    let drv_blocks = f
+        .occupancy_max_active_blocks_per_multiprocessor(launch.0, launch.1 as usize, None)
+        .context("cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
+    let callback = if site.smem_per_thread == 0 {
+        smem_none
+    } else {
+        smem_block_sum
+    };
+    let (_, drv_block) = f
+        .occupancy_max_potential_block_size(callback, 0, site.max_block_size.unwrap_or(0), None)
+        .context("cuOccupancyMaxPotentialBlockSize")?;
+    let (result, result_ok) = match run(stream, &f, site, launch) {
+        Ok(detail) => (detail, true),
+        Err(e) => (format!("FAILED: {e:#}"), false),
+    };
+    Ok(Check {
+        kernel: site.ident.trim_start_matches("linalg_").to_string(),
+        code,
+        block: launch.0,
+        source,
+        dyn_smem: launch.1,
+        blocks_per_sm: (ours.active_blocks, drv_blocks),
+        potential_block: (plan.block_size, drv_block),
+        registers: (k.registers, regs),
+        static_smem: (k.static_smem, smem),
+        result,
+        result_ok,
+    })
+}
+
+/// A small deterministic generator for test data.
+struct Rng(u64);
+
+impl Rng {
+    fn next_f32(&mut self) -> f32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        ((self.0 >> 40) as f32) / ((1u64 << 24) as f32) * 2.0 - 1.0
+    }
+
+    fn vec(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| self.next_f32()).collect()
+    }
+}
+
+fn upload(stream: &Arc<CudaStream>, v: &[f32]) -> Result<CudaSlice<f32>> {
+    stream.clone_htod(v).context("copying to the device")
+}
+
+fn download(stream: &Arc<CudaStream>, v: &CudaSlice<f32>) -> Result<Vec<f32>> {
+    let host = stream.clone_dtoh(v).context("copying from the device")?;
+    stream
+        .synchronize()
+        .context("the kernel failed (cuStreamSynchronize)")?;
+    Ok(host)
+}
+
+/// The largest error of `got` against `want`, each relative to its `scale`
+/// (the sum of the magnitudes that made it, so cancellation does not count).
+fn max_err(got: &[f32], want: &[f64], scale: &[f64]) -> Result<f64> {
+    if got.len() != want.len() || scale.len() != want.len() {
+        bail!("{} results, expected {}", got.len(), want.len());
+    }
+    let mut worst = 0.0f64;
+    for ((g, w), s) in got.iter().zip(want).zip(scale) {
+        let e = (f64::from(*g) - w).abs() / s.max(1e-30);
+        if e.is_nan() {
+            return Ok(f64::INFINITY);
+        }
+        worst = worst.max(e);
+    }
+    Ok(worst)
+}
+
+fn verdict(err: f64, tol: f64) -> Result<String> {
+    if err <= tol {
+        Ok(format!("ok (max rel err {err:.1e})"))
+    } else {
+        bail!("max rel err {err:.1e} > {tol:.0e}")
+    }
+}
+
+fn grid(n: usize, per_block: usize) -> Result<u32> {
+    u32::try_from(n.div_ceil(per_block)).context("grid too large")
+}
+
+/// Runs one kernel at its launch and checks it against the CPU.
+fn run(
+    stream: &Arc<CudaStream>,
+    f: &CudaFunction,
+    site: &Site,
+    launch: (u32, u32),
+) -> Result<String> {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let (block, dynamic_smem) = launch;
+    let b = block as usize;
+    match site.ident {
+        "saxpy" => {
+            let n = 1usize << 22;
+            let (a, x, y) = (1.5f32, rng.vec(n), rng.vec(n));
+            let dx = upload(stream, &x)?;
+            let mut dy = upload(stream, &y)?;
+            let n32 = n as i32;
+            let cfg = LaunchConfig {
+                grid_dim: (grid(n, b)?, 1, 1),
+                block_dim: (block, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut l = stream.launch_builder(f);
+            l.arg(&a).arg(&dx).arg(&mut dy).arg(&n32);
+            // SAFETY: saxpy(float, const float*, float*, int) with n-element buffers.
+            unsafe { l.launch(cfg) }.context("launch")?;
+            let got = download(stream, &dy)?;
+            let a64 = f64::from(a);
+            let terms = |(x, y): (&f32, &f32)| (a64 * f64::from(*x), f64::from(*y));
+            let want: Vec<f64> = x.iter().zip(&y).map(terms).map(|(p, q)| p + q).collect();
+            let scale: Vec<f64> = x
+                .iter()
+                .zip(&y)
+                .map(terms)
+                .map(|(p, q)| p.abs() + q.abs())
+                .collect();
+            verdict(max_err(&got, &want, &scale)?, 1e-6)
+        }
+        "block_sum" => {
+            let n = (1usize << 22) + 12345;
+            let x = rng.vec(n);
+            let per_block = b * launches::BLOCK_SUM_ITEMS as usize;
+            let blocks = grid(n, per_block)?;
+            let dx = upload(stream, &x)?;
+            let mut dout = stream
+                .alloc_zeros::<f32>(blocks as usize)
+                .context("alloc")?;
+            let n32 = i32::try_from(n)?;
+            let cfg = LaunchConfig {
+                grid_dim: (blocks, 1, 1),
+                block_dim: (block, 1, 1),
+                shared_mem_bytes: dynamic_smem,
+            };
+            let mut l = stream.launch_builder(f);
+            l.arg(&dx).arg(&mut dout).arg(&n32);
+            // SAFETY: block_sum(const float*, float*, int); ITEMS*4*block bytes of dynamic smem.
+            unsafe { l.launch(cfg) }.context("launch")?;
+            let got = download(stream, &dout)?;
+            let want: Vec<f64> = x
+                .chunks(per_block)
+                .map(|c| c.iter().map(|v| f64::from(*v)).sum())
+                .collect();
+            let scale: Vec<f64> = x
+                .chunks(per_block)
+                .map(|c| c.iter().map(|v| f64::from(v.abs())).sum())
+                .collect();
+            verdict(max_err(&got, &want, &scale)?, 1e-5)
+        }
+        "linalg_transpose_float_32" => {
+            const TILE: u32 = 32;
+            const PLANES: usize = 8;
+            if block % TILE != 0 {
+                bail!("block size {block} is not a multiple of the tile width {TILE}");
+            }
+            let (rows, cols) = (1000usize, 1500usize);
+            let x = rng.vec(PLANES * rows * cols);
+            let dx = upload(stream, &x)?;
+            let mut dout = stream.alloc_zeros::<f32>(x.len()).context("alloc")?;
+            let (r32, c32) = (rows as i32, cols as i32);
+            let cfg = LaunchConfig {
+                grid_dim: (grid(cols, TILE as usize)?, grid(rows, TILE as usize)?, 1),
+                block_dim: (TILE, block / TILE, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut l = stream.launch_builder(f);
+            l.arg(&dx).arg(&mut dout).arg(&r32).arg(&c32);
+            // SAFETY: transpose<float,32>(const float*, float*, int rows, int cols), PLANES planes.
+            unsafe { l.launch(cfg) }.context("launch")?;
+            let got = download(stream, &dout)?;
+            let mut want = vec![0.0f64; x.len()];
+            for p in 0..PLANES {
+                for r in 0..rows {
+                    for c in 0..cols {
+                        want[p * rows * cols + c * rows + r] =
+                            f64::from(x[p * rows * cols + r * cols + c]);
+                    }
+                }
+            }
+            verdict(max_err(&got, &want, &vec![1.0; want.len()])?, 0.0)
+        }
+        "row_softmax" => {
+            if block != 128 {
+                bail!("row_softmax is written for 128 threads, the launch has {block}");
+            }
+            let (rows, cols) = (2048usize, 1000usize);
+            let x: Vec<f32> = rng.vec(rows * cols).iter().map(|v| v * 8.0).collect();
+            let dx = upload(stream, &x)?;
+            let mut dout = stream.alloc_zeros::<f32>(x.len()).context("alloc")?;
+            let c32 = cols as i32;
+            let cfg = LaunchConfig {
+                grid_dim: (rows as u32, 1, 1),
+                block_dim: (block, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut l = stream.launch_builder(f);
+            l.arg(&dx).arg(&mut dout).arg(&c32);
+            // SAFETY: row_softmax(const float*, float*, int cols), one block per row.
+            unsafe { l.launch(cfg) }.context("launch")?;
+            let got = download(stream, &dout)?;
+            let mut want = Vec::with_capacity(x.len());
+            for row in x.chunks(cols) {
+                let m = row.iter().fold(f64::MIN, |m, v| m.max(f64::from(*v)));
+                let s: f64 = row.iter().map(|v| (f64::from(*v) - m).exp()).sum();
+                want.extend(row.iter().map(|v| (f64::from(*v) - m).exp() / s));
+            }
+            let scale: Vec<f64> = want.iter().map(|w| w.max(1e-3)).collect();
+            verdict(max_err(&got, &want, &scale)?, 1e-3)
+        }
+        "nbody_forces" => {
+            let n = 4096usize;
+            let soft = 1e-2f32;
+            let mut pos = rng.vec(4 * n);
+            for w in pos.chunks_mut(4) {
+                w[3] = w[3].abs() + 0.1;
+            }
+            let dpos = upload(stream, &pos)?;
+            let mut dacc = stream.alloc_zeros::<f32>(3 * n).context("alloc")?;
+            let n32 = n as i32;
+            let cfg = LaunchConfig {
+                grid_dim: (grid(n, b)?, 1, 1),
+                block_dim: (block, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut l = stream.launch_builder(f);
+            l.arg(&dpos).arg(&mut dacc).arg(&n32).arg(&soft);
+            // SAFETY: nbody_forces(const float4*, float3*, int n, float), n % 16 == 0.
+            unsafe { l.launch(cfg) }.context("launch")?;
+            let got = download(stream, &dacc)?;
+            let mut want = vec![0.0f64; 3 * n];
+            let mut scale = vec![0.0f64; 3 * n];
+            for i in 0..n {
+                let p = &pos[4 * i..4 * i + 4];
+                for j in 0..n {
+                    let q = &pos[4 * j..4 * j + 4];
+                    let d = [q[0] - p[0], q[1] - p[1], q[2] - p[2]].map(f64::from);
+                    let r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2] + f64::from(soft);
+                    let s = f64::from(q[3]) / (r2 * r2.sqrt());
+                    for c in 0..3 {
+                        want[3 * i + c] += d[c] * s;
+                        scale[3 * i + c] += (d[c] * s).abs();
+                    }
+                }
+            }
+            verdict(max_err(&got, &want, &scale)?, 5e-4)
+        }
+        other => bail!("no test data for kernel `{other}`"),
+    }
+}

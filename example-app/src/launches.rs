@@ -1,0 +1,253 @@
+//! Launch sites: for each kernel, a `#[launch_config]` function that bakes
+//! its launch per arch at compile time, its launch policy (dynamic shared
+//! memory, block size cap) and the limiter that holds it back there.
+//!
+//! [`Site::plan`] runs occ's model (`occ_build::tune`) on the manifest at run
+//! time: for the limiters (which the macro does not bake), for GPUs of an
+//! arch the build has no cubin for, and for the tests, which check that it
+//! agrees with what the macro baked.
+
+use crate::kernels;
+use occ_build::manifest::KernelArch;
+use occ_build::occupancy::Limiter;
+use occ_build::tune::{DynamicSmem, TuneRequest};
+use occ_macros::launch_config;
+
+/// What a `#[launch_config]` site baked in at compile time.
+#[derive(Debug, Clone, Copy)]
+pub struct Baked {
+    /// The kernel's symbol (`KERNEL_NAME`).
+    pub symbol: &'static str,
+    /// `(arch, major, minor, block size, dynamic smem bytes, blocks per SM)`
+    /// per arch of the build (`LAUNCH_CONFIGS`).
+    pub configs: &'static [(&'static str, u32, u32, u32, u32, u32)],
+    /// `(block size, dynamic smem bytes)` for a GPU of compute capability
+    /// `major.minor`, from the newest cubin that runs there (`launch_for`).
+    pub launch_for: fn(u32, u32) -> Option<(u32, u32)>,
+}
+
+impl Baked {
+    /// The baked `(block size, dynamic smem bytes, blocks per SM)` on `arch`.
+    pub fn on(&self, arch: &str) -> Option<(u32, u32, u32)> {
+        self.configs
+            .iter()
+            .find(|row| row.0 == arch)
+            .map(|&(_, _, _, block, smem, blocks)| (block, smem, blocks))
+    }
+}
+
+/// How a kernel is launched and what holds it back there.
+#[derive(Debug, Clone, Copy)]
+pub struct Site {
+    /// The kernel's identifier in the manifest and in `kernels.rs`.
+    pub ident: &'static str,
+    /// The launch site: the `#[launch_config]` function.
+    pub baked: fn() -> Baked,
+    /// Dynamic shared memory per thread, bytes: the site's `smem_per_thread`.
+    pub smem_per_thread: u32,
+    /// The site's `max_block_size`, on top of launch bounds.
+    pub max_block_size: Option<u32>,
+    /// The limiter this kernel demonstrates at its launch ...
+    pub limiter: Limiter,
+    /// ... on this arch.
+    pub arch: &'static str,
+    /// Cubin and PTX per arch, in build order.
+    pub device_code: &'static [(&'static str, &'static [u8], &'static str)],
+}
+
+macro_rules! device_code {
+    ($k:ident) => {
+        &[
+            ("sm_80", kernels::$k::sm_80::CUBIN, kernels::$k::sm_80::PTX),
+            ("sm_86", kernels::$k::sm_86::CUBIN, kernels::$k::sm_86::PTX),
+            ("sm_90", kernels::$k::sm_90::CUBIN, kernels::$k::sm_90::PTX),
+        ]
+    };
+}
+
+macro_rules! baked {
+    () => {
+        Baked {
+            symbol: KERNEL_NAME,
+            configs: LAUNCH_CONFIGS,
+            launch_for,
+        }
+    };
+}
+
+/// `saxpy`'s launch site.
+#[launch_config(kernel = "saxpy")]
+pub fn saxpy_site() -> Baked {
+    baked!()
+}
+
+/// `block_sum`'s launch site: `ITEMS` (32) floats of dynamic shared memory
+/// per thread.
+#[launch_config(kernel = "block_sum", smem_per_thread = 32 * 4)]
+pub fn block_sum_site() -> Baked {
+    baked!()
+}
+
+/// The transpose's launch site: 32 × 8 threads at most.
+#[launch_config(kernel = "linalg::transpose<float, 32>", max_block_size = 256)]
+pub fn transpose_site() -> Baked {
+    baked!()
+}
+
+/// `row_softmax`'s launch site (its `__launch_bounds__(128)` fixes the block).
+#[launch_config(kernel = "row_softmax")]
+pub fn row_softmax_site() -> Baked {
+    baked!()
+}
+
+/// `nbody_forces`' launch site (`__launch_bounds__(256)`).
+#[launch_config(kernel = "nbody_forces")]
+pub fn nbody_site() -> Baked {
+    baked!()
+}
+
+/// `saxpy`: a light kernel; the SM's warp slots hold it back.
+pub const SAXPY: Site = Site {
+    ident: "saxpy",
+    baked: saxpy_site,
+    smem_per_thread: 0,
+    max_block_size: None,
+    limiter: Limiter::Warps,
+    arch: "sm_80",
+    device_code: device_code!(saxpy),
+};
+
+/// `block_sum`: 128 bytes of dynamic shared memory per thread; shared memory
+/// holds it back.
+pub const BLOCK_SUM: Site = Site {
+    ident: "block_sum",
+    baked: block_sum_site,
+    smem_per_thread: BLOCK_SUM_ITEMS * 4,
+    max_block_size: None,
+    limiter: Limiter::SharedMemory,
+    arch: "sm_80",
+    device_code: device_code!(block_sum),
+};
+
+/// `ITEMS` of `kernels/reduce.cu`: floats each thread stages.
+pub const BLOCK_SUM_ITEMS: u32 = 32;
+
+/// `linalg::transpose<float, 32>`: 33 KB of static shared memory per block,
+/// launched as 32 × 8 threads; shared memory holds it back.
+pub const TRANSPOSE: Site = Site {
+    ident: "linalg_transpose_float_32",
+    baked: transpose_site,
+    smem_per_thread: 0,
+    max_block_size: Some(256),
+    limiter: Limiter::SharedMemory,
+    arch: "sm_80",
+    device_code: device_code!(linalg_transpose_float_32),
+};
+
+/// `row_softmax`: 128 threads, 6 named barriers; on sm_90 the block barriers
+/// hold it back.
+pub const ROW_SOFTMAX: Site = Site {
+    ident: "row_softmax",
+    baked: row_softmax_site,
+    smem_per_thread: 0,
+    max_block_size: None,
+    limiter: Limiter::Barriers,
+    arch: "sm_90",
+    device_code: device_code!(row_softmax),
+};
+
+/// `nbody_forces`: ~80 registers under `__launch_bounds__(256)`; registers
+/// hold it back.
+pub const NBODY: Site = Site {
+    ident: "nbody_forces",
+    baked: nbody_site,
+    smem_per_thread: 0,
+    max_block_size: None,
+    limiter: Limiter::Registers,
+    arch: "sm_80",
+    device_code: device_code!(nbody_forces),
+};
+
+/// Every launch site, in the order the app runs them.
+pub const SITES: [Site; 5] = [SAXPY, BLOCK_SUM, TRANSPOSE, ROW_SOFTMAX, NBODY];
+
+/// A launch computed by the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaunchPlan {
+    /// Threads per block.
+    pub block_size: u32,
+    /// Dynamic shared memory per block, bytes.
+    pub dynamic_smem: u32,
+    /// Resident blocks per SM.
+    pub blocks_per_sm: u32,
+    /// Resident warps / the SM's maximum.
+    pub occupancy: f64,
+    /// What holds it back: every resource whose own limit equals the
+    /// resident blocks.
+    pub limiters: Vec<Limiter>,
+    /// The limiter flags as `cuda_occupancy.h` sets them. On sm_90+ the header
+    /// sets the barrier flag after the others without clearing them, so a
+    /// barrier-bound kernel also keeps the flags of the resources that would
+    /// have bound it otherwise; [`LaunchPlan::limiters`] does not.
+    pub header_limiters: Vec<Limiter>,
+}
+
+impl Site {
+    /// The model's request for this site.
+    pub fn request(&self) -> TuneRequest {
+        TuneRequest {
+            dynamic_smem: if self.smem_per_thread == 0 {
+                DynamicSmem::Fixed(0)
+            } else {
+                DynamicSmem::PerThread {
+                    per_thread: self.smem_per_thread,
+                    fixed: 0,
+                }
+            },
+            max_block_size: self.max_block_size,
+            ..TuneRequest::default()
+        }
+    }
+
+    /// Dynamic shared memory for a block of `block_size` threads, bytes.
+    pub fn dynamic_smem(&self, block_size: u32) -> u32 {
+        self.smem_per_thread.saturating_mul(block_size)
+    }
+
+    /// The best launch of this site on `arch` for a kernel with resources `k`.
+    pub fn plan(&self, arch: &str, k: &KernelArch) -> anyhow::Result<LaunchPlan> {
+        let spec =
+            occ_build::arch::lookup(arch).map_err(|e| anyhow::anyhow!("{}: {e}", self.ident))?;
+        let res = occ_build::analyze::resources(k);
+        let best = occ_build::tune::best_block_size(spec, &res, &self.request())
+            .map_err(|e| anyhow::anyhow!("{} on {arch}: {e}", self.ident))?
+            .ok_or_else(|| anyhow::anyhow!("{} cannot launch on {arch}", self.ident))?;
+        Ok(LaunchPlan {
+            block_size: best.block_size,
+            dynamic_smem: best.dynamic_smem,
+            blocks_per_sm: best.occupancy.active_blocks,
+            occupancy: best.occupancy.occupancy,
+            limiters: Limiter::ALL
+                .into_iter()
+                .filter(|l| best.occupancy.limits.get(*l) == Some(best.occupancy.active_blocks))
+                .collect(),
+            header_limiters: best.occupancy.limiters.iter().collect(),
+        })
+    }
+
+    /// The manifest's entry for this kernel on `arch`.
+    pub fn resources<'m>(
+        &self,
+        manifest: &'m occ_build::Manifest,
+        arch: &str,
+    ) -> anyhow::Result<&'m KernelArch> {
+        manifest
+            .kernels
+            .iter()
+            .find(|k| k.ident == self.ident)
+            .ok_or_else(|| anyhow::anyhow!("kernel `{}` is not in the manifest", self.ident))?
+            .archs
+            .get(arch)
+            .ok_or_else(|| anyhow::anyhow!("kernel `{}` was not built for {arch}", self.ident))
+    }
+}

@@ -1,0 +1,132 @@
+//! The occupancy plan: per kernel × arch, the resources ptxas reported and
+//! the launch the model picks at each kernel's launch site.
+
+use crate::launches::{LaunchPlan, Site, SITES};
+use occ_build::Manifest;
+use std::fmt::Write as _;
+
+/// One row of the plan.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// The kernel's launch site.
+    pub site: Site,
+    /// The arch.
+    pub arch: String,
+    /// Registers per thread.
+    pub registers: u32,
+    /// Static shared memory per block, bytes.
+    pub static_smem: u32,
+    /// Spilled bytes (stores + loads).
+    pub spills: u32,
+    /// Named barriers (`None` when ptxas did not say).
+    pub barriers: Option<u32>,
+    /// The launch the site baked: block size, dynamic smem, blocks per SM.
+    pub baked: (u32, u32, u32),
+    /// The model's launch on the same resources, with its limiters.
+    pub launch: LaunchPlan,
+}
+
+impl Row {
+    /// Whether the baked launch is the model's.
+    pub fn agrees(&self) -> bool {
+        self.baked
+            == (
+                self.launch.block_size,
+                self.launch.dynamic_smem,
+                self.launch.blocks_per_sm,
+            )
+    }
+}
+
+/// Every site on every arch of the manifest.
+pub fn rows(manifest: &Manifest) -> anyhow::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for site in SITES {
+        for arch in &manifest.archs {
+            let k = site.resources(manifest, arch)?;
+            let baked = (site.baked)().on(arch).ok_or_else(|| {
+                anyhow::anyhow!("{}: #[launch_config] baked nothing for {arch}", site.ident)
+            })?;
+            rows.push(Row {
+                baked,
+                site,
+                arch: arch.clone(),
+                registers: k.registers,
+                static_smem: k.static_smem,
+                spills: k.spill_bytes(),
+                barriers: k.barriers,
+                launch: site.plan(arch, k)?,
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// `a + b` of the limiters, or "none".
+pub fn limiters(l: &[occ_build::occupancy::Limiter]) -> String {
+    if l.is_empty() {
+        return "none".into();
+    }
+    l.iter().map(|l| l.as_str()).collect::<Vec<_>>().join(" + ")
+}
+
+fn kernel_label(site: &Site) -> String {
+    site.ident.trim_start_matches("linalg_").to_string()
+}
+
+/// The plan as a table.
+pub fn render(manifest: &Manifest) -> anyhow::Result<String> {
+    let rows = rows(manifest)?;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "occupancy plan: {} kernels x {} archs ({}), nvcc {}",
+        SITES.len(),
+        manifest.archs.len(),
+        manifest.archs.join(", "),
+        manifest.nvcc
+    );
+    let _ = writeln!(
+        out,
+        "{:<18} {:<6} {:>4} {:>6} {:>4} {:>6} {:>5} {:>7} {:>6} {:>5}  limiter",
+        "kernel", "arch", "regs", "smem", "bars", "spills", "block", "dyn", "blk/SM", "occ"
+    );
+    for r in &rows {
+        let bars = r.barriers.map_or("-".to_string(), |b| b.to_string());
+        let claimed = if r.arch == r.site.arch && r.launch.limiters.contains(&r.site.limiter) {
+            "  <- demonstrated"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "{:<18} {:<6} {:>4} {:>6} {:>4} {:>6} {:>5} {:>7} {:>6} {:>4.0}%  {}{}",
+            kernel_label(&r.site),
+            r.arch,
+            r.registers,
+            r.static_smem,
+            bars,
+            r.spills,
+            r.baked.0,
+            r.baked.1,
+            r.baked.2,
+            r.launch.occupancy * 100.0,
+            limiters(&r.launch.limiters),
+            claimed
+        );
+    }
+    for r in rows
+        .iter()
+        .filter(|r| r.launch.header_limiters != r.launch.limiters)
+    {
+        let _ = writeln!(
+            out,
+            "note: {} on {}: cuda_occupancy.h flags {} (it adds the barrier flag without clearing the others); bound by {}",
+            kernel_label(&r.site),
+            r.arch,
+            limiters(&r.launch.header_limiters),
+            limiters(&r.launch.limiters)
+        );
+    }
+    Ok(out)
+}

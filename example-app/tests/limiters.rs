@@ -1,0 +1,179 @@
+//! Each kernel of the example is held back, at its launch site, by the
+//! limiter it claims, as occ's model computes it from the manifest this
+//! build wrote: no number here is written by hand.
+
+use example_app::kernels;
+use example_app::launches::{Site, SITES};
+use occ_build::occupancy::Limiter;
+
+fn manifest() -> occ_build::Manifest {
+    match example_app::manifest() {
+        Ok(m) => m,
+        Err(e) => panic!("{e:#}"),
+    }
+}
+
+fn plan(site: &Site, arch: &str) -> example_app::launches::LaunchPlan {
+    let m = manifest();
+    let k = site.resources(&m, arch).unwrap_or_else(|e| panic!("{e:#}"));
+    site.plan(arch, k).unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+#[test]
+fn every_kernel_is_bound_by_its_claimed_limiter_alone() {
+    for site in SITES {
+        let p = plan(&site, site.arch);
+        assert_eq!(
+            p.limiters,
+            vec![site.limiter],
+            "{} on {} at block {} (dyn smem {}): bound by {:?}, the site claims {:?}",
+            site.ident,
+            site.arch,
+            p.block_size,
+            p.dynamic_smem,
+            p.limiters,
+            site.limiter
+        );
+        assert!(
+            p.blocks_per_sm > 0,
+            "{} cannot launch on {}",
+            site.ident,
+            site.arch
+        );
+    }
+}
+
+#[test]
+fn the_sites_cover_warps_registers_shared_memory_and_barriers() {
+    let mut claimed: Vec<Limiter> = SITES.iter().map(|s| s.limiter).collect();
+    claimed.sort();
+    claimed.dedup();
+    assert_eq!(
+        claimed,
+        vec![
+            Limiter::Warps,
+            Limiter::Registers,
+            Limiter::SharedMemory,
+            Limiter::Barriers
+        ]
+    );
+    // Both shared-memory kernels: one through dynamic, one through static smem.
+    let m = manifest();
+    let smem: Vec<&Site> = SITES
+        .iter()
+        .filter(|s| s.limiter == Limiter::SharedMemory)
+        .collect();
+    assert!(smem.iter().any(
+        |s| s.smem_per_thread > 0 && s.resources(&m, s.arch).is_ok_and(|k| k.static_smem == 0)
+    ));
+    assert!(smem.iter().any(
+        |s| s.smem_per_thread == 0 && s.resources(&m, s.arch).is_ok_and(|k| k.static_smem > 0)
+    ));
+}
+
+#[test]
+fn dynamic_smem_is_what_binds_block_sum() {
+    // Without its per-thread shared memory the reduction would be bound by
+    // warps: the limiter comes from the launch, not from the kernel alone.
+    let site = example_app::launches::BLOCK_SUM;
+    let bare = Site {
+        smem_per_thread: 0,
+        ..site
+    };
+    let with = plan(&site, site.arch);
+    let without = plan(&bare, site.arch);
+    assert_eq!(with.dynamic_smem, with.block_size * site.smem_per_thread);
+    assert!(without.limiters.contains(&Limiter::Warps), "{without:?}");
+    assert!(
+        with.blocks_per_sm * with.block_size < without.blocks_per_sm * without.block_size,
+        "{with:?} vs {without:?}"
+    );
+}
+
+#[test]
+fn row_softmax_uses_several_named_barriers_and_only_sm_90_counts_them() {
+    let m = manifest();
+    let site = example_app::launches::ROW_SOFTMAX;
+    for arch in &m.archs {
+        let k = site.resources(&m, arch).unwrap_or_else(|e| panic!("{e:#}"));
+        let bars = k.barriers.unwrap_or(0);
+        assert!(
+            bars > 1,
+            "row_softmax on {arch}: ptxas reported {bars} barriers"
+        );
+        let p = plan(&site, arch);
+        assert_eq!(
+            p.limiters.contains(&Limiter::Barriers),
+            arch.as_str() >= "sm_90",
+            "{arch}: {p:?}"
+        );
+    }
+}
+
+#[test]
+fn sites_without_a_policy_launch_at_the_baked_best_block() {
+    // With no dynamic smem and no cap, the launch is the manifest's best and
+    // the constant kernels.rs bakes.
+    let m = manifest();
+    let baked = [
+        ("saxpy", kernels::saxpy::sm_80::BEST_BLOCK_SIZE),
+        (
+            "nbody_forces",
+            kernels::nbody_forces::sm_80::BEST_BLOCK_SIZE,
+        ),
+        ("row_softmax", kernels::row_softmax::sm_80::BEST_BLOCK_SIZE),
+    ];
+    for (ident, constant) in baked {
+        let site = SITES.iter().find(|s| s.ident == ident).copied();
+        let site = site.unwrap_or_else(|| panic!("no site for {ident}"));
+        assert_eq!(site.smem_per_thread, 0);
+        assert_eq!(site.max_block_size, None);
+        let k = site
+            .resources(&m, "sm_80")
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        let p = plan(&site, "sm_80");
+        assert_eq!(p.block_size, k.best.block_size, "{ident}");
+        assert_eq!(p.block_size, constant, "{ident}");
+        assert_eq!(p.blocks_per_sm, k.best.active_blocks_per_sm, "{ident}");
+    }
+}
+
+#[test]
+fn the_plan_renders_every_kernel_on_every_arch() {
+    let m = manifest();
+    let text = example_app::plan::render(&m).unwrap_or_else(|e| panic!("{e:#}"));
+    let rows = text.lines().filter(|l| l.contains(" sm_")).count();
+    assert!(rows >= SITES.len() * m.archs.len(), "{text}");
+    for arch in ["sm_80", "sm_86", "sm_90"] {
+        assert!(m.archs.iter().any(|a| a == arch), "{arch} is not built");
+    }
+}
+
+#[test]
+fn launch_config_bakes_the_models_launch_on_every_arch() {
+    let m = manifest();
+    for site in SITES {
+        let baked = (site.baked)();
+        assert_eq!(baked.configs.len(), m.archs.len(), "{}", site.ident);
+        for arch in &m.archs {
+            let p = plan(&site, arch);
+            assert_eq!(
+                baked.on(arch),
+                Some((p.block_size, p.dynamic_smem, p.blocks_per_sm)),
+                "{} on {arch}: #[launch_config] vs the model with the site's policy",
+                site.ident
+            );
+        }
+    }
+}
+
+#[test]
+fn launch_for_picks_the_newest_cubin_that_runs() {
+    let baked = (example_app::launches::BLOCK_SUM.baked)();
+    let on = |arch: &str| baked.on(arch).map(|(b, s, _)| (b, s));
+    assert_eq!((baked.launch_for)(9, 0), on("sm_90"));
+    assert_eq!((baked.launch_for)(8, 9), on("sm_86"));
+    assert_eq!((baked.launch_for)(8, 0), on("sm_80"));
+    assert_eq!((baked.launch_for)(7, 5), None);
+    assert_eq!((baked.launch_for)(10, 0), None);
+}
