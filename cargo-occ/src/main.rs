@@ -6,6 +6,7 @@
 use clap::{Parser, Subcommand};
 
 mod parse;
+mod sweep;
 
 /// Cargo runs `cargo-occ occ <args>` for `cargo occ <args>`.
 #[derive(Debug, Parser)]
@@ -26,12 +27,15 @@ struct Occ {
 enum Command {
     /// Print the resources of each kernel in a saved `nvcc -Xptxas -v` log.
     Parse(parse::ParseArgs),
+    /// Reassemble each kernel at every register cap that changes its occupancy.
+    Sweep(sweep::SweepArgs),
 }
 
 fn main() {
     let Cargo::Occ(occ) = Cargo::parse();
     let code = match occ.command {
         Command::Parse(args) => parse::run(args),
+        Command::Sweep(args) => sweep::run(args),
     };
     match code {
         Ok(code) => std::process::exit(code),

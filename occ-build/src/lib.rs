@@ -87,6 +87,7 @@ pub mod names;
 pub mod occupancy;
 pub mod ptx;
 pub mod ptxas;
+pub mod sweep;
 pub mod toolkit;
 pub mod tune;
 
