@@ -25,6 +25,12 @@
 //! those directives, and for the others rewrites the entry's `.maxnreg` in a
 //! copy of the PTX ([`Method::Maxnreg`]), which ptxas always honours. Each
 //! point also records whether ptxas kept to the cap ([`SweepPoint::applied`]).
+//!
+//! The sweep reassembles the PTX of the uncapped build. `nvcc -maxrregcount N`
+//! also hands the cap to cicc (`-maxreg`), which can change the PTX a little,
+//! so a build with [`crate::Build::max_registers`] can differ from the sweep's
+//! point by a register or a few spill bytes; the manifest of that build has
+//! its real numbers.
 
 use crate::error::{Error, Result};
 use crate::manifest::{Best, Kernel, KernelArch, LaunchBounds, Manifest};
