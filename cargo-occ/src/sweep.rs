@@ -45,7 +45,11 @@ fn parse_method(s: &str) -> Result<Method, String> {
 pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     let cwd = std::env::current_dir().context("cannot read the current folder")?;
     let manifest_path = match &args.manifest {
-        Some(p) => p.clone(),
+        Some(p) if p.is_file() => p.clone(),
+        Some(p) => bail!(
+            "no manifest at {}; pass the manifest.json of a build ($OUT_DIR/occ/manifest.json), or leave out --manifest to use the newest build of the package here",
+            p.display()
+        ),
         None => find_manifest(&cwd)?,
     };
     let manifest = Manifest::read(&manifest_path)?;
@@ -98,8 +102,8 @@ pub fn table(k: &KernelSweep) -> String {
         out.push_str(&format!("  note: {note}\n"));
     }
     out.push_str(&format!(
-        "  {:>5}  {:>4}  {:>13}  {:>5}  {:>5}  {:>17}  {:<14}  {}\n",
-        "cap", "regs", "spill st/ld", "stack", "block", "occupancy", "limiter", ""
+        "  {:>5}  {:>4}  {:>13}  {:>5}  {:>5}  {:>17}  limiter\n",
+        "cap", "regs", "spill st/ld", "stack", "block", "occupancy"
     ));
     let row = |p: &SweepPoint| {
         let cap = p.cap.map_or("none".to_string(), |c| c.to_string());

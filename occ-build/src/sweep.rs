@@ -300,18 +300,23 @@ pub fn sweep_kernel(
             what.push(format!(".maxnreg {n}"));
         }
         if bounds.max_threads.is_some() || bounds.req_threads.is_some() {
-            what.push("__launch_bounds__ block size (.maxntid/.reqntid)".to_string());
+            what.push("__launch_bounds__: .maxntid/.reqntid".to_string());
         }
         if let Some(n) = bounds.min_blocks_per_sm {
             what.push(format!(".minnctapersm {n}"));
         }
         notes.push(format!(
-            "{} override -maxrregcount, so the caps were written into the PTX as .maxnreg; \
-             Build::max_registers (-maxrregcount) would not change this kernel",
+            "ptxas ignores -maxrregcount for this kernel ({}), so the caps were written \
+             into the PTX as .maxnreg; Build::max_registers (-maxrregcount) would not change it",
             what.join(", ")
         ));
     }
 
+    if let Some(c) = k.maxrregcount {
+        notes.push(format!(
+            "the build gives this kernel's file -maxrregcount {c}; the uncapped row uses it too"
+        ));
+    }
     let scratch = Scratch(std::env::temp_dir().join(format!(
         "occ-sweep-{}-{:x}",
         std::process::id(),
@@ -328,14 +333,23 @@ pub fn sweep_kernel(
     let results: Mutex<Vec<Option<Result<Run>>>> =
         Mutex::new(settings.iter().map(|_| None).collect());
     let workers = jobs.clamp(1, settings.len());
+    let job = PtxasJob {
+        ptxas_path,
+        ptx_path,
+        ptx_text: &ptx_text,
+        scratch: &scratch.0,
+        kernel,
+        arch,
+        build_cap: k.maxrregcount,
+        method,
+    };
+    let job = &job;
     std::thread::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(cap) = settings.get(i) else { break };
-                let run = run_one(
-                    ptxas_path, ptx_path, &ptx_text, &scratch.0, kernel, arch, *cap, method,
-                );
+                let run = job.run(*cap);
                 if let Ok(mut slots) = results.lock() {
                     slots[i] = Some(run);
                 }
@@ -413,79 +427,99 @@ fn point(arch: &str, k: &KernelArch, cap: Option<u32>, run: Run) -> Result<Sweep
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_one(
-    ptxas_path: &Path,
-    ptx_path: &Path,
-    ptx_text: &str,
-    scratch: &Path,
-    kernel: &Kernel,
-    arch: &str,
-    cap: Option<u32>,
+/// Everything a ptxas run of the sweep needs but the cap.
+struct PtxasJob<'a> {
+    ptxas_path: &'a Path,
+    ptx_path: &'a Path,
+    ptx_text: &'a str,
+    scratch: &'a Path,
+    kernel: &'a Kernel,
+    arch: &'a str,
+    /// The `-maxrregcount` of the build, for the baseline.
+    build_cap: Option<u32>,
     method: Method,
-) -> Result<Run> {
-    let mut cmd = Command::new(ptxas_path);
-    cmd.stdin(Stdio::null())
-        .arg(format!("-arch={arch}"))
-        .arg("-v")
-        .arg("-e")
-        .arg(&kernel.name);
-    let out_name = format!(
-        "{}.cubin",
-        cap.map_or("base".to_string(), |c| c.to_string())
-    );
-    cmd.arg("-o").arg(scratch.join(out_name));
-    let input = match (cap, method) {
-        (Some(c), Method::Maxnreg) => {
-            let text = with_maxnreg(ptx_text, &kernel.name, c).ok_or_else(|| {
-                Error::Other(format!(
+}
+
+impl PtxasJob<'_> {
+    fn run(&self, cap: Option<u32>) -> Result<Run> {
+        let PtxasJob {
+            ptxas_path,
+            ptx_path,
+            ptx_text,
+            scratch,
+            kernel,
+            arch,
+            build_cap,
+            method,
+        } = *self;
+        let mut cmd = Command::new(ptxas_path);
+        cmd.stdin(Stdio::null())
+            .arg(format!("-arch={arch}"))
+            .arg("-v")
+            .arg("-e")
+            .arg(&kernel.name);
+        let out_name = format!(
+            "{}.cubin",
+            cap.map_or("base".to_string(), |c| c.to_string())
+        );
+        cmd.arg("-o").arg(scratch.join(out_name));
+        let input = match (cap, method) {
+            (Some(c), Method::Maxnreg) => {
+                let text = with_maxnreg(ptx_text, &kernel.name, c).ok_or_else(|| {
+                    Error::Other(format!(
                     "{} has no entry {}; rebuild the crate so that the manifest and the PTX agree",
                     ptx_path.display(),
                     kernel.name
                 ))
-            })?;
-            let path = scratch.join(format!("maxnreg{c}.ptx"));
-            std::fs::write(&path, text)
-                .map_err(|e| Error::io(format!("cannot write {}", path.display()), e))?;
-            path
-        }
-        (Some(c), _) => {
-            cmd.arg("--maxrregcount").arg(c.to_string());
-            ptx_path.to_path_buf()
-        }
-        (None, _) => ptx_path.to_path_buf(),
-    };
-    cmd.arg(&input);
-    let output = cmd.output().map_err(|e| {
+                })?;
+                let path = scratch.join(format!("maxnreg{c}.ptx"));
+                std::fs::write(&path, text)
+                    .map_err(|e| Error::io(format!("cannot write {}", path.display()), e))?;
+                path
+            }
+            (Some(c), _) => {
+                cmd.arg("--maxrregcount").arg(c.to_string());
+                ptx_path.to_path_buf()
+            }
+            (None, _) => {
+                // The baseline is the build as it was, with its file's cap.
+                if let Some(c) = build_cap {
+                    cmd.arg("--maxrregcount").arg(c.to_string());
+                }
+                ptx_path.to_path_buf()
+            }
+        };
+        cmd.arg(&input);
+        let output = cmd.output().map_err(|e| {
         Error::Other(format!(
             "cannot run {} ({e}); it should lie beside nvcc: set NVCC or CUDA_HOME to a full CUDA toolkit",
             ptxas_path.display()
         ))
     })?;
-    let mut log = String::from_utf8_lossy(&output.stderr).into_owned();
-    log.push_str(&String::from_utf8_lossy(&output.stdout));
-    let what = match cap {
-        Some(c) => format!("{} for {arch} at cap {c}", kernel.base_name),
-        None => format!("{} for {arch}", kernel.base_name),
-    };
-    if !output.status.success() {
-        let lines: Vec<&str> = log
-            .lines()
-            .filter(|l| !l.starts_with("ptxas info"))
-            .take(20)
-            .collect();
-        return Err(Error::Other(format!(
+        let mut log = String::from_utf8_lossy(&output.stderr).into_owned();
+        log.push_str(&String::from_utf8_lossy(&output.stdout));
+        let what = match cap {
+            Some(c) => format!("{} for {arch} at cap {c}", kernel.base_name),
+            None => format!("{} for {arch}", kernel.base_name),
+        };
+        if !output.status.success() {
+            let lines: Vec<&str> = log
+                .lines()
+                .filter(|l| !l.starts_with("ptxas info"))
+                .take(20)
+                .collect();
+            return Err(Error::Other(format!(
             "ptxas failed on {what} ({}):\n{}\ncheck that this ptxas is as new as the nvcc that built the PTX",
             ptx_path.display(),
             lines.join("\n")
         )));
-    }
-    let parsed = ptxas::parse_log(&log).map_err(|e| Error::Parse {
-        file: kernel.source.clone(),
-        arch: arch.to_string(),
-        detail: e.to_string(),
-    })?;
-    let record = parsed
+        }
+        let parsed = ptxas::parse_log(&log).map_err(|e| Error::Parse {
+            file: kernel.source.clone(),
+            arch: arch.to_string(),
+            detail: e.to_string(),
+        })?;
+        let record = parsed
         .kernels
         .into_iter()
         .find(|r| r.name == kernel.name)
@@ -497,20 +531,23 @@ fn run_one(
                 input.display()
             ))
         })?;
-    let diagnostics: Vec<String> = parsed
-        .diagnostics
-        .iter()
-        .filter(|d| d.severity >= ptxas::Severity::Warning || d.message.starts_with("Overriding"))
-        .map(|d| d.message.clone())
-        .collect();
-    let overridden = diagnostics
-        .iter()
-        .any(|m| m.starts_with("Overriding global maxrregcount"));
-    Ok(Run {
-        record,
-        diagnostics,
-        overridden,
-    })
+        let diagnostics: Vec<String> = parsed
+            .diagnostics
+            .iter()
+            .filter(|d| {
+                d.severity >= ptxas::Severity::Warning || d.message.starts_with("Overriding")
+            })
+            .map(|d| d.message.clone())
+            .collect();
+        let overridden = diagnostics
+            .iter()
+            .any(|m| m.starts_with("Overriding global maxrregcount"));
+        Ok(Run {
+            record,
+            diagnostics,
+            overridden,
+        })
+    }
 }
 
 /// Sweeps the kernels of a manifest (all, or those `filter` finds with
@@ -698,6 +735,20 @@ mod tests {
         }
         assert_eq!(last, 1.0);
         assert_eq!(*c.last().unwrap(), 32);
+    }
+
+    #[test]
+    fn maxrregcount_is_read_from_nvcc_args() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(analyze::maxrregcount(&args(&["-O3"])), None);
+        assert_eq!(
+            analyze::maxrregcount(&args(&["-maxrregcount", "40", "-O3"])),
+            Some(40)
+        );
+        assert_eq!(
+            analyze::maxrregcount(&args(&["--maxrregcount=64", "-maxrregcount", "32"])),
+            Some(32)
+        );
     }
 
     #[test]

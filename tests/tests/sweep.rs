@@ -328,6 +328,17 @@ fn max_registers_caps_the_file_of_a_kernel_and_is_recorded() {
     assert_eq!(a.maxrregcount, Some(40));
     let sax = m.kernels.iter().find(|k| k.name == "saxpy").unwrap();
     assert_eq!(sax.archs["sm_80"].maxrregcount, None);
+    // A sweep of that build starts from the capped build.
+    let swept = sweep_of(&s, &m, "forces8", Method::Auto);
+    assert_eq!(
+        (
+            swept.baseline.registers,
+            swept.baseline.spill_stores,
+            swept.baseline.spill_loads
+        ),
+        hand
+    );
+    assert!(swept.notes.iter().any(|n| n.contains("-maxrregcount 40")));
     // Second build: the cap is placed from the last manifest; same result.
     let again = build(&s, |b| {
         b.max_registers("forces8", 40);
