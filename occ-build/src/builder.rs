@@ -238,8 +238,7 @@ impl Build {
         let names = job_names(&sources);
         // Register caps by file; kernels are placed by the last manifest.
         let previous = Manifest::read(&out_dir.join(crate::manifest::FILE_NAME)).ok();
-        let (mut caps, pending) =
-            sweep::file_caps(&self.max_registers, &sources, previous.as_ref());
+        let (caps, pending) = sweep::file_caps(&self.max_registers, &sources, previous.as_ref());
         let make_jobs = |caps: &std::collections::BTreeMap<String, u32>| {
             let mut jobs = Vec::new();
             for (source, name) in sources.iter().zip(&names) {
@@ -286,17 +285,18 @@ impl Build {
             })
         };
         let mut outputs = run_all(&jobs)?;
-        if !pending.is_empty() {
-            // A kernel the last manifest did not place: find its file, then
-            // build that file again with the cap.
+        if !pending.is_empty() || (previous.is_some() && !self.max_registers.is_empty()) {
+            // Place each kernel by this build; where the last manifest did
+            // not place it (or placed it elsewhere), build again with the cap.
             let found = analyze::build_manifest(&package, "", &archs, &outputs)?;
-            let (more, unknown) = sweep::file_caps(&pending, &sources, Some(&found));
+            let (placed, unknown) = sweep::file_caps(&self.max_registers, &sources, Some(&found));
             if let Some((target, _)) = unknown.first() {
                 return Err(sweep::unknown_cap_target(target, &found));
             }
-            caps.extend(more);
-            jobs = make_jobs(&caps);
-            outputs = run_all(&jobs)?;
+            if placed != caps {
+                jobs = make_jobs(&placed);
+                outputs = run_all(&jobs)?;
+            }
         }
         for output in &outputs {
             for dep in &output.deps {

@@ -344,6 +344,34 @@ fn max_registers_caps_the_file_of_a_kernel_and_is_recorded() {
         b.max_registers("forces8", 40);
     });
     assert_eq!(again, m);
+    // The kernel moves to another file, its old file stays: the cap follows it.
+    s.write(
+        "kernels/forces.cu",
+        "extern \"C\" __global__ void other(int* p) { p[0] = 1; }\n",
+    );
+    let moved = s.write("kernels/moved.cu", FORCES);
+    let after_move = build(&s, |b| {
+        b.max_registers("forces8", 40);
+    });
+    let k = after_move
+        .kernels
+        .iter()
+        .find(|k| k.name == "forces8")
+        .unwrap();
+    assert_eq!(k.source, "kernels/moved.cu");
+    assert_eq!(k.archs["sm_80"].maxrregcount, Some(40));
+    let other = after_move
+        .kernels
+        .iter()
+        .find(|k| k.name == "other")
+        .unwrap();
+    assert_eq!(other.archs["sm_80"].maxrregcount, None);
+    assert_eq!(
+        k.archs["sm_80"].registers,
+        by_hand(&moved, "forces8", &["-maxrregcount", "40"]).0
+    );
+    std::fs::remove_file(&moved).unwrap();
+    s.write("kernels/forces.cu", FORCES);
     // By file name; an unknown target is an error naming it.
     let by_file = build(&s, |b| {
         b.max_registers("forces.cu", 48);
