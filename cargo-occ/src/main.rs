@@ -16,6 +16,7 @@ mod explain;
 mod locate;
 mod parse;
 mod report;
+mod sweep;
 
 /// CUDA kernel occupancy as a build-time fact.
 #[derive(Debug, Parser)]
@@ -39,6 +40,8 @@ enum Command {
     Bless(bless::BlessArgs),
     /// Show what limits a kernel's occupancy and what would raise it.
     Explain(explain::ExplainArgs),
+    /// Reassemble each kernel at every register cap that changes its occupancy.
+    Sweep(sweep::SweepArgs),
 }
 
 /// The arguments without the `occ` that cargo inserts when it runs
@@ -64,6 +67,7 @@ fn main() -> ExitCode {
         Command::Check(args) => check::run(args),
         Command::Bless(args) => bless::run(args),
         Command::Explain(args) => explain::run(args),
+        Command::Sweep(args) => sweep::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),

@@ -117,6 +117,7 @@ pub fn build_manifest(
                 },
                 cubin: format!("{}.cubin", job.name),
                 ptx: format!("{}.ptx", job.name),
+                maxrregcount: maxrregcount(&job.args),
             };
             arch_entry.best =
                 best_launch(&job.arch, &arch_entry).map_err(|detail| Error::Occupancy {
@@ -164,6 +165,22 @@ pub fn build_manifest(
         archs: archs.to_vec(),
         kernels,
     })
+}
+
+/// The last `-maxrregcount N` (`-maxrregcount=N`, `--maxrregcount …`) in
+/// nvcc arguments: the one nvcc applies.
+pub fn maxrregcount(args: &[String]) -> Option<u32> {
+    let mut found = None;
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        let name = arg.trim_start_matches('-');
+        if name == "maxrregcount" {
+            found = iter.next().and_then(|v| v.parse().ok()).or(found);
+        } else if let Some(v) = name.strip_prefix("maxrregcount=") {
+            found = v.parse().ok().or(found);
+        }
+    }
+    found
 }
 
 fn launch_bounds(e: &ptx::PtxEntry) -> LaunchBounds {

@@ -93,6 +93,9 @@ pub struct LockArch {
     pub barriers: Option<u32>,
     /// Launch bounds from the PTX.
     pub launch_bounds: LaunchBounds,
+    /// The `-maxrregcount` the kernel was built with (`Build::max_registers`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maxrregcount: Option<u32>,
     /// The best launch (block size, occupancy, limiters, headroom).
     pub best: Best,
 }
@@ -130,6 +133,7 @@ impl Lock {
                                 spill_loads: a.spill_loads,
                                 stack_frame: a.stack_frame,
                                 cumulative_stack: a.cumulative_stack,
+                                maxrregcount: a.maxrregcount,
                                 barriers: a.barriers,
                                 launch_bounds: a.launch_bounds.clone(),
                                 best: a.best.clone(),
@@ -195,6 +199,7 @@ impl Lock {
                                 cmem: BTreeMap::new(),
                                 stack_frame: a.stack_frame,
                                 cumulative_stack: a.cumulative_stack,
+                                maxrregcount: a.maxrregcount,
                                 spill_stores: a.spill_stores,
                                 spill_loads: a.spill_loads,
                                 launch_bounds: a.launch_bounds.clone(),
@@ -633,6 +638,7 @@ mod tests {
             spill_loads: spills,
             stack_frame: 0,
             cumulative_stack: Some(0),
+            maxrregcount: None,
             barriers: Some(0),
             launch_bounds: LaunchBounds::default(),
             best: Best {

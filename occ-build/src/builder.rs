@@ -6,7 +6,7 @@ use crate::compile::{self, Job, Runner};
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
-use crate::{analyze, arch, emit, toolkit};
+use crate::{analyze, arch, emit, sweep, toolkit};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -23,6 +23,7 @@ pub struct Build {
     archs: Vec<String>,
     nvcc: Option<PathBuf>,
     deny_spills: bool,
+    max_registers: Vec<(String, u32)>,
     debug: bool,
     out_dir: Option<PathBuf>,
     root: Option<PathBuf>,
@@ -116,6 +117,19 @@ impl Build {
     /// Makes a spilling kernel an error instead of a warning.
     pub fn deny_spills(&mut self) -> &mut Self {
         self.deny_spills = true;
+        self
+    }
+
+    /// Caps registers per thread at `max` for the `.cu` file `target` (its
+    /// path relative to the crate, or its file name), or for the file that
+    /// holds the kernel `target` (any name `cargo occ` accepts): nvcc gets
+    /// `-maxrregcount max` for that file, so the cap applies to **every
+    /// kernel in the file**. Kernels with `__launch_bounds__` or
+    /// `__maxnreg__` ignore it (ptxas prefers their own limit). The cap is
+    /// recorded per kernel as `maxrregcount` in the manifest. Pick a cap with
+    /// `cargo occ sweep`.
+    pub fn max_registers(&mut self, target: impl Into<String>, max: u32) -> &mut Self {
+        self.max_registers.push((target.into(), max));
         self
     }
 
@@ -298,17 +312,28 @@ impl Build {
         args.extend(self.flags.iter().cloned());
 
         let names = job_names(&sources);
-        let mut jobs = Vec::new();
-        for (source, name) in sources.iter().zip(&names) {
-            for arch in &archs {
-                jobs.push(Job {
-                    source: source.clone(),
-                    arch: arch.clone(),
-                    name: format!("{name}.{arch}"),
-                    args: args.clone(),
-                });
+        // Register caps by file; kernels are placed by the last manifest.
+        let previous = Manifest::read(&out_dir.join(crate::manifest::FILE_NAME)).ok();
+        let (caps, pending) = sweep::file_caps(&self.max_registers, &sources, previous.as_ref());
+        let make_jobs = |caps: &std::collections::BTreeMap<String, u32>| {
+            let mut jobs = Vec::new();
+            for (source, name) in sources.iter().zip(&names) {
+                for arch in &archs {
+                    let mut args = args.clone();
+                    if let Some(cap) = caps.get(source) {
+                        args.extend(["-maxrregcount".to_string(), cap.to_string()]);
+                    }
+                    jobs.push(Job {
+                        source: source.clone(),
+                        arch: arch.clone(),
+                        name: format!("{name}.{arch}"),
+                        args,
+                    });
+                }
             }
-        }
+            jobs
+        };
+        let mut jobs = make_jobs(&caps);
         let jobserver = jobserver_client();
         let parallel = env
             .var("NUM_JOBS")
@@ -323,16 +348,32 @@ impl Build {
             jobs: parallel,
             jobserver: jobserver.as_ref(),
         };
-        let outputs = runner.run_all(&jobs).map_err(|e| match e {
-            Error::UnsupportedArch { arch, detail, .. } => Error::UnsupportedArch {
-                arch,
-                nvcc_version: nvcc
-                    .version()
-                    .unwrap_or_else(|_| nvcc.path.display().to_string()),
-                detail,
-            },
-            other => other,
-        })?;
+        let run_all = |jobs: &[Job]| {
+            runner.run_all(jobs).map_err(|e| match e {
+                Error::UnsupportedArch { arch, detail, .. } => Error::UnsupportedArch {
+                    arch,
+                    nvcc_version: nvcc
+                        .version()
+                        .unwrap_or_else(|_| nvcc.path.display().to_string()),
+                    detail,
+                },
+                other => other,
+            })
+        };
+        let mut outputs = run_all(&jobs)?;
+        if !pending.is_empty() || (previous.is_some() && !self.max_registers.is_empty()) {
+            // Place each kernel by this build; where the last manifest did
+            // not place it (or placed it elsewhere), build again with the cap.
+            let found = analyze::build_manifest(&package, "", &archs, &outputs)?;
+            let (placed, unknown) = sweep::file_caps(&self.max_registers, &sources, Some(&found));
+            if let Some((target, _)) = unknown.first() {
+                return Err(sweep::unknown_cap_target(target, &found));
+            }
+            if placed != caps {
+                jobs = make_jobs(&placed);
+                outputs = run_all(&jobs)?;
+            }
+        }
         for output in &outputs {
             for dep in &output.deps {
                 directives.watch(dep);

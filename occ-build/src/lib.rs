@@ -113,6 +113,7 @@ mod proptests;
 pub mod ptx;
 pub mod ptxas;
 pub mod report;
+pub mod sweep;
 pub mod toolkit;
 pub mod tune;
 

@@ -80,6 +80,11 @@ pub struct KernelArch {
     pub cubin: String,
     /// The PTX holding this kernel, relative to `$OUT_DIR/occ`.
     pub ptx: String,
+    /// The `-maxrregcount` nvcc got for this kernel's file (from
+    /// [`crate::Build::max_registers`] or a raw flag); absent when none.
+    /// `__launch_bounds__` and `__maxnreg__` override it: compare with `registers`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maxrregcount: Option<u32>,
 }
 
 impl KernelArch {

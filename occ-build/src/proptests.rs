@@ -118,6 +118,7 @@ fn kernel_arch() -> impl Strategy<Value = KernelArch> {
                 spill_stores: stores,
                 spill_loads: loads,
                 launch_bounds: LaunchBounds::default(),
+                maxrregcount: None,
                 warnings: vec![],
                 best: Best {
                     block_size: 256,
@@ -442,6 +443,7 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
         spill_stores: 0,
         spill_loads: 0,
         launch_bounds: LaunchBounds::default(),
+        maxrregcount: None,
         warnings: vec![],
         best: Best {
             block_size: 256,

@@ -205,7 +205,11 @@ fn nvcc_spill_bytes(source: &Path, kernel: &str, arch_name: &str) -> u64 {
         .arg(source)
         .output()
         .expect("run nvcc");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let log = String::from_utf8_lossy(&out.stderr).into_owned();
     let mut lines = log.lines();
     while let Some(line) = lines.next() {
@@ -260,14 +264,23 @@ fn baked_launches_equal_the_tuner_and_a_spilling_kernel_fails_the_build() {
     let sites: [(&str, &str, TuneRequest, bool, &[&str]); 5] = [
         ("sum", "block_sum", req(), false, &["sm_80", "sm_90"]),
         ("nbody", "phys::nbody_step<64>", req(), false, &["sm_90"]),
-        ("nbody_base", "phys::nbody_step<64>", req(), false, &["sm_80", "sm_90"]),
+        (
+            "nbody_base",
+            "phys::nbody_step<64>",
+            req(),
+            false,
+            &["sm_80", "sm_90"],
+        ),
         ("gemm", "tile_gemm", per_thread, false, &["sm_80", "sm_90"]),
         ("sum_max", "block_sum", capped, true, &["sm_80", "sm_90"]),
     ];
     for (site, kernel, request, max_smem, archs) in sites {
         let (name, block, smem, blocks) = expected(&m, kernel, archs[0], request, max_smem);
         let line = format!("site {site} {name} {} {block} {smem} {blocks}", archs[0]);
-        assert!(stdout.lines().any(|l| l == line), "want `{line}` in\n{stdout}");
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "want `{line}` in\n{stdout}"
+        );
         let rows: Vec<&str> = stdout
             .lines()
             .filter(|l| l.starts_with(&format!("row {site} ")))
@@ -308,7 +321,10 @@ fn baked_launches_equal_the_tuner_and_a_spilling_kernel_fails_the_build() {
     );
     let out = cargo_in(&s, &["build"]);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!out.status.success(), "a spilling kernel must fail the build\n{stderr}");
+    assert!(
+        !out.status.success(),
+        "a spilling kernel must fail the build\n{stderr}"
+    );
     assert!(stderr.contains("kernel `crunch` spills"), "{stderr}");
     let source = s.path().join("kernels/crunch.cu");
     for a in ["sm_80", "sm_90"] {
