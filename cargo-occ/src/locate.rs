@@ -152,7 +152,7 @@ impl Locate {
                 }
             }
         }
-        found.sort_by(|a, b| b.0.cmp(&a.0));
+        found.sort_by_key(|f| std::cmp::Reverse(f.0));
         let Some((_, pkg, newest)) = found.first() else {
             bail!(
                 "no occ build of {} under {}; run `cargo build` first, or pass --manifest FILE",
