@@ -86,7 +86,13 @@ fn svg(chart: &Chart<'_>) -> anyhow::Result<String> {
             .max(chart.current.0)
             .max(1);
         let mut c = ChartBuilder::on(&root)
-            .caption(chart.title, ("sans-serif", 15))
+            .caption(
+                format!(
+                    "{} (now {}: {:.0}%)",
+                    chart.title, chart.current.0, chart.current.1
+                ),
+                ("sans-serif", 14),
+            )
             .margin(8)
             .x_label_area_size(36)
             .y_label_area_size(44)
@@ -112,23 +118,8 @@ fn svg(chart: &Chart<'_>) -> anyhow::Result<String> {
         }
         c.draw_series(LineSeries::new(steps, BLUE.stroke_width(2)))
             .map_err(|e| anyhow::anyhow!("cannot draw a chart: {e}"))?;
-        let (cx, cy) = chart.current;
-        c.draw_series(std::iter::once(Circle::new((cx, cy), 5, RED.filled())))
+        c.draw_series(std::iter::once(Circle::new(chart.current, 5, RED.filled())))
             .map_err(|e| anyhow::anyhow!("cannot draw a chart: {e}"))?;
-        // Keep the label inside the plot: left of a point near the right
-        // edge, below a point near the top.
-        let lx = if f64::from(cx) > 0.7 * f64::from(x_max) {
-            cx.saturating_sub(x_max / 4)
-        } else {
-            cx.saturating_add(x_max / 50)
-        };
-        let ly = if cy > 85.0 { cy - 20.0 } else { cy + 8.0 };
-        c.draw_series(std::iter::once(Text::new(
-            format!("now: {cx}, {cy:.0}%"),
-            (lx, ly),
-            ("sans-serif", 12).into_font().color(&RED),
-        )))
-        .map_err(|e| anyhow::anyhow!("cannot draw a chart: {e}"))?;
         root.present()
             .map_err(|e| anyhow::anyhow!("cannot draw a chart: {e}"))?;
     }
@@ -182,19 +173,19 @@ fn charts(arch_name: &str, k: &KernelArch) -> anyhow::Result<Vec<String>> {
         .collect();
     Ok(vec![
         svg(&Chart {
-            title: "occupancy vs block size",
+            title: "vs block size",
             x_label: "threads per block",
             points: blocks,
             current: (block, here),
         })?,
         svg(&Chart {
-            title: &format!("occupancy vs registers ({block} threads)"),
+            title: &format!("vs registers, {block} threads"),
             x_label: "registers per thread",
             points: regs,
             current: (k.registers, here),
         })?,
         svg(&Chart {
-            title: &format!("occupancy vs shared memory ({block} threads)"),
+            title: &format!("vs shared memory, {block} threads"),
             x_label: "shared memory per block (bytes)",
             points: smem,
             current: (k.static_smem, here),

@@ -129,7 +129,7 @@ fn report_formats_and_explain_read_the_manifest() {
     // Three inline charts per kernel x arch, nothing loaded from elsewhere.
     assert_eq!(html.matches("<svg").count(), 3 * 4);
     assert!(!html.contains("src=\"http") && !html.contains("href=\"http"));
-    assert!(html.contains("occupancy vs registers"));
+    assert!(html.contains("vs registers, "));
 
     // explain: each limit's block count, the limiters marked; the tiled
     // kernel (32 KB static smem, at most 128 threads) is limited by shared

@@ -14,7 +14,10 @@
 //! fail the build with a before/after table; improvements and new kernels are
 //! one warning each. `cargo occ bless` copies the candidate over the lock;
 //! `OCC_BLESS=1 cargo build` writes it directly; neither writes when `CI` is
-//! set.
+//! set. The lock is watched (`rerun-if-changed`) once it exists: cargo
+//! treats a watched missing file as always stale, so a crate with no lock yet
+//! does not watch it, and a lock created by `cargo occ bless` is picked up by
+//! the next build that reruns the script.
 
 use crate::env::Env;
 use crate::error::{Error, Result};
