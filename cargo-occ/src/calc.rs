@@ -214,7 +214,7 @@ fn write_table(
         occ.active_warps, occ.max_warps
     )?;
     writeln!(out, "occupancy         {}", percent(occ.occupancy))?;
-    writeln!(out, "limited by        {}", occ.limiters)?;
+    writeln!(out, "limited by        {}", occ.binding_limiters())?;
     writeln!(
         out,
         "block limits      warps {}, registers {}, shared memory {}, blocks {}, barriers {}, virtual resources {}",

@@ -48,7 +48,11 @@ pub fn best_launch(arch_name: &str, k: &KernelArch) -> std::result::Result<Best,
         active_blocks_per_sm: occ.active_blocks,
         active_warps_per_sm: occ.active_warps,
         occupancy: occ.occupancy,
-        limiters: occ.limiters.iter().map(|l| l.to_string()).collect(),
+        limiters: occ
+            .binding_limiters()
+            .iter()
+            .map(|l| l.to_string())
+            .collect(),
         dynamic_smem_headroom: headroom,
     })
 }

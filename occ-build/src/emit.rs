@@ -90,6 +90,9 @@ fn module_ident(stem: &str) -> String {
         .to_ascii_lowercase();
     if ident.is_empty() || ident.starts_with(|c: char| c.is_ascii_digit()) || ident == "_" {
         format!("m_{ident}")
+    } else if syn::parse_str::<syn::Ident>(&ident).is_err() {
+        // A keyword (`fn.cu` at the crate root).
+        format!("{ident}_")
     } else {
         ident
     }

@@ -340,7 +340,9 @@ pub struct Occupancy {
     pub occupancy: f64,
     /// Each resource's block limit.
     pub limits: BlockLimits,
-    /// Every limit equal to `active_blocks`.
+    /// The header's limiting-factor flags: every limit equal to the count
+    /// before the barrier step, plus barriers if that step set the count.
+    /// See [`Occupancy::binding_limiters`] for what holds the final count.
     pub limiters: Limiters,
     /// Registers allocated per block.
     pub allocated_registers_per_block: u32,
@@ -348,6 +350,26 @@ pub struct Occupancy {
     pub allocated_smem_per_block: u32,
     /// Whether partitioned global caching stays on.
     pub partitioned_gc: PartitionedGc,
+}
+
+impl Occupancy {
+    /// The limiters whose own block limit equals `active_blocks`: what really
+    /// holds the kernel there. The same as [`Occupancy::limiters`] except when
+    /// the block-barrier limit (sm_90+) lowered the count after the header had
+    /// flagged the others, which then no longer bind.
+    pub fn binding_limiters(&self) -> Limiters {
+        let mut out = Limiters::EMPTY;
+        for l in self.limiters.iter() {
+            if self.limits.get(l) == Some(self.active_blocks) {
+                out = out.with(l);
+            }
+        }
+        if out.is_empty() {
+            self.limiters
+        } else {
+            out
+        }
+    }
 }
 
 /// Input that no launch could have.
@@ -1094,5 +1116,26 @@ mod tests {
         let back: Limiters = serde_json::from_str(&json).unwrap();
         assert_eq!(back, l);
         assert_eq!(Limiters::EMPTY.to_string(), "none");
+    }
+
+    #[test]
+    fn binding_limiters_drop_flags_the_barrier_step_made_stale() {
+        // sm_90, 128 threads, 6 named barriers: warps allow 64 / 4 = 16 blocks,
+        // the header flags WARPS; then barriers allow 32 * 2 / 6 = 10 and set
+        // BARRIERS too. Only barriers hold the final 10.
+        let arch = crate::arch::lookup("sm_90").expect("sm_90");
+        let k = KernelResources {
+            registers: 16,
+            barriers: 6,
+            ..KernelResources::default()
+        };
+        let o = occupancy(arch, &k, &Launch::new(128)).expect("valid");
+        assert_eq!(o.active_blocks, 10);
+        assert!(o.limiters.contains(Limiter::Warps) && o.limiters.contains(Limiter::Barriers));
+        assert_eq!(o.binding_limiters().to_string(), "barriers");
+        // Without the barrier step the two sets agree.
+        let k1 = KernelResources { barriers: 1, ..k };
+        let o1 = occupancy(arch, &k1, &Launch::new(128)).expect("valid");
+        assert_eq!(o1.binding_limiters(), o1.limiters);
     }
 }
