@@ -17,5 +17,8 @@ fuzz_target!(|data: &[u8]| {
     let _ = manifest.lookup("saxpy");
     let json = manifest.to_json();
     let again = Manifest::from_json(&json, Path::new("fuzz/manifest.json"));
-    assert!(again.is_ok(), "a manifest that was read must read back: {again:?}");
+    assert!(
+        again.is_ok(),
+        "a manifest that was read must read back: {again:?}"
+    );
 });

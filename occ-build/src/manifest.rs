@@ -329,9 +329,10 @@ pub fn is_plain_file_name(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', ':', '\0'])
 }
 
-/// Whether `s` is a Rust identifier (keywords are not).
+/// Whether `s` is a Rust identifier (keywords are not). The parsed ident
+/// must be all of `s`: syn skips comments and whitespace around it.
 fn is_rust_ident(s: &str) -> bool {
-    syn::parse_str::<syn::Ident>(s).is_ok()
+    syn::parse_str::<syn::Ident>(s).is_ok_and(|ident| ident == s)
 }
 
 /// An arch key as occ writes them: lowercase ASCII letters, digits and `_`,

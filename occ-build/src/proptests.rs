@@ -491,6 +491,11 @@ fn a_manifest_with_a_bad_kernel_ident_or_arch_is_rejected() {
         ("1k", "sm_80", "not a Rust identifier"),
         ("fn", "sm_80", "not a Rust identifier"),
         ("", "sm_80", "not a Rust identifier"),
+        // Found by the manifest fuzz target: syn skips a trailing comment, so
+        // `k//../x` parsed as the ident `k` and then panicked in format_ident!.
+        ("k//../x", "sm_80", "not a Rust identifier"),
+        ("k /* c */", "sm_80", "not a Rust identifier"),
+        (" k", "sm_80", "not a Rust identifier"),
         ("k", "80", "not an arch name"),
         ("k", "sm 80", "not an arch name"),
     ] {
