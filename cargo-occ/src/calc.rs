@@ -243,6 +243,40 @@ fn write_table(
     }
 }
 
+/// One line of `--batch` input (1-based number `n`, raw bytes): its JSON
+/// answer and whether it was valid, or `None` for a blank line. Never fails:
+/// a bad line (not UTF-8, not JSON, invalid input) gets `{"error": ...}`.
+fn batch_line(n: usize, line: &[u8]) -> Option<(String, bool)> {
+    let answer = std::str::from_utf8(line)
+        .map_err(|_| anyhow::anyhow!("line {n}: not UTF-8 text"))
+        .and_then(|line| {
+            if line.trim().is_empty() {
+                return Ok(None);
+            }
+            let input = serde_json::from_str::<Input>(line)
+                .map_err(|e| anyhow::anyhow!("line {n}: invalid input: {e}"))?;
+            compute(&input)
+                .map(Some)
+                .map_err(|e| anyhow::anyhow!("line {n}: {e}"))
+        });
+    match answer {
+        Ok(None) => None,
+        Ok(Some((arch, occ, best))) => {
+            match serde_json::to_string(&output(arch, &occ, best.as_ref())) {
+                Ok(json) => Some((json, true)),
+                Err(e) => Some((
+                    serde_json::json!({ "error": format!("line {n}: {e}") }).to_string(),
+                    false,
+                )),
+            }
+        }
+        Err(e) => Some((
+            serde_json::json!({ "error": e.to_string() }).to_string(),
+            false,
+        )),
+    }
+}
+
 fn batch(path: &str) -> anyhow::Result<i32> {
     let reader: Box<dyn BufRead> = if path == "-" {
         Box::new(std::io::stdin().lock())
@@ -254,23 +288,66 @@ fn batch(path: &str) -> anyhow::Result<i32> {
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut code = 0;
-    for (n, line) in reader.lines().enumerate() {
+    for (n, line) in reader.split(b'\n').enumerate() {
         let line = line.with_context(|| format!("cannot read line {} of {path}", n + 1))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let answer = serde_json::from_str::<Input>(&line)
-            .map_err(|e| anyhow::anyhow!("line {}: invalid input: {e}", n + 1))
-            .and_then(|input| compute(&input).map_err(|e| anyhow::anyhow!("line {}: {e}", n + 1)));
-        let json = match answer {
-            Ok((arch, occ, best)) => serde_json::to_string(&output(arch, &occ, best.as_ref()))?,
-            Err(e) => {
+        if let Some((json, ok)) = batch_line(n + 1, &line) {
+            if !ok {
                 code = 2;
-                serde_json::json!({ "error": e.to_string() }).to_string()
             }
-        };
-        writeln!(out, "{json}")?;
+            writeln!(out, "{json}")?;
+        }
     }
     out.flush()?;
     Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::batch_line;
+    use proptest::prelude::*;
+
+    fn answer(line: &str) -> serde_json::Value {
+        let (json, _) = batch_line(1, line.as_bytes()).expect("not blank");
+        serde_json::from_str(&json).expect("every answer is JSON")
+    }
+
+    #[test]
+    fn bad_lines_get_an_error_object_and_good_ones_an_answer() {
+        assert!(batch_line(1, b"   ").is_none());
+        let bad = batch_line(3, b"\xff\xfe{").expect("not blank");
+        assert!(!bad.1 && bad.0.contains("line 3: not UTF-8"), "{}", bad.0);
+        assert!(answer("{\"arch\": \"sm_80\"}")["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("invalid input")));
+        let good = answer("{\"arch\": \"sm_80\", \"regs\": 32, \"threads\": 256}");
+        assert!(good.get("error").is_none(), "{good}");
+        assert!(good["active_blocks_per_sm"].as_u64().is_some_and(|b| b > 0));
+    }
+
+    proptest! {
+        // `--batch` input: any bytes give one JSON object (an answer or an
+        // error), never a panic.
+        #[test]
+        fn any_bytes_give_one_json_object(line in proptest::collection::vec(any::<u8>(), 0..200)) {
+            if let Some((json, _)) = batch_line(1, &line) {
+                let value: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+                prop_assert!(value.is_object());
+            }
+        }
+
+        #[test]
+        fn any_numbers_give_an_answer_or_an_error(
+            arch in prop::sample::select(vec!["sm_50", "sm_75", "sm_80", "sm_90a", "sm_121", "sm_1"]),
+            regs in any::<u32>(), threads in any::<u32>(), smem in any::<u32>(),
+            dynamic in any::<u32>(), carveout in any::<i64>(), barriers in any::<u32>(),
+            max_threads in any::<u32>(),
+        ) {
+            let line = format!(
+                "{{\"arch\":\"{arch}\",\"regs\":{regs},\"threads\":{threads},\"static_smem\":{smem},\
+                 \"dynamic_smem\":{dynamic},\"carveout\":{carveout},\"barriers\":{barriers},\"max_threads\":{max_threads}}}"
+            );
+            let value = answer(&line);
+            prop_assert!(value.get("error").is_some() || value.get("active_blocks_per_sm").is_some(), "{}", value);
+        }
+    }
 }

@@ -1,0 +1,24 @@
+//! `Lock::from_text` on any bytes: no panic; a lock it accepts can stand in
+//! for a build (manifest and `kernels.rs`, no panic) and serializes back to
+//! itself.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use occ_build::baseline::Lock;
+use occ_build::emit;
+use std::path::Path;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let path = Path::new("fuzz/occ.lock");
+    let Ok(lock) = Lock::from_text(text, path) else {
+        return;
+    };
+    if let Ok(manifest) = lock.to_manifest(&lock.archs, path) {
+        let _ = emit::kernels_rs(&manifest);
+    }
+    let again = Lock::from_text(&lock.to_text(), path);
+    assert!(again.is_ok(), "a lock that was read must read back: {again:?}");
+});
