@@ -239,12 +239,44 @@ impl Lock {
             ),
         })?;
         manifest::check_schema(&value, path, LOCK_SCHEMA)?;
-        serde_json::from_value(value).map_err(|e| Error::Corrupt {
+        let lock: Lock = serde_json::from_value(value).map_err(|e| Error::Corrupt {
             path: path.to_path_buf(),
             detail: format!(
                 "not an occ lock ({e}); restore it from version control, or delete it and run `cargo occ bless`"
             ),
-        })
+        })?;
+        lock.validate().map_err(|detail| Error::Corrupt {
+            path: path.to_path_buf(),
+            detail: format!(
+                "{detail}; restore it from version control, or delete it and run `cargo occ bless`"
+            ),
+        })?;
+        Ok(lock)
+    }
+
+    /// Checks what a build without nvcc turns into Rust: kernel identifiers
+    /// and arch names become module names in `kernels.rs`.
+    fn validate(&self) -> std::result::Result<(), String> {
+        for kernel in &self.kernels {
+            if !manifest::is_rust_ident(&kernel.ident) {
+                return Err(format!(
+                    "kernel {:?} has ident {:?}, which is not a Rust identifier",
+                    kernel.name, kernel.ident
+                ));
+            }
+            if let Some(arch) = kernel.archs.keys().find(|a| !manifest::is_arch_key(a)) {
+                return Err(format!(
+                    "kernel {:?} has an arch named {arch:?}, which is not an arch name like sm_90a",
+                    kernel.name
+                ));
+            }
+        }
+        match self.archs.iter().find(|a| !manifest::is_arch_key(a)) {
+            Some(arch) => Err(format!(
+                "arch list holds {arch:?}, which is not an arch name like sm_90a"
+            )),
+            None => Ok(()),
+        }
     }
 
     /// Reads a lock file; `Ok(None)` when it does not exist.
@@ -789,5 +821,25 @@ mod tests {
         assert!(!is_ci(&env(Some("0"))));
         assert!(!is_ci(&env(Some(""))));
         assert!(!is_ci(&env(None)));
+    }
+
+    #[test]
+    fn a_lock_with_a_bad_ident_is_corrupt_not_a_panic() {
+        // Found by the `lock` fuzz target: the ident feeds format_ident! in
+        // kernels.rs when a build without nvcc stands on the lock.
+        let text = include_str!("../../fuzz/seeds/occ.lock");
+        let good = Lock::from_text(text, Path::new("occ.lock")).expect("the seed lock reads");
+        let bad = text.replacen("\"ident\": \"saxpy\"", "\"ident\": \"sax)py\"", 1);
+        assert_ne!(bad, text, "the seed has a saxpy kernel");
+        let err = Lock::from_text(&bad, Path::new("occ.lock"))
+            .expect_err("bad ident")
+            .to_string();
+        assert!(
+            err.contains("sax)py") && err.contains("not a Rust identifier"),
+            "{err}"
+        );
+        let bad_arch = text.replacen("\"sm_80\"", "\"sm 80\"", 1);
+        assert!(Lock::from_text(&bad_arch, Path::new("occ.lock")).is_err());
+        assert!(!good.kernels.is_empty());
     }
 }

@@ -331,13 +331,13 @@ pub fn is_plain_file_name(name: &str) -> bool {
 
 /// Whether `s` is a Rust identifier (keywords are not). The parsed ident
 /// must be all of `s`: syn skips comments and whitespace around it.
-fn is_rust_ident(s: &str) -> bool {
+pub(crate) fn is_rust_ident(s: &str) -> bool {
     syn::parse_str::<syn::Ident>(s).is_ok_and(|ident| ident == s)
 }
 
 /// An arch key as occ writes them: lowercase ASCII letters, digits and `_`,
 /// starting with a letter (`sm_90a`).
-fn is_arch_key(s: &str) -> bool {
+pub(crate) fn is_arch_key(s: &str) -> bool {
     s.starts_with(|c: char| c.is_ascii_lowercase())
         && s.chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')

@@ -42,12 +42,14 @@ fn env(num_jobs: &str) -> Env {
     ])
 }
 
-/// Every file the build left in `$OUT_DIR/occ` (not the cache), by name.
+/// Every file the build left in `$OUT_DIR/occ` (not the cache), by name,
+/// except `gate.json`: it tells `cargo occ` where this checkout's lock file
+/// is, an absolute path by design.
 fn outputs(out: &Path) -> BTreeMap<String, Vec<u8>> {
     std::fs::read_dir(out.join("occ"))
         .expect("out/occ")
         .map(|e| e.expect("entry").path())
-        .filter(|p| p.is_file())
+        .filter(|p| p.is_file() && !p.ends_with(occ_build::baseline::GATE_FILE))
         .map(|p| {
             let name = p
                 .file_name()
