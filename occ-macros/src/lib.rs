@@ -1,1 +1,153 @@
-//! `#[launch_config]`.
+//! # occ-macros: `#[launch_config]`
+//!
+//! Bakes the best CUDA launch of a kernel into the host function that
+//! launches it, at compile time. The numbers come from the manifest that
+//! [occ-build](https://docs.rs/occ-build) writes in `build.rs` (registers,
+//! shared memory and launch bounds that ptxas reported for each arch), run
+//! through occ-build's occupancy model, which equals NVIDIA's
+//! `cuda_occupancy.h`.
+//!
+//! ## Example
+//!
+//! `Cargo.toml`:
+//!
+//! ```toml
+//! [dependencies]
+//! occ-macros = "0.1"
+//!
+//! [build-dependencies]
+//! occ-build = "0.1"
+//! ```
+//!
+//! `kernels/saxpy.cu`:
+//!
+//! ```cuda
+//! extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
+//!     int i = blockIdx.x * blockDim.x + threadIdx.x;
+//!     if (i < n) y[i] = a * x[i] + y[i];
+//! }
+//! ```
+//!
+//! `build.rs`:
+//!
+//! ```ignore
+//! fn main() {
+//!     occ_build::Build::new()
+//!         .glob("kernels/*.cu")
+//!         .archs(["sm_80", "sm_90"])
+//!         .compile();
+//! }
+//! ```
+//!
+//! `src/main.rs`:
+//!
+//! ```ignore
+//! use occ_macros::launch_config;
+//!
+//! #[launch_config(kernel = "saxpy")]
+//! fn saxpy_launch(n: u32) -> (u32, u32, u32) {
+//!     // Injected: KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES,
+//!     // BLOCKS_PER_SM, OCCUPANCY, LAUNCH_CONFIGS, grid_for, launch_for.
+//!     (grid_for(n), BLOCK_SIZE, DYNAMIC_SMEM_BYTES)
+//! }
+//!
+//! fn main() {
+//!     println!("{:?}", saxpy_launch(1 << 20));
+//! }
+//! ```
+//!
+//! ## What is injected
+//!
+//! At the top of the function's body (so they are visible in all of it):
+//!
+//! | item | meaning |
+//! |---|---|
+//! | `const KERNEL_NAME: &str` | the kernel's symbol, what `cuModuleGetFunction` (cudarc's `load_function`) takes |
+//! | `const ARCH: &str` | the arch of the plain consts: the build's first arch, or `arch = "..."` |
+//! | `const BLOCK_SIZE: u32` | the block size with the most resident threads per SM (`cudaOccMaxPotentialOccupancyBlockSize`) |
+//! | `const DYNAMIC_SMEM_BYTES: u32` | dynamic shared memory per block; 0 unless the site declares some |
+//! | `const BLOCKS_PER_SM: u32` | resident blocks per SM at that size (× the SM count = a full wave) |
+//! | `const OCCUPANCY: f32` | resident warps / the SM's warp slots |
+//! | `const LAUNCH_CONFIGS: &[(&str, u32, u32, u32, u32, u32)]` | per arch of the build: `(arch, major, minor, block size, dynamic smem bytes, blocks per SM)` |
+//! | `const fn grid_for(n: u32) -> u32` | blocks of `BLOCK_SIZE` threads that cover `n` elements |
+//! | `fn launch_for(major: u32, minor: u32) -> Option<(u32, u32)>` | `(block size, dynamic smem bytes)` for the GPU at hand: the row of the newest cubin that runs on compute capability `major.minor` (a cubin for sm_XY runs on X.Z with Z ≥ Y; `sm_XYa` only on X.Y), `None` when no cubin of the build runs there |
+//!
+//! So one binary built for sm_80 and sm_90 launches each GPU at its own best:
+//!
+//! ```ignore
+//! let (major, minor) = device_compute_capability();
+//! let (block, smem) = launch_for(major, minor).unwrap_or((BLOCK_SIZE, DYNAMIC_SMEM_BYTES));
+//! ```
+//!
+//! ## Options
+//!
+//! | option | effect |
+//! |---|---|
+//! | `kernel = "name"` | required: the extern "C" name, the demangled name without its parameter list (`"fluid::stencil1d<float, 3>"`), or a base name (`"stencil1d"`) when only one kernel has it |
+//! | `arch = "sm_90"` | the site launches on this arch only: the plain consts and the table are for it alone |
+//! | `dynamic_smem = BYTES` | the same dynamic shared memory at every block size (integer literals and `+ - * / <<` of them: `48 * 1024`) |
+//! | `dynamic_smem = "max"` | the most a block can take without lowering the chosen occupancy (`cudaOccAvailableDynamicSMemPerBlock`) |
+//! | `smem_per_thread = BYTES` | dynamic shared memory of `BYTES × block size` (`…VariableSMem`), plus `smem_fixed = BYTES` per block |
+//! | `max_block_size = N` | no block larger than N |
+//! | `block_multiple = N` | only block sizes that are multiples of N |
+//! | `min_occupancy = 0.5` | a compile error when the best launch stays below it |
+//! | `allow_spills` | accept a kernel that spills registers |
+//! | `max_spill_bytes = N` | accept at most N bytes of spill stores + loads |
+//!
+//! Kernels with `.reqntid` (a required block size) get exactly that size.
+//! Above 48 KiB of dynamic shared memory a launch must opt in with
+//! `cudaFuncSetAttribute(…MaxDynamicSharedMemorySize…)`; the model assumes it does.
+//!
+//! ## Gates
+//!
+//! Every check is a compile error at the attribute, spanned on the argument at
+//! fault, and the function still compiles around it (placeholder consts), so
+//! one mistake is one message:
+//!
+//! - a kernel that spills on an arch the site launches on, naming the kernel,
+//!   the arch and the bytes, unless the site says `allow_spills` or
+//!   `max_spill_bytes = N`;
+//! - a launch below `min_occupancy`;
+//! - an unknown kernel (with a did-you-mean) or an ambiguous one (with the
+//!   candidates);
+//! - no manifest (with the `build.rs` lines to add), or one of another schema;
+//! - an unknown option or a bad value.
+//!
+//! ## cudarc
+//!
+//! occ-macros does not depend on cudarc; with cudarc, the baked values make a
+//! `LaunchConfig` for `n` elements in one line:
+//!
+//! ```ignore
+//! let cfg = cudarc::driver::LaunchConfig {
+//!     grid_dim: (grid_for(n), 1, 1),
+//!     block_dim: (BLOCK_SIZE, 1, 1),
+//!     shared_mem_bytes: DYNAMIC_SMEM_BYTES,
+//! };
+//! let f = module.load_function(KERNEL_NAME)?;
+//! ```
+//!
+//! ## The manifest
+//!
+//! The attribute reads `$OUT_DIR/occ/manifest.json` (cargo sets `OUT_DIR`
+//! for crates with a build script), or the file named by the `OCC_MANIFEST`
+//! environment variable when that is set (relative paths are from the
+//! crate's root; for tools and tests). It reads and parses the manifest once
+//! per compiler process however many sites there are, and the expansion
+//! `include_bytes!`es it so that rustc recompiles the crate when it changes.
+#![deny(missing_docs)]
+
+mod args;
+mod expand;
+mod manifest;
+mod validate;
+
+/// Bakes the best launch of a CUDA kernel into this function; see the
+/// [crate docs](crate) for the options and what is injected.
+#[proc_macro_attribute]
+pub fn launch_config(
+    attr: proc_macro::TokenStream,
+    item: proc_macro::TokenStream,
+) -> proc_macro::TokenStream {
+    expand::expand(attr.into(), item.into()).into()
+}

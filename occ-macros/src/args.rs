@@ -1,0 +1,428 @@
+//! Step 1: the attribute's arguments, parsed with syn's meta parser. Every
+//! error is collected (not just the first) and spanned on its key or value.
+
+use proc_macro2::Span;
+use syn::meta::ParseNestedMeta;
+use syn::spanned::Spanned;
+use syn::{Expr, ExprLit, Lit, LitStr};
+
+/// `kernel = "saxpy"`: the kernel to configure.
+pub const KERNEL: &str = "kernel";
+/// `arch = "sm_90"`: the arch of the plain consts (and the only one of the table).
+pub const ARCH: &str = "arch";
+/// `dynamic_smem = BYTES` or `dynamic_smem = "max"`.
+pub const DYNAMIC_SMEM: &str = "dynamic_smem";
+/// `smem_per_thread = BYTES`: dynamic shared memory that grows with the block.
+pub const SMEM_PER_THREAD: &str = "smem_per_thread";
+/// `smem_fixed = BYTES`: bytes per block on top of `smem_per_thread`.
+pub const SMEM_FIXED: &str = "smem_fixed";
+/// `max_block_size = N`.
+pub const MAX_BLOCK_SIZE: &str = "max_block_size";
+/// `block_multiple = N`.
+pub const BLOCK_MULTIPLE: &str = "block_multiple";
+/// `min_occupancy = 0.5`.
+pub const MIN_OCCUPANCY: &str = "min_occupancy";
+/// `allow_spills`.
+pub const ALLOW_SPILLS: &str = "allow_spills";
+/// `max_spill_bytes = N`.
+pub const MAX_SPILL_BYTES: &str = "max_spill_bytes";
+
+/// Every option, in the order the docs list them.
+pub const OPTIONS: [&str; 10] = [
+    KERNEL,
+    ARCH,
+    DYNAMIC_SMEM,
+    SMEM_PER_THREAD,
+    SMEM_FIXED,
+    MAX_BLOCK_SIZE,
+    BLOCK_MULTIPLE,
+    MIN_OCCUPANCY,
+    ALLOW_SPILLS,
+    MAX_SPILL_BYTES,
+];
+
+/// A value with the span of the argument it came from.
+#[derive(Debug, Clone)]
+pub struct At<T> {
+    /// The value.
+    pub value: T,
+    /// The span of the whole `key = value` argument.
+    pub span: Span,
+}
+
+/// `dynamic_smem = ...`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DynamicSmemArg {
+    /// A fixed number of bytes.
+    Bytes(u32),
+    /// `"max"`: the most a block can take without lowering occupancy.
+    Max,
+}
+
+/// The parsed arguments of one `#[launch_config(...)]`.
+#[derive(Debug, Clone, Default)]
+pub struct Args {
+    /// `kernel`.
+    pub kernel: Option<At<String>>,
+    /// `arch`.
+    pub arch: Option<At<String>>,
+    /// `dynamic_smem`.
+    pub dynamic_smem: Option<At<DynamicSmemArg>>,
+    /// `smem_per_thread`.
+    pub smem_per_thread: Option<At<u32>>,
+    /// `smem_fixed`.
+    pub smem_fixed: Option<At<u32>>,
+    /// `max_block_size`.
+    pub max_block_size: Option<At<u32>>,
+    /// `block_multiple`.
+    pub block_multiple: Option<At<u32>>,
+    /// `min_occupancy`.
+    pub min_occupancy: Option<At<f64>>,
+    /// `allow_spills`.
+    pub allow_spills: Option<Span>,
+    /// `max_spill_bytes`.
+    pub max_spill_bytes: Option<At<u32>>,
+}
+
+/// Collects errors; `combine`s them into one `syn::Error`.
+#[derive(Default)]
+pub struct Errors(Option<syn::Error>);
+
+impl Errors {
+    /// Adds an error.
+    pub fn push(&mut self, error: syn::Error) {
+        match &mut self.0 {
+            Some(e) => e.combine(error),
+            None => self.0 = Some(error),
+        }
+    }
+
+    /// Adds an error at a span.
+    pub fn at(&mut self, span: Span, message: impl std::fmt::Display) {
+        self.push(syn::Error::new(span, message));
+    }
+
+    /// The combined error, if any.
+    pub fn into_error(self) -> Option<syn::Error> {
+        self.0
+    }
+
+    /// Whether any error was added.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+}
+
+/// Parses the attribute's tokens. Returns what parsed and every error.
+pub fn parse(tokens: proc_macro2::TokenStream) -> (Args, Errors) {
+    let mut args = Args::default();
+    let mut errors = Errors::default();
+    let parser = syn::meta::parser(|meta| {
+        if let Err(e) = one(&mut args, &meta) {
+            errors.push(e);
+            // Skip the value of a bad argument so the next one still parses.
+            if meta.input.peek(syn::Token![=]) {
+                let _ = meta.value().and_then(|v| v.parse::<Expr>());
+            } else if meta.input.peek(syn::token::Paren) {
+                let content;
+                let _ = syn::parenthesized!(content in meta.input);
+                let _ = content.parse::<proc_macro2::TokenStream>();
+            }
+        }
+        Ok(())
+    });
+    if let Err(e) = syn::parse::Parser::parse2(parser, tokens) {
+        errors.push(e);
+    }
+    (args, errors)
+}
+
+fn one(args: &mut Args, meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
+    let path = &meta.path;
+    let Some(key) = path.get_ident().map(|i| i.to_string()) else {
+        return Err(meta.error(unknown_option_message(&quote::quote!(#path).to_string())));
+    };
+    let span = path.span();
+    let duplicate = || syn::Error::new(span, format!("`{key}` is given twice; keep one"));
+    match key.as_str() {
+        KERNEL => {
+            if args.kernel.is_some() {
+                return Err(duplicate());
+            }
+            let lit = string(meta, &key, "kernel = \"saxpy\"")?;
+            let name = lit.value();
+            if name.trim().is_empty() {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    "`kernel` is empty; name the kernel: its extern \"C\" name, its demangled name without parameters, or its base name",
+                ));
+            }
+            args.kernel = Some(At {
+                value: name,
+                span: lit.span(),
+            });
+        }
+        ARCH => {
+            if args.arch.is_some() {
+                return Err(duplicate());
+            }
+            let lit = string(meta, &key, "arch = \"sm_90\"")?;
+            args.arch = Some(At {
+                value: lit.value(),
+                span: lit.span(),
+            });
+        }
+        DYNAMIC_SMEM => {
+            if args.dynamic_smem.is_some() {
+                return Err(duplicate());
+            }
+            let expr = value(meta, &key, "dynamic_smem = 4096 or dynamic_smem = \"max\"")?;
+            let value = match &expr {
+                Expr::Lit(ExprLit {
+                    lit: Lit::Str(s), ..
+                }) => {
+                    if s.value() == "max" {
+                        DynamicSmemArg::Max
+                    } else {
+                        return Err(syn::Error::new(
+                            s.span(),
+                            format!(
+                                "`dynamic_smem = \"{}\"` is not a size; use a number of bytes (dynamic_smem = 4096) or \"max\"",
+                                s.value()
+                            ),
+                        ));
+                    }
+                }
+                _ => DynamicSmemArg::Bytes(integer(
+                    &expr,
+                    &key,
+                    "dynamic_smem = 4096 or dynamic_smem = \"max\"",
+                )?),
+            };
+            args.dynamic_smem = Some(At {
+                value,
+                span: expr.span(),
+            });
+        }
+        SMEM_PER_THREAD | SMEM_FIXED | MAX_BLOCK_SIZE | BLOCK_MULTIPLE | MAX_SPILL_BYTES => {
+            let slot = match key.as_str() {
+                SMEM_PER_THREAD => &mut args.smem_per_thread,
+                SMEM_FIXED => &mut args.smem_fixed,
+                MAX_BLOCK_SIZE => &mut args.max_block_size,
+                BLOCK_MULTIPLE => &mut args.block_multiple,
+                _ => &mut args.max_spill_bytes,
+            };
+            if slot.is_some() {
+                return Err(duplicate());
+            }
+            let example = format!("{key} = 256");
+            let expr = value(meta, &key, &example)?;
+            let n = integer(&expr, &key, &example)?;
+            let positive = matches!(key.as_str(), MAX_BLOCK_SIZE | BLOCK_MULTIPLE);
+            if positive && n == 0 {
+                return Err(syn::Error::new(
+                    expr.span(),
+                    format!("`{key} = 0` allows no block size; use a positive number such as 32"),
+                ));
+            }
+            *slot = Some(At {
+                value: n,
+                span: expr.span(),
+            });
+        }
+        MIN_OCCUPANCY => {
+            if args.min_occupancy.is_some() {
+                return Err(duplicate());
+            }
+            let expr = value(meta, &key, "min_occupancy = 0.5")?;
+            let v = match &expr {
+                Expr::Lit(ExprLit {
+                    lit: Lit::Float(f), ..
+                }) => f.base10_parse::<f64>().ok(),
+                Expr::Lit(ExprLit {
+                    lit: Lit::Int(i), ..
+                }) => i.base10_parse::<f64>().ok(),
+                _ => None,
+            };
+            match v {
+                Some(v) if v > 0.0 && v <= 1.0 => {
+                    args.min_occupancy = Some(At {
+                        value: v,
+                        span: expr.span(),
+                    })
+                }
+                _ => {
+                    return Err(syn::Error::new(
+                        expr.span(),
+                        "`min_occupancy` is a fraction of the SM's warp slots above 0 and at most 1: min_occupancy = 0.5",
+                    ))
+                }
+            }
+        }
+        ALLOW_SPILLS => {
+            if args.allow_spills.is_some() {
+                return Err(duplicate());
+            }
+            if !meta.input.is_empty() && !meta.input.peek(syn::Token![,]) {
+                return Err(meta.error(
+                    "`allow_spills` takes no value; write `allow_spills`, or `max_spill_bytes = N` for a budget",
+                ));
+            }
+            args.allow_spills = Some(span);
+        }
+        other => return Err(syn::Error::new(span, unknown_option_message(other))),
+    }
+    Ok(())
+}
+
+fn unknown_option_message(name: &str) -> String {
+    let best = OPTIONS
+        .iter()
+        .map(|o| (strsim::jaro_winkler(name, o), *o))
+        .filter(|(s, _)| *s > 0.75)
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    let hint = match best {
+        Some((_, o)) => format!("; did you mean `{o}`?"),
+        None => String::new(),
+    };
+    format!(
+        "unknown option `{name}`{hint} #[launch_config] takes: {}",
+        OPTIONS.join(", ")
+    )
+}
+
+fn value(meta: &ParseNestedMeta<'_>, key: &str, example: &str) -> syn::Result<Expr> {
+    if !meta.input.peek(syn::Token![=]) {
+        return Err(meta.error(format!("`{key}` needs a value: {example}")));
+    }
+    meta.value()?.parse::<Expr>()
+}
+
+fn string(meta: &ParseNestedMeta<'_>, key: &str, example: &str) -> syn::Result<LitStr> {
+    let expr = value(meta, key, example)?;
+    match expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) => Ok(s),
+        other => Err(syn::Error::new(
+            other.span(),
+            format!("`{key}` takes a string literal: {example}"),
+        )),
+    }
+}
+
+/// An integer from a literal or a constant expression of literals
+/// (`48 * 1024`, `1 << 14`, `(2 + 1) * 256`).
+fn integer(expr: &Expr, key: &str, example: &str) -> syn::Result<u32> {
+    let bad = || {
+        syn::Error::new(
+            expr.span(),
+            format!("`{key}` takes a whole number of at most {} (integer literals and + - * / << of them): {example}", u32::MAX),
+        )
+    };
+    let v = eval(expr).ok_or_else(bad)?;
+    u32::try_from(v).map_err(|_| bad())
+}
+
+fn eval(expr: &Expr) -> Option<u64> {
+    match expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(i), ..
+        }) => match i.suffix() {
+            "" | "u32" | "usize" | "u64" | "i32" | "i64" => i.base10_parse::<u64>().ok(),
+            _ => None,
+        },
+        Expr::Paren(p) => eval(&p.expr),
+        Expr::Group(g) => eval(&g.expr),
+        Expr::Binary(b) => {
+            let l = eval(&b.left)?;
+            let r = eval(&b.right)?;
+            match b.op {
+                syn::BinOp::Add(_) => l.checked_add(r),
+                syn::BinOp::Sub(_) => l.checked_sub(r),
+                syn::BinOp::Mul(_) => l.checked_mul(r),
+                syn::BinOp::Div(_) => l.checked_div(r),
+                syn::BinOp::Shl(_) => u32::try_from(r).ok().and_then(|r| l.checked_shl(r)),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quote::quote;
+
+    #[test]
+    fn parses_every_option() {
+        let (a, e) = parse(quote!(
+            kernel = "saxpy",
+            arch = "sm_90",
+            dynamic_smem = 48 * 1024,
+            max_block_size = 512,
+            block_multiple = 64,
+            min_occupancy = 0.5,
+            max_spill_bytes = 1 << 4
+        ));
+        assert!(e.is_empty());
+        assert_eq!(a.kernel.map(|k| k.value).as_deref(), Some("saxpy"));
+        assert_eq!(a.arch.map(|k| k.value).as_deref(), Some("sm_90"));
+        assert_eq!(
+            a.dynamic_smem.map(|d| d.value),
+            Some(DynamicSmemArg::Bytes(49152))
+        );
+        assert_eq!(a.max_block_size.map(|v| v.value), Some(512));
+        assert_eq!(a.block_multiple.map(|v| v.value), Some(64));
+        assert_eq!(a.min_occupancy.map(|v| v.value), Some(0.5));
+        assert_eq!(a.max_spill_bytes.map(|v| v.value), Some(16));
+        let (a, e) = parse(quote!(
+            kernel = "k",
+            dynamic_smem = "max",
+            allow_spills,
+            smem_per_thread = 8,
+            smem_fixed = 128
+        ));
+        assert!(e.is_empty());
+        assert_eq!(a.dynamic_smem.map(|d| d.value), Some(DynamicSmemArg::Max));
+        assert!(a.allow_spills.is_some());
+        assert_eq!(a.smem_per_thread.map(|v| v.value), Some(8));
+        assert_eq!(a.smem_fixed.map(|v| v.value), Some(128));
+    }
+
+    #[test]
+    fn collects_every_error() {
+        let (a, e) = parse(quote!(
+            kernl = "x",
+            kernel = 3,
+            min_occupancy = 1.5,
+            block_multiple = 0,
+            dynamic_smem = "lots",
+            max_block_size = 5000000000,
+            allow_spills = true,
+            arch = "sm_80"
+        ));
+        let errors: Vec<String> = e
+            .into_error()
+            .map(|e| e.into_iter().map(|e| e.to_string()).collect())
+            .unwrap_or_default();
+        assert_eq!(errors.len(), 7, "{errors:#?}");
+        assert!(errors[0].contains("did you mean `kernel`"), "{}", errors[0]);
+        assert!(errors[1].contains("string literal"));
+        assert!(errors[2].contains("min_occupancy"));
+        assert!(errors[3].contains("block_multiple = 0"));
+        assert!(errors[4].contains("\"lots\""));
+        assert!(errors[5].contains("whole number"));
+        assert!(errors[6].contains("takes no value"));
+        // The argument after the bad ones still parsed.
+        assert_eq!(a.arch.map(|k| k.value).as_deref(), Some("sm_80"));
+    }
+
+    #[test]
+    fn duplicates_are_errors() {
+        let (_, e) = parse(quote!(kernel = "a", kernel = "b"));
+        let msg = e.into_error().map(|e| e.to_string()).unwrap_or_default();
+        assert!(msg.contains("given twice"), "{msg}");
+    }
+}

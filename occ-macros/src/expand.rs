@@ -1,0 +1,194 @@
+//! Step 4: the expansion. The original function comes back with the consts
+//! (or, on error, `compile_error!` and placeholder consts, so one mistake
+//! gives one message) injected at the top of its body.
+
+use crate::args;
+use crate::manifest::{self, Loaded, Source, OVERRIDE_VAR};
+use crate::validate::{self, Plan};
+use occ_build::manifest::FILE_NAME;
+use proc_macro2::{Literal, Span, TokenStream};
+use quote::{quote, ToTokens};
+use syn::spanned::Spanned;
+
+/// Expands `#[launch_config(attr)] item`.
+pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let (args, mut errors) = args::parse(attr);
+    let func = match syn::parse2::<syn::ItemFn>(item.clone()) {
+        Ok(f) => Some(f),
+        Err(_) => {
+            errors.at(
+                item.span(),
+                "#[launch_config] goes on a function or method with a body",
+            );
+            None
+        }
+    };
+    let span = args.kernel.as_ref().map_or(Span::call_site(), |k| k.span);
+    let (plan, loaded) = match manifest::load() {
+        Ok(loaded) => (
+            validate::plan(&args, &loaded.manifest, &mut errors),
+            Some(loaded),
+        ),
+        Err(message) => {
+            errors.at(span, message);
+            (None, None)
+        }
+    };
+    let Some(mut func) = func else {
+        let error = errors.into_error().map(|e| e.to_compile_error());
+        return quote!(#error #item);
+    };
+    let injected = match (errors.into_error(), plan) {
+        (None, Some(plan)) => consts(&plan),
+        (error, _) => {
+            let error = error
+                .unwrap_or_else(|| syn::Error::new(span, "no launch could be computed; rebuild"))
+                .to_compile_error();
+            let placeholders = placeholders();
+            quote!(#error #placeholders)
+        }
+    };
+    let tracking = tracking(loaded.as_ref());
+    let block: syn::Block = match syn::parse2(quote!({ #injected #tracking })) {
+        Ok(b) => b,
+        Err(e) => return e.to_compile_error(),
+    };
+    let mut stmts = block.stmts;
+    stmts.append(&mut func.block.stmts);
+    func.block.stmts = stmts;
+    func.into_token_stream()
+}
+
+/// Makes rustc rebuild the crate when the manifest or `OCC_MANIFEST` changes.
+fn tracking(loaded: Option<&Loaded>) -> TokenStream {
+    let file = match loaded.map(|l| &l.source) {
+        Some(Source::OutDir) => {
+            let rel = format!("/occ/{FILE_NAME}");
+            quote!(
+                const _: &[u8] =
+                    ::core::include_bytes!(::core::concat!(::core::env!("OUT_DIR"), #rel));
+            )
+        }
+        Some(Source::Override(path)) => {
+            let path = path.display().to_string();
+            quote!(
+                const _: &[u8] = ::core::include_bytes!(#path);
+            )
+        }
+        None => TokenStream::new(),
+    };
+    quote! {
+        #file
+        const _: ::core::option::Option<&str> = ::core::option_env!(#OVERRIDE_VAR);
+    }
+}
+
+fn consts(plan: &Plan) -> TokenStream {
+    let Some(first) = plan.rows.first() else {
+        return placeholders();
+    };
+    let name = &plan.kernel_name;
+    let arch = &first.arch;
+    let block = first.block_size;
+    let smem = first.dynamic_smem;
+    let blocks = first.blocks_per_sm;
+    let occupancy = f32_lit(first.occupancy);
+    let rows = plan.rows.iter().map(|r| {
+        let (a, maj, min, b, s, n) = (
+            &r.arch,
+            r.major,
+            r.minor,
+            r.block_size,
+            r.dynamic_smem,
+            r.blocks_per_sm,
+        );
+        quote!((#a, #maj, #min, #b, #s, #n))
+    });
+    quote! {
+        /// The kernel's symbol, for `cuModuleGetFunction` / `load_function`.
+        #[allow(dead_code)]
+        const KERNEL_NAME: &str = #name;
+        /// The arch the plain consts are for.
+        #[allow(dead_code)]
+        const ARCH: &str = #arch;
+        /// Threads per block.
+        #[allow(dead_code)]
+        const BLOCK_SIZE: u32 = #block;
+        /// Dynamic shared memory per block, bytes.
+        #[allow(dead_code)]
+        const DYNAMIC_SMEM_BYTES: u32 = #smem;
+        /// Resident blocks per SM at `BLOCK_SIZE`.
+        #[allow(dead_code)]
+        const BLOCKS_PER_SM: u32 = #blocks;
+        /// Resident warps / the SM's warp slots, 0 to 1.
+        #[allow(dead_code)]
+        const OCCUPANCY: f32 = #occupancy;
+        /// `(arch, major, minor, block size, dynamic smem bytes, blocks per SM)` per arch of the build.
+        #[allow(dead_code)]
+        const LAUNCH_CONFIGS: &[(&str, u32, u32, u32, u32, u32)] = &[#(#rows),*];
+        /// Blocks of `BLOCK_SIZE` threads that cover `n` elements.
+        #[allow(dead_code)]
+        const fn grid_for(n: u32) -> u32 {
+            n.div_ceil(BLOCK_SIZE)
+        }
+        /// `(block size, dynamic smem bytes)` for a GPU of compute capability
+        /// `major.minor`: the row of the newest cubin of the build that runs on
+        /// it (same major, minor at most the GPU's; `a` archs on exactly
+        /// theirs), or `None` when none does.
+        #[allow(dead_code)]
+        fn launch_for(major: u32, minor: u32) -> ::core::option::Option<(u32, u32)> {
+            let mut best: ::core::option::Option<((u32, bool), u32, u32)> = ::core::option::Option::None;
+            for &(arch, row_major, row_minor, block, smem, _) in LAUNCH_CONFIGS {
+                let specific = arch.as_bytes().last() == ::core::option::Option::Some(&b'a');
+                if row_major != major || row_minor > minor || (specific && row_minor != minor) {
+                    continue;
+                }
+                let rank = (row_minor, specific);
+                let better = match best {
+                    ::core::option::Option::Some((r, _, _)) => rank > r,
+                    ::core::option::Option::None => true,
+                };
+                if better {
+                    best = ::core::option::Option::Some((rank, block, smem));
+                }
+            }
+            match best {
+                ::core::option::Option::Some((_, block, smem)) => ::core::option::Option::Some((block, smem)),
+                ::core::option::Option::None => ::core::option::Option::None,
+            }
+        }
+    }
+}
+
+/// The same names with harmless values, so a failed site gives one error.
+fn placeholders() -> TokenStream {
+    quote! {
+        #[allow(dead_code)]
+        const KERNEL_NAME: &str = "";
+        #[allow(dead_code)]
+        const ARCH: &str = "";
+        #[allow(dead_code)]
+        const BLOCK_SIZE: u32 = 1;
+        #[allow(dead_code)]
+        const DYNAMIC_SMEM_BYTES: u32 = 0;
+        #[allow(dead_code)]
+        const BLOCKS_PER_SM: u32 = 0;
+        #[allow(dead_code)]
+        const OCCUPANCY: f32 = 0.0;
+        #[allow(dead_code)]
+        const LAUNCH_CONFIGS: &[(&str, u32, u32, u32, u32, u32)] = &[];
+        #[allow(dead_code)]
+        const fn grid_for(n: u32) -> u32 {
+            n
+        }
+        #[allow(dead_code)]
+        fn launch_for(_: u32, _: u32) -> ::core::option::Option<(u32, u32)> {
+            ::core::option::Option::None
+        }
+    }
+}
+
+fn f32_lit(v: f64) -> Literal {
+    let v = v as f32;
+    Literal::f32_suffixed(if v.is_finite() { v } else { 0.0 })
+}

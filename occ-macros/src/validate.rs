@@ -1,0 +1,408 @@
+//! Step 3: check the site against the manifest and run the tuner for each
+//! arch the site launches on. The numbers come from occ-build's one model:
+//! [`occ_build::tune::best_block_size`] on [`occ_build::analyze::resources`].
+
+use crate::args::{Args, DynamicSmemArg, Errors};
+use occ_build::arch;
+use occ_build::manifest::{Kernel, KernelArch, Lookup, Manifest};
+use occ_build::occupancy::Launch;
+use occ_build::tune::{self, DynamicSmem, TuneRequest};
+use proc_macro2::Span;
+
+/// The launch of one arch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// The arch as built (`sm_90a`).
+    pub arch: String,
+    /// Compute capability, major.
+    pub major: u32,
+    /// Compute capability, minor.
+    pub minor: u32,
+    /// Threads per block.
+    pub block_size: u32,
+    /// Dynamic shared memory per block, bytes.
+    pub dynamic_smem: u32,
+    /// Resident blocks per SM.
+    pub blocks_per_sm: u32,
+    /// Resident warps / the SM's maximum.
+    pub occupancy: f64,
+}
+
+/// What the expansion bakes in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The kernel's symbol.
+    pub kernel_name: String,
+    /// One row per arch, in build order; the first is the plain consts'.
+    pub rows: Vec<Row>,
+}
+
+/// Checks the site and computes its launches; every error is collected.
+pub fn plan(args: &Args, manifest: &Manifest, errors: &mut Errors) -> Option<Plan> {
+    let site = Span::call_site();
+    check_options(args, errors);
+    let Some(kernel_arg) = &args.kernel else {
+        errors.at(
+            site,
+            "missing `kernel = \"...\"`; name the kernel to configure: #[launch_config(kernel = \"saxpy\")]",
+        );
+        return None;
+    };
+    let kernel = match manifest.lookup(&kernel_arg.value) {
+        Lookup::Found(k) => k,
+        Lookup::Ambiguous(names) => {
+            errors.at(
+                kernel_arg.span,
+                format!(
+                    "kernel name `{}` is ambiguous; it matches {}; write one of them in full",
+                    kernel_arg.value,
+                    list(&names)
+                ),
+            );
+            return None;
+        }
+        Lookup::Unknown(close) => {
+            errors.at(
+                kernel_arg.span,
+                unknown_kernel(&kernel_arg.value, &close, manifest),
+            );
+            return None;
+        }
+    };
+    let archs = site_archs(args, manifest, kernel, errors)?;
+    if !errors.is_empty() {
+        return None;
+    }
+    check_spills(args, kernel, &archs, errors);
+    let mut rows = Vec::new();
+    for (name, ka) in &archs {
+        if let Some(row) = tune_arch(args, kernel, name, ka, errors) {
+            rows.push(row);
+        }
+    }
+    if !errors.is_empty() || rows.is_empty() {
+        return None;
+    }
+    Some(Plan {
+        kernel_name: kernel.name.clone(),
+        rows,
+    })
+}
+
+fn check_options(args: &Args, errors: &mut Errors) {
+    if let (Some(_), Some(pt)) = (&args.dynamic_smem, &args.smem_per_thread) {
+        errors.at(
+            pt.span,
+            "`smem_per_thread` and `dynamic_smem` both size the dynamic shared memory; keep one (smem_fixed adds bytes per block to smem_per_thread)",
+        );
+    }
+    if let (Some(fixed), None) = (&args.smem_fixed, &args.smem_per_thread) {
+        errors.at(
+            fixed.span,
+            "`smem_fixed` adds to `smem_per_thread`, which is missing; for the same bytes at every block size write `dynamic_smem = N`",
+        );
+    }
+    if let (Some(_), Some(budget)) = (&args.allow_spills, &args.max_spill_bytes) {
+        errors.at(
+            budget.span,
+            "`allow_spills` allows any spill and `max_spill_bytes` sets a budget; keep one",
+        );
+    }
+}
+
+fn list(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn unknown_kernel(query: &str, close: &[String], manifest: &Manifest) -> String {
+    let mut msg = format!("unknown kernel `{query}`");
+    if let Some(best) = close.first() {
+        msg.push_str(&format!("; did you mean `{best}`?"));
+    }
+    let mut known: Vec<&str> = manifest
+        .kernels
+        .iter()
+        .map(|k| k.base_name.as_str())
+        .collect();
+    known.sort_unstable();
+    known.dedup();
+    if known.is_empty() {
+        msg.push_str(
+            " the build's .cu files define no kernel; add them to occ_build::Build in build.rs",
+        );
+    } else {
+        let shown = known.len().min(12);
+        let more = if known.len() > shown {
+            format!(
+                " and {} more (cargo occ report lists them)",
+                known.len() - shown
+            )
+        } else {
+            String::new()
+        };
+        msg.push_str(&format!(
+            " the build knows: {}{more}",
+            known[..shown]
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    msg
+}
+
+/// The archs the site launches on: `arch = ...` alone, or every arch of the build.
+fn site_archs<'m>(
+    args: &Args,
+    manifest: &Manifest,
+    kernel: &'m Kernel,
+    errors: &mut Errors,
+) -> Option<Vec<(String, &'m KernelArch)>> {
+    let built = || {
+        manifest
+            .archs
+            .iter()
+            .map(|a| format!("`{a}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(wanted) = &args.arch {
+        let canonical = match arch::canonical_name(&wanted.value) {
+            Ok(c) => c,
+            Err(e) => {
+                errors.at(wanted.span, e);
+                return None;
+            }
+        };
+        match kernel.archs.get(&canonical) {
+            Some(ka) => Some(vec![(canonical, ka)]),
+            None => {
+                errors.at(
+                    wanted.span,
+                    format!(
+                        "kernel `{}` was not built for {canonical}; the build's archs are {}; add {canonical} to .archs([...]) in build.rs or pick one of those",
+                        kernel.base_name,
+                        built()
+                    ),
+                );
+                None
+            }
+        }
+    } else {
+        let rows: Vec<(String, &KernelArch)> = manifest
+            .archs
+            .iter()
+            .filter_map(|a| kernel.archs.get(a).map(|ka| (a.clone(), ka)))
+            .collect();
+        if rows.is_empty() {
+            let span = args.kernel.as_ref().map_or(Span::call_site(), |k| k.span);
+            errors.at(
+                span,
+                format!(
+                    "kernel `{}` has no resources for any arch of the build ({}); rebuild",
+                    kernel.base_name,
+                    built()
+                ),
+            );
+            return None;
+        }
+        Some(rows)
+    }
+}
+
+fn check_spills(
+    args: &Args,
+    kernel: &Kernel,
+    archs: &[(String, &KernelArch)],
+    errors: &mut Errors,
+) {
+    if args.allow_spills.is_some() {
+        return;
+    }
+    let budget = args.max_spill_bytes.as_ref().map_or(0, |b| b.value);
+    let over: Vec<String> = archs
+        .iter()
+        .filter(|(_, ka)| ka.spill_bytes() > budget)
+        .map(|(a, ka)| {
+            format!(
+                "{a} ({} bytes: {} bytes spill stores, {} bytes spill loads)",
+                ka.spill_bytes(),
+                ka.spill_stores,
+                ka.spill_loads
+            )
+        })
+        .collect();
+    if over.is_empty() {
+        return;
+    }
+    let span = args.kernel.as_ref().map_or(Span::call_site(), |k| k.span);
+    let (what, budget_text) = match &args.max_spill_bytes {
+        Some(b) => (
+            "spills more than max_spill_bytes allows",
+            format!(" (max_spill_bytes = {})", b.value),
+        ),
+        None => ("spills registers to local memory", String::new()),
+    };
+    errors.at(
+        span,
+        format!(
+            "kernel `{}` {what}{budget_text} on {}; try a __launch_bounds__ that leaves it more registers (a lower minimum of blocks per SM), fewer live values per thread, or accept the spills here with `allow_spills` or `max_spill_bytes = N`",
+            kernel.base_name,
+            over.join(" and on ")
+        ),
+    );
+}
+
+fn tune_arch(
+    args: &Args,
+    kernel: &Kernel,
+    arch_name: &str,
+    ka: &KernelArch,
+    errors: &mut Errors,
+) -> Option<Row> {
+    let kernel_span = args.kernel.as_ref().map_or(Span::call_site(), |k| k.span);
+    let target = match arch::parse_target(arch_name) {
+        Ok(t) => t,
+        Err(e) => {
+            errors.at(
+                kernel_span,
+                format!("the manifest names an arch occ does not know: {e}"),
+            );
+            return None;
+        }
+    };
+    let limits = target.arch;
+    let resources = occ_build::analyze::resources(ka);
+    let dynamic = match (&args.dynamic_smem, &args.smem_per_thread) {
+        (Some(d), _) => match d.value {
+            DynamicSmemArg::Bytes(n) => DynamicSmem::Fixed(n),
+            DynamicSmemArg::Max => DynamicSmem::Fixed(0),
+        },
+        (None, Some(pt)) => DynamicSmem::PerThread {
+            per_thread: pt.value,
+            fixed: args.smem_fixed.as_ref().map_or(0, |f| f.value),
+        },
+        (None, None) => DynamicSmem::Fixed(0),
+    };
+    let mut request = TuneRequest {
+        dynamic_smem: dynamic,
+        max_block_size: args.max_block_size.as_ref().map(|m| m.value),
+        block_multiple: args.block_multiple.as_ref().map(|m| m.value),
+        ..TuneRequest::default()
+    };
+    if let Some(required) = ka.launch_bounds.required_block_size() {
+        // A `.reqntid` kernel launches with exactly that many threads.
+        if let Some(max) = &args.max_block_size {
+            if max.value < required {
+                errors.at(
+                    max.span,
+                    format!(
+                        "kernel `{}` requires blocks of exactly {required} threads (__launch_bounds__/reqntid), more than max_block_size = {}; raise it or drop it",
+                        kernel.base_name, max.value
+                    ),
+                );
+                return None;
+            }
+        }
+        if let Some(m) = &args.block_multiple {
+            if required % m.value != 0 {
+                errors.at(
+                    m.span,
+                    format!(
+                        "kernel `{}` requires blocks of exactly {required} threads, not a multiple of block_multiple = {}; drop block_multiple",
+                        kernel.base_name, m.value
+                    ),
+                );
+                return None;
+            }
+        }
+        request.max_block_size = Some(required);
+        request.block_multiple = Some(required);
+    }
+    let best = match tune::best_block_size(limits, &resources, &request) {
+        Ok(Some(best)) => best,
+        Ok(None) => {
+            let span = args
+                .dynamic_smem
+                .as_ref()
+                .map(|d| d.span)
+                .or(args.smem_per_thread.as_ref().map(|d| d.span))
+                .or(args.block_multiple.as_ref().map(|d| d.span))
+                .unwrap_or(kernel_span);
+            errors.at(
+                span,
+                format!(
+                    "kernel `{}` cannot launch on {arch_name} with these options: no block size{}{} fits ({} registers, {} bytes static shared memory; {arch_name} allows {} bytes of shared memory per block); ask for less dynamic shared memory or allow more block sizes",
+                    kernel.base_name,
+                    args.max_block_size.as_ref().map(|m| format!(" up to {}", m.value)).unwrap_or_default(),
+                    args.block_multiple.as_ref().map(|m| format!(" that is a multiple of {}", m.value)).unwrap_or_default(),
+                    ka.registers,
+                    ka.static_smem,
+                    limits.smem_per_block_optin,
+                ),
+            );
+            return None;
+        }
+        Err(e) => {
+            errors.at(
+                kernel_span,
+                format!("kernel `{}` on {arch_name}: {e}", kernel.base_name),
+            );
+            return None;
+        }
+    };
+    let occ = &best.occupancy;
+    let dynamic_smem = match args.dynamic_smem.as_ref().map(|d| d.value) {
+        Some(DynamicSmemArg::Max) => {
+            let launch = Launch::new(best.block_size);
+            match tune::available_dynamic_smem(
+                limits,
+                &resources,
+                &launch,
+                occ.active_blocks.max(1),
+            ) {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    errors.at(
+                        kernel_span,
+                        format!("kernel `{}` on {arch_name}: {e}", kernel.base_name),
+                    );
+                    return None;
+                }
+            }
+        }
+        _ => best.dynamic_smem,
+    };
+    if let Some(min) = &args.min_occupancy {
+        if occ.occupancy + 1e-9 < min.value {
+            errors.at(
+                min.span,
+                format!(
+                    "kernel `{}` reaches occupancy {:.3} on {arch_name} ({} of {} warps per SM at its best block size {}, limited by {}), below min_occupancy = {}; use fewer registers per thread (__launch_bounds__) or less shared memory per block (cargo occ explain shows what each step needs), or lower min_occupancy",
+                    kernel.base_name,
+                    occ.occupancy,
+                    occ.active_warps,
+                    occ.max_warps,
+                    best.block_size,
+                    occ.limiters,
+                    min.value
+                ),
+            );
+            return None;
+        }
+    }
+    Some(Row {
+        arch: arch_name.to_string(),
+        major: target.cc / 10,
+        minor: target.cc % 10,
+        block_size: best.block_size,
+        dynamic_smem,
+        blocks_per_sm: occ.active_blocks,
+        occupancy: occ.occupancy,
+    })
+}
