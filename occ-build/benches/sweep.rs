@@ -78,8 +78,9 @@ fn workspace_root() -> PathBuf {
 /// Compiles the harness; `None` (with a note) when that is not possible here.
 fn harness() -> Option<(PathBuf, PathBuf)> {
     let root = workspace_root();
+    let env = occ_build::env::Env::new();
     let mut includes = Vec::new();
-    if let Some(home) = std::env::var_os("CUDA_HOME") {
+    if let Some(home) = env.var_os("CUDA_HOME") {
         includes.push(PathBuf::from(home).join("include"));
     }
     includes.push(root.join(".cuda/cu13/nvidia/cu13/include"));
@@ -93,7 +94,7 @@ fn harness() -> Option<(PathBuf, PathBuf)> {
     let dir = root.join("target/bench");
     std::fs::create_dir_all(&dir).ok()?;
     let bin = dir.join("occ-oracle-harness");
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    let cxx = env.var("CXX").unwrap_or_else(|| "c++".into());
     let ok = Command::new(&cxx)
         .args(["-O2", "-std=c++14", "-Wall", "-Wno-unused-function", "-I"])
         .arg(&include)
