@@ -6,23 +6,22 @@ use crate::args;
 use crate::manifest::{self, Loaded, Source, OVERRIDE_VAR};
 use crate::validate::{self, Plan};
 use occ_build::manifest::FILE_NAME;
-use proc_macro2::{Literal, Span, TokenStream};
-use quote::{quote, ToTokens};
+use proc_macro2::{Delimiter, Group, Literal, Span, TokenStream, TokenTree};
+use quote::quote;
 use syn::spanned::Spanned;
 
 /// Expands `#[launch_config(attr)] item`.
 pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     let (args, mut errors) = args::parse(attr);
-    let func = match syn::parse2::<syn::ItemFn>(item.clone()) {
-        Ok(f) => Some(f),
-        Err(_) => {
-            errors.at(
-                item.span(),
-                "#[launch_config] goes on a function or method with a body",
-            );
-            None
-        }
-    };
+    // The item is not parsed: its body is spliced as tokens, which keeps
+    // hundreds of sites cheap (parsing whole functions dominated the cost).
+    let func = split_body(&item);
+    if func.is_none() {
+        errors.at(
+            item.span(),
+            "#[launch_config] goes on a function or method with a body",
+        );
+    }
     let span = args.kernel.as_ref().map_or(Span::call_site(), |k| k.span);
     let (plan, loaded) = match manifest::load() {
         Ok(loaded) => (
@@ -34,7 +33,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
             (None, None)
         }
     };
-    let Some(mut func) = func else {
+    let Some((head, body)) = func else {
         let error = errors.into_error().map(|e| e.to_compile_error());
         return quote!(#error #item);
     };
@@ -49,14 +48,30 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         }
     };
     let tracking = tracking(loaded.as_ref());
-    let block: syn::Block = match syn::parse2(quote!({ #injected #tracking })) {
-        Ok(b) => b,
-        Err(e) => return e.to_compile_error(),
+    let inner = body.stream();
+    let mut new_body = Group::new(Delimiter::Brace, quote!(#injected #tracking #inner));
+    new_body.set_span(body.span());
+    let mut out = head;
+    out.extend([TokenTree::Group(new_body)]);
+    out
+}
+
+/// Splits a function item into everything before its body and the body (a
+/// brace group that is the last token, after an `fn` keyword); `None` for
+/// anything else (a struct, a declaration without a body, ...).
+fn split_body(item: &TokenStream) -> Option<(TokenStream, Group)> {
+    let mut tokens: Vec<TokenTree> = item.clone().into_iter().collect();
+    let body = match tokens.pop()? {
+        TokenTree::Group(g) if g.delimiter() == Delimiter::Brace => g,
+        _ => return None,
     };
-    let mut stmts = block.stmts;
-    stmts.append(&mut func.block.stmts);
-    func.block.stmts = stmts;
-    func.into_token_stream()
+    let is_fn = tokens
+        .iter()
+        .any(|t| matches!(t, TokenTree::Ident(i) if i == "fn"));
+    if !is_fn {
+        return None;
+    }
+    Some((tokens.into_iter().collect(), body))
 }
 
 /// Makes rustc rebuild the crate when the manifest or `OCC_MANIFEST` changes.
