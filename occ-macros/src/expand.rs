@@ -75,7 +75,28 @@ fn split_body(item: &TokenStream) -> Option<(TokenStream, Group)> {
 }
 
 /// Makes rustc rebuild the crate when the manifest or `OCC_MANIFEST` changes.
+/// The manifest is included once per rustc process (one crate): a second
+/// `include_bytes!` of it adds nothing but work (hundreds of sites each
+/// hashing a large manifest dominated their compile time).
 fn tracking(loaded: Option<&Loaded>) -> TokenStream {
+    static TRACKED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let key = match loaded.map(|l| &l.source) {
+        Some(Source::OutDir) => format!("out:{}", option_env_out_dir()),
+        Some(Source::Override(path)) => format!("override:{}", path.display()),
+        None => String::new(),
+    };
+    let first = match TRACKED.lock() {
+        Ok(mut seen) if !seen.contains(&key) => {
+            seen.push(key);
+            true
+        }
+        Ok(_) => false,
+        // A poisoned lock: include again rather than miss the tracking.
+        Err(_) => true,
+    };
+    if !first {
+        return TokenStream::new();
+    }
     let file = match loaded.map(|l| &l.source) {
         Some(Source::OutDir) => {
             let rel = format!("/occ/{FILE_NAME}");
@@ -96,6 +117,11 @@ fn tracking(loaded: Option<&Loaded>) -> TokenStream {
         #file
         const _: ::core::option::Option<&str> = ::core::option_env!(#OVERRIDE_VAR);
     }
+}
+
+/// The `OUT_DIR` of the crate being compiled (empty when unset).
+fn option_env_out_dir() -> String {
+    std::env::var("OUT_DIR").unwrap_or_default()
 }
 
 fn consts(plan: &Plan) -> TokenStream {
