@@ -2,7 +2,7 @@
 //! library.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 fn cargo_occ(args: &[&str], stdin: Option<&str>) -> Output {
@@ -183,57 +183,14 @@ fn batch_keeps_order_and_reports_bad_lines() {
     assert_eq!(o.status.code(), Some(1));
 }
 
-/// `cuda_occupancy.h` as the test harness finds it, or `None` with a note.
-fn cuda_include() -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()?
-        .to_path_buf();
-    let mut tried = Vec::new();
-    if let Some(home) = std::env::var_os("CUDA_HOME") {
-        tried.push(PathBuf::from(home).join("include"));
-    }
-    tried.push(root.join(".cuda/cu13/nvidia/cu13/include"));
-    tried
-        .into_iter()
-        .find(|d| d.join("cuda_occupancy.h").is_file())
-}
-
 /// Batch answers for a grid of inputs against the real header, through the
 /// oracle harness of `occ-tests`.
 #[test]
 fn batch_matches_cuda_occupancy_h() {
-    let inc = cuda_include()
-        .expect("cuda_occupancy.h not found (CUDA_HOME, .cuda/); run scripts/cuda-toolkit");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let bin = Path::new(env!("CARGO_TARGET_TMPDIR")).join("calc-oracle-harness");
-    let ok = Command::new(std::env::var("CXX").unwrap_or_else(|_| "c++".into()))
-        .args(["-O1", "-std=c++14", "-I"])
-        .arg(&inc)
-        .arg(root.join("tests/oracle/harness.cpp"))
-        .arg("-o")
-        .arg(&bin)
-        .status()
-        .expect("run c++");
-    assert!(ok.success());
-
+    let bin = occ_tests::oracle::harness(Path::new(env!("CARGO_TARGET_TMPDIR")));
     let archs = occ_build::arch::all();
-    let mut table = format!("{}\n", archs.len());
-    for a in archs {
-        table += &format!(
-            "{} {} {} {} {} {} {} {} {} {} {}\n",
-            a.major,
-            a.minor,
-            a.max_threads_per_block,
-            a.max_threads_per_sm,
-            a.max_regs_per_block,
-            a.regs_per_sm,
-            a.warp_size,
-            a.smem_per_block,
-            a.smem_per_sm,
-            a.smem_per_block_optin,
-            a.reserved_smem_per_block
-        );
-    }
+    let devices: Vec<_> = archs.iter().map(|a| (a.major, a.minor, a)).collect();
+    let table = occ_tests::oracle::device_table(&devices);
     let mut cases = Vec::new();
     let mut bin_in = table.into_bytes();
     let mut jsonl = String::new();
@@ -283,7 +240,7 @@ fn batch_matches_cuda_occupancy_h() {
             }
         }
     }
-    let mut child = Command::new(&bin)
+    let mut child = Command::new(bin)
         .arg("random")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

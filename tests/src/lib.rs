@@ -137,3 +137,63 @@ pub fn path_dep(name: &str) -> String {
         workspace_root().join(name).display().to_string()
     )
 }
+
+/// The `cuda_occupancy.h` oracle: the C++ harness of `tests/oracle/` built
+/// against the installed header, and the device table it reads.
+pub mod oracle {
+    use occ_build::arch::Arch;
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+    use std::sync::OnceLock;
+
+    /// Compiles `tests/oracle/harness.cpp` against the installed
+    /// `cuda_occupancy.h` into `out_dir`, once per test binary. Panics with
+    /// the fix when the header or a C++ compiler is missing.
+    pub fn harness(out_dir: &Path) -> &'static Path {
+        static BIN: OnceLock<PathBuf> = OnceLock::new();
+        BIN.get_or_init(|| {
+            let src = super::workspace_root().join("tests/oracle/harness.cpp");
+            let inc = super::cuda_include();
+            assert!(
+                inc.join("cuda_occupancy.h").is_file(),
+                "cuda_occupancy.h not found in {}; run scripts/cuda-toolkit or set CUDA_HOME",
+                inc.display()
+            );
+            let out = out_dir.join("occ-oracle-harness");
+            let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+            let status = Command::new(&cxx)
+                .args(["-O2", "-std=c++14", "-Wall", "-Wno-unused-function", "-I"])
+                .arg(&inc)
+                .arg(&src)
+                .arg("-o")
+                .arg(&out)
+                .status()
+                .unwrap_or_else(|e| {
+                    panic!("cannot run the C++ compiler `{cxx}`: {e}; install g++ or set CXX")
+                });
+            assert!(status.success(), "compiling {} failed", src.display());
+            out
+        })
+    }
+
+    /// The device table the harness reads: a count line, then one line per
+    /// `(major, minor, limits)` with the limits of `cudaOccDeviceProp`.
+    pub fn device_table(devices: &[(u32, u32, &Arch)]) -> String {
+        let mut s = format!("{}\n", devices.len());
+        for (major, minor, a) in devices {
+            s += &format!(
+                "{major} {minor} {} {} {} {} {} {} {} {} {}\n",
+                a.max_threads_per_block,
+                a.max_threads_per_sm,
+                a.max_regs_per_block,
+                a.regs_per_sm,
+                a.warp_size,
+                a.smem_per_block,
+                a.smem_per_sm,
+                a.smem_per_block_optin,
+                a.reserved_smem_per_block
+            );
+        }
+        s
+    }
+}

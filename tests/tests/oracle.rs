@@ -24,70 +24,16 @@ use occ_build::occupancy::{
 use occ_build::tune::{available_dynamic_smem, best_block_size, DynamicSmem, TuneRequest};
 use std::fmt::Write as _;
 use std::io::{BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 
 const RANDOM_CASES: usize = 1_200_000;
 const SMEM_POINTS: [(u32, u32); 3] = [(0, 0), (4000, 0), (12345, 20000)];
 const INT_MAX: i32 = i32::MAX;
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ has a parent")
-        .to_path_buf()
-}
-
-/// Where `cuda_occupancy.h` is: CUDA_HOME, NVCC's toolkit, or the workspace's
-/// `.cuda`.
-fn cuda_include() -> PathBuf {
-    let mut tried = Vec::new();
-    if let Some(home) = std::env::var_os("CUDA_HOME") {
-        tried.push(PathBuf::from(home).join("include"));
-    }
-    if let Some(nvcc) = std::env::var_os("NVCC") {
-        if let Some(toolkit) = Path::new(&nvcc).parent().and_then(Path::parent) {
-            tried.push(toolkit.join("include"));
-        }
-    }
-    tried.push(workspace_root().join(".cuda/cu13/nvidia/cu13/include"));
-    for dir in &tried {
-        if dir.join("cuda_occupancy.h").is_file() {
-            return dir.clone();
-        }
-    }
-    panic!(
-        "cuda_occupancy.h not found (looked in {}); run scripts/cuda-toolkit or set CUDA_HOME",
-        tried
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-}
-
 /// Compiles the harness once per test binary.
 fn harness() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let src = workspace_root().join("tests/oracle/harness.cpp");
-        let inc = cuda_include();
-        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("occ-oracle-harness");
-        let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-        let status = Command::new(&cxx)
-            .args(["-O2", "-std=c++14", "-Wall", "-Wno-unused-function", "-I"])
-            .arg(&inc)
-            .arg(&src)
-            .arg("-o")
-            .arg(&out)
-            .status()
-            .unwrap_or_else(|e| {
-                panic!("cannot run the C++ compiler `{cxx}`: {e}; install g++ or set CXX")
-            });
-        assert!(status.success(), "compiling {} failed", src.display());
-        out
-    })
+    occ_tests::oracle::harness(Path::new(env!("CARGO_TARGET_TMPDIR")))
 }
 
 /// The devices the harness sees: every arch, then 10.1 with 11.0's figures.
@@ -98,25 +44,7 @@ fn devices() -> Vec<(u32, u32, &'static Arch)> {
 }
 
 fn device_table() -> String {
-    let devs = devices();
-    let mut s = format!("{}\n", devs.len());
-    for (major, minor, a) in devs {
-        writeln!(
-            s,
-            "{major} {minor} {} {} {} {} {} {} {} {} {}",
-            a.max_threads_per_block,
-            a.max_threads_per_sm,
-            a.max_regs_per_block,
-            a.regs_per_sm,
-            a.warp_size,
-            a.smem_per_block,
-            a.smem_per_sm,
-            a.smem_per_block_optin,
-            a.reserved_smem_per_block
-        )
-        .expect("write to String");
-    }
-    s
+    occ_tests::oracle::device_table(&devices())
 }
 
 fn run_harness(mode: &str, input: &Path) -> std::process::Child {
