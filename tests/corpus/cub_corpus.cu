@@ -26,8 +26,12 @@ void corpus(void *tmp, size_t &bytes, int n, cudaStream_t s) {
   instantiate<int>(tmp, bytes, nullptr, nullptr, n, nullptr, s);
   instantiate<float>(tmp, bytes, nullptr, nullptr, n, nullptr, s);
   instantiate<double>(tmp, bytes, nullptr, nullptr, n, nullptr, s);
+  instantiate<long long>(tmp, bytes, nullptr, nullptr, n, nullptr, s);
+  instantiate<unsigned short>(tmp, bytes, nullptr, nullptr, n, nullptr, s);
   sort<unsigned int>(tmp, bytes, nullptr, nullptr, nullptr, nullptr, n, s);
   sort<float>(tmp, bytes, nullptr, nullptr, nullptr, nullptr, n, s);
+  sort<double>(tmp, bytes, nullptr, nullptr, nullptr, nullptr, n, s);
+  sort<long long>(tmp, bytes, nullptr, nullptr, nullptr, nullptr, n, s);
   int *hist = nullptr;
   const unsigned char *samples = nullptr;
   cub::DeviceHistogram::HistogramEven(tmp, bytes, samples, hist, 257, 0, 256, n, s);

@@ -134,8 +134,9 @@ fn cub_corpus_matches_cuobjdump() {
         funcs.len()
     );
     assert!(
-        log.kernels.len() >= 100,
-        "only {} kernel records",
+        distinct.len() >= 100,
+        "only {} distinct kernels ({} records)",
+        distinct.len(),
         log.kernels.len()
     );
 
