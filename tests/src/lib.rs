@@ -197,3 +197,31 @@ pub mod oracle {
         s
     }
 }
+
+/// An environment for in-process builds (`Build::try_compile_with`): every
+/// variable occ-build reads that would change a build is unset (`OCC_ARCHS`,
+/// `CUDA_COMPUTE_CAP`, `OCC_NVCC_LAUNCHER`, `NUM_JOBS`, `OCC_BLESS`,
+/// `OCC_NO_NVCC`, `DOCS_RS`, `CI`), `NVCC` is the installed nvcc, and `extra`
+/// sets or unsets (`None`) what a test needs on top.
+pub fn build_env(extra: &[(&str, Option<&str>)]) -> occ_build::env::Env {
+    use std::ffi::OsString;
+    let mut vars: Vec<(String, Option<OsString>)> = [
+        "OCC_ARCHS",
+        "CUDA_COMPUTE_CAP",
+        "OCC_NVCC_LAUNCHER",
+        "NUM_JOBS",
+        "OCC_BLESS",
+        "OCC_NO_NVCC",
+        "DOCS_RS",
+        "CI",
+    ]
+    .iter()
+    .map(|name| (name.to_string(), None))
+    .collect();
+    vars.push(("NVCC".into(), Some(nvcc().into_os_string())));
+    for (name, value) in extra {
+        vars.retain(|(n, _)| n != name);
+        vars.push((name.to_string(), value.map(OsString::from)));
+    }
+    occ_build::env::Env::with_overrides(vars)
+}

@@ -12,25 +12,13 @@
 
 use occ_build::env::Env;
 use occ_build::{Build, Error, Manifest};
-use occ_tests::{nvcc, Scratch};
-use std::ffi::OsString;
+use occ_tests::Scratch;
 use std::path::{Path, PathBuf};
 
 const KERNEL: &str = "extern \"C\" __global__ void k(float* p) { p[threadIdx.x] *= 2.0f; }\n";
 
 fn env(extra: &[(&str, Option<&str>)]) -> Env {
-    let mut vars: Vec<(String, Option<OsString>)> = vec![
-        ("OCC_ARCHS".into(), None),
-        ("CUDA_COMPUTE_CAP".into(), None),
-        ("NVCC".into(), Some(nvcc().into_os_string())),
-        ("OCC_NVCC_LAUNCHER".into(), None),
-        ("NUM_JOBS".into(), None),
-    ];
-    for (k, v) in extra {
-        vars.retain(|(name, _)| name != k);
-        vars.push((k.to_string(), v.map(OsString::from)));
-    }
-    Env::with_overrides(vars)
+    occ_tests::build_env(extra)
 }
 
 fn build_in(root: &Path, out: &Path) -> Build {

@@ -5,8 +5,7 @@
 use occ_build::baseline::{Lock, CANDIDATE_FILE, GATE_FILE};
 use occ_build::env::Env;
 use occ_build::{Build, Error, Report};
-use occ_tests::{nvcc, Scratch};
-use std::ffi::OsString;
+use occ_tests::Scratch;
 
 const SMALL: &str = "extern \"C\" __global__ void grow(float* p) { p[threadIdx.x] *= 2.0f; }\n";
 /// More live values than SMALL, still few registers.
@@ -15,20 +14,7 @@ const KEEP: &str = "extern \"C\" __global__ void keep(int* p) { p[threadIdx.x] +
 const EXTRA: &str = "extern \"C\" __global__ void extra(int* p) { p[threadIdx.x] -= 1; }\n";
 
 fn env(extra: &[(&str, Option<&str>)]) -> Env {
-    let mut vars: Vec<(String, Option<OsString>)> = vec![
-        ("OCC_ARCHS".into(), None),
-        ("CUDA_COMPUTE_CAP".into(), None),
-        ("OCC_BLESS".into(), None),
-        ("OCC_NO_NVCC".into(), None),
-        ("DOCS_RS".into(), None),
-        ("CI".into(), None),
-        ("NVCC".into(), Some(nvcc().into_os_string())),
-    ];
-    for (k, v) in extra {
-        vars.retain(|(n, _)| n != k);
-        vars.push((k.to_string(), v.map(OsString::from)));
-    }
-    Env::with_overrides(vars)
+    occ_tests::build_env(extra)
 }
 
 fn build(s: &Scratch) -> Build {

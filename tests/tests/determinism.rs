@@ -5,9 +5,8 @@
 
 use occ_build::env::Env;
 use occ_build::Build;
-use occ_tests::{nvcc, Scratch};
+use occ_tests::Scratch;
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::path::Path;
 
 const FILES: &[(&str, &str)] = &[
@@ -33,13 +32,7 @@ fn crate_in(s: &Scratch, sub: &str) -> std::path::PathBuf {
 }
 
 fn env(num_jobs: &str) -> Env {
-    Env::with_overrides(vec![
-        ("OCC_ARCHS".into(), None),
-        ("CUDA_COMPUTE_CAP".into(), None),
-        ("NVCC".into(), Some(nvcc().into_os_string())),
-        ("OCC_NVCC_LAUNCHER".into(), None),
-        ("NUM_JOBS".into(), Some(OsString::from(num_jobs))),
-    ])
+    occ_tests::build_env(&[("NUM_JOBS", Some(num_jobs))])
 }
 
 /// Every file the build left in `$OUT_DIR/occ` (not the cache), by name,

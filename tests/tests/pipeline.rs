@@ -2,8 +2,7 @@
 
 use occ_build::env::Env;
 use occ_build::{Build, Error, Manifest};
-use occ_tests::{counting_launcher, launches, nvcc, Scratch};
-use std::ffi::OsString;
+use occ_tests::{counting_launcher, launches, Scratch};
 
 /// A module exercising every shape the parser must handle.
 const ZOO: &str = r#"
@@ -81,17 +80,7 @@ fn zoo() -> Scratch {
 }
 
 fn env(extra: &[(&str, Option<&str>)]) -> Env {
-    let mut vars: Vec<(String, Option<OsString>)> = vec![
-        ("OCC_ARCHS".into(), None),
-        ("CUDA_COMPUTE_CAP".into(), None),
-        ("NVCC".into(), Some(nvcc().into_os_string())),
-        ("OCC_NVCC_LAUNCHER".into(), None),
-    ];
-    for (k, v) in extra {
-        vars.retain(|(name, _)| name != k);
-        vars.push((k.to_string(), v.map(OsString::from)));
-    }
-    Env::with_overrides(vars)
+    occ_tests::build_env(extra)
 }
 
 fn build(s: &Scratch) -> Build {
