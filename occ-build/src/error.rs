@@ -223,14 +223,10 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Io { source, .. } => Some(source),
-            _ => None,
-        }
-    }
-}
+// No `source()`: every message already includes its cause (an `Io` error
+// prints the OS error after the action), so chain printers such as
+// anyhow's `{:#}` would repeat it.
+impl std::error::Error for Error {}
 
 /// The result type of occ-build.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
