@@ -279,7 +279,7 @@ impl Build {
                     relative(&root, &lock_path),
                     lock.nvcc
                 ));
-                emit::write_all(&manifest, &out_dir, &[])?;
+                emit::write_all(&manifest, &out_dir)?;
                 return Ok((manifest, out_dir, 0));
             }
             (Err(Error::NvccNotFound { mut looked }), None) => {
@@ -383,7 +383,7 @@ impl Build {
         let version = nvcc_version_cached(&nvcc, &out_dir)?;
         let manifest = analyze::build_manifest(&package, &version, &archs, &outputs)?;
         self.gate_spills(&manifest, directives)?;
-        emit::write_all(&manifest, &out_dir, &outputs)?;
+        emit::write_all(&manifest, &out_dir)?;
         let gate = Gate {
             root: &root,
             lock_path: &lock_path,

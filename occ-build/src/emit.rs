@@ -4,7 +4,7 @@
 //! Generated Rust is built with `quote!`, formatted with prettyplease, sorted,
 //! free of absolute paths and timestamps, and written only when it changes.
 
-use crate::compile::{write_atomic, JobOutput};
+use crate::compile::write_atomic;
 use crate::error::Result;
 use crate::manifest::{self, Kernel, KernelArch, Manifest};
 use proc_macro2::{Literal, TokenStream};
@@ -16,7 +16,7 @@ use std::path::Path;
 pub const KERNELS_RS: &str = "kernels.rs";
 
 /// Writes `manifest.json` and `kernels.rs`.
-pub fn write_all(manifest: &Manifest, out: &Path, _outputs: &[JobOutput]) -> Result<()> {
+pub fn write_all(manifest: &Manifest, out: &Path) -> Result<()> {
     write_atomic(&out.join(KERNELS_RS), kernels_rs(manifest).as_bytes())?;
     // The manifest goes last: its presence means the rest is complete.
     write_atomic(
