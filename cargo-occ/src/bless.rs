@@ -2,8 +2,11 @@
 
 use crate::locate::Locate;
 use anyhow::{bail, Context};
-use occ_build::baseline::{self, Lock, Verdict, CANDIDATE_FILE};
+use occ_build::compare::{self, Verdict};
 use occ_build::env::Env;
+use occ_build::gate;
+use occ_build::lock::{Lock, CANDIDATE_FILE};
+use occ_build::manifest::Origin;
 use std::path::PathBuf;
 
 /// Arguments of `cargo occ bless`.
@@ -18,7 +21,7 @@ pub struct BlessArgs {
 
 /// Copies `$OUT_DIR/occ/occ.lock.new` of the latest build over the lock.
 pub fn run(args: BlessArgs) -> anyhow::Result<i32> {
-    if baseline::is_ci(&Env::new()) {
+    if gate::is_ci(&Env::new()) {
         eprintln!("error: CI is set; occ.lock is never written in CI: bless on a developer machine and commit it");
         return Ok(2);
     }
@@ -31,7 +34,7 @@ pub fn run(args: BlessArgs) -> anyhow::Result<i32> {
         )
     })?;
     let candidate = Lock::from_text(&text, &candidate_path)?;
-    if found.manifest.nvcc == "lock" {
+    if found.manifest.origin == Origin::Lock {
         bail!("the last build had no nvcc and used the lock itself; build with nvcc, then bless");
     }
     let (path, old) = found.lock(args.lock.as_deref())?;
@@ -41,14 +44,14 @@ pub fn run(args: BlessArgs) -> anyhow::Result<i32> {
             return Ok(0);
         }
         Some(old) => {
-            let diff = baseline::compare(old, &candidate, &Default::default());
+            let diff = compare::compare(old, &candidate, &Default::default());
             let all = [
                 Verdict::Regression,
                 Verdict::Improvement,
                 Verdict::New,
                 Verdict::Changed,
             ];
-            print!("{}", baseline::render_diff(&diff, &all));
+            print!("{}", compare::render_diff(&diff, &all));
         }
         None => {}
     }

@@ -1,7 +1,9 @@
 //! `cargo occ check`: the regression gate outside `cargo build`.
 
 use crate::locate::Locate;
-use occ_build::baseline::{self, Lock, Verdict};
+use occ_build::compare::{self, Verdict};
+use occ_build::lock::Lock;
+use occ_build::manifest::Origin;
 use std::path::PathBuf;
 
 /// Arguments of `cargo occ check`.
@@ -48,7 +50,7 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     if let Some(n) = args.register_threshold {
         thresholds.registers = n;
     }
-    if found.manifest.nvcc == "lock" {
+    if found.manifest.origin == Origin::Lock {
         println!(
             "note: the last build had no nvcc and used {}; nothing to compare",
             path.display()
@@ -56,12 +58,12 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
         return Ok(0);
     }
     let candidate = Lock::from_manifest(&found.manifest);
-    let diff = baseline::compare(&lock, &candidate, &thresholds);
+    let diff = compare::compare(&lock, &candidate, &thresholds);
     let name = path.display();
     if diff.has_regressions() {
         print!(
             "occupancy regression against {name}:\n{}",
-            baseline::render_diff(&diff, &[Verdict::Regression])
+            compare::render_diff(&diff, &[Verdict::Regression])
         );
         println!("if this is intended, accept it with `cargo occ bless` and commit {name}");
         return Ok(1);
@@ -72,7 +74,7 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     } else {
         print!(
             "ok, no regression; differences from {name}:\n{}",
-            baseline::render_diff(&diff, &others)
+            compare::render_diff(&diff, &others)
         );
         println!("run `cargo occ bless` to record them");
     }

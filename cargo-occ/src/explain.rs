@@ -5,9 +5,9 @@
 use crate::locate::{unknown_kernel, Locate};
 use anyhow::anyhow;
 use occ_build::analyze::resources;
-use occ_build::baseline::percent;
 use occ_build::manifest::Lookup;
 use occ_build::occupancy::{occupancy, Launch, Limiter};
+use occ_build::table::percent;
 use occ_build::{arch, tune};
 
 /// Arguments of `cargo occ explain`.

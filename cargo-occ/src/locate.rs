@@ -3,7 +3,9 @@
 //! folder and packages from `cargo metadata`.
 
 use anyhow::{bail, Context, Result};
-use occ_build::baseline::{GateSettings, Lock, GATE_FILE};
+use occ_build::compare::{GateSettings, GATE_FILE};
+use occ_build::gate;
+use occ_build::lock::Lock;
 use occ_build::Manifest;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -44,7 +46,7 @@ impl Located {
                 self.occ_dir.display()
             ),
         };
-        let lock = Lock::read(&path)?;
+        let lock = gate::read_lock(&path)?;
         Ok((path, lock))
     }
 }
@@ -63,8 +65,8 @@ impl Locate {
             .manifest
             .clone()
             .unwrap_or_else(|| occ_dir.join(occ_build::manifest::FILE_NAME));
-        let manifest = Manifest::read(&manifest_file)?;
-        let gate = GateSettings::read(&occ_dir.join(GATE_FILE))?;
+        let manifest = occ_build::emit::read_manifest(&manifest_file)?;
+        let gate = gate::read_settings(&occ_dir.join(GATE_FILE))?;
         Ok(Located {
             occ_dir,
             manifest,

@@ -15,8 +15,10 @@ mod check;
 mod explain;
 mod locate;
 mod parse;
+mod render;
 mod report;
 mod sweep;
+mod sweep_run;
 
 /// CUDA kernel occupancy as a build-time fact.
 #[derive(Debug, Parser)]

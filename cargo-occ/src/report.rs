@@ -3,12 +3,13 @@
 //! calculator charts.
 
 use crate::locate::Locate;
+use crate::render as report;
 use anyhow::Context;
 use occ_build::analyze::resources;
-use occ_build::baseline::percent;
+use occ_build::arch;
 use occ_build::manifest::{Kernel, KernelArch, Manifest};
 use occ_build::occupancy::{occupancy, KernelResources, Launch};
-use occ_build::{arch, report};
+use occ_build::table::percent;
 use plotters::prelude::*;
 use std::path::PathBuf;
 

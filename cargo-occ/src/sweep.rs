@@ -3,10 +3,11 @@
 //! its occupancy, and print registers, spills, stack and occupancy per cap.
 
 use crate::locate::Locate;
+use crate::sweep_run;
 use anyhow::{bail, Context};
 use occ_build::env::Env;
 use occ_build::manifest;
-use occ_build::sweep::{self, KernelSweep, Method, SweepPoint};
+use occ_build::sweep::{KernelSweep, Method, SweepPoint};
 
 /// Arguments of `cargo occ sweep`.
 #[derive(Debug, Clone, clap::Args)]
@@ -45,7 +46,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     let located = args.locate.find()?;
     let (manifest, dir) = (located.manifest, located.occ_dir);
     let nvcc = occ_build::toolkit::find_nvcc(&Env::new(), None, Some(&cwd))?;
-    let ptxas = sweep::ptxas_beside(&nvcc.path);
+    let ptxas = sweep_run::ptxas_beside(&nvcc.path);
     if !ptxas.is_file() {
         bail!(
             "no ptxas beside {} (looked for {}); point NVCC or CUDA_HOME at a full CUDA toolkit",
@@ -56,7 +57,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     let jobs = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
-    let result = sweep::sweep_manifest(
+    let result = sweep_run::sweep_manifest(
         &manifest,
         &dir,
         &ptxas,

@@ -66,7 +66,7 @@ fn json_matches_header_vectors() {
     // shared/reference/occupancy-algorithm.md.
     // (flags, blocks, warps, limiters, best block size)
     type Vector<'a> = (&'a [&'a str], u64, u64, &'a [&'a str], u64);
-    let cases: [Vector; 3] = [
+    let cases: [Vector<'_>; 3] = [
         (
             &[
                 "--arch",

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use occ_build::baseline::Lock;
+use occ_build::lock::Lock;
 use occ_build::emit;
 use std::path::Path;
 

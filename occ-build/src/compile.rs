@@ -8,12 +8,34 @@
 //! half-written files.
 
 use crate::error::{Error, Result};
+use crate::inputs::Inputs;
 use crate::toolkit::Nvcc;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+
+/// Stage 4: runs (or reuses) every job, under cargo's jobserver when the
+/// build script has one; results come back in the order of `jobs`.
+pub(crate) fn run(nvcc: &Nvcc, inputs: &Inputs, jobs: &[Job]) -> Result<Vec<JobOutput>> {
+    let jobserver = jobserver_client();
+    Runner {
+        nvcc,
+        nvcc_id: file_id(&nvcc.path),
+        root: &inputs.root,
+        out: &inputs.out_dir,
+        jobs: inputs.parallel,
+        jobserver: jobserver.as_ref(),
+    }
+    .run_all(jobs)
+}
+
+fn jobserver_client() -> Option<jobserver::Client> {
+    // SAFETY: cargo passes the jobserver's file descriptors to the build
+    // script; nothing else in this process uses or closes them.
+    unsafe { jobserver::Client::from_env() }
+}
 
 /// What one job compiles.
 #[derive(Debug, Clone)]
@@ -118,9 +140,7 @@ impl Runner<'_> {
                 });
             }
         });
-        let slots = results
-            .into_inner()
-            .map_err(|_| Error::Other("an nvcc worker thread panicked".into()))?;
+        let slots = results.into_inner().map_err(|_| Error::WorkerPanicked)?;
         let mut out = Vec::with_capacity(jobs.len());
         for slot in slots {
             match slot {
@@ -203,12 +223,11 @@ impl Runner<'_> {
         // backquote or a double quote in one would run as a command or break
         // the line (nvcc 13.5; spaces, `;`, `&`, `'`, `|`, `()` are safe).
         if let Some(arg) = run_args.iter().find(|a| a.contains(['$', '`', '"'])) {
-            return Err(Error::Other(format!(
-                "cannot compile {} for {}: the nvcc argument `{arg}` holds `$`, a backquote or a \
-                 double quote, which nvcc's own shell would expand or misread; rename the file \
-                 or folder (or change the flag) so that it has none of them",
-                job.source, job.arch
-            )));
+            return Err(Error::ShellUnsafeArgument {
+                file: job.source.clone(),
+                arch: job.arch.clone(),
+                argument: arg.clone(),
+            });
         }
         let _ = std::fs::remove_dir_all(&paths.tmp);
         std::fs::create_dir_all(&paths.tmp)
@@ -227,15 +246,12 @@ impl Runner<'_> {
         log.push_str(&String::from_utf8_lossy(&output.stdout));
         if !output.status.success() {
             let _ = std::fs::remove_dir_all(&paths.tmp);
-            return Err(nvcc_failure(job, &log, output.status.code()));
+            return Err(nvcc_failure(self.nvcc, job, &log, output.status.code()));
         }
-        let ptx_tmp = find_ptx(&paths.tmp, &job.source).ok_or_else(|| {
-            Error::Other(format!(
-            "nvcc compiled {} for {} but left no PTX in {}; is OCC_NVCC_LAUNCHER dropping -keep?",
-            job.source,
-            job.arch,
-            paths.tmp.display()
-        ))
+        let ptx_tmp = find_ptx(&paths.tmp, &job.source).ok_or_else(|| Error::NoPtx {
+            file: job.source.clone(),
+            arch: job.arch.clone(),
+            dir: paths.tmp.clone(),
         })?;
         let ptx = std::fs::read_to_string(&ptx_tmp)
             .map_err(|e| Error::io(format!("cannot read {}", ptx_tmp.display()), e))?;
@@ -427,7 +443,7 @@ fn unescape(name: &[u8]) -> String {
 }
 
 /// Turns a failed nvcc run into the error a user can act on.
-fn nvcc_failure(job: &Job, log: &str, code: Option<i32>) -> Error {
+fn nvcc_failure(nvcc: &Nvcc, job: &Job, log: &str, code: Option<i32>) -> Error {
     let lower = log.to_ascii_lowercase();
     if lower.contains("unsupported gpu architecture")
         || (lower.contains("is not defined for option") && lower.contains("gpu-name"))
@@ -444,7 +460,9 @@ fn nvcc_failure(job: &Job, log: &str, code: Option<i32>) -> Error {
             .to_string();
         return Error::UnsupportedArch {
             arch: job.arch.clone(),
-            nvcc_version: String::new(),
+            nvcc_version: nvcc
+                .version()
+                .unwrap_or_else(|_| nvcc.path.display().to_string()),
             detail,
         };
     }
@@ -503,16 +521,25 @@ mod tests {
             name: "k.sm_52".into(),
             args: vec![],
         };
+        // No nvcc at that path: the message names the path instead of a version.
+        let nvcc = Nvcc {
+            path: PathBuf::from("/nonexistent/nvcc"),
+            origin: "test".into(),
+            launcher: None,
+        };
         let err = nvcc_failure(
+            &nvcc,
             &job,
             "nvcc fatal   : Unsupported gpu architecture 'compute_52'\n",
             Some(1),
         );
         assert!(
-            matches!(err, Error::UnsupportedArch { ref arch, .. } if arch == "sm_52"),
+            matches!(err, Error::UnsupportedArch { ref arch, ref nvcc_version, .. }
+                if arch == "sm_52" && nvcc_version == "/nonexistent/nvcc"),
             "{err}"
         );
         let err = nvcc_failure(
+            &nvcc,
             &job,
             "k.cu(3): error: identifier \"x\" is undefined\n",
             Some(1),

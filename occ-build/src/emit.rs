@@ -15,6 +15,13 @@ use std::path::Path;
 /// The generated Rust file's name inside `$OUT_DIR/occ`.
 pub const KERNELS_RS: &str = "kernels.rs";
 
+/// Reads and parses a manifest file (`$OUT_DIR/occ/manifest.json`).
+pub fn read_manifest(path: &Path) -> Result<Manifest> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| crate::Error::io(format!("cannot read {}", path.display()), e))?;
+    Ok(Manifest::from_json(&text, path)?)
+}
+
 /// Writes `manifest.json` and `kernels.rs`.
 pub fn write_all(manifest: &Manifest, out: &Path) -> Result<()> {
     write_atomic(&out.join(KERNELS_RS), kernels_rs(manifest).as_bytes())?;

@@ -98,6 +98,8 @@ pub enum Error {
         /// The operating system's error.
         source: std::io::Error,
     },
+    /// An error of the pure core with no variant of its own here.
+    Model(occ_model::Error),
     /// A manifest or lock file that cannot be read.
     Corrupt {
         /// The file.
@@ -110,8 +112,61 @@ pub enum Error {
         /// The rendered before/after table and the hint line.
         report: String,
     },
-    /// Anything else, already phrased for the user.
-    Other(String),
+    /// A `.glob()` pattern that is not a valid glob.
+    BadGlob {
+        /// The pattern given.
+        pattern: String,
+        /// What the glob parser said.
+        detail: String,
+    },
+    /// A [`crate::Build::max_registers`] target that names neither a source
+    /// nor a kernel of the build.
+    UnknownCapTarget {
+        /// The target given.
+        target: String,
+        /// What it might have meant.
+        hint: String,
+    },
+    /// An nvcc argument that nvcc's own shell would expand or misread.
+    ShellUnsafeArgument {
+        /// The `.cu` file.
+        file: String,
+        /// The target arch.
+        arch: String,
+        /// The argument (a path or a flag).
+        argument: String,
+    },
+    /// nvcc succeeded but left no PTX (a launcher dropped `-keep`?).
+    NoPtx {
+        /// The `.cu` file.
+        file: String,
+        /// The target arch.
+        arch: String,
+        /// The scratch folder nvcc was told to keep its files in.
+        dir: PathBuf,
+    },
+    /// A worker thread of the build panicked (an occ bug).
+    WorkerPanicked,
+}
+
+impl From<occ_model::Error> for Error {
+    fn from(e: occ_model::Error) -> Self {
+        match e {
+            occ_model::Error::Corrupt { path, detail } => Error::Corrupt { path, detail },
+            occ_model::Error::Parse { file, arch, detail } => Error::Parse { file, arch, detail },
+            occ_model::Error::Occupancy {
+                kernel,
+                arch,
+                detail,
+            } => Error::Occupancy {
+                kernel,
+                arch,
+                detail,
+            },
+            // `occ_model::Error` is non-exhaustive; a new kind keeps its message.
+            other => Error::Model(other),
+        }
+    }
 }
 
 impl Error {
@@ -218,7 +273,34 @@ impl fmt::Display for Error {
             Error::Io { action, source } => write!(f, "{action}: {source}"),
             Error::Corrupt { path, detail } => write!(f, "{}: {detail}", path.display()),
             Error::Regression { report } => write!(f, "{report}"),
-            Error::Other(message) => write!(f, "{message}"),
+            Error::Model(e) => write!(f, "{e}"),
+            Error::BadGlob { pattern, detail } => write!(
+                f,
+                "bad glob pattern `{pattern}`: {detail}; see the glob crate's syntax"
+            ),
+            Error::UnknownCapTarget { target, hint } => write!(
+                f,
+                "max_registers(\"{target}\", ..) names no source file and no kernel of this build; {hint}"
+            ),
+            Error::ShellUnsafeArgument {
+                file,
+                arch,
+                argument,
+            } => write!(
+                f,
+                "cannot compile {file} for {arch}: the nvcc argument `{argument}` holds `$`, a backquote or a \
+                 double quote, which nvcc's own shell would expand or misread; rename the file \
+                 or folder (or change the flag) so that it has none of them"
+            ),
+            Error::NoPtx { file, arch, dir } => write!(
+                f,
+                "nvcc compiled {file} for {arch} but left no PTX in {}; is OCC_NVCC_LAUNCHER dropping -keep?",
+                dir.display()
+            ),
+            Error::WorkerPanicked => write!(
+                f,
+                "an nvcc worker thread panicked; this is an occ bug: please report it with the build log"
+            ),
         }
     }
 }

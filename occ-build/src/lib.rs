@@ -96,27 +96,27 @@
 //! `CUBIN`/`PTX` device code.
 #![deny(missing_docs)]
 
-pub mod analyze;
-pub mod arch;
-pub mod baseline;
+mod assemble;
 mod builder;
 pub mod cargo;
 pub mod compile;
 pub mod emit;
 pub mod env;
 pub mod error;
-pub mod manifest;
-pub mod names;
-pub mod occupancy;
+pub mod gate;
+mod inputs;
+mod pipeline;
+mod plan;
 #[cfg(test)]
 mod proptests;
-pub mod ptx;
-pub mod ptxas;
-pub mod report;
-pub mod sweep;
+mod toolchain;
 pub mod toolkit;
-pub mod tune;
 
 pub use builder::{Build, Report};
 pub use error::{Error, Result};
-pub use manifest::Manifest;
+pub use occ_model::manifest::Manifest;
+
+// The pure core, re-exported so that a build script needs one dependency.
+pub use occ_model::{
+    analyze, arch, compare, lock, manifest, names, occupancy, ptx, ptxas, sweep, table, tune,
+};

@@ -1,91 +1,14 @@
-//! Property tests of everything that reads untrusted text (ptxas logs, PTX,
-//! manifests) or takes arbitrary numbers (the occupancy model): no panic and
-//! no hang on any input, and well-formed input read back exactly. The
-//! cargo-fuzz targets in `fuzz/` push the same entry points much further.
-//! Regression tests for what fuzzing found are at the end.
+//! Property tests of the manifest reader and of `kernels.rs`: any manifest
+//! text gives a manifest or an error (never a panic), and every manifest
+//! gives Rust that parses. The cargo-fuzz targets in `fuzz/` push the same
+//! entry points much further. Regression tests for what fuzzing found are at
+//! the end.
 
-use crate::manifest::{self, Best, Kernel, KernelArch, LaunchBounds, Manifest};
-use crate::occupancy::{occupancy, CachePref, KernelResources, Launch, PartitionedGc};
-use crate::{arch, emit, ptx, ptxas, tune};
+use crate::emit;
+use crate::manifest::{self, Best, Kernel, KernelArch, LaunchBounds, Manifest, Origin, Resources};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;
-
-/// Fragments of real ptxas and PTX text, so random input reaches deep states.
-const LOG_BITS: &[&str] = &[
-    "ptxas info    : ",
-    "ptxas warning : ",
-    "ptxas error   : ",
-    "ptxas fatal   : ",
-    "Compiling entry function '",
-    "' for 'sm_80'",
-    "Function properties for ",
-    "    ",
-    " bytes stack frame, ",
-    " bytes spill stores, ",
-    " bytes spill loads",
-    "Used ",
-    " registers, ",
-    "used ",
-    " barriers, ",
-    " bytes smem, ",
-    " bytes cmem[0]",
-    " bytes gmem",
-    " bytes cumulative stack size",
-    "nvlink info    : ",
-    "Function properties for '",
-    "':",
-    "uses ",
-    " stack, ",
-    " bytes lmem",
-    "_Z5saxpyPf",
-    "saxpy",
-    "4294967296",
-    "18446744073709551616",
-    "0",
-    "7",
-    ", ",
-    "'",
-    "\n",
-    "\r\n",
-    "é",
-];
-
-const PTX_BITS: &[&str] = &[
-    ".visible ",
-    ".weak ",
-    ".extern ",
-    ".entry ",
-    ".func ",
-    ".target sm_80",
-    ".maxntid ",
-    ".reqntid ",
-    ".minnctapersm ",
-    ".maxnreg ",
-    ".maxclusterrank ",
-    ".reqnctapercluster ",
-    ".explicitcluster",
-    ".noreturn",
-    "k(",
-    ".param .u64 p",
-    ")",
-    "{",
-    "}",
-    ";",
-    "//",
-    "/*",
-    "*/",
-    "\"",
-    "256",
-    "4294967296",
-    ", ",
-    "\n",
-    "é",
-];
-
-fn from_bits(bits: &'static [&'static str]) -> impl Strategy<Value = String> {
-    prop::collection::vec(prop::sample::select(bits), 0..60).prop_map(|v| v.concat())
-}
 
 fn any_text() -> impl Strategy<Value = String> {
     prop_oneof![any::<String>(), ".{0,400}"]
@@ -109,25 +32,27 @@ fn kernel_arch() -> impl Strategy<Value = KernelArch> {
     )
         .prop_map(
             |(registers, barriers, static_smem, stack_frame, stores, loads, file)| KernelArch {
-                registers,
-                barriers,
-                static_smem,
-                cmem: BTreeMap::new(),
-                stack_frame,
-                cumulative_stack: None,
-                spill_stores: stores,
-                spill_loads: loads,
-                launch_bounds: LaunchBounds::default(),
-                maxrregcount: None,
-                warnings: vec![],
-                best: Best {
-                    block_size: 256,
-                    active_blocks_per_sm: 4,
-                    active_warps_per_sm: 32,
-                    occupancy: 0.5,
-                    limiters: vec!["registers".into()],
-                    dynamic_smem_headroom: 0,
+                resources: Resources {
+                    registers,
+                    barriers,
+                    static_smem,
+                    stack_frame,
+                    cumulative_stack: None,
+                    spill_stores: stores,
+                    spill_loads: loads,
+                    launch_bounds: LaunchBounds::default(),
+                    maxrregcount: None,
+                    best: Best {
+                        block_size: 256,
+                        active_blocks_per_sm: 4,
+                        active_warps_per_sm: 32,
+                        occupancy: 0.5,
+                        limiters: vec!["registers".into()],
+                        dynamic_smem_headroom: 0,
+                    },
                 },
+                cmem: BTreeMap::new(),
+                warnings: vec![],
                 cubin: format!("{file}.cubin"),
                 ptx: format!("{file}.ptx"),
             },
@@ -156,147 +81,14 @@ fn a_manifest() -> impl Strategy<Value = Manifest> {
     (any::<String>(), prop::collection::vec(kernel, 0..4)).prop_map(|(package, kernels)| Manifest {
         schema: manifest::SCHEMA_VERSION,
         package,
+        origin: Origin::Nvcc,
         nvcc: "V13.5.37".into(),
         archs: vec!["sm_80".into()],
         kernels,
     })
 }
 
-fn kernel_resources() -> impl Strategy<Value = KernelResources> {
-    (
-        prop_oneof![0u32..300, any::<u32>()],
-        prop_oneof![0u32..300_000, any::<u32>()],
-        prop_oneof![0u32..20, any::<u32>()],
-        prop::option::of(prop_oneof![0u32..2048, any::<u32>()]),
-        prop_oneof![0u32..200, any::<u32>()],
-        prop::option::of(prop_oneof![0u32..300_000, any::<u32>()]),
-    )
-        .prop_map(
-            |(registers, static_smem, barriers, max_threads, virtual_resources, max_dyn)| {
-                KernelResources {
-                    registers,
-                    static_smem,
-                    barriers,
-                    max_threads_per_block: max_threads,
-                    virtual_resources,
-                    max_dynamic_smem: max_dyn,
-                }
-            },
-        )
-}
-
-fn launch() -> impl Strategy<Value = Launch> {
-    (
-        prop_oneof![0u32..2048, any::<u32>()],
-        prop_oneof![0u32..300_000, any::<u32>()],
-        prop::option::of(any::<u8>()),
-        prop::sample::select(vec![
-            CachePref::None,
-            CachePref::Shared,
-            CachePref::L1,
-            CachePref::Equal,
-        ]),
-        prop::sample::select(vec![
-            PartitionedGc::Off,
-            PartitionedGc::On,
-            PartitionedGc::OnStrict,
-        ]),
-    )
-        .prop_map(
-            |(block_size, dynamic_smem, carveout, cache_pref, partitioned_gc)| Launch {
-                block_size,
-                dynamic_smem,
-                carveout,
-                cache_pref,
-                partitioned_gc,
-            },
-        )
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
-
-    #[test]
-    fn ptxas_log_parser_never_panics(text in prop_oneof![any_text(), from_bits(LOG_BITS)]) {
-        if let Ok(log) = ptxas::parse_log(&text) {
-            for k in &log.kernels {
-                let _ = k.stack_size();
-                let _ = crate::names::kernel_name(&k.name);
-                let ident = crate::names::rust_ident(&k.name);
-                prop_assert!(syn::parse_str::<syn::Ident>(&ident).is_ok(), "{ident:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn ptxas_log_parser_reads_back_what_ptxas_prints(
-        name in "_Z[0-9][a-zA-Z_][a-zA-Z0-9_]{0,30}",
-        arch in prop::sample::select(vec!["sm_75", "sm_80", "sm_90a", "sm_120"]),
-        registers in 0u32..256,
-        barriers in 0u32..17,
-        smem in 0u64..300_000,
-        stack in 0u64..100_000,
-        stores in 0u64..100_000,
-        loads in 0u64..100_000,
-        crlf in any::<bool>(),
-    ) {
-        let smem_part = if smem > 0 { format!(", {smem} bytes smem") } else { String::new() };
-        let text = format!(
-            "ptxas info    : 0 bytes gmem\n\
-             ptxas info    : Compiling entry function '{name}' for '{arch}'\n\
-             ptxas info    : Function properties for {name}\n    \
-             {stack} bytes stack frame, {stores} bytes spill stores, {loads} bytes spill loads\n\
-             ptxas info    : Used {registers} registers, used {barriers} barriers{smem_part}\n"
-        );
-        let text = if crlf { text.replace('\n', "\r\n") } else { text };
-        let log = ptxas::parse_log(&text).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        prop_assert_eq!(log.kernels.len(), 1);
-        let k = &log.kernels[0];
-        prop_assert_eq!(&k.name, &name);
-        prop_assert_eq!(k.arch.as_deref(), Some(arch));
-        prop_assert_eq!(k.registers, registers);
-        prop_assert_eq!(k.barriers, Some(barriers));
-        prop_assert_eq!(k.static_smem, smem);
-        prop_assert_eq!(k.stack_frame, stack);
-        prop_assert_eq!((k.spill_stores, k.spill_loads), (stores, loads));
-    }
-
-    #[test]
-    fn ptx_parser_never_panics(text in prop_oneof![any_text(), from_bits(PTX_BITS)]) {
-        let _ = ptx::target(&text);
-        for entry in ptx::parse_entries(&text) {
-            prop_assert!(text.contains(entry.name.as_str()));
-        }
-    }
-
-    #[test]
-    fn ptx_parser_reads_back_launch_bounds(
-        name in "[a-zA-Z_][a-zA-Z0-9_$]{0,30}",
-        maxntid in prop::option::of((1u32..1025, 1u32..65, 1u32..65)),
-        minblocks in prop::option::of(1u32..33),
-        maxnreg in prop::option::of(1u32..256),
-    ) {
-        let mut text = format!(".version 8.8\n.target sm_90\n.address_size 64\n\n.visible .entry {name}(\n\t.param .u64 p\n)\n");
-        if let Some((x, y, z)) = maxntid {
-            text.push_str(&format!(".maxntid {x}, {y}, {z}\n"));
-        }
-        if let Some(n) = minblocks {
-            text.push_str(&format!(".minnctapersm {n}\n"));
-        }
-        if let Some(n) = maxnreg {
-            text.push_str(&format!(".maxnreg {n}\n"));
-        }
-        text.push_str("{\n\tret;\n}\n");
-        let entries = ptx::parse_entries(&text);
-        prop_assert_eq!(entries.len(), 1);
-        let e = &entries[0];
-        prop_assert_eq!(&e.name, &name);
-        prop_assert_eq!(e.maxntid, maxntid.map(|(x, y, z)| [x, y, z]));
-        prop_assert_eq!(e.minnctapersm, minblocks);
-        prop_assert_eq!(e.maxnreg, maxnreg);
-        prop_assert_eq!(ptx::target(&text), Some("sm_90"));
-    }
-
     #[test]
     fn manifest_reader_never_panics(text in prop_oneof![
         any_text(),
@@ -310,7 +102,7 @@ proptest! {
     #[test]
     fn manifests_round_trip_and_give_kernels_rs(m in a_manifest()) {
         let json = m.to_json();
-        prop_assert!(json.starts_with("{\n  \"schema\": 1,"), "{json}");
+        prop_assert!(json.starts_with("{\n  \"schema\": 2,"), "{json}");
         let back = Manifest::from_json(&json, Path::new("m.json"))
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(&back, &m);
@@ -356,34 +148,6 @@ proptest! {
         prop_assert!(err.contains("not a plain file name"), "{bad:?}: {err}");
     }
 
-    #[test]
-    fn occupancy_model_never_panics_and_stays_in_bounds(
-        a in any::<prop::sample::Index>(),
-        kernel in kernel_resources(),
-        launch in launch(),
-        blocks in prop_oneof![0u32..40, any::<u32>()],
-        multiple in prop::option::of(prop_oneof![0u32..70, any::<u32>()]),
-        cap in prop::option::of(prop_oneof![0u32..2048, any::<u32>()]),
-    ) {
-        let arch = &arch::all()[a.index(arch::all().len())];
-        if let Ok(occ) = occupancy(arch, &kernel, &launch) {
-            prop_assert!(occ.active_warps <= arch.max_warps_per_sm());
-            prop_assert!((0.0..=1.0).contains(&occ.occupancy));
-        }
-        let _ = tune::available_dynamic_smem(arch, &kernel, &launch, blocks);
-        let _ = tune::what_if(arch, &kernel, &launch);
-        let req = tune::TuneRequest {
-            max_block_size: cap,
-            block_multiple: multiple,
-            carveout: launch.carveout,
-            cache_pref: launch.cache_pref,
-            partitioned_gc: launch.partitioned_gc,
-            ..tune::TuneRequest::default()
-        };
-        if let Ok(Some(best)) = tune::best_block_size(arch, &kernel, &req) {
-            prop_assert!(best.block_size > 0 && best.block_size <= arch.max_threads_per_block);
-        }
-    }
 }
 
 /// `str::floor_char_boundary` is unstable; the same for the test.
@@ -400,28 +164,6 @@ impl FloorCharBoundary for str {
     }
 }
 
-// Regression tests: each input here once panicked or hung.
-
-#[test]
-fn what_if_with_a_bogus_register_count_returns_at_once() {
-    // Found by reading the search bound while writing the fuzz target: the
-    // register search walked every count below `registers`, four billion
-    // compute() calls for u32::MAX.
-    let sm80 = arch::lookup("sm_80").map_err(|e| e.to_string());
-    let Ok(sm80) = sm80 else {
-        panic!("sm_80 is known")
-    };
-    let kernel = KernelResources {
-        registers: u32::MAX,
-        ..KernelResources::default()
-    };
-    let hint = tune::what_if(sm80, &kernel, &Launch::new(128)).map_err(|e| format!("{e:?}"));
-    assert_eq!(
-        hint.map(|h| h.registers.map(|r| r.max_registers)),
-        Ok(Some(sm80.max_regs_per_thread))
-    );
-}
-
 #[test]
 fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
     // `2d.cu` at the crate root makes the job `2d.sm_80`; its device-code
@@ -429,30 +171,33 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
     let mut m = Manifest {
         schema: manifest::SCHEMA_VERSION,
         package: "p".into(),
+        origin: Origin::Nvcc,
         nvcc: "V13.5.37".into(),
         archs: vec!["sm_80".into()],
         kernels: vec![],
     };
     let k = KernelArch {
-        registers: 8,
-        barriers: None,
-        static_smem: 0,
-        cmem: BTreeMap::new(),
-        stack_frame: 0,
-        cumulative_stack: None,
-        spill_stores: 0,
-        spill_loads: 0,
-        launch_bounds: LaunchBounds::default(),
-        maxrregcount: None,
-        warnings: vec![],
-        best: Best {
-            block_size: 256,
-            active_blocks_per_sm: 8,
-            active_warps_per_sm: 64,
-            occupancy: 1.0,
-            limiters: vec![],
-            dynamic_smem_headroom: 0,
+        resources: Resources {
+            registers: 8,
+            barriers: None,
+            static_smem: 0,
+            stack_frame: 0,
+            cumulative_stack: None,
+            spill_stores: 0,
+            spill_loads: 0,
+            launch_bounds: LaunchBounds::default(),
+            maxrregcount: None,
+            best: Best {
+                block_size: 256,
+                active_blocks_per_sm: 8,
+                active_warps_per_sm: 64,
+                occupancy: 1.0,
+                limiters: vec![],
+                dynamic_smem_headroom: 0,
+            },
         },
+        cmem: BTreeMap::new(),
+        warnings: vec![],
         cubin: "2d.sm_80.cubin".into(),
         ptx: "2d.sm_80.ptx".into(),
     };
@@ -474,7 +219,7 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
 fn a_manifest_with_a_bad_kernel_ident_or_arch_is_rejected() {
     let json = |ident: &str, arch: &str| {
         format!(
-            r#"{{"schema": 1, "package": "p", "nvcc": "V13.5.37", "archs": ["sm_80"], "kernels": [{{
+            r#"{{"schema": 2, "package": "p", "origin": "nvcc", "nvcc": "V13.5.37", "archs": ["sm_80"], "kernels": [{{
   "name": "k", "demangled": "k", "base_name": "k", "short_name": "k", "ident": "{ident}",
   "source": "k.cu", "archs": {{"{arch}": {{"registers": 8, "barriers": null, "static_smem": 0,
   "cmem": {{}}, "stack_frame": 0, "cumulative_stack": null, "spill_stores": 0, "spill_loads": 0,

@@ -4,7 +4,7 @@
 //! launches it, at compile time. The numbers come from the manifest that
 //! [occ-build](https://docs.rs/occ-build) writes in `build.rs` (registers,
 //! shared memory and launch bounds that ptxas reported for each arch), run
-//! through occ-build's occupancy model, which equals NVIDIA's
+//! through occ-model's occupancy model, which equals NVIDIA's
 //! `cuda_occupancy.h`.
 //!
 //! ## Example

@@ -7,7 +7,7 @@
 //! crate with many `#[launch_config]` sites parses its manifest once, and a
 //! long-lived proc-macro server (rust-analyzer) sees a rebuilt one.
 
-use occ_build::manifest::{Manifest, FILE_NAME};
+use occ_model::manifest::{Manifest, FILE_NAME};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -109,10 +109,15 @@ pub fn cached(path: &Path) -> Result<Arc<Manifest>, String> {
         }
     }
     PARSES.fetch_add(1, Ordering::Relaxed);
-    let result = Manifest::read(path).map(Arc::new).map_err(|e| match e {
-        occ_build::Error::Corrupt { detail, .. } => detail,
-        other => other.to_string(),
-    });
+    let result = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read it ({e}); rebuild to regenerate it"))
+        .and_then(|text| {
+            Manifest::from_json(&text, path).map_err(|e| match e {
+                occ_model::Error::Corrupt { detail, .. } => detail,
+                other => other.to_string(),
+            })
+        })
+        .map(Arc::new);
     let result = Arc::new(result);
     let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
     map.insert(path.to_path_buf(), (key, result.clone()));
@@ -125,7 +130,7 @@ mod tests {
 
     fn manifest_json(schema: u32) -> String {
         format!(
-            "{{\"schema\": {schema}, \"package\": \"p\", \"nvcc\": \"V13.5\", \"archs\": [\"sm_80\"], \"kernels\": []}}\n"
+            "{{\"schema\": {schema}, \"package\": \"p\", \"origin\": \"nvcc\", \"nvcc\": \"V13.5\", \"archs\": [\"sm_80\"], \"kernels\": []}}\n"
         )
     }
 
@@ -134,7 +139,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("occ-macros-cache-{}", std::process::id()));
         std::fs::create_dir_all(&dir).ok();
         let path = dir.join("manifest.json");
-        std::fs::write(&path, manifest_json(1)).ok();
+        std::fs::write(&path, manifest_json(occ_model::manifest::SCHEMA_VERSION)).ok();
         let before = parse_count();
         for _ in 0..5 {
             assert!(cached(&path).is_ok());

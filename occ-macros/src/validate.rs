@@ -1,12 +1,12 @@
 //! Step 3: check the site against the manifest and run the tuner for each
 //! arch the site launches on. The numbers come from occ-build's one model:
-//! [`occ_build::tune::best_block_size`] on [`occ_build::analyze::resources`].
+//! [`occ_model::tune::best_block_size`] on [`occ_model::analyze::resources`].
 
 use crate::args::{Args, DynamicSmemArg, Errors};
-use occ_build::arch;
-use occ_build::manifest::{Kernel, KernelArch, Lookup, Manifest};
-use occ_build::occupancy::Launch;
-use occ_build::tune::{self, DynamicSmem, TuneRequest};
+use occ_model::arch;
+use occ_model::manifest::{Kernel, KernelArch, Lookup, Manifest};
+use occ_model::occupancy::Launch;
+use occ_model::tune::{self, DynamicSmem, TuneRequest};
 use proc_macro2::Span;
 
 /// The launch of one arch.
@@ -318,7 +318,7 @@ fn tune_arch(
         }
     };
     let limits = target.arch;
-    let resources = occ_build::analyze::resources(ka);
+    let resources = occ_model::analyze::resources(ka);
     let dynamic = match (&args.dynamic_smem, &args.smem_per_thread) {
         (Some(d), _) => match d.value {
             DynamicSmemArg::Bytes(n) => DynamicSmem::Fixed(n),

@@ -23,11 +23,7 @@ fn env(extra: &[(&str, Option<&str>)]) -> Env {
 
 fn build_in(root: &Path, out: &Path) -> Build {
     let mut b = Build::new();
-    b.root(root)
-        .out_dir(out)
-        .glob("kernels/*.cu")
-        .arch("sm_80")
-        .quiet(true);
+    b.root(root).out_dir(out).glob("kernels/*.cu").arch("sm_80");
     b
 }
 
@@ -42,7 +38,7 @@ fn script(path: &Path, text: &str) -> PathBuf {
 }
 
 fn manifest_in(out: &Path) -> Manifest {
-    Manifest::read(&out.join("occ/manifest.json")).expect("manifest reads back")
+    occ_build::emit::read_manifest(&out.join("occ/manifest.json")).expect("manifest reads back")
 }
 
 #[test]
@@ -233,16 +229,16 @@ fn a_name_that_nvccs_own_shell_would_expand_is_refused_before_nvcc_runs() {
 fn a_corrupt_manifest_names_the_file_and_says_rebuild() {
     let s = Scratch::new();
     for (text, needle) in [
-        ("{\"schema\": 1, \"package\": ", "not valid JSON"),
+        ("{\"schema\": 2, \"package\": ", "not valid JSON"),
         ("\u{0}\u{1}binary", "not valid JSON"),
         ("", "not valid JSON"),
         ("[1, 2, 3]", "has no \"schema\" field"),
-        ("{\"schema\": 1}", "not an occ manifest"),
+        ("{\"schema\": 2}", "not an occ manifest"),
         ("{\"schema\": \"1\"}", "has no \"schema\" field"),
         ("{\"schema\": 0}", "written by an older occ"),
     ] {
         let path = s.write("out/occ/manifest.json", text);
-        let err = Manifest::read(&path).expect_err("corrupt");
+        let err = occ_build::emit::read_manifest(&path).expect_err("corrupt");
         let msg = err.to_string();
         assert!(matches!(err, Error::Corrupt { .. }), "{msg}");
         assert!(
@@ -254,7 +250,7 @@ fn a_corrupt_manifest_names_the_file_and_says_rebuild() {
             "{msg}"
         );
     }
-    let err = Manifest::read(&s.path().join("nope/manifest.json"))
+    let err = occ_build::emit::read_manifest(&s.path().join("nope/manifest.json"))
         .expect_err("missing")
         .to_string();
     assert!(
@@ -270,9 +266,11 @@ fn a_manifest_from_a_newer_schema_says_upgrade() {
         "manifest.json",
         "{\"schema\": 7, \"package\": \"p\", \"future\": {\"field\": true}}\n",
     );
-    let msg = Manifest::read(&path).expect_err("newer").to_string();
+    let msg = occ_build::emit::read_manifest(&path)
+        .expect_err("newer")
+        .to_string();
     assert!(
-        msg.contains("written by a newer occ (schema 7; this occ reads schema 1)")
+        msg.contains("written by a newer occ (schema 7; this occ reads schema 2)")
             && msg.contains("upgrade occ-build, occ-macros and cargo-occ together"),
         "{msg}"
     );
@@ -292,7 +290,9 @@ fn a_manifest_pointing_outside_out_dir_is_rejected() {
         let text = good.replacen("\"kernels_a.sm_80.cubin\"", &format!("{bad:?}"), 1);
         assert_ne!(text, good, "the test edits the cubin field");
         std::fs::write(&path, &text).expect("write");
-        let msg = Manifest::read(&path).expect_err(bad).to_string();
+        let msg = occ_build::emit::read_manifest(&path)
+            .expect_err(bad)
+            .to_string();
         assert!(
             msg.contains("not a plain file name") && msg.contains("delete it and rebuild"),
             "{bad}: {msg}"

@@ -2,8 +2,9 @@
 //! improvements and new kernels, kernels gone, a custom lock file name, the
 //! files and variables watched, and builds from the lock without nvcc.
 
-use occ_build::baseline::{Lock, CANDIDATE_FILE, GATE_FILE};
+use occ_build::compare::GATE_FILE;
 use occ_build::env::Env;
+use occ_build::lock::{Lock, CANDIDATE_FILE};
 use occ_build::{Build, Error, Report};
 use occ_tests::Scratch;
 
@@ -210,7 +211,8 @@ fn without_nvcc_the_lock_stands_in() {
             ]))
             .expect("builds from the lock");
         assert_eq!(r.nvcc_runs, 0);
-        assert_eq!(r.manifest.nvcc, "lock");
+        assert_eq!(r.manifest.origin, occ_build::manifest::Origin::Lock);
+        assert_eq!(r.manifest.nvcc, live.manifest.nvcc);
         let w = warnings(&r);
         assert_eq!(w.len(), 1, "{w:#?}");
         assert!(w[0].contains(switch) && w[0].contains("occ.lock"), "{w:#?}");

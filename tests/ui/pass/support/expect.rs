@@ -9,7 +9,7 @@ use occ_build::{analyze, arch};
 use std::path::Path;
 
 pub fn manifest() -> Manifest {
-    Manifest::read(Path::new(env!("OCC_MANIFEST"))).expect("read the ui manifest")
+    occ_build::emit::read_manifest(Path::new(env!("OCC_MANIFEST"))).expect("read the ui manifest")
 }
 
 pub fn kernel_arch(name: &str, arch_name: &str) -> KernelArch {

@@ -18,7 +18,7 @@
 //!
 //! ```
 //! let ptx = ".visible .entry k(\n.param .u64 k_param_0\n)\n.maxntid 256, 1, 1\n.minnctapersm 2\n{\nret;\n}\n";
-//! let e = &occ_build::ptx::parse_entries(ptx)[0];
+//! let e = &occ_model::ptx::parse_entries(ptx)[0];
 //! assert_eq!(e.name, "k");
 //! assert_eq!(e.maxntid, Some([256, 1, 1]));
 //! assert_eq!(e.minnctapersm, Some(2));
@@ -123,6 +123,49 @@ pub fn parse_entries(ptx: &str) -> Vec<PtxEntry> {
         }
     }
     out
+}
+
+/// Where the definition of entry `name` lies in a PTX text: byte offsets of
+/// its `.entry` keyword, of the end of its parameter list (after `)`, or
+/// after the name when it has none), and of the `{` that opens its body.
+/// Comments and strings are skipped as [`parse_entries`] skips them;
+/// declarations (`.extern .entry`) are not definitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntrySpan {
+    /// The `.entry` keyword.
+    pub header: usize,
+    /// Just after the parameter list.
+    pub params_end: usize,
+    /// The `{` of the body.
+    pub body: usize,
+}
+
+/// The [`EntrySpan`] of the definition of `name`, if `ptx` has one.
+pub fn entry_span(ptx: &str, name: &str) -> Option<EntrySpan> {
+    let mut s = Scanner::new(ptx.as_bytes());
+    while let Some(at) = s.find_directive(b".entry") {
+        let linkage = linkage_before(&s.b[..at]);
+        s.pos = at + b".entry".len();
+        if linkage.is_none() {
+            continue;
+        }
+        s.skip_trivia();
+        if s.ident() != name.as_bytes() {
+            continue;
+        }
+        s.skip_trivia();
+        if s.peek() == Some(b'(') && !s.skip_parens() {
+            return None;
+        }
+        let params_end = s.pos;
+        let body = s.find_directive(b"{")?;
+        return Some(EntrySpan {
+            header: at,
+            params_end,
+            body,
+        });
+    }
+    None
 }
 
 /// The linkage written before `.entry` on the same logical line; `None` for `.extern`.

@@ -19,7 +19,7 @@
 //!   steps, for an arch and block size.
 //!
 //! ```
-//! use occ_build::{arch, occupancy::KernelResources, tune::*};
+//! use occ_model::{arch, occupancy::KernelResources, tune::*};
 //! let sm80 = arch::lookup("sm_80").unwrap();
 //! let kernel = KernelResources { registers: 40, ..Default::default() };
 //! let best = best_block_size(sm80, &kernel, &TuneRequest::default()).unwrap().unwrap();

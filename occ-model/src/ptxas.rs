@@ -13,7 +13,7 @@
 //! resource line but does not parse is a [`ParseError`] that quotes the line.
 //!
 //! ```
-//! let log = occ_build::ptxas::parse_log(
+//! let log = occ_model::ptxas::parse_log(
 //!     "ptxas info    : 0 bytes gmem\n\
 //!      ptxas info    : Compiling entry function 'saxpy' for 'sm_90'\n\
 //!      ptxas info    : Function properties for saxpy\n    \
@@ -24,7 +24,7 @@
 //! assert_eq!(log.kernels[0].arch.as_deref(), Some("sm_90"));
 //! assert_eq!(log.kernels[0].registers, 10);
 //! assert_eq!(log.kernels[0].barriers, Some(0));
-//! # Ok::<(), occ_build::ptxas::ParseError>(())
+//! # Ok::<(), occ_model::ptxas::ParseError>(())
 //! ```
 
 use std::collections::{BTreeMap, HashMap};

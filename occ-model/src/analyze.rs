@@ -1,15 +1,17 @@
 //! From nvcc's outputs to the manifest: parse each job's ptxas log and PTX,
-//! name each kernel, and run the tuner on each kernel × arch.
+//! name each kernel, and run the tuner on each kernel × arch. Pure: the
+//! build shell reads the files and hands over their text.
 
-use crate::compile::JobOutput;
 use crate::error::{Error, Result};
-use crate::manifest::{Best, Kernel, KernelArch, LaunchBounds, Manifest, SCHEMA_VERSION};
+use crate::manifest::{
+    Best, Kernel, KernelArch, LaunchBounds, Manifest, Origin, Resources, SCHEMA_VERSION,
+};
 use crate::occupancy::{KernelResources, Launch};
 use crate::{arch, names, ptx, ptxas, tune};
 use std::collections::BTreeMap;
 
 /// The resources the occupancy model needs, from a manifest entry.
-pub fn resources(k: &KernelArch) -> KernelResources {
+pub fn resources(k: &Resources) -> KernelResources {
     KernelResources {
         registers: k.registers,
         static_smem: k.static_smem,
@@ -21,7 +23,7 @@ pub fn resources(k: &KernelArch) -> KernelResources {
 
 /// The best launch with no dynamic shared memory, and the dynamic shared
 /// memory a block can still take at that occupancy.
-pub fn best_launch(arch_name: &str, k: &KernelArch) -> std::result::Result<Best, String> {
+pub fn best_launch(arch_name: &str, k: &Resources) -> std::result::Result<Best, String> {
     let arch = arch::lookup(arch_name).map_err(|e| e.to_string())?;
     let res = resources(k);
     let request = tune::TuneRequest {
@@ -57,24 +59,40 @@ pub fn best_launch(arch_name: &str, k: &KernelArch) -> std::result::Result<Best,
     })
 }
 
-/// Builds the manifest from every job's output.
-pub fn build_manifest(
+/// What one nvcc job (one `.cu` file for one arch) left, as text.
+#[derive(Debug, Clone, Copy)]
+pub struct JobText<'a> {
+    /// The source, relative to the crate root (`/` separators).
+    pub source: &'a str,
+    /// The target arch as given to nvcc (`sm_90a`).
+    pub arch: &'a str,
+    /// The stem of the job's device code files (`<name>.cubin`, `<name>.ptx`).
+    pub name: &'a str,
+    /// The job's extra nvcc arguments (for `-maxrregcount`).
+    pub args: &'a [String],
+    /// nvcc's stderr and stdout (the ptxas `-v` log).
+    pub log: &'a str,
+    /// The PTX text.
+    pub ptx: &'a str,
+}
+
+/// Builds the manifest of a live build from every job's output.
+pub fn build_manifest<'a>(
     package: &str,
     nvcc_version: &str,
     archs: &[String],
-    outputs: &[JobOutput],
+    outputs: impl IntoIterator<Item = JobText<'a>>,
 ) -> Result<Manifest> {
     // (source, mangled name) -> kernel
     let mut kernels: BTreeMap<(String, String), Kernel> = BTreeMap::new();
-    for output in outputs {
-        let job = &output.job;
+    for job in outputs {
         let parse_error = |detail: String| Error::Parse {
-            file: job.source.clone(),
-            arch: job.arch.clone(),
+            file: job.source.to_string(),
+            arch: job.arch.to_string(),
             detail,
         };
-        let log = ptxas::parse_log(&output.log).map_err(|e| parse_error(e.to_string()))?;
-        let entries: BTreeMap<String, ptx::PtxEntry> = ptx::parse_entries(&output.ptx)
+        let log = ptxas::parse_log(job.log).map_err(|e| parse_error(e.to_string()))?;
+        let entries: BTreeMap<String, ptx::PtxEntry> = ptx::parse_entries(job.ptx)
             .into_iter()
             .map(|e| (e.name.clone(), e))
             .collect();
@@ -93,24 +111,19 @@ pub fn build_manifest(
                     ))
                 })
             };
-            let mut arch_entry = KernelArch {
+            let mut resources = Resources {
                 registers: record.registers,
-                barriers: record.barriers,
                 static_smem: narrow(record.static_smem, "static smem")?,
-                cmem: record
-                    .cmem
-                    .iter()
-                    .map(|(bank, bytes)| (bank.to_string(), *bytes))
-                    .collect(),
+                spill_stores: narrow(record.spill_stores, "spill stores")?,
+                spill_loads: narrow(record.spill_loads, "spill loads")?,
                 stack_frame: narrow(record.stack_frame, "stack frame")?,
                 cumulative_stack: record
                     .cumulative_stack
                     .map(|v| narrow(v, "stack"))
                     .transpose()?,
-                spill_stores: narrow(record.spill_stores, "spill stores")?,
-                spill_loads: narrow(record.spill_loads, "spill loads")?,
+                barriers: record.barriers,
                 launch_bounds,
-                warnings,
+                maxrregcount: maxrregcount(job.args),
                 best: Best {
                     block_size: 0,
                     active_blocks_per_sm: 0,
@@ -119,17 +132,25 @@ pub fn build_manifest(
                     limiters: Vec::new(),
                     dynamic_smem_headroom: 0,
                 },
-                cubin: format!("{}.cubin", job.name),
-                ptx: format!("{}.ptx", job.name),
-                maxrregcount: maxrregcount(&job.args),
             };
-            arch_entry.best =
-                best_launch(&job.arch, &arch_entry).map_err(|detail| Error::Occupancy {
+            resources.best =
+                best_launch(job.arch, &resources).map_err(|detail| Error::Occupancy {
                     kernel: record.name.clone(),
-                    arch: job.arch.clone(),
+                    arch: job.arch.to_string(),
                     detail,
                 })?;
-            let key = (job.source.clone(), record.name.clone());
+            let arch_entry = KernelArch {
+                resources,
+                cmem: record
+                    .cmem
+                    .iter()
+                    .map(|(bank, bytes)| (bank.to_string(), *bytes))
+                    .collect(),
+                warnings,
+                cubin: format!("{}.cubin", job.name),
+                ptx: format!("{}.ptx", job.name),
+            };
+            let key = (job.source.to_string(), record.name.clone());
             let kernel = kernels.entry(key).or_insert_with(|| {
                 let n = names::kernel_name(&record.name);
                 Kernel {
@@ -138,11 +159,11 @@ pub fn build_manifest(
                     base_name: n.base,
                     short_name: n.short,
                     ident: String::new(),
-                    source: job.source.clone(),
+                    source: job.source.to_string(),
                     archs: BTreeMap::new(),
                 }
             });
-            kernel.archs.insert(job.arch.clone(), arch_entry);
+            kernel.archs.insert(job.arch.to_string(), arch_entry);
         }
     }
     let mut kernels: Vec<Kernel> = kernels.into_values().collect();
@@ -165,6 +186,7 @@ pub fn build_manifest(
     Ok(Manifest {
         schema: SCHEMA_VERSION,
         package: package.to_string(),
+        origin: Origin::Nvcc,
         nvcc: nvcc_version.to_string(),
         archs: archs.to_vec(),
         kernels,

@@ -1,9 +1,8 @@
-//! Text renderers shared by build-script warnings and `cargo occ`: the
-//! per-kernel table (terminal and Markdown), its JSON rows, and the column
-//! aligner the before/after table of the gate uses.
+//! The report's text renderers: the per-kernel table (terminal and
+//! Markdown) and its JSON rows.
 
-use crate::baseline::percent;
-use crate::manifest::Manifest;
+use occ_build::manifest::Manifest;
+use occ_build::table::{align, percent};
 use serde::Serialize;
 
 /// One row of the report: a kernel on an arch.
@@ -79,47 +78,6 @@ fn cells(r: &Row) -> [String; 9] {
     ]
 }
 
-/// Aligns rows into columns separated by two spaces (the first row is the
-/// header and is underlined); numbers are right-aligned.
-pub fn align<const N: usize>(rows: &[[String; N]]) -> String {
-    let mut widths = [0usize; N];
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let numeric = |i: usize| {
-        rows.iter().skip(1).all(|r| {
-            r[i].is_empty() || r[i] == "-" || r[i].trim_end_matches('%').parse::<f64>().is_ok()
-        }) && rows.len() > 1
-    };
-    let mut out = String::new();
-    for (n, row) in rows.iter().enumerate() {
-        let mut line = String::new();
-        for (i, cell) in row.iter().enumerate() {
-            if i > 0 {
-                line.push_str("  ");
-            }
-            let pad = widths[i] - cell.chars().count();
-            if n > 0 && numeric(i) {
-                line.push_str(&" ".repeat(pad));
-                line.push_str(cell);
-            } else {
-                line.push_str(cell);
-                line.push_str(&" ".repeat(pad));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-        if n == 0 {
-            let total = widths.iter().sum::<usize>() + 2 * N.saturating_sub(1);
-            out.push_str(&"-".repeat(total));
-            out.push('\n');
-        }
-    }
-    out
-}
-
 /// The terminal table: one line per kernel × arch.
 pub fn table(m: &Manifest) -> String {
     let mut all: Vec<[String; 9]> = vec![HEADER.map(str::to_string)];
@@ -163,7 +121,7 @@ pub fn json(m: &Manifest) -> String {
         nvcc: &'a str,
         rows: Vec<Row>,
     }
-    crate::manifest::to_json_pretty(&Doc {
+    occ_build::manifest::to_json_pretty(&Doc {
         schema: 1,
         package: &m.package,
         nvcc: &m.nvcc,

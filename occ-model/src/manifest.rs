@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The schema version this occ writes and reads.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The file name of the manifest inside `$OUT_DIR/occ`.
 pub const FILE_NAME: &str = "manifest.json";
@@ -23,8 +23,10 @@ pub struct Manifest {
     pub schema: u32,
     /// The cargo package that built the kernels.
     pub package: String,
-    /// The nvcc version that compiled them (`V13.5.37`), or `lock` when the
-    /// numbers come from the committed baseline because no nvcc was found.
+    /// Where the numbers come from: a live nvcc, or the committed lock.
+    pub origin: Origin,
+    /// The nvcc version that produced the numbers (`V13.5.37`); for a
+    /// build from the lock, the version the lock records.
     pub nvcc: String,
     /// Target archs in build order; the first is the default of `#[launch_config]`.
     pub archs: Vec<String>,
@@ -32,9 +34,20 @@ pub struct Manifest {
     pub kernels: Vec<Kernel>,
 }
 
-/// One `__global__` function.
+/// Where a manifest's numbers come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// nvcc compiled the sources in this build.
+    Nvcc,
+    /// No nvcc: the numbers are the committed lock's, and there is no device code.
+    Lock,
+}
+
+/// One `__global__` function: its names and source, and per arch `A` (the
+/// manifest's [`KernelArch`], or the lock's [`Resources`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Kernel {
+pub struct Kernel<A = KernelArch> {
     /// The symbol (mangled name), what `cuModuleGetFunction` takes.
     pub name: String,
     /// The full demangled name with parameters.
@@ -48,46 +61,40 @@ pub struct Kernel {
     /// The `.cu` file, relative to the crate root, with `/` separators.
     pub source: String,
     /// Per target arch (keys as given to nvcc, e.g. `sm_90a`).
-    pub archs: BTreeMap<String, KernelArch>,
+    pub archs: BTreeMap<String, A>,
 }
 
-/// A kernel's resources and occupancy on one arch.
+/// A kernel's resources and best launch on one arch: what the lock records
+/// and the gate compares, and what `kernels.rs` and `#[launch_config]` need
+/// when there is no nvcc.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct KernelArch {
+pub struct Resources {
     /// Registers per thread.
     pub registers: u32,
-    /// Named barriers (`used N barriers`); `None` when ptxas did not say (before CUDA 12.8).
-    pub barriers: Option<u32>,
     /// Static shared memory per block, bytes.
     pub static_smem: u32,
-    /// Constant memory per bank, bytes (absent on sm_90+ where ptxas omits it).
-    pub cmem: BTreeMap<String, u64>,
-    /// Stack frame, bytes.
-    pub stack_frame: u32,
-    /// Cumulative stack of the call chain, bytes, when ptxas could determine it.
-    pub cumulative_stack: Option<u32>,
     /// Spill stores, bytes.
     pub spill_stores: u32,
     /// Spill loads, bytes.
     pub spill_loads: u32,
+    /// Stack frame, bytes.
+    pub stack_frame: u32,
+    /// Cumulative stack of the call chain, bytes, when ptxas could determine it.
+    pub cumulative_stack: Option<u32>,
+    /// Named barriers (`used N barriers`); `None` when ptxas did not say (before CUDA 12.8).
+    pub barriers: Option<u32>,
     /// Launch bounds and cluster directives from the PTX.
     pub launch_bounds: LaunchBounds,
-    /// ptxas warnings about this kernel, verbatim.
-    pub warnings: Vec<String>,
-    /// Occupancy at the best block size with no dynamic shared memory.
-    pub best: Best,
-    /// The cubin holding this kernel, relative to `$OUT_DIR/occ`.
-    pub cubin: String,
-    /// The PTX holding this kernel, relative to `$OUT_DIR/occ`.
-    pub ptx: String,
     /// The `-maxrregcount` nvcc got for this kernel's file (from
-    /// [`crate::Build::max_registers`] or a raw flag); absent when none.
+    /// `Build::max_registers` or a raw flag); absent when none.
     /// `__launch_bounds__` and `__maxnreg__` override it: compare with `registers`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maxrregcount: Option<u32>,
+    /// Occupancy at the best block size with no dynamic shared memory.
+    pub best: Best,
 }
 
-impl KernelArch {
+impl Resources {
     /// Spilled bytes (stores + loads).
     pub fn spill_bytes(&self) -> u32 {
         self.spill_stores.saturating_add(self.spill_loads)
@@ -96,6 +103,61 @@ impl KernelArch {
     /// Whether the kernel spills registers on this arch.
     pub fn spills(&self) -> bool {
         self.spill_stores > 0 || self.spill_loads > 0
+    }
+}
+
+/// A kernel on one arch in the manifest: its [`Resources`] (flattened into
+/// the same JSON object) plus what only a live build knows.
+///
+/// It dereferences to its resources: a `KernelArch` *is* the lock's record
+/// plus where its device code lives, and every reader of registers or
+/// spills treats both alike.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelArch {
+    /// Resources and best launch.
+    #[serde(flatten)]
+    pub resources: Resources,
+    /// Constant memory per bank, bytes (absent on sm_90+ where ptxas omits it).
+    pub cmem: BTreeMap<String, u64>,
+    /// ptxas warnings about this kernel, verbatim.
+    pub warnings: Vec<String>,
+    /// The cubin holding this kernel, relative to `$OUT_DIR/occ`; empty in
+    /// a build from the lock.
+    pub cubin: String,
+    /// The PTX holding this kernel, relative to `$OUT_DIR/occ`; empty in a
+    /// build from the lock.
+    pub ptx: String,
+}
+
+impl std::ops::Deref for KernelArch {
+    type Target = Resources;
+    fn deref(&self) -> &Resources {
+        &self.resources
+    }
+}
+
+impl std::ops::DerefMut for KernelArch {
+    fn deref_mut(&mut self) -> &mut Resources {
+        &mut self.resources
+    }
+}
+
+impl KernelArch {
+    /// A record with no device code and nothing but `resources` (a build
+    /// from the lock).
+    pub fn from_resources(resources: Resources) -> Self {
+        KernelArch {
+            resources,
+            cmem: BTreeMap::new(),
+            warnings: Vec::new(),
+            cubin: String::new(),
+            ptx: String::new(),
+        }
+    }
+
+    /// Whether this build has device code for the kernel on this arch.
+    pub fn has_device_code(&self) -> bool {
+        !self.cubin.is_empty()
     }
 }
 
@@ -245,28 +307,21 @@ impl Manifest {
         Ok(manifest)
     }
 
-    /// Checks what a manifest read back may not be trusted with: the device
-    /// code files (`cubin`, `ptx`) feed `include_bytes!` in `kernels.rs`, so
-    /// each must be a plain file name inside `$OUT_DIR/occ` (no `/`, `\`,
-    /// `..` or absolute path); kernel identifiers and arch keys become Rust
-    /// module names, so each must be a Rust identifier.
+    /// Checks what a manifest read back may not be trusted with: the names
+    /// [`validate_names`] checks, and the device code files (`cubin`,
+    /// `ptx`), which feed `include_bytes!` in `kernels.rs`: each must be a
+    /// plain file name inside `$OUT_DIR/occ` (no `/`, `\`, `..` or absolute
+    /// path). A build from the lock has no device code (empty names).
     pub fn validate(&self) -> std::result::Result<(), String> {
+        validate_names(&self.archs, &self.kernels)?;
         for kernel in &self.kernels {
-            if !is_rust_ident(&kernel.ident) {
-                return Err(format!(
-                    "kernel {:?} has ident {:?}, which is not a Rust identifier",
-                    kernel.name, kernel.ident
-                ));
-            }
             for (arch, k) in &kernel.archs {
-                if !is_arch_key(arch) {
-                    return Err(format!(
-                        "kernel {:?} has an arch named {arch:?}, which is not an arch name like sm_90a",
-                        kernel.name
-                    ));
-                }
                 for (field, file) in [("cubin", &k.cubin), ("ptx", &k.ptx)] {
-                    if !is_plain_file_name(file) {
+                    let allowed = match self.origin {
+                        Origin::Nvcc => is_plain_file_name(file),
+                        Origin::Lock => file.is_empty(),
+                    };
+                    if !allowed {
                         return Err(format!(
                             "kernel {:?} on {arch} names {field} file {file:?}, which is not a plain file name in the manifest's folder",
                             kernel.name
@@ -275,19 +330,36 @@ impl Manifest {
                 }
             }
         }
-        if let Some(arch) = self.archs.iter().find(|a| !is_arch_key(a)) {
-            return Err(format!(
-                "arch list holds {arch:?}, which is not an arch name like sm_90a"
-            ));
-        }
         Ok(())
     }
+}
 
-    /// Reads and parses a manifest file.
-    pub fn read(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
-        Self::from_json(&text, path)
+/// Checks what becomes Rust in `kernels.rs`, in a manifest or a lock:
+/// kernel identifiers and arch keys become module names, so each must be a
+/// Rust identifier or an arch name like `sm_90a`.
+pub fn validate_names<A>(
+    archs: &[String],
+    kernels: &[Kernel<A>],
+) -> std::result::Result<(), String> {
+    for kernel in kernels {
+        if !is_rust_ident(&kernel.ident) {
+            return Err(format!(
+                "kernel {:?} has ident {:?}, which is not a Rust identifier",
+                kernel.name, kernel.ident
+            ));
+        }
+        if let Some(arch) = kernel.archs.keys().find(|a| !is_arch_key(a)) {
+            return Err(format!(
+                "kernel {:?} has an arch named {arch:?}, which is not an arch name like sm_90a",
+                kernel.name
+            ));
+        }
+    }
+    match archs.iter().find(|a| !is_arch_key(a)) {
+        Some(arch) => Err(format!(
+            "arch list holds {arch:?}, which is not an arch name like sm_90a"
+        )),
+        None => Ok(()),
     }
 }
 
@@ -331,13 +403,13 @@ pub fn is_plain_file_name(name: &str) -> bool {
 
 /// Whether `s` is a Rust identifier (keywords are not). The parsed ident
 /// must be all of `s`: syn skips comments and whitespace around it.
-pub(crate) fn is_rust_ident(s: &str) -> bool {
+pub fn is_rust_ident(s: &str) -> bool {
     syn::parse_str::<syn::Ident>(s).is_ok_and(|ident| ident == s)
 }
 
 /// An arch key as occ writes them: lowercase ASCII letters, digits and `_`,
 /// starting with a letter (`sm_90a`).
-pub(crate) fn is_arch_key(s: &str) -> bool {
+pub fn is_arch_key(s: &str) -> bool {
     s.starts_with(|c: char| c.is_ascii_lowercase())
         && s.chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')

@@ -24,7 +24,7 @@
 //! global caching off; each is settable.
 //!
 //! ```
-//! use occ_build::{arch, occupancy::*};
+//! use occ_model::{arch, occupancy::*};
 //! let sm80 = arch::lookup("sm_80").unwrap();
 //! let kernel = KernelResources { registers: 40, static_smem: 16384, ..Default::default() };
 //! let occ = occupancy(sm80, &kernel, &Launch::new(256)).unwrap();
@@ -1123,7 +1123,7 @@ mod tests {
         // sm_90, 128 threads, 6 named barriers: warps allow 64 / 4 = 16 blocks,
         // the header flags WARPS; then barriers allow 32 * 2 / 6 = 10 and set
         // BARRIERS too. Only barriers hold the final 10.
-        let arch = crate::arch::lookup("sm_90").expect("sm_90");
+        let arch = lookup("sm_90").expect("sm_90");
         let k = KernelResources {
             registers: 16,
             barriers: 6,

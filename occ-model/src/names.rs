@@ -1,7 +1,7 @@
 //! Kernel names: demangling, display forms, and Rust identifiers.
 //!
 //! ```
-//! use occ_build::names;
+//! use occ_model::names;
 //! let n = names::kernel_name("_ZN2ns5inner5tkernIdLi128EEEvPT_PKS2_");
 //! assert_eq!(n.demangled, "ns::inner::tkern<double, 128>(double*, double const*)");
 //! assert_eq!(n.base, "ns::inner::tkern<double, 128>");

@@ -1,5 +1,6 @@
-//! Live tests of register-cap sweeps (`occ_build::sweep`, `cargo occ sweep`)
-//! and `Build::max_registers`, against ptxas run by the test itself.
+//! Live tests of register-cap sweeps (`cargo occ sweep --json`, whose runner
+//! lives in cargo-occ, and the `occ_build::sweep` model) and
+//! `Build::max_registers`, against ptxas run by the test itself.
 
 use occ_build::env::Env;
 use occ_build::sweep::{self, KernelSweep, Method};
@@ -64,8 +65,7 @@ fn build(s: &Scratch, setup: impl FnOnce(&mut Build)) -> Manifest {
     b.root(s.path())
         .out_dir(s.path().join("out"))
         .glob("kernels/*.cu")
-        .arch("sm_80")
-        .quiet(true);
+        .arch("sm_80");
     setup(&mut b);
     match b.try_compile_with(&env()) {
         Ok(report) => report.manifest,
@@ -130,23 +130,38 @@ fn in_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec
     })
 }
 
+/// The ptxas beside the installed nvcc (what `cargo occ sweep` runs).
 fn ptxas() -> std::path::PathBuf {
-    sweep::ptxas_beside(&nvcc())
+    nvcc().with_file_name("ptxas")
 }
 
+/// `cargo occ sweep NAME --arch sm_80 --method M --json` on the build in
+/// `s/out/occ`, with the installed nvcc.
 fn sweep_of(s: &Scratch, m: &Manifest, name: &str, method: Method) -> KernelSweep {
-    let out = sweep::sweep_manifest(
-        m,
-        &s.path().join("out/occ"),
-        &ptxas(),
-        Some(name),
-        Some("sm_80"),
-        method,
-        2,
-    )
-    .expect("sweep");
-    assert_eq!(out.kernels.len(), 1);
-    out.kernels.into_iter().next().unwrap()
+    let method = match method {
+        Method::Auto => "auto",
+        Method::Maxrregcount => "maxrregcount",
+        Method::Maxnreg => "maxnreg",
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_cargo-occ"))
+        .args([
+            "occ", "sweep", name, "--arch", "sm_80", "--method", method, "--json",
+        ])
+        .arg("--manifest")
+        .arg(s.path().join("out/occ/manifest.json"))
+        .current_dir(s.path())
+        .env("NVCC", nvcc())
+        .output()
+        .expect("run cargo occ sweep");
+    assert!(
+        out.status.success(),
+        "cargo occ sweep failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sweep: sweep::Sweep = serde_json::from_slice(&out.stdout).expect("sweep JSON");
+    assert_eq!(sweep.package, m.package);
+    assert_eq!(sweep.kernels.len(), 1);
+    sweep.kernels.into_iter().next().unwrap()
 }
 
 #[test]

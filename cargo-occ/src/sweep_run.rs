@@ -1,0 +1,386 @@
+//! The sweep runner: ptxas at each register cap the model proposes
+//! ([`occ_build::sweep::caps`]), in parallel threads, parsed into
+//! [`occ_build::sweep::Sweep`] points. The CLI's only process pool.
+
+use anyhow::{anyhow, Context, Result};
+use occ_build::manifest::{Kernel, LaunchBounds, Lookup, Manifest};
+use occ_build::sweep::{
+    caps, overrides_global_cap, point, with_maxnreg, KernelSweep, Method, Sweep, SCHEMA_VERSION,
+};
+use occ_build::{arch, ptx, ptxas};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// The ptxas beside an nvcc (`bin/ptxas`).
+pub fn ptxas_beside(nvcc: &Path) -> PathBuf {
+    let name = if cfg!(windows) { "ptxas.exe" } else { "ptxas" };
+    nvcc.with_file_name(name)
+}
+
+/// What one ptxas run produced.
+#[derive(Debug, Clone)]
+struct Run {
+    record: ptxas::KernelRecord,
+    diagnostics: Vec<String>,
+    overridden: bool,
+}
+
+/// A scratch folder for PTX copies, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Sweeps one kernel on one arch: ptxas on `ptx_path` without a cap and at
+/// each of `caps` (highest first), `jobs` runs at a time.
+pub fn sweep_kernel(
+    ptxas_path: &Path,
+    ptx_path: &Path,
+    kernel: &Kernel,
+    arch: &str,
+    caps: &[u32],
+    method: Method,
+    jobs: usize,
+) -> Result<KernelSweep> {
+    let k = kernel.archs.get(arch).ok_or_else(|| {
+        anyhow!(format!(
+            "kernel {} has no build for {arch} (it has {}); pick one with --arch",
+            kernel.base_name,
+            kernel.archs.keys().cloned().collect::<Vec<_>>().join(", ")
+        ))
+    })?;
+    let ptx_text = std::fs::read_to_string(ptx_path).with_context(|| {
+        format!(
+            "cannot read {} (rebuild the crate to recreate it)",
+            ptx_path.display()
+        )
+    })?;
+    let bounds = ptx::parse_entries(&ptx_text)
+        .into_iter()
+        .find(|e| e.name == kernel.name)
+        .map(|e| LaunchBounds {
+            max_threads: e.maxntid,
+            req_threads: e.reqntid,
+            min_blocks_per_sm: e.minnctapersm,
+            max_registers: e.maxnreg,
+            ..LaunchBounds::default()
+        })
+        .ok_or_else(|| {
+            anyhow!(format!(
+                "{} has no entry {}; rebuild the crate so that the manifest and the PTX agree",
+                ptx_path.display(),
+                kernel.name
+            ))
+        })?;
+    let method = method.resolve(&bounds);
+    let mut notes = Vec::new();
+    if method == Method::Maxnreg && overrides_global_cap(&bounds) {
+        let mut what = Vec::new();
+        if let Some(n) = bounds.max_registers {
+            what.push(format!(".maxnreg {n}"));
+        }
+        if bounds.max_threads.is_some() || bounds.req_threads.is_some() {
+            what.push("__launch_bounds__: .maxntid/.reqntid".to_string());
+        }
+        if let Some(n) = bounds.min_blocks_per_sm {
+            what.push(format!(".minnctapersm {n}"));
+        }
+        notes.push(format!(
+            "ptxas ignores -maxrregcount for this kernel ({}), so the caps were written \
+             into the PTX as .maxnreg; Build::max_registers (-maxrregcount) would not change it",
+            what.join(", ")
+        ));
+    }
+
+    if let Some(c) = k.maxrregcount {
+        notes.push(format!(
+            "the build gives this kernel's file -maxrregcount {c}; the uncapped row uses it too"
+        ));
+    }
+    let scratch = Scratch(std::env::temp_dir().join(format!(
+        "occ-sweep-{}-{}",
+        std::process::id(),
+        occ_build::names::short_hash(&format!("{}{arch}{}", kernel.name, ptx_path.display()))
+    )));
+    std::fs::create_dir_all(&scratch.0)
+        .with_context(|| format!("cannot create {}", scratch.0.display()))?;
+
+    // Index 0 is the baseline.
+    let settings: Vec<Option<u32>> = std::iter::once(None)
+        .chain(caps.iter().copied().map(Some))
+        .collect();
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<Run>>>> =
+        Mutex::new(settings.iter().map(|_| None).collect());
+    let workers = jobs.clamp(1, settings.len());
+    let job = PtxasJob {
+        ptxas_path,
+        ptx_path,
+        ptx_text: &ptx_text,
+        scratch: &scratch.0,
+        kernel,
+        arch,
+        build_cap: k.maxrregcount,
+        method,
+    };
+    let job = &job;
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(cap) = settings.get(i) else { break };
+                let run = job.run(*cap);
+                if let Ok(mut slots) = results.lock() {
+                    slots[i] = Some(run);
+                }
+            });
+        }
+    });
+    let slots = results
+        .into_inner()
+        .map_err(|_| anyhow!("a ptxas worker thread panicked"))?;
+    let mut runs = Vec::with_capacity(slots.len());
+    for slot in slots {
+        match slot {
+            Some(run) => runs.push(run?),
+            None => return Err(anyhow!("a ptxas run did not finish")),
+        }
+    }
+
+    let mut points = Vec::with_capacity(runs.len());
+    for (cap, run) in settings.iter().zip(runs) {
+        points.push(point(
+            arch,
+            k,
+            *cap,
+            &run.record,
+            run.overridden,
+            run.diagnostics,
+        )?);
+    }
+    let mut baseline = points.remove(0);
+    baseline.applied = true;
+    let mut spilled = false;
+    for p in &mut points {
+        p.free = p.spill_bytes == 0 && p.occupancy > baseline.occupancy;
+        if !spilled && p.spill_bytes > baseline.spill_bytes {
+            p.first_spill = true;
+            spilled = true;
+        }
+    }
+    Ok(KernelSweep {
+        name: kernel.name.clone(),
+        base_name: kernel.base_name.clone(),
+        source: kernel.source.clone(),
+        arch: arch.to_string(),
+        method,
+        notes,
+        baseline,
+        points,
+    })
+}
+
+/// Everything a ptxas run of the sweep needs but the cap.
+struct PtxasJob<'a> {
+    ptxas_path: &'a Path,
+    ptx_path: &'a Path,
+    ptx_text: &'a str,
+    scratch: &'a Path,
+    kernel: &'a Kernel,
+    arch: &'a str,
+    /// The `-maxrregcount` of the build, for the baseline.
+    build_cap: Option<u32>,
+    method: Method,
+}
+
+impl PtxasJob<'_> {
+    fn run(&self, cap: Option<u32>) -> Result<Run> {
+        let PtxasJob {
+            ptxas_path,
+            ptx_path,
+            ptx_text,
+            scratch,
+            kernel,
+            arch,
+            build_cap,
+            method,
+        } = *self;
+        let mut cmd = Command::new(ptxas_path);
+        cmd.stdin(Stdio::null())
+            .arg(format!("-arch={arch}"))
+            .arg("-v")
+            .arg("-e")
+            .arg(&kernel.name);
+        let out_name = format!(
+            "{}.cubin",
+            cap.map_or("base".to_string(), |c| c.to_string())
+        );
+        cmd.arg("-o").arg(scratch.join(out_name));
+        let input = match (cap, method) {
+            (Some(c), Method::Maxnreg) => {
+                let text = with_maxnreg(ptx_text, &kernel.name, c).ok_or_else(|| {
+                    anyhow!(format!(
+                    "{} has no entry {}; rebuild the crate so that the manifest and the PTX agree",
+                    ptx_path.display(),
+                    kernel.name
+                ))
+                })?;
+                let path = scratch.join(format!("maxnreg{c}.ptx"));
+                std::fs::write(&path, text)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                path
+            }
+            (Some(c), _) => {
+                cmd.arg("--maxrregcount").arg(c.to_string());
+                ptx_path.to_path_buf()
+            }
+            (None, _) => {
+                // The baseline is the build as it was, with its file's cap.
+                if let Some(c) = build_cap {
+                    cmd.arg("--maxrregcount").arg(c.to_string());
+                }
+                ptx_path.to_path_buf()
+            }
+        };
+        cmd.arg(&input);
+        let output = cmd.output().map_err(|e| {
+        anyhow!(format!(
+            "cannot run {} ({e}); it should lie beside nvcc: set NVCC or CUDA_HOME to a full CUDA toolkit",
+            ptxas_path.display()
+        ))
+    })?;
+        let mut log = String::from_utf8_lossy(&output.stderr).into_owned();
+        log.push_str(&String::from_utf8_lossy(&output.stdout));
+        let what = match cap {
+            Some(c) => format!("{} for {arch} at cap {c}", kernel.base_name),
+            None => format!("{} for {arch}", kernel.base_name),
+        };
+        if !output.status.success() {
+            let lines: Vec<&str> = log
+                .lines()
+                .filter(|l| !l.starts_with("ptxas info"))
+                .take(20)
+                .collect();
+            return Err(anyhow!(format!(
+            "ptxas failed on {what} ({}):\n{}\ncheck that this ptxas is as new as the nvcc that built the PTX",
+            ptx_path.display(),
+            lines.join("\n")
+        )));
+        }
+        let parsed = ptxas::parse_log(&log).map_err(|e| {
+            anyhow!(
+                "cannot read the ptxas output for {} ({arch}): {e}; this is an occ bug or a ptxas \
+                 version it does not know: please report it with the line above",
+                kernel.source
+            )
+        })?;
+        let record = parsed
+        .kernels
+        .into_iter()
+        .find(|r| r.name == kernel.name)
+        .ok_or_else(|| {
+            anyhow!(format!(
+                "ptxas printed no resources for {what}; run `{} -arch={arch} -v -e {} {}` to see why",
+                ptxas_path.display(),
+                kernel.name,
+                input.display()
+            ))
+        })?;
+        let diagnostics: Vec<String> = parsed
+            .diagnostics
+            .iter()
+            .filter(|d| {
+                d.severity >= ptxas::Severity::Warning || d.message.starts_with("Overriding")
+            })
+            .map(|d| d.message.clone())
+            .collect();
+        let overridden = diagnostics
+            .iter()
+            .any(|m| m.starts_with("Overriding global maxrregcount"));
+        Ok(Run {
+            record,
+            diagnostics,
+            overridden,
+        })
+    }
+}
+
+/// Sweeps the kernels of a manifest (all, or those `filter` finds with
+/// [`Manifest::lookup`]) on `arch` (default: the manifest's first arch).
+/// `manifest_dir` is the folder of the manifest (`$OUT_DIR/occ`), where the
+/// PTX files it names lie.
+pub fn sweep_manifest(
+    manifest: &Manifest,
+    manifest_dir: &Path,
+    ptxas_path: &Path,
+    filter: Option<&str>,
+    arch: Option<&str>,
+    method: Method,
+    jobs: usize,
+) -> Result<Sweep> {
+    let kernels: Vec<&Kernel> = match filter {
+        None => manifest.kernels.iter().collect(),
+        Some(query) => match manifest.lookup(query) {
+            Lookup::Found(k) => vec![k],
+            Lookup::Ambiguous(names) => {
+                return Err(anyhow!(format!(
+                    "kernel `{query}` is ambiguous: it names {}; give the mangled name",
+                    names.join(", ")
+                )))
+            }
+            Lookup::Unknown(close) => {
+                let hint = if close.is_empty() {
+                    String::new()
+                } else {
+                    format!("; did you mean `{}`?", close.join("`, `"))
+                };
+                return Err(anyhow!(format!(
+                    "unknown kernel `{query}` in the manifest of {}{hint}",
+                    manifest.package
+                )));
+            }
+        },
+    };
+    let arch = match arch {
+        Some(a) => arch::canonical_name(a).map_err(|e| anyhow!(e.to_string()))?,
+        None => manifest
+            .archs
+            .first()
+            .cloned()
+            .ok_or_else(|| anyhow!("the manifest lists no arch; rebuild the crate"))?,
+    };
+    let mut out = Vec::new();
+    for kernel in kernels {
+        let Some(k) = kernel.archs.get(&arch) else {
+            if filter.is_some() {
+                return Err(anyhow!(format!(
+                    "kernel {} was not built for {arch}; built for {}",
+                    kernel.base_name,
+                    kernel.archs.keys().cloned().collect::<Vec<_>>().join(", ")
+                )));
+            }
+            continue;
+        };
+        let caps = caps(&arch, k)?;
+        out.push(sweep_kernel(
+            ptxas_path,
+            &manifest_dir.join(&k.ptx),
+            kernel,
+            &arch,
+            &caps,
+            method,
+            jobs,
+        )?);
+    }
+    Ok(Sweep {
+        schema: SCHEMA_VERSION,
+        package: manifest.package.clone(),
+        ptxas: ptxas_path.display().to_string(),
+        kernels: out,
+    })
+}

@@ -1,0 +1,50 @@
+//! Stage 5: the manifest, from the jobs' output (parsed by the pure core,
+//! [`occ_model::analyze`]) or, without nvcc, from the committed lock.
+
+use crate::cargo::Directives;
+use crate::compile::JobOutput;
+use crate::error::Result;
+use crate::inputs::Inputs;
+use crate::manifest::Manifest;
+use occ_model::analyze::{self, JobText};
+use occ_model::lock::Lock;
+
+/// The manifest of a live build.
+pub(crate) fn manifest(
+    inputs: &Inputs,
+    nvcc_version: &str,
+    outputs: &[JobOutput],
+) -> Result<Manifest> {
+    let texts = outputs.iter().map(|o| JobText {
+        source: &o.job.source,
+        arch: &o.job.arch,
+        name: &o.job.name,
+        args: &o.job.args,
+        log: &o.log,
+        ptx: &o.ptx,
+    });
+    Ok(analyze::build_manifest(
+        &inputs.package,
+        nvcc_version,
+        &inputs.archs,
+        texts,
+    )?)
+}
+
+/// The manifest of a build without nvcc: the lock's numbers for the
+/// build's archs, no device code, and one warning that says so.
+pub(crate) fn from_lock(
+    inputs: &Inputs,
+    lock: &Lock,
+    reason: &str,
+    directives: &mut Directives,
+) -> Result<Manifest> {
+    let manifest = lock.to_manifest(&inputs.archs, &inputs.lock_path)?;
+    directives.warn(format!(
+        "occ: no nvcc ({reason}); using the numbers recorded in {} (nvcc {}) instead of live ones; \
+         kernels.rs has no CUBIN/PTX device code in this build; install CUDA or set NVCC to build it",
+        inputs.display(&inputs.lock_path),
+        lock.nvcc
+    ));
+    Ok(manifest)
+}

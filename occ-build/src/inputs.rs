@@ -1,0 +1,226 @@
+//! Stage 1: everything a build starts from, resolved once: the crate root,
+//! `$OUT_DIR/occ`, the target archs, the `.cu` files, the lock, and each
+//! setting read from the environment (all through [`Env`], so each is
+//! watched).
+
+use crate::builder::Build;
+use crate::cargo::Directives;
+use crate::env::Env;
+use crate::error::{Error, Result};
+use crate::{arch, gate};
+use occ_model::lock::{Lock, DEFAULT_LOCK_FILE};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// A build's resolved inputs.
+#[derive(Debug)]
+pub(crate) struct Inputs {
+    /// The crate root: relative paths start here, and nvcc runs here.
+    pub root: PathBuf,
+    /// `$OUT_DIR/occ`.
+    pub out_dir: PathBuf,
+    /// The cargo package (`CARGO_PKG_NAME`).
+    pub package: String,
+    /// Target archs, canonical, in build order.
+    pub archs: Vec<String>,
+    /// `.cu` files relative to the root (`/` separators), in build order.
+    pub sources: Vec<String>,
+    /// The lock file (read or not).
+    pub lock_path: PathBuf,
+    /// The committed lock, when there is one.
+    pub lock: Option<Lock>,
+    /// `OCC_BLESS`: write the lock.
+    pub bless: bool,
+    /// `CI`: never write the lock.
+    pub ci: bool,
+    /// Why not to look for nvcc (`DOCS_RS`, `OCC_NO_NVCC`), if so.
+    pub no_nvcc: Option<&'static str>,
+    /// `NVCC_CCBIN`: the host compiler for nvcc.
+    pub ccbin: Option<String>,
+    /// How many nvcc jobs may run at once (besides the jobserver).
+    pub parallel: usize,
+}
+
+/// Resolves a build's inputs; watches the sources and the lock.
+pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> Result<Inputs> {
+    let root = match &build.root {
+        Some(root) => root.clone(),
+        None => env_path(env, "CARGO_MANIFEST_DIR")?,
+    };
+    let out_dir = match &build.out_dir {
+        Some(dir) => dir.clone(),
+        None => env_path(env, "OUT_DIR")?,
+    }
+    .join("occ");
+    let package = env.var("CARGO_PKG_NAME").unwrap_or_default();
+    let archs = archs(build, env)?;
+    let sources = sources(build, &root, directives)?;
+    // Read these now so that they are watched even when nvcc is missing.
+    let ccbin = env.var("NVCC_CCBIN");
+    let lock_path = root.join(
+        build
+            .lock_file
+            .as_deref()
+            .unwrap_or(Path::new(DEFAULT_LOCK_FILE)),
+    );
+    let bless = env.flag("OCC_BLESS");
+    let ci = gate::is_ci(env);
+    let docs_rs = env.var_os("DOCS_RS").is_some();
+    let no_nvcc = env.flag("OCC_NO_NVCC");
+    let no_nvcc = if docs_rs {
+        Some("DOCS_RS is set")
+    } else if no_nvcc {
+        Some("OCC_NO_NVCC is set")
+    } else {
+        None
+    };
+    let lock = gate::read_lock(&lock_path)?;
+    if lock.is_some() {
+        // A missing file would rerun the build script on every build.
+        directives.watch(&lock_path);
+    }
+    let parallel = env
+        .var("NUM_JOBS")
+        .and_then(|n| n.parse::<usize>().ok())
+        .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
+        .unwrap_or(1);
+    Ok(Inputs {
+        root,
+        out_dir,
+        package,
+        archs,
+        sources,
+        lock_path,
+        lock,
+        bless,
+        ci,
+        no_nvcc,
+        ccbin,
+        parallel,
+    })
+}
+
+impl Inputs {
+    /// A path for messages: relative to the crate root when inside it.
+    pub fn display(&self, path: &Path) -> String {
+        relative(&self.root, path)
+    }
+}
+
+/// The target archs: `OCC_ARCHS`, else `CUDA_COMPUTE_CAP`, else `.arch()`.
+fn archs(build: &Build, env: &Env) -> Result<Vec<String>> {
+    // Read both, so that both are watched.
+    let occ_archs = env.var("OCC_ARCHS");
+    let compute_cap = env.var("CUDA_COMPUTE_CAP");
+    let (origin, list): (&str, Vec<String>) = if let Some(v) = occ_archs {
+        ("OCC_ARCHS", split_list(&v))
+    } else if let Some(v) = compute_cap {
+        ("CUDA_COMPUTE_CAP", split_list(&v))
+    } else {
+        (".arch()", build.archs.clone())
+    };
+    if list.is_empty() {
+        return Err(Error::NoArch);
+    }
+    let mut out: Vec<String> = Vec::new();
+    for name in list {
+        let canonical = arch::canonical_name(&name).map_err(|_| Error::UnknownArch {
+            origin: origin.to_string(),
+            name: name.clone(),
+            known: arch::all().iter().map(|a| a.name.to_string()).collect(),
+        })?;
+        if !out.contains(&canonical) {
+            out.push(canonical);
+        }
+    }
+    Ok(out)
+}
+
+/// The `.cu` files of `.file()` and `.glob()`, each once, relative to
+/// `root`; watches each file and each glob's folder.
+fn sources(build: &Build, root: &Path, directives: &mut Directives) -> Result<Vec<String>> {
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    let mut ordered: Vec<String> = Vec::new();
+    let mut add = |rel: String| {
+        if seen.insert(rel.clone()) {
+            ordered.push(rel);
+        }
+    };
+    for file in &build.files {
+        let full = root.join(file);
+        directives.watch(&full);
+        let meta = std::fs::metadata(&full).map_err(|e| Error::MissingSource {
+            path: file.clone(),
+            reason: e.to_string(),
+        })?;
+        if !meta.is_file() {
+            return Err(Error::MissingSource {
+                path: file.clone(),
+                reason: "not a file".into(),
+            });
+        }
+        add(relative(root, &full));
+    }
+    for pattern in &build.globs {
+        let full = root.join(pattern).display().to_string();
+        let paths = glob::glob(&full).map_err(|e| Error::BadGlob {
+            pattern: pattern.clone(),
+            detail: e.to_string(),
+        })?;
+        let mut matched: Vec<PathBuf> = paths
+            .filter_map(|p| p.ok())
+            .filter(|p| p.is_file())
+            .collect();
+        matched.sort();
+        if matched.is_empty() {
+            return Err(Error::NoSources {
+                what: pattern.clone(),
+            });
+        }
+        // Watch the folder too, so a new file reruns the build.
+        if let Some(dir) = Path::new(&full).parent() {
+            let dir = dir.display().to_string();
+            if !dir.contains(['*', '?', '[']) {
+                directives.watch(Path::new(&dir));
+            }
+        }
+        for path in matched {
+            directives.watch(&path);
+            add(relative(root, &path));
+        }
+    }
+    if ordered.is_empty() {
+        return Err(Error::NoSources {
+            what: String::new(),
+        });
+    }
+    Ok(ordered)
+}
+
+fn env_path(env: &Env, var: &str) -> Result<PathBuf> {
+    env.var_os(var)
+        .map(PathBuf::from)
+        .ok_or_else(|| Error::Env {
+            var: var.to_string(),
+            detail: "is not set".into(),
+        })
+}
+
+fn split_list(value: &str) -> Vec<String> {
+    value
+        .split([',', ' ', ';'])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// `root/kernels/a.cu` → `kernels/a.cu` (with `/`), or the path as given
+/// when it lies outside the crate.
+pub(crate) fn relative(root: &Path, path: &Path) -> String {
+    let rel = path.strip_prefix(root).unwrap_or(path);
+    rel.components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join("/")
+}

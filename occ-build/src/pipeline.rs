@@ -1,0 +1,83 @@
+//! The build, stage by stage. This is the one place that says what a build
+//! does and in which order; each stage is a function in the module named
+//! for it, and ARCHITECTURE.md lists the same stages.
+//!
+//! 1. `inputs::resolve`: paths, archs, sources, and the settings read from
+//!    the environment.
+//! 2. `toolchain::select`: a live nvcc, or the committed lock (and why).
+//! 3. `plan::jobs`: one nvcc job per (source, arch), with its arguments.
+//! 4. `compile::run`: run the jobs (or reuse cached results).
+//! 5. `assemble::manifest`: parse each job's output into the manifest.
+//! 6. `gate::spills`: spilling kernels warn, or fail a build that denies them.
+//! 7. `emit::write_all`: `manifest.json` and `kernels.rs` into `$OUT_DIR/occ`.
+//! 8. `gate::baseline`: compare with `occ.lock`; bless on request.
+//!
+//! A build that stands on the lock (no nvcc) runs 1, 2, then
+//! `assemble::from_lock` and 7.
+
+use crate::builder::Build;
+use crate::cargo::Directives;
+use crate::env::Env;
+use crate::error::Result;
+use crate::manifest::Manifest;
+use crate::toolchain::Toolchain;
+use crate::{assemble, compile, emit, gate, inputs, plan, toolchain};
+use std::path::PathBuf;
+
+/// What a build made.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    /// The manifest written to `$OUT_DIR/occ/manifest.json`.
+    pub manifest: Manifest,
+    /// `$OUT_DIR/occ`.
+    pub out_dir: PathBuf,
+    /// How many nvcc jobs ran (the rest were reused).
+    pub nvcc_runs: usize,
+}
+
+/// Runs the build's stages in order, gathering cargo directives on the way.
+pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Result<Outcome> {
+    let inputs = inputs::resolve(build, env, directives)?;
+    let nvcc = match toolchain::select(build, env, &inputs)? {
+        Toolchain::Nvcc(nvcc) => nvcc,
+        Toolchain::Lock { lock, reason } => {
+            let manifest = assemble::from_lock(&inputs, &lock, &reason, directives)?;
+            emit::write_all(&manifest, &inputs.out_dir)?;
+            return Ok(Outcome {
+                manifest,
+                out_dir: inputs.out_dir,
+                nvcc_runs: 0,
+            });
+        }
+    };
+    // Register caps name files or kernels; a kernel is placed in its file by
+    // the last build's manifest, or by this build's first pass.
+    let previous = emit::read_manifest(&inputs.out_dir.join(crate::manifest::FILE_NAME)).ok();
+    let mut caps = plan::register_caps(build, &inputs, previous.as_ref());
+    let mut jobs = plan::jobs(build, &inputs, &caps.by_file);
+    let mut outputs = compile::run(&nvcc, &inputs, &jobs)?;
+    if caps.needs_second_look(previous.is_some()) {
+        let found = assemble::manifest(&inputs, "", &outputs)?;
+        let placed = plan::place_caps(build, &inputs, &found)?;
+        if placed.by_file != caps.by_file {
+            caps = placed;
+            jobs = plan::jobs(build, &inputs, &caps.by_file);
+            outputs = compile::run(&nvcc, &inputs, &jobs)?;
+        }
+    }
+    for output in &outputs {
+        for dep in &output.deps {
+            directives.watch(dep);
+        }
+    }
+    let version = toolchain::version(&nvcc, &inputs.out_dir)?;
+    let manifest = assemble::manifest(&inputs, &version, &outputs)?;
+    gate::spills(build, &manifest, directives)?;
+    emit::write_all(&manifest, &inputs.out_dir)?;
+    gate::baseline(build, &inputs, &manifest, directives)?;
+    Ok(Outcome {
+        manifest,
+        out_dir: inputs.out_dir,
+        nvcc_runs: outputs.iter().filter(|o| o.ran).count(),
+    })
+}

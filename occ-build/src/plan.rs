@@ -1,0 +1,153 @@
+//! Stage 3: the nvcc jobs of a build, one per (source, arch), each with
+//! its arguments, and the register caps of [`Build::max_registers`] placed
+//! on the files they apply to.
+
+use crate::builder::Build;
+use crate::compile::Job;
+use crate::error::{Error, Result};
+use crate::inputs::Inputs;
+use crate::manifest::{Lookup, Manifest};
+use std::collections::BTreeMap;
+
+/// [`Build::max_registers`] caps, by source file, and the targets not yet
+/// placed in a file.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Caps {
+    /// `-maxrregcount` per source.
+    pub by_file: BTreeMap<String, u32>,
+    /// Kernel targets the last manifest could not place.
+    pub pending: Vec<(String, u32)>,
+}
+
+impl Caps {
+    /// Whether this build's own kernels must place the caps (a second look
+    /// after the first compile): some target is unplaced, or the caps came
+    /// from a previous manifest that may be out of date.
+    pub fn needs_second_look(&self, from_previous: bool) -> bool {
+        !self.pending.is_empty() || (from_previous && !self.by_file.is_empty())
+    }
+}
+
+/// Places the caps by file name, or by kernel through `known` (the last
+/// build's manifest, if any).
+pub(crate) fn register_caps(build: &Build, inputs: &Inputs, known: Option<&Manifest>) -> Caps {
+    let mut caps = Caps::default();
+    for (target, cap) in &build.max_registers {
+        let file = inputs
+            .sources
+            .iter()
+            .find(|s| *s == target || s.rsplit('/').next() == Some(target.as_str()))
+            .cloned()
+            .or_else(|| match known.map(|m| m.lookup(target)) {
+                Some(Lookup::Found(k)) if inputs.sources.contains(&k.source) => {
+                    Some(k.source.clone())
+                }
+                _ => None,
+            });
+        match file {
+            Some(f) => {
+                caps.by_file.insert(f, *cap);
+            }
+            None => caps.pending.push((target.clone(), *cap)),
+        }
+    }
+    caps
+}
+
+/// Places the caps by this build's own kernels; a target that names no
+/// source and no kernel is an error.
+pub(crate) fn place_caps(build: &Build, inputs: &Inputs, found: &Manifest) -> Result<Caps> {
+    let caps = register_caps(build, inputs, Some(found));
+    match caps.pending.first() {
+        Some((target, _)) => Err(unknown_cap_target(target, found)),
+        None => Ok(caps),
+    }
+}
+
+/// The jobs of a build: every source × arch, in that order.
+pub(crate) fn jobs(build: &Build, inputs: &Inputs, caps: &BTreeMap<String, u32>) -> Vec<Job> {
+    let args = common_args(build, inputs);
+    let names = job_names(&inputs.sources);
+    let mut jobs = Vec::new();
+    for (source, name) in inputs.sources.iter().zip(&names) {
+        for arch in &inputs.archs {
+            let mut args = args.clone();
+            if let Some(cap) = caps.get(source) {
+                args.extend(["-maxrregcount".to_string(), cap.to_string()]);
+            }
+            jobs.push(Job {
+                source: source.clone(),
+                arch: arch.clone(),
+                name: format!("{name}.{arch}"),
+                args,
+            });
+        }
+    }
+    jobs
+}
+
+/// The nvcc arguments every job of the build shares.
+fn common_args(build: &Build, inputs: &Inputs) -> Vec<String> {
+    let mut args: Vec<String> = Vec::new();
+    if let Some(ccbin) = &inputs.ccbin {
+        args.push("-ccbin".into());
+        args.push(ccbin.clone());
+    }
+    if build.debug {
+        args.push("-G".into());
+    }
+    for dir in &build.includes {
+        args.push(format!("-I{}", dir.display()));
+    }
+    for (name, value) in &build.defines {
+        args.push(match value {
+            Some(v) => format!("-D{name}={v}"),
+            None => format!("-D{name}"),
+        });
+    }
+    args.extend(build.flags.iter().cloned());
+    args
+}
+
+/// A file-name-safe, unique stem per source: `kernels/a.cu` → `kernels_a`.
+fn job_names(sources: &[String]) -> Vec<String> {
+    let sanitize = |s: &str| {
+        let stem = s.strip_suffix(".cu").unwrap_or(s);
+        stem.chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect::<String>()
+    };
+    let plain: Vec<String> = sources.iter().map(|s| sanitize(s)).collect();
+    plain
+        .iter()
+        .zip(sources)
+        .map(|(name, source)| {
+            if plain.iter().filter(|n| *n == name).count() > 1 {
+                format!("{name}_{}", crate::names::short_hash(source))
+            } else {
+                name.clone()
+            }
+        })
+        .collect()
+}
+
+/// The error for a [`Build::max_registers`] target that names neither a
+/// source nor a kernel of the build.
+fn unknown_cap_target(target: &str, manifest: &Manifest) -> Error {
+    let hint = match manifest.lookup(target) {
+        Lookup::Ambiguous(names) => {
+            format!(
+                "it names several kernels ({}); name the file instead",
+                names.join(", ")
+            )
+        }
+        Lookup::Unknown(close) if !close.is_empty() => {
+            format!("did you mean `{}`?", close.join("`, `"))
+        }
+        _ => "give a .cu file of the build or a kernel name".to_string(),
+    };
+    Error::UnknownCapTarget {
+        target: target.to_string(),
+        hint,
+    }
+}

@@ -1,0 +1,70 @@
+//! Stage 2: what this build compiles with. A [`Toolchain`] is a value that
+//! says whether the build has a live nvcc or stands on the committed lock,
+//! and why; nothing downstream learns it from an error.
+
+use crate::builder::Build;
+use crate::env::Env;
+use crate::error::{Error, Result};
+use crate::inputs::Inputs;
+use crate::toolkit::{self, Nvcc};
+use occ_model::lock::Lock;
+use std::path::Path;
+
+/// The toolchain of one build.
+#[derive(Debug)]
+pub(crate) enum Toolchain {
+    /// A live nvcc: the numbers are this build's.
+    Nvcc(Nvcc),
+    /// No nvcc: the committed lock's numbers stand in, without device code.
+    Lock {
+        /// The committed lock.
+        lock: Lock,
+        /// Why there is no nvcc (`DOCS_RS is set`, the last place looked, ...).
+        reason: String,
+    },
+}
+
+/// Picks the toolchain: no nvcc under `DOCS_RS`/`OCC_NO_NVCC`, else the
+/// nvcc [`toolkit::find_nvcc`] finds; without one, the lock, else the error
+/// listing every place looked.
+pub(crate) fn select(build: &Build, env: &Env, inputs: &Inputs) -> Result<Toolchain> {
+    let looked = match inputs.no_nvcc {
+        Some(why) => vec![format!("{why}: not looking for nvcc")],
+        None => match toolkit::find_nvcc(env, build.nvcc.as_deref(), Some(&inputs.root)) {
+            Ok(nvcc) => return Ok(Toolchain::Nvcc(nvcc)),
+            Err(Error::NvccNotFound { looked }) => looked,
+            Err(other) => return Err(other),
+        },
+    };
+    match &inputs.lock {
+        Some(lock) => Ok(Toolchain::Lock {
+            lock: lock.clone(),
+            reason: looked.last().cloned().unwrap_or_default(),
+        }),
+        None => {
+            let mut looked = looked;
+            looked.push(format!(
+                "{}: none (a committed lock lets the crate build without nvcc; see `cargo occ bless`)",
+                inputs.display(&inputs.lock_path)
+            ));
+            Err(Error::NvccNotFound { looked })
+        }
+    }
+}
+
+/// `nvcc --version` (its `V13.5.37` part), cached in `$OUT_DIR/occ/cache`
+/// under the nvcc's fingerprint so an unchanged rebuild starts no process.
+pub(crate) fn version(nvcc: &Nvcc, out: &Path) -> Result<String> {
+    let id = crate::compile::file_id(&nvcc.path);
+    let cache = out.join("cache").join("nvcc-version");
+    if let Ok(text) = std::fs::read_to_string(&cache) {
+        if let Some((stored_id, version)) = text.split_once('\n') {
+            if stored_id == id {
+                return Ok(version.trim().to_string());
+            }
+        }
+    }
+    let version = toolkit::short_version(&nvcc.version()?).to_string();
+    crate::compile::write_atomic(&cache, format!("{id}\n{version}\n").as_bytes())?;
+    Ok(version)
+}

@@ -1,0 +1,59 @@
+//! The one error type of occ-model.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// What the pure core can reject, each with a message that says what went
+/// wrong and what to do.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Error {
+    /// A manifest, lock or gate file whose text cannot be used.
+    Corrupt {
+        /// The file the text came from (for the message only).
+        path: PathBuf,
+        /// What is wrong with it, and what to do.
+        detail: String,
+    },
+    /// ptxas output that occ could not read.
+    Parse {
+        /// The `.cu` file whose output it was.
+        file: String,
+        /// The target arch.
+        arch: String,
+        /// What did not parse, quoting the line.
+        detail: String,
+    },
+    /// The occupancy model rejected a kernel's numbers.
+    Occupancy {
+        /// The kernel.
+        kernel: String,
+        /// The arch.
+        arch: String,
+        /// The model's reason.
+        detail: String,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Corrupt { path, detail } => write!(f, "{}: {detail}", path.display()),
+            Error::Parse { file, arch, detail } => write!(
+                f,
+                "cannot read the ptxas output for {file} ({arch}): {detail}; this is an occ bug or an \
+                 nvcc version it does not know: please report it with the line above"
+            ),
+            Error::Occupancy {
+                kernel,
+                arch,
+                detail,
+            } => write!(f, "cannot compute occupancy of {kernel} on {arch}: {detail}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// The result type of occ-model.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,43 @@
+//! # occ-model: the pure core of occ
+//!
+//! Everything occ knows about CUDA kernels that needs no process, no file
+//! system and no environment: the per-arch limits ([`arch`]), occupancy
+//! exactly as NVIDIA's `cuda_occupancy.h` computes it ([`occupancy`]), the
+//! block-size tuner ([`tune`]), the readers of ptxas's `-v` log ([`ptxas`])
+//! and of PTX directives ([`ptx`]), kernel names ([`names`]), the
+//! manifest and lock schemas ([`manifest`], [`lock`]), how a build compares
+//! with its lock ([`compare`]), what a register-cap sweep tries ([`sweep`]),
+//! and the step from nvcc's output text to a manifest ([`analyze`]).
+//!
+//! `occ-build` (the build-script shell) runs nvcc and feeds this crate text;
+//! `occ-macros` and `cargo occ` read manifests with it. Its purity is checked:
+//! `clippy.toml` bans file, process and environment calls here, and a test
+//! greps the sources for them.
+//!
+//! ```
+//! use occ_model::{arch, occupancy::{occupancy, KernelResources, Launch}};
+//!
+//! let sm80 = arch::lookup("sm_80").unwrap();
+//! let k = KernelResources { registers: 32, ..KernelResources::default() };
+//! let occ = occupancy(sm80, &k, &Launch::new(256)).unwrap();
+//! assert_eq!(occ.active_blocks, 8);
+//! ```
+#![deny(missing_docs)]
+
+pub mod analyze;
+pub mod arch;
+pub mod compare;
+pub mod error;
+pub mod lock;
+pub mod manifest;
+pub mod names;
+pub mod occupancy;
+#[cfg(test)]
+mod proptests;
+pub mod ptx;
+pub mod ptxas;
+pub mod sweep;
+pub mod table;
+pub mod tune;
+
+pub use error::{Error, Result};

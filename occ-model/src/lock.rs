@@ -1,0 +1,193 @@
+//! The committed baseline, `occ.lock`: its schema and text.
+//!
+//! The lock records, per kernel × arch, the kernel's [`Resources`]: what the
+//! gate compares (registers, static shared memory, spills, stack, the best
+//! block size, the occupancy there and its limiters) plus what `kernels.rs`
+//! and `#[launch_config]` need when no nvcc is available (names, launch
+//! bounds, barriers, headroom). It is pretty JSON with `"schema"` first,
+//! kernels sorted by symbol, archs sorted, paths relative to the crate: a
+//! stable, diff-friendly subset of the manifest, sharing its types.
+
+use crate::error::{Error, Result};
+use crate::manifest::{self, Kernel, KernelArch, Manifest, Origin, Resources};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The schema version of `occ.lock`.
+pub const LOCK_SCHEMA: u32 = 1;
+
+/// The default lock file name, next to the crate's `Cargo.toml`.
+pub const DEFAULT_LOCK_FILE: &str = "occ.lock";
+
+/// The candidate lock a build leaves in `$OUT_DIR/occ` for `cargo occ bless`.
+pub const CANDIDATE_FILE: &str = "occ.lock.new";
+
+/// The committed baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Lock {
+    /// Schema version ([`LOCK_SCHEMA`]).
+    pub schema: u32,
+    /// The cargo package.
+    pub package: String,
+    /// The nvcc version that produced the numbers.
+    pub nvcc: String,
+    /// Target archs in build order.
+    pub archs: Vec<String>,
+    /// Kernels, sorted by symbol then source.
+    pub kernels: Vec<LockKernel>,
+}
+
+/// One kernel in the lock: its names, source and per-arch [`Resources`].
+pub type LockKernel = Kernel<Resources>;
+
+impl Lock {
+    /// The lock's view of a manifest.
+    pub fn from_manifest(m: &Manifest) -> Lock {
+        let mut kernels: Vec<LockKernel> = m
+            .kernels
+            .iter()
+            .map(|k| map_archs(k, |_, a| Some(a.resources.clone())))
+            .collect();
+        kernels.sort_by(|a, b| a.name.cmp(&b.name).then(a.source.cmp(&b.source)));
+        Lock {
+            schema: LOCK_SCHEMA,
+            package: m.package.clone(),
+            nvcc: m.nvcc.clone(),
+            archs: m.archs.clone(),
+            kernels,
+        }
+    }
+
+    /// A manifest made from the lock alone, for builds without nvcc: only
+    /// the archs in `archs` (all of the lock's when empty), no device code
+    /// (empty `cubin`/`ptx`), no warnings or constant banks, and `origin`
+    /// [`Origin::Lock`]. Errors name an arch the lock lacks.
+    pub fn to_manifest(&self, archs: &[String], path: &Path) -> Result<Manifest> {
+        let archs: Vec<String> = if archs.is_empty() {
+            self.archs.clone()
+        } else {
+            archs.to_vec()
+        };
+        for arch in &archs {
+            if !self.archs.contains(arch) {
+                return Err(Error::Corrupt {
+                    path: path.to_path_buf(),
+                    detail: format!(
+                        "has no numbers for {arch} (it records {}); without nvcc the build can only use \
+                         recorded archs: build with nvcc and run `cargo occ bless`, or drop {arch}",
+                        self.archs.join(", ")
+                    ),
+                });
+            }
+        }
+        let kernels = self
+            .kernels
+            .iter()
+            .map(|k| {
+                map_archs(k, |arch, a| {
+                    archs
+                        .contains(arch)
+                        .then(|| KernelArch::from_resources(a.clone()))
+                })
+            })
+            .collect();
+        Ok(Manifest {
+            schema: manifest::SCHEMA_VERSION,
+            package: self.package.clone(),
+            origin: Origin::Lock,
+            nvcc: self.nvcc.clone(),
+            archs,
+            kernels,
+        })
+    }
+
+    /// The lock's text: pretty JSON, schema first, trailing newline.
+    pub fn to_text(&self) -> String {
+        manifest::to_json_pretty(self)
+    }
+
+    /// Parses a lock, checking its schema.
+    pub fn from_text(text: &str, path: &Path) -> Result<Lock> {
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| Error::Corrupt {
+            path: path.to_path_buf(),
+            detail: format!(
+                "not valid JSON ({e}); restore it from version control, or delete it and run `cargo occ bless`"
+            ),
+        })?;
+        manifest::check_schema(&value, path, LOCK_SCHEMA)?;
+        let lock: Lock = serde_json::from_value(value).map_err(|e| Error::Corrupt {
+            path: path.to_path_buf(),
+            detail: format!(
+                "not an occ lock ({e}); restore it from version control, or delete it and run `cargo occ bless`"
+            ),
+        })?;
+        manifest::validate_names(&lock.archs, &lock.kernels).map_err(|detail| Error::Corrupt {
+            path: path.to_path_buf(),
+            detail: format!(
+                "{detail}; restore it from version control, or delete it and run `cargo occ bless`"
+            ),
+        })?;
+        Ok(lock)
+    }
+
+    /// The kernel `name` from `source`, if the lock has it.
+    pub fn find(&self, name: &str, source: &str) -> Option<&LockKernel> {
+        self.kernels
+            .iter()
+            .find(|k| k.name == name && k.source == source)
+    }
+}
+
+/// `k` with each arch's record mapped by `f` (`None` drops the arch).
+fn map_archs<A, B>(k: &Kernel<A>, mut f: impl FnMut(&String, &A) -> Option<B>) -> Kernel<B> {
+    Kernel {
+        name: k.name.clone(),
+        demangled: k.demangled.clone(),
+        base_name: k.base_name.clone(),
+        short_name: k.short_name.clone(),
+        ident: k.ident.clone(),
+        source: k.source.clone(),
+        archs: k
+            .archs
+            .iter()
+            .filter_map(|(arch, a)| f(arch, a).map(|b| (arch.clone(), b)))
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::tests::{arch, lock};
+
+    #[test]
+    fn lock_text_round_trips_and_starts_with_the_schema() {
+        let l = lock(&[("a", arch(32, 64, 0))]);
+        let text = l.to_text();
+        assert!(text.starts_with("{\n  \"schema\": 1,"), "{text}");
+        assert!(text.ends_with("}\n"));
+        assert_eq!(Lock::from_text(&text, Path::new("occ.lock")).ok(), Some(l));
+        let err = Lock::from_text("{\"schema\": 99}", Path::new("occ.lock"));
+        assert!(err.is_err_and(|e| e.to_string().contains("newer occ")));
+    }
+
+    #[test]
+    fn a_lock_with_a_bad_ident_is_corrupt_not_a_panic() {
+        // Found by the `lock` fuzz target: the ident feeds format_ident! in
+        // kernels.rs when a build without nvcc stands on the lock.
+        let text = include_str!("../../fuzz/seeds/occ.lock");
+        let good = Lock::from_text(text, Path::new("occ.lock")).expect("the seed lock reads");
+        let bad = text.replacen("\"ident\": \"saxpy\"", "\"ident\": \"sax)py\"", 1);
+        assert_ne!(bad, text, "the seed has a saxpy kernel");
+        let err = Lock::from_text(&bad, Path::new("occ.lock"))
+            .expect_err("bad ident")
+            .to_string();
+        assert!(
+            err.contains("sax)py") && err.contains("not a Rust identifier"),
+            "{err}"
+        );
+        let bad_arch = text.replacen("\"sm_80\"", "\"sm 80\"", 1);
+        assert!(Lock::from_text(&bad_arch, Path::new("occ.lock")).is_err());
+        assert!(!good.kernels.is_empty());
+    }
+}

@@ -1,0 +1,94 @@
+//! occ-model is the pure core: no file system, no processes, no environment,
+//! no network, no threads' worth of I/O. clippy's `disallowed-methods` (see
+//! `occ-model/clippy.toml`) catches calls; this test catches the rest, such as
+//! a `use std::fs` or a path that clippy's list does not name, and runs in
+//! every `cargo test`.
+
+// The test itself reads the sources; the purity rules are for src/.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+use std::path::Path;
+
+/// What src/ may not mention, with why.
+const FORBIDDEN: &[(&str, &str)] = &[
+    ("std::fs", "file system"),
+    ("std::process", "processes"),
+    ("std::env", "environment"),
+    ("std::net", "network"),
+    ("std::io::stdin", "standard input"),
+    ("std::io::stdout", "standard output"),
+    ("std::io::stderr", "standard error"),
+    ("println!", "standard output"),
+    ("eprintln!", "standard error"),
+    ("print!", "standard output"),
+    ("eprint!", "standard error"),
+    ("env!(", "build environment"),
+    ("option_env!(", "build environment"),
+    ("include_str!(", "files at compile time"),
+    ("include_bytes!(", "files at compile time"),
+];
+
+fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .expect("read src/")
+        .map(|e| e.expect("dir entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The text before the first `#[cfg(test)]` module: unit tests may read
+/// fixtures, the library may not.
+fn library_part(text: &str) -> &str {
+    text.find("#[cfg(test)]\nmod ")
+        .or_else(|| text.find("#[cfg(test)]\npub(crate) mod "))
+        .map_or(text, |i| &text[..i])
+}
+
+#[test]
+fn the_model_does_no_io() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    assert!(files.len() >= 10, "found only {files:?}");
+    let mut hits = Vec::new();
+    for file in &files {
+        if file.ends_with("proptests.rs") {
+            continue; // compiled only under #[cfg(test)]
+        }
+        let text = std::fs::read_to_string(file).expect("read source");
+        for (n, line) in library_part(&text).lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            for (needle, what) in FORBIDDEN {
+                if code.contains(needle) {
+                    hits.push(format!(
+                        "{}:{}: {what}: {}",
+                        file.display(),
+                        n + 1,
+                        line.trim()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        hits.is_empty(),
+        "occ-model must stay pure (do I/O in occ-build, occ-macros or cargo-occ):\n{}",
+        hits.join("\n")
+    );
+}
+
+#[test]
+fn the_check_can_fail() {
+    // The scanner sees what it must: a line of library code with a call.
+    let text = "fn f() { let _ = std::fs::read(\"x\"); }\n#[cfg(test)]\nmod tests { std::env::var(\"X\"); }";
+    let lib = library_part(text);
+    assert!(lib.contains("std::fs"));
+    assert!(!lib.contains("std::env"));
+}
