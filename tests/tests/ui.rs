@@ -20,7 +20,6 @@ fn ui() {
         .archs(["sm_80", "sm_90"])
         .nvcc(nvcc())
         .out_dir(&out)
-        .quiet(true)
         .try_compile()
         .unwrap_or_else(|e| panic!("building the ui kernels failed: {e}"));
     let manifest = report.out_dir.join(occ_build::manifest::FILE_NAME);
