@@ -6,20 +6,10 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 fn cargo_occ(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cargo-occ"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run cargo-occ");
-    let mut pipe = child.stdin.take().expect("stdin");
-    let input = stdin.unwrap_or_default().as_bytes().to_vec();
-    // Write from a thread: the child answers while it reads.
-    let writer = std::thread::spawn(move || pipe.write_all(&input));
-    let out = child.wait_with_output().expect("wait for cargo-occ");
-    writer.join().expect("writer thread").expect("write stdin");
-    out
+    occ_tests::output_with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_cargo-occ")).args(args),
+        stdin,
+    )
 }
 
 fn stdout(o: &Output) -> String {

@@ -2,75 +2,35 @@
 //! with the real nvcc, found both by `--manifest` and the way cargo users
 //! call it (the newest `target/*/build/<pkg>-*/out/occ`).
 
-use occ_build::env::Env;
-use occ_build::Build;
-use occ_tests::{nvcc, Scratch};
-use std::ffi::OsString;
+use occ_tests::{build_env, kernels_build, Scratch, ScratchCrate};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-const KERNELS: &str = r#"
-extern "C" __global__ void light(float* p) { p[threadIdx.x] *= 2.0f; }
-
-extern "C" __global__ void __launch_bounds__(128) tiled(float* p) {
-    __shared__ float tile[8192];
-    tile[threadIdx.x] = p[threadIdx.x];
-    __syncthreads();
-    p[threadIdx.x] = tile[(threadIdx.x * 7) % 8192];
-}
-"#;
+/// `light`, and `tiled` with 32 KB of static shared memory.
+const KERNELS: &str = include_str!("../../tests/fixtures/cu/gate_cli/k.cu");
 
 /// Builds the kernels in-process; returns `$OUT_DIR/occ`.
-fn build(s: &Scratch, out: &Path, env: &[(&str, Option<&str>)]) -> occ_build::Result<PathBuf> {
-    let mut vars: Vec<(String, Option<OsString>)> = vec![
-        ("OCC_ARCHS".into(), None),
-        ("CUDA_COMPUTE_CAP".into(), None),
-        ("OCC_BLESS".into(), None),
-        ("CI".into(), None),
-        ("NVCC".into(), Some(nvcc().into_os_string())),
-    ];
-    for (k, v) in env {
-        vars.retain(|(n, _)| n != k);
-        vars.push((k.to_string(), v.map(OsString::from)));
-    }
-    Build::new()
-        .root(s.path())
-        .out_dir(out)
-        .glob("kernels/*.cu")
-        .archs(["sm_80", "sm_90"])
-        .try_compile_with(&Env::with_overrides(vars))
+fn build(s: &Scratch, out: &Path) -> occ_build::Result<PathBuf> {
+    kernels_build(s.path(), out, ["sm_80", "sm_90"])
+        .try_compile_with(&build_env(&[]))
         .map(|r| r.out_dir)
 }
 
 fn occ(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cargo-occ"));
-    cmd.arg("occ").args(args).current_dir(dir).env_remove("CI");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("run cargo-occ");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let mut cmd = occ_tests::cargo_occ(env!("CARGO_BIN_EXE_cargo-occ"), dir, args, env);
+    occ_tests::code_and_text(&cmd.output().expect("run cargo-occ"))
 }
 
-fn crate_with_kernels() -> Scratch {
-    let s = Scratch::new();
-    s.write(
-        "Cargo.toml",
-        "[package]\nname = \"cliuser\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
-    );
-    s.write("src/lib.rs", "");
-    s.write("kernels/k.cu", KERNELS);
-    s
+/// A package `cliuser` with `kernels/k.cu`, for the CLI to find its builds.
+fn crate_with_kernels() -> ScratchCrate {
+    ScratchCrate::new("cliuser")
+        .file("src/lib.rs", "")
+        .file("kernels/k.cu", KERNELS)
 }
 
 #[test]
 fn report_formats_and_explain_read_the_manifest() {
     let s = crate_with_kernels();
-    let occ_dir = build(&s, &s.path().join("out"), &[]).expect("build");
+    let occ_dir = build(&s, &s.path().join("out")).expect("build");
     let manifest_file = occ_dir.join("manifest.json");
     let m = occ_build::emit::read_manifest(&manifest_file).expect("manifest");
     let mf = manifest_file.to_str().expect("utf-8 path");
@@ -184,7 +144,7 @@ fn check_and_bless_find_the_newest_build_of_the_package() {
     let old = target.join("debug/build/cliuser-00000000000000aa/out");
     let new = target.join("debug/build/cliuser-00000000000000bb/out");
     let lookalike = target.join("debug/build/cliuser-extra-00000000000000cc/out");
-    build(&s, &old, &[]).expect("first build");
+    build(&s, &old).expect("first build");
     let t = target.to_str().expect("utf-8");
     let env = [("CARGO_TARGET_DIR", t)];
 
@@ -208,7 +168,7 @@ fn check_and_bless_find_the_newest_build_of_the_package() {
 
     // The tile grows past what two blocks can share: a newer build regresses.
     s.write("kernels/k.cu", &KERNELS.replace("8192", "12288"));
-    let e = build(&s, &new, &[]).expect_err("the build gate fails");
+    let e = build(&s, &new).expect_err("the build gate fails");
     assert!(e.to_string().contains("tiled on sm_80"), "{e}");
     // An older-looking build of another package must not be picked.
     std::fs::create_dir_all(lookalike.join("occ")).expect("mkdir");

@@ -2,41 +2,15 @@
 //! lives in cargo-occ, and the `occ_build::sweep` model) and
 //! `Build::max_registers`, against ptxas run by the test itself.
 
-use occ_build::env::Env;
 use occ_build::sweep::{self, KernelSweep, Method};
 use occ_build::{Build, Manifest};
-use occ_tests::{nvcc, Scratch};
-use std::ffi::OsString;
+use occ_tests::{build_env, nvcc, Scratch};
 use std::path::Path;
 use std::process::Command;
 
 /// n-body forces, 8 bodies per step: about 56 registers uncapped on sm_80;
 /// ptxas fits it into 40 without spilling but spills at 32.
-const FORCES: &str = r#"
-#define UNROLL 8
-extern "C" __global__ void forces8(const float4* __restrict__ pos, float3* __restrict__ acc, int n, float soft) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float4 p = pos[i];
-    float ax[UNROLL] = {0}, ay[UNROLL] = {0}, az[UNROLL] = {0};
-    for (int j = 0; j + UNROLL <= n; j += UNROLL) {
-        float4 q[UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) q[u] = pos[j + u];
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            float dx = q[u].x - p.x, dy = q[u].y - p.y, dz = q[u].z - p.z;
-            float inv = rsqrtf(dx * dx + dy * dy + dz * dz + soft);
-            float s = q[u].w * inv * inv * inv;
-            ax[u] += dx * s; ay[u] += dy * s; az[u] += dz * s;
-        }
-    }
-    float3 a = make_float3(0.f, 0.f, 0.f);
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) { a.x += ax[u]; a.y += ay[u]; a.z += az[u]; }
-    acc[i] = a;
-}
-"#;
+const FORCES: &str = include_str!("../../tests/fixtures/cu/sweep/forces.cu");
 
 /// The same body with `__launch_bounds__(256)` (`.maxntid`), which makes
 /// ptxas ignore `-maxrregcount`.
@@ -44,30 +18,12 @@ fn bounded_forces() -> String {
     FORCES.replace("void forces8", "void __launch_bounds__(256) bounded8")
 }
 
-const SAXPY: &str = r#"
-extern "C" __global__ void saxpy(float a, const float* __restrict__ x, float* __restrict__ y, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = a * x[i] + y[i];
-}
-"#;
-
-fn env() -> Env {
-    Env::with_overrides(vec![
-        ("OCC_ARCHS".to_string(), None),
-        ("CUDA_COMPUTE_CAP".to_string(), None),
-        ("NVCC".to_string(), Some(nvcc().into_os_string())),
-        ("OCC_NVCC_LAUNCHER".to_string(), None::<OsString>),
-    ])
-}
+const SAXPY: &str = include_str!("../../tests/fixtures/cu/sweep/saxpy.cu");
 
 fn build(s: &Scratch, setup: impl FnOnce(&mut Build)) -> Manifest {
-    let mut b = Build::new();
-    b.root(s.path())
-        .out_dir(s.path().join("out"))
-        .glob("kernels/*.cu")
-        .arch("sm_80");
+    let mut b = s.build(["sm_80"]);
     setup(&mut b);
-    match b.try_compile_with(&env()) {
+    match b.try_compile_with(&build_env(&[])) {
         Ok(report) => report.manifest,
         Err(e) => panic!("build failed: {e}"),
     }
@@ -362,7 +318,7 @@ fn max_registers_caps_the_file_of_a_kernel_and_is_recorded() {
     // The kernel moves to another file, its old file stays: the cap follows it.
     s.write(
         "kernels/forces.cu",
-        "extern \"C\" __global__ void other(int* p) { p[0] = 1; }\n",
+        include_str!("../../tests/fixtures/cu/sweep/other.cu"),
     );
     let moved = s.write("kernels/moved.cu", FORCES);
     let after_move = build(&s, |b| {
@@ -408,6 +364,6 @@ fn max_registers_caps_the_file_of_a_kernel_and_is_recorded() {
         .glob("kernels/*.cu")
         .arch("sm_80")
         .max_registers("forces9", 40);
-    let err = b.try_compile_with(&env()).unwrap_err().to_string();
+    let err = b.try_compile_with(&build_env(&[])).unwrap_err().to_string();
     assert!(err.contains("forces9") && err.contains("forces8"), "{err}");
 }

@@ -1,8 +1,15 @@
-//! Support for occ's integration tests: finding the installed nvcc, scratch
-//! folders and scratch crates that use occ as a new user would.
+//! Support for occ's integration tests: finding the installed nvcc, the
+//! fixtures, scratch folders, scratch crates that use occ as a new user
+//! would, in-process builds, and `cargo occ` run as a process.
+//!
+//! CUDA sources live as files under `tests/fixtures/cu/<test>/`; a test takes
+//! one with `include_str!` or copies a folder of them with
+//! [`Scratch::copy_cu`]. Golden files (snapshots) are described in
+//! `tests/README.md`.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
@@ -29,6 +36,20 @@ pub fn cuda_include() -> PathBuf {
         .and_then(Path::parent)
         .map(|home| home.join("include"))
         .unwrap_or_default()
+}
+
+/// `tests/fixtures/<rel>`.
+pub fn fixture_path(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(rel)
+}
+
+/// `tests/fixtures/<rel>` as text.
+pub fn fixture(rel: &str) -> String {
+    let path = fixture_path(rel);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read fixture {}: {e}", path.display()))
 }
 
 /// A temporary folder holding files.
@@ -65,6 +86,43 @@ impl Scratch {
     pub fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.dir.path().join(rel)).expect("read file")
     }
+
+    /// Copies every file of the fixture folder `tests/fixtures/cu/<case>`
+    /// into the folder `dest` (relative to this one, created when missing).
+    pub fn copy_cu(&self, case: &str, dest: &str) {
+        let from = fixture_path("cu").join(case);
+        let entries = std::fs::read_dir(&from)
+            .unwrap_or_else(|e| panic!("cannot list {}: {e}", from.display()));
+        for entry in entries {
+            let path = entry.expect("fixture entry").path();
+            if path.is_file() {
+                let name = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let text = std::fs::read_to_string(&path)
+                    .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+                self.write(&format!("{dest}/{name}"), &text);
+            }
+        }
+    }
+
+    /// An in-process build of `kernels/*.cu` in this folder into `out/`,
+    /// for `archs`; run it with `try_compile_with(&build_env(..))`.
+    pub fn build<const N: usize>(&self, archs: [&str; N]) -> occ_build::Build {
+        kernels_build(self.path(), &self.path().join("out"), archs)
+    }
+}
+
+/// An in-process build of `kernels/*.cu` below `root` into `out`, for `archs`.
+pub fn kernels_build<const N: usize>(
+    root: &Path,
+    out: &Path,
+    archs: [&str; N],
+) -> occ_build::Build {
+    let mut b = occ_build::Build::new();
+    b.root(root).out_dir(out).glob("kernels/*.cu").archs(archs);
+    b
 }
 
 impl Default for Scratch {
@@ -79,25 +137,28 @@ pub fn scratch_target_dir() -> PathBuf {
     workspace_root().join("target").join("scratch")
 }
 
+/// Writes an executable script to `path`, returning the path.
+pub fn script(path: &Path, text: &str) -> PathBuf {
+    std::fs::write(path, text).expect("write script");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+            .expect("chmod script");
+    }
+    path.to_path_buf()
+}
+
 /// A wrapper script for `OCC_NVCC_LAUNCHER` that records every nvcc call
 /// (its arguments, one line per call) in `log` and then runs the real nvcc.
 pub fn counting_launcher(dir: &Path, log: &Path) -> PathBuf {
-    let script = dir.join("count-nvcc.sh");
-    std::fs::write(
-        &script,
-        format!(
+    script(
+        &dir.join("count-nvcc.sh"),
+        &format!(
             "#!/bin/sh\necho \"$*\" >> '{}'\nexec \"$@\"\n",
             log.display()
         ),
     )
-    .expect("write launcher");
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
-            .expect("chmod launcher");
-    }
-    script
 }
 
 /// The lines a counting launcher recorded (empty when none ran).
@@ -135,6 +196,204 @@ pub fn path_dep(name: &str) -> String {
     format!(
         "{name} = {{ path = {:?} }}",
         workspace_root().join(name).display().to_string()
+    )
+}
+
+/// The build script of most scratch crates: every `kernels/*.cu` for sm_80
+/// and sm_90.
+pub const BUILD_RS: &str = r#"fn main() {
+    occ_build::Build::new().glob("kernels/*.cu").archs(["sm_80", "sm_90"]).compile();
+}
+"#;
+
+/// A crate made as a new user makes one: outside the workspace (its own
+/// `[workspace]`), depending on occ's crates by path, built with plain
+/// `cargo` ([`cargo`]) into the shared [`scratch_target_dir`].
+///
+/// ```no_run
+/// # use occ_tests::{ScratchCrate, BUILD_RS};
+/// let krate = ScratchCrate::new("newuser")
+///     .build_dep("occ-build")
+///     .build_rs(BUILD_RS)
+///     .cu("new_user", "kernels")
+///     .file("src/main.rs", "fn main() {}\n");
+/// let stdout = krate.run("first build");
+/// # let _ = stdout;
+/// ```
+pub struct ScratchCrate {
+    dir: Scratch,
+    name: String,
+    deps: Vec<String>,
+    build_deps: Vec<String>,
+}
+
+impl ScratchCrate {
+    /// A crate named `name` with a `Cargo.toml` and nothing else.
+    pub fn new(name: &str) -> Self {
+        let krate = ScratchCrate {
+            dir: Scratch::new(),
+            name: name.to_string(),
+            deps: Vec::new(),
+            build_deps: Vec::new(),
+        };
+        krate.write_manifest();
+        krate
+    }
+
+    fn write_manifest(&self) {
+        let mut toml = format!(
+            "[package]\nname = \"{}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+            self.name
+        );
+        for (section, deps) in [
+            ("dependencies", &self.deps),
+            ("build-dependencies", &self.build_deps),
+        ] {
+            if !deps.is_empty() {
+                toml += &format!("\n[{section}]\n{}\n", deps.join("\n"));
+            }
+        }
+        self.dir.write("Cargo.toml", &toml);
+    }
+
+    /// Adds the workspace crate `name` to `[dependencies]`, by path.
+    pub fn dep(mut self, name: &str) -> Self {
+        self.deps.push(path_dep(name));
+        self.write_manifest();
+        self
+    }
+
+    /// Adds the workspace crate `name` to `[build-dependencies]`, by path.
+    pub fn build_dep(mut self, name: &str) -> Self {
+        self.build_deps.push(path_dep(name));
+        self.write_manifest();
+        self
+    }
+
+    /// Writes `build.rs`.
+    pub fn build_rs(self, text: &str) -> Self {
+        self.file("build.rs", text)
+    }
+
+    /// Writes a file of the crate.
+    pub fn file(self, rel: &str, text: &str) -> Self {
+        self.dir.write(rel, text);
+        self
+    }
+
+    /// Copies the fixture folder `tests/fixtures/cu/<case>` into `dest`.
+    pub fn cu(self, case: &str, dest: &str) -> Self {
+        self.dir.copy_cu(case, dest);
+        self
+    }
+
+    /// The package name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `cargo <args>` in the crate, with the environment of [`cargo`].
+    pub fn cargo(&self, args: &[&str]) -> Command {
+        let mut cmd = cargo();
+        cmd.args(args).current_dir(self.path());
+        cmd
+    }
+
+    /// `cargo run --quiet`, which must succeed (`what` names the step in the
+    /// failure, with cargo's stdout and stderr); its stdout.
+    pub fn run(&self, what: &str) -> String {
+        let out = succeed(&mut self.cargo(&["run", "--quiet"]), what);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `cargo build`, which must fail; its stderr.
+    pub fn build_fails(&self, what: &str) -> String {
+        let out = fail(&mut self.cargo(&["build"]), what);
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+}
+
+impl std::ops::Deref for ScratchCrate {
+    type Target = Scratch;
+
+    fn deref(&self) -> &Scratch {
+        &self.dir
+    }
+}
+
+/// A process's stdout, a newline, and its stderr.
+pub fn text(out: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Runs `cmd`, which must succeed; the failure names `what` and shows the
+/// process's stdout and stderr.
+pub fn succeed(cmd: &mut Command, what: &str) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what}: {cmd:?} failed\n{}",
+        text(&out)
+    );
+    out
+}
+
+/// Runs `cmd`, which must fail; the failure names `what` and shows the
+/// process's stdout and stderr.
+pub fn fail(cmd: &mut Command, what: &str) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run {cmd:?}: {e}"));
+    assert!(
+        !out.status.success(),
+        "{what}: {cmd:?} must fail\n{}",
+        text(&out)
+    );
+    out
+}
+
+/// Runs `cmd` with `stdin` as its input, written from a thread so that a
+/// child that answers while it reads cannot block; with `None` its input is
+/// closed at once.
+pub fn output_with_stdin(cmd: &mut Command, stdin: Option<&str>) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let mut pipe = child.stdin.take().expect("stdin");
+    let input = stdin.unwrap_or_default().as_bytes().to_vec();
+    let writer = std::thread::spawn(move || pipe.write_all(&input));
+    let out = child.wait_with_output().expect("wait for the child");
+    writer.join().expect("writer thread").expect("write stdin");
+    out
+}
+
+/// `cargo occ` as cargo runs the subcommand (`cargo-occ occ <args>`): `bin`
+/// is the test's `env!("CARGO_BIN_EXE_cargo-occ")`, `CI` is unset, and `env`
+/// is set on top.
+pub fn cargo_occ(bin: &str, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.arg("occ").args(args).current_dir(dir).env_remove("CI");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+/// The exit code (-1 when killed by a signal), stdout and stderr of a process.
+pub fn code_and_text(out: &Output) -> (i32, String, String) {
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
 

@@ -10,31 +10,17 @@
 //! without kernels (`files_without_kernels_and_empty_files_build`); and
 //! tests/tests/new_user.rs for the compile error as cargo prints it.
 
-use occ_build::env::Env;
 use occ_build::{Build, Error, Manifest};
-use occ_tests::Scratch;
+use occ_tests::{build_env, script, Scratch};
 use std::path::{Path, PathBuf};
 
-const KERNEL: &str = "extern \"C\" __global__ void k(float* p) { p[threadIdx.x] *= 2.0f; }\n";
+const KERNEL: &str = include_str!("../fixtures/cu/bad_input/k.cu");
+/// The second kernel of the slow build, `slow`.
+const SLOW: &str = include_str!("../fixtures/cu/bad_input/slow.cu");
 
-fn env(extra: &[(&str, Option<&str>)]) -> Env {
-    occ_tests::build_env(extra)
-}
-
+/// `kernels/*.cu` below `root` into `out`, for sm_80.
 fn build_in(root: &Path, out: &Path) -> Build {
-    let mut b = Build::new();
-    b.root(root).out_dir(out).glob("kernels/*.cu").arch("sm_80");
-    b
-}
-
-fn script(path: &Path, text: &str) -> PathBuf {
-    std::fs::write(path, text).expect("write script");
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    }
-    path.to_path_buf()
+    occ_tests::kernels_build(root, out, ["sm_80"])
 }
 
 fn manifest_in(out: &Path) -> Manifest {
@@ -47,7 +33,7 @@ fn nvcc_that_is_not_executable_says_so_and_names_it() {
     s.write("kernels/a.cu", KERNEL);
     let fake = s.write("bin/nvcc", "not a program\n");
     let err = build_in(s.path(), &s.path().join("out"))
-        .try_compile_with(&env(&[("NVCC", fake.to_str())]))
+        .try_compile_with(&build_env(&[("NVCC", fake.to_str())]))
         .expect_err("nvcc cannot run");
     let text = err.to_string();
     assert!(matches!(err, Error::NvccNotRunnable { .. }), "{text}");
@@ -66,7 +52,7 @@ fn a_program_that_is_not_nvcc_gives_a_message_not_a_panic() {
     s.write("kernels/a.cu", KERNEL);
     let fake = script(&s.path().join("nvcc"), "#!/bin/sh\necho hello\nexit 0\n");
     let err = build_in(s.path(), &s.path().join("out"))
-        .try_compile_with(&env(&[("NVCC", fake.to_str())]))
+        .try_compile_with(&build_env(&[("NVCC", fake.to_str())]))
         .expect_err("not nvcc");
     let text = err.to_string();
     assert!(
@@ -85,7 +71,7 @@ fn a_directory_given_as_a_cu_file_is_named() {
         .file("kernels/dir.cu")
         .arch("sm_80");
     let text = b
-        .try_compile_with(&env(&[]))
+        .try_compile_with(&build_env(&[]))
         .expect_err("a folder")
         .to_string();
     assert!(
@@ -109,7 +95,7 @@ fn paths_with_spaces_and_non_ascii_build() {
         std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
         std::fs::write(
             &path,
-            format!("#include \"ü header.cuh\"\nextern \"C\" __global__ void {name}(int* p) {{ p[0] = V; }}\n"),
+            include_str!("../fixtures/cu/bad_input/named.cu").replace("NAME", name),
         )
         .expect("write");
     }
@@ -117,7 +103,7 @@ fn paths_with_spaces_and_non_ascii_build() {
     std::fs::write(root.join("ü header.cuh"), "#define V 8\n").expect("write");
     let report = build_in(&root, &out)
         .file("2d.cu")
-        .try_compile_with(&env(&[]))
+        .try_compile_with(&build_env(&[]))
         .expect("spaces and non-ASCII must work");
     let m = &report.manifest;
     let mut names: Vec<&str> = m.kernels.iter().map(|k| k.name.as_str()).collect();
@@ -152,7 +138,7 @@ fn paths_with_spaces_and_non_ascii_build() {
     // A rebuild runs nothing.
     let again = build_in(&root, &out)
         .file("2d.cu")
-        .try_compile_with(&env(&[]))
+        .try_compile_with(&build_env(&[]))
         .expect("rebuild");
     assert_eq!(again.nvcc_runs, 0);
 }
@@ -176,7 +162,7 @@ fn nvcc_runs_without_a_shell_every_argument_arrives_whole() {
     s.write(weird, KERNEL);
     let (launcher, log) = argv_recorder(&s);
     let report = build_in(s.path(), &s.path().join("out"))
-        .try_compile_with(&env(&[("OCC_NVCC_LAUNCHER", launcher.to_str())]))
+        .try_compile_with(&build_env(&[("OCC_NVCC_LAUNCHER", launcher.to_str())]))
         .expect("a strange file name builds");
     assert_eq!(report.manifest.kernels.len(), 1);
     assert_eq!(report.manifest.kernels[0].source, weird);
@@ -209,7 +195,7 @@ fn a_name_that_nvccs_own_shell_would_expand_is_refused_before_nvcc_runs() {
         sub.write(weird, KERNEL);
         let (launcher, log) = argv_recorder(&s);
         let err = build_in(sub.path(), &sub.path().join("out"))
-            .try_compile_with(&env(&[("OCC_NVCC_LAUNCHER", launcher.to_str())]))
+            .try_compile_with(&build_env(&[("OCC_NVCC_LAUNCHER", launcher.to_str())]))
             .expect_err("refused");
         let msg = err.to_string();
         assert!(
@@ -282,7 +268,7 @@ fn a_manifest_pointing_outside_out_dir_is_rejected() {
     s.write("kernels/a.cu", KERNEL);
     let out = s.path().join("out");
     build_in(s.path(), &out)
-        .try_compile_with(&env(&[]))
+        .try_compile_with(&build_env(&[]))
         .expect("build");
     let path = out.join("occ/manifest.json");
     let good = std::fs::read_to_string(&path).expect("read");
@@ -308,7 +294,7 @@ fn an_unwritable_out_dir_names_the_folder() {
     s.write("blocked", "a file, not a folder\n");
     let out = s.path().join("blocked/out");
     let err = build_in(s.path(), &out)
-        .try_compile_with(&env(&[]))
+        .try_compile_with(&build_env(&[]))
         .expect_err("cannot write");
     let msg = err.to_string();
     assert!(matches!(err, Error::Io { .. }), "{msg}");
@@ -325,7 +311,7 @@ fn an_unwritable_out_dir_names_the_folder() {
         std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).expect("chmod");
         if std::fs::write(ro.join("probe"), "").is_err() {
             let msg = build_in(s.path(), &ro)
-                .try_compile_with(&env(&[]))
+                .try_compile_with(&build_env(&[]))
                 .expect_err("read-only")
                 .to_string();
             assert!(
@@ -343,7 +329,7 @@ fn two_builds_into_one_out_dir_at_once_both_succeed_and_agree() {
     s.write("kernels/a.cu", KERNEL);
     s.write(
         "kernels/b.cu",
-        "extern \"C\" __global__ void b(int* p) { __shared__ int t[64]; t[threadIdx.x % 64] = p[0]; __syncthreads(); p[1] = t[3]; }\n",
+        include_str!("../fixtures/cu/bad_input/b.cu"),
     );
     let out = s.path().join("out");
     let root = s.path();
@@ -354,7 +340,7 @@ fn two_builds_into_one_out_dir_at_once_both_succeed_and_agree() {
                 scope.spawn(move || {
                     let mut b = build_in(root, out);
                     b.arch("sm_90");
-                    b.try_compile_with(&env(&[("NUM_JOBS", Some("4"))]))
+                    b.try_compile_with(&build_env(&[("NUM_JOBS", Some("4"))]))
                         .map(|r| r.manifest)
                         .map_err(|e| e.to_string())
                 })
@@ -383,7 +369,7 @@ fn two_builds_into_one_out_dir_at_once_both_succeed_and_agree() {
     let before = std::fs::read(out.join("occ/manifest.json")).expect("read");
     let mut b = build_in(root, &out);
     b.arch("sm_90");
-    let r = b.try_compile_with(&env(&[])).expect("third build");
+    let r = b.try_compile_with(&build_env(&[])).expect("third build");
     assert_eq!(r.nvcc_runs, 0);
     assert_eq!(
         std::fs::read(out.join("occ/manifest.json")).expect("read"),
@@ -402,7 +388,7 @@ fn killed_build_child() {
         return;
     };
     let launcher = dir.join("slow-nvcc.sh");
-    let _ = build_in(&dir, &dir.join("out")).try_compile_with(&env(&[
+    let _ = build_in(&dir, &dir.join("out")).try_compile_with(&build_env(&[
         ("NUM_JOBS", Some("1")),
         ("OCC_NVCC_LAUNCHER", launcher.to_str()),
     ]));
@@ -412,10 +398,7 @@ fn killed_build_child() {
 fn a_build_killed_midway_leaves_no_half_written_file() {
     let s = Scratch::new();
     s.write("kernels/a_fast.cu", KERNEL);
-    s.write(
-        "kernels/b_slow.cu",
-        "extern \"C\" __global__ void slow(int* p) { p[0] = 2; }\n",
-    );
+    s.write("kernels/b_slow.cu", SLOW);
     let started = s.path().join("slow-started");
     let pids = s.path().join("slow-pids");
     let slow = s.write("slow", "");
@@ -473,7 +456,7 @@ fn a_build_killed_midway_leaves_no_half_written_file() {
     std::fs::remove_file(&slow).expect("no more sleeping");
     let launcher = s.path().join("slow-nvcc.sh");
     let report = build_in(s.path(), &s.path().join("out"))
-        .try_compile_with(&env(&[
+        .try_compile_with(&build_env(&[
             ("NUM_JOBS", Some("1")),
             ("OCC_NVCC_LAUNCHER", launcher.to_str()),
         ]))
@@ -481,12 +464,9 @@ fn a_build_killed_midway_leaves_no_half_written_file() {
     assert_eq!(report.nvcc_runs, 1, "the finished job is reused");
     let clean = Scratch::new();
     clean.write("kernels/a_fast.cu", KERNEL);
-    clean.write(
-        "kernels/b_slow.cu",
-        "extern \"C\" __global__ void slow(int* p) { p[0] = 2; }\n",
-    );
+    clean.write("kernels/b_slow.cu", SLOW);
     build_in(clean.path(), &clean.path().join("out"))
-        .try_compile_with(&env(&[]))
+        .try_compile_with(&build_env(&[]))
         .expect("clean build");
     for file in [
         "manifest.json",

@@ -3,29 +3,17 @@
 //! files and variables watched, and builds from the lock without nvcc.
 
 use occ_build::compare::GATE_FILE;
-use occ_build::env::Env;
 use occ_build::lock::{Lock, CANDIDATE_FILE};
-use occ_build::{Build, Error, Report};
-use occ_tests::Scratch;
+use occ_build::{Error, Report};
+use occ_tests::{build_env, Scratch};
 
-const SMALL: &str = "extern \"C\" __global__ void grow(float* p) { p[threadIdx.x] *= 2.0f; }\n";
+const SMALL: &str = include_str!("../fixtures/cu/baseline/small.cu");
 /// More live values than SMALL, still few registers.
-const GROWN: &str = "extern \"C\" __global__ void grow(const float4* __restrict__ a, const float4* __restrict__ b, float4* out) {\n  float4 x = a[threadIdx.x], y = b[threadIdx.x], z = a[threadIdx.x + 64], w = b[threadIdx.x + 64];\n  out[threadIdx.x] = make_float4(x.x*y.x+z.x*w.x, x.y*y.y+z.y*w.y, x.z*y.z+z.z*w.z, x.w*y.w+z.w*w.w);\n}\n";
-const KEEP: &str = "extern \"C\" __global__ void keep(int* p) { p[threadIdx.x] += 1; }\n";
-const EXTRA: &str = "extern \"C\" __global__ void extra(int* p) { p[threadIdx.x] -= 1; }\n";
+const GROWN: &str = include_str!("../fixtures/cu/baseline/grown.cu");
+const KEEP: &str = include_str!("../fixtures/cu/baseline/keep.cu");
+const EXTRA: &str = include_str!("../fixtures/cu/baseline/extra.cu");
 
-fn env(extra: &[(&str, Option<&str>)]) -> Env {
-    occ_tests::build_env(extra)
-}
-
-fn build(s: &Scratch) -> Build {
-    let mut b = Build::new();
-    b.root(s.path())
-        .out_dir(s.path().join("out"))
-        .glob("kernels/*.cu")
-        .archs(["sm_80", "sm_90"]);
-    b
-}
+const ARCHS: [&str; 2] = ["sm_80", "sm_90"];
 
 fn warnings(r: &Report) -> &[String] {
     &r.directives.warnings
@@ -49,15 +37,17 @@ fn register_threshold_global_and_per_kernel() {
     let s = Scratch::new();
     s.write("kernels/grow.cu", SMALL);
     s.write("kernels/keep.cu", KEEP);
-    let first = build(&s)
-        .try_compile_with(&env(&[("OCC_BLESS", Some("1"))]))
+    let first = s
+        .build(ARCHS)
+        .try_compile_with(&build_env(&[("OCC_BLESS", Some("1"))]))
         .expect("bless build");
     assert!(s.path().join("occ.lock").exists());
     s.write("kernels/grow.cu", GROWN);
     // Measure the growth with a build that has no lock to compare with.
-    let probe = build(&s)
+    let probe = s
+        .build(ARCHS)
         .lock_file("none.lock")
-        .try_compile_with(&env(&[]))
+        .try_compile_with(&build_env(&[]))
         .expect("probe");
     let growth = ["sm_80", "sm_90"]
         .map(|a| grow_registers(&probe, a).0 as i64 - grow_registers(&first, a).0 as i64);
@@ -74,9 +64,10 @@ fn register_threshold_global_and_per_kernel() {
         );
     }
     let max_growth = max_growth as u32;
-    let e = build(&s)
+    let e = s
+        .build(ARCHS)
         .register_threshold(max_growth - 1)
-        .try_compile_with(&env(&[]))
+        .try_compile_with(&build_env(&[]))
         .expect_err("growth past the threshold fails");
     assert!(matches!(e, Error::Regression { .. }), "{e}");
     assert!(e.to_string().contains("grow on sm_"), "{e}");
@@ -86,15 +77,16 @@ fn register_threshold_global_and_per_kernel() {
         "{e}"
     );
     // The per-kernel setting wins over the global one.
-    build(&s)
+    s.build(ARCHS)
         .register_threshold(0)
         .kernel_register_threshold("grow", max_growth)
-        .try_compile_with(&env(&[]))
+        .try_compile_with(&build_env(&[]))
         .expect("within the kernel's threshold");
-    let e = build(&s)
+    let e = s
+        .build(ARCHS)
         .register_threshold(100)
         .kernel_register_threshold("grow", max_growth - 1)
-        .try_compile_with(&env(&[]))
+        .try_compile_with(&build_env(&[]))
         .expect_err("past the kernel's threshold");
     assert!(e.to_string().contains("grow on sm_"), "{e}");
     // gate.json tells the CLI the same thresholds.
@@ -109,9 +101,9 @@ fn improvements_new_and_gone_kernels() {
     let s = Scratch::new();
     s.write("kernels/grow.cu", GROWN);
     s.write("kernels/keep.cu", KEEP);
-    build(&s)
+    s.build(ARCHS)
         .lock_file("gpu/occ.lock")
-        .try_compile_with(&env(&[("OCC_BLESS", Some("1"))]))
+        .try_compile_with(&build_env(&[("OCC_BLESS", Some("1"))]))
         .expect("bless");
     let lock_text = s.read("gpu/occ.lock");
     assert!(
@@ -121,9 +113,10 @@ fn improvements_new_and_gone_kernels() {
     // Fewer registers and a new kernel: passes, one warning each, asking to bless.
     s.write("kernels/grow.cu", SMALL);
     s.write("kernels/extra.cu", EXTRA);
-    let r = build(&s)
+    let r = s
+        .build(ARCHS)
         .lock_file("gpu/occ.lock")
-        .try_compile_with(&env(&[]))
+        .try_compile_with(&build_env(&[]))
         .expect("improvements pass");
     let w = warnings(&r);
     for arch in ["sm_80", "sm_90"] {
@@ -167,9 +160,10 @@ fn improvements_new_and_gone_kernels() {
     assert_eq!(candidate, Lock::from_manifest(&r.manifest));
     // A kernel gone fails, naming it.
     std::fs::remove_file(s.path().join("kernels/keep.cu")).expect("rm");
-    let e = build(&s)
+    let e = s
+        .build(ARCHS)
         .lock_file("gpu/occ.lock")
-        .try_compile_with(&env(&[]))
+        .try_compile_with(&build_env(&[]))
         .expect_err("a kernel gone fails");
     let msg = e.to_string();
     assert!(
@@ -178,9 +172,13 @@ fn improvements_new_and_gone_kernels() {
     );
     assert!(msg.contains("cargo occ bless"), "{msg}");
     // CI: same failure, different hint, lock untouched even with OCC_BLESS.
-    let e = build(&s)
+    let e = s
+        .build(ARCHS)
         .lock_file("gpu/occ.lock")
-        .try_compile_with(&env(&[("CI", Some("true")), ("OCC_BLESS", Some("1"))]))
+        .try_compile_with(&build_env(&[
+            ("CI", Some("true")),
+            ("OCC_BLESS", Some("1")),
+        ]))
         .expect_err("CI never blesses");
     assert!(e.to_string().contains("kernel gone"), "{e}");
     assert_eq!(s.read("gpu/occ.lock"), lock_text);
@@ -192,20 +190,23 @@ fn without_nvcc_the_lock_stands_in() {
     s.write("kernels/grow.cu", SMALL);
     s.write("kernels/keep.cu", KEEP);
     // No lock and no nvcc: the error says a lock would help.
-    let e = build(&s)
-        .try_compile_with(&env(&[("OCC_NO_NVCC", Some("1"))]))
+    let e = s
+        .build(ARCHS)
+        .try_compile_with(&build_env(&[("OCC_NO_NVCC", Some("1"))]))
         .expect_err("nothing to build from");
     assert!(e.to_string().contains("occ.lock: none"), "{e}");
-    let live = build(&s)
-        .try_compile_with(&env(&[("OCC_BLESS", Some("1"))]))
+    let live = s
+        .build(ARCHS)
+        .try_compile_with(&build_env(&[("OCC_BLESS", Some("1"))]))
         .expect("bless");
     for (switch, value) in [("OCC_NO_NVCC", "1"), ("DOCS_RS", "1")] {
         let s2 = Scratch::new();
         s2.write("kernels/grow.cu", SMALL);
         s2.write("kernels/keep.cu", KEEP);
         std::fs::copy(s.path().join("occ.lock"), s2.path().join("occ.lock")).expect("copy");
-        let r = build(&s2)
-            .try_compile_with(&env(&[
+        let r = s2
+            .build(ARCHS)
+            .try_compile_with(&build_env(&[
                 (switch, Some(value)),
                 ("NVCC", Some("/nonexistent/nvcc")),
             ]))
@@ -240,9 +241,10 @@ fn without_nvcc_the_lock_stands_in() {
         assert!(s2.path().join("out/occ/manifest.json").exists());
     }
     // An arch the lock lacks cannot come from it.
-    let e = build(&s)
+    let e = s
+        .build(ARCHS)
         .arch("sm_100")
-        .try_compile_with(&env(&[("OCC_NO_NVCC", Some("1"))]))
+        .try_compile_with(&build_env(&[("OCC_NO_NVCC", Some("1"))]))
         .expect_err("sm_100 is not recorded");
     assert!(e.to_string().contains("no numbers for sm_100"), "{e}");
 }

@@ -4,62 +4,46 @@
 //! lock), blessing it, and a clean build with nvcc unfindable that builds
 //! from the lock alone.
 
-use occ_tests::{cargo, nvcc, path_dep, Scratch};
+use occ_tests::{text, ScratchCrate, BUILD_RS};
 use std::process::Output;
 
-const LIGHT: &str = "extern \"C\" __global__ void scale(float* p, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] *= 2.0f;\n}\n";
+/// The kernel `scale` as first written, and grown: 64 values live at once,
+/// more than full occupancy's 32 registers per thread.
+const LIGHT: &str = include_str!("../fixtures/cu/baseline_crate/light.cu");
+const HEAVY: &str = include_str!("../fixtures/cu/baseline_crate/heavy.cu");
 
-/// 64 values live at once: far more than the 32 registers per thread that
-/// full occupancy allows on sm_80 and sm_90 (65536 / 2048).
-const HEAVY: &str = "extern \"C\" __global__ void scale(float* p, int n) {\n  float v[64];\n#pragma unroll\n  for (int i = 0; i < 64; ++i) v[i] = p[(threadIdx.x + i * 131) % n];\n  float acc = 0.0f;\n#pragma unroll\n  for (int i = 0; i < 64; ++i)\n#pragma unroll\n    for (int j = 0; j < 64; ++j) acc += v[i] * v[(i * 7 + j) % 64] * (float)(i ^ j);\n  p[threadIdx.x] = acc;\n}\n";
-
-const OTHER: &str = "extern \"C\" __global__ void other(int* p) { p[threadIdx.x] += 1; }\n";
-
-fn scratch_crate() -> Scratch {
-    let s = Scratch::new();
-    s.write(
-        "Cargo.toml",
-        &format!(
-            "[package]\nname = \"gateuser\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
-             [workspace]\n\n[build-dependencies]\n{}\n",
-            path_dep("occ-build")
-        ),
-    );
-    s.write(
-        "build.rs",
-        "fn main() {\n    occ_build::Build::new().glob(\"kernels/*.cu\").archs([\"sm_80\", \"sm_90\"]).compile();\n}\n",
-    );
-    s.write("kernels/scale.cu", LIGHT);
-    s.write("kernels/other.cu", OTHER);
-    s.write(
-        "src/main.rs",
-        "mod kernels {\n    include!(concat!(env!(\"OUT_DIR\"), \"/occ/kernels.rs\"));\n}\n\n\
-         fn main() {\n    use kernels::*;\n    println!(\"{} {} {}\", scale::sm_80::REGISTERS, scale::sm_80::BEST_BLOCK_SIZE, scale::sm_90::OCCUPANCY);\n}\n",
-    );
-    s
+const MAIN: &str = r#"mod kernels {
+    include!(concat!(env!("OUT_DIR"), "/occ/kernels.rs"));
 }
 
-fn run(s: &Scratch, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = cargo();
-    cmd.args(args)
-        .current_dir(s.path())
-        .env("NVCC", nvcc())
-        .env_remove("CI");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("run cargo")
+fn main() {
+    use kernels::*;
+    println!("{} {} {}", scale::sm_80::REGISTERS, scale::sm_80::BEST_BLOCK_SIZE, scale::sm_90::OCCUPANCY);
+}
+"#;
+
+fn scratch_crate() -> ScratchCrate {
+    ScratchCrate::new("gateuser")
+        .build_dep("occ-build")
+        .build_rs(BUILD_RS)
+        .file("kernels/scale.cu", LIGHT)
+        .file(
+            "kernels/other.cu",
+            include_str!("../fixtures/cu/baseline_crate/other.cu"),
+        )
+        .file("src/main.rs", MAIN)
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+/// `cargo <args>` in the crate with `CI` unset, then `env` set.
+fn run(s: &ScratchCrate, args: &[&str], env: &[(&str, &str)]) -> Output {
+    s.cargo(args)
+        .env_remove("CI")
+        .envs(env.iter().copied())
+        .output()
+        .expect("run cargo")
 }
 
-fn json(s: &Scratch, rel: &str) -> serde_json::Value {
+fn json(s: &ScratchCrate, rel: &str) -> serde_json::Value {
     serde_json::from_str(&s.read(rel)).expect("valid JSON")
 }
 
@@ -77,12 +61,12 @@ fn scale_numbers(lock: &serde_json::Value, arch: &str) -> (u64, f64) {
 }
 
 /// The `$OUT_DIR/occ` of the scratch crate's latest build.
-fn candidate(s: &Scratch) -> serde_json::Value {
+fn candidate(s: &ScratchCrate) -> serde_json::Value {
     let build = occ_tests::scratch_target_dir().join("debug").join("build");
     let mut newest: Option<(std::time::SystemTime, std::path::PathBuf)> = None;
     for entry in std::fs::read_dir(build).expect("build dir").flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if !name.starts_with("gateuser-") {
+        if !name.starts_with(&format!("{}-", s.name())) {
             continue;
         }
         let file = entry.path().join("out/occ/occ.lock.new");
@@ -93,7 +77,6 @@ fn candidate(s: &Scratch) -> serde_json::Value {
         }
     }
     let (_, file) = newest.expect("a candidate lock in OUT_DIR");
-    let _ = s;
     serde_json::from_str(&std::fs::read_to_string(file).expect("read candidate")).expect("json")
 }
 
@@ -179,21 +162,14 @@ fn lock_bless_regression_ci_and_build_without_nvcc() {
 
     // 6. A clean build with nvcc unfindable (no NVCC, no CUDA_HOME, PATH
     //    without it, the crate outside the workspace) builds from the lock.
-    let clean = cargo()
-        .args(["clean", "-p", "gateuser"])
-        .current_dir(s.path())
-        .output()
-        .expect("cargo clean -p");
-    assert!(clean.status.success(), "{}", text(&clean));
+    occ_tests::succeed(&mut s.cargo(&["clean", "-p", s.name()]), "cargo clean -p");
     let path: Vec<std::path::PathBuf> =
         std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
             .filter(|dir| !dir.join("nvcc").exists())
             .collect();
     let path = std::env::join_paths(path).expect("PATH");
     let no_nvcc = |args: &[&str]| {
-        cargo()
-            .args(args)
-            .current_dir(s.path())
+        s.cargo(args)
             .env_remove("NVCC")
             .env_remove("CUDA_HOME")
             .env_remove("CUDA_PATH")

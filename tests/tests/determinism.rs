@@ -9,26 +9,21 @@ use occ_tests::Scratch;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-const FILES: &[(&str, &str)] = &[
-    (
-        "kernels/b_tmpl.cu",
-        "namespace ns {\ntemplate <int N> __global__ void fill(int* p) { __shared__ int t[N]; t[threadIdx.x % N] = N; __syncthreads(); p[threadIdx.x] = t[0]; }\ntemplate __global__ void fill<32>(int*);\ntemplate __global__ void fill<128>(int*);\n}\n",
-    ),
-    (
-        "kernels/a_plain.cu",
-        "extern \"C\" __global__ void __launch_bounds__(128, 4) plain(float* p) { p[threadIdx.x] += 1.0f; }\n",
-    ),
-    (
-        "kernels/c_same_name.cu",
-        "extern \"C\" __global__ void zeta(int* p) { p[0] = 3; }\nextern \"C\" __global__ void alpha(int* p) { p[0] = 4; }\n",
-    ),
+/// The files of `tests/fixtures/cu/determinism`, in the order the second
+/// build lists them (reversed, the first twice).
+const FILES: [&str; 3] = [
+    "kernels/b_tmpl.cu",
+    "kernels/a_plain.cu",
+    "kernels/c_same_name.cu",
 ];
 
 fn crate_in(s: &Scratch, sub: &str) -> std::path::PathBuf {
-    for (rel, text) in FILES {
-        s.write(&format!("{sub}{rel}"), text);
+    s.copy_cu("determinism", &format!("{sub}kernels"));
+    let root = s.path().join(sub);
+    for rel in FILES {
+        assert!(root.join(rel).is_file(), "{rel} in the fixture");
     }
-    s.path().join(sub)
+    root
 }
 
 fn env(num_jobs: &str) -> Env {
@@ -85,10 +80,10 @@ fn parallelism_file_order_and_folder_do_not_change_the_output() {
     let out_b = s.path().join("elsewhere out");
     let mut b = Build::new();
     b.root(&root_b).out_dir(&out_b);
-    for (rel, _) in FILES.iter().rev() {
+    for rel in FILES.iter().rev() {
         b.file(rel);
     }
-    b.file(FILES[0].0).archs(["sm_80", "sm_90"]);
+    b.file(FILES[0]).archs(["sm_80", "sm_90"]);
     let rb = b.try_compile_with(&env("8")).expect("build b");
     assert_eq!(ra.manifest, rb.manifest);
     assert_eq!(ra.manifest.kernels.len(), 5);

@@ -10,75 +10,9 @@ use occ_build::manifest::{Lookup, Manifest};
 use occ_build::occupancy::Launch;
 use occ_build::tune::{self, DynamicSmem, TuneRequest};
 use occ_build::{analyze, arch};
-use occ_tests::{cargo, nvcc, path_dep, Scratch};
+use occ_tests::{nvcc, ScratchCrate, BUILD_RS};
 use std::path::Path;
 use std::process::Command;
-
-const REDUCE: &str = r#"
-extern "C" __global__ void block_sum(const float* in, float* out, int n) {
-    __shared__ float partial[256];
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    partial[threadIdx.x % 256] = i < n ? in[i] : 0.0f;
-    __syncthreads();
-    for (int s = 128; s > 0; s >>= 1) {
-        if (threadIdx.x % 256 < s) partial[threadIdx.x % 256] += partial[threadIdx.x % 256 + s];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) out[blockIdx.x] = partial[0];
-}
-"#;
-
-const PHYSICS: &str = r#"
-namespace phys {
-template <int N>
-__global__ void nbody_step(float4* pos, float4* vel, int n, float dt) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float4 p = pos[i];
-    float3 acc = make_float3(0.f, 0.f, 0.f);
-#pragma unroll 8
-    for (int j = 0; j < N; ++j) {
-        float4 q = pos[(i + j) % n];
-        float dx = q.x - p.x, dy = q.y - p.y, dz = q.z - p.z;
-        float inv = rsqrtf(dx * dx + dy * dy + dz * dz + 1e-3f);
-        float s = q.w * inv * inv * inv;
-        acc.x += dx * s; acc.y += dy * s; acc.z += dz * s;
-    }
-    float4 v = vel[i];
-    v.x += acc.x * dt; v.y += acc.y * dt; v.z += acc.z * dt;
-    vel[i] = v;
-}
-template __global__ void nbody_step<64>(float4*, float4*, int, float);
-}
-"#;
-
-const GEMM: &str = r#"
-extern "C" __global__ void __launch_bounds__(512) tile_gemm(const float* a, const float* b, float* c, int n) {
-    extern __shared__ float tiles[];
-    int t = threadIdx.x;
-    tiles[t] = a[(blockIdx.x * blockDim.x + t) % n];
-    tiles[blockDim.x + t] = b[(blockIdx.x * blockDim.x + t) % n];
-    __syncthreads();
-    float acc = 0.f;
-    for (int k = 0; k < blockDim.x; ++k) acc += tiles[k] * tiles[blockDim.x + (t + k) % blockDim.x];
-    c[blockIdx.x * blockDim.x + t] = acc;
-}
-"#;
-
-/// Two blocks of 1024 threads per SM leave 32 registers for 64 live values.
-const CRUNCH: &str = r#"
-extern "C" __global__ void __launch_bounds__(1024, 2) crunch(const float* in, float* out, int n) {
-    float v[64];
-#pragma unroll
-    for (int i = 0; i < 64; ++i) v[i] = in[(threadIdx.x * 3 + i * 97) % n];
-    float acc = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 64; ++i)
-#pragma unroll
-        for (int j = 0; j < 64; ++j) acc += v[i] * v[(i * 5 + j) % 64] * (float)(i + j);
-    out[threadIdx.x] = acc;
-}
-"#;
 
 const MAIN: &str = r#"
 use occ_macros::launch_config;
@@ -129,27 +63,16 @@ fn main() {
 }
 "#;
 
-fn scratch_crate() -> Scratch {
-    let s = Scratch::new();
-    s.write(
-        "Cargo.toml",
-        &format!(
-            "[package]\nname = \"macrouser\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
-             [workspace]\n\n[dependencies]\n{}\n\n[build-dependencies]\n{}\n",
-            path_dep("occ-macros"),
-            path_dep("occ-build")
-        ),
-    );
-    s.write(
-        "build.rs",
-        "fn main() {\n    occ_build::Build::new().glob(\"kernels/*.cu\").archs([\"sm_80\", \"sm_90\"]).compile();\n}\n",
-    );
-    s.write("kernels/reduce.cu", REDUCE);
-    s.write("kernels/physics.cu", PHYSICS);
-    s.write("kernels/gemm.cu", GEMM);
-    s.write("kernels/crunch.cu", CRUNCH);
-    s.write("src/main.rs", MAIN);
-    s
+/// The kernels of `tests/fixtures/cu/macro_new_user`: reduce.cu, physics.cu,
+/// gemm.cu and crunch.cu (two blocks of 1024 threads per SM leave it 32
+/// registers for 64 live values).
+fn scratch_crate() -> ScratchCrate {
+    ScratchCrate::new("macrouser")
+        .dep("occ-macros")
+        .build_dep("occ-build")
+        .build_rs(BUILD_RS)
+        .cu("macro_new_user", "kernels")
+        .file("src/main.rs", MAIN)
 }
 
 /// What the tuner gives for one site: (symbol, block, dynamic smem, blocks per SM).
@@ -189,14 +112,6 @@ fn expected(
     )
 }
 
-fn cargo_in(s: &Scratch, args: &[&str]) -> std::process::Output {
-    cargo()
-        .args(args)
-        .current_dir(s.path())
-        .output()
-        .expect("run cargo")
-}
-
 /// Spill stores + loads that nvcc itself reports for `kernel` on `arch`.
 fn nvcc_spill_bytes(source: &Path, kernel: &str, arch_name: &str) -> u64 {
     let out = Command::new(nvcc())
@@ -233,13 +148,7 @@ fn nvcc_spill_bytes(source: &Path, kernel: &str, arch_name: &str) -> u64 {
 #[test]
 fn baked_launches_equal_the_tuner_and_a_spilling_kernel_fails_the_build() {
     let s = scratch_crate();
-    let out = cargo_in(&s, &["run", "--quiet"]);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "cargo run failed\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = s.run("cargo run");
     let manifest_path = stdout
         .lines()
         .find_map(|l| l.strip_prefix("manifest "))
@@ -319,12 +228,7 @@ fn baked_launches_equal_the_tuner_and_a_spilling_kernel_fails_the_build() {
             "#[launch_config(kernel = \"crunch\")]\nfn crunch() -> u32 {\n    BLOCK_SIZE\n}\n\nfn main() {\n    crunch();",
         ),
     );
-    let out = cargo_in(&s, &["build"]);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(
-        !out.status.success(),
-        "a spilling kernel must fail the build\n{stderr}"
-    );
+    let stderr = s.build_fails("a spilling kernel must fail the build");
     assert!(stderr.contains("kernel `crunch` spills"), "{stderr}");
     let source = s.path().join("kernels/crunch.cu");
     for a in ["sm_80", "sm_90"] {

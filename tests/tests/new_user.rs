@@ -1,36 +1,33 @@
 //! A scratch crate made as a new user would: outside the workspace, depending
 //! on occ-build by path, built with plain `cargo build`, with the real nvcc.
 
-use occ_tests::{cargo, counting_launcher, launches, path_dep, Scratch};
+use occ_tests::{counting_launcher, launches, ScratchCrate, BUILD_RS};
 
-fn scratch_crate() -> Scratch {
-    let s = Scratch::new();
-    s.write(
-        "Cargo.toml",
-        &format!(
-            "[package]\nname = \"newuser\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
-             [workspace]\n\n[build-dependencies]\n{}\n",
-            path_dep("occ-build")
-        ),
-    );
-    s.write(
-        "build.rs",
-        "fn main() {\n    occ_build::Build::new().glob(\"kernels/*.cu\").archs([\"sm_80\", \"sm_90\"]).compile();\n}\n",
-    );
-    s.write(
-        "kernels/scale.cu",
-        "#include \"factor.cuh\"\nextern \"C\" __global__ void scale(float* p, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] *= FACTOR;\n}\n",
-    );
-    s.write("kernels/factor.cuh", "#pragma once\n#define FACTOR 2.0f\n");
-    s.write(
-        "kernels/stencil.cu",
-        "namespace fluid {\ntemplate <typename T, int R>\n__global__ void stencil1d(const T* in, T* out, int n) {\n  __shared__ T s[256 + 2 * R];\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  s[threadIdx.x + R] = i < n ? in[i] : T(0);\n  __syncthreads();\n  T acc = 0;\n  for (int k = -R; k <= R; ++k) acc += s[threadIdx.x + R + k];\n  if (i < n) out[i] = acc;\n}\ntemplate __global__ void stencil1d<float, 3>(const float*, float*, int);\n}\n",
-    );
-    s.write(
-        "src/main.rs",
-        "mod kernels {\n    include!(concat!(env!(\"OUT_DIR\"), \"/occ/kernels.rs\"));\n}\n\nfn main() {\n    use kernels::*;\n    println!(\"scale {} {} {} {}\", scale::NAME, scale::sm_80::REGISTERS, scale::sm_80::BEST_BLOCK_SIZE, scale::sm_90::CUBIN.len());\n    println!(\"stencil {} {} {}\", fluid_stencil1d_float_3::NAME, fluid_stencil1d_float_3::BASE_NAME, fluid_stencil1d_float_3::sm_90::STATIC_SMEM_BYTES);\n}\n",
-    );
-    s
+const MAIN: &str = r#"mod kernels {
+    include!(concat!(env!("OUT_DIR"), "/occ/kernels.rs"));
+}
+
+fn main() {
+    use kernels::*;
+    println!("scale {} {} {} {}", scale::NAME, scale::sm_80::REGISTERS, scale::sm_80::BEST_BLOCK_SIZE, scale::sm_90::CUBIN.len());
+    println!("stencil {} {} {}", fluid_stencil1d_float_3::NAME, fluid_stencil1d_float_3::BASE_NAME, fluid_stencil1d_float_3::sm_90::STATIC_SMEM_BYTES);
+}
+"#;
+
+/// `tests/fixtures/cu/new_user`: scale.cu (with factor.cuh) and stencil.cu;
+/// broken.cu is added by the compile-error test.
+fn scratch_crate() -> ScratchCrate {
+    let krate = ScratchCrate::new("newuser")
+        .build_dep("occ-build")
+        .build_rs(BUILD_RS)
+        .file("src/main.rs", MAIN);
+    for file in ["scale.cu", "factor.cuh", "stencil.cu"] {
+        krate.write(
+            &format!("kernels/{file}"),
+            &occ_tests::fixture(&format!("cu/new_user/{file}")),
+        );
+    }
+    krate
 }
 
 #[test]
@@ -39,17 +36,10 @@ fn a_new_crate_builds_runs_and_rebuilds_without_nvcc() {
     let log = s.path().join("nvcc.log");
     let launcher = counting_launcher(s.path(), &log);
     let run = |what: &str| {
-        let out = cargo()
-            .args(["run", "--quiet"])
-            .current_dir(s.path())
-            .env("OCC_NVCC_LAUNCHER", &launcher)
-            .output()
-            .expect("run cargo");
-        assert!(
-            out.status.success(),
-            "{what}: cargo run failed\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+        let out = occ_tests::succeed(
+            s.cargo(&["run", "--quiet"])
+                .env("OCC_NVCC_LAUNCHER", &launcher),
+            what,
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
@@ -71,7 +61,9 @@ fn a_new_crate_builds_runs_and_rebuilds_without_nvcc() {
         "a no-op rebuild runs nvcc zero times"
     );
     // Touch the header: only its includer recompiles, for both archs.
-    s.write("kernels/factor.cuh", "#pragma once\n#define FACTOR 3.0f\n");
+    let factor = occ_tests::fixture("cu/new_user/factor.cuh");
+    assert!(factor.contains("#define FACTOR 2.0f"), "{factor}");
+    s.write("kernels/factor.cuh", &factor.replace("2.0f", "3.0f"));
     run("header change");
     let reruns = launches(&log)[4..].to_vec();
     assert_eq!(reruns.len(), 2, "{reruns:#?}");
@@ -86,15 +78,9 @@ fn a_compile_error_fails_the_build_with_one_clear_message_and_no_backtrace() {
     let s = scratch_crate();
     s.write(
         "kernels/broken.cu",
-        "extern \"C\" __global__ void broken(int* p) {\n  p[0] = nope;\n}\n",
+        &occ_tests::fixture("cu/new_user/broken.cu"),
     );
-    let out = cargo()
-        .args(["build"])
-        .current_dir(s.path())
-        .output()
-        .expect("run cargo");
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = s.build_fails("a compile error");
     assert!(
         stderr.contains("occ: nvcc failed to compile kernels/broken.cu for sm_"),
         "{stderr}"

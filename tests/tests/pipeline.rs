@@ -1,96 +1,20 @@
 //! Live tests of the occ-build pipeline with the real nvcc.
 
-use occ_build::env::Env;
 use occ_build::{Build, Error, Manifest};
-use occ_tests::{counting_launcher, launches, Scratch};
+use occ_tests::{build_env, counting_launcher, launches, Scratch};
 
-/// A module exercising every shape the parser must handle.
-const ZOO: &str = r#"
-#include <cstdio>
-#include "common.cuh"
-
-__constant__ float coeffs[8];
-
-extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = a * x[i] + y[i] * coeffs[i % 8];
-}
-
-namespace ns { namespace inner {
-template <typename T, int N>
-__global__ void tkern(T* out, const T* in) {
-    __shared__ T tile[N];
-    tile[threadIdx.x % N] = in[threadIdx.x];
-    __syncthreads();
-    out[threadIdx.x] = tile[(threadIdx.x + 1) % N] * SCALE;
-}
-template __global__ void tkern<double, 128>(double*, const double*);
-template __global__ void tkern<float, 256>(float*, const float*);
-}}
-
-extern "C" __global__ void __launch_bounds__(256, 2) bounded(float* p) {
-    p[threadIdx.x] *= 2.0f;
-}
-
-extern "C" __global__ void dyn_smem(float* p) {
-    extern __shared__ float buf[];
-    buf[threadIdx.x] = p[threadIdx.x];
-    __syncthreads();
-    p[threadIdx.x] = buf[blockDim.x - 1 - threadIdx.x];
-}
-
-__device__ __noinline__ float helper(float x, int k) {
-    float acc = x;
-    for (int i = 0; i < k; ++i) acc = acc * 1.0001f + i;
-    return acc;
-}
-
-extern "C" __global__ void calls_helper(float* p, int k) {
-    p[threadIdx.x] = helper(p[threadIdx.x], k);
-}
-
-__device__ int fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
-
-extern "C" __global__ void recursive(int* p) { p[threadIdx.x] = fib(p[threadIdx.x]); }
-
-extern "C" __global__ void __launch_bounds__(1024, 2) spills(const float* in, float* out, int n) {
-    float v[64];
-#pragma unroll
-    for (int i = 0; i < 64; ++i) v[i] = in[(threadIdx.x + i * 131) % n];
-    float acc = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 64; ++i)
-#pragma unroll
-        for (int j = 0; j < 64; ++j) acc += v[i] * v[(i * 7 + j) % 64] * (float)(i ^ j);
-    out[threadIdx.x] = acc;
-}
-
-extern "C" __global__ void prints(int x) { printf("%d\n", x); }
-"#;
-
+/// `tests/fixtures/cu/pipeline/zoo`: zoo.cu, a module exercising every shape
+/// the parser must handle, and plain.cu, both including common.cuh.
 fn zoo() -> Scratch {
     let s = Scratch::new();
-    s.write("kernels/zoo.cu", ZOO);
-    s.write("kernels/common.cuh", "#pragma once\n#define SCALE 3\n");
-    s.write(
-        "kernels/plain.cu",
-        "#include \"common.cuh\"\nextern \"C\" __global__ void plain(int* p) { p[0] = SCALE; }\n",
-    );
+    s.copy_cu("pipeline/zoo", "kernels");
     s
 }
 
-fn env(extra: &[(&str, Option<&str>)]) -> Env {
-    occ_tests::build_env(extra)
-}
+/// One tiny kernel `a`.
+const A: &str = include_str!("../fixtures/cu/pipeline/a.cu");
 
-fn build(s: &Scratch) -> Build {
-    let mut b = Build::new();
-    b.root(s.path())
-        .out_dir(s.path().join("out"))
-        .glob("kernels/*.cu")
-        .archs(["sm_80", "sm_90"]);
-    b
-}
+const ARCHS: [&str; 2] = ["sm_80", "sm_90"];
 
 fn kernel<'a>(m: &'a Manifest, name: &str) -> &'a occ_build::manifest::Kernel {
     m.kernels
@@ -107,7 +31,10 @@ fn kernel<'a>(m: &'a Manifest, name: &str) -> &'a occ_build::manifest::Kernel {
 #[test]
 fn zoo_module_gives_every_kernel_its_resources() {
     let s = zoo();
-    let report = build(&s).try_compile_with(&env(&[])).expect("build");
+    let report = s
+        .build(ARCHS)
+        .try_compile_with(&build_env(&[]))
+        .expect("build");
     let m = &report.manifest;
     assert_eq!(m.archs, ["sm_80", "sm_90"]);
     // 9 entries in zoo.cu + 1 in plain.cu, each on both archs.
@@ -213,20 +140,26 @@ fn unchanged_rebuild_runs_nvcc_zero_times_and_a_header_reruns_only_its_includers
     let s = zoo();
     s.write(
         "kernels/alone.cu",
-        "extern \"C\" __global__ void alone(int* p) { p[0] = 1; }\n",
+        include_str!("../fixtures/cu/pipeline/alone.cu"),
     );
     let log = s.path().join("nvcc.log");
     let launcher = counting_launcher(s.path(), &log);
     let env = || {
-        env(&[(
+        build_env(&[(
             "OCC_NVCC_LAUNCHER",
             Some(launcher.to_str().expect("utf-8 path")),
         )])
     };
-    let first = build(&s).try_compile_with(&env()).expect("first build");
+    let first = s
+        .build(ARCHS)
+        .try_compile_with(&env())
+        .expect("first build");
     assert_eq!(first.nvcc_runs, 6);
     assert_eq!(launches(&log).len(), 6, "3 files x 2 archs");
-    let second = build(&s).try_compile_with(&env()).expect("second build");
+    let second = s
+        .build(ARCHS)
+        .try_compile_with(&env())
+        .expect("second build");
     assert_eq!(second.nvcc_runs, 0);
     assert_eq!(
         launches(&log).len(),
@@ -240,8 +173,13 @@ fn unchanged_rebuild_runs_nvcc_zero_times_and_a_header_reruns_only_its_includers
         .iter()
         .any(|p| p.ends_with("kernels/common.cuh")));
     // Touch the shared header: zoo.cu and plain.cu rerun, alone.cu does not.
-    s.write("kernels/common.cuh", "#pragma once\n#define SCALE 4\n");
-    let third = build(&s).try_compile_with(&env()).expect("third build");
+    let common = s.read("kernels/common.cuh");
+    assert!(common.contains("#define SCALE 3"), "{common}");
+    s.write("kernels/common.cuh", &common.replace("SCALE 3", "SCALE 4"));
+    let third = s
+        .build(ARCHS)
+        .try_compile_with(&env())
+        .expect("third build");
     assert_eq!(third.nvcc_runs, 4);
     let reruns = &launches(&log)[6..];
     assert!(
@@ -256,8 +194,12 @@ fn unchanged_rebuild_runs_nvcc_zero_times_and_a_header_reruns_only_its_includers
 fn two_folders_give_byte_identical_output() {
     let a = zoo();
     let b = zoo();
-    build(&a).try_compile_with(&env(&[])).expect("build a");
-    build(&b).try_compile_with(&env(&[])).expect("build b");
+    a.build(ARCHS)
+        .try_compile_with(&build_env(&[]))
+        .expect("build a");
+    b.build(ARCHS)
+        .try_compile_with(&build_env(&[]))
+        .expect("build b");
     for file in ["manifest.json", "kernels.rs"] {
         assert_eq!(
             a.read(&format!("out/occ/{file}")),
@@ -270,16 +212,15 @@ fn two_folders_give_byte_identical_output() {
 #[test]
 fn arch_list_comes_from_occ_archs_or_cuda_compute_cap() {
     let s = Scratch::new();
-    s.write(
-        "kernels/a.cu",
-        "extern \"C\" __global__ void a(int* p) { p[0] = 1; }\n",
-    );
-    let r = build(&s)
-        .try_compile_with(&env(&[("CUDA_COMPUTE_CAP", Some("86,90a"))]))
+    s.write("kernels/a.cu", A);
+    let r = s
+        .build(ARCHS)
+        .try_compile_with(&build_env(&[("CUDA_COMPUTE_CAP", Some("86,90a"))]))
         .expect("build");
     assert_eq!(r.manifest.archs, ["sm_86", "sm_90a"]);
-    let r = build(&s)
-        .try_compile_with(&env(&[
+    let r = s
+        .build(ARCHS)
+        .try_compile_with(&build_env(&[
             ("OCC_ARCHS", Some("sm_75")),
             ("CUDA_COMPUTE_CAP", Some("86")),
         ]))
@@ -297,10 +238,11 @@ fn nvcc_compile_errors_name_the_file_and_line() {
     let s = Scratch::new();
     s.write(
         "kernels/bad.cu",
-        "extern \"C\" __global__ void bad(int* p) {\n  p[0] = undefined_thing;\n}\n",
+        include_str!("../fixtures/cu/pipeline/bad.cu"),
     );
-    let err = build(&s)
-        .try_compile_with(&env(&[]))
+    let err = s
+        .build(ARCHS)
+        .try_compile_with(&build_env(&[]))
         .expect_err("must fail");
     let text = err.to_string();
     assert!(matches!(err, Error::Compile { .. }), "{text}");
@@ -315,12 +257,10 @@ fn nvcc_compile_errors_name_the_file_and_line() {
 #[test]
 fn an_arch_this_nvcc_cannot_build_is_one_clear_error() {
     let s = Scratch::new();
-    s.write(
-        "kernels/a.cu",
-        "extern \"C\" __global__ void a(int* p) { p[0] = 1; }\n",
-    );
-    let err = build(&s)
-        .try_compile_with(&env(&[("OCC_ARCHS", Some("sm_52"))]))
+    s.write("kernels/a.cu", A);
+    let err = s
+        .build(ARCHS)
+        .try_compile_with(&build_env(&[("OCC_ARCHS", Some("sm_52"))]))
         .expect_err("nvcc 13 dropped sm_52");
     let text = err.to_string();
     assert!(matches!(err, Error::UnsupportedArch { .. }), "{text}");
@@ -330,12 +270,10 @@ fn an_arch_this_nvcc_cannot_build_is_one_clear_error() {
 #[test]
 fn unknown_arch_lists_the_known_ones() {
     let s = Scratch::new();
-    s.write(
-        "kernels/a.cu",
-        "extern \"C\" __global__ void a(int* p) { p[0] = 1; }\n",
-    );
-    let err = build(&s)
-        .try_compile_with(&env(&[("OCC_ARCHS", Some("sm_95"))]))
+    s.write("kernels/a.cu", A);
+    let err = s
+        .build(ARCHS)
+        .try_compile_with(&build_env(&[("OCC_ARCHS", Some("sm_95"))]))
         .expect_err("sm_95 does not exist")
         .to_string();
     assert!(
@@ -347,11 +285,8 @@ fn unknown_arch_lists_the_known_ones() {
 #[test]
 fn missing_nvcc_lists_every_place_looked() {
     let s = Scratch::new();
-    s.write(
-        "kernels/a.cu",
-        "extern \"C\" __global__ void a(int* p) { p[0] = 1; }\n",
-    );
-    let env = env(&[
+    s.write("kernels/a.cu", A);
+    let env = build_env(&[
         ("NVCC", None),
         ("CUDA_HOME", None),
         ("CUDA_PATH", None),
@@ -359,7 +294,7 @@ fn missing_nvcc_lists_every_place_looked() {
         ("PATH", Some("/nonexistent")),
         ("OCC_CUDA_DIR", None),
     ]);
-    let (result, directives) = build(&s).execute(&env);
+    let (result, directives) = s.build(ARCHS).execute(&env);
     let text = result.expect_err("no nvcc").to_string();
     for place in [
         "NVCC",
@@ -384,7 +319,7 @@ fn missing_source_and_empty_glob_are_errors() {
         .file("kernels/nope.cu")
         .arch("sm_80");
     let text = b
-        .try_compile_with(&env(&[]))
+        .try_compile_with(&build_env(&[]))
         .expect_err("missing")
         .to_string();
     assert!(text.contains("kernels/nope.cu"), "{text}");
@@ -394,7 +329,7 @@ fn missing_source_and_empty_glob_are_errors() {
         .glob("kernels/*.cu")
         .arch("sm_80");
     let text = b
-        .try_compile_with(&env(&[]))
+        .try_compile_with(&build_env(&[]))
         .expect_err("empty glob")
         .to_string();
     assert!(
@@ -406,9 +341,10 @@ fn missing_source_and_empty_glob_are_errors() {
 #[test]
 fn deny_spills_fails_the_build_naming_kernel_arch_and_bytes() {
     let s = zoo();
-    let err = build(&s)
+    let err = s
+        .build(ARCHS)
         .deny_spills()
-        .try_compile_with(&env(&[]))
+        .try_compile_with(&build_env(&[]))
         .expect_err("spills denied");
     let text = err.to_string();
     assert!(matches!(err, Error::Spills { .. }), "{text}");
@@ -424,8 +360,11 @@ fn files_without_kernels_and_empty_files_build() {
     s.write("kernels/empty.cu", "");
     s.write(
         "kernels/helpers.cu",
-        "__device__ int twice(int x) { return 2 * x; }\n",
+        include_str!("../fixtures/cu/pipeline/helpers.cu"),
     );
-    let r = build(&s).try_compile_with(&env(&[])).expect("build");
+    let r = s
+        .build(ARCHS)
+        .try_compile_with(&build_env(&[]))
+        .expect("build");
     assert!(r.manifest.kernels.is_empty());
 }

@@ -6,14 +6,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// `tests/fixtures/<name>` as text.
-pub fn fixture(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures")
-        .join(name);
-    std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read fixture {}: {e}", path.display()))
-}
+#[allow(unused_imports)]
+pub use occ_tests::fixture;
 
 /// The folder holding nvcc and cuobjdump: `NVCC`'s folder, else `CUDA_HOME/bin`, else
 /// `<workspace root>/.cuda/cu13/nvidia/cu13/bin`.
