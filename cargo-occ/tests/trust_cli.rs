@@ -37,10 +37,7 @@ fn build(s: &Scratch) -> Build {
 }
 
 fn manifest(s: &Scratch) -> String {
-    s.path()
-        .join("out/occ/manifest.json")
-        .display()
-        .to_string()
+    s.path().join("out/occ/manifest.json").display().to_string()
 }
 
 /// A crate whose lock was blessed with nvcc and whose last build stood on
@@ -65,7 +62,8 @@ fn lock_mode_command_works(args: &[&str]) {
     all.extend(["--manifest", &m]);
     let (code, out) = occ(s.path(), &all, &[]);
     assert_eq!(
-        code, 0,
+        code,
+        0,
         "`cargo occ {}` on a build from occ.lock failed:\n{out}",
         args.join(" ")
     );
@@ -120,7 +118,10 @@ fn item14_cli_bless_writes_through_a_symlinked_lock() {
         .expect("occ.lock")
         .file_type()
         .is_symlink();
-    assert!(is_link, "cargo occ bless replaced the symlink occ.lock with a plain file");
+    assert!(
+        is_link,
+        "cargo occ bless replaced the symlink occ.lock with a plain file"
+    );
     assert!(
         s.read("locks/real.lock").contains("\"other\""),
         "the lock the symlink points to was not updated"
@@ -137,9 +138,16 @@ fn item14_cli_bless_refuses_a_read_only_lock() {
     let before = s.read("occ.lock");
     std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o444)).expect("chmod");
     let (code, out) = occ(s.path(), &["bless", "--manifest", &manifest(&s)], &[]);
-    assert_eq!(s.read("occ.lock"), before, "cargo occ bless overwrote a read-only occ.lock");
+    assert_eq!(
+        s.read("occ.lock"),
+        before,
+        "cargo occ bless overwrote a read-only occ.lock"
+    );
     assert_ne!(code, 0, "{out}");
-    assert!(out.contains("read-only"), "the refusal must say the lock is read-only: {out}");
+    assert!(
+        out.contains("read-only"),
+        "the refusal must say the lock is read-only: {out}"
+    );
 }
 
 #[test]
@@ -150,7 +158,10 @@ fn item16_report_after_a_failed_build_says_so() {
     build(&s)
         .try_compile_with(&build_env(&[]))
         .expect("first build");
-    s.write("kernels/k.cu", "extern \"C\" __global__ void scale(float* p) { p[0] = undefined_name; }\n");
+    s.write(
+        "kernels/k.cu",
+        "extern \"C\" __global__ void scale(float* p) { p[0] = undefined_name; }\n",
+    );
     assert!(build(&s).try_compile_with(&build_env(&[])).is_err());
     let (code, out) = occ(s.path(), &["report", "--manifest", &manifest(&s)], &[]);
     let lower = out.to_ascii_lowercase();
@@ -186,9 +197,7 @@ fn item19_parse_does_not_hold_its_whole_input_in_memory() {
 fn item19_sweep_times_out_a_hung_ptxas() {
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
-    build(&s)
-        .try_compile_with(&build_env(&[]))
-        .expect("build");
+    build(&s).try_compile_with(&build_env(&[])).expect("build");
     let tk = s.path().join("toolkit");
     let nvcc = scratch_toolkit(&tk, &[("bin/ptxas", "")]);
     let pids = s.path().join("hung-pids");
@@ -220,9 +229,8 @@ fn item19_sweep_times_out_a_hung_ptxas() {
     for pid in std::fs::read_to_string(&pids).unwrap_or_default().lines() {
         let _ = Command::new("kill").arg("-9").arg(pid.trim()).status();
     }
-    let status = status.unwrap_or_else(|| {
-        panic!("cargo occ sweep still waited on a hung ptxas after {limit:?}")
-    });
+    let status = status
+        .unwrap_or_else(|| panic!("cargo occ sweep still waited on a hung ptxas after {limit:?}"));
     let out = child.wait_with_output().expect("output");
     let err = String::from_utf8_lossy(&out.stderr).to_ascii_lowercase();
     assert!(!status.success(), "a sweep whose ptxas hung cannot succeed");

@@ -58,7 +58,10 @@ fn link_tree(real: &Path, dir: &Path, rel: &Path, swap: &[(&str, &str)]) {
     std::fs::create_dir_all(dir.join(rel)).expect("create toolkit folder");
     // Folders on the way to a swapped tool are made; others are linked whole.
     let on_way = |p: &Path| swap.iter().any(|(s, _)| Path::new(s).starts_with(p));
-    for entry in std::fs::read_dir(real.join(rel)).expect("read toolkit").flatten() {
+    for entry in std::fs::read_dir(real.join(rel))
+        .expect("read toolkit")
+        .flatten()
+    {
         let child = rel.join(entry.file_name());
         let src = real.join(&child);
         let dst = dir.join(&child);

@@ -64,7 +64,10 @@ fn item07_docs_rs_doc_of_a_launch_config_crate_succeeds() {
 #[test]
 #[ignore = "issue 12 item 7: the README's CUBIN line does not compile without nvcc; fails on 63ddf56"]
 fn item07_readme_cubin_line_compiles_without_nvcc() {
-    let s = scale_crate("trust-nonvcc-cubin", ".glob(\"kernels/*.cu\").arch(\"sm_80\")");
+    let s = scale_crate(
+        "trust-nonvcc-cubin",
+        ".glob(\"kernels/*.cu\").arch(\"sm_80\")",
+    );
     s.write("kernels/scale.cu", LIGHT);
     s.write(
         "src/main.rs",
@@ -104,7 +107,10 @@ fn item07_example_app_builds_without_nvcc() {
 #[test]
 #[ignore = "issue 12 item 7: once nvcc appears, the build script does not rerun and stays on the lock; fails on 63ddf56"]
 fn item07_build_leaves_lock_mode_once_nvcc_appears() {
-    let s = scale_crate("trust-nvcc-appears", ".glob(\"kernels/*.cu\").arch(\"sm_80\")");
+    let s = scale_crate(
+        "trust-nvcc-appears",
+        ".glob(\"kernels/*.cu\").arch(\"sm_80\")",
+    );
     s.write("kernels/scale.cu", LIGHT);
     let cuda = s.path().join("cuda");
     let out = run_cargo(&s, &["build"], &[("OCC_BLESS", Some("1"))]);
@@ -319,7 +325,10 @@ fn item15_ambiguous_kernel_lists_each_source_and_what_to_write() {
     );
     let out = run_cargo(&s, &["build"], &[]);
     let t = text(&out);
-    assert!(!out.status.success(), "an ambiguous kernel name compiled:\n{t}");
+    assert!(
+        !out.status.success(),
+        "an ambiguous kernel name compiled:\n{t}"
+    );
     assert!(
         t.contains("kernels/a.cu") && t.contains("kernels/b.cu"),
         "the ambiguity message must list each candidate's source:\n{t}"
@@ -379,8 +388,10 @@ fn item17_flags_occ_sets_itself_are_refused_by_name() {
 fn item17_missing_launcher_is_blamed_on_the_launcher() {
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
-    let result = one_file_build(&s)
-        .try_compile_with(&build_env(&[("OCC_NVCC_LAUNCHER", Some("/missing/launcher"))]));
+    let result = one_file_build(&s).try_compile_with(&build_env(&[(
+        "OCC_NVCC_LAUNCHER",
+        Some("/missing/launcher"),
+    )]));
     let msg = result.map_or_else(|e| e.to_string(), |_| "built".into());
     assert!(
         msg.contains("OCC_NVCC_LAUNCHER") && msg.contains("/missing/launcher"),
@@ -391,7 +402,10 @@ fn item17_missing_launcher_is_blamed_on_the_launcher() {
 #[test]
 #[ignore = "issue 12 item 17: nvcc's own warnings are hidden; fails on 63ddf56"]
 fn item17_nvcc_warnings_are_shown_once() {
-    let s = scale_crate("trust-warnings", ".glob(\"kernels/*.cu\").archs([\"sm_80\", \"sm_90\"])");
+    let s = scale_crate(
+        "trust-warnings",
+        ".glob(\"kernels/*.cu\").archs([\"sm_80\", \"sm_90\"])",
+    );
     s.write(
         "kernels/k.cu",
         "extern \"C\" __global__ void scale(float* p, int n) {\n  int unused_here;\n  if (threadIdx.x < n) p[threadIdx.x] *= 2.0f;\n}\n",
@@ -415,13 +429,18 @@ fn item17_signal_is_not_reported_as_errors_to_fix() {
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
     let killer = script(&s.path().join("killed.sh"), "kill -9 $$");
-    let result = one_file_build(&s)
-        .try_compile_with(&build_env(&[("OCC_NVCC_LAUNCHER", Some(path_str(&killer)))]));
+    let result = one_file_build(&s).try_compile_with(&build_env(&[(
+        "OCC_NVCC_LAUNCHER",
+        Some(path_str(&killer)),
+    )]));
     let msg = result.map_or_else(|e| e.to_string(), |_| "built".into());
     assert_ne!(msg, "built");
     assert!(
         !msg.contains("fix the errors above"),
         "nvcc was killed by a signal; there are no errors to fix: {msg}"
     );
-    assert!(msg.contains("signal"), "the message must say a signal ended it: {msg}");
+    assert!(
+        msg.contains("signal"),
+        "the message must say a signal ended it: {msg}"
+    );
 }

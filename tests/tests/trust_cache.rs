@@ -48,10 +48,14 @@ fn item01_source_saved_while_nvcc_runs_is_not_cached_under_the_new_bytes() {
         ),
     );
     let env = build_env(&[("OCC_NVCC_LAUNCHER", Some(path_str(&launcher)))]);
-    build(&s, "out").try_compile_with(&env).expect("first build");
+    build(&s, "out")
+        .try_compile_with(&env)
+        .expect("first build");
     assert!(saved.exists(), "the launcher did not save the new source");
     build(&s, "out").try_compile_with(&env).expect("warm build");
-    build(&s, "cold").try_compile_with(&env).expect("cold build");
+    build(&s, "cold")
+        .try_compile_with(&env)
+        .expect("cold build");
     assert_same_outputs(
         &occ_dir(&s, "out"),
         &occ_dir(&s, "cold"),
@@ -192,7 +196,9 @@ fn temp_files(dir: &Path) -> Vec<String> {
     while let Some(d) = stack.pop() {
         for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
             let p = entry.path();
-            if p.file_name().is_some_and(|n| n.to_string_lossy().contains(".tmp")) {
+            if p.file_name()
+                .is_some_and(|n| n.to_string_lossy().contains(".tmp"))
+            {
                 found.push(p.display().to_string());
             }
             if p.is_dir() {
@@ -267,10 +273,14 @@ fn toolkit_change_is_seen(tool: &str, extra: &str) {
     let tk = s.path().join("toolkit");
     let nvcc = scratch_toolkit(&tk, &[(tool, "")]);
     let env = build_env(&[("NVCC", Some(path_str(&nvcc)))]);
-    build(&s, "out").try_compile_with(&env).expect("first build");
+    build(&s, "out")
+        .try_compile_with(&env)
+        .expect("first build");
     reswap(&tk, tool, extra);
     build(&s, "out").try_compile_with(&env).expect("warm build");
-    build(&s, "cold").try_compile_with(&env).expect("cold build");
+    build(&s, "cold")
+        .try_compile_with(&env)
+        .expect("cold build");
     assert_ne!(
         manifest_registers(&occ_dir(&s, "cold"), "sm_80"),
         0,
@@ -303,7 +313,9 @@ fn item05_changed_nvcc_profile_is_seen() {
     let tk = s.path().join("toolkit");
     let nvcc = scratch_toolkit(&tk, &[]);
     let env = build_env(&[("NVCC", Some(path_str(&nvcc)))]);
-    build(&s, "out").try_compile_with(&env).expect("first build");
+    build(&s, "out")
+        .try_compile_with(&env)
+        .expect("first build");
     let profile = tk.join("bin/nvcc.profile");
     let text = std::fs::read_to_string(&profile).expect("nvcc.profile");
     assert!(text.contains("PTXAS_FLAGS"), "{text}");
@@ -313,7 +325,9 @@ fn item05_changed_nvcc_profile_is_seen() {
     )
     .expect("edit nvcc.profile");
     build(&s, "out").try_compile_with(&env).expect("warm build");
-    build(&s, "cold").try_compile_with(&env).expect("cold build");
+    build(&s, "cold")
+        .try_compile_with(&env)
+        .expect("cold build");
     assert_same_outputs(
         &occ_dir(&s, "out"),
         &occ_dir(&s, "cold"),
@@ -335,12 +349,16 @@ fn item05_nvcc_wrapper_whose_real_nvcc_changes_is_seen() {
         &format!("exec '{}/bin/nvcc' \"$@\"", current.display()),
     );
     let env = build_env(&[("NVCC", Some(path_str(&wrapper)))]);
-    build(&s, "out").try_compile_with(&env).expect("first build");
+    build(&s, "out")
+        .try_compile_with(&env)
+        .expect("first build");
     let _ = (&plain, &slow);
     std::fs::remove_file(&current).expect("unlink current");
     std::os::unix::fs::symlink(s.path().join("tk-O0"), &current).expect("relink current");
     build(&s, "out").try_compile_with(&env).expect("warm build");
-    build(&s, "cold").try_compile_with(&env).expect("cold build");
+    build(&s, "cold")
+        .try_compile_with(&env)
+        .expect("cold build");
     assert_same_outputs(
         &occ_dir(&s, "out"),
         &occ_dir(&s, "cold"),
@@ -356,9 +374,13 @@ fn item06_line_directive_naming_a_missing_file_keeps_the_cache() {
     let s = Scratch::new();
     s.write("kernels/k.cu", GENERATED);
     let env = build_env(&[]);
-    let first = build(&s, "out").try_compile_with(&env).expect("first build");
+    let first = build(&s, "out")
+        .try_compile_with(&env)
+        .expect("first build");
     assert_eq!(first.nvcc_runs, 1);
-    let again = build(&s, "out").try_compile_with(&env).expect("second build");
+    let again = build(&s, "out")
+        .try_compile_with(&env)
+        .expect("second build");
     assert_eq!(
         again.nvcc_runs, 0,
         "nothing changed, yet nvcc ran again (the #line names gen/kernels.cu.in, which does not exist)"
@@ -390,14 +412,20 @@ fn item20_killed_build_leaves_no_scratch_folders_after_the_next_build() {
     let bs = BuildScript::compile(&s, name);
     let out_dir = s.path().join("warm");
     // The build script is killed while nvcc runs (its scratch folder exists).
-    let killer = script(&s.path().join("kill-build.sh"), "kill -9 $PPID\nexec \"$@\"");
+    let killer = script(
+        &s.path().join("kill-build.sh"),
+        "kill -9 $PPID\nexec \"$@\"",
+    );
     let out = bs.run(&out_dir, &[("OCC_NVCC_LAUNCHER", Some(path_str(&killer)))]);
     assert!(!out.status.success(), "the build was not killed");
     let tmp = out_dir.join("occ/tmp");
     let left: Vec<_> = std::fs::read_dir(&tmp)
         .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
-    assert!(!left.is_empty(), "the killed build left no scratch folder to clean up");
+    assert!(
+        !left.is_empty(),
+        "the killed build left no scratch folder to clean up"
+    );
     let out = bs.run(&out_dir, &[]);
     assert!(script_ok(&out), "next build: {}", text(&out));
     let still: Vec<_> = left.iter().filter(|p| p.exists()).collect();

@@ -148,7 +148,11 @@ fn item14_bless_refuses_a_read_only_lock() {
     std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o444)).expect("chmod");
     s.write("kernels/b.cu", BETA);
     let result = build(&s).try_compile_with(&build_env(&[("OCC_BLESS", Some("1"))]));
-    assert_eq!(s.read("occ.lock"), before, "OCC_BLESS=1 overwrote a read-only occ.lock");
+    assert_eq!(
+        s.read("occ.lock"),
+        before,
+        "OCC_BLESS=1 overwrote a read-only occ.lock"
+    );
     let msg = result.map_or_else(|e| e.to_string(), |_| String::new());
     assert!(
         msg.contains("occ.lock") && msg.contains("read-only"),
@@ -224,7 +228,8 @@ fn item18_lock_of_another_crate_names_its_package() {
         l["package"] = serde_json::json!("some-other-crate");
         l["kernels"][0]["name"] = serde_json::json!("theirs");
     });
-    let lock_with_package = build(&s).try_compile_with(&build_env(&[("CARGO_PKG_NAME", Some("mine"))]));
+    let lock_with_package =
+        build(&s).try_compile_with(&build_env(&[("CARGO_PKG_NAME", Some("mine"))]));
     let msg = lock_with_package.map_or_else(|e| e.to_string(), |_| String::new());
     assert!(
         msg.contains("some-other-crate"),
