@@ -1,34 +1,104 @@
-//! One nvcc job per (file, arch): run it (in parallel, under cargo's
-//! jobserver), or reuse its last result when nothing it read has changed.
+//! Stage 4: one nvcc job per (file, arch): run it (in parallel, under
+//! cargo's jobserver), or reuse its last result when [`crate::cache`] says
+//! nothing that can change it has changed.
 //!
-//! Each job leaves in `$OUT_DIR/occ`: `<job>.cubin`, `<job>.ptx`, and in
-//! `cache/`: the ptxas log, the dependency list and the input key. Outputs are
-//! written to a scratch folder and renamed into place; the key is written
-//! last, so a killed build reruns the job next time instead of trusting
-//! half-written files.
+//! Each job leaves `<job>.cubin` and `<job>.ptx` in `$OUT_DIR/occ` and its
+//! record (key, inputs, log) in `cache/<job>.json`. nvcc writes into a
+//! scratch folder of this run; the outputs are renamed into place, then the
+//! record is written, last.
 
+use crate::cache::{self, Input, NvccVars, Output, Record, Stat, Toolkit};
 use crate::error::{Error, Result};
 use crate::inputs::Inputs;
 use crate::toolkit::Nvcc;
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::time::SystemTime;
 
 /// Stage 4: runs (or reuses) every job, under cargo's jobserver when the
 /// build script has one; results come back in the order of `jobs`.
-pub(crate) fn run(nvcc: &Nvcc, inputs: &Inputs, jobs: &[Job]) -> Result<Vec<JobOutput>> {
+pub(crate) fn run(
+    nvcc: &Nvcc,
+    toolkit: &Toolkit,
+    inputs: &Inputs,
+    jobs: &[Job],
+) -> Result<Vec<JobOutput>> {
+    let out = &inputs.out_dir;
+    for dir in [out.join("tmp"), out.join("cache"), out.to_path_buf()] {
+        remove_stale_scratch(&dir);
+    }
     let jobserver = jobserver_client();
     Runner {
         nvcc,
-        nvcc_id: file_id(&nvcc.path),
+        toolkit,
+        vars: &inputs.nvcc_vars,
         root: &inputs.root,
-        out: &inputs.out_dir,
+        out,
         jobs: inputs.parallel,
         jobserver: jobserver.as_ref(),
     }
     .run_all(jobs)
+}
+
+/// The identity of the toolkit the jobs run ([`Toolkit::identify`], with the
+/// first job's arguments), cached in `$OUT_DIR/occ/cache/toolkit.json`.
+/// Creates the output folders.
+pub(crate) fn toolkit(nvcc: &Nvcc, inputs: &Inputs, jobs: &[Job]) -> Result<Toolkit> {
+    let out = &inputs.out_dir;
+    for dir in [out.to_path_buf(), out.join("cache"), out.join("tmp")] {
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
+    }
+    let args = match jobs.first() {
+        Some(job) => nvcc_args(job, &out.join("tmp").join(&job.name)),
+        None => Vec::new(),
+    };
+    Toolkit::identify(
+        nvcc,
+        &inputs.nvcc_vars,
+        &args,
+        &inputs.root,
+        &out.join("cache").join("toolkit.json"),
+    )
+}
+
+/// Removes what killed builds left in `dir`: scratch folders and
+/// half-written files named `<name>.tmp<pid>.<n>` whose process is gone
+/// (two live builds into one `OUT_DIR` keep theirs), and in `tmp/` the
+/// canonical per-job folders no run owns.
+fn remove_stale_scratch(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let me = std::process::id();
+    let in_tmp = dir.file_name().is_some_and(|n| n == "tmp");
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let pid = name
+            .rsplit_once(".tmp")
+            .and_then(|(_, rest)| rest.split_once('.'))
+            .and_then(|(p, n)| n.parse::<u64>().ok().and(p.parse::<u32>().ok()));
+        let stale = match pid {
+            Some(pid) if pid == me => false,
+            Some(pid) => !process_alive(pid),
+            None => in_tmp,
+        };
+        if stale {
+            let path = entry.path();
+            let _ = std::fs::remove_dir_all(&path).or_else(|_| std::fs::remove_file(&path));
+        }
+    }
+}
+
+fn process_alive(pid: u32) -> bool {
+    if cfg!(target_os = "linux") {
+        Path::new(&format!("/proc/{pid}")).exists()
+    } else {
+        // No cheap portable check: keep it (a later build on Linux or a
+        // `cargo clean` removes it).
+        true
+    }
 }
 
 fn jobserver_client() -> Option<jobserver::Client> {
@@ -61,17 +131,23 @@ pub struct JobOutput {
     pub ptx: String,
     /// Every file nvcc read, as absolute paths (the source and its headers).
     pub deps: Vec<PathBuf>,
+    /// The user's folders its `#include`s search (the source's, each `-I`).
+    pub search: Vec<PathBuf>,
+    /// Why this result is not cached (an input changed while nvcc ran).
+    pub unstable: Option<String>,
     /// Whether nvcc ran (false: reused from the cache).
     pub ran: bool,
 }
 
 /// The settings shared by all jobs of a build.
 #[derive(Debug)]
-pub struct Runner<'a> {
+pub(crate) struct Runner<'a> {
     /// The nvcc to run.
     pub nvcc: &'a Nvcc,
-    /// A fingerprint of that nvcc (its path, size and modification time).
-    pub nvcc_id: String,
+    /// The toolkit's identity.
+    pub toolkit: &'a Toolkit,
+    /// The variables nvcc reads itself, as this build read them.
+    pub vars: &'a NvccVars,
     /// The crate root: nvcc runs there, and sources are relative to it.
     pub root: &'a Path,
     /// `$OUT_DIR/occ`.
@@ -82,34 +158,10 @@ pub struct Runner<'a> {
     pub jobserver: Option<&'a jobserver::Client>,
 }
 
-/// A fingerprint of an executable: its path, size and modification time.
-pub fn file_id(path: &Path) -> String {
-    match std::fs::metadata(path) {
-        Ok(meta) => {
-            let mtime = meta
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map(|d| d.as_nanos())
-                .unwrap_or(0);
-            format!("{}:{}:{}", path.display(), meta.len(), mtime)
-        }
-        Err(_) => path.display().to_string(),
-    }
-}
-
 impl Runner<'_> {
     /// Runs (or reuses) every job; results come back in the order of `jobs`.
     /// Stops at the first failure, reporting the earliest failing job.
     pub fn run_all(&self, jobs: &[Job]) -> Result<Vec<JobOutput>> {
-        for dir in [
-            self.out.to_path_buf(),
-            self.out.join("cache"),
-            self.out.join("tmp"),
-        ] {
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
-        }
         let next = AtomicUsize::new(0);
         let results: Mutex<Vec<Option<Result<JobOutput>>>> =
             Mutex::new((0..jobs.len()).map(|_| None).collect());
@@ -153,71 +205,39 @@ impl Runner<'_> {
     }
 
     fn paths(&self, job: &Job) -> JobPaths {
-        let cache = self.out.join("cache");
         JobPaths {
-            cubin: self.out.join(format!("{}.cubin", job.name)),
-            ptx: self.out.join(format!("{}.ptx", job.name)),
-            log: cache.join(format!("{}.log", job.name)),
-            deps: cache.join(format!("{}.d", job.name)),
-            key: cache.join(format!("{}.key", job.name)),
+            cubin: format!("{}.cubin", job.name),
+            ptx: format!("{}.ptx", job.name),
+            record: self.out.join("cache").join(format!("{}.json", job.name)),
             tmp: self.out.join("tmp").join(&job.name),
         }
     }
 
-    /// nvcc's arguments for `job`, with its scratch files in `tmp`.
-    fn nvcc_args(&self, job: &Job, tmp: &Path) -> Vec<String> {
-        let virt = job.arch.replacen("sm_", "compute_", 1);
-        let mut args = vec![
-            "--cubin".to_string(),
-            "-gencode".to_string(),
-            format!("arch={virt},code={}", job.arch),
-            "-Xptxas".to_string(),
-            "-v".to_string(),
-            // -keep leaves the PTX and the preprocessed source; the line
-            // markers of the latter name every file read, so no `-MD` (which
-            // costs nvcc a second preprocessor pass, ~15 % of a job).
-            "-keep".to_string(),
-            "--keep-dir".to_string(),
-            tmp.display().to_string(),
-            "-o".to_string(),
-            tmp.join("out.cubin").display().to_string(),
-        ];
-        args.extend(job.args.iter().cloned());
-        args.push(job.source.clone());
-        args
-    }
-
-    /// The key of a job's inputs: nvcc, its arguments, and the bytes of the
-    /// source and of every file the last run read.
-    fn key(&self, job: &Job, args: &[String], deps: &[PathBuf]) -> Option<String> {
-        let mut h = DefaultHasher::new();
-        self.nvcc_id.hash(&mut h);
-        self.nvcc.launcher.hash(&mut h);
-        // `args` name the job's canonical scratch folder (fixed per job
-        // name), not the per-run one, so the key does not change per run.
-        args.hash(&mut h);
-        let mut files: Vec<PathBuf> = deps.to_vec();
-        files.push(self.root.join(&job.source));
-        files.sort();
-        files.dedup();
-        for file in files {
-            let bytes = std::fs::read(&file).ok()?;
-            file.hash(&mut h);
-            bytes.hash(&mut h);
-        }
-        Some(format!("{:016x}", h.finish()))
+    /// The key of a job: the toolkit, the launcher, nvcc's arguments (with
+    /// the job's canonical scratch folder, fixed per job name), the source
+    /// and arch, and the variables nvcc reads.
+    fn key(&self, job: &Job, args: &[String]) -> String {
+        cache::hash_bytes(&[
+            self.toolkit.id.as_bytes(),
+            format!("{:?}", self.nvcc.launcher).as_bytes(),
+            format!("{args:?}").as_bytes(),
+            job.source.as_bytes(),
+            job.arch.as_bytes(),
+            format!("{:?}", self.vars).as_bytes(),
+        ])
     }
 
     fn run_one(&self, job: &Job) -> Result<JobOutput> {
         let mut paths = self.paths(job);
-        let args = self.nvcc_args(job, &paths.tmp);
-        if let Some(output) = self.cached(job, &args, &paths) {
+        let args = nvcc_args(job, &paths.tmp);
+        let key = self.key(job, &args);
+        if let Some(output) = self.cached(job, &key, &paths) {
             return Ok(output);
         }
         // A scratch folder of this run alone: two builds into the same
         // OUT_DIR at once (or a killed one's leftovers) never share one.
         paths.tmp = unique_sibling(&paths.tmp);
-        let run_args = self.nvcc_args(job, &paths.tmp);
+        let run_args = nvcc_args(job, &paths.tmp);
         // occ starts nvcc without a shell, but nvcc itself hands file names
         // to `sh`, in double quotes, when it runs the host compiler: a `$`, a
         // backquote or a double quote in one would run as a command or break
@@ -229,23 +249,51 @@ impl Runner<'_> {
                 argument: arg.clone(),
             });
         }
+        let source = self.root.join(&job.source);
+        // The snapshot before nvcc: the source's bytes now.
+        let started = SystemTime::now();
+        let before = Input::read(&source).ok_or_else(|| Error::MissingSource {
+            path: PathBuf::from(&job.source),
+            reason: "it disappeared before nvcc could read it".into(),
+        })?;
         let _ = std::fs::remove_dir_all(&paths.tmp);
         std::fs::create_dir_all(&paths.tmp)
             .map_err(|e| Error::io(format!("cannot create {}", paths.tmp.display()), e))?;
-        let output = self
-            .nvcc
-            .command()
-            .args(&run_args)
+        let result = self.compile(job, &run_args, &paths, &key, &before, started);
+        let _ = std::fs::remove_dir_all(&paths.tmp);
+        result
+    }
+
+    /// Runs nvcc for `job` in `paths.tmp`, puts its outputs in place and,
+    /// when no input changed while it ran, writes the job's record.
+    fn compile(
+        &self,
+        job: &Job,
+        run_args: &[String],
+        paths: &JobPaths,
+        key: &str,
+        before: &Input,
+        started: SystemTime,
+    ) -> Result<JobOutput> {
+        let mut cmd = self.nvcc.command();
+        cache::nvcc_vars(&mut cmd, self.vars);
+        let output = cmd
+            .args(run_args)
             .current_dir(self.root)
             .output()
-            .map_err(|e| Error::NvccNotRunnable {
-                nvcc: self.nvcc.path.clone(),
-                reason: e.to_string(),
+            .map_err(|e| match &self.nvcc.launcher {
+                Some(launcher) => Error::LauncherNotRunnable {
+                    launcher: launcher.clone(),
+                    reason: e.to_string(),
+                },
+                None => Error::NvccNotRunnable {
+                    nvcc: self.nvcc.path.clone(),
+                    reason: e.to_string(),
+                },
             })?;
         let mut log = String::from_utf8_lossy(&output.stderr).into_owned();
         log.push_str(&String::from_utf8_lossy(&output.stdout));
         if !output.status.success() {
-            let _ = std::fs::remove_dir_all(&paths.tmp);
             return Err(nvcc_failure(self.nvcc, job, &log, output.status.code()));
         }
         let ptx_tmp = find_ptx(&paths.tmp, &job.source).ok_or_else(|| Error::NoPtx {
@@ -255,65 +303,142 @@ impl Runner<'_> {
         })?;
         let ptx = std::fs::read_to_string(&ptx_tmp)
             .map_err(|e| Error::io(format!("cannot read {}", ptx_tmp.display()), e))?;
+        let source = self.root.join(&job.source);
         let mut deps = find_preprocessed(&paths.tmp)
             .and_then(|ii| std::fs::read(ii).ok())
             .map(|bytes| deps_from_preprocessed(&bytes, self.root))
             .unwrap_or_default();
-        if deps.is_empty() {
-            // No preprocessed file (an unusual launcher or flags): watch the
-            // source alone; the key still covers it.
-            deps.push(self.root.join(&job.source));
+        if !deps.contains(&source) {
+            // No preprocessed file (an unusual launcher or flags): the
+            // source alone is known.
+            deps.push(source.clone());
+            deps.sort();
         }
-        let key = self.key(job, &args, &deps);
-        let dep_list: String = deps.iter().map(|d| format!("{}\n", d.display())).collect();
-        write_atomic(&paths.cubin, &read(&paths.tmp.join("out.cubin"))?)?;
-        write_atomic(&paths.ptx, ptx.as_bytes())?;
-        write_atomic(&paths.log, log.as_bytes())?;
-        write_atomic(&paths.deps, dep_list.as_bytes())?;
-        if let Some(key) = key {
-            write_atomic(&paths.key, key.as_bytes())?;
+        // The snapshot after nvcc: every input's bytes and stat now.
+        let inputs: Vec<Option<Input>> = deps.iter().map(|d| Input::read(d)).collect();
+        let changed: Vec<&PathBuf> = deps
+            .iter()
+            .zip(&inputs)
+            .filter(|(path, input)| match input {
+                None => true,
+                Some(i) => {
+                    i.stat.not_older_than(started) || (**path == source && i.hash != before.hash)
+                }
+            })
+            .map(|(path, _)| path)
+            .collect();
+        let unstable = changed.first().map(|p| {
+            format!(
+                "occ: {} changed while nvcc compiled {} for {}; its numbers are refreshed on the next build",
+                p.strip_prefix(self.root).unwrap_or(p).display(),
+                job.source,
+                job.arch
+            )
+        });
+        let mut outputs = Vec::new();
+        for (from, to) in [
+            (paths.tmp.join("out.cubin"), &paths.cubin),
+            (ptx_tmp, &paths.ptx),
+        ] {
+            let dest = self.out.join(to);
+            std::fs::rename(&from, &dest)
+                .map_err(|e| Error::io(format!("cannot write {}", dest.display()), e))?;
+            let stat = Stat::of(&dest).ok_or_else(|| {
+                Error::io(
+                    format!("cannot read {}", dest.display()),
+                    std::io::Error::from(std::io::ErrorKind::NotFound),
+                )
+            })?;
+            outputs.push(Output {
+                file: to.clone(),
+                stat,
+            });
         }
-        let _ = std::fs::remove_dir_all(&paths.tmp);
+        if unstable.is_none() {
+            let search = cache::search_dirs(self.root, &source, run_args);
+            let absent =
+                cache::shadow_probes(self.root, &deps, &search, self.toolkit.top.as_deref());
+            let record = Record::new(
+                key.to_string(),
+                inputs.into_iter().flatten().collect(),
+                absent,
+                outputs,
+                log.clone(),
+            );
+            let text = serde_json::to_vec(&record).map_err(|e| {
+                Error::io(
+                    format!("cannot write {}", paths.record.display()),
+                    std::io::Error::other(e),
+                )
+            })?;
+            write_atomic(&paths.record, &text)?;
+        } else {
+            // The old record's outputs were just replaced: it cannot match
+            // again, but leave nothing that looks like a result.
+            let _ = std::fs::remove_file(&paths.record);
+        }
         Ok(JobOutput {
             job: job.clone(),
             log,
             ptx,
             deps,
+            search: cache::search_dirs(self.root, &source, &job.args),
+            unstable,
             ran: true,
         })
     }
 
-    fn cached(&self, job: &Job, args: &[String], paths: &JobPaths) -> Option<JobOutput> {
-        let stored = std::fs::read_to_string(&paths.key).ok()?;
-        let deps: Vec<PathBuf> = std::fs::read_to_string(&paths.deps)
-            .ok()?
-            .lines()
-            .map(PathBuf::from)
-            .collect();
-        if self.key(job, args, &deps)? != stored.trim() || !paths.cubin.is_file() {
+    fn cached(&self, job: &Job, key: &str, paths: &JobPaths) -> Option<JobOutput> {
+        let record = Record::read(&paths.record)?;
+        if !record.valid(key, self.out) {
             return None;
         }
+        let ptx = std::fs::read_to_string(self.out.join(&paths.ptx)).ok()?;
+        let source = self.root.join(&job.source);
         Some(JobOutput {
             job: job.clone(),
-            log: std::fs::read_to_string(&paths.log).ok()?,
-            ptx: std::fs::read_to_string(&paths.ptx).ok()?,
-            deps,
+            deps: record.inputs.into_iter().map(|i| i.path).collect(),
+            search: cache::search_dirs(self.root, &source, &job.args),
+            log: record.log,
+            ptx,
+            unstable: None,
             ran: false,
         })
     }
 }
 
-struct JobPaths {
-    cubin: PathBuf,
-    ptx: PathBuf,
-    log: PathBuf,
-    deps: PathBuf,
-    key: PathBuf,
-    tmp: PathBuf,
+/// nvcc's arguments for `job`, with its scratch files in `tmp`.
+fn nvcc_args(job: &Job, tmp: &Path) -> Vec<String> {
+    let virt = job.arch.replacen("sm_", "compute_", 1);
+    let mut args = vec![
+        "--cubin".to_string(),
+        "-gencode".to_string(),
+        format!("arch={virt},code={}", job.arch),
+        "-Xptxas".to_string(),
+        "-v".to_string(),
+        // -keep leaves the PTX and the preprocessed source; the line
+        // markers of the latter name every file read, so no `-MD` (which
+        // costs nvcc a second preprocessor pass, ~15 % of a job).
+        "-keep".to_string(),
+        "--keep-dir".to_string(),
+        tmp.display().to_string(),
+        "-o".to_string(),
+        tmp.join("out.cubin").display().to_string(),
+    ];
+    args.extend(job.args.iter().cloned());
+    args.push(job.source.clone());
+    args
 }
 
-fn read(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| Error::io(format!("cannot read {}", path.display()), e))
+struct JobPaths {
+    /// `<job>.cubin`, in `$OUT_DIR/occ`.
+    cubin: String,
+    /// `<job>.ptx`, in `$OUT_DIR/occ`.
+    ptx: String,
+    /// `cache/<job>.json`.
+    record: PathBuf,
+    /// The job's scratch folder.
+    tmp: PathBuf,
 }
 
 /// Writes a file through a temporary sibling and a rename, and only when its
@@ -327,8 +452,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
     }
     let tmp = unique_sibling(path);
-    std::fs::write(&tmp, bytes)
-        .map_err(|e| Error::io(format!("cannot write {}", tmp.display()), e))?;
+    std::fs::write(&tmp, bytes).map_err(|e| {
+        // A full disk leaves a truncated file: never leave it behind.
+        let _ = std::fs::remove_file(&tmp);
+        Error::io(format!("cannot write {}", path.display()), e)
+    })?;
     std::fs::rename(&tmp, path).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         Error::io(format!("cannot write {}", path.display()), e)
@@ -375,21 +503,26 @@ fn find_preprocessed(dir: &Path) -> Option<PathBuf> {
 }
 
 /// Every file a preprocessed source (`.ii`) was made from, from its line
-/// markers (`# 12 "kernels/common.cuh" 2`), as absolute paths (relative ones
-/// are taken from `root`), sorted; `<built-in>` and the like are skipped. The
-/// same set as nvcc's `-MD` gives, without its second preprocessor pass.
+/// markers, as absolute paths (relative ones are taken from `root`),
+/// sorted: the main file (the first marker's) and every file the
+/// preprocessor entered (`# 1 "kernels/common.cuh" 1`: flag 1). A marker
+/// without flag 1 that names a new file comes from a `#line` directive
+/// (generated sources name their grammar or template that way), which reads
+/// no file; `<built-in>` and the like are skipped. The same set as nvcc's
+/// `-MD` gives, without its second preprocessor pass.
 pub fn deps_from_preprocessed(text: &[u8], root: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
-    let mut last: &[u8] = b"";
+    let mut main_seen = false;
     let mut rest = text;
     loop {
         let line_end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
         let line = &rest[..line_end];
-        if let Some(name) = marker_file(line) {
-            if name != last && !name.starts_with(b"<") {
-                last = name;
-                let name = unescape(name);
-                let path = PathBuf::from(name);
+        if let Some((name, flags)) = marker(line) {
+            if !name.starts_with(b"<")
+                && (!main_seen || flags.split(|b| *b == b' ').any(|f| f == b"1"))
+            {
+                main_seen = true;
+                let path = PathBuf::from(unescape(name));
                 out.push(if path.is_absolute() {
                     path
                 } else {
@@ -407,8 +540,9 @@ pub fn deps_from_preprocessed(text: &[u8], root: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// `# 12 "file" 2` (or `#line 12 "file"`) → `file`, still escaped.
-fn marker_file(line: &[u8]) -> Option<&[u8]> {
+/// `# 12 "file" 1 3` (or `#line 12 "file"`) → (`file`, still escaped; the
+/// flags after it).
+fn marker(line: &[u8]) -> Option<(&[u8], &[u8])> {
     let rest = line.strip_prefix(b"#")?;
     let rest = rest.strip_prefix(b"line").unwrap_or(rest);
     let rest = rest.strip_prefix(b" ")?;
@@ -421,14 +555,16 @@ fn marker_file(line: &[u8]) -> Option<&[u8]> {
     while i < rest.len() {
         match rest[i] {
             b'\\' => i += 2,
-            b'"' => return Some(&rest[..i]),
+            b'"' => {
+                let flags = rest.get(i + 1..).unwrap_or(b"");
+                return Some((&rest[..i], flags.trim_ascii()));
+            }
             _ => i += 1,
         }
     }
     None
 }
 
-/// Undoes the preprocessor's `\\` and `\"` escapes.
 fn unescape(name: &[u8]) -> String {
     let mut out = Vec::with_capacity(name.len());
     let mut i = 0;
@@ -501,10 +637,10 @@ mod tests {
             # 1 \"kernels/common.cuh\" 1\n#pragma once\n# 3 \"kernels/k.cu\" 2\n\
             # 7 \"/opt/a \\\"q\\\" \\\\b.h\" 1\n#line 4 \"inc/x.cuh\"\n";
         let deps = deps_from_preprocessed(text, Path::new("/crate"));
+        // `#line 4 "inc/x.cuh"` names a file the preprocessor never read.
         assert_eq!(
             deps,
             vec![
-                PathBuf::from("/crate/inc/x.cuh"),
                 PathBuf::from("/crate/kernels/common.cuh"),
                 PathBuf::from("/crate/kernels/k.cu"),
                 PathBuf::from("/opt/a \"q\" \\b.h"),

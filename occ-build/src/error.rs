@@ -20,6 +20,23 @@ pub enum Error {
         /// The operating system's reason.
         reason: String,
     },
+    /// `OCC_NVCC_LAUNCHER` names a program that could not be started.
+    LauncherNotRunnable {
+        /// The launcher.
+        launcher: PathBuf,
+        /// The operating system's reason.
+        reason: String,
+    },
+    /// The program given as nvcc (`NVCC`, `.nvcc()`, ...) is not an nvcc:
+    /// `--dryrun` printed none of nvcc's settings.
+    NotAnNvcc {
+        /// The program.
+        nvcc: PathBuf,
+        /// Where it came from (`NVCC`, `CUDA_HOME`, ...).
+        origin: String,
+        /// What it printed.
+        detail: String,
+    },
     /// nvcc ran and reported errors in a source file.
     Compile {
         /// The `.cu` file, relative to the crate.
@@ -197,6 +214,22 @@ impl fmt::Display for Error {
                 f,
                 "cannot run nvcc at {}: {reason}; check that it is an executable nvcc for this machine, \
                  or point NVCC at another one",
+                nvcc.display()
+            ),
+            Error::LauncherNotRunnable { launcher, reason } => write!(
+                f,
+                "cannot run the nvcc launcher {} (OCC_NVCC_LAUNCHER): {reason}; install it, \
+                 give its full path, or unset OCC_NVCC_LAUNCHER",
+                launcher.display()
+            ),
+            Error::NotAnNvcc {
+                nvcc,
+                origin,
+                detail,
+            } => write!(
+                f,
+                "{} (from {origin}) is not an nvcc: `--dryrun` printed none of nvcc's settings ({detail}); \
+                 point {origin} at the nvcc of a CUDA toolkit",
                 nvcc.display()
             ),
             Error::Compile {

@@ -37,6 +37,10 @@ pub(crate) struct Inputs {
     pub no_nvcc: Option<&'static str>,
     /// `NVCC_CCBIN`: the host compiler for nvcc.
     pub ccbin: Option<String>,
+    /// The variables nvcc reads by itself (`NVCC_APPEND_FLAGS`,
+    /// `NVCC_PREPEND_FLAGS`, `NVCC_CCBIN`): watched, part of every job's
+    /// key, and passed to nvcc exactly as read.
+    pub nvcc_vars: crate::cache::NvccVars,
     /// How many nvcc jobs may run at once (besides the jobserver).
     pub parallel: usize,
 }
@@ -57,6 +61,10 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
     let sources = sources(build, &root, directives)?;
     // Read these now so that they are watched even when nvcc is missing.
     let ccbin = env.var("NVCC_CCBIN");
+    let nvcc_vars = ["NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "NVCC_CCBIN"]
+        .into_iter()
+        .map(|name| (name, env.var(name)))
+        .collect();
     let lock_path = root.join(
         build
             .lock_file
@@ -96,6 +104,7 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
         ci,
         no_nvcc,
         ccbin,
+        nvcc_vars,
         parallel,
     })
 }

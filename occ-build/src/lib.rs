@@ -98,6 +98,7 @@
 
 mod assemble;
 mod builder;
+mod cache;
 pub mod cargo;
 pub mod compile;
 pub mod emit;

@@ -6,7 +6,8 @@
 //!    the environment.
 //! 2. `toolchain::select`: a live nvcc, or the committed lock (and why).
 //! 3. `plan::jobs`: one nvcc job per (source, arch), with its arguments.
-//! 4. `compile::run`: run the jobs (or reuse cached results).
+//! 4. `compile::toolkit`, `compile::run`: identify the toolkit (every
+//!    program nvcc runs), then run the jobs or reuse their cached results.
 //! 5. `assemble::manifest`: parse each job's output into the manifest.
 //! 6. `gate::spills`: spilling kernels warn, or fail a build that denies them.
 //! 7. `emit::write_all`: `manifest.json` and `kernels.rs` into `$OUT_DIR/occ`.
@@ -55,22 +56,34 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     let previous = emit::read_manifest(&inputs.out_dir.join(crate::manifest::FILE_NAME)).ok();
     let mut caps = plan::register_caps(build, &inputs, previous.as_ref());
     let mut jobs = plan::jobs(build, &inputs, &caps.by_file);
-    let mut outputs = compile::run(&nvcc, &inputs, &jobs)?;
+    let toolkit = compile::toolkit(&nvcc, &inputs, &jobs)?;
+    let mut outputs = compile::run(&nvcc, &toolkit, &inputs, &jobs)?;
     if caps.needs_second_look(previous.is_some()) {
         let found = assemble::manifest(&inputs, "", &outputs)?;
         let placed = plan::place_caps(build, &inputs, &found)?;
         if placed.by_file != caps.by_file {
             caps = placed;
             jobs = plan::jobs(build, &inputs, &caps.by_file);
-            outputs = compile::run(&nvcc, &inputs, &jobs)?;
+            outputs = compile::run(&nvcc, &toolkit, &inputs, &jobs)?;
         }
     }
     for output in &outputs {
         for dep in &output.deps {
             directives.watch(dep);
         }
+        // A header created in a folder the includes search reruns the
+        // build script (cargo scans a watched folder's files); a folder that
+        // holds OUT_DIR would rerun it on every build.
+        for dir in &output.search {
+            if dir.is_dir() && !inputs.out_dir.starts_with(dir) {
+                directives.watch(dir);
+            }
+        }
+        if let Some(note) = &output.unstable {
+            directives.warn(note.clone());
+        }
     }
-    let version = toolchain::version(&nvcc, &inputs.out_dir)?;
+    let version = toolchain::version(&nvcc, &toolkit, &inputs.out_dir)?;
     let manifest = assemble::manifest(&inputs, &version, &outputs)?;
     gate::spills(build, &manifest, directives)?;
     emit::write_all(&manifest, &inputs.out_dir)?;

@@ -3,6 +3,7 @@
 //! and why; nothing downstream learns it from an error.
 
 use crate::builder::Build;
+use crate::cache::Toolkit;
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::inputs::Inputs;
@@ -53,9 +54,9 @@ pub(crate) fn select(build: &Build, env: &Env, inputs: &Inputs) -> Result<Toolch
 }
 
 /// `nvcc --version` (its `V13.5.37` part), cached in `$OUT_DIR/occ/cache`
-/// under the nvcc's fingerprint so an unchanged rebuild starts no process.
-pub(crate) fn version(nvcc: &Nvcc, out: &Path) -> Result<String> {
-    let id = crate::compile::file_id(&nvcc.path);
+/// under the toolkit's identity so an unchanged rebuild starts no process.
+pub(crate) fn version(nvcc: &Nvcc, toolkit: &Toolkit, out: &Path) -> Result<String> {
+    let id = toolkit.id.clone();
     let cache = out.join("cache").join("nvcc-version");
     if let Ok(text) = std::fs::read_to_string(&cache) {
         if let Some((stored_id, version)) = text.split_once('\n') {

@@ -31,7 +31,6 @@ fn path_str(p: &Path) -> &str {
 }
 
 #[test]
-#[ignore = "issue 12 item 1: source saved during its nvcc job is cached under the new bytes; fails on 63ddf56"]
 fn item01_source_saved_while_nvcc_runs_is_not_cached_under_the_new_bytes() {
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
@@ -87,13 +86,11 @@ fn nvcc_variable_is_honoured(name: &str, var: &str, value: &str) {
 }
 
 #[test]
-#[ignore = "issue 12 item 2: NVCC_APPEND_FLAGS neither watched nor keyed; fails on 63ddf56"]
 fn item02_nvcc_append_flags_change_rebuilds() {
     nvcc_variable_is_honoured("trust-append", "NVCC_APPEND_FLAGS", "-DHEAVY_KERNEL");
 }
 
 #[test]
-#[ignore = "issue 12 item 2: NVCC_PREPEND_FLAGS neither watched nor keyed; fails on 63ddf56"]
 fn item02_nvcc_prepend_flags_change_rebuilds() {
     nvcc_variable_is_honoured("trust-prepend", "NVCC_PREPEND_FLAGS", "-DHEAVY_KERNEL");
 }
@@ -129,7 +126,6 @@ fn shadow_scratch(includes: &[&str]) -> (Scratch, Build) {
 }
 
 #[test]
-#[ignore = "issue 12 item 3: a header shadowing another next to the .cu is not seen; fails on 63ddf56"]
 fn item03_header_shadowing_next_to_the_source_is_seen() {
     let (s, b) = shadow_scratch(&["inc"]);
     let env = build_env(&[]);
@@ -151,7 +147,6 @@ fn item03_header_shadowing_next_to_the_source_is_seen() {
 }
 
 #[test]
-#[ignore = "issue 12 item 3: a header shadowing another in an earlier -I folder is not seen; fails on 63ddf56"]
 fn item03_header_shadowing_in_an_earlier_include_folder_is_seen() {
     let (s, b) = shadow_scratch(&["inc1", "inc2"]);
     let env = build_env(&[]);
@@ -170,7 +165,6 @@ fn item03_header_shadowing_in_an_earlier_include_folder_is_seen() {
 }
 
 #[test]
-#[ignore = "issue 12 item 3: cargo does not rerun the build script for a header added to an earlier -I folder; fails on 63ddf56"]
 fn item03_cargo_reruns_for_a_header_added_to_an_earlier_include_folder() {
     let s = scale_crate(
         "trust-shadow-inc",
@@ -211,10 +205,17 @@ fn temp_files(dir: &Path) -> Vec<String> {
 }
 
 /// Builds `kernels/k.cu` light, then heavy with the build script's file
-/// size limit lowered after nvcc ran (as a full disk would: the 150 KB
-/// cubin is written, the 260 KB PTX is not), then light again; returns the
-/// crate, its build script and the warm `OUT_DIR`.
-fn build_killed_while_replacing_outputs(name: &str) -> (Scratch, BuildScript, PathBuf) {
+/// size limit lowered to `limit` bytes after nvcc ran (as a disk that fills
+/// up then would: what nvcc wrote is in place, every later write of more
+/// than `limit` bytes fails), then light again; returns the crate, its build
+/// script and the warm `OUT_DIR`. With `must_fail`, the heavy build must
+/// fail (occ renames nvcc's outputs into place, so a large limit may leave
+/// it nothing too large to write).
+fn build_killed_while_replacing_outputs(
+    name: &str,
+    limit: u32,
+    must_fail: bool,
+) -> (Scratch, BuildScript, PathBuf) {
     let s = scale_crate(name, ".file(\"kernels/k.cu\").arch(\"sm_80\")");
     s.write("kernels/k.cu", LIGHT);
     let bs = BuildScript::compile(&s, name);
@@ -224,22 +225,24 @@ fn build_killed_while_replacing_outputs(name: &str) -> (Scratch, BuildScript, Pa
     s.write("kernels/k.cu", HEAVY);
     let full_disk = script(
         &s.path().join("disk-fills-after-nvcc.sh"),
-        "\"$@\"\nrc=$?\nprlimit --pid $PPID --fsize=200000\nexit $rc",
+        &format!("\"$@\"\nrc=$?\nprlimit --pid $PPID --fsize={limit}\nexit $rc"),
     );
     let out = bs.run(&warm, &[("OCC_NVCC_LAUNCHER", Some(path_str(&full_disk)))]);
-    assert!(
-        !script_ok(&out),
-        "the build with a full disk should have failed: {}",
-        text(&out)
-    );
+    if must_fail {
+        assert!(
+            !script_ok(&out),
+            "the build with a full disk should have failed: {}",
+            text(&out)
+        );
+    }
     s.write("kernels/k.cu", LIGHT);
     (s, bs, warm)
 }
 
-#[test]
-#[ignore = "issue 12 item 4: a build killed while replacing outputs leaves a valid key over mixed files; fails on 63ddf56"]
-fn item04_build_killed_while_replacing_outputs_leaves_no_mixed_job() {
-    let (s, bs, warm) = build_killed_while_replacing_outputs("trust-killed-mixed");
+/// After [`build_killed_while_replacing_outputs`], the next warm build
+/// equals a cold one.
+fn warm_equals_cold_after_a_full_disk(name: &str, limit: u32, must_fail: bool) {
+    let (s, bs, warm) = build_killed_while_replacing_outputs(name, limit, must_fail);
     let out = bs.run(&warm, &[]);
     assert!(script_ok(&out), "warm build: {}", text(&out));
     let cold = s.path().join("cold");
@@ -253,9 +256,21 @@ fn item04_build_killed_while_replacing_outputs_leaves_no_mixed_job() {
 }
 
 #[test]
-#[ignore = "issue 12 item 4: a failed write leaves its truncated temp file behind; fails on 63ddf56"]
+fn item04_build_killed_while_replacing_outputs_leaves_no_mixed_job() {
+    // 63ddf56 wrote the ~150 KB cubin and failed on the ~260 KB PTX.
+    warm_equals_cold_after_a_full_disk("trust-killed-mixed", 200_000, false);
+}
+
+#[test]
+fn item04_disk_full_before_the_record_reruns_the_job() {
+    // Every write of more than 4 KB fails: the job's record and the
+    // manifest are not written, though nvcc's outputs are in place.
+    warm_equals_cold_after_a_full_disk("trust-killed-record", 4096, true);
+}
+
+#[test]
 fn item04_failed_write_leaves_no_truncated_temp_file() {
-    let (_s, bs, warm) = build_killed_while_replacing_outputs("trust-killed-temp");
+    let (_s, bs, warm) = build_killed_while_replacing_outputs("trust-killed-temp", 4096, true);
     let out = bs.run(&warm, &[]);
     assert!(script_ok(&out), "next build: {}", text(&out));
     let left = temp_files(&warm);
@@ -294,19 +309,16 @@ fn toolkit_change_is_seen(tool: &str, extra: &str) {
 }
 
 #[test]
-#[ignore = "issue 12 item 5: a changed ptxas still serves old numbers; fails on 63ddf56"]
 fn item05_changed_ptxas_is_seen() {
     toolkit_change_is_seen("bin/ptxas", "-O0");
 }
 
 #[test]
-#[ignore = "issue 12 item 5: a changed cicc still serves old numbers; fails on 63ddf56"]
 fn item05_changed_cicc_is_seen() {
     toolkit_change_is_seen("nvvm/bin/cicc", "-O0");
 }
 
 #[test]
-#[ignore = "issue 12 item 5: a changed nvcc.profile still serves old numbers; fails on 63ddf56"]
 fn item05_changed_nvcc_profile_is_seen() {
     let s = Scratch::new();
     s.write("kernels/k.cu", HEAVY);
@@ -336,7 +348,6 @@ fn item05_changed_nvcc_profile_is_seen() {
 }
 
 #[test]
-#[ignore = "issue 12 item 5: an NVCC wrapper script whose real nvcc changes is missed; fails on 63ddf56"]
 fn item05_nvcc_wrapper_whose_real_nvcc_changes_is_seen() {
     let s = Scratch::new();
     s.write("kernels/k.cu", HEAVY);
@@ -369,7 +380,6 @@ fn item05_nvcc_wrapper_whose_real_nvcc_changes_is_seen() {
 const GENERATED: &str = "#line 1 \"gen/kernels.cu.in\"\nextern \"C\" __global__ void scale(float* p, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] *= 2.0f;\n}\n";
 
 #[test]
-#[ignore = "issue 12 item 6: a #line naming a missing file defeats the cache (nvcc reruns); fails on 63ddf56"]
 fn item06_line_directive_naming_a_missing_file_keeps_the_cache() {
     let s = Scratch::new();
     s.write("kernels/k.cu", GENERATED);
@@ -388,7 +398,6 @@ fn item06_line_directive_naming_a_missing_file_keeps_the_cache() {
 }
 
 #[test]
-#[ignore = "issue 12 item 6: a #line naming a missing file makes cargo rerun the build script every time; fails on 63ddf56"]
 fn item06_line_directive_naming_a_missing_file_keeps_cargo_fresh() {
     let s = scale_crate("trust-line", ".file(\"kernels/k.cu\").arch(\"sm_80\")");
     s.write("kernels/k.cu", GENERATED);
@@ -404,7 +413,6 @@ fn item06_line_directive_naming_a_missing_file_keeps_cargo_fresh() {
 }
 
 #[test]
-#[ignore = "issue 12 item 20: killed builds leave OUT_DIR/occ/tmp folders forever; fails on 63ddf56"]
 fn item20_killed_build_leaves_no_scratch_folders_after_the_next_build() {
     let name = "trust-killed-tmp";
     let s = scale_crate(name, ".file(\"kernels/k.cu\").arch(\"sm_80\")");

@@ -1,0 +1,637 @@
+//! The job cache: when a job's earlier result may be reused, and how a new
+//! result is committed.
+//!
+//! A job (one `.cu` file for one arch) is reused only when its **record**
+//! says that nothing that can change nvcc's output has changed:
+//!
+//! - the **key**: the cache format, the toolkit's identity ([`Toolkit`]:
+//!   every program nvcc runs, found by `nvcc --dryrun`, with their
+//!   profile, the host compiler and the launcher), nvcc's arguments, and the
+//!   variables nvcc reads itself (`NVCC_APPEND_FLAGS`, `NVCC_PREPEND_FLAGS`,
+//!   `NVCC_CCBIN`);
+//! - the **inputs**: the bytes of the source and of every file the
+//!   preprocessor entered (from the kept `.cpp1.ii`'s line markers), each
+//!   checked by its stat (size, mtime, ctime, inode) and re-hashed only when
+//!   the stat differs, as git's index does;
+//! - the **include search**: every path where a header of the same name
+//!   would have been found first (the source's folder, each `-I` folder and
+//!   the toolkit's include folders, in order) must still not exist, so a new
+//!   header that shadows another is seen;
+//! - the **outputs**: the cubin and PTX in `$OUT_DIR/occ` must be the very
+//!   files the record was written with (size and mtime).
+//!
+//! Inputs are snapshotted around the run: the source's bytes before nvcc
+//! starts, every input's stat and bytes after it ends. A file whose bytes
+//! changed, or whose mtime is not older than the job's start, was being
+//! written while nvcc read it: the result is used for this build, but no
+//! record is written, so the next build compiles again.
+//!
+//! A result is committed in order: the outputs are renamed into place, then
+//! the record — one file, written to a temporary name and renamed — last. A
+//! build killed (or out of disk) before the record leaves the old record,
+//! whose outputs no longer match, or none: either way the job runs again.
+//!
+//! What the cache assumes: files are changed through the file system (a
+//! change keeps size, mtime, ctime and inode only if nothing was written);
+//! a launcher (`OCC_NVCC_LAUNCHER`, e.g. sccache) is transparent, giving the
+//! output nvcc would; a wrapper script given as `NVCC` picks its real nvcc
+//! the same way on each run (it is seen through `--dryrun`); the host
+//! compiler's own headers (`/usr/include`) are not shadowed by files created
+//! later in system folders.
+
+use crate::error::{Error, Result};
+use crate::toolkit::Nvcc;
+use serde::{Deserialize, Serialize};
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// The version of the record format; a new one invalidates every record.
+const FORMAT: u32 = 2;
+
+/// A 128-bit content hash, as hex (two SipHash passes with different keys).
+///
+/// SipHash is what std ships; a collision needs 2^64 tries for either half.
+/// A dependency-free hash keeps the build script small, and inputs are
+/// re-hashed only when their stat changed.
+pub(crate) fn hash_bytes(parts: &[&[u8]]) -> String {
+    let mut a = DefaultHasher::new();
+    let mut b = DefaultHasher::new();
+    0xa5u8.hash(&mut b);
+    for part in parts {
+        part.len().hash(&mut a);
+        part.hash(&mut a);
+        part.len().hash(&mut b);
+        part.hash(&mut b);
+    }
+    format!("{:016x}{:016x}", a.finish(), b.finish())
+}
+
+/// What identifies a file's contents without reading them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub(crate) struct Stat {
+    len: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+    ino: u64,
+}
+
+impl Stat {
+    /// The stat of `path` (following links); `None` when it cannot be read.
+    pub fn of(path: &Path) -> Option<Stat> {
+        let meta = std::fs::metadata(path).ok()?;
+        if !meta.is_file() {
+            return None;
+        }
+        Some(Stat::from_meta(&meta))
+    }
+
+    fn from_meta(meta: &std::fs::Metadata) -> Stat {
+        let mtime_ns = meta.modified().ok().map_or(0, nanos);
+        #[cfg(unix)]
+        let (ctime_ns, ino) = {
+            use std::os::unix::fs::MetadataExt;
+            (
+                i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
+                meta.ino(),
+            )
+        };
+        #[cfg(not(unix))]
+        let (ctime_ns, ino) = (0, 0);
+        Stat {
+            len: meta.len(),
+            mtime_ns,
+            ctime_ns,
+            ino,
+        }
+    }
+
+    /// Whether a file with this stat may have been written at or after `t`.
+    pub fn not_older_than(&self, t: SystemTime) -> bool {
+        let t = nanos(t);
+        self.mtime_ns >= t || self.ctime_ns >= t
+    }
+}
+
+fn nanos(t: SystemTime) -> i128 {
+    match t.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(d) => d.as_nanos() as i128,
+        Err(e) => -(e.duration().as_nanos() as i128),
+    }
+}
+
+/// One input file of a job: where, its stat, and its bytes' hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Input {
+    /// Absolute path.
+    pub path: PathBuf,
+    /// Its stat when the record was written.
+    pub stat: Stat,
+    /// Its bytes' hash.
+    pub hash: String,
+}
+
+impl Input {
+    /// Reads `path` now; `None` when it is gone.
+    pub fn read(path: &Path) -> Option<Input> {
+        let before = Stat::of(path)?;
+        let bytes = std::fs::read(path).ok()?;
+        let after = Stat::of(path)?;
+        // Written while we read it: no stat can vouch for these bytes.
+        let stat = if before == after {
+            after
+        } else {
+            Stat {
+                len: u64::MAX,
+                ..after
+            }
+        };
+        Some(Input {
+            path: path.to_path_buf(),
+            stat,
+            hash: hash_bytes(&[&bytes]),
+        })
+    }
+
+    /// Whether the file still holds the recorded bytes: its stat is the
+    /// recorded one (and the record was not written in the same instant the
+    /// file was), or its bytes hash the same.
+    fn unchanged(&self, recorded_at: i128) -> bool {
+        match Stat::of(&self.path) {
+            None => false,
+            Some(now) if now == self.stat && self.stat.mtime_ns < recorded_at => true,
+            Some(_) => Input::read(&self.path).is_some_and(|now| now.hash == self.hash),
+        }
+    }
+}
+
+/// An output file of a job in `$OUT_DIR/occ`, as committed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Output {
+    /// The file name inside `$OUT_DIR/occ`.
+    pub file: String,
+    /// Its stat right after it was put in place.
+    pub stat: Stat,
+}
+
+/// Everything the cache knows of one job's last complete result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Record {
+    /// [`FORMAT`].
+    pub format: u32,
+    /// The job's key (toolkit, arguments, nvcc's variables).
+    pub key: String,
+    /// When the record was written (ns since the epoch).
+    pub recorded_at: i128,
+    /// The source and every file the preprocessor entered.
+    pub inputs: Vec<Input>,
+    /// Paths that must stay absent (headers that would shadow an input).
+    pub absent: Vec<PathBuf>,
+    /// The cubin and the PTX.
+    pub outputs: Vec<Output>,
+    /// nvcc's output (the ptxas `-v` log).
+    pub log: String,
+}
+
+impl Record {
+    /// Whether this record still describes the job with key `key` in `out`.
+    pub fn valid(&self, key: &str, out: &Path) -> bool {
+        self.format == FORMAT
+            && self.key == key
+            && self
+                .outputs
+                .iter()
+                .all(|o| Stat::of(&out.join(&o.file)) == Some(o.stat))
+            && self
+                .absent
+                .iter()
+                .all(|p| std::fs::symlink_metadata(p).is_err())
+            && self.inputs.iter().all(|i| i.unchanged(self.recorded_at))
+    }
+
+    /// Reads a record; `None` when missing, unreadable or of another format.
+    pub fn read(path: &Path) -> Option<Record> {
+        let text = std::fs::read(path).ok()?;
+        let record: Record = serde_json::from_slice(&text).ok()?;
+        (record.format == FORMAT).then_some(record)
+    }
+
+    /// A new record, stamped now.
+    pub fn new(
+        key: String,
+        inputs: Vec<Input>,
+        absent: Vec<PathBuf>,
+        outputs: Vec<Output>,
+        log: String,
+    ) -> Record {
+        Record {
+            format: FORMAT,
+            key,
+            recorded_at: nanos(SystemTime::now()),
+            inputs,
+            absent,
+            outputs,
+            log,
+        }
+    }
+}
+
+/// The identity of the toolchain every job of a build runs: nvcc as it
+/// really is (seen through `--dryrun`, so a wrapper script's real nvcc
+/// counts), every program it starts (cicc, ptxas, the host compiler, ...),
+/// its profile and libdevice, and the launcher.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Toolkit {
+    /// What the identity was computed from: nvcc's and the launcher's stat,
+    /// the arguments and nvcc's variables. Unchanged, with unchanged tools,
+    /// the dry run is not repeated.
+    probe: String,
+    /// Every file the identity covers: the path nvcc finds it by, the file
+    /// that path leads to through links, and that file's stat.
+    pub tools: Vec<Tool>,
+    /// The dry run's text (the commands nvcc would run).
+    dryrun: String,
+    /// The toolkit's root (`TOP` of the profile): its headers are the
+    /// toolkit's, covered by its identity, never the user's.
+    pub top: Option<PathBuf>,
+    /// The hash of all of the above.
+    pub id: String,
+}
+
+/// One program or data file of the toolkit.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub(crate) struct Tool {
+    /// The path as nvcc (or its profile) names it.
+    pub path: PathBuf,
+    /// Where that path leads through links: a link pointed elsewhere is a
+    /// changed tool, even when the new target's stat is old.
+    pub target: PathBuf,
+    /// The target's stat.
+    pub stat: Stat,
+}
+
+impl Tool {
+    fn find(path: PathBuf) -> Option<Tool> {
+        let target = std::fs::canonicalize(&path).ok()?;
+        let stat = Stat::of(&target)?;
+        Some(Tool { path, target, stat })
+    }
+
+    fn unchanged(&self) -> bool {
+        Tool::find(self.path.clone()).as_ref() == Some(self)
+    }
+}
+
+/// The variables nvcc reads by itself, with their values in this build.
+pub(crate) type NvccVars = Vec<(&'static str, Option<String>)>;
+
+impl Toolkit {
+    /// The identity, from `cache` when nothing it covers changed, else from
+    /// a new `nvcc --dryrun` with `args` (a job's full arguments).
+    pub fn identify(
+        nvcc: &Nvcc,
+        vars: &NvccVars,
+        args: &[String],
+        root: &Path,
+        cache: &Path,
+    ) -> Result<Toolkit> {
+        let probe = hash_bytes(&[
+            format!("{FORMAT}").as_bytes(),
+            format!("{:?}", Stat::of(&nvcc.path)).as_bytes(),
+            nvcc.path.to_string_lossy().as_bytes(),
+            format!("{:?}", nvcc.launcher).as_bytes(),
+            format!(
+                "{:?}",
+                nvcc.launcher
+                    .as_deref()
+                    .and_then(which)
+                    .and_then(|p| Stat::of(&p))
+            )
+            .as_bytes(),
+            format!("{args:?}").as_bytes(),
+            format!("{vars:?}").as_bytes(),
+        ]);
+        if let Some(known) = std::fs::read(cache)
+            .ok()
+            .and_then(|t| serde_json::from_slice::<Toolkit>(&t).ok())
+        {
+            if known.probe == probe && known.tools.iter().all(Tool::unchanged) {
+                return Ok(known);
+            }
+        }
+        let toolkit = Toolkit::from_dryrun(nvcc, vars, args, root, probe)?;
+        if let Ok(text) = serde_json::to_vec(&toolkit) {
+            // A cache of the identity only: failing to write it costs a dry run.
+            let _ = crate::compile::write_atomic(cache, &text);
+        }
+        Ok(toolkit)
+    }
+
+    fn from_dryrun(
+        nvcc: &Nvcc,
+        vars: &NvccVars,
+        args: &[String],
+        root: &Path,
+        probe: String,
+    ) -> Result<Toolkit> {
+        let mut cmd = std::process::Command::new(&nvcc.path);
+        nvcc_vars(&mut cmd, vars);
+        let output = cmd
+            .arg("--dryrun")
+            .args(args)
+            .current_dir(root)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| Error::NvccNotRunnable {
+                nvcc: nvcc.path.clone(),
+                reason: e.to_string(),
+            })?;
+        let text = String::from_utf8_lossy(&output.stderr).into_owned();
+        let settings = dryrun_settings(&text);
+        let Some(here) = settings.iter().find(|(k, _)| k == "_HERE_").map(|(_, v)| v) else {
+            return Err(Error::NotAnNvcc {
+                nvcc: nvcc.path.clone(),
+                origin: nvcc.origin.clone(),
+                detail: first_line(&text, &String::from_utf8_lossy(&output.stdout)),
+            });
+        };
+        let here = PathBuf::from(here);
+        let path_var = settings
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        let mut files: Vec<PathBuf> = vec![
+            here.join(exe("nvcc")),
+            here.join("nvcc.profile"),
+            nvcc.path.clone(),
+        ];
+        if let Some(launcher) = nvcc.launcher.as_deref().and_then(which) {
+            files.push(launcher);
+        }
+        if let Some((_, dir)) = settings.iter().find(|(k, _)| k == "NVVMIR_LIBRARY_DIR") {
+            if let Ok(entries) = std::fs::read_dir(dir) {
+                files.extend(entries.filter_map(|e| e.ok().map(|e| e.path())));
+            }
+        }
+        for program in dryrun_programs(&text) {
+            let program = expand(&program, &settings);
+            let found = if program.contains('/') {
+                Some(PathBuf::from(&program))
+            } else {
+                std::env::split_paths(&path_var)
+                    .map(|d| d.join(&program))
+                    .find(|p| p.is_file())
+            };
+            files.extend(found);
+        }
+        let mut tools: Vec<Tool> = files.into_iter().filter_map(Tool::find).collect();
+        tools.sort();
+        tools.dedup();
+        let top = settings
+            .iter()
+            .find(|(k, _)| k == "TOP")
+            .map(|(_, v)| std::fs::canonicalize(v).unwrap_or_else(|_| PathBuf::from(v)));
+        let id = hash_bytes(&[
+            probe.as_bytes(),
+            format!("{tools:?}").as_bytes(),
+            text.as_bytes(),
+        ]);
+        Ok(Toolkit {
+            probe,
+            tools,
+            dryrun: text,
+            top,
+            id,
+        })
+    }
+}
+
+/// Sets (or clears) the variables nvcc reads on a command, so that nvcc
+/// sees exactly what the build read through [`crate::env::Env`].
+pub(crate) fn nvcc_vars(cmd: &mut std::process::Command, vars: &NvccVars) {
+    for (name, value) in vars {
+        match value {
+            Some(v) => cmd.env(name, v),
+            None => cmd.env_remove(name),
+        };
+    }
+}
+
+fn exe(name: &str) -> String {
+    if cfg!(windows) {
+        format!("{name}.exe")
+    } else {
+        name.to_string()
+    }
+}
+
+/// A program name or path as the OS would run it (`sccache` via `PATH`).
+fn which(program: &Path) -> Option<PathBuf> {
+    if program.components().count() > 1 {
+        return Some(program.to_path_buf());
+    }
+    #[allow(clippy::disallowed_methods)] // PATH as the OS sees it, for the launcher
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+fn first_line(stderr: &str, stdout: &str) -> String {
+    stderr
+        .lines()
+        .chain(stdout.lines())
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("it printed nothing for --dryrun")
+        .trim()
+        .to_string()
+}
+
+/// The `#$ NAME=value` lines of a dry run.
+fn dryrun_settings(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("#$ "))
+        .filter_map(|l| {
+            let (name, value) = l.split_once('=')?;
+            let plain =
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            plain.then(|| (name.to_string(), value.trim().to_string()))
+        })
+        .collect()
+}
+
+/// The program of each command line of a dry run (`gcc`, `"$CICC_PATH/cicc"`, `ptxas`).
+fn dryrun_programs(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("#$ "))
+        .filter(|l| {
+            let first = l.split_whitespace().next().unwrap_or("");
+            !first.contains('=') || first.starts_with('"')
+        })
+        .filter_map(|l| {
+            let l = l.trim_start();
+            if let Some(rest) = l.strip_prefix('"') {
+                rest.split('"').next().map(str::to_string)
+            } else {
+                l.split_whitespace().next().map(str::to_string)
+            }
+        })
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+/// `$NAME` and `$(NAME)` replaced by the dry run's settings.
+fn expand(word: &str, settings: &[(String, String)]) -> String {
+    let mut out = word.to_string();
+    for (name, value) in settings {
+        out = out
+            .replace(&format!("$({name})"), value)
+            .replace(&format!("${name}"), value);
+    }
+    out
+}
+
+/// The folders a job's `#include`s search that belong to the user, in
+/// order: the source's folder, then each `-I` of the arguments. (The
+/// toolkit's own folders are covered by the toolkit's identity.)
+pub(crate) fn search_dirs(root: &Path, source: &Path, args: &[String]) -> Vec<PathBuf> {
+    let abs = |d: &str| {
+        let d = Path::new(d);
+        if d.is_absolute() {
+            d.to_path_buf()
+        } else {
+            root.join(d)
+        }
+    };
+    let mut dirs = Vec::new();
+    if let Some(dir) = source.parent() {
+        dirs.push(dir.to_path_buf());
+    }
+    let mut iter = args.iter();
+    while let Some(a) = iter.next() {
+        if a == "-I" || a == "-isystem" || a == "--include-path" {
+            if let Some(d) = iter.next() {
+                dirs.push(abs(d));
+            }
+        } else if let Some(d) = a
+            .strip_prefix("--include-path=")
+            .or_else(|| a.strip_prefix("-isystem"))
+            .or_else(|| a.strip_prefix("-I"))
+            .filter(|d| !d.is_empty())
+        {
+            dirs.push(abs(d));
+        }
+    }
+    dirs
+}
+
+/// The paths that must stay absent for the user's inputs (those in the
+/// crate or a search folder) to be what `#include` finds: for each such
+/// input below a search folder (as `folder/rel`), `rel` in every folder an
+/// include could look in first (the folders of the user's inputs, for
+/// quoted includes, and the search folders before that one).
+/// Deliberately wide: a spurious entry costs a rerun only if someone
+/// creates exactly that file.
+pub(crate) fn shadow_probes(
+    root: &Path,
+    inputs: &[PathBuf],
+    search: &[PathBuf],
+    toolkit: Option<&Path>,
+) -> Vec<PathBuf> {
+    let user: Vec<&PathBuf> = inputs
+        .iter()
+        .filter(|p| p.starts_with(root) || search.iter().any(|d| p.starts_with(d)))
+        .filter(|p| toolkit.is_none_or(|t| !p.starts_with(t)))
+        .collect();
+    let mut includer_dirs: Vec<PathBuf> = user
+        .iter()
+        .filter_map(|p| p.parent().map(Path::to_path_buf))
+        .collect();
+    includer_dirs.sort();
+    includer_dirs.dedup();
+    let mut probes = Vec::new();
+    for input in &user {
+        for (k, dir) in search.iter().enumerate() {
+            let Ok(rel) = input.strip_prefix(dir) else {
+                continue;
+            };
+            for other in includer_dirs.iter().chain(search[..k].iter()) {
+                let candidate = other.join(rel);
+                if candidate != **input && std::fs::symlink_metadata(&candidate).is_err() {
+                    probes.push(candidate);
+                }
+            }
+        }
+    }
+    probes.sort();
+    probes.dedup();
+    probes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DRYRUN: &str = "#$ _NVVM_BRANCH_=nvvm\n#$ _SPACE_= \n#$ _HERE_=/cuda/bin\n\
+#$ TOP=/cuda/bin/..\n#$ CICC_PATH=/cuda/bin/../nvvm/bin\n\
+#$ NVVMIR_LIBRARY_DIR=/cuda/bin/../nvvm/libdevice\n#$ PATH=/cuda/bin/../nvvm/bin:/cuda/bin:/usr/bin\n\
+#$ INCLUDES=\"-I/cuda/bin/../include\"  \n#$ SYSTEM_INCLUDES=\"-isystem\" \"/cuda/bin/../include/cccl\"  \n\
+#$ gcc -D__CUDA_ARCH__=800 -E -x c++ \"k.cu\" -o \"/t/k.cpp1.ii\" \n\
+#$ \"$CICC_PATH/cicc\" --c++17 \"/t/k.cpp1.ii\" -o \"/t/k.ptx\"\n\
+#$ ptxas -arch=sm_80 -m64 -v  \"/t/k.ptx\"  -o \"/t/o.cubin\" \n";
+
+    #[test]
+    fn a_dry_run_names_its_programs_and_settings() {
+        let settings = dryrun_settings(DRYRUN);
+        assert!(settings.contains(&("_HERE_".into(), "/cuda/bin".into())));
+        let programs: Vec<String> = dryrun_programs(DRYRUN)
+            .iter()
+            .map(|p| expand(p, &settings))
+            .collect();
+        assert_eq!(programs, ["gcc", "/cuda/bin/../nvvm/bin/cicc", "ptxas"]);
+    }
+
+    #[test]
+    fn hashes_differ_by_content_and_by_split() {
+        assert_ne!(hash_bytes(&[b"ab"]), hash_bytes(&[b"a", b"b"]));
+        assert_ne!(hash_bytes(&[b"a"]), hash_bytes(&[b"b"]));
+        assert_eq!(hash_bytes(&[b"a"]), hash_bytes(&[b"a"]));
+        assert_eq!(hash_bytes(&[b"a"]).len(), 32);
+    }
+
+    #[test]
+    fn shadow_probes_cover_earlier_folders_and_includer_folders() {
+        let dir = tempfile_dir();
+        let k = dir.join("kernels");
+        let inc = dir.join("inc");
+        std::fs::create_dir_all(&k).unwrap();
+        std::fs::create_dir_all(&inc).unwrap();
+        std::fs::write(k.join("k.cu"), "").unwrap();
+        std::fs::write(inc.join("common.cuh"), "").unwrap();
+        let inputs = vec![
+            k.join("k.cu"),
+            inc.join("common.cuh"),
+            PathBuf::from("/usr/include/stdio.h"),
+        ];
+        let extra = dir.join("extra");
+        let search = vec![k.clone(), extra.clone(), inc.clone()];
+        let probes = shadow_probes(&dir, &inputs, &search, None);
+        assert!(probes.contains(&k.join("common.cuh")), "{probes:?}");
+        assert!(probes.contains(&extra.join("common.cuh")), "{probes:?}");
+        assert!(!probes.contains(&inc.join("common.cuh")));
+        assert!(!probes.iter().any(|p| p.ends_with("stdio.h")), "{probes:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "occ-cache-test-{}-{}",
+            std::process::id(),
+            nanos(SystemTime::now())
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+}
