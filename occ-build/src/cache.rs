@@ -48,7 +48,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 /// The version of the record format; a new one invalidates every record.
-const FORMAT: u32 = 2;
+const FORMAT: u32 = 3;
 
 /// A 128-bit content hash, as hex (two SipHash passes with different keys).
 ///
@@ -186,8 +186,10 @@ pub(crate) struct Record {
     pub recorded_at: i128,
     /// The source and every file the preprocessor entered.
     pub inputs: Vec<Input>,
-    /// Paths that must stay absent (headers that would shadow an input).
-    pub absent: Vec<PathBuf>,
+    /// Paths whose existence the preprocessor's result depends on, and
+    /// whether each existed: headers that would shadow an input (absent),
+    /// and the candidates of each `__has_include` in the user's files.
+    pub probes: Vec<(PathBuf, bool)>,
     /// The cubin and the PTX.
     pub outputs: Vec<Output>,
     /// nvcc's output (the ptxas `-v` log).
@@ -204,9 +206,9 @@ impl Record {
                 .iter()
                 .all(|o| Stat::of(&out.join(&o.file)) == Some(o.stat))
             && self
-                .absent
+                .probes
                 .iter()
-                .all(|p| std::fs::symlink_metadata(p).is_err())
+                .all(|(p, existed)| std::fs::symlink_metadata(p).is_ok() == *existed)
             && self.inputs.iter().all(|i| i.unchanged(self.recorded_at))
     }
 
@@ -221,7 +223,7 @@ impl Record {
     pub fn new(
         key: String,
         inputs: Vec<Input>,
-        absent: Vec<PathBuf>,
+        probes: Vec<(PathBuf, bool)>,
         outputs: Vec<Output>,
         log: String,
     ) -> Record {
@@ -230,7 +232,7 @@ impl Record {
             key,
             recorded_at: nanos(SystemTime::now()),
             inputs,
-            absent,
+            probes,
             outputs,
             log,
         }
@@ -570,6 +572,74 @@ pub(crate) fn shadow_probes(
     probes
 }
 
+/// The files named by `__has_include("name")` / `__has_include(<name>)` (and
+/// `__has_include_next`) in the user's inputs, looked up as the
+/// preprocessor would: in each folder of `search` and of the user's inputs,
+/// with whether each candidate exists now. A header that a `__has_include`
+/// found missing is no input, yet creating it changes the output.
+pub(crate) fn has_include_probes(
+    root: &Path,
+    inputs: &[PathBuf],
+    search: &[PathBuf],
+    toolkit: Option<&Path>,
+) -> Vec<(PathBuf, bool)> {
+    let user = |p: &&PathBuf| {
+        (p.starts_with(root) || search.iter().any(|d| p.starts_with(d)))
+            && toolkit.is_none_or(|t| !p.starts_with(t))
+    };
+    let mut names = Vec::new();
+    let mut dirs: Vec<PathBuf> = search.to_vec();
+    for input in inputs.iter().filter(user) {
+        if let Some(dir) = input.parent() {
+            dirs.push(dir.to_path_buf());
+        }
+        let Ok(text) = std::fs::read(input) else {
+            continue;
+        };
+        names.extend(has_include_names(&text));
+    }
+    dirs.sort();
+    dirs.dedup();
+    names.sort();
+    names.dedup();
+    let mut probes = Vec::new();
+    for name in &names {
+        for dir in &dirs {
+            let candidate = dir.join(name);
+            let exists = std::fs::symlink_metadata(&candidate).is_ok();
+            probes.push((candidate, exists));
+        }
+    }
+    probes
+}
+
+/// The names inside `__has_include(...)` in a source text.
+fn has_include_names(text: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(text);
+    let mut names = Vec::new();
+    let mut rest: &str = &text;
+    while let Some(at) = rest.find("__has_include") {
+        rest = &rest[at + "__has_include".len()..];
+        let after = rest.strip_prefix("_next").unwrap_or(rest).trim_start();
+        let Some(arg) = after.strip_prefix('(') else {
+            continue;
+        };
+        let arg = arg.trim_start();
+        let close = match arg.chars().next() {
+            Some('"') => '"',
+            Some('<') => '>',
+            _ => continue,
+        };
+        if let Some(end) = arg[1..].find(close) {
+            let name = &arg[1..1 + end];
+            if !name.is_empty() && !name.contains('\n') {
+                names.push(name.to_string());
+            }
+        }
+    }
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -591,6 +661,14 @@ mod tests {
             .map(|p| expand(p, &settings))
             .collect();
         assert_eq!(programs, ["gcc", "/cuda/bin/../nvvm/bin/cicc", "ptxas"]);
+    }
+
+    #[test]
+    fn has_include_names_are_found_in_both_forms() {
+        let text = b"#if __has_include(\"util.cuh\")\n#include \"util.cuh\"\n#endif\n\
+                     #if defined(__has_include) && __has_include_next( <cuda/std/x> )\n#endif\n";
+        assert_eq!(has_include_names(text), ["util.cuh", "cuda/std/x"]);
+        assert!(has_include_names(b"#if defined(__has_include)\n").is_empty());
     }
 
     #[test]

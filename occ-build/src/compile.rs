@@ -294,7 +294,7 @@ impl Runner<'_> {
         let mut log = String::from_utf8_lossy(&output.stderr).into_owned();
         log.push_str(&String::from_utf8_lossy(&output.stdout));
         if !output.status.success() {
-            return Err(nvcc_failure(self.nvcc, job, &log, output.status.code()));
+            return Err(nvcc_failure(self.nvcc, job, &log, output.status));
         }
         let ptx_tmp = find_ptx(&paths.tmp, &job.source).ok_or_else(|| Error::NoPtx {
             file: job.source.clone(),
@@ -356,12 +356,17 @@ impl Runner<'_> {
         }
         if unstable.is_none() {
             let search = cache::search_dirs(self.root, &source, run_args);
-            let absent =
-                cache::shadow_probes(self.root, &deps, &search, self.toolkit.top.as_deref());
+            let top = self.toolkit.top.as_deref();
+            let mut probes: Vec<(PathBuf, bool)> =
+                cache::shadow_probes(self.root, &deps, &search, top)
+                    .into_iter()
+                    .map(|p| (p, false))
+                    .collect();
+            probes.extend(cache::has_include_probes(self.root, &deps, &search, top));
             let record = Record::new(
                 key.to_string(),
                 inputs.into_iter().flatten().collect(),
-                absent,
+                probes,
                 outputs,
                 log.clone(),
             );
@@ -579,8 +584,30 @@ fn unescape(name: &[u8]) -> String {
 }
 
 /// Turns a failed nvcc run into the error a user can act on.
-fn nvcc_failure(nvcc: &Nvcc, job: &Job, log: &str, code: Option<i32>) -> Error {
+fn nvcc_failure(nvcc: &Nvcc, job: &Job, log: &str, status: std::process::ExitStatus) -> Error {
+    let code = status.code();
+    if code.is_none() {
+        #[cfg(unix)]
+        let signal = std::os::unix::process::ExitStatusExt::signal(&status);
+        #[cfg(not(unix))]
+        let signal = None;
+        return Error::NvccKilled {
+            file: job.source.clone(),
+            arch: job.arch.clone(),
+            signal,
+        };
+    }
     let lower = log.to_ascii_lowercase();
+    if let Some(line) = log.lines().find(|l| {
+        let l = l.to_ascii_lowercase();
+        l.contains("no space left on device") || l.contains("disk quota exceeded")
+    }) {
+        return Error::DiskFull {
+            file: job.source.clone(),
+            arch: job.arch.clone(),
+            detail: line.trim().to_string(),
+        };
+    }
     if lower.contains("unsupported gpu architecture")
         || (lower.contains("is not defined for option") && lower.contains("gpu-name"))
     {
@@ -649,6 +676,14 @@ mod tests {
         );
     }
 
+    /// An exit status with `code`, from a real process.
+    fn exit_status(code: i32) -> std::process::ExitStatus {
+        std::process::Command::new("sh")
+            .args(["-c", &format!("exit {code}")])
+            .status()
+            .expect("run sh")
+    }
+
     #[test]
     fn unsupported_arch_is_recognised() {
         let job = Job {
@@ -667,7 +702,7 @@ mod tests {
             &nvcc,
             &job,
             "nvcc fatal   : Unsupported gpu architecture 'compute_52'\n",
-            Some(1),
+            exit_status(1),
         );
         assert!(
             matches!(err, Error::UnsupportedArch { ref arch, ref nvcc_version, .. }
@@ -678,7 +713,7 @@ mod tests {
             &nvcc,
             &job,
             "k.cu(3): error: identifier \"x\" is undefined\n",
-            Some(1),
+            exit_status(1),
         );
         assert!(err.to_string().contains("k.cu(3): error"), "{err}");
     }

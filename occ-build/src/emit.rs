@@ -6,7 +6,7 @@
 
 use crate::compile::write_atomic;
 use crate::error::Result;
-use crate::manifest::{self, Kernel, KernelArch, Manifest};
+use crate::manifest::{self, Kernel, KernelArch, Manifest, Origin};
 use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
 use std::collections::BTreeMap;
@@ -65,12 +65,18 @@ pub fn kernels_rs(manifest: &Manifest) -> String {
     });
     let kernels = manifest.kernels.iter().map(kernel_module);
     let archs = manifest.archs.iter().map(|a| a.as_str());
+    let has_device_code = manifest.origin == Origin::Nvcc;
     let file = quote! {
         #[doc = " Target archs in build order; the first is the default."]
         #[allow(dead_code)]
         pub const ARCHS: &[&str] = &[#(#archs),*];
+        #[doc = " Whether this build has device code: `false` when it stood on occ.lock"]
+        #[doc = " because there was no nvcc (docs.rs, `OCC_NO_NVCC=1`); then every"]
+        #[doc = " `CUBIN` is empty and every `PTX` is `\"\"`, and the numbers are the lock's."]
+        #[allow(dead_code)]
+        pub const HAS_DEVICE_CODE: bool = #has_device_code;
         #[doc = " Device code per `.cu` file and arch (empty when the build used occ.lock"]
-        #[doc = " because no nvcc was found: then no kernel has `CUBIN`/`PTX`)."]
+        #[doc = " because no nvcc was found)."]
         #[allow(dead_code)]
         pub mod device_code {
             #(#device_code)*
@@ -166,9 +172,16 @@ fn arch_module(arch: &str, k: &KernelArch) -> TokenStream {
     let headroom = u(k.best.dynamic_smem_headroom);
     let limiters = k.best.limiters.iter().map(|l| l.as_str());
     let doc = format!(" Resources and best launch on `{arch}`.");
-    // Built from occ.lock without nvcc: no device code exists.
+    // Built from occ.lock without nvcc: no device code exists, but the same
+    // items do, so that code written for a live build compiles unchanged.
     let device_code = if k.cubin.is_empty() {
-        quote!()
+        quote! {
+            #[doc = " The cubin holding this kernel: empty, this build has no device code"]
+            #[doc = " (see `HAS_DEVICE_CODE`)."]
+            pub static CUBIN: &[u8] = &[];
+            #[doc = " The PTX holding this kernel: empty, this build has no device code."]
+            pub static PTX: &str = "";
+        }
     } else {
         let module = format_ident!("{}", module_ident(k.cubin.trim_end_matches(".cubin")));
         quote! {

@@ -164,6 +164,47 @@ pub enum Error {
     },
     /// A worker thread of the build panicked (an occ bug).
     WorkerPanicked,
+    /// A flag that occ sets itself for every nvcc job.
+    ReservedFlag {
+        /// The flag as given.
+        flag: String,
+        /// Where it came from (`.flag()`, `NVCC_APPEND_FLAGS`, ...).
+        origin: String,
+        /// The builder method that does what was meant, if any.
+        instead: Option<String>,
+    },
+    /// `-rdc=true` or another flag that makes device code relocatable.
+    RelocatableDeviceCode {
+        /// The flag as given.
+        flag: String,
+        /// Where it came from.
+        origin: String,
+    },
+    /// `NVCC` (or `.nvcc()`) names a file that does not exist.
+    NvccMissing {
+        /// `NVCC` or `.nvcc()`.
+        origin: String,
+        /// The path given.
+        path: PathBuf,
+    },
+    /// nvcc (or its launcher) was ended by a signal.
+    NvccKilled {
+        /// The `.cu` file.
+        file: String,
+        /// The target arch.
+        arch: String,
+        /// The signal number, when known.
+        signal: Option<i32>,
+    },
+    /// nvcc could not write its output: the disk is full.
+    DiskFull {
+        /// The `.cu` file.
+        file: String,
+        /// The target arch.
+        arch: String,
+        /// nvcc's message.
+        detail: String,
+    },
 }
 
 impl From<occ_model::Error> for Error {
@@ -333,6 +374,50 @@ impl fmt::Display for Error {
             Error::WorkerPanicked => write!(
                 f,
                 "an nvcc worker thread panicked; this is an occ bug: please report it with the build log"
+            ),
+            Error::ReservedFlag {
+                flag,
+                origin,
+                instead,
+            } => {
+                write!(
+                    f,
+                    "the nvcc flag `{flag}` (from {origin}) is one occ sets itself for every job \
+                     (it compiles each file to a cubin and PTX in OUT_DIR for each arch); "
+                )?;
+                match instead {
+                    Some(method) => write!(f, "remove it and use {method} in build.rs instead"),
+                    None => write!(f, "remove it"),
+                }
+            }
+            Error::RelocatableDeviceCode { flag, origin } => write!(
+                f,
+                "the nvcc flag `{flag}` (from {origin}) makes device code relocatable (-rdc): its \
+                 cubins would need a device link and ptxas's numbers would be the pre-link ones; \
+                 occ does not device-link yet: remove it, or build the relocatable code with the \
+                 cc crate and leave it out of occ"
+            ),
+            Error::NvccMissing { origin, path } => write!(
+                f,
+                "{origin} is {} but there is no such file; point {origin} at an nvcc, or unset it \
+                 to let occ look in CUDA_HOME, PATH and the other usual places",
+                path.display()
+            ),
+            Error::NvccKilled { file, arch, signal } => match signal {
+                Some(n) => write!(
+                    f,
+                    "nvcc was ended by signal {n} while compiling {file} for {arch} (out of memory, \
+                     or killed); build again, with fewer jobs at once (CARGO_BUILD_JOBS) if memory is short"
+                ),
+                None => write!(
+                    f,
+                    "nvcc was ended by a signal while compiling {file} for {arch}; build again"
+                ),
+            },
+            Error::DiskFull { file, arch, detail } => write!(
+                f,
+                "nvcc could not write its output for {file} ({arch}): {detail}; free disk space \
+                 (OUT_DIR is under the target folder) and build again"
             ),
         }
     }

@@ -171,7 +171,10 @@ fn sources(build: &Build, root: &Path, directives: &mut Directives) -> Result<Ve
         add(relative(root, &full));
     }
     for pattern in &build.globs {
-        let full = root.join(pattern).display().to_string();
+        // The crate's own folder may hold `[`, `*` or `?` (`brk[v2]/`): only
+        // the pattern given is a pattern.
+        let escaped_root = glob::Pattern::escape(&root.display().to_string());
+        let full = Path::new(&escaped_root).join(pattern).display().to_string();
         let paths = glob::glob(&full).map_err(|e| Error::BadGlob {
             pattern: pattern.clone(),
             detail: e.to_string(),
@@ -187,10 +190,10 @@ fn sources(build: &Build, root: &Path, directives: &mut Directives) -> Result<Ve
             });
         }
         // Watch the folder too, so a new file reruns the build.
-        if let Some(dir) = Path::new(&full).parent() {
+        if let Some(dir) = Path::new(pattern).parent() {
             let dir = dir.display().to_string();
             if !dir.contains(['*', '?', '[']) {
-                directives.watch(Path::new(&dir));
+                directives.watch(&root.join(dir));
             }
         }
         for path in matched {

@@ -41,7 +41,14 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     let inputs = inputs::resolve(build, env, directives)?;
     let nvcc = match toolchain::select(build, env, &inputs)? {
         Toolchain::Nvcc(nvcc) => nvcc,
-        Toolchain::Lock { lock, reason } => {
+        Toolchain::Lock {
+            lock,
+            reason,
+            watch,
+        } => {
+            for place in &watch {
+                directives.watch(place);
+            }
             let manifest = assemble::from_lock(&inputs, &lock, &reason, directives)?;
             emit::write_all(&manifest, &inputs.out_dir)?;
             return Ok(Outcome {
@@ -55,15 +62,19 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     // the last build's manifest, or by this build's first pass.
     let previous = emit::read_manifest(&inputs.out_dir.join(crate::manifest::FILE_NAME)).ok();
     let mut caps = plan::register_caps(build, &inputs, previous.as_ref());
-    let mut jobs = plan::jobs(build, &inputs, &caps.by_file);
+    let mut jobs = plan::jobs(build, &inputs, &caps.by_file)?;
     let toolkit = compile::toolkit(&nvcc, &inputs, &jobs)?;
+    // A new ptxas, cicc, host compiler or profile reruns the build script.
+    for tool in &toolkit.tools {
+        directives.watch(&tool.path);
+    }
     let mut outputs = compile::run(&nvcc, &toolkit, &inputs, &jobs)?;
     if caps.needs_second_look(previous.is_some()) {
         let found = assemble::manifest(&inputs, "", &outputs)?;
         let placed = plan::place_caps(build, &inputs, &found)?;
         if placed.by_file != caps.by_file {
             caps = placed;
-            jobs = plan::jobs(build, &inputs, &caps.by_file);
+            jobs = plan::jobs(build, &inputs, &caps.by_file)?;
             outputs = compile::run(&nvcc, &toolkit, &inputs, &jobs)?;
         }
     }
@@ -82,6 +93,9 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
         if let Some(note) = &output.unstable {
             directives.warn(note.clone());
         }
+    }
+    for warning in assemble::nvcc_warnings(&outputs) {
+        directives.warn(warning);
     }
     let version = toolchain::version(&nvcc, &toolkit, &inputs.out_dir)?;
     let manifest = assemble::manifest(&inputs, &version, &outputs)?;

@@ -64,8 +64,19 @@ pub(crate) fn place_caps(build: &Build, inputs: &Inputs, found: &Manifest) -> Re
     }
 }
 
-/// The jobs of a build: every source × arch, in that order.
-pub(crate) fn jobs(build: &Build, inputs: &Inputs, caps: &BTreeMap<String, u32>) -> Vec<Job> {
+/// The jobs of a build: every source × arch, in that order. Flags that
+/// occ sets itself, and `-rdc`, are refused here, before any nvcc runs.
+pub(crate) fn jobs(
+    build: &Build,
+    inputs: &Inputs,
+    caps: &BTreeMap<String, u32>,
+) -> Result<Vec<Job>> {
+    check_flags(build.flags.iter().map(|f| (f.as_str(), ".flag()")))?;
+    for (var, value) in &inputs.nvcc_vars {
+        if let (&name @ ("NVCC_APPEND_FLAGS" | "NVCC_PREPEND_FLAGS"), Some(value)) = (var, value) {
+            check_flags(value.split_whitespace().map(|f| (f, name)))?;
+        }
+    }
     let args = common_args(build, inputs);
     let names = job_names(&inputs.sources);
     let mut jobs = Vec::new();
@@ -83,7 +94,101 @@ pub(crate) fn jobs(build: &Build, inputs: &Inputs, caps: &BTreeMap<String, u32>)
             });
         }
     }
-    jobs
+    Ok(jobs)
+}
+
+/// nvcc flags that occ sets itself for every job, with the builder method
+/// that does what the user meant, if any.
+const RESERVED: &[(&[&str], Option<&str>)] = &[
+    (&["-o", "--output-file"], None),
+    (
+        &[
+            "-keep",
+            "--keep",
+            "-keep-dir",
+            "--keep-dir",
+            "-save-temps",
+            "--save-temps",
+        ],
+        None,
+    ),
+    (
+        &[
+            "-E",
+            "--preprocess",
+            "-M",
+            "-MM",
+            "-MD",
+            "-MMD",
+            "-MF",
+            "--dependency-output",
+        ],
+        None,
+    ),
+    (
+        &[
+            "-ptx",
+            "--ptx",
+            "-cubin",
+            "--cubin",
+            "-fatbin",
+            "--fatbin",
+            "-c",
+            "--compile",
+        ],
+        None,
+    ),
+    (
+        &[
+            "-dryrun", "--dryrun", "-lib", "--lib", "-link", "--link", "-run", "--run",
+        ],
+        None,
+    ),
+    (
+        &[
+            "-arch",
+            "--gpu-architecture",
+            "-code",
+            "--gpu-code",
+            "-gencode",
+            "--generate-code",
+        ],
+        Some(".arch(\"sm_90\") (or OCC_ARCHS)"),
+    ),
+];
+
+/// Flags that make device code relocatable: its cubin would need a device
+/// link, and ptxas's numbers would be the pre-link ones.
+const RELOCATABLE: &[&str] = &[
+    "-rdc",
+    "--relocatable-device-code",
+    "-dc",
+    "--device-c",
+    "-dw",
+    "--device-w",
+];
+
+/// Refuses flags (from `origin`: `.flag()`, `NVCC_APPEND_FLAGS`, ...) that
+/// occ sets itself or that make device code relocatable.
+fn check_flags<'a>(flags: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<()> {
+    for (flag, origin) in flags {
+        let name = flag.split('=').next().unwrap_or(flag);
+        if let Some((_, instead)) = RESERVED.iter().find(|(names, _)| names.contains(&name)) {
+            return Err(Error::ReservedFlag {
+                flag: flag.to_string(),
+                origin: origin.to_string(),
+                instead: instead.map(str::to_string),
+            });
+        }
+        let value = flag.split_once('=').map(|(_, v)| v);
+        if RELOCATABLE.contains(&name) && value.is_none_or(|v| v != "false") {
+            return Err(Error::RelocatableDeviceCode {
+                flag: flag.to_string(),
+                origin: origin.to_string(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The nvcc arguments every job of the build shares.
@@ -109,7 +214,15 @@ fn common_args(build: &Build, inputs: &Inputs) -> Vec<String> {
     args
 }
 
-/// A file-name-safe, unique stem per source: `kernels/a.cu` → `kernels_a`.
+/// The longest stem a job name keeps before it is shortened with a hash.
+const MAX_STEM: usize = 48;
+
+/// A file-name-safe, short, unique stem per source: `kernels/a.cu` →
+/// `kernels_a`. A stem that would be long (deep paths: file names in
+/// `$OUT_DIR` have a length limit) keeps its last characters and gets a
+/// hash of the whole path; so do stems that differ only in case from
+/// another one (`K.cu` beside `k.cu`: one file on a case-insensitive file
+/// system, one module name in `kernels.rs`) or that sanitize alike.
 fn job_names(sources: &[String]) -> Vec<String> {
     let sanitize = |s: &str| {
         let stem = s.strip_suffix(".cu").unwrap_or(s);
@@ -122,7 +235,19 @@ fn job_names(sources: &[String]) -> Vec<String> {
         .iter()
         .zip(sources)
         .map(|(name, source)| {
-            if plain.iter().filter(|n| *n == name).count() > 1 {
+            let clashes = plain
+                .iter()
+                .filter(|n| n.eq_ignore_ascii_case(name))
+                .count()
+                > 1;
+            if name.len() > MAX_STEM {
+                let tail: String = name[name.len() - (MAX_STEM - 9)..].to_string();
+                format!(
+                    "{}_{}",
+                    tail.trim_start_matches('_'),
+                    crate::names::short_hash(source)
+                )
+            } else if clashes {
                 format!("{name}_{}", crate::names::short_hash(source))
             } else {
                 name.clone()

@@ -22,6 +22,9 @@ pub(crate) enum Toolchain {
         lock: Lock,
         /// Why there is no nvcc (`DOCS_RS is set`, the last place looked, ...).
         reason: String,
+        /// Where an nvcc may appear: watched, so that the build leaves the
+        /// lock once one does (empty under `DOCS_RS`/`OCC_NO_NVCC`).
+        watch: Vec<std::path::PathBuf>,
     },
 }
 
@@ -29,11 +32,13 @@ pub(crate) enum Toolchain {
 /// nvcc [`toolkit::find_nvcc`] finds; without one, the lock, else the error
 /// listing every place looked.
 pub(crate) fn select(build: &Build, env: &Env, inputs: &Inputs) -> Result<Toolchain> {
-    let looked = match inputs.no_nvcc {
-        Some(why) => vec![format!("{why}: not looking for nvcc")],
+    let (looked, watch) = match inputs.no_nvcc {
+        Some(why) => (vec![format!("{why}: not looking for nvcc")], Vec::new()),
         None => match toolkit::find_nvcc(env, build.nvcc.as_deref(), Some(&inputs.root)) {
             Ok(nvcc) => return Ok(Toolchain::Nvcc(nvcc)),
-            Err(Error::NvccNotFound { looked }) => looked,
+            Err(Error::NvccNotFound { looked }) => {
+                (looked, toolkit::watch_points(env, Some(&inputs.root)))
+            }
             Err(other) => return Err(other),
         },
     };
@@ -41,6 +46,7 @@ pub(crate) fn select(build: &Build, env: &Env, inputs: &Inputs) -> Result<Toolch
         Some(lock) => Ok(Toolchain::Lock {
             lock: lock.clone(),
             reason: looked.last().cloned().unwrap_or_default(),
+            watch,
         }),
         None => {
             let mut looked = looked;

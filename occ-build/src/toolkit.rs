@@ -1,4 +1,5 @@
-//! Finding and running nvcc. The only module that starts processes.
+//! Finding nvcc, and the commands that run it (the jobs in `compile` and
+//! the toolkit's dry run in `cache` start them).
 
 use crate::env::Env;
 use crate::error::{Error, Result};
@@ -39,11 +40,16 @@ pub fn find_nvcc(env: &Env, explicit: Option<&Path>, start: Option<&Path>) -> Re
         origin: origin.to_string(),
         launcher: launcher.clone(),
     };
+    // An nvcc named explicitly is the one wanted: when it is missing, using
+    // another would build with a toolkit nobody chose.
     if let Some(path) = explicit {
         if path.is_file() {
             return Ok(found(path.to_path_buf(), ".nvcc()"));
         }
-        looked.push(format!(".nvcc(): {} does not exist", path.display()));
+        return Err(Error::NvccMissing {
+            origin: ".nvcc()".into(),
+            path: path.to_path_buf(),
+        });
     }
     if let Some(path) = env.var("NVCC").map(PathBuf::from) {
         if path.is_file() {
@@ -52,7 +58,10 @@ pub fn find_nvcc(env: &Env, explicit: Option<&Path>, start: Option<&Path>) -> Re
         if let Some(hit) = search_path_var(env, &path) {
             return Ok(found(hit, "NVCC"));
         }
-        looked.push(format!("NVCC: {} does not exist", path.display()));
+        return Err(Error::NvccMissing {
+            origin: "NVCC".into(),
+            path,
+        });
     } else {
         looked.push("NVCC: not set".into());
     }
@@ -98,6 +107,46 @@ pub fn find_nvcc(env: &Env, explicit: Option<&Path>, start: Option<&Path>) -> Re
         ));
     }
     Err(Error::NvccNotFound { looked })
+}
+
+/// Where an nvcc could appear for [`find_nvcc`] to find it next time: the
+/// nvcc paths of the variables that are set (`CUDA_HOME`, `CUDA_PATH`,
+/// `CUDA_ROOT`, `OCC_CUDA_DIR`), `/usr/local/cuda`, each `.cuda/` of `start`
+/// or a folder above it that exists, and the nvcc that `scripts/cuda-toolkit`
+/// would install into `start/.cuda`. A build that found no nvcc watches
+/// them. Cargo reruns a build script whose watched file is missing on every
+/// build, and an installed nvcc is older than the last run (cargo compares
+/// mtimes): so such a build reruns each time until nvcc is found, and the
+/// first build after an install uses it. (`OCC_NO_NVCC=1` stands on the
+/// lock without that.)
+pub fn watch_points(env: &Env, start: Option<&Path>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for var in ["CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"] {
+        if let Some(home) = env.var(var) {
+            out.push(Path::new(&home).join("bin").join(exe("nvcc")));
+        }
+    }
+    if let Some(dir) = env.var("OCC_CUDA_DIR") {
+        out.push(
+            Path::new(&dir)
+                .join("cu13/nvidia/cu13/bin")
+                .join(exe("nvcc")),
+        );
+    }
+    let default = Path::new("/usr/local/cuda");
+    if default.is_dir() {
+        out.push(default.to_path_buf());
+    }
+    if let Some(start) = start {
+        out.push(start.join(SCRIPT_INSTALL_DIR).join(exe("nvcc")));
+        for dir in start.ancestors() {
+            let cuda = dir.join(".cuda");
+            if cuda.is_dir() {
+                out.push(cuda);
+            }
+        }
+    }
+    out
 }
 
 fn search_path_var(env: &Env, name: &Path) -> Option<PathBuf> {

@@ -393,7 +393,6 @@ fn env_u64(name: &str) -> Option<u64> {
 }
 
 #[test]
-#[ignore = "issue 12: cache fixes pending"]
 fn warm_build_equals_cold_build_after_every_step() {
     let seed = env_u64("OCC_DIFF_SEED").unwrap_or(0x0cc1_2d1f);
     // OCC_DIFF_KEEP_GOING=1: on a mismatch, print it, start the warm

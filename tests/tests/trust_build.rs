@@ -38,7 +38,6 @@ fn launch_config_crate(name: &str) -> Scratch {
 }
 
 #[test]
-#[ignore = "issue 12 item 7: OCC_NO_NVCC=1 fails for a #[launch_config] crate (cubin \"\" rejected); fails on 63ddf56"]
 fn item07_no_nvcc_build_of_a_launch_config_crate_succeeds() {
     let s = launch_config_crate("trust-nonvcc");
     let out = run_cargo(&s, &["build"], &[("OCC_NO_NVCC", Some("1"))]);
@@ -50,7 +49,6 @@ fn item07_no_nvcc_build_of_a_launch_config_crate_succeeds() {
 }
 
 #[test]
-#[ignore = "issue 12 item 7: DOCS_RS=1 cargo doc fails for a #[launch_config] crate; fails on 63ddf56"]
 fn item07_docs_rs_doc_of_a_launch_config_crate_succeeds() {
     let s = launch_config_crate("trust-docsrs");
     let out = run_cargo(&s, &["doc", "--no-deps"], &[("DOCS_RS", Some("1"))]);
@@ -62,7 +60,6 @@ fn item07_docs_rs_doc_of_a_launch_config_crate_succeeds() {
 }
 
 #[test]
-#[ignore = "issue 12 item 7: the README's CUBIN line does not compile without nvcc; fails on 63ddf56"]
 fn item07_readme_cubin_line_compiles_without_nvcc() {
     let s = scale_crate(
         "trust-nonvcc-cubin",
@@ -87,7 +84,6 @@ fn item07_readme_cubin_line_compiles_without_nvcc() {
 }
 
 #[test]
-#[ignore = "issue 12 item 7: OCC_NO_NVCC=1 cargo build -p example-app fails; fails on 63ddf56"]
 fn item07_example_app_builds_without_nvcc() {
     let mut cmd = cargo();
     let out = cmd
@@ -105,7 +101,6 @@ fn item07_example_app_builds_without_nvcc() {
 }
 
 #[test]
-#[ignore = "issue 12 item 7: once nvcc appears, the build script does not rerun and stays on the lock; fails on 63ddf56"]
 fn item07_build_leaves_lock_mode_once_nvcc_appears() {
     let s = scale_crate(
         "trust-nvcc-appears",
@@ -159,7 +154,6 @@ fn cubins(occ_dir: &Path) -> Vec<String> {
 }
 
 #[test]
-#[ignore = "issue 12 item 8: kernels/K.cu beside kernels/k.cu gives a kernels.rs that does not compile; fails on 63ddf56"]
 fn item08_files_differing_in_case_give_a_kernels_rs_that_compiles() {
     let s = scale_crate("trust-case", ".glob(\"kernels/*.cu\").arch(\"sm_80\")");
     s.write("kernels/k.cu", LIGHT);
@@ -175,7 +169,6 @@ const RDC_A: &str = "extern __device__ float helper(float x);\nextern \"C\" __gl
 const RDC_B: &str = "__device__ float helper(float x) { float a = x; for (int i = 0; i < 100; ++i) a = a * 1.01f + i; return a; }\n";
 
 #[test]
-#[ignore = "issue 12 item 9: -rdc=true embeds a relocatable cubin with pre-link numbers; fails on 63ddf56"]
 fn item09_rdc_is_linked_or_refused_with_a_message() {
     let s = Scratch::new();
     s.write("kernels/a.cu", RDC_A);
@@ -212,7 +205,6 @@ fn item09_rdc_is_linked_or_refused_with_a_message() {
 }
 
 #[test]
-#[ignore = "issue 12 item 10: a deep legal relative path fails with File name too long; fails on 63ddf56"]
 fn item10_deep_relative_path_builds() {
     let s = Scratch::new();
     let deep = format!(
@@ -235,7 +227,6 @@ fn item10_deep_relative_path_builds() {
 }
 
 #[test]
-#[ignore = "issue 12 item 11: a crate folder with glob metacharacters makes .glob() find nothing; fails on 63ddf56"]
 fn item11_crate_folder_with_glob_metacharacters_globs() {
     let s = Scratch::new();
     s.write("brk[v2]/kernels/k.cu", LIGHT);
@@ -253,7 +244,6 @@ fn item11_crate_folder_with_glob_metacharacters_globs() {
 }
 
 #[test]
-#[ignore = "issue 12 item 12: NVCC=/missing/nvcc silently uses another nvcc; fails on 63ddf56"]
 fn item12_nvcc_set_to_a_missing_file_is_an_error() {
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
@@ -345,7 +335,6 @@ fn one_file_build(s: &Scratch) -> Build {
 }
 
 #[test]
-#[ignore = "issue 12 item 17: flags occ sets itself give no message naming the flag and the builder method; fails on 63ddf56"]
 fn item17_flags_occ_sets_itself_are_refused_by_name() {
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
@@ -384,7 +373,6 @@ fn item17_flags_occ_sets_itself_are_refused_by_name() {
 }
 
 #[test]
-#[ignore = "issue 12 item 17: a missing OCC_NVCC_LAUNCHER is blamed on nvcc; fails on 63ddf56"]
 fn item17_missing_launcher_is_blamed_on_the_launcher() {
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
@@ -400,7 +388,6 @@ fn item17_missing_launcher_is_blamed_on_the_launcher() {
 }
 
 #[test]
-#[ignore = "issue 12 item 17: nvcc's own warnings are hidden; fails on 63ddf56"]
 fn item17_nvcc_warnings_are_shown_once() {
     let s = scale_crate(
         "trust-warnings",
@@ -424,7 +411,6 @@ fn item17_nvcc_warnings_are_shown_once() {
 }
 
 #[test]
-#[ignore = "issue 12 item 17: an nvcc killed by a signal is reported as \"fix the errors above\"; fails on 63ddf56"]
 fn item17_signal_is_not_reported_as_errors_to_fix() {
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
