@@ -194,7 +194,7 @@ OCC_BUILD_RS = f"""fn main() {{
         .glob("kernels/*.cu")
         .include("kernels")
         .archs([{ARCH_LIST}])
-        .quiet(true)
+        
         .compile();
 }}
 """

@@ -33,6 +33,10 @@
 //!
 //! What the cache assumes: files are changed through the file system (a
 //! change keeps size, mtime, ctime and inode only if nothing was written);
+//! the file system keeps sub-second timestamps (ext4, XFS, btrfs, tmpfs,
+//! APFS and NTFS do; on one with whole seconds, an input rewritten with the
+//! same size within the second it was recorded could be missed) and shares
+//! the build machine's clock;
 //! a launcher (`OCC_NVCC_LAUNCHER`, e.g. sccache) is transparent, giving the
 //! output nvcc would; a wrapper script given as `NVCC` picks its real nvcc
 //! the same way on each run (it is seen through `--dryrun`); the host
