@@ -241,8 +241,9 @@ fn spill_hints(a: &Arch, name: &str, k: &KernelArch, res: &KernelResources, smem
         occupancy(a, &trial, &Launch::new(block).with_dynamic_smem(smem))
             .map(|o| {
                 format!(
-                    "at {registers}: {} blocks of {block} per SM, {}",
+                    "at {registers}: {} block{} of {block} per SM, {}",
                     o.active_blocks,
+                    if o.active_blocks == 1 { "" } else { "s" },
                     percent(o.occupancy)
                 )
             })
