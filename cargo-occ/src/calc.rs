@@ -14,36 +14,55 @@ use occ_build::tune::{best_block_size, BestBlock, DynamicSmem, TuneRequest};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 
-/// Arguments of `cargo occ calc`.
+/// The most registers per thread ptxas allocates (the ISA's limit; the
+/// header's "no block launches" threshold is 255 or 256 per arch).
+const MAX_REGISTERS: u32 = 255;
+/// The most threads per block on every arch.
+const MAX_THREADS: u32 = 1024;
+/// The most named barriers a block can use (PTX `bar` 0 to 15).
+const MAX_BARRIERS: u32 = 16;
+/// The most a carveout can be, in percent.
+const MAX_CARVEOUT: u8 = 100;
+
+/// Arguments of `cargo occ calc`. Out-of-range numbers are usage errors
+/// (exit 2) naming the valid range; the same ranges hold for `--batch` lines.
 #[derive(Debug, Args)]
 #[command(
+    override_usage = "cargo occ calc --arch <ARCH> --regs <N> --threads <N> [OPTIONS]\n       \
+                      cargo occ calc --batch <FILE>",
     after_help = "Example: cargo occ calc --arch sm_80 --regs 40 --threads 256 --static-smem 16384"
 )]
 pub struct CalcArgs {
     /// Target architecture: sm_80, sm_90a, 8.6, 120, ...
     #[arg(long, required_unless_present = "batch")]
     arch: Option<String>,
-    /// Registers per thread.
-    #[arg(long, required_unless_present = "batch")]
+    /// Registers per thread (0-255).
+    #[arg(long, value_name = "N", required_unless_present = "batch",
+          value_parser = clap::value_parser!(u32).range(..=i64::from(MAX_REGISTERS)))]
     regs: Option<u32>,
-    /// Threads per block.
-    #[arg(long, required_unless_present = "batch")]
+    /// Threads per block (1-1024).
+    #[arg(long, value_name = "N", required_unless_present = "batch",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_THREADS)))]
     threads: Option<u32>,
-    /// Static shared memory per block, in bytes.
-    #[arg(long, default_value_t = 0)]
+    /// Static shared memory per block, in bytes (up to the arch's opt-in maximum).
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
     static_smem: u32,
-    /// Dynamic shared memory per block, in bytes.
-    #[arg(long, default_value_t = 0)]
+    /// Dynamic shared memory per block, in bytes (up to the arch's opt-in
+    /// maximum less the static).
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
     dynamic_smem: u32,
     /// Preferred shared-memory carveout in percent (0-100); default: the
     /// driver's default preference.
-    #[arg(long)]
+    #[arg(long, value_name = "PERCENT",
+          value_parser = clap::value_parser!(u8).range(..=i64::from(MAX_CARVEOUT)))]
     carveout: Option<u8>,
-    /// Block barriers the kernel uses.
-    #[arg(long, default_value_t = 1)]
+    /// Block barriers the kernel uses (0-16).
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(..=i64::from(MAX_BARRIERS)))]
     barriers: u32,
-    /// `__launch_bounds__` maximum threads per block.
-    #[arg(long)]
+    /// `__launch_bounds__` maximum threads per block (1-1024).
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_THREADS)))]
     max_threads: Option<u32>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
@@ -133,7 +152,31 @@ pub fn run(args: CalcArgs) -> anyhow::Result<i32> {
 
 type Answer = (&'static Arch, Occupancy, Option<BestBlock>);
 
+/// Checks the ranges the flags' parsers check, for `--batch` lines.
+fn check_ranges(input: &Input) -> anyhow::Result<()> {
+    let check = |name: &str, value: u32, lo: u32, hi: u32| {
+        if (lo..=hi).contains(&value) {
+            Ok(())
+        } else {
+            Err(anyhow::anyhow!(
+                "{name} {value} is out of range; use {lo} to {hi}"
+            ))
+        }
+    };
+    check("regs", input.regs, 0, MAX_REGISTERS)?;
+    check("threads", input.threads, 1, MAX_THREADS)?;
+    check("barriers", input.barriers, 0, MAX_BARRIERS)?;
+    if let Some(c) = input.carveout {
+        check("carveout", c.into(), 0, MAX_CARVEOUT.into())?;
+    }
+    if let Some(m) = input.max_threads {
+        check("max_threads", m, 1, MAX_THREADS)?;
+    }
+    Ok(())
+}
+
 fn compute(input: &Input) -> anyhow::Result<Answer> {
+    check_ranges(input)?;
     let arch = arch::lookup(&input.arch)?;
     let kernel = KernelResources {
         registers: input.regs,

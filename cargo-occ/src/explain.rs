@@ -1,12 +1,16 @@
 //! `cargo occ explain KERNEL`: what limits a kernel's occupancy (each
-//! resource's block limit, as Nsight Compute's occupancy section shows it)
-//! and what would buy one more resident block.
+//! resource's block limit, as Nsight Compute's occupancy section shows it),
+//! what would buy one more resident block, and, for a kernel that spills,
+//! what gives ptxas more registers. Every hint names what to write: the
+//! `__launch_bounds__`/`__maxnreg__` text, or `Build::max_registers`.
 
 use crate::locate::{unknown_kernel, Locate};
+use crate::source::{has_bounds, written};
 use anyhow::anyhow;
 use occ_build::analyze::resources;
-use occ_build::manifest::Lookup;
-use occ_build::occupancy::{occupancy, Launch, Limiter};
+use occ_build::arch::Arch;
+use occ_build::manifest::{KernelArch, LaunchBounds, Lookup};
+use occ_build::occupancy::{occupancy, KernelResources, Launch, Limiter};
 use occ_build::table::percent;
 use occ_build::{arch, tune};
 
@@ -64,8 +68,14 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
         k.spill_bytes(),
         k.stack_frame
     );
-    if let Some(max) = k.launch_bounds.max_threads_per_block() {
-        println!("  launch bounds: at most {max} threads per block");
+    if let Some(line) = bounds_line(a, &k.launch_bounds) {
+        println!("  launch bounds: {line}");
+    }
+    if k.spills() {
+        println!(
+            "  spills: {} B stores, {} B loads per thread (local memory)",
+            k.spill_stores, k.spill_loads
+        );
     }
     println!(
         "  launch: {block} threads/block, {} B dynamic smem{}",
@@ -101,7 +111,15 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     println!();
     let hints = tune::what_if(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;
     if occ.active_warps >= occ.max_warps {
-        println!("  full occupancy: nothing to gain at this block size");
+        if k.spills() {
+            println!(
+                "  full occupancy at this block size, but it spills {} B per thread",
+                k.spill_bytes()
+            );
+            spill_hints(a, kernel.base_name.as_str(), k, &res, args.smem);
+        } else {
+            println!("  full occupancy: nothing to gain at this block size");
+        }
         return Ok(0);
     }
     println!(
@@ -112,8 +130,10 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     if let Some(r) = hints.registers {
         any = true;
         println!(
-            "    registers: use at most {} per thread ({} fewer)",
-            r.max_registers, r.drop
+            "    registers: use at most {} per thread ({} fewer): {}",
+            r.max_registers,
+            r.drop,
+            how_to_cap(kernel.base_name.as_str(), &k.launch_bounds, r.max_registers)
         );
     }
     if let Some(s) = hints.shared_memory {
@@ -129,9 +149,13 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     {
         any = true;
         println!(
-            "    __launch_bounds__({}, {}): caps registers near {}{}",
+            "    __launch_bounds__({}, {}){}: caps registers near {}{}",
             lb.max_threads,
             lb.min_blocks,
+            written(&k.launch_bounds)
+                .filter(|_| has_bounds(&k.launch_bounds))
+                .map(|w| format!(" in place of {w}"))
+                .unwrap_or_default(),
             lb.register_cap,
             if lb.reaches_target {
                 " and reaches the target (it may spill)"
@@ -145,5 +169,147 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
             "    no single change of registers or shared memory reaches it; try another block size"
         );
     }
+    if k.spills() {
+        println!();
+        println!("  it spills {} B per thread", k.spill_bytes());
+        spill_hints(a, kernel.base_name.as_str(), k, &res, args.smem);
+    }
     Ok(0)
+}
+
+/// The launch-bounds line: the directives as written, then what each asks
+/// for, including the register cap ptxas derives from them.
+fn bounds_line(a: &Arch, lb: &LaunchBounds) -> Option<String> {
+    let text = written(lb)?;
+    let mut facts = Vec::new();
+    if let Some(r) = lb.required_block_size() {
+        facts.push(format!("exactly {r} threads per block"));
+    } else if let Some(max) = lb.max_threads_per_block() {
+        facts.push(format!("at most {max} threads per block"));
+    }
+    if let Some(m) = lb.min_blocks_per_sm {
+        facts.push(format!("at least {m} blocks per SM"));
+    }
+    let derived = lb
+        .max_threads_per_block()
+        .and_then(|t| tune::launch_bounds_register_cap(a, t, lb.min_blocks_per_sm.unwrap_or(1)));
+    match (lb.max_registers, derived) {
+        (Some(n), Some(d)) => facts.push(format!("registers at most {}", n.min(d))),
+        (Some(n), None) => facts.push(format!("registers at most {n}")),
+        (None, Some(d)) => facts.push(format!("so ptxas keeps registers at or below {d}")),
+        (None, None) => {}
+    }
+    if facts.is_empty() {
+        Some(text)
+    } else {
+        Some(format!("{text}: {}", facts.join(", ")))
+    }
+}
+
+/// What to write to keep the kernel at `cap` registers per thread. nvcc
+/// refuses `__maxnreg__` beside `__launch_bounds__`, and ptxas ignores
+/// `-maxrregcount` for a kernel with either.
+fn how_to_cap(name: &str, lb: &LaunchBounds, cap: u32) -> String {
+    if let Some(n) = lb.max_registers {
+        format!("write __maxnreg__({cap}) in place of __maxnreg__({n})")
+    } else if has_bounds(lb) {
+        let bounds = written(lb).unwrap_or_else(|| "its launch bounds".to_string());
+        format!(
+            "nvcc refuses __maxnreg__ beside __launch_bounds__ and ptxas ignores -maxrregcount \
+             here: raise the min blocks of {bounds} (below), or replace it with __maxnreg__({cap})"
+        )
+    } else {
+        format!(
+            "write __maxnreg__({cap}) on the kernel, or Build::max_registers({name:?}, {cap}) \
+             in build.rs (-maxrregcount for every kernel in its file)"
+        )
+    }
+}
+
+/// Why a spilling kernel has the registers it has, and what would give
+/// ptxas more: fewer min blocks or a smaller block bound, a higher
+/// `__maxnreg__` or `-maxrregcount`, each with the occupancy at its cap.
+fn spill_hints(a: &Arch, name: &str, k: &KernelArch, res: &KernelResources, smem: u32) {
+    let lb = &k.launch_bounds;
+    // The occupancy if ptxas used all `registers` at `block` threads.
+    let at = |registers: u32, block: u32| {
+        let trial = KernelResources {
+            registers,
+            max_threads_per_block: None,
+            ..*res
+        };
+        occupancy(a, &trial, &Launch::new(block).with_dynamic_smem(smem))
+            .map(|o| {
+                format!(
+                    "at {registers}: {} block{} of {block} per SM, {}",
+                    o.active_blocks,
+                    if o.active_blocks == 1 { "" } else { "s" },
+                    percent(o.occupancy)
+                )
+            })
+            .unwrap_or_default()
+    };
+    let mut any = false;
+    if let Some(n) = lb.max_registers {
+        any = true;
+        println!(
+            "    __maxnreg__({n}) caps it; a higher __maxnreg__ lets ptxas use more \
+             (cargo occ sweep {name} shows the spills at each cap)"
+        );
+    }
+    if let (Some(t), None) = (lb.max_threads_per_block(), lb.max_registers) {
+        let now = lb.min_blocks_per_sm.unwrap_or(1).max(1);
+        let cap_now = tune::launch_bounds_register_cap(a, t, now);
+        any = true;
+        println!(
+            "    {} keeps registers at or below {} so that {now} block{} of {t} threads fit{}",
+            written(lb).unwrap_or_default(),
+            cap_now.map_or("the register file".to_string(), |c| c.to_string()),
+            if now == 1 { "" } else { "s" },
+            if now == 1 { "" } else { " per SM" }
+        );
+        let relaxed: Vec<(String, u32, u32)> = if now > 1 {
+            (1..now)
+                .rev()
+                .filter_map(|m| {
+                    let cap = tune::launch_bounds_register_cap(a, t, m)?;
+                    Some((format!("__launch_bounds__({t}, {m})"), cap, t))
+                })
+                .collect()
+        } else {
+            // A smaller block bound, a warp multiple, leaves each thread more.
+            let half = (t / 2).div_ceil(32) * 32;
+            tune::launch_bounds_register_cap(a, half, 1)
+                .filter(|_| half >= 32 && half < t)
+                .map(|cap| (format!("__launch_bounds__({half})"), cap, half))
+                .into_iter()
+                .collect()
+        };
+        for (text, cap, block) in relaxed {
+            if cap_now.is_some_and(|c| cap <= c) {
+                continue;
+            }
+            println!(
+                "    {text}: lets ptxas use up to {cap} registers ({})",
+                at(cap, block)
+            );
+        }
+    }
+    if let Some(c) = k
+        .maxrregcount
+        .filter(|_| !has_bounds(lb) && lb.max_registers.is_none())
+    {
+        any = true;
+        println!(
+            "    the build's -maxrregcount {c} (Build::max_registers({name:?}, {c})) caps it; \
+             raise or remove it (cargo occ sweep {name} shows the spills at each cap)"
+        );
+    }
+    if !any {
+        println!(
+            "    nothing caps its registers below {}: ptxas spilled by choice; keep fewer \
+             values live (cargo occ sweep {name} shows the spills at each cap)",
+            k.registers
+        );
+    }
 }

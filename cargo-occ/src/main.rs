@@ -17,6 +17,7 @@ mod locate;
 mod parse;
 mod render;
 mod report;
+mod source;
 mod sweep;
 mod sweep_run;
 

@@ -1,12 +1,15 @@
 //! `cargo occ sweep [KERNEL] [--arch sm_XX] [--manifest FILE] [--json]`:
 //! reassemble each kernel's PTX with ptxas at every register cap that changes
-//! its occupancy, and print registers, spills, stack and occupancy per cap.
+//! its occupancy, and print registers, spills, stack and occupancy per cap,
+//! and what to write in the source to apply each cap.
 
 use crate::locate::Locate;
+use crate::source::{has_bounds, min_blocks_for, written};
 use crate::sweep_run;
 use anyhow::{bail, Context};
+use occ_build::arch;
 use occ_build::env::Env;
-use occ_build::manifest;
+use occ_build::manifest::{self, LaunchBounds, Manifest};
 use occ_build::sweep::{KernelSweep, Method, SweepPoint};
 
 /// Arguments of `cargo occ sweep`.
@@ -73,14 +76,62 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
             if i > 0 {
                 println!();
             }
-            print!("{}", table(k));
+            print!("{}", table(k, &bounds_of(&manifest, k)));
         }
     }
     Ok(0)
 }
 
-/// The table of one kernel's sweep.
-pub fn table(k: &KernelSweep) -> String {
+/// The launch bounds the manifest records for the kernel and arch of `k`
+/// (none when the manifest lacks them).
+fn bounds_of(m: &Manifest, k: &KernelSweep) -> LaunchBounds {
+    m.kernels
+        .iter()
+        .find(|mk| mk.name == k.name)
+        .and_then(|mk| mk.archs.get(&k.arch))
+        .map(|a| a.launch_bounds.clone())
+        .unwrap_or_default()
+}
+
+/// What to write in the source to apply `cap` to a kernel with `bounds`:
+/// `__launch_bounds__(T, M)` where some min blocks `M` gives exactly that
+/// cap, else `__maxnreg__(cap)`.
+fn source_for(a: Option<&arch::Arch>, bounds: &LaunchBounds, cap: u32) -> String {
+    let by_bounds = bounds
+        .max_threads_per_block()
+        .filter(|_| bounds.max_registers.is_none())
+        .zip(a)
+        .and_then(|(t, a)| min_blocks_for(a, t, cap).map(|m| (t, m)));
+    match by_bounds {
+        Some((t, m)) => format!("__launch_bounds__({t}, {m})"),
+        None => format!("__maxnreg__({cap})"),
+    }
+}
+
+/// The note under a sweep with caps: how each cap's source text applies.
+fn source_note(k: &KernelSweep, bounds: &LaunchBounds) -> String {
+    let now = written(bounds).unwrap_or_default();
+    if bounds.max_registers.is_some() && !has_bounds(bounds) {
+        format!("  in the source: write the cap's __maxnreg__(N) in place of {now}\n")
+    } else if has_bounds(bounds) {
+        format!(
+            "  in the source: __launch_bounds__(T, M) caps registers through its min blocks M; \
+             nvcc refuses __maxnreg__ beside __launch_bounds__, so a cap's __maxnreg__(N) \
+             replaces {now}, and Build::max_registers (-maxrregcount) would not apply\n"
+        )
+    } else {
+        format!(
+            "  in the source: __maxnreg__(N) on the kernel, or Build::max_registers({:?}, N) \
+             in build.rs (-maxrregcount, for every kernel in its file)\n",
+            k.base_name
+        )
+    }
+}
+
+/// The table of one kernel's sweep; `bounds` are its directives, for the
+/// source text of each cap.
+pub fn table(k: &KernelSweep, bounds: &LaunchBounds) -> String {
+    let a = arch::lookup(&k.arch).ok();
     let how = match k.method {
         Method::Maxnreg => "caps as .maxnreg",
         _ => "caps as --maxrregcount",
@@ -90,8 +141,8 @@ pub fn table(k: &KernelSweep) -> String {
         out.push_str(&format!("  note: {note}\n"));
     }
     out.push_str(&format!(
-        "  {:>5}  {:>4}  {:>13}  {:>5}  {:>5}  {:>17}  limiter\n",
-        "cap", "regs", "spill st/ld", "stack", "block", "occupancy"
+        "  {:>5}  {:>4}  {:>13}  {:>5}  {:>5}  {:>17}  {:<26}  limiter\n",
+        "cap", "regs", "spill st/ld", "stack", "block", "occupancy", "in the source"
     ));
     let row = |p: &SweepPoint| {
         let cap = p.cap.map_or("none".to_string(), |c| c.to_string());
@@ -110,14 +161,19 @@ pub fn table(k: &KernelSweep) -> String {
         if !p.applied {
             marks.push("cap not applied (overridden)".to_string());
         }
+        let source = match p.cap {
+            Some(c) => source_for(a, bounds, c),
+            None => written(bounds).unwrap_or_else(|| "-".to_string()),
+        };
         format!(
-            "  {:>5}  {:>4}  {:>13}  {:>5}  {:>5}  {:>17}  {:<14}  {}\n",
+            "  {:>5}  {:>4}  {:>13}  {:>5}  {:>5}  {:>17}  {:<26}  {:<14}  {}\n",
             cap,
             p.registers,
             format!("{}/{}", p.spill_stores, p.spill_loads),
             p.stack,
             p.best.block_size,
             occ,
+            source,
             p.best.limiters.join(", "),
             marks.join(", ")
         )
@@ -136,6 +192,9 @@ pub fn table(k: &KernelSweep) -> String {
     }
     for p in &k.points {
         out.push_str(&row(p));
+    }
+    if !k.points.is_empty() {
+        out.push_str(&source_note(k, bounds));
     }
     out
 }

@@ -142,6 +142,81 @@ fn bad_input_exits_2() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("__launch_bounds__"));
 }
 
+/// stderr of `cargo occ calc --arch sm_80 ARGS`, which must exit 2.
+fn usage_error(args: &[&str]) -> String {
+    let o = cargo_occ(&[&["calc", "--arch", "sm_80"], args].concat(), None);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert!(o.stdout.is_empty(), "{args:?}: {}", stdout(&o));
+    err
+}
+
+#[test]
+fn usage_lists_only_the_required_flags_and_ranges_are_enforced() {
+    // A flag with a default, given, does not appear required in the usage.
+    let err = usage_error(&["--regs", "32", "--static-smem", "1000"]);
+    assert!(err.contains("--threads"), "{err}");
+    let usage = err
+        .lines()
+        .find(|l| l.starts_with("Usage:"))
+        .unwrap_or_else(|| panic!("no usage line in {err}"));
+    assert!(!usage.contains("--static-smem"), "{usage}");
+    assert!(usage.contains("[OPTIONS]"), "{usage}");
+
+    // Each number out of its range: exit 2 and the valid range named.
+    for (flag, bad, range) in [
+        ("--regs", "4294967295", "0..=255"),
+        ("--regs", "256", "0..=255"),
+        ("--threads", "0", "1..=1024"),
+        ("--threads", "1025", "1..=1024"),
+        ("--max-threads", "0", "1..=1024"),
+        ("--max-threads", "2048", "1..=1024"),
+        ("--carveout", "101", "0..=100"),
+        ("--barriers", "17", "0..=16"),
+    ] {
+        let mut args = vec!["--regs", "32", "--threads", "256"];
+        match args.iter().position(|a| *a == flag) {
+            Some(i) => args[i + 1] = bad,
+            None => args.extend([flag, bad]),
+        }
+        let err = usage_error(&args);
+        assert!(
+            err.contains(flag) && err.contains(range),
+            "{flag} {bad}: {err}"
+        );
+        assert!(!err.contains("use at most 0"), "{err}");
+    }
+    // The ends of each range are accepted.
+    for args in [
+        ["--regs", "255", "--threads", "1024"],
+        ["--regs", "0", "--threads", "1"],
+    ] {
+        let o = cargo_occ(&[&["calc", "--arch", "sm_80"], &args[..]].concat(), None);
+        assert!(o.status.success(), "{args:?}: {o:?}");
+    }
+
+    // --batch lines obey the same ranges.
+    let input = "{\"arch\":\"sm_80\",\"regs\":300,\"threads\":256}\n\
+                 {\"arch\":\"sm_80\",\"regs\":32,\"threads\":256,\"max_threads\":0}\n\
+                 {\"arch\":\"sm_80\",\"regs\":255,\"threads\":1024,\"barriers\":16}\n";
+    let o = cargo_occ(&["calc", "--batch", "-"], Some(input));
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let lines = json_lines(&o);
+    assert_eq!(lines.len(), 3);
+    let error = |i: usize| lines[i]["error"].as_str().unwrap_or_default().to_string();
+    assert!(
+        error(0).contains("regs 300") && error(0).contains("0 to 255"),
+        "{}",
+        error(0)
+    );
+    assert!(
+        error(1).contains("max_threads 0") && error(1).contains("1 to 1024"),
+        "{}",
+        error(1)
+    );
+    assert!(lines[2].get("error").is_none(), "{}", lines[2]);
+}
+
 #[test]
 fn batch_keeps_order_and_reports_bad_lines() {
     let input = "{\"arch\":\"sm_90\",\"regs\":32,\"threads\":1024}\n\

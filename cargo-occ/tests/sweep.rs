@@ -367,3 +367,105 @@ fn max_registers_caps_the_file_of_a_kernel_and_is_recorded() {
     let err = b.try_compile_with(&build_env(&[])).unwrap_err().to_string();
     assert!(err.contains("forces9") && err.contains("forces8"), "{err}");
 }
+
+/// `cargo occ sweep --arch sm_80 --manifest ...` as text, with the
+/// installed nvcc.
+fn sweep_text(s: &Scratch) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_cargo-occ"))
+        .args(["occ", "sweep", "--arch", "sm_80", "--manifest"])
+        .arg(s.path().join("out/occ/manifest.json"))
+        .current_dir(s.path())
+        .env("NVCC", nvcc())
+        .output()
+        .expect("run cargo occ sweep");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "cargo occ sweep failed:\n{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("{text}");
+    text
+}
+
+/// The `in the source` cell of the row for `cap` in `kernel`'s table.
+fn source_cell(text: &str, kernel: &str, cap: u32) -> String {
+    let table: Vec<&str> = text
+        .split("\n\n")
+        .find(|t| t.starts_with(kernel))
+        .unwrap_or_else(|| panic!("no table for {kernel} in\n{text}"))
+        .lines()
+        .collect();
+    let row = table
+        .iter()
+        .find(|l| l.split_whitespace().next() == Some(cap.to_string().as_str()))
+        .unwrap_or_else(|| panic!("no row for cap {cap} in\n{}", table.join("\n")));
+    let start = row
+        .find("__")
+        .unwrap_or_else(|| panic!("no source text in {row}"));
+    row[start..]
+        .split_once(')')
+        .map(|(text, _)| format!("{text})"))
+        .unwrap_or_else(|| panic!("no source text in {row}"))
+}
+
+#[test]
+fn the_table_says_what_to_write_in_the_source_and_nvcc_keeps_to_it() {
+    let s = Scratch::new();
+    let free_src = FORCES;
+    let bounded_src = bounded_forces();
+    s.write("kernels/forces.cu", free_src);
+    s.write("kernels/bounded.cu", &bounded_src);
+    let m = build(&s, |_| {});
+    let text = sweep_text(&s);
+    let free = sweep_of(&s, &m, "forces8", Method::Auto);
+    let bounded = sweep_of(&s, &m, "bounded8", Method::Auto);
+    assert!(!free.points.is_empty() && !bounded.points.is_empty());
+
+    // Without bounds: `__maxnreg__(cap)` on the kernel, or the file's cap.
+    assert!(
+        text.contains("__maxnreg__(N) on the kernel, or Build::max_registers(\"forces8\", N)"),
+        "{text}"
+    );
+    // With `__launch_bounds__(256)`: nvcc refuses `__maxnreg__` beside it, so
+    // the note says so and the cells use the min-blocks argument where one
+    // gives the cap exactly.
+    assert!(
+        text.contains("nvcc refuses __maxnreg__ beside __launch_bounds__"),
+        "{text}"
+    );
+    let mut cells = Vec::new();
+    for p in &free.points {
+        let cap = p.cap.unwrap();
+        let cell = source_cell(&text, "forces8", cap);
+        assert_eq!(cell, format!("__maxnreg__({cap})"));
+        cells.push(("forces8", cap, cell));
+    }
+    let mut by_bounds = 0;
+    for p in &bounded.points {
+        let cap = p.cap.unwrap();
+        let cell = source_cell(&text, "bounded8", cap);
+        if cell.starts_with("__launch_bounds__(256, ") {
+            by_bounds += 1;
+        } else {
+            assert_eq!(cell, format!("__maxnreg__({cap})"));
+        }
+        cells.push(("bounded8", cap, cell));
+    }
+    assert!(by_bounds > 0, "no cap written as launch bounds:\n{text}");
+
+    // Each cell, written into the source in place of the kernel's own
+    // directive, keeps nvcc at or below the cap.
+    let hands = in_parallel(&cells, |(kernel, cap, cell)| {
+        let source = if *kernel == "forces8" {
+            free_src.replace("void forces8", &format!("void {cell} forces8"))
+        } else {
+            bounded_src.replace("__launch_bounds__(256)", cell)
+        };
+        let file = s.write(&format!("hand/{kernel}{cap}.cu"), &source);
+        (by_hand(&file, kernel, &[]), *cap, cell.clone())
+    });
+    for ((regs, _, _), cap, cell) in hands {
+        assert!(regs <= cap, "{cell}: {regs} registers above the cap {cap}");
+    }
+}

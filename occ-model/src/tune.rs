@@ -410,10 +410,7 @@ pub fn what_if(
         .max_threads_per_block
         .is_none_or(|m| launch.block_size <= m);
     let launch_bounds = if bounds_ok && kernel.registers > 0 {
-        let cap = (1..=arch.max_regs_per_thread.min(255))
-            .rev()
-            .find(|&r| register_limit(arch, r, launch.block_size).is_none_or(|b| b >= target));
-        cap.map(|register_cap| {
+        launch_bounds_register_cap(arch, launch.block_size, target).map(|register_cap| {
             let k = KernelResources {
                 registers: register_cap.min(kernel.registers),
                 ..*kernel
@@ -436,6 +433,18 @@ pub fn what_if(
         shared_memory,
         launch_bounds,
     })
+}
+
+/// The most registers per thread ptxas may use under
+/// `__launch_bounds__(max_threads, min_blocks)` (`min_blocks` 0 or 1 for
+/// `__launch_bounds__(max_threads)`): the most for which the register file
+/// alone fits `min_blocks` blocks of `max_threads` threads, at most 255 (the
+/// ISA's limit). `None` when not even one register fits them.
+pub fn launch_bounds_register_cap(arch: &Arch, max_threads: u32, min_blocks: u32) -> Option<u32> {
+    let blocks = min_blocks.max(1);
+    (1..=arch.max_regs_per_thread.min(255))
+        .rev()
+        .find(|&r| register_limit(arch, r, max_threads).is_none_or(|b| b >= blocks))
 }
 
 /// The register limit alone (blocks per SM) for `registers` per thread and
@@ -682,6 +691,25 @@ mod tests {
             min_carveout(lookup("sm_61").unwrap(), &kk, &l).unwrap(),
             None
         );
+    }
+
+    #[test]
+    fn launch_bounds_caps_follow_the_register_file() {
+        let a = lookup("sm_80").unwrap();
+        // 64 Ki registers: 1024 threads x 2 blocks leave 32 each, 1 block 64.
+        assert_eq!(launch_bounds_register_cap(a, 1024, 2), Some(32));
+        assert_eq!(launch_bounds_register_cap(a, 1024, 1), Some(64));
+        assert_eq!(launch_bounds_register_cap(a, 1024, 0), Some(64));
+        // Small blocks: the ISA's 255, never the header's 256.
+        assert_eq!(launch_bounds_register_cap(a, 32, 1), Some(255));
+        // Each cap is the largest that fits: one more register does not.
+        for (threads, blocks) in [(256, 3), (384, 2), (1024, 2), (96, 7)] {
+            let cap = launch_bounds_register_cap(a, threads, blocks).unwrap();
+            assert!(register_limit(a, cap, threads).is_none_or(|b| b >= blocks));
+            assert!(register_limit(a, cap + 1, threads).is_some_and(|b| b < blocks));
+        }
+        // 64 blocks of 1024 threads cannot fit at any register count.
+        assert_eq!(launch_bounds_register_cap(a, 1024, 64), None);
     }
 
     #[test]

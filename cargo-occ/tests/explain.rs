@@ -1,0 +1,112 @@
+//! `cargo occ explain` as a process on a real build (the real nvcc): launch
+//! bounds with their min blocks, spills shown even at full occupancy, and the
+//! text to write in the source to apply a register cap.
+
+use occ_build::manifest::KernelArch;
+use occ_build::Manifest;
+use occ_tests::{build_env, kernels_build, Scratch};
+use std::path::PathBuf;
+
+/// `heavy`: `__launch_bounds__(1024, 2)`, capped at 32 registers, spills;
+/// `wide`: the same body without bounds, limited by its registers.
+const KERNELS: &str = include_str!("../../tests/fixtures/cu/explain/k.cu");
+
+/// The kernels built in-process for sm_80; the manifest and its path.
+fn build(s: &Scratch) -> (Manifest, PathBuf) {
+    s.write("kernels/k.cu", KERNELS);
+    let report = kernels_build(s.path(), &s.path().join("out"), ["sm_80"])
+        .try_compile_with(&build_env(&[]))
+        .unwrap_or_else(|e| panic!("build failed: {e}"));
+    (report.manifest, report.out_dir.join("manifest.json"))
+}
+
+/// `cargo occ explain KERNEL --arch sm_80 --manifest FILE`: exit code, stdout.
+fn explain(s: &Scratch, manifest: &std::path::Path, kernel: &str) -> (i32, String) {
+    let mf = manifest.to_str().expect("utf-8 path");
+    let args = ["explain", kernel, "--arch", "sm_80", "--manifest", mf];
+    let mut cmd = occ_tests::cargo_occ(env!("CARGO_BIN_EXE_cargo-occ"), s.path(), &args, &[]);
+    let (code, out, err) = occ_tests::code_and_text(&cmd.output().expect("run cargo-occ"));
+    println!("$ cargo occ {}\n{out}{err}", args.join(" "));
+    (code, out)
+}
+
+fn arch<'m>(m: &'m Manifest, kernel: &str) -> &'m KernelArch {
+    &m.kernels
+        .iter()
+        .find(|k| k.name == kernel)
+        .unwrap_or_else(|| panic!("no {kernel} in the manifest"))
+        .archs["sm_80"]
+}
+
+/// The line of `out` that starts (after its indent) with `prefix`.
+fn line<'o>(out: &'o str, prefix: &str) -> &'o str {
+    out.lines()
+        .map(str::trim_start)
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line starting with {prefix:?} in\n{out}"))
+}
+
+#[test]
+fn launch_bounds_spills_and_source_caps_are_all_shown() {
+    let s = Scratch::new();
+    let (m, mf) = build(&s);
+
+    // heavy: the bounds' min blocks are shown, and full occupancy does not
+    // hide the spills ptxas reported.
+    let heavy = arch(&m, "heavy");
+    let bounds = &heavy.launch_bounds;
+    assert_eq!(
+        (bounds.max_threads_per_block(), bounds.min_blocks_per_sm),
+        (Some(1024), Some(2)),
+        "test premise: {heavy:?}"
+    );
+    assert!(heavy.spill_bytes() > 0, "test premise: {heavy:?}");
+    assert_eq!(heavy.best.occupancy, 1.0, "test premise: {heavy:?}");
+    let (code, out) = explain(&s, &mf, "heavy");
+    assert_eq!(code, 0, "{out}");
+    let lb = line(&out, "launch bounds:");
+    assert!(lb.contains("__launch_bounds__(1024, 2)"), "{lb}");
+    assert!(
+        lb.contains("1024 threads") && lb.contains("2 blocks"),
+        "{lb}"
+    );
+    let spills = line(&out, "spills:");
+    for bytes in [heavy.spill_stores, heavy.spill_loads] {
+        assert!(spills.contains(&format!("{bytes} B")), "{spills}");
+    }
+    assert!(!out.contains("nothing to gain"), "{out}");
+    // The way out of the spills: fewer min blocks let ptxas use more
+    // registers (1 block of 1024 threads: the register file's 64 per thread).
+    assert!(
+        out.contains("__launch_bounds__(1024, 1)") && out.contains("64 registers"),
+        "{out}"
+    );
+
+    // wide: registers limit it; the hint says what to write for the cap.
+    let wide = arch(&m, "wide");
+    assert_eq!(wide.best.limiters, ["registers"], "test premise: {wide:?}");
+    assert!(wide.launch_bounds.max_threads_per_block().is_none());
+    let (code, out) = explain(&s, &mf, "wide");
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("launch bounds:"), "{out}");
+    assert!(!out.contains("spills:"), "{out}");
+    let regs = line(&out, "registers: use at most");
+    let cap: u32 = regs
+        .trim_start_matches("registers: use at most ")
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no cap in {regs}"));
+    assert!(cap < wide.registers, "{regs}");
+    assert!(regs.contains(&format!("__maxnreg__({cap})")), "{regs}");
+    assert!(
+        regs.contains(&format!("Build::max_registers(\"wide\", {cap})")),
+        "{regs}"
+    );
+    let block = wide.best.block_size;
+    let target = wide.best.active_blocks_per_sm + 1;
+    assert!(
+        out.contains(&format!("__launch_bounds__({block}, {target})")),
+        "{out}"
+    );
+}
