@@ -355,14 +355,28 @@ impl Toolkit {
             })?;
         let text = String::from_utf8_lossy(&output.stderr).into_owned();
         let settings = dryrun_settings(&text);
-        let Some(here) = settings.iter().find(|(k, _)| k == "_HERE_").map(|(_, v)| v) else {
-            return Err(Error::NotAnNvcc {
-                nvcc: nvcc.path.clone(),
-                origin: nvcc.origin.clone(),
-                detail: first_line(&text, &String::from_utf8_lossy(&output.stdout)),
-            });
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let here = match settings.iter().find(|(k, _)| k == "_HERE_") {
+            Some((_, v)) => PathBuf::from(v),
+            // nvcc refused the dry run itself (a bad flag): the jobs will
+            // say why; identify the toolkit by the program alone.
+            None if format!("{text}{stdout}")
+                .to_ascii_lowercase()
+                .contains("nvcc") =>
+            {
+                nvcc.path
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_default()
+            }
+            None => {
+                return Err(Error::NotAnNvcc {
+                    nvcc: nvcc.path.clone(),
+                    origin: nvcc.origin.clone(),
+                    detail: first_line(&text, &stdout),
+                })
+            }
         };
-        let here = PathBuf::from(here);
         let path_var = settings
             .iter()
             .find(|(k, _)| k == "PATH")

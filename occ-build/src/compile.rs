@@ -1,5 +1,5 @@
 //! Stage 4: one nvcc job per (file, arch): run it (in parallel, under
-//! cargo's jobserver), or reuse its last result when [`crate::cache`] says
+//! cargo's jobserver), or reuse its last result when the cache (`cache.rs`) says
 //! nothing that can change it has changed.
 //!
 //! Each job leaves `<job>.cubin` and `<job>.ptx` in `$OUT_DIR/occ` and its
@@ -50,8 +50,17 @@ pub(crate) fn toolkit(nvcc: &Nvcc, inputs: &Inputs, jobs: &[Job]) -> Result<Tool
         std::fs::create_dir_all(&dir)
             .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
     }
+    // The first job's arguments without its arch: the programs nvcc runs
+    // do not depend on it, and an arch this nvcc cannot build is the job's
+    // error to report, not the dry run's.
     let args = match jobs.first() {
-        Some(job) => nvcc_args(job, &out.join("tmp").join(&job.name)),
+        Some(job) => {
+            let mut args = nvcc_args(job, &out.join("tmp").join(&job.name));
+            if let Some(i) = args.iter().position(|a| a == "-gencode") {
+                args.drain(i..(i + 2).min(args.len()));
+            }
+            args
+        }
         None => Vec::new(),
     };
     Toolkit::identify(

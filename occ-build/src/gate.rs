@@ -28,13 +28,9 @@ use occ_model::compare::{
 use occ_model::lock::{Lock, CANDIDATE_FILE, LOCK_SCHEMA};
 use std::path::Path;
 
-/// Spilling kernels: one warning each, or [`Error::Spills`] under
-/// [`Build::deny_spills`].
-pub(crate) fn spills(
-    build: &Build,
-    manifest: &Manifest,
-    directives: &mut Directives,
-) -> Result<()> {
+/// Spilling kernels: [`Error::Spills`] under [`Build::deny_spills`];
+/// otherwise the build's one summary line names them (`summary`).
+pub(crate) fn spills(build: &Build, manifest: &Manifest) -> Result<()> {
     let mut lines = Vec::new();
     for kernel in &manifest.kernels {
         for (arch, k) in &kernel.archs {
@@ -51,9 +47,6 @@ pub(crate) fn spills(
     }
     if build.deny_spills {
         return Err(Error::Spills { kernels: lines });
-    }
-    for line in lines {
-        directives.warn(format!("kernel spills registers: {line}"));
     }
     Ok(())
 }

@@ -110,6 +110,7 @@ mod pipeline;
 mod plan;
 #[cfg(test)]
 mod proptests;
+mod summary;
 mod toolchain;
 pub mod toolkit;
 

@@ -12,6 +12,8 @@
 //! 6. `gate::spills`: spilling kernels warn, or fail a build that denies them.
 //! 7. `emit::write_all`: `manifest.json` and `kernels.rs` into `$OUT_DIR/occ`.
 //! 8. `gate::baseline`: compare with `occ.lock`; bless on request.
+//! 9. `summary::write`: the table to `report.txt`, and one warning when
+//!    something is notable.
 //!
 //! A build that stands on the lock (no nvcc) runs 1, 2, then
 //! `assemble::from_lock` and 7.
@@ -22,7 +24,7 @@ use crate::env::Env;
 use crate::error::Result;
 use crate::manifest::Manifest;
 use crate::toolchain::Toolchain;
-use crate::{assemble, compile, emit, gate, inputs, plan, toolchain};
+use crate::{assemble, compile, emit, gate, inputs, plan, summary, toolchain};
 use std::path::PathBuf;
 
 /// What a build made.
@@ -99,9 +101,10 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     }
     let version = toolchain::version(&nvcc, &toolkit, &inputs.out_dir)?;
     let manifest = assemble::manifest(&inputs, &version, &outputs)?;
-    gate::spills(build, &manifest, directives)?;
+    gate::spills(build, &manifest)?;
     emit::write_all(&manifest, &inputs.out_dir)?;
     gate::baseline(build, &inputs, &manifest, directives)?;
+    summary::write(&manifest, &inputs.out_dir, directives)?;
     Ok(Outcome {
         manifest,
         out_dir: inputs.out_dir,

@@ -1,5 +1,9 @@
-//! Plain-text tables: the column aligner and the number formats every
-//! report shares (the build's gate messages and `cargo occ`).
+//! Plain-text tables: the column aligner, the number formats every report
+//! shares, and the per-kernel table (one row per kernel × arch) that the
+//! build writes to `report.txt` and `cargo occ report` prints.
+
+use crate::manifest::Manifest;
+use serde::Serialize;
 
 /// Occupancy as a percentage with one decimal, as every report prints it.
 pub fn percent(occupancy: f64) -> String {
@@ -45,4 +49,101 @@ pub fn align<const N: usize>(rows: &[[String; N]]) -> String {
         }
     }
     out
+}
+
+/// One row of the report: a kernel on an arch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    /// The kernel's base name (`ns::kern<float, 3>`).
+    pub kernel: String,
+    /// The `.cu` file.
+    pub source: String,
+    /// The arch.
+    pub arch: String,
+    /// Registers per thread.
+    pub registers: u32,
+    /// Static shared memory per block, bytes.
+    pub static_smem: u32,
+    /// Spilled bytes (stores + loads).
+    pub spill_bytes: u32,
+    /// Occupancy at the best block size, 0..=1.
+    pub occupancy: f64,
+    /// What limits it.
+    pub limiters: Vec<String>,
+    /// The best block size.
+    pub best_block: u32,
+    /// Dynamic shared memory a block can still take there, bytes.
+    pub headroom: u32,
+}
+
+/// The report rows, in manifest order (kernels by symbol, archs sorted).
+pub fn rows(m: &Manifest) -> Vec<Row> {
+    let mut out = Vec::new();
+    for k in &m.kernels {
+        for (arch, a) in &k.archs {
+            out.push(Row {
+                kernel: k.base_name.clone(),
+                source: k.source.clone(),
+                arch: arch.clone(),
+                registers: a.registers,
+                static_smem: a.static_smem,
+                spill_bytes: a.spill_bytes(),
+                occupancy: a.best.occupancy,
+                limiters: a.best.limiters.clone(),
+                best_block: a.best.block_size,
+                headroom: a.best.dynamic_smem_headroom,
+            });
+        }
+    }
+    out
+}
+
+/// The column names of [`table`].
+pub const HEADER: [&str; 9] = [
+    "kernel",
+    "arch",
+    "registers",
+    "smem",
+    "spills",
+    "occupancy",
+    "limiter",
+    "best block",
+    "headroom",
+];
+
+/// The cells of one [`Row`], formatted as [`table`] prints them.
+pub fn cells(r: &Row) -> [String; 9] {
+    [
+        r.kernel.clone(),
+        r.arch.clone(),
+        r.registers.to_string(),
+        r.static_smem.to_string(),
+        r.spill_bytes.to_string(),
+        percent(r.occupancy),
+        r.limiters.join(" + "),
+        r.best_block.to_string(),
+        r.headroom.to_string(),
+    ]
+}
+
+/// The terminal table: one line per kernel × arch.
+pub fn table(m: &Manifest) -> String {
+    let mut all: Vec<[String; 9]> = vec![HEADER.map(str::to_string)];
+    all.extend(rows(m).iter().map(cells));
+    align(&all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn align_pads_text_left_and_numbers_right() {
+        let t = align(&[
+            ["name".to_string(), "n".to_string()],
+            ["a".to_string(), "100".to_string()],
+            ["long".to_string(), "5".to_string()],
+        ]);
+        assert_eq!(t, "name  n\n---------\na     100\nlong    5\n");
+    }
 }
