@@ -164,6 +164,11 @@ pub enum Error {
     },
     /// A worker thread of the build panicked (an occ bug).
     WorkerPanicked,
+    /// The lock would be written (a bless) but its file is read-only.
+    LockReadOnly {
+        /// The lock file (after following symlinks).
+        path: PathBuf,
+    },
 }
 
 impl From<occ_model::Error> for Error {
@@ -333,6 +338,13 @@ impl fmt::Display for Error {
             Error::WorkerPanicked => write!(
                 f,
                 "an nvcc worker thread panicked; this is an occ bug: please report it with the build log"
+            ),
+            Error::LockReadOnly { path } => write!(
+                f,
+                "{} is read-only, so it was not blessed; make it writable (`chmod u+w {}`) and bless again, \
+                 or leave it as it is",
+                path.display(),
+                path.display()
             ),
         }
     }

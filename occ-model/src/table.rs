@@ -1,8 +1,12 @@
 //! Plain-text tables: the column aligner and the number formats every
 //! report shares (the build's gate messages and `cargo occ`).
 
-/// Occupancy as a percentage with one decimal, as every report prints it.
+/// Occupancy as a percentage with one decimal, as every report prints it
+/// (`?%` for a value that is not a number, which no valid file holds).
 pub fn percent(occupancy: f64) -> String {
+    if !occupancy.is_finite() {
+        return "?%".into();
+    }
     format!("{:.1}%", occupancy * 100.0)
 }
 
