@@ -45,17 +45,11 @@ pub fn run(args: BlessArgs) -> anyhow::Result<i32> {
         }
         Some(old) => {
             let diff = compare::compare(old, &candidate, &Default::default());
-            let all = [
-                Verdict::Regression,
-                Verdict::Improvement,
-                Verdict::New,
-                Verdict::Changed,
-            ];
-            print!("{}", compare::render_diff(&diff, &all));
+            print!("{}", compare::render_diff(&diff, &Verdict::ALL));
         }
         None => {}
     }
-    occ_build::compile::write_atomic(&path, text.as_bytes())?;
+    gate::write_lock(&path, &text)?;
     println!(
         "wrote {} ({} kernels, {}); commit it",
         path.display(),

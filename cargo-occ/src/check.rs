@@ -35,6 +35,18 @@ pub fn run(args: CheckArgs) -> anyhow::Result<i32> {
 
 fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     let found = args.locate.find()?;
+    if found.manifest.origin == Origin::Lock {
+        // A build that stood on the lock has its numbers, and no gate.json.
+        let lock = args
+            .lock
+            .clone()
+            .or_else(|| found.gate.as_ref().map(|g| g.lock_file.clone()));
+        let lock = lock.map_or("occ.lock".to_string(), |p| p.display().to_string());
+        println!(
+            "note: the last build had no nvcc and used {lock}; nothing to compare: build with nvcc to check"
+        );
+        return Ok(0);
+    }
     let (path, lock) = found.lock(args.lock.as_deref())?;
     let Some(lock) = lock else {
         anyhow::bail!(
@@ -50,20 +62,13 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     if let Some(n) = args.register_threshold {
         thresholds.registers = n;
     }
-    if found.manifest.origin == Origin::Lock {
-        println!(
-            "note: the last build had no nvcc and used {}; nothing to compare",
-            path.display()
-        );
-        return Ok(0);
-    }
     let candidate = Lock::from_manifest(&found.manifest);
     let diff = compare::compare(&lock, &candidate, &thresholds);
     let name = path.display();
     if diff.has_regressions() {
         print!(
             "occupancy regression against {name}:\n{}",
-            compare::render_diff(&diff, &[Verdict::Regression])
+            compare::render_diff(&diff, &Verdict::ALL)
         );
         println!("if this is intended, accept it with `cargo occ bless` and commit {name}");
         return Ok(1);

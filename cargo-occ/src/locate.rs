@@ -6,6 +6,7 @@ use anyhow::{bail, Context, Result};
 use occ_build::compare::{GateSettings, GATE_FILE};
 use occ_build::gate;
 use occ_build::lock::Lock;
+use occ_build::status::{self, BuildState};
 use occ_build::Manifest;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -66,6 +67,13 @@ impl Locate {
             .clone()
             .unwrap_or_else(|| occ_dir.join(occ_build::manifest::FILE_NAME));
         let manifest = occ_build::emit::read_manifest(&manifest_file)?;
+        if status::last_build(&occ_dir) == Some(BuildState::Running) {
+            eprintln!(
+                "warning: the last build of {} did not finish (it failed, or was stopped); the numbers \
+                 below may be from an earlier build: fix the build and run `cargo build` again",
+                manifest.package
+            );
+        }
         let gate = gate::read_settings(&occ_dir.join(GATE_FILE))?;
         Ok(Located {
             occ_dir,
@@ -212,9 +220,9 @@ fn is_build_dir_of(dir: &str, package: &str) -> bool {
 /// Prints a kernel-lookup failure with did-you-mean.
 pub fn unknown_kernel(m: &Manifest, query: &str) -> anyhow::Error {
     match m.lookup(query) {
-        occ_build::manifest::Lookup::Ambiguous(names) => anyhow::anyhow!(
-            "kernel `{query}` is ambiguous; it matches {}; give the full name",
-            names.join(", ")
+        occ_build::manifest::Lookup::Ambiguous(candidates) => anyhow::anyhow!(
+            "kernel `{query}` is ambiguous; it matches {}; give the name of the one you mean",
+            occ_build::manifest::describe_candidates(&candidates)
         ),
         occ_build::manifest::Lookup::Unknown(names) if !names.is_empty() => anyhow::anyhow!(
             "unknown kernel `{query}`; did you mean `{}`?",

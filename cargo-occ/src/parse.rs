@@ -69,30 +69,50 @@ impl From<&KernelRecord> for KernelJson {
     }
 }
 
+/// The most bytes of log `cargo occ parse` reads: a real `-Xptxas -v` log
+/// is a few hundred bytes per kernel, so 64 MiB holds about 100,000
+/// kernels; anything longer is refused rather than held in memory.
+pub const MAX_LOG_BYTES: u64 = 64 << 20;
+
+/// Reads at most [`MAX_LOG_BYTES`] from `input`; the error says why not.
+fn read_capped(input: impl Read, name: &str) -> Result<Vec<u8>, String> {
+    let mut buf = Vec::new();
+    input
+        .take(MAX_LOG_BYTES + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("cannot read the log {name}: {e}; pass the file holding nvcc's stderr, or - for standard input"))?;
+    if buf.len() as u64 > MAX_LOG_BYTES {
+        return Err(format!(
+            "the log {name} is longer than {} MiB, far more than any ptxas log; pass the saved stderr \
+             of `nvcc -Xptxas -v` (or split the log and parse each part)",
+            MAX_LOG_BYTES >> 20
+        ));
+    }
+    Ok(buf)
+}
+
 /// Runs `cargo occ parse`. Returns the exit code: 0 when the log was read, 1 when it
 /// could not be (the reason is printed on stderr).
 pub fn run(args: ParseArgs) -> anyhow::Result<i32> {
     let shown = args.log.display().to_string();
-    let bytes = if shown == "-" {
-        let mut buf = Vec::new();
-        if let Err(e) = std::io::stdin().read_to_end(&mut buf) {
-            eprintln!("error: cannot read the log from standard input: {e}");
-            return Ok(1);
-        }
-        buf
-    } else {
-        match std::fs::read(&args.log) {
-            Ok(b) => b,
-            Err(e) => {
-                eprintln!("error: cannot read the log {shown}: {e}; pass the file holding nvcc's stderr, or - for standard input");
-                return Ok(1);
-            }
-        }
-    };
     let name = if shown == "-" {
         "<stdin>"
     } else {
         shown.as_str()
+    };
+    let bytes = if shown == "-" {
+        read_capped(std::io::stdin().lock(), "on standard input")
+    } else {
+        std::fs::File::open(&args.log)
+            .map_err(|e| format!("cannot read the log {shown}: {e}; pass the file holding nvcc's stderr, or - for standard input"))
+            .and_then(|f| read_capped(f, &shown))
+    };
+    let bytes = match bytes {
+        Ok(b) => b,
+        Err(reason) => {
+            eprintln!("error: {reason}");
+            return Ok(1);
+        }
     };
     match render(&String::from_utf8_lossy(&bytes), name, args.json) {
         Ok((out, notes)) => {
@@ -274,6 +294,18 @@ ptxas info    : Used 7 registers, 348 bytes cmem[0], 4 bytes cmem[2]
         assert!(lines[1].starts_with("ns::inner::tkern<double, 128>"));
         assert!(lines[1].contains("4/12"));
         assert!(lines[2].contains("[0]=348 [2]=4"));
+    }
+
+    #[test]
+    fn a_log_past_the_cap_is_refused_and_one_at_it_is_read() {
+        let at_cap = read_capped(std::io::repeat(b'\n').take(MAX_LOG_BYTES), "log");
+        assert_eq!(at_cap.map(|b| b.len() as u64), Ok(MAX_LOG_BYTES));
+        let endless = read_capped(std::io::repeat(0), "on standard input")
+            .expect_err("an endless input was read");
+        assert!(
+            endless.contains("on standard input") && endless.contains("64 MiB"),
+            "{endless}"
+        );
     }
 
     #[test]

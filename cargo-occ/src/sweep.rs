@@ -30,6 +30,18 @@ pub struct SweepArgs {
     /// Print JSON (the `occ_build::sweep::Sweep` type) instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// Stop a ptxas run that takes longer than this many seconds (the sweep then fails).
+    #[arg(long, value_name = "SECS", env = "OCC_PTXAS_TIMEOUT", default_value_t = sweep_run::DEFAULT_PTXAS_TIMEOUT.as_secs_f64(), value_parser = parse_timeout)]
+    pub ptxas_timeout: f64,
+}
+
+fn parse_timeout(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs > 0.0 && secs <= 1e9 => Ok(secs),
+        _ => Err(format!(
+            "`{s}` is not a number of seconds above 0; give one such as 60 or 0.5"
+        )),
+    }
 }
 
 fn parse_method(s: &str) -> Result<Method, String> {
@@ -67,7 +79,10 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         args.kernel.as_deref(),
         args.arch.as_deref(),
         args.method,
-        jobs,
+        sweep_run::Runner {
+            jobs,
+            timeout: std::time::Duration::from_secs_f64(args.ptxas_timeout),
+        },
     )?;
     if args.json {
         print!("{}", manifest::to_json_pretty(&result));

@@ -10,8 +10,15 @@ use occ_build::sweep::{
 use occ_build::{arch, ptx, ptxas};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long one ptxas run of the sweep may take before it is stopped
+/// (`--ptxas-timeout`, `OCC_PTXAS_TIMEOUT`): ptxas takes well under a
+/// second for most kernels and minutes for none that nvcc builds in
+/// reasonable time.
+pub const DEFAULT_PTXAS_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The ptxas beside an nvcc (`bin/ptxas`).
 pub fn ptxas_beside(nvcc: &Path) -> PathBuf {
@@ -36,8 +43,19 @@ impl Drop for Scratch {
     }
 }
 
+/// How the sweep runs ptxas: how many at a time, and how long each may take.
+#[derive(Debug, Clone, Copy)]
+pub struct Runner {
+    /// ptxas runs at a time.
+    pub jobs: usize,
+    /// The longest one run may take; it is killed then, and the sweep stops.
+    pub timeout: Duration,
+}
+
 /// Sweeps one kernel on one arch: ptxas on `ptx_path` without a cap and at
-/// each of `caps` (highest first), `jobs` runs at a time.
+/// each of `caps` (highest first), `runner.jobs` runs at a time. A run past
+/// `runner.timeout` is killed and stops the sweep with an error naming the
+/// kernel, the cap and the ptxas.
 pub fn sweep_kernel(
     ptxas_path: &Path,
     ptx_path: &Path,
@@ -45,7 +63,7 @@ pub fn sweep_kernel(
     arch: &str,
     caps: &[u32],
     method: Method,
-    jobs: usize,
+    runner: Runner,
 ) -> Result<KernelSweep> {
     let k = kernel.archs.get(arch).ok_or_else(|| {
         anyhow!(format!(
@@ -115,10 +133,13 @@ pub fn sweep_kernel(
         .chain(caps.iter().copied().map(Some))
         .collect();
     let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
     let results: Mutex<Vec<Option<Result<Run>>>> =
         Mutex::new(settings.iter().map(|_| None).collect());
-    let workers = jobs.clamp(1, settings.len());
+    let workers = runner.jobs.clamp(1, settings.len());
     let job = PtxasJob {
+        stop: &stop,
+        timeout: runner.timeout,
         ptxas_path,
         ptx_path,
         ptx_text: &ptx_text,
@@ -132,9 +153,18 @@ pub fn sweep_kernel(
     std::thread::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|| loop {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(cap) = settings.get(i) else { break };
-                let run = job.run(*cap);
+                // `None`: stopped because another run failed.
+                let Some(run) = job.run(*cap).transpose() else {
+                    break;
+                };
+                if run.is_err() {
+                    stop.store(true, Ordering::SeqCst);
+                }
                 if let Ok(mut slots) = results.lock() {
                     slots[i] = Some(run);
                 }
@@ -145,11 +175,15 @@ pub fn sweep_kernel(
         .into_inner()
         .map_err(|_| anyhow!("a ptxas worker thread panicked"))?;
     let mut runs = Vec::with_capacity(slots.len());
+    let mut unfinished = false;
     for slot in slots {
         match slot {
             Some(run) => runs.push(run?),
-            None => return Err(anyhow!("a ptxas run did not finish")),
+            None => unfinished = true,
         }
+    }
+    if unfinished {
+        return Err(anyhow!("a ptxas run did not finish"));
     }
 
     let mut points = Vec::with_capacity(runs.len());
@@ -187,6 +221,10 @@ pub fn sweep_kernel(
 
 /// Everything a ptxas run of the sweep needs but the cap.
 struct PtxasJob<'a> {
+    /// Set when a run failed: the others stop.
+    stop: &'a AtomicBool,
+    /// The longest one run may take.
+    timeout: Duration,
     ptxas_path: &'a Path,
     ptx_path: &'a Path,
     ptx_text: &'a str,
@@ -199,8 +237,11 @@ struct PtxasJob<'a> {
 }
 
 impl PtxasJob<'_> {
-    fn run(&self, cap: Option<u32>) -> Result<Run> {
+    /// One ptxas run; `Ok(None)` when it was stopped because another failed.
+    fn run(&self, cap: Option<u32>) -> Result<Option<Run>> {
         let PtxasJob {
+            stop,
+            timeout,
             ptxas_path,
             ptx_path,
             ptx_text,
@@ -216,11 +257,8 @@ impl PtxasJob<'_> {
             .arg("-v")
             .arg("-e")
             .arg(&kernel.name);
-        let out_name = format!(
-            "{}.cubin",
-            cap.map_or("base".to_string(), |c| c.to_string())
-        );
-        cmd.arg("-o").arg(scratch.join(out_name));
+        let stem = cap.map_or("base".to_string(), |c| c.to_string());
+        cmd.arg("-o").arg(scratch.join(format!("{stem}.cubin")));
         let input = match (cap, method) {
             (Some(c), Method::Maxnreg) => {
                 let text = with_maxnreg(ptx_text, &kernel.name, c).ok_or_else(|| {
@@ -248,19 +286,55 @@ impl PtxasJob<'_> {
             }
         };
         cmd.arg(&input);
-        let output = cmd.output().map_err(|e| {
-        anyhow!(format!(
-            "cannot run {} ({e}); it should lie beside nvcc: set NVCC or CUDA_HOME to a full CUDA toolkit",
-            ptxas_path.display()
-        ))
-    })?;
-        let mut log = String::from_utf8_lossy(&output.stderr).into_owned();
-        log.push_str(&String::from_utf8_lossy(&output.stdout));
         let what = match cap {
             Some(c) => format!("{} for {arch} at cap {c}", kernel.base_name),
-            None => format!("{} for {arch}", kernel.base_name),
+            None => format!("{} for {arch} (no cap)", kernel.base_name),
         };
-        if !output.status.success() {
+        // Output goes to files, not pipes: a hung ptxas (or a child of it)
+        // holding a pipe open cannot block the sweep.
+        let log_path = scratch.join(format!("{stem}.log"));
+        let log_file = std::fs::File::create(&log_path)
+            .with_context(|| format!("cannot create {}", log_path.display()))?;
+        let err_file = log_file
+            .try_clone()
+            .with_context(|| format!("cannot open {}", log_path.display()))?;
+        cmd.stdout(log_file).stderr(err_file);
+        let mut child = cmd.spawn().map_err(|e| {
+            anyhow!(format!(
+                "cannot run {} ({e}); it should lie beside nvcc: set NVCC or CUDA_HOME to a full CUDA toolkit",
+                ptxas_path.display()
+            ))
+        })?;
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(2);
+        let status = loop {
+            if let Some(status) = child
+                .try_wait()
+                .with_context(|| format!("cannot wait for {}", ptxas_path.display()))?
+            {
+                break status;
+            }
+            let stopped = stop.load(Ordering::SeqCst);
+            if stopped || started.elapsed() >= timeout {
+                let _ = child.kill();
+                let _ = child.wait();
+                if stopped {
+                    return Ok(None);
+                }
+                return Err(anyhow!(format!(
+                    "ptxas timed out on {what} after {} s and was stopped ({}); raise the limit with \
+                     --ptxas-timeout SECS (or OCC_PTXAS_TIMEOUT=SECS), or check that this ptxas works",
+                    timeout.as_secs_f64(),
+                    ptxas_path.display()
+                )));
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(50));
+        };
+        let log = std::fs::read(&log_path)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .with_context(|| format!("cannot read {}", log_path.display()))?;
+        if !status.success() {
             let lines: Vec<&str> = log
                 .lines()
                 .filter(|l| !l.starts_with("ptxas info"))
@@ -302,11 +376,11 @@ impl PtxasJob<'_> {
         let overridden = diagnostics
             .iter()
             .any(|m| m.starts_with("Overriding global maxrregcount"));
-        Ok(Run {
+        Ok(Some(Run {
             record,
             diagnostics,
             overridden,
-        })
+        }))
     }
 }
 
@@ -321,17 +395,17 @@ pub fn sweep_manifest(
     filter: Option<&str>,
     arch: Option<&str>,
     method: Method,
-    jobs: usize,
+    runner: Runner,
 ) -> Result<Sweep> {
     let kernels: Vec<&Kernel> = match filter {
         None => manifest.kernels.iter().collect(),
         Some(query) => match manifest.lookup(query) {
             Lookup::Found(k) => vec![k],
-            Lookup::Ambiguous(names) => {
+            Lookup::Ambiguous(candidates) => {
                 return Err(anyhow!(format!(
-                    "kernel `{query}` is ambiguous: it names {}; give the mangled name",
-                    names.join(", ")
-                )))
+                "kernel `{query}` is ambiguous; it matches {}; give the name of the one you mean",
+                occ_build::manifest::describe_candidates(&candidates)
+            )))
             }
             Lookup::Unknown(close) => {
                 let hint = if close.is_empty() {
@@ -374,7 +448,7 @@ pub fn sweep_manifest(
             &arch,
             &caps,
             method,
-            jobs,
+            runner,
         )?);
     }
     Ok(Sweep {

@@ -70,19 +70,16 @@ fn lock_mode_command_works(args: &[&str]) {
 }
 
 #[test]
-#[ignore = "issue 12 item 7: cargo occ report fails on a build from the lock; fails on 63ddf56"]
 fn item07_report_works_on_a_build_from_the_lock() {
     lock_mode_command_works(&["report"]);
 }
 
 #[test]
-#[ignore = "issue 12 item 7: cargo occ check fails on a build from the lock; fails on 63ddf56"]
 fn item07_check_works_on_a_build_from_the_lock() {
     lock_mode_command_works(&["check"]);
 }
 
 #[test]
-#[ignore = "issue 12 item 7: cargo occ explain fails on a build from the lock; fails on 63ddf56"]
 fn item07_explain_works_on_a_build_from_the_lock() {
     lock_mode_command_works(&["explain", "scale"]);
 }
@@ -106,7 +103,6 @@ fn crate_with_candidate() -> Scratch {
 
 #[cfg(unix)]
 #[test]
-#[ignore = "issue 12 item 14: cargo occ bless replaces a symlinked occ.lock with a plain file; fails on 63ddf56"]
 fn item14_cli_bless_writes_through_a_symlinked_lock() {
     let s = crate_with_candidate();
     std::fs::create_dir_all(s.path().join("locks")).expect("locks");
@@ -130,7 +126,6 @@ fn item14_cli_bless_writes_through_a_symlinked_lock() {
 
 #[cfg(unix)]
 #[test]
-#[ignore = "issue 12 item 14: cargo occ bless overwrites a read-only occ.lock; fails on 63ddf56"]
 fn item14_cli_bless_refuses_a_read_only_lock() {
     use std::os::unix::fs::PermissionsExt;
     let s = crate_with_candidate();
@@ -151,7 +146,6 @@ fn item14_cli_bless_refuses_a_read_only_lock() {
 }
 
 #[test]
-#[ignore = "issue 12 item 16: cargo occ report after a failed build shows the previous numbers without saying so; fails on 63ddf56"]
 fn item16_report_after_a_failed_build_says_so() {
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
@@ -173,7 +167,6 @@ fn item16_report_after_a_failed_build_says_so() {
 }
 
 #[test]
-#[ignore = "issue 12 item 19: cargo occ parse reads all of its input into memory; fails on 63ddf56"]
 fn item19_parse_does_not_hold_its_whole_input_in_memory() {
     // 1 GiB of zeros under a 512 MiB address-space limit.
     let exe = env!("CARGO_BIN_EXE_cargo-occ");
@@ -193,7 +186,6 @@ fn item19_parse_does_not_hold_its_whole_input_in_memory() {
 }
 
 #[test]
-#[ignore = "issue 12 item 19: cargo occ sweep waits forever on a hung ptxas; fails on 63ddf56"]
 fn item19_sweep_times_out_a_hung_ptxas() {
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);

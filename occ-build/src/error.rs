@@ -205,6 +205,11 @@ pub enum Error {
         /// nvcc's message.
         detail: String,
     },
+    /// The lock would be written (a bless) but its file is read-only.
+    LockReadOnly {
+        /// The lock file (after following symlinks).
+        path: PathBuf,
+    },
 }
 
 impl From<occ_model::Error> for Error {
@@ -418,6 +423,13 @@ impl fmt::Display for Error {
                 f,
                 "nvcc could not write its output for {file} ({arch}): {detail}; free disk space \
                  (OUT_DIR is under the target folder) and build again"
+            ),
+            Error::LockReadOnly { path } => write!(
+                f,
+                "{} is read-only, so it was not blessed; make it writable (`chmod u+w {}`) and bless again, \
+                 or leave it as it is",
+                path.display(),
+                path.display()
             ),
         }
     }

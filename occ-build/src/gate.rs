@@ -13,7 +13,10 @@
 //!   watched (`rerun-if-changed`) once it exists: cargo treats a watched
 //!   missing file as always stale, so a crate with no lock yet does not
 //!   watch it, and a lock created by `cargo occ bless` is picked up by the
-//!   next build that reruns the script.
+//!   next build that reruns the script. Both writers use [`write_lock`]:
+//!   through a symlinked lock, never over a read-only one.
+//! - A lock of another package (its `package` differs) is refused by name,
+//!   not reported kernel by kernel as gone.
 
 use crate::builder::Build;
 use crate::cargo::Directives;
@@ -26,7 +29,7 @@ use occ_model::compare::{
     self, GateSettings, Thresholds, Verdict, DEFAULT_REGISTER_THRESHOLD, GATE_FILE,
 };
 use occ_model::lock::{Lock, CANDIDATE_FILE, LOCK_SCHEMA};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Spilling kernels: [`Error::Spills`] under [`Build::deny_spills`];
 /// otherwise the build's one summary line names them (`summary`).
@@ -84,7 +87,7 @@ pub(crate) fn baseline(
         manifest::to_json_pretty(&settings).as_bytes(),
     )?;
     let lock_name = inputs.display(&inputs.lock_path);
-    let write_lock = inputs.bless && !inputs.ci;
+    let blessing = inputs.bless && !inputs.ci;
     if inputs.bless && inputs.ci {
         directives.warn(format!(
             "occ: OCC_BLESS is ignored because CI is set; {lock_name} is never written in CI"
@@ -93,7 +96,7 @@ pub(crate) fn baseline(
     let write = |directives: &mut Directives, what: &str| -> Result<()> {
         let current = std::fs::read_to_string(&inputs.lock_path).unwrap_or_default();
         if current != text {
-            write_atomic(&inputs.lock_path, text.as_bytes())?;
+            write_lock(&inputs.lock_path, &text)?;
             directives.watch(&inputs.lock_path);
             directives.warn(format!(
                 "occ: OCC_BLESS=1: wrote {lock_name} ({what}); commit it"
@@ -102,7 +105,7 @@ pub(crate) fn baseline(
         Ok(())
     };
     let Some(lock) = &inputs.lock else {
-        if write_lock {
+        if blessing {
             return write(directives, "new baseline");
         }
         directives.warn(format!(
@@ -110,8 +113,27 @@ pub(crate) fn baseline(
         ));
         return Ok(());
     };
+    if !lock.package.is_empty()
+        && !candidate.package.is_empty()
+        && lock.package != candidate.package
+    {
+        if blessing {
+            return write(
+                directives,
+                &format!("replaced the lock of package `{}`", lock.package),
+            );
+        }
+        return Err(Error::Corrupt {
+            path: inputs.lock_path.clone(),
+            detail: format!(
+                "is the lock of package `{}`, not of `{}`; point .lock_file() at this crate's own lock, \
+                 or, if the package was renamed, accept it with `cargo occ bless` (or OCC_BLESS=1 cargo build)",
+                lock.package, candidate.package
+            ),
+        });
+    }
     let diff = compare::compare(lock, &candidate, &settings.thresholds);
-    if write_lock {
+    if blessing {
         let regressions = diff.regressions().count();
         let what = if regressions > 0 {
             format!("accepted {regressions} regression(s)")
@@ -121,7 +143,8 @@ pub(crate) fn baseline(
         return write(directives, &what);
     }
     if diff.has_regressions() {
-        let table = compare::render_diff(&diff, &[Verdict::Regression]);
+        // Every change, good and bad, so that a regression shows what it bought.
+        let table = compare::render_diff(&diff, &Verdict::ALL);
         let hint = if inputs.ci {
             format!("fix the kernels, or bless on a developer machine (`cargo occ bless`) and commit {lock_name}")
         } else {
@@ -148,6 +171,15 @@ pub(crate) fn baseline(
             f.reasons.join(", ")
         ));
     }
+    for f in diff.moved().filter(|f| f.verdict == Verdict::Changed) {
+        directives.warn(format!(
+            "occ: {} on {} moved from {} to {} with the same numbers; run `cargo occ bless` to record the new source",
+            f.kernel,
+            f.arch,
+            f.moved_from.as_deref().unwrap_or_default(),
+            f.source
+        ));
+    }
     if !diff.dropped_archs.is_empty() {
         directives.warn(format!(
             "occ: {lock_name} records {} which this build does not build; run `cargo occ bless` to drop them",
@@ -155,6 +187,61 @@ pub(crate) fn baseline(
         ));
     }
     Ok(())
+}
+
+/// Writes `text` as the lock at `path`, the one way both `OCC_BLESS=1`
+/// and `cargo occ bless` write it: through a symlink (the file it points
+/// to is replaced, atomically, and the link stays), keeping the file's
+/// permissions, and never over a read-only lock ([`Error::LockReadOnly`]:
+/// the permission bits are checked, so running as root does not override
+/// them).
+pub fn write_lock(path: &Path, text: &str) -> Result<()> {
+    let target = resolve_links(path)?;
+    let permissions = match std::fs::metadata(&target) {
+        Ok(m) => {
+            if m.permissions().readonly() {
+                return Err(Error::LockReadOnly { path: target });
+            }
+            Some(m.permissions())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Error::io(format!("cannot read {}", target.display()), e)),
+    };
+    write_atomic(&target, text.as_bytes())?;
+    if let Some(p) = permissions {
+        std::fs::set_permissions(&target, p).map_err(|e| {
+            Error::io(
+                format!("cannot set the permissions of {}", target.display()),
+                e,
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// The file `path` names after following every symlink (a dangling link
+/// names the file it would create).
+fn resolve_links(path: &Path) -> Result<PathBuf> {
+    let mut current = path.to_path_buf();
+    // A loop of links ends here instead of spinning.
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&current) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let link = std::fs::read_link(&current).map_err(|e| {
+                    Error::io(format!("cannot read the symlink {}", current.display()), e)
+                })?;
+                current = match current.parent() {
+                    Some(dir) if link.is_relative() => dir.join(link),
+                    _ => link,
+                };
+            }
+            _ => return Ok(current),
+        }
+    }
+    Err(Error::io(
+        format!("cannot follow the symlink {}", path.display()),
+        std::io::Error::other("too many levels of symbolic links"),
+    ))
 }
 
 /// Whether `CI` says this is a CI run (set, non-empty, not `false`/`0`).

@@ -110,6 +110,7 @@ mod pipeline;
 mod plan;
 #[cfg(test)]
 mod proptests;
+pub mod status;
 mod summary;
 mod toolchain;
 pub mod toolkit;

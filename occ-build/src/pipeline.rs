@@ -17,12 +17,16 @@
 //!
 //! A build that stands on the lock (no nvcc) runs 1, 2, then
 //! `assemble::from_lock` and 7.
+//!
+//! Between 1 and the end, `$OUT_DIR/occ/status.json` says `running`
+//! (`status::mark`), so `cargo occ` can tell a failed build's leftovers.
 
 use crate::builder::Build;
 use crate::cargo::Directives;
 use crate::env::Env;
 use crate::error::Result;
 use crate::manifest::Manifest;
+use crate::status::{self, BuildState};
 use crate::toolchain::Toolchain;
 use crate::{assemble, compile, emit, gate, inputs, plan, summary, toolchain};
 use std::path::PathBuf;
@@ -41,6 +45,7 @@ pub(crate) struct Outcome {
 /// Runs the build's stages in order, gathering cargo directives on the way.
 pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Result<Outcome> {
     let inputs = inputs::resolve(build, env, directives)?;
+    status::mark(&inputs.out_dir, BuildState::Running)?;
     let nvcc = match toolchain::select(build, env, &inputs)? {
         Toolchain::Nvcc(nvcc) => nvcc,
         Toolchain::Lock {
@@ -53,6 +58,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
             }
             let manifest = assemble::from_lock(&inputs, &lock, &reason, directives)?;
             emit::write_all(&manifest, &inputs.out_dir)?;
+            status::mark(&inputs.out_dir, BuildState::Finished)?;
             return Ok(Outcome {
                 manifest,
                 out_dir: inputs.out_dir,
@@ -105,6 +111,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     emit::write_all(&manifest, &inputs.out_dir)?;
     gate::baseline(build, &inputs, &manifest, directives)?;
     summary::write(&manifest, &inputs.out_dir, directives)?;
+    status::mark(&inputs.out_dir, BuildState::Finished)?;
     Ok(Outcome {
         manifest,
         out_dir: inputs.out_dir,

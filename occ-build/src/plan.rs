@@ -260,10 +260,10 @@ fn job_names(sources: &[String]) -> Vec<String> {
 /// source nor a kernel of the build.
 fn unknown_cap_target(target: &str, manifest: &Manifest) -> Error {
     let hint = match manifest.lookup(target) {
-        Lookup::Ambiguous(names) => {
+        Lookup::Ambiguous(candidates) => {
             format!(
-                "it names several kernels ({}); name the file instead",
-                names.join(", ")
+                "it names several kernels ({}); write one of those, or name the file",
+                crate::manifest::describe_candidates(&candidates)
             )
         }
         Lookup::Unknown(close) if !close.is_empty() => {

@@ -83,7 +83,7 @@
 //!
 //! | option | effect |
 //! |---|---|
-//! | `kernel = "name"` | required: the extern "C" name, the demangled name without its parameter list (`"fluid::stencil1d<float, 3>"`), or a base name (`"stencil1d"`) when only one kernel has it |
+//! | `kernel = "name"` | required: the extern "C" name, the demangled name without its parameter list (`"fluid::stencil1d<float, 3>"`), or a base name (`"stencil1d"`) when only one kernel has it; any of these prefixed with the kernel's source and a colon (`"kernels/a.cu:same"`) picks among kernels of one name in several files |
 //! | `arch = "sm_90"` | the site launches on this arch only: the plain consts and the table are for it alone |
 //! | `dynamic_smem = BYTES` | the same dynamic shared memory at every block size (integer literals and `+ - * / <<` of them: `48 * 1024`) |
 //! | `dynamic_smem = "max"` | the most a block can take without lowering the chosen occupancy (`cudaOccAvailableDynamicSMemPerBlock`) |
@@ -108,8 +108,8 @@
 //!   the arch and the bytes, unless the site says `allow_spills` or
 //!   `max_spill_bytes = N`;
 //! - a launch below `min_occupancy`;
-//! - an unknown kernel (with a did-you-mean) or an ambiguous one (with the
-//!   candidates);
+//! - an unknown kernel (with a did-you-mean) or an ambiguous one (with each
+//!   candidate's source and the exact string that selects it);
 //! - no manifest (with the `build.rs` lines to add), or one of another schema;
 //! - an unknown option or a bad value.
 //!

@@ -4,7 +4,7 @@
 
 use crate::args::{Args, DynamicSmemArg, Errors};
 use occ_model::arch;
-use occ_model::manifest::{Kernel, KernelArch, Lookup, Manifest};
+use occ_model::manifest::{describe_candidates, Kernel, KernelArch, Lookup, Manifest};
 use occ_model::occupancy::Launch;
 use occ_model::tune::{self, DynamicSmem, TuneRequest};
 use proc_macro2::Span;
@@ -54,13 +54,13 @@ pub fn plan(args: &Args, manifest: &Manifest, errors: &mut Errors) -> Option<Pla
     };
     let kernel = match manifest.lookup(&kernel_arg.value) {
         Lookup::Found(k) => k,
-        Lookup::Ambiguous(names) => {
+        Lookup::Ambiguous(candidates) => {
             errors.at(
                 kernel_arg.span,
                 format!(
-                    "kernel name `{}` is ambiguous; it matches {}; write one of them in full",
+                    "kernel name `{}` is ambiguous; it matches {}; write the name of the one you mean",
                     kernel_arg.value,
-                    list(&names)
+                    describe_candidates(&candidates)
                 ),
             );
             return None;
@@ -129,14 +129,6 @@ fn check_options(args: &Args, errors: &mut Errors) {
             "`allow_spills` allows any spill and `max_spill_bytes` sets a budget; keep one",
         );
     }
-}
-
-fn list(names: &[String]) -> String {
-    names
-        .iter()
-        .map(|n| format!("`{n}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 fn unknown_kernel(query: &str, close: &[String], manifest: &Manifest) -> String {

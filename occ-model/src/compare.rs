@@ -88,12 +88,26 @@ pub enum Verdict {
     Changed,
 }
 
+impl Verdict {
+    /// Every verdict, in the order findings are sorted.
+    pub const ALL: [Verdict; 4] = [
+        Verdict::Regression,
+        Verdict::Improvement,
+        Verdict::New,
+        Verdict::Changed,
+    ];
+}
+
 /// One kernel × arch that differs from the lock.
+///
+/// A kernel is known by its symbol; its source is a detail: a kernel whose
+/// file moved is matched to its lock entry (`moved_from`), and a kernel
+/// gone beside a new one on the same arch is shown as a likely rename.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
     /// The kernel's base name.
     pub kernel: String,
-    /// The kernel's source file.
+    /// The kernel's source file (in this build; in the lock for a kernel gone).
     pub source: String,
     /// The arch.
     pub arch: String,
@@ -101,10 +115,33 @@ pub struct Finding {
     pub verdict: Verdict,
     /// Why, one phrase each (`occupancy 100.0% -> 50.0%`).
     pub reasons: Vec<String>,
+    /// Every other change, good or bad, that did not decide the verdict
+    /// (`spills 96 -> 0 bytes (better)` beside an occupancy drop).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<String>,
+    /// The source the lock records, when the kernel's file moved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved_from: Option<String>,
     /// The locked numbers (`None` for a new kernel).
     pub before: Option<Resources>,
     /// The numbers of this build (`None` for a kernel gone).
     pub after: Option<Resources>,
+}
+
+impl Finding {
+    fn new(kernel: &LockKernel, arch: &str, verdict: Verdict, reason: String) -> Finding {
+        Finding {
+            kernel: kernel.base_name.clone(),
+            source: kernel.source.clone(),
+            arch: arch.to_string(),
+            verdict,
+            reasons: vec![reason],
+            also: Vec::new(),
+            moved_from: None,
+            before: None,
+            after: None,
+        }
+    }
 }
 
 /// The result of comparing a build with the lock.
@@ -128,75 +165,142 @@ impl Diff {
     pub fn has_regressions(&self) -> bool {
         self.regressions().next().is_some()
     }
+
+    /// The findings of kernels whose file moved (one per kernel × arch).
+    pub fn moved(&self) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(|f| f.moved_from.is_some())
+    }
+}
+
+/// The reason phrase of a kernel that is in the lock but not in the build.
+pub const GONE: &str = "kernel gone";
+
+/// The reason phrase of a kernel that is in the build but not in the lock.
+pub const NEW_KERNEL: &str = "new kernel";
+
+/// Lock entries paired with the build's kernels: by symbol and source,
+/// then by symbol alone (a moved file), the rest unpaired.
+fn pair<'a>(
+    lock: &'a Lock,
+    candidate: &'a Lock,
+) -> Vec<(Option<&'a LockKernel>, Option<&'a LockKernel>)> {
+    let mut used_before = vec![false; lock.kernels.len()];
+    let mut used_after = vec![false; candidate.kernels.len()];
+    let mut pairs = Vec::new();
+    for (i, a) in candidate.kernels.iter().enumerate() {
+        if let Some(j) = lock
+            .kernels
+            .iter()
+            .enumerate()
+            .position(|(j, b)| !used_before[j] && b.name == a.name && b.source == a.source)
+        {
+            used_before[j] = true;
+            used_after[i] = true;
+            pairs.push((Some(&lock.kernels[j]), Some(a)));
+        }
+    }
+    // A symbol left once on each side is the same kernel in another file.
+    for (i, a) in candidate.kernels.iter().enumerate() {
+        if used_after[i] {
+            continue;
+        }
+        let unpaired_after = candidate
+            .kernels
+            .iter()
+            .enumerate()
+            .filter(|(k, x)| !used_after[*k] && x.name == a.name)
+            .count();
+        let before: Vec<usize> = (0..lock.kernels.len())
+            .filter(|&j| !used_before[j] && lock.kernels[j].name == a.name)
+            .collect();
+        if let ([j], 1) = (before.as_slice(), unpaired_after) {
+            used_before[*j] = true;
+            used_after[i] = true;
+            pairs.push((Some(&lock.kernels[*j]), Some(a)));
+        }
+    }
+    for (j, b) in lock.kernels.iter().enumerate() {
+        if !used_before[j] {
+            pairs.push((Some(b), None));
+        }
+    }
+    for (i, a) in candidate.kernels.iter().enumerate() {
+        if !used_after[i] {
+            pairs.push((None, Some(a)));
+        }
+    }
+    pairs
 }
 
 /// Compares a candidate (this build) with the committed lock.
+///
+/// Kernels are matched by symbol: a kernel whose file moved is compared
+/// with its lock entry and noted (`moved_from`); a kernel gone beside a new
+/// one on the same arch is named as a likely rename on both findings. Each
+/// finding lists the changes that decided its verdict and every other
+/// change, good or bad.
 pub fn compare(lock: &Lock, candidate: &Lock, thresholds: &Thresholds) -> Diff {
     let mut findings = Vec::new();
-    let built: Vec<&String> = candidate.archs.iter().collect();
-    for after_k in &candidate.kernels {
-        let before_k = lock.find(&after_k.name, &after_k.source);
-        for (arch, after) in &after_k.archs {
-            let before = before_k.and_then(|k| k.archs.get(arch));
-            let Some(before) = before else {
-                if lock.archs.contains(arch) || before_k.is_none() {
-                    findings.push(Finding {
-                        kernel: after_k.base_name.clone(),
-                        source: after_k.source.clone(),
-                        arch: arch.clone(),
-                        verdict: Verdict::New,
-                        reasons: vec!["new kernel".into()],
-                        before: None,
-                        after: Some(after.clone()),
-                    });
-                } else {
-                    findings.push(Finding {
-                        kernel: after_k.base_name.clone(),
-                        source: after_k.source.clone(),
-                        arch: arch.clone(),
-                        verdict: Verdict::New,
-                        reasons: vec![format!("new arch {arch}")],
-                        before: None,
-                        after: Some(after.clone()),
-                    });
+    let built = &candidate.archs;
+    for (before_k, after_k) in pair(lock, candidate) {
+        if let Some(after_k) = after_k {
+            let moved_from = before_k
+                .filter(|b| b.source != after_k.source)
+                .map(|b| b.source.clone());
+            for (arch, after) in &after_k.archs {
+                let before = before_k.and_then(|k| k.archs.get(arch));
+                let Some(before) = before else {
+                    let reason = if lock.archs.contains(arch) || before_k.is_none() {
+                        NEW_KERNEL.to_string()
+                    } else {
+                        format!("new arch {arch}")
+                    };
+                    let mut f = Finding::new(after_k, arch, Verdict::New, reason);
+                    f.after = Some(after.clone());
+                    findings.push(f);
+                    continue;
+                };
+                let threshold = thresholds.for_kernel(after_k);
+                let judged = judge(before, after, threshold);
+                let (verdict, reasons, mut also) = match (judged, &moved_from) {
+                    (Some(j), _) => j,
+                    (None, Some(_)) => (Verdict::Changed, Vec::new(), Vec::new()),
+                    (None, None) => continue,
+                };
+                let mut reasons = reasons;
+                if let Some(from) = &moved_from {
+                    let note = format!("moved from {from}");
+                    if reasons.is_empty() {
+                        reasons.push(note);
+                    } else {
+                        also.push(note);
+                    }
                 }
-                continue;
-            };
-            let threshold = thresholds.for_kernel(after_k);
-            let (verdict, reasons) = judge(before, after, threshold);
-            if let Some(verdict) = verdict {
                 findings.push(Finding {
                     kernel: after_k.base_name.clone(),
                     source: after_k.source.clone(),
                     arch: arch.clone(),
                     verdict,
                     reasons,
+                    also,
+                    moved_from: moved_from.clone(),
                     before: Some(before.clone()),
                     after: Some(after.clone()),
                 });
             }
         }
-    }
-    for before_k in &lock.kernels {
-        let after_k = candidate.find(&before_k.name, &before_k.source);
-        for (arch, before) in &before_k.archs {
-            if !built.contains(&arch) {
-                continue;
+        if let Some(before_k) = before_k {
+            for (arch, before) in &before_k.archs {
+                if !built.contains(arch) || after_k.is_some_and(|k| k.archs.contains_key(arch)) {
+                    continue;
+                }
+                let mut f = Finding::new(before_k, arch, Verdict::Regression, GONE.into());
+                f.before = Some(before.clone());
+                findings.push(f);
             }
-            if after_k.is_some_and(|k| k.archs.contains_key(arch)) {
-                continue;
-            }
-            findings.push(Finding {
-                kernel: before_k.base_name.clone(),
-                source: before_k.source.clone(),
-                arch: arch.clone(),
-                verdict: Verdict::Regression,
-                reasons: vec!["kernel gone".into()],
-                before: Some(before.clone()),
-                after: None,
-            });
         }
     }
+    name_renames(&mut findings);
     findings.sort_by(|a, b| {
         a.verdict
             .cmp(&b.verdict)
@@ -216,9 +320,58 @@ pub fn compare(lock: &Lock, candidate: &Lock, thresholds: &Thresholds) -> Diff {
     }
 }
 
-fn judge(before: &Resources, after: &Resources, threshold: u32) -> (Option<Verdict>, Vec<String>) {
+/// Pairs each kernel gone with a new kernel on the same arch, if any (the
+/// same source first, then the closest name), and says so on both:
+/// ``renamed? `old` -> `new` ``.
+fn name_renames(findings: &mut [Finding]) {
+    let is_gone = |f: &Finding| f.after.is_none() && f.reasons.first().is_some_and(|r| r == GONE);
+    let is_new =
+        |f: &Finding| f.before.is_none() && f.reasons.first().is_some_and(|r| r == NEW_KERNEL);
+    let mut gone: Vec<usize> = (0..findings.len())
+        .filter(|&i| is_gone(&findings[i]))
+        .collect();
+    gone.sort_by(|&a, &b| {
+        let (a, b) = (&findings[a], &findings[b]);
+        (&a.arch, &a.kernel, &a.source).cmp(&(&b.arch, &b.kernel, &b.source))
+    });
+    let mut taken = vec![false; findings.len()];
+    for g in gone {
+        let old = &findings[g];
+        let best = (0..findings.len())
+            .filter(|&n| !taken[n] && is_new(&findings[n]) && findings[n].arch == old.arch)
+            .max_by(|&x, &y| {
+                let score = |n: usize| {
+                    let f = &findings[n];
+                    (
+                        f.source == old.source,
+                        strsim::jaro_winkler(&old.kernel, &f.kernel),
+                    )
+                };
+                let (sx, sy) = (score(x), score(y));
+                sx.0.cmp(&sy.0)
+                    .then(sx.1.total_cmp(&sy.1))
+                    // Ties: the first name in order.
+                    .then(findings[y].kernel.cmp(&findings[x].kernel))
+            });
+        if let Some(n) = best {
+            taken[n] = true;
+            let note = format!("renamed? `{}` -> `{}`", old.kernel, findings[n].kernel);
+            findings[g].reasons.push(note.clone());
+            findings[n].reasons.push(note);
+        }
+    }
+}
+
+/// The verdict on one kernel × arch, the changes that decided it, and every
+/// other change; `None` when nothing the lock records changed.
+fn judge(
+    before: &Resources,
+    after: &Resources,
+    threshold: u32,
+) -> Option<(Verdict, Vec<String>, Vec<String>)> {
     let mut worse = Vec::new();
     let mut better = Vec::new();
+    let mut neutral = Vec::new();
     let (bo, ao) = (before.best.occupancy, after.best.occupancy);
     // Occupancy is a ratio of small integers; compare resident warps.
     let (bw, aw) = (
@@ -246,38 +399,41 @@ fn judge(before: &Resources, after: &Resources, threshold: u32) -> (Option<Verdi
         ));
     } else if ar < br {
         better.push(format!("registers {br} -> {ar}"));
+    } else if ar > br {
+        neutral.push(format!(
+            "registers {br} -> {ar} (within threshold {threshold})"
+        ));
+    }
+    if before.static_smem != after.static_smem {
+        neutral.push(format!(
+            "static smem {} -> {} bytes",
+            before.static_smem, after.static_smem
+        ));
+    }
+    if before.best.block_size != after.best.block_size {
+        neutral.push(format!(
+            "best block {} -> {}",
+            before.best.block_size, after.best.block_size
+        ));
     }
     if !worse.is_empty() {
-        return (Some(Verdict::Regression), worse);
+        let mut also: Vec<String> = better
+            .into_iter()
+            .map(|b| format!("{b} (better)"))
+            .collect();
+        also.extend(neutral);
+        return Some((Verdict::Regression, worse, also));
     }
     if !better.is_empty() {
-        return (Some(Verdict::Improvement), better);
+        return Some((Verdict::Improvement, better, neutral));
     }
     if before != after {
-        let mut changed = Vec::new();
-        if ar != br {
-            changed.push(format!(
-                "registers {br} -> {ar} (within threshold {threshold})"
-            ));
+        if neutral.is_empty() {
+            neutral.push("recorded details changed".into());
         }
-        if before.static_smem != after.static_smem {
-            changed.push(format!(
-                "static smem {} -> {} bytes",
-                before.static_smem, after.static_smem
-            ));
-        }
-        if before.best.block_size != after.best.block_size {
-            changed.push(format!(
-                "best block {} -> {}",
-                before.best.block_size, after.best.block_size
-            ));
-        }
-        if changed.is_empty() {
-            changed.push("recorded details changed".into());
-        }
-        return (Some(Verdict::Changed), changed);
+        return Some((Verdict::Changed, neutral, Vec::new()));
     }
-    (None, Vec::new())
+    None
 }
 
 /// The before/after table of the findings, one block per kernel × arch.
@@ -344,13 +500,7 @@ pub fn render_diff(diff: &Diff, verdicts: &[Verdict]) -> String {
             a3,
             a4,
         ]);
-        notes.push(format!(
-            "{} on {} ({}): {}",
-            f.kernel,
-            f.arch,
-            f.source,
-            f.reasons.join(", ")
-        ));
+        notes.push(note(f));
     }
     let mut out = crate::table::align(&rows);
     for note in notes {
@@ -359,6 +509,22 @@ pub fn render_diff(diff: &Diff, verdicts: &[Verdict]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// One finding as a line: `kernel on arch (source): reasons; also: others`.
+pub fn note(f: &Finding) -> String {
+    let mut line = format!(
+        "{} on {} ({}): {}",
+        f.kernel,
+        f.arch,
+        f.source,
+        f.reasons.join(", ")
+    );
+    if !f.also.is_empty() {
+        line.push_str("; also ");
+        line.push_str(&f.also.join(", "));
+    }
+    line
 }
 
 #[cfg(test)]
@@ -496,6 +662,103 @@ pub(crate) mod tests {
                 ("a".to_string(), Verdict::Improvement),
                 ("n".to_string(), Verdict::New),
             ]
+        );
+    }
+
+    fn moved(mut l: Lock, name: &str, source: &str) -> Lock {
+        for k in l.kernels.iter_mut().filter(|k| k.name == name) {
+            k.source = source.into();
+        }
+        l
+    }
+
+    #[test]
+    fn a_kernel_in_another_file_is_the_same_kernel() {
+        let before = lock(&[("a", arch(32, 64, 0)), ("b", arch(32, 64, 0))]);
+        let after = moved(before.clone(), "b", "c.cu");
+        let d = compare(&before, &after, &Thresholds::default());
+        assert!(!d.has_regressions(), "{d:?}");
+        assert_eq!(verdicts(&d), [("b".to_string(), Verdict::Changed)]);
+        assert_eq!(d.findings[0].moved_from.as_deref(), Some("k.cu"));
+        assert_eq!(d.findings[0].reasons, ["moved from k.cu"]);
+        assert_eq!(d.moved().count(), 1);
+        // Moved and worse: the regression, and the move as another change.
+        let worse = moved(
+            lock(&[("a", arch(32, 64, 0)), ("b", arch(64, 32, 0))]),
+            "b",
+            "c.cu",
+        );
+        let d = compare(&before, &worse, &Thresholds::default());
+        assert_eq!(verdicts(&d), [("b".to_string(), Verdict::Regression)]);
+        assert!(d.findings[0].also.contains(&"moved from k.cu".to_string()));
+    }
+
+    #[test]
+    fn the_same_symbol_in_two_files_pairs_by_source_first() {
+        let one = lock(&[("same", arch(32, 64, 0))]);
+        let mut two = one.clone();
+        two.kernels
+            .push(moved(lock(&[("same", arch(64, 32, 0))]), "same", "z.cu").kernels[0].clone());
+        let d = compare(&one, &two, &Thresholds::default());
+        assert_eq!(verdicts(&d), [("same".to_string(), Verdict::New)]);
+        assert_eq!(d.findings[0].source, "z.cu");
+    }
+
+    #[test]
+    fn a_kernel_gone_beside_a_new_one_is_a_likely_rename() {
+        let before = lock(&[("a", arch(32, 64, 0)), ("beta", arch(32, 64, 0))]);
+        let after = lock(&[
+            ("a", arch(32, 64, 0)),
+            ("beta_v2", arch(32, 64, 0)),
+            ("zzz", arch(32, 64, 0)),
+        ]);
+        let d = compare(&before, &after, &Thresholds::default());
+        let gone = &d.findings[0];
+        assert_eq!(
+            (gone.kernel.as_str(), gone.verdict),
+            ("beta", Verdict::Regression)
+        );
+        assert_eq!(
+            gone.reasons,
+            ["kernel gone", "renamed? `beta` -> `beta_v2`"]
+        );
+        let new: Vec<&Finding> = d
+            .findings
+            .iter()
+            .filter(|f| f.verdict == Verdict::New)
+            .collect();
+        assert_eq!(new.len(), 2);
+        assert_eq!(
+            new[0].reasons,
+            ["new kernel", "renamed? `beta` -> `beta_v2`"]
+        );
+        assert_eq!(new[1].reasons, ["new kernel"]);
+        let table = render_diff(&d, &Verdict::ALL);
+        assert!(
+            table.contains("beta on sm_80 (k.cu): kernel gone, renamed? `beta` -> `beta_v2`"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn a_regression_shows_what_got_better_too() {
+        // A heavier launch bound: occupancy halves, the spills go away.
+        let before = lock(&[("f", arch(32, 64, 48))]);
+        let mut heavier = arch(64, 32, 0);
+        heavier.best.block_size = 512;
+        let after = lock(&[("f", heavier)]);
+        let d = compare(&before, &after, &Thresholds::default());
+        let f = &d.findings[0];
+        assert_eq!(f.verdict, Verdict::Regression);
+        assert_eq!(f.reasons[0], "occupancy 100.0% -> 50.0%");
+        assert_eq!(
+            f.also,
+            ["spills 96 -> 0 bytes (better)", "best block 256 -> 512"]
+        );
+        let table = render_diff(&d, &[Verdict::Regression]);
+        assert!(
+            table.contains("f on sm_80 (k.cu): occupancy 100.0% -> 50.0%, registers 32 -> 64 (+32, threshold 8); also spills 96 -> 0 bytes (better), best block 256 -> 512"),
+            "{table}"
         );
     }
 }

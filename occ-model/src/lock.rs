@@ -106,8 +106,11 @@ impl Lock {
         manifest::to_json_pretty(self)
     }
 
-    /// Parses a lock, checking its schema.
+    /// Parses a lock, checking its schema, its names, that no kernel is
+    /// listed twice and that every occupancy is a fraction (0..=1). A UTF-8
+    /// byte-order mark (some editors save one) is skipped.
     pub fn from_text(text: &str, path: &Path) -> Result<Lock> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let value: serde_json::Value = serde_json::from_str(text).map_err(|e| Error::Corrupt {
             path: path.to_path_buf(),
             detail: format!(
@@ -121,7 +124,7 @@ impl Lock {
                 "not an occ lock ({e}); restore it from version control, or delete it and run `cargo occ bless`"
             ),
         })?;
-        manifest::validate_names(&lock.archs, &lock.kernels).map_err(|detail| Error::Corrupt {
+        lock.validate().map_err(|detail| Error::Corrupt {
             path: path.to_path_buf(),
             detail: format!(
                 "{detail}; restore it from version control, or delete it and run `cargo occ bless`"
@@ -130,11 +133,43 @@ impl Lock {
         Ok(lock)
     }
 
-    /// The kernel `name` from `source`, if the lock has it.
+    /// What a lock read back may not be trusted with: names that become
+    /// Rust ([`manifest::validate_names`]), a kernel listed twice (the same
+    /// symbol from the same source), and numbers out of range
+    /// ([`manifest::validate_resources`]).
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        manifest::validate_names(&self.archs, &self.kernels)?;
+        let mut seen = std::collections::BTreeSet::new();
+        for kernel in &self.kernels {
+            if !seen.insert((&kernel.name, &kernel.source)) {
+                return Err(format!(
+                    "lists kernel {:?} from {} twice (duplicate entries)",
+                    kernel.name, kernel.source
+                ));
+            }
+            for (arch, r) in &kernel.archs {
+                manifest::validate_resources(&kernel.name, arch, r)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The kernel with the symbol `name`: the one from `source` if the lock
+    /// has it, else the only one with that symbol (its file moved). A
+    /// kernel's identity is its symbol; its source is a detail.
     pub fn find(&self, name: &str, source: &str) -> Option<&LockKernel> {
-        self.kernels
+        let mut same_symbol = self.kernels.iter().filter(|k| k.name == name);
+        if let Some(k) = self
+            .kernels
             .iter()
             .find(|k| k.name == name && k.source == source)
+        {
+            return Some(k);
+        }
+        match (same_symbol.next(), same_symbol.next()) {
+            (Some(k), None) => Some(k),
+            _ => None,
+        }
     }
 }
 
@@ -189,5 +224,46 @@ mod tests {
         let bad_arch = text.replacen("\"sm_80\"", "\"sm 80\"", 1);
         assert!(Lock::from_text(&bad_arch, Path::new("occ.lock")).is_err());
         assert!(!good.kernels.is_empty());
+    }
+
+    #[test]
+    fn a_bom_is_skipped_and_duplicates_and_bad_occupancy_are_refused() {
+        let l = lock(&[("a", arch(32, 64, 0))]);
+        let text = l.to_text();
+        let with_bom = format!("\u{feff}{text}");
+        assert_eq!(
+            Lock::from_text(&with_bom, Path::new("occ.lock")).ok(),
+            Some(l.clone())
+        );
+        let mut twice = l.clone();
+        twice.kernels.push(twice.kernels[0].clone());
+        let err = Lock::from_text(&twice.to_text(), Path::new("occ.lock"))
+            .expect_err("duplicate")
+            .to_string();
+        assert!(err.contains("\"a\"") && err.contains("twice"), "{err}");
+        let huge = text.replacen("\"occupancy\": 1.0", "\"occupancy\": 1e308", 1);
+        assert_ne!(huge, text);
+        let err = Lock::from_text(&huge, Path::new("occ.lock"))
+            .expect_err("occupancy 1e308")
+            .to_string();
+        assert!(err.contains("1e308") && !err.contains("inf"), "{err}");
+    }
+
+    #[test]
+    fn find_prefers_the_source_and_falls_back_to_a_unique_symbol() {
+        let mut l = lock(&[("a", arch(32, 64, 0)), ("b", arch(32, 64, 0))]);
+        assert!(l.find("a", "k.cu").is_some());
+        assert_eq!(
+            l.find("a", "moved.cu").map(|k| k.source.as_str()),
+            Some("k.cu")
+        );
+        let mut other = l.kernels[0].clone();
+        other.source = "z.cu".into();
+        l.kernels.push(other);
+        assert_eq!(l.find("a", "z.cu").map(|k| k.source.as_str()), Some("z.cu"));
+        assert!(
+            l.find("a", "moved.cu").is_none(),
+            "two files hold `a`: no guess"
+        );
     }
 }

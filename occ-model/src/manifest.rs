@@ -221,40 +221,45 @@ pub struct Best {
 pub enum Lookup<'a> {
     /// Exactly one kernel.
     Found(&'a Kernel),
-    /// Several kernels answer to the name; their base names.
-    Ambiguous(Vec<String>),
+    /// Several kernels answer to the name: each with its source and the
+    /// exact string that selects it.
+    Ambiguous(Vec<Candidate>),
     /// No kernel; the closest names (did-you-mean), best first.
     Unknown(Vec<String>),
+}
+
+/// One of the kernels an ambiguous name matches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// The kernel's base name.
+    pub base_name: String,
+    /// Its `.cu` file, relative to the crate.
+    pub source: String,
+    /// What to write to select it alone ([`Manifest::lookup`] finds exactly
+    /// this kernel by it): its base name when that is unique, else
+    /// `source:name`, its Rust identifier or its symbol.
+    pub select: String,
+}
+
+/// The candidates of an ambiguous name, one phrase each:
+/// ``same in kernels/a.cu (write `kernels/a.cu:same`)``, joined by `; `.
+pub fn describe_candidates(candidates: &[Candidate]) -> String {
+    candidates
+        .iter()
+        .map(|c| format!("{} in {} (write `{}`)", c.base_name, c.source, c.select))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 impl Manifest {
     /// Finds a kernel by its symbol, its demangled name, its name without the
     /// parameter list (`ns::kern<float, 3>`), its Rust identifier, or its
-    /// short name when that is unique.
+    /// short name when that is unique. Any of these may be prefixed with the
+    /// kernel's source and a colon (`kernels/a.cu:same`) to pick among
+    /// kernels of the same name in different files.
     pub fn lookup(&self, query: &str) -> Lookup<'_> {
         let query = query.trim();
-        let squash = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
-        let squashed = squash(query);
-        let exact: Vec<&Kernel> = self
-            .kernels
-            .iter()
-            .filter(|k| {
-                k.name == query
-                    || k.ident == query
-                    || squash(&k.demangled) == squashed
-                    || squash(&k.base_name) == squashed
-            })
-            .collect();
-        let hits = if exact.is_empty() {
-            self.kernels
-                .iter()
-                .filter(|k| {
-                    k.short_name == query || squash(&strip_templates(&k.base_name)) == squashed
-                })
-                .collect()
-        } else {
-            exact
-        };
+        let hits = self.hits(query);
         match hits.as_slice() {
             [one] => Lookup::Found(one),
             [] => {
@@ -276,12 +281,52 @@ impl Manifest {
                 Lookup::Unknown(names)
             }
             many => {
-                let mut names: Vec<String> = many.iter().map(|k| k.base_name.clone()).collect();
-                names.sort();
-                names.dedup();
-                Lookup::Ambiguous(names)
+                let mut candidates: Vec<Candidate> = many
+                    .iter()
+                    .map(|k| Candidate {
+                        base_name: k.base_name.clone(),
+                        source: k.source.clone(),
+                        select: self.selector(k),
+                    })
+                    .collect();
+                candidates.sort_by(|a, b| a.source.cmp(&b.source).then(a.select.cmp(&b.select)));
+                Lookup::Ambiguous(candidates)
             }
         }
+    }
+
+    /// The kernels `query` names: those of one source for `source:name`,
+    /// exact names first, then short names.
+    fn hits(&self, query: &str) -> Vec<&Kernel> {
+        let in_source: Vec<(&Kernel, &str)> = self
+            .kernels
+            .iter()
+            .filter_map(|k| {
+                let rest = query.strip_prefix(k.source.as_str())?.strip_prefix(':')?;
+                Some((k, rest.trim()))
+            })
+            .collect();
+        if !in_source.is_empty() {
+            let hits = matching(in_source.iter().map(|(k, _)| *k), in_source[0].1);
+            if !hits.is_empty() {
+                return hits;
+            }
+        }
+        matching(self.kernels.iter(), query)
+    }
+
+    /// The most readable string that selects `k` alone: the base name, then
+    /// `source:base name`, the Rust identifier, the symbol, `source:symbol`.
+    fn selector(&self, k: &Kernel) -> String {
+        let forms = [
+            k.base_name.clone(),
+            format!("{}:{}", k.source, k.base_name),
+            k.ident.clone(),
+            k.name.clone(),
+            format!("{}:{}", k.source, k.name),
+        ];
+        let alone = |s: &String| matches!(self.hits(s).as_slice(), [one] if std::ptr::eq(*one, k));
+        forms.iter().find(|s| alone(s)).unwrap_or(&forms[4]).clone()
     }
 
     /// The JSON text of the manifest: pretty, with a trailing newline.
@@ -316,6 +361,7 @@ impl Manifest {
         validate_names(&self.archs, &self.kernels)?;
         for kernel in &self.kernels {
             for (arch, k) in &kernel.archs {
+                validate_resources(&kernel.name, arch, k)?;
                 for (field, file) in [("cubin", &k.cubin), ("ptx", &k.ptx)] {
                     let allowed = match self.origin {
                         Origin::Nvcc => is_plain_file_name(file),
@@ -361,6 +407,24 @@ pub fn validate_names<A>(
         )),
         None => Ok(()),
     }
+}
+
+/// Checks the numbers of one kernel × arch read back from a file: the
+/// occupancy is a fraction of the SM (0..=1), never NaN or infinite, so no
+/// report prints `inf%`.
+pub fn validate_resources(
+    kernel: &str,
+    arch: &str,
+    r: &Resources,
+) -> std::result::Result<(), String> {
+    let occupancy = r.best.occupancy;
+    if !(0.0..=1.0).contains(&occupancy) {
+        return Err(format!(
+            "kernel {kernel:?} on {arch} records occupancy {occupancy:?}, which is not a fraction \
+             between 0 and 1 (the file is damaged)"
+        ));
+    }
+    Ok(())
 }
 
 /// Checks the `"schema"` field of a JSON document against the version this occ knows.
@@ -415,6 +479,29 @@ pub fn is_arch_key(s: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
+/// The kernels among `kernels` that `query` names: by symbol, Rust
+/// identifier, demangled name or base name; else by short name or base name
+/// without template arguments.
+fn matching<'a>(kernels: impl Iterator<Item = &'a Kernel> + Clone, query: &str) -> Vec<&'a Kernel> {
+    let squash = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+    let squashed = squash(query);
+    let exact: Vec<&Kernel> = kernels
+        .clone()
+        .filter(|k| {
+            k.name == query
+                || k.ident == query
+                || squash(&k.demangled) == squashed
+                || squash(&k.base_name) == squashed
+        })
+        .collect();
+    if !exact.is_empty() {
+        return exact;
+    }
+    kernels
+        .filter(|k| k.short_name == query || squash(&strip_templates(&k.base_name)) == squashed)
+        .collect()
+}
+
 /// `ns::kern<float, 3>` → `ns::kern`.
 fn strip_templates(name: &str) -> String {
     let mut depth = 0usize;
@@ -428,4 +515,88 @@ fn strip_templates(name: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::tests::{arch, lock};
+    use crate::lock::Lock;
+
+    /// A manifest of `(symbol, source, ident)` kernels on sm_80.
+    fn manifest(kernels: &[(&str, &str, &str)]) -> Manifest {
+        let l: Lock = lock(&[]);
+        let mut m = l.to_manifest(&[], Path::new("occ.lock")).expect("manifest");
+        m.kernels = kernels
+            .iter()
+            .map(|(name, source, ident)| Kernel {
+                name: name.to_string(),
+                demangled: name.to_string(),
+                base_name: name.to_string(),
+                short_name: name.to_string(),
+                ident: ident.to_string(),
+                source: source.to_string(),
+                archs: [(
+                    "sm_80".to_string(),
+                    KernelArch::from_resources(arch(32, 64, 0)),
+                )]
+                .into_iter()
+                .collect(),
+            })
+            .collect();
+        m
+    }
+
+    fn found<'a>(m: &'a Manifest, query: &str) -> Option<&'a str> {
+        match m.lookup(query) {
+            Lookup::Found(k) => Some(k.source.as_str()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn an_ambiguous_name_lists_each_source_and_a_string_that_selects_it() {
+        let m = manifest(&[
+            ("same", "kernels/a.cu", "same"),
+            ("same", "kernels/b.cu", "same_1234abcd"),
+            ("other", "kernels/a.cu", "other"),
+        ]);
+        let Lookup::Ambiguous(candidates) = m.lookup("same") else {
+            panic!("`same` is in two files");
+        };
+        let selects: Vec<(&str, &str)> = candidates
+            .iter()
+            .map(|c| (c.source.as_str(), c.select.as_str()))
+            .collect();
+        assert_eq!(
+            selects,
+            [
+                ("kernels/a.cu", "kernels/a.cu:same"),
+                ("kernels/b.cu", "kernels/b.cu:same")
+            ]
+        );
+        for c in &candidates {
+            assert_eq!(found(&m, &c.select), Some(c.source.as_str()), "{c:?}");
+        }
+        assert_eq!(
+            describe_candidates(&candidates),
+            "same in kernels/a.cu (write `kernels/a.cu:same`); same in kernels/b.cu (write `kernels/b.cu:same`)"
+        );
+        assert_eq!(found(&m, "same_1234abcd"), Some("kernels/b.cu"));
+        assert_eq!(found(&m, "kernels/a.cu:other"), Some("kernels/a.cu"));
+        assert_eq!(found(&m, "other"), Some("kernels/a.cu"));
+        // A source prefix that names no kernel of that file is not a match.
+        assert!(matches!(m.lookup("kernels/b.cu:other"), Lookup::Unknown(_)));
+    }
+
+    #[test]
+    fn occupancy_outside_zero_to_one_is_refused() {
+        let mut r = arch(32, 64, 0);
+        assert!(validate_resources("k", "sm_80", &r).is_ok());
+        for bad in [1e308, -0.5, f64::NAN, f64::INFINITY] {
+            r.best.occupancy = bad;
+            let e = validate_resources("k", "sm_80", &r).expect_err("out of range");
+            assert!(e.contains("occupancy") && !e.contains("inf%"), "{e}");
+        }
+    }
 }

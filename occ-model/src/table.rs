@@ -5,8 +5,12 @@
 use crate::manifest::Manifest;
 use serde::Serialize;
 
-/// Occupancy as a percentage with one decimal, as every report prints it.
+/// Occupancy as a percentage with one decimal, as every report prints it
+/// (`?%` for a value that is not a number, which no valid file holds).
 pub fn percent(occupancy: f64) -> String {
+    if !occupancy.is_finite() {
+        return "?%".into();
+    }
     format!("{:.1}%", occupancy * 100.0)
 }
 

@@ -293,7 +293,6 @@ fn item12_nvcc_set_to_something_that_is_not_nvcc_is_an_error() {
 }
 
 #[test]
-#[ignore = "issue 12 item 15: an ambiguous extern \"C\" name lists no name that works; fails on 63ddf56"]
 fn item15_ambiguous_kernel_lists_each_source_and_what_to_write() {
     let s = Scratch::new();
     s.write("Cargo.toml", &cargo_toml("trust-ambiguous"));
@@ -322,6 +321,22 @@ fn item15_ambiguous_kernel_lists_each_source_and_what_to_write() {
     assert!(
         t.contains("kernels/a.cu") && t.contains("kernels/b.cu"),
         "the ambiguity message must list each candidate's source:\n{t}"
+    );
+    // The string the message says to write selects that kernel.
+    let select = "kernels/b.cu:same";
+    assert!(
+        t.contains(&format!("`{select}`")),
+        "the message must say what to write:\n{t}"
+    );
+    s.write(
+        "src/main.rs",
+        &format!("#[occ_macros::launch_config(kernel = \"{select}\")]\nfn launch() -> u32 {{ BLOCK_SIZE }}\n\nfn main() {{ println!(\"{{}}\", launch()); }}\n"),
+    );
+    let out = run_cargo(&s, &["build"], &[]);
+    assert!(
+        out.status.success(),
+        "`kernel = \"{select}\"`, as the message says, does not compile:\n{}",
+        text(&out)
     );
 }
 

@@ -69,7 +69,6 @@ fn two_kernels() -> Scratch {
 }
 
 #[test]
-#[ignore = "issue 12 item 13: moving b.cu to c.cu fails the gate as kernel gone; fails on 63ddf56"]
 fn item13_moved_file_with_the_same_kernels_passes_the_gate() {
     let s = two_kernels();
     std::fs::rename(s.path().join("kernels/b.cu"), s.path().join("kernels/c.cu")).expect("move");
@@ -79,7 +78,6 @@ fn item13_moved_file_with_the_same_kernels_passes_the_gate() {
 }
 
 #[test]
-#[ignore = "issue 12 item 13: a renamed kernel shows only gone, never the new name; fails on 63ddf56"]
 fn item13_renamed_kernel_shows_its_new_name() {
     let s = two_kernels();
     s.write("kernels/b.cu", &BETA.replace("beta", "renamed_kernel"));
@@ -91,7 +89,6 @@ fn item13_renamed_kernel_shows_its_new_name() {
 }
 
 #[test]
-#[ignore = "issue 12 item 13: spills removed by a heavier launch bound get no credit in the verdict; fails on 63ddf56"]
 fn item13_spills_gone_are_credited_in_the_verdict() {
     let s = Scratch::new();
     // 32 registers (1024 threads x 2 blocks) make it spill; 64 do not.
@@ -110,7 +107,6 @@ fn item13_spills_gone_are_credited_in_the_verdict() {
 
 #[cfg(unix)]
 #[test]
-#[ignore = "issue 12 item 14: OCC_BLESS=1 replaces a symlinked occ.lock with a plain file; fails on 63ddf56"]
 fn item14_bless_writes_through_a_symlinked_lock() {
     let s = Scratch::new();
     s.write("kernels/a.cu", ALPHA);
@@ -137,7 +133,6 @@ fn item14_bless_writes_through_a_symlinked_lock() {
 
 #[cfg(unix)]
 #[test]
-#[ignore = "issue 12 item 14: OCC_BLESS=1 overwrites a read-only occ.lock; fails on 63ddf56"]
 fn item14_bless_refuses_a_read_only_lock() {
     use std::os::unix::fs::PermissionsExt;
     let s = Scratch::new();
@@ -192,7 +187,6 @@ fn item18_string_schema_is_not_called_missing() {
 }
 
 #[test]
-#[ignore = "issue 12 item 18: a UTF-8 BOM makes the lock fail to read; fails on 63ddf56"]
 fn item18_lock_with_a_utf8_bom_is_read() {
     let s = Scratch::new();
     s.write("kernels/a.cu", ALPHA);
@@ -205,7 +199,6 @@ fn item18_lock_with_a_utf8_bom_is_read() {
 }
 
 #[test]
-#[ignore = "issue 12 item 18: duplicate lock entries are accepted; fails on 63ddf56"]
 fn item18_duplicate_lock_entries_are_refused() {
     let s = with_lock(|l| {
         let first = l["kernels"][0].clone();
@@ -222,7 +215,6 @@ fn item18_duplicate_lock_entries_are_refused() {
 }
 
 #[test]
-#[ignore = "issue 12 item 18: a lock of another crate makes every kernel gone instead of naming its package; fails on 63ddf56"]
 fn item18_lock_of_another_crate_names_its_package() {
     let s = with_lock(|l| {
         l["package"] = serde_json::json!("some-other-crate");
@@ -238,7 +230,6 @@ fn item18_lock_of_another_crate_names_its_package() {
 }
 
 #[test]
-#[ignore = "issue 12 item 18: occupancy 1e308 in a lock prints inf%; fails on 63ddf56"]
 fn item18_huge_occupancy_does_not_print_inf() {
     let s = with_lock(|l| {
         let archs = l["kernels"][0]["archs"]
