@@ -20,6 +20,7 @@ mod report;
 mod source;
 mod sweep;
 mod sweep_run;
+mod toolkit;
 
 /// CUDA kernel occupancy as a build-time fact.
 #[derive(Debug, Parser)]
@@ -45,6 +46,8 @@ enum Command {
     Explain(explain::ExplainArgs),
     /// Reassemble each kernel at every register cap that changes its occupancy.
     Sweep(sweep::SweepArgs),
+    /// Install NVIDIA's nvcc for any crate, print the nvcc occ uses, or check the setup.
+    Toolkit(toolkit::ToolkitArgs),
 }
 
 /// The arguments without the `occ` that cargo inserts when it runs
@@ -71,6 +74,7 @@ fn main() -> ExitCode {
         Command::Bless(args) => bless::run(args),
         Command::Explain(args) => explain::run(args),
         Command::Sweep(args) => sweep::run(args),
+        Command::Toolkit(args) => toolkit::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),

@@ -1,7 +1,7 @@
 //! The one error type of occ-build.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Everything that can make a build fail, each with a message that says what
 /// went wrong and what to do.
@@ -12,6 +12,9 @@ pub enum Error {
     NvccNotFound {
         /// Every place looked, in order, with what was there.
         looked: Vec<String>,
+        /// The per-user toolkit dir (`toolkit::toolkit_dir`), where the
+        /// message tells the user to install nvcc; `None` without a home.
+        install_dir: Option<PathBuf>,
     },
     /// nvcc exists but could not be started (not executable, wrong format).
     NvccNotRunnable {
@@ -245,16 +248,15 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::NvccNotFound { looked } => {
+            Error::NvccNotFound {
+                looked,
+                install_dir,
+            } => {
                 writeln!(f, "nvcc not found; looked in:")?;
                 for place in looked {
                     writeln!(f, "  - {place}")?;
                 }
-                write!(
-                    f,
-                    "set NVCC=/path/to/nvcc or CUDA_HOME=/path/to/cuda, or run scripts/cuda-toolkit \
-                     (pip-installs nvcc 13.5 into .cuda/ of the workspace without root)"
-                )
+                not_found_fix(f, install_dir.as_deref())
             }
             Error::NvccNotRunnable { nvcc, reason } => write!(
                 f,
@@ -442,3 +444,32 @@ impl std::error::Error for Error {}
 
 /// The result type of occ-build.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The end of the nvcc-not-found message: the two ways to install nvcc that
+/// work for any crate (both into the per-user dir occ looks in), then the
+/// variables for an nvcc already installed.
+fn not_found_fix(f: &mut fmt::Formatter<'_>, install_dir: Option<&Path>) -> fmt::Result {
+    let Some(dir) = install_dir else {
+        return write!(
+            f,
+            "set NVCC=/path/to/nvcc or CUDA_HOME=/path/to/cuda, or set OCC_CUDA_DIR=<folder> and \
+             run `cargo occ toolkit install` (pip-installs NVIDIA's nvcc wheels there, no root)"
+        );
+    };
+    let mut wheels = String::new();
+    for set in crate::toolkit::wheel_sets().iter().filter(|s| !s.legacy) {
+        wheels.push_str(&format!(
+            "\n    python3 -m pip install --no-deps --target {} {}",
+            dir.join(set.name).display(),
+            set.requirements.join(" ")
+        ));
+    }
+    write!(
+        f,
+        "install nvcc without root (NVIDIA's wheels: about 130 MB to download, 347 MB on disk; into {}, where occ looks):\n    \
+         cargo install cargo-occ && cargo occ toolkit install\n  \
+         or with pip:{wheels}\n  \
+         or, for an nvcc already installed, set NVCC=/path/to/nvcc or CUDA_HOME=/path/to/cuda",
+        dir.display()
+    )
+}

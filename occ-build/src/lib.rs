@@ -54,23 +54,45 @@
 //! ## Finding nvcc
 //!
 //! In order: [`Build::nvcc`], `NVCC`, `CUDA_HOME`, `CUDA_PATH`, `CUDA_ROOT`,
-//! `PATH`, `/usr/local/cuda`, then `.cuda/` of the crate or any folder above it
-//! (where the workspace's `scripts/cuda-toolkit` installs NVIDIA's nvcc wheels).
-//! nvcc needs no GPU.
+//! `PATH`, `/usr/local/cuda`, `OCC_CUDA_DIR`, `.cuda/` of the crate or any
+//! folder above it (where the workspace's `scripts/cuda-toolkit` installs
+//! NVIDIA's nvcc wheels), then occ's per-user toolkit dir
+//! ([`toolkit::toolkit_dir`]: `$XDG_CACHE_HOME/occ/cuda`, else
+//! `~/.cache/occ/cuda`), where
+//!
+//! ```sh
+//! cargo install cargo-occ
+//! cargo occ toolkit install
+//! ```
+//!
+//! puts the pinned wheels ([`toolkit::WHEELS`]) for any crate, without
+//! root. nvcc needs no GPU. A build that found none watches these places
+//! and reruns once nvcc appears in one of them.
 //!
 //! ## Environment variables
 //!
-//! | variable | effect |
-//! |---|---|
-//! | `OCC_ARCHS` | overrides the arch list: `sm_80,sm_90a` |
-//! | `CUDA_COMPUTE_CAP` | the same, as candle users set it: `80`, `90a`, `80,90` |
-//! | `NVCC`, `CUDA_HOME`, `CUDA_PATH`, `CUDA_ROOT` | where nvcc is |
-//! | `NVCC_CCBIN` | host compiler for nvcc (`-ccbin`) |
-//! | `OCC_NVCC_LAUNCHER` | a wrapper for every nvcc call (e.g. `sccache`) |
-//! | `OCC_BLESS` | `1`: write the build's numbers to `occ.lock` (never when `CI` is set) |
-//! | `CI` | set (not `0`/`false`): `occ.lock` is never written |
-//! | `OCC_NO_NVCC` | `1`: do not look for nvcc; build from `occ.lock` |
-//! | `DOCS_RS` | set by docs.rs: build from `occ.lock` |
+//! Every variable occ reads (the same table is in the README):
+//!
+//! | variable | read by | effect |
+//! |---|---|---|
+//! | `OCC_ARCHS` | occ-build | overrides the arch list: `sm_80,sm_90a` |
+//! | `CUDA_COMPUTE_CAP` | occ-build | the same, as candle users set it: `80`, `90a`, `80,90` |
+//! | `NVCC` | occ-build, `cargo occ` | the nvcc to use: a path, or a name on `PATH` |
+//! | `CUDA_HOME`, `CUDA_PATH`, `CUDA_ROOT` | occ-build, `cargo occ` | a CUDA install: its `bin/nvcc` |
+//! | `PATH` | occ-build, `cargo occ` | searched for `nvcc` |
+//! | `OCC_CUDA_DIR` | occ-build, `cargo occ`, `scripts/cuda-toolkit` | occ's toolkit dir: where `cargo occ toolkit install` and `scripts/cuda-toolkit` install nvcc, and where occ looks for `cu13/nvidia/cu13/bin/nvcc` |
+//! | `XDG_CACHE_HOME`, `HOME` (Windows: `LOCALAPPDATA`) | occ-build, `cargo occ` | without `OCC_CUDA_DIR`, the toolkit dir is `$XDG_CACHE_HOME/occ/cuda`, else `$HOME/.cache/occ/cuda` (`%LOCALAPPDATA%\occ\cuda`) |
+//! | `PYTHON` | `cargo occ toolkit install`, `scripts/cuda-toolkit` | the Python that runs pip (default `python3`) |
+//! | `NVCC_CCBIN` | nvcc; occ-build watches it and keys its cache on it | the host compiler nvcc runs |
+//! | `NVCC_PREPEND_FLAGS`, `NVCC_APPEND_FLAGS` | nvcc; occ-build watches them and keys its cache on them | extra nvcc flags |
+//! | `OCC_NVCC_LAUNCHER` | occ-build, `cargo occ` | a wrapper for every nvcc call (e.g. `sccache`) |
+//! | `OCC_BLESS` | occ-build | `1`: write the build's numbers to `occ.lock` (never when `CI` is set) |
+//! | `CI` | occ-build, `cargo occ bless` | set (not `0`/`false`/`no`/`off`): `occ.lock` is never written |
+//! | `OCC_NO_NVCC` | occ-build | `1`: do not look for nvcc; build from `occ.lock` |
+//! | `DOCS_RS` | occ-build | set by docs.rs: build from `occ.lock` |
+//! | `OCC_MANIFEST` | occ-macros | the `manifest.json` `#[launch_config]` reads instead of `$OUT_DIR/occ/manifest.json` (relative to the crate) |
+//! | `OUT_DIR`, `CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`, `NUM_JOBS` | occ-build, occ-macros | set by cargo: where to write, the crate root, the package, how many nvcc jobs at once |
+//! | `CARGO` | `cargo occ` | set by cargo: the cargo that runs `cargo metadata` |
 //!
 //! Every variable read is printed as `cargo::rerun-if-env-changed`; every
 //! `.cu` file and every header nvcc read as `cargo::rerun-if-changed`. A job

@@ -32,13 +32,22 @@ pub(crate) enum Toolchain {
 /// nvcc [`toolkit::find_nvcc`] finds; without one, the lock, else the error
 /// listing every place looked.
 pub(crate) fn select(build: &Build, env: &Env, inputs: &Inputs) -> Result<Toolchain> {
-    let (looked, watch) = match inputs.no_nvcc {
-        Some(why) => (vec![format!("{why}: not looking for nvcc")], Vec::new()),
+    let (looked, install_dir, watch) = match inputs.no_nvcc {
+        Some(why) => (
+            vec![format!("{why}: not looking for nvcc")],
+            None,
+            Vec::new(),
+        ),
         None => match toolkit::find_nvcc(env, build.nvcc.as_deref(), Some(&inputs.root)) {
             Ok(nvcc) => return Ok(Toolchain::Nvcc(nvcc)),
-            Err(Error::NvccNotFound { looked }) => {
-                (looked, toolkit::watch_points(env, Some(&inputs.root)))
-            }
+            Err(Error::NvccNotFound {
+                looked,
+                install_dir,
+            }) => (
+                looked,
+                install_dir,
+                toolkit::watch_points(env, Some(&inputs.root)),
+            ),
             Err(other) => return Err(other),
         },
     };
@@ -54,7 +63,10 @@ pub(crate) fn select(build: &Build, env: &Env, inputs: &Inputs) -> Result<Toolch
                 "{}: none (a committed lock lets the crate build without nvcc; see `cargo occ bless`)",
                 inputs.display(&inputs.lock_path)
             ));
-            Err(Error::NvccNotFound { looked })
+            Err(Error::NvccNotFound {
+                looked,
+                install_dir,
+            })
         }
     }
 }

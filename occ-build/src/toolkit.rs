@@ -9,6 +9,108 @@ use std::process::{Command, Stdio};
 /// The folder (below a workspace root) where `scripts/cuda-toolkit` installs nvcc.
 pub const SCRIPT_INSTALL_DIR: &str = ".cuda/cu13/nvidia/cu13/bin";
 
+/// The folder of nvcc below a toolkit dir (`.cuda/` of a checkout,
+/// `OCC_CUDA_DIR`, the per-user cache): one layout for every installer.
+pub const INSTALL_BIN: &str = "cu13/nvidia/cu13/bin";
+
+/// The pinned wheel list (`occ-build/toolkit-wheels.txt`), shared with
+/// `scripts/cuda-toolkit`; read it through [`wheel_sets`].
+pub const WHEELS: &str = include_str!("../toolkit-wheels.txt");
+
+/// Wheels installed together into one folder of a toolkit dir.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WheelSet {
+    /// The folder below the toolkit dir, e.g. `cu13`.
+    pub name: &'static str,
+    /// Installed only on request (`--legacy`: ptxas 12.9 and 11.8).
+    pub legacy: bool,
+    /// pip requirements, each pinned: `nvidia-cuda-nvcc==13.5.37`.
+    pub requirements: Vec<&'static str>,
+}
+
+impl WheelSet {
+    /// What `<set>/.stamp` holds once the set is installed: its distinct
+    /// versions in order, joined by `+` (the rule `scripts/cuda-toolkit`
+    /// follows, so either installer sees the other's install as done).
+    pub fn stamp(&self) -> String {
+        let mut versions: Vec<&str> = Vec::new();
+        for req in &self.requirements {
+            let version = req.split_once("==").map_or(*req, |(_, v)| v);
+            if !versions.contains(&version) {
+                versions.push(version);
+            }
+        }
+        versions.join("+")
+    }
+}
+
+/// The wheel sets of [`WHEELS`], in file order: the default set (`cu13`)
+/// first, then the legacy ones.
+pub fn wheel_sets() -> Vec<WheelSet> {
+    let mut sets: Vec<WheelSet> = Vec::new();
+    for line in WHEELS.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(kind), Some(name), Some(req)) = (words.next(), words.next(), words.next()) else {
+            continue;
+        };
+        if kind.starts_with('#') {
+            continue;
+        }
+        match sets.iter_mut().find(|s| s.name == name) {
+            Some(set) => set.requirements.push(req),
+            None => sets.push(WheelSet {
+                name,
+                legacy: kind == "legacy",
+                requirements: vec![req],
+            }),
+        }
+    }
+    sets
+}
+
+/// A toolkit dir: where `cargo occ toolkit install` puts nvcc, and where
+/// [`find_nvcc`] looks for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolkitDir {
+    /// The folder holding `cu13/` (and `cu12/`, `cu11/` with `--legacy`).
+    pub path: PathBuf,
+    /// Which variable chose it: `OCC_CUDA_DIR`, `XDG_CACHE_HOME`, `HOME` or
+    /// `LOCALAPPDATA`.
+    pub origin: &'static str,
+}
+
+impl ToolkitDir {
+    /// The nvcc an install puts in this dir.
+    pub fn nvcc(&self) -> PathBuf {
+        self.path.join(INSTALL_BIN).join(exe("nvcc"))
+    }
+}
+
+/// The per-user toolkit dir: `OCC_CUDA_DIR` if set, else
+/// `$XDG_CACHE_HOME/occ/cuda`, else `$HOME/.cache/occ/cuda` (Linux and
+/// macOS; NVIDIA ships no nvcc for macOS, so there it only ever holds what
+/// a user put there); on Windows `%LOCALAPPDATA%\occ\cuda`. `None` when
+/// none of those variables is set.
+pub fn toolkit_dir(env: &Env) -> Option<ToolkitDir> {
+    let dir = |path: PathBuf, origin| Some(ToolkitDir { path, origin });
+    if let Some(path) = env.var("OCC_CUDA_DIR") {
+        return dir(PathBuf::from(path), "OCC_CUDA_DIR");
+    }
+    if cfg!(windows) {
+        let base = env.var("LOCALAPPDATA")?;
+        return dir(Path::new(&base).join("occ").join("cuda"), "LOCALAPPDATA");
+    }
+    // XDG: a relative XDG_CACHE_HOME is invalid and ignored.
+    if let Some(base) = env
+        .var("XDG_CACHE_HOME")
+        .filter(|b| Path::new(b).is_absolute())
+    {
+        return dir(Path::new(&base).join("occ").join("cuda"), "XDG_CACHE_HOME");
+    }
+    let home = env.var("HOME")?;
+    dir(Path::new(&home).join(".cache/occ/cuda"), "HOME")
+}
+
 /// Where an nvcc was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Nvcc {
@@ -29,9 +131,11 @@ fn exe(name: &str) -> String {
 }
 
 /// Finds nvcc: `explicit` (from `.nvcc()`), `NVCC`, `CUDA_HOME`, `CUDA_PATH`,
-/// `CUDA_ROOT`, `PATH`, `/usr/local/cuda`, then the folder the toolkit script
-/// installs into (`.cuda/` of `start` or any folder above it). The error lists
-/// every place looked.
+/// `CUDA_ROOT`, `PATH`, `/usr/local/cuda`, `OCC_CUDA_DIR`, the folder the
+/// toolkit script installs into (`.cuda/` of `start` or any folder above
+/// it), then the per-user toolkit dir of `cargo occ toolkit install`
+/// ([`toolkit_dir`]; the same as `OCC_CUDA_DIR` when that is set). The
+/// error lists every place looked and how to install nvcc.
 pub fn find_nvcc(env: &Env, explicit: Option<&Path>, start: Option<&Path>) -> Result<Nvcc> {
     let launcher = env.var("OCC_NVCC_LAUNCHER").map(PathBuf::from);
     let mut looked = Vec::new();
@@ -86,9 +190,9 @@ pub fn find_nvcc(env: &Env, explicit: Option<&Path>, start: Option<&Path>) -> Re
         return Ok(found(default, "/usr/local/cuda"));
     }
     looked.push(format!("{}: does not exist", default.display()));
-    let script_dir = env.var("OCC_CUDA_DIR").map(PathBuf::from);
-    if let Some(dir) = &script_dir {
-        let path = dir.join("cu13/nvidia/cu13/bin").join(exe("nvcc"));
+    let user_dir = toolkit_dir(env);
+    if let Some(dir) = user_dir.as_ref().filter(|d| d.origin == "OCC_CUDA_DIR") {
+        let path = dir.nvcc();
         if path.is_file() {
             return Ok(found(path, "OCC_CUDA_DIR"));
         }
@@ -106,14 +210,35 @@ pub fn find_nvcc(env: &Env, explicit: Option<&Path>, start: Option<&Path>) -> Re
             start.display()
         ));
     }
-    Err(Error::NvccNotFound { looked })
+    match &user_dir {
+        // Looked at above, before `.cuda/`.
+        Some(dir) if dir.origin == "OCC_CUDA_DIR" => {}
+        Some(dir) => {
+            let path = dir.nvcc();
+            if path.is_file() {
+                return Ok(found(path, "cargo occ toolkit install"));
+            }
+            looked.push(format!(
+                "{} (occ's per-user toolkit, from {}): not installed",
+                dir.path.display(),
+                dir.origin
+            ));
+        }
+        None => looked.push("occ's per-user toolkit: no folder, as HOME is not set".into()),
+    }
+    Err(Error::NvccNotFound {
+        looked,
+        install_dir: user_dir.map(|d| d.path),
+    })
 }
 
 /// Where an nvcc could appear for [`find_nvcc`] to find it next time: the
 /// nvcc paths of the variables that are set (`CUDA_HOME`, `CUDA_PATH`,
-/// `CUDA_ROOT`, `OCC_CUDA_DIR`), `/usr/local/cuda`, each `.cuda/` of `start`
-/// or a folder above it that exists, and the nvcc that `scripts/cuda-toolkit`
-/// would install into `start/.cuda`. A build that found no nvcc watches
+/// `CUDA_ROOT`), `/usr/local/cuda`, each `.cuda/` of `start` or a folder
+/// above it that exists, the nvcc that `scripts/cuda-toolkit` would install
+/// into `start/.cuda`, and the nvcc of the per-user toolkit dir
+/// ([`toolkit_dir`]: `OCC_CUDA_DIR`, else the cache dir that `cargo occ
+/// toolkit install` fills). A build that found no nvcc watches
 /// them. Cargo reruns a build script whose watched file is missing on every
 /// build, and an installed nvcc is older than the last run (cargo compares
 /// mtimes): so such a build reruns each time until nvcc is found, and the
@@ -126,12 +251,8 @@ pub fn watch_points(env: &Env, start: Option<&Path>) -> Vec<PathBuf> {
             out.push(Path::new(&home).join("bin").join(exe("nvcc")));
         }
     }
-    if let Some(dir) = env.var("OCC_CUDA_DIR") {
-        out.push(
-            Path::new(&dir)
-                .join("cu13/nvidia/cu13/bin")
-                .join(exe("nvcc")),
-        );
+    if let Some(dir) = toolkit_dir(env) {
+        out.push(dir.nvcc());
     }
     let default = Path::new("/usr/local/cuda");
     if default.is_dir() {
@@ -206,4 +327,121 @@ pub fn short_version(line: &str) -> &str {
         .next()
         .filter(|v| v.starts_with('V'))
         .unwrap_or(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn env(vars: &[(&str, Option<&str>)]) -> Env {
+        Env::with_overrides(
+            vars.iter()
+                .map(|(k, v)| (k.to_string(), v.map(OsString::from)))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn the_wheel_list_is_pinned_and_starts_with_the_set_occ_looks_for() {
+        let sets = wheel_sets();
+        assert!(sets.len() >= 2, "{sets:?}");
+        assert_eq!(
+            sets[0].name,
+            INSTALL_BIN.split('/').next().unwrap_or_default()
+        );
+        assert!(!sets[0].legacy);
+        assert!(sets[0]
+            .requirements
+            .iter()
+            .any(|r| r.starts_with("nvidia-cuda-nvcc==")));
+        for set in &sets {
+            assert!(!set.requirements.is_empty());
+            for req in &set.requirements {
+                let (name, version) = req
+                    .split_once("==")
+                    .unwrap_or_else(|| panic!("{req} is not pinned"));
+                assert!(name.starts_with("nvidia-") && !version.is_empty(), "{req}");
+            }
+        }
+        assert_eq!(SCRIPT_INSTALL_DIR, format!(".cuda/{INSTALL_BIN}"));
+    }
+
+    #[test]
+    fn a_stamp_is_the_distinct_versions_in_order() {
+        let set = WheelSet {
+            name: "cu13",
+            legacy: false,
+            requirements: vec!["a==1.2", "b==1.2", "c==0.9", "d==1.2"],
+        };
+        assert_eq!(set.stamp(), "1.2+0.9");
+    }
+
+    #[cfg(not(windows))]
+    #[test]
+    fn the_toolkit_dir_is_occ_cuda_dir_then_xdg_then_home() {
+        let dir = |vars| toolkit_dir(&env(vars)).map(|d| (d.path, d.origin));
+        let all = [
+            ("OCC_CUDA_DIR", Some("/opt/occ")),
+            ("XDG_CACHE_HOME", Some("/x")),
+            ("HOME", Some("/h")),
+        ];
+        assert_eq!(dir(&all), Some(("/opt/occ".into(), "OCC_CUDA_DIR")));
+        assert_eq!(
+            dir(&all[1..]),
+            Some(("/x/occ/cuda".into(), "XDG_CACHE_HOME"))
+        );
+        // A relative XDG_CACHE_HOME is invalid: HOME decides.
+        assert_eq!(
+            dir(&[("XDG_CACHE_HOME", Some("rel")), ("HOME", Some("/h"))]),
+            Some(("/h/.cache/occ/cuda".into(), "HOME"))
+        );
+        assert_eq!(
+            dir(&[
+                ("OCC_CUDA_DIR", None),
+                ("XDG_CACHE_HOME", None),
+                ("HOME", None)
+            ]),
+            None
+        );
+    }
+
+    #[cfg(not(windows))]
+    #[test]
+    fn a_build_without_nvcc_watches_the_per_user_nvcc_and_names_it() {
+        let vars = [
+            ("NVCC", None),
+            ("CUDA_HOME", None),
+            ("CUDA_PATH", None),
+            ("CUDA_ROOT", None),
+            ("PATH", Some("/nonexistent")),
+            ("OCC_CUDA_DIR", None),
+            ("XDG_CACHE_HOME", Some("/nonexistent/cache")),
+        ];
+        let nvcc = PathBuf::from("/nonexistent/cache/occ/cuda")
+            .join(INSTALL_BIN)
+            .join("nvcc");
+        assert!(watch_points(&env(&vars), None).contains(&nvcc));
+        if Path::new("/usr/local/cuda/bin/nvcc").is_file() {
+            return; // found there, before the per-user dir
+        }
+        let e = env(&vars);
+        match find_nvcc(&e, None, None) {
+            Err(Error::NvccNotFound {
+                looked,
+                install_dir,
+            }) => {
+                assert!(
+                    looked
+                        .last()
+                        .is_some_and(|l| l.starts_with("/nonexistent/cache/occ/cuda")),
+                    "{looked:?}"
+                );
+                assert_eq!(install_dir, Some("/nonexistent/cache/occ/cuda".into()));
+            }
+            other => panic!("expected NvccNotFound, got {other:?}"),
+        }
+        // Every variable that chose the folder is watched.
+        assert!(e.read_vars().contains(&"XDG_CACHE_HOME".to_string()));
+    }
 }

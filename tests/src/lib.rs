@@ -462,7 +462,9 @@ pub mod oracle {
 /// An environment for in-process builds (`Build::try_compile_with`): every
 /// variable occ-build reads that would change a build is unset (`OCC_ARCHS`,
 /// `CUDA_COMPUTE_CAP`, `OCC_NVCC_LAUNCHER`, `NUM_JOBS`, `OCC_BLESS`,
-/// `OCC_NO_NVCC`, `DOCS_RS`, `CI`), `NVCC` is the installed nvcc, and `extra`
+/// `OCC_NO_NVCC`, `DOCS_RS`, `CI`, and the per-user toolkit dir's
+/// `OCC_CUDA_DIR`, `XDG_CACHE_HOME`, `HOME`, so that a developer's own
+/// install is not found), `NVCC` is the installed nvcc, and `extra`
 /// sets or unsets (`None`) what a test needs on top.
 pub fn build_env(extra: &[(&str, Option<&str>)]) -> occ_build::env::Env {
     use std::ffi::OsString;
@@ -475,6 +477,9 @@ pub fn build_env(extra: &[(&str, Option<&str>)]) -> occ_build::env::Env {
         "OCC_NO_NVCC",
         "DOCS_RS",
         "CI",
+        "OCC_CUDA_DIR",
+        "XDG_CACHE_HOME",
+        "HOME",
     ]
     .iter()
     .map(|name| (name.to_string(), None))

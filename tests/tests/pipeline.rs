@@ -296,6 +296,7 @@ fn missing_nvcc_lists_every_place_looked() {
         ("CUDA_ROOT", None),
         ("PATH", Some("/nonexistent")),
         ("OCC_CUDA_DIR", None),
+        ("XDG_CACHE_HOME", Some("/nonexistent/cache")),
     ]);
     let (result, directives) = s.build(ARCHS).execute(&env);
     let text = result.expect_err("no nvcc").to_string();
@@ -305,12 +306,22 @@ fn missing_nvcc_lists_every_place_looked() {
         "CUDA_PATH",
         "PATH",
         "/usr/local/cuda",
-        "scripts/cuda-toolkit",
+        ".cuda/cu13/nvidia/cu13/bin",
+        "/nonexistent/cache/occ/cuda (occ's per-user toolkit, from XDG_CACHE_HOME)",
     ] {
         assert!(text.contains(place), "{place} in {text}");
     }
-    // The variables read are still watched, so setting NVCC reruns the build.
+    // It ends with the two installs that work for any crate.
+    for fix in [
+        "cargo install cargo-occ && cargo occ toolkit install",
+        "python3 -m pip install --no-deps --target /nonexistent/cache/occ/cuda/cu13 nvidia-cuda-nvcc==",
+    ] {
+        assert!(text.contains(fix), "{fix} in {text}");
+    }
+    // The variables read are still watched, so setting NVCC (or installing
+    // into the per-user dir) reruns the build.
     assert!(directives.rerun_if_env_changed.contains("NVCC"));
+    assert!(directives.rerun_if_env_changed.contains("XDG_CACHE_HOME"));
 }
 
 #[test]

@@ -102,25 +102,44 @@ fn item07_example_app_builds_without_nvcc() {
 
 #[test]
 fn item07_build_leaves_lock_mode_once_nvcc_appears() {
-    let s = scale_crate(
-        "trust-nvcc-appears",
-        ".glob(\"kernels/*.cu\").arch(\"sm_80\")",
-    );
+    leaves_lock_mode_once_nvcc_appears("trust-nvcc-appears", false);
+}
+
+/// The same through the per-user toolkit dir (`$XDG_CACHE_HOME/occ/cuda`,
+/// where `cargo occ toolkit install` puts nvcc) with `OCC_CUDA_DIR` unset.
+#[test]
+fn issue17_build_leaves_lock_mode_once_nvcc_appears_in_the_user_cache() {
+    leaves_lock_mode_once_nvcc_appears("trust-nvcc-appears-xdg", true);
+}
+
+fn leaves_lock_mode_once_nvcc_appears(name: &str, xdg: bool) {
+    let s = scale_crate(name, ".glob(\"kernels/*.cu\").arch(\"sm_80\")");
     s.write("kernels/scale.cu", LIGHT);
-    let cuda = s.path().join("cuda");
+    let cache = s.path().join("cache");
+    let cuda = if xdg {
+        cache.join("occ/cuda")
+    } else {
+        s.path().join("cuda")
+    };
     let out = run_cargo(&s, &["build"], &[("OCC_BLESS", Some("1"))]);
     assert!(out.status.success(), "{}", text(&out));
     // No nvcc anywhere: the build stands on the lock.
+    let (occ_cuda_dir, xdg_cache_home) = if xdg {
+        (None, Some(path_str(&cache)))
+    } else {
+        (Some(path_str(&cuda)), None)
+    };
     let none: &[(&str, Option<&str>)] = &[
         ("NVCC", None),
         ("CUDA_HOME", None),
         ("CUDA_PATH", None),
         ("CUDA_ROOT", None),
-        ("OCC_CUDA_DIR", Some(path_str(&cuda))),
+        ("OCC_CUDA_DIR", occ_cuda_dir),
+        ("XDG_CACHE_HOME", xdg_cache_home),
     ];
     let out = run_cargo(&s, &["run", "-q"], none);
     assert!(printed_registers(&out) > 0);
-    let cubins = || cubins(&newest_out_dir("trust-nvcc-appears").join("occ"));
+    let cubins = || cubins(&newest_out_dir(name).join("occ"));
     assert!(
         cubins().is_empty(),
         "expected a build from the lock, with no device code"
@@ -133,7 +152,8 @@ fn item07_build_leaves_lock_mode_once_nvcc_appears() {
     assert!(printed_registers(&out) > 0);
     assert!(
         !cubins().is_empty(),
-        "nvcc is now installed in OCC_CUDA_DIR, yet the build still stands on the lock"
+        "nvcc is now installed in {}, yet the build still stands on the lock",
+        cuda.display()
     );
 }
 

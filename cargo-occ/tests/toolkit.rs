@@ -1,0 +1,343 @@
+//! Issue 17 item 1: `cargo occ toolkit path|doctor` against the installed
+//! nvcc (put where `OCC_CUDA_DIR` says, by symlink), and `install`'s
+//! orchestration (pinned wheels, the swap into place, the stamp, a second
+//! run doing nothing, a missing Python) through a stand-in Python.
+
+use occ_tests::trust::{script, toolkit_home};
+use occ_tests::{code_and_text, workspace_root, Scratch};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// `PATH` without any folder that holds an nvcc, so that only the place a
+/// test sets up can be found.
+fn path_without_nvcc() -> OsString {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs: Vec<PathBuf> = std::env::split_paths(&path)
+        .filter(|d| !d.join("nvcc").exists())
+        .collect();
+    std::env::join_paths(dirs).expect("join PATH")
+}
+
+/// `cargo occ toolkit <args>` in `cwd`, seeing only `OCC_CUDA_DIR=cuda_dir`
+/// among the places nvcc can be, plus `env` on top.
+fn toolkit(
+    cwd: &Path,
+    cuda_dir: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cargo-occ"));
+    cmd.args(["occ", "toolkit"]).args(args).current_dir(cwd);
+    for var in [
+        "NVCC",
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "CUDA_ROOT",
+        "OCC_NVCC_LAUNCHER",
+        "NVCC_CCBIN",
+        "NVCC_PREPEND_FLAGS",
+        "NVCC_APPEND_FLAGS",
+        "PYTHON",
+        "CI",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("PATH", path_without_nvcc())
+        .env("OCC_CUDA_DIR", cuda_dir);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    code_and_text(&cmd.output().expect("run cargo-occ"))
+}
+
+/// A toolkit dir whose `cu13` holds the installed toolkit (a symlink to
+/// its home, the layout `cargo occ toolkit install` leaves).
+fn linked_toolkit_dir(s: &Scratch) -> PathBuf {
+    let dir = s.path().join("cuda");
+    std::fs::create_dir_all(dir.join("cu13/nvidia")).expect("create toolkit dir");
+    std::os::unix::fs::symlink(toolkit_home(), dir.join("cu13/nvidia/cu13")).expect("link toolkit");
+    dir
+}
+
+fn no_system_cuda() -> bool {
+    // /usr/local/cuda comes before OCC_CUDA_DIR in the lookup.
+    !Path::new("/usr/local/cuda/bin/nvcc").exists()
+}
+
+#[test]
+fn path_prints_the_nvcc_in_occ_cuda_dir() {
+    if !no_system_cuda() {
+        return;
+    }
+    let s = Scratch::new();
+    let dir = linked_toolkit_dir(&s);
+    let (code, out, err) = toolkit(s.path(), &dir, &["path"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out.trim(),
+        dir.join("cu13/nvidia/cu13/bin/nvcc").display().to_string()
+    );
+}
+
+#[test]
+fn doctor_reports_nvcc_its_archs_host_compiler_and_tools() {
+    if !no_system_cuda() {
+        return;
+    }
+    let s = Scratch::new();
+    let dir = linked_toolkit_dir(&s);
+    let (code, out, err) = toolkit(s.path(), &dir, &["doctor"], &[]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let bin = dir.join("cu13/nvidia/cu13/bin");
+    let expected = [
+        format!("{} (found by OCC_CUDA_DIR)", bin.join("nvcc").display()),
+        "Cuda compilation tools, release 13.".to_string(),
+        "sm_75 sm_80 sm_86".to_string(),
+        "accepted by nvcc".to_string(),
+        format!("cuobjdump  {}", bin.join("cuobjdump").display()),
+        "lock       none: not in a cargo package".to_string(),
+        "occ builds with this nvcc.".to_string(),
+    ];
+    for text in expected {
+        assert!(out.contains(&text), "`{text}` not in:\n{out}");
+    }
+}
+
+#[test]
+fn doctor_flags_a_host_compiler_nvcc_rejects() {
+    if !no_system_cuda() {
+        return;
+    }
+    let s = Scratch::new();
+    let dir = linked_toolkit_dir(&s);
+    // A host compiler that fails is what nvcc sees of an unsupported one.
+    let cc = script(
+        &s.path().join("bin/bad-cc"),
+        "echo 'unsupported compiler' >&2; exit 1",
+    );
+    let (code, out, _) = toolkit(
+        s.path(),
+        &dir,
+        &["doctor"],
+        &[("NVCC_CCBIN", &cc.display().to_string())],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("rejected by nvcc"), "{out}");
+    assert!(out.contains("fix:") && out.contains("NVCC_CCBIN"), "{out}");
+}
+
+#[test]
+fn doctor_reports_the_lock_of_the_package_here() {
+    let s = Scratch::new();
+    let dir = linked_toolkit_dir(&s);
+    let app = workspace_root().join("example-app");
+    let (_, out, err) = toolkit(&app, &dir, &["doctor"], &[]);
+    let lock = format!("{}: ", app.join("occ.lock").display());
+    assert!(
+        out.contains(&lock) && out.contains("kernels"),
+        "{out}\n{err}"
+    );
+}
+
+#[test]
+fn without_nvcc_path_and_doctor_say_how_to_install_it() {
+    if !no_system_cuda() {
+        return;
+    }
+    let s = Scratch::new();
+    let empty = s.path().join("empty");
+    let (code, out, err) = toolkit(s.path(), &empty, &["path"], &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.is_empty(), "{out}");
+    let pip = format!(
+        "python3 -m pip install --no-deps --target {} nvidia-cuda-nvcc==",
+        empty.join("cu13").display()
+    );
+    for text in ["nvcc not found", "cargo occ toolkit install", &pip] {
+        assert!(err.contains(text), "`{text}` not in:\n{err}");
+    }
+    let (code, out, _) = toolkit(s.path(), &empty, &["doctor"], &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("nvcc  not found") || out.contains("nvcc       not found"),
+        "{out}"
+    );
+    assert!(
+        out.contains("fix: nvcc not found") && out.contains(&pip),
+        "{out}"
+    );
+}
+
+/// A stand-in for `python3` that records its arguments and, for `-m pip
+/// install --target DIR`, "installs" by linking the real toolkit into DIR.
+/// This is no fake nvcc: what runs afterwards is the real one. What the test
+/// checks is occ's orchestration (the pinned list, the swap into place, the
+/// stamp, idempotency); a real pip install is a 350 MB download.
+fn stand_in_python(s: &Scratch, log: &Path) -> PathBuf {
+    script(
+        &s.path().join("bin/python3"),
+        &format!(
+            "echo \"$*\" >> '{log}'\n\
+             if [ \"$1 $2 $3\" = '-m pip --version' ]; then echo 'pip 0 (stand-in)'; exit 0; fi\n\
+             prev=''; for a in \"$@\"; do [ \"$prev\" = --target ] && target=\"$a\"; prev=\"$a\"; done\n\
+             mkdir -p \"$target/nvidia\" && ln -s '{home}' \"$target/nvidia/cu13\"",
+            log = log.display(),
+            home = toolkit_home().display()
+        ),
+    )
+}
+
+fn calls(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn install_pip_installs_the_pinned_wheels_once() {
+    if !no_system_cuda() {
+        return;
+    }
+    let s = Scratch::new();
+    let dir = s.path().join("cache/occ/cuda");
+    let log = s.path().join("python.log");
+    let python = stand_in_python(&s, &log).display().to_string();
+    let cu13 = occ_build::toolkit::wheel_sets()
+        .into_iter()
+        .find(|set| set.name == "cu13")
+        .expect("the cu13 set");
+
+    let (code, out, err) = toolkit(s.path(), &dir, &["install", "--python", &python], &[]);
+    assert_eq!(code, 0, "{err}");
+    let nvcc = dir.join("cu13/nvidia/cu13/bin/nvcc");
+    assert_eq!(out.trim(), nvcc.display().to_string(), "{err}");
+    assert!(err.contains("release 13."), "{err}");
+    let first = calls(&log);
+    assert_eq!(first.len(), 2, "{first:?}");
+    assert_eq!(first[0], "-m pip --version");
+    let install = &first[1];
+    let prefix = format!(
+        "-m pip install --disable-pip-version-check --no-warn-script-location --no-deps --target {}.tmp-",
+        dir.join("cu13").display()
+    );
+    assert!(install.starts_with(&prefix), "{install}");
+    assert!(install.ends_with(&cu13.requirements.join(" ")), "{install}");
+    let stamp = std::fs::read_to_string(dir.join("cu13/.stamp")).expect("stamp");
+    assert_eq!(stamp.trim(), cu13.stamp());
+    // Nothing is left beside the install.
+    let entries: Vec<String> = std::fs::read_dir(&dir)
+        .expect("toolkit dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(entries, ["cu13"]);
+
+    // A second run installs nothing (and needs no Python).
+    let (code, out, err) = toolkit(
+        s.path(),
+        &dir,
+        &["install", "--python", "/nonexistent/python"],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), nvcc.display().to_string());
+    assert!(err.contains("up to date"), "{err}");
+    assert_eq!(calls(&log), first);
+
+    // `path` now finds what install put there.
+    let (code, out, _) = toolkit(s.path(), &dir, &["path"], &[]);
+    assert_eq!((code, out.trim()), (0, nvcc.display().to_string().as_str()));
+
+    // A stale stamp (another pin) reinstalls, through PYTHON this time.
+    std::fs::write(dir.join("cu13/.stamp"), "0.0.0\n").expect("write stamp");
+    let (code, _, err) = toolkit(s.path(), &dir, &["install"], &[("PYTHON", &python)]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(calls(&log).len(), 4, "{:?}", calls(&log));
+    let stamp = std::fs::read_to_string(dir.join("cu13/.stamp")).expect("stamp");
+    assert_eq!(stamp.trim(), cu13.stamp());
+}
+
+#[test]
+fn install_without_python_or_pip_says_what_to_do() {
+    let s = Scratch::new();
+    let dir = s.path().join("cuda");
+    let (code, _, err) = toolkit(
+        s.path(),
+        &dir,
+        &["install", "--python", "/nonexistent/python3"],
+        &[],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("cannot run `/nonexistent/python3`") && err.contains("--python"),
+        "{err}"
+    );
+    let no_pip = script(
+        &s.path().join("bin/python-no-pip"),
+        "echo 'No module named pip' >&2; exit 1",
+    );
+    let (code, _, err) = toolkit(
+        s.path(),
+        &dir,
+        &["install", "--python", &no_pip.display().to_string()],
+        &[],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("No module named pip") && err.contains("install pip"),
+        "{err}"
+    );
+    assert!(!dir.join("cu13").exists());
+}
+
+/// The rows of the table under `## Environment variables` in `text`
+/// (Markdown, or Rust doc comments with their `//! ` stripped).
+fn env_table(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|l| l.strip_prefix("//!").map_or(l, str::trim_start))
+        .skip_while(|l| *l != "## Environment variables")
+        .skip(1)
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn every_variable_read_is_in_one_table_in_the_readme_and_the_crate_docs() {
+    let root = workspace_root();
+    let read = |rel: &str| std::fs::read_to_string(root.join(rel)).expect(rel);
+    let readme = env_table(&read("README.md"));
+    let crate_docs = env_table(&read("occ-build/src/lib.rs"));
+    assert!(readme.len() > 10, "{readme:?}");
+    assert_eq!(
+        readme, crate_docs,
+        "README.md and occ-build's crate docs differ"
+    );
+    let table = readme.join("\n");
+    // Every variable named in a read (`var("X")`, `var_os("X")`, `flag("X")`).
+    let mut missing = Vec::new();
+    for dir in ["occ-build/src", "cargo-occ/src", "occ-macros/src"] {
+        for entry in std::fs::read_dir(root.join(dir)).expect(dir).flatten() {
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            for call in ["var(\"", "var_os(\"", "flag(\""] {
+                for part in text.split(call).skip(1) {
+                    let name: String = part
+                        .chars()
+                        .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                        .collect();
+                    if part[name.len()..].starts_with('"')
+                        && !name.is_empty()
+                        && !table.contains(&format!("`{name}`"))
+                    {
+                        missing.push(format!("{name} ({})", entry.path().display()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "not in the table: {missing:?}");
+}
