@@ -9,7 +9,8 @@
 //! 4. `compile::toolkit`, `compile::run`: identify the toolkit (every
 //!    program nvcc runs), then run the jobs or reuse their cached results.
 //! 5. `assemble::manifest`: parse each job's output into the manifest.
-//! 6. `gate::spills`: spilling kernels warn, or fail a build that denies them.
+//! 6. `gate::spills`: spilling kernels fail a build that denies them (else
+//!    the summary of stage 9 names them).
 //! 7. `emit::write_all`: `manifest.json` and `kernels.rs` into `$OUT_DIR/occ`.
 //! 8. `gate::baseline`: compare with `occ.lock`; bless on request.
 //! 9. `summary::write`: the table to `report.txt`, and one warning when

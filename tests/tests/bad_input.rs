@@ -55,10 +55,15 @@ fn a_program_that_is_not_nvcc_gives_a_message_not_a_panic() {
         .try_compile_with(&build_env(&[("NVCC", fake.to_str())]))
         .expect_err("not nvcc");
     let text = err.to_string();
+    // The toolkit's dry run finds it out before any job runs.
     assert!(
-        text.contains("kernels/a.cu") && text.contains("sm_80") && text.contains("left no PTX"),
+        text.contains(&fake.display().to_string())
+            && text.contains("is not an nvcc")
+            && text.contains("(hello)")
+            && text.contains("point NVCC at the nvcc of a CUDA toolkit"),
         "{text}"
     );
+    assert!(!s.path().join("out/occ/manifest.json").exists());
 }
 
 #[test]
@@ -447,10 +452,14 @@ fn a_build_killed_midway_leaves_no_half_written_file() {
             "cache",
             "kernels_a_fast.sm_80.cubin",
             "kernels_a_fast.sm_80.ptx",
+            "status.json",
             "tmp"
         ],
-        "only the finished job's files, whole; no manifest, no kernels.rs, no temporaries"
+        "only the finished job's files, whole, and the marker of an unfinished build; \
+         no manifest, no kernels.rs, no temporaries"
     );
+    let status = std::fs::read_to_string(occ.join("status.json")).expect("status.json");
+    assert!(status.contains("running"), "{status}");
     // The rebuild (same launcher, now fast) reuses the finished job, runs
     // the killed one, and gives the same bytes as an uninterrupted build.
     std::fs::remove_file(&slow).expect("no more sleeping");
