@@ -116,6 +116,33 @@
 //! committed lock stands in for live numbers: the build writes the manifest
 //! and `kernels.rs` from it, with one warning, and `kernels.rs` then has no
 //! `CUBIN`/`PTX` device code.
+//!
+//! ## Publishing a crate that uses occ-build
+//!
+//! docs.rs has no nvcc and sets `DOCS_RS`, so there the build script stands
+//! on the crate's committed `occ.lock`: the docs build as long as the lock
+//! is in the package and covers every arch the build asks for (an arch the
+//! lock does not record is an error). So, before `cargo publish`:
+//!
+//! - bless the lock for the archs of the build (`OCC_BLESS=1 cargo build`
+//!   or `cargo occ bless`) and commit it;
+//! - check that the package holds it and the `.cu` files (users' builds
+//!   compile those): `cargo package --list | grep -E 'occ.lock|\.cu'`. Cargo
+//!   packages every file git tracks; an `include = [...]` list must name
+//!   `occ.lock` and the kernels (`"kernels/**"`), and neither may match an
+//!   `exclude` pattern;
+//! - build the docs on one target, so docs.rs runs the build script once:
+//!
+//! ```toml
+//! [package.metadata.docs.rs]
+//! targets = ["x86_64-unknown-linux-gnu"]
+//! ```
+//!
+//! docs.rs's metadata cannot set environment variables; `DOCS_RS`, which
+//! docs.rs sets itself, is what selects the lock, so nothing else is needed
+//! there. To try the same build locally: `OCC_NO_NVCC=1 cargo doc`. Code
+//! that uses the device code compiles unchanged (empty `CUBIN`, `PTX` is
+//! `""`, `kernels::HAS_DEVICE_CODE` is `false`).
 #![deny(missing_docs)]
 
 mod assemble;
