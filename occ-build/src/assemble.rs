@@ -40,12 +40,37 @@ pub(crate) fn from_lock(
     directives: &mut Directives,
 ) -> Result<Manifest> {
     let manifest = lock.to_manifest(&inputs.archs, &inputs.lock_path)?;
+    let todo = if inputs.no_nvcc.is_some() {
+        "unset it to build with nvcc"
+    } else {
+        "install CUDA (`cargo occ toolkit install`) or set NVCC to build it"
+    };
     directives.warn(format!(
         "occ: no nvcc ({reason}); using the numbers recorded in {} (nvcc {}) instead of live ones; \
-         kernels.rs has no CUBIN/PTX device code in this build; install CUDA or set NVCC to build it",
+         kernels.rs has no CUBIN/PTX device code in this build; {todo}",
         inputs.display(&inputs.lock_path),
         lock.nvcc
     ));
+    // Sources the lock does not know have no kernels in this build: say so
+    // once, rather than let code that names their kernels fail to compile.
+    let unknown: Vec<&String> = inputs
+        .sources
+        .iter()
+        .filter(|s| !lock.kernels.iter().any(|k| k.source == **s))
+        .collect();
+    if !unknown.is_empty() {
+        directives.warn(format!(
+            "occ: {} {} not in {} (no kernels, or added since it was blessed): their kernels are \
+             missing from this build; build with nvcc and run `cargo occ bless`",
+            unknown
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            if unknown.len() == 1 { "is" } else { "are" },
+            inputs.display(&inputs.lock_path)
+        ));
+    }
     Ok(manifest)
 }
 

@@ -298,6 +298,7 @@ impl Toolkit {
     pub fn identify(
         nvcc: &Nvcc,
         vars: &NvccVars,
+        path_var: Option<&str>,
         args: &[String],
         root: &Path,
         cache: &Path,
@@ -317,6 +318,8 @@ impl Toolkit {
             .as_bytes(),
             format!("{args:?}").as_bytes(),
             format!("{vars:?}").as_bytes(),
+            // Which `gcc` or `ptxas` a name means.
+            path_var.unwrap_or("").as_bytes(),
         ]);
         if let Some(known) = std::fs::read(cache)
             .ok()
@@ -413,10 +416,18 @@ impl Toolkit {
             .iter()
             .find(|(k, _)| k == "TOP")
             .map(|(_, v)| std::fs::canonicalize(v).unwrap_or_else(|_| PathBuf::from(v)));
+        // The identity is what runs: the tools and the commands, not the
+        // search path that found them (a new PATH that resolves to the same
+        // programs changes nothing).
+        let commands: String = text
+            .lines()
+            .filter(|l| !l.starts_with("#$ PATH=") && !l.starts_with("#$ LD_LIBRARY_PATH="))
+            .map(|l| format!("{l}\n"))
+            .collect();
         let id = hash_bytes(&[
-            probe.as_bytes(),
+            format!("{FORMAT}").as_bytes(),
             format!("{tools:?}").as_bytes(),
-            text.as_bytes(),
+            commands.as_bytes(),
         ]);
         Ok(Toolkit {
             probe,
@@ -554,12 +565,16 @@ pub(crate) fn search_dirs(root: &Path, source: &Path, args: &[String]) -> Vec<Pa
 /// quoted includes, and the search folders before that one).
 /// Deliberately wide: a spurious entry costs a rerun only if someone
 /// creates exactly that file.
+/// Also returns the candidates that exist but are no input, in a folder
+/// searched before the input's, and were written at or after `started`: a
+/// header that appeared while nvcc ran and would shadow one it read.
 pub(crate) fn shadow_probes(
     root: &Path,
     inputs: &[PathBuf],
     search: &[PathBuf],
     toolkit: Option<&Path>,
-) -> Vec<PathBuf> {
+    started: SystemTime,
+) -> (Vec<(PathBuf, bool)>, Vec<PathBuf>) {
     let user: Vec<&PathBuf> = inputs
         .iter()
         .filter(|p| p.starts_with(root) || search.iter().any(|d| p.starts_with(d)))
@@ -572,6 +587,7 @@ pub(crate) fn shadow_probes(
     includer_dirs.sort();
     includer_dirs.dedup();
     let mut probes = Vec::new();
+    let mut appeared = Vec::new();
     for input in &user {
         for (k, dir) in search.iter().enumerate() {
             let Ok(rel) = input.strip_prefix(dir) else {
@@ -579,15 +595,30 @@ pub(crate) fn shadow_probes(
             };
             for other in includer_dirs.iter().chain(search[..k].iter()) {
                 let candidate = other.join(rel);
-                if candidate != **input && std::fs::symlink_metadata(&candidate).is_err() {
-                    probes.push(candidate);
+                if candidate == **input || inputs.contains(&candidate) {
+                    continue;
+                }
+                if std::fs::symlink_metadata(&candidate).is_err() {
+                    probes.push((candidate, false));
+                } else if earlier_than(&candidate, input, search)
+                    && Stat::of(&candidate).is_none_or(|s| s.not_older_than(started))
+                {
+                    appeared.push(candidate);
                 }
             }
         }
     }
     probes.sort();
     probes.dedup();
-    probes
+    (probes, appeared)
+}
+
+/// Whether `candidate` lies in a search folder that comes before the one
+/// `input` was found in (so it would have been found instead). Folders of
+/// includers are not ordered here: only the `-I` order is certain.
+fn earlier_than(candidate: &Path, input: &Path, search: &[PathBuf]) -> bool {
+    let position = |p: &Path| search.iter().position(|d| p.parent() == Some(d.as_path()));
+    matches!((position(candidate), position(input)), (Some(c), Some(i)) if c < i)
 }
 
 /// The files named by `__has_include("name")` / `__has_include(<name>)` (and
@@ -713,7 +744,9 @@ mod tests {
         ];
         let extra = dir.join("extra");
         let search = vec![k.clone(), extra.clone(), inc.clone()];
-        let probes = shadow_probes(&dir, &inputs, &search, None);
+        let (probes, appeared) = shadow_probes(&dir, &inputs, &search, None, SystemTime::now());
+        assert!(appeared.is_empty());
+        let probes: Vec<PathBuf> = probes.into_iter().map(|(p, _)| p).collect();
         assert!(probes.contains(&k.join("common.cuh")), "{probes:?}");
         assert!(probes.contains(&extra.join("common.cuh")), "{probes:?}");
         assert!(!probes.contains(&inc.join("common.cuh")));

@@ -66,6 +66,7 @@ pub(crate) fn toolkit(nvcc: &Nvcc, inputs: &Inputs, jobs: &[Job]) -> Result<Tool
     Toolkit::identify(
         nvcc,
         &inputs.nvcc_vars,
+        inputs.path_var.as_deref(),
         &args,
         &inputs.root,
         &out.join("cache").join("toolkit.json"),
@@ -228,6 +229,8 @@ impl Runner<'_> {
     fn key(&self, job: &Job, args: &[String]) -> String {
         cache::hash_bytes(&[
             self.toolkit.id.as_bytes(),
+            // Two checkouts sharing a target dir get the same OUT_DIR.
+            self.root.join(&job.source).to_string_lossy().as_bytes(),
             format!("{:?}", self.nvcc.launcher).as_bytes(),
             format!("{args:?}").as_bytes(),
             job.source.as_bytes(),
@@ -336,7 +339,13 @@ impl Runner<'_> {
             })
             .map(|(path, _)| path)
             .collect();
-        let unstable = changed.first().map(|p| {
+        // The include search as it stands now: a shadowing header that
+        // exists now but was no input appeared while nvcc ran.
+        let search = cache::search_dirs(self.root, &source, &self.search_args(run_args));
+        let top = self.toolkit.top.as_deref();
+        let (mut probes, appeared) = cache::shadow_probes(self.root, &deps, &search, top, started);
+        probes.extend(cache::has_include_probes(self.root, &deps, &search, top));
+        let unstable = changed.first().copied().or(appeared.first()).map(|p| {
             format!(
                 "occ: {} changed while nvcc compiled {} for {}; its numbers are refreshed on the next build",
                 p.strip_prefix(self.root).unwrap_or(p).display(),
@@ -364,14 +373,6 @@ impl Runner<'_> {
             });
         }
         if unstable.is_none() {
-            let search = cache::search_dirs(self.root, &source, run_args);
-            let top = self.toolkit.top.as_deref();
-            let mut probes: Vec<(PathBuf, bool)> =
-                cache::shadow_probes(self.root, &deps, &search, top)
-                    .into_iter()
-                    .map(|p| (p, false))
-                    .collect();
-            probes.extend(cache::has_include_probes(self.root, &deps, &search, top));
             let record = Record::new(
                 key.to_string(),
                 inputs.into_iter().flatten().collect(),
@@ -396,10 +397,27 @@ impl Runner<'_> {
             log,
             ptx,
             deps,
-            search: cache::search_dirs(self.root, &source, &job.args),
+            search: cache::search_dirs(self.root, &source, &self.search_args(&job.args)),
             unstable,
             ran: true,
         })
+    }
+
+    /// The arguments as nvcc sees them for its include search:
+    /// `NVCC_PREPEND_FLAGS`, `args`, `NVCC_APPEND_FLAGS`.
+    fn search_args(&self, args: &[String]) -> Vec<String> {
+        let var = |name: &str| -> Vec<String> {
+            self.vars
+                .iter()
+                .filter(|(n, _)| *n == name)
+                .filter_map(|(_, v)| v.as_deref())
+                .flat_map(|v| v.split_whitespace().map(str::to_string))
+                .collect()
+        };
+        let mut all = var("NVCC_PREPEND_FLAGS");
+        all.extend(args.iter().cloned());
+        all.extend(var("NVCC_APPEND_FLAGS"));
+        all
     }
 
     fn cached(&self, job: &Job, key: &str, paths: &JobPaths) -> Option<JobOutput> {
@@ -412,7 +430,7 @@ impl Runner<'_> {
         Some(JobOutput {
             job: job.clone(),
             deps: record.inputs.into_iter().map(|i| i.path).collect(),
-            search: cache::search_dirs(self.root, &source, &job.args),
+            search: cache::search_dirs(self.root, &source, &self.search_args(&job.args)),
             log: record.log,
             ptx,
             unstable: None,
@@ -644,6 +662,14 @@ fn nvcc_failure(nvcc: &Nvcc, job: &Job, log: &str, status: std::process::ExitSta
         .map(|l| l.trim_end().to_string())
         .collect();
     if diagnostics.is_empty() {
+        if let Some(launcher) = &nvcc.launcher {
+            return Error::LauncherFailed {
+                launcher: launcher.clone(),
+                file: job.source.clone(),
+                arch: job.arch.clone(),
+                code,
+            };
+        }
         diagnostics.push(format!(
             "nvcc exited with {} and printed nothing",
             code.map_or("a signal".to_string(), |c| format!("status {c}"))

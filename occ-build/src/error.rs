@@ -208,6 +208,17 @@ pub enum Error {
         /// nvcc's message.
         detail: String,
     },
+    /// `OCC_NVCC_LAUNCHER` ran but failed without a word.
+    LauncherFailed {
+        /// The launcher.
+        launcher: PathBuf,
+        /// The `.cu` file.
+        file: String,
+        /// The target arch.
+        arch: String,
+        /// Its exit status.
+        code: Option<i32>,
+    },
     /// The lock would be written (a bless) but its file is read-only.
     LockReadOnly {
         /// The lock file (after following symlinks).
@@ -425,6 +436,18 @@ impl fmt::Display for Error {
                 f,
                 "nvcc could not write its output for {file} ({arch}): {detail}; free disk space \
                  (OUT_DIR is under the target folder) and build again"
+            ),
+            Error::LauncherFailed {
+                launcher,
+                file,
+                arch,
+                code,
+            } => write!(
+                f,
+                "the nvcc launcher {} (OCC_NVCC_LAUNCHER) exited with {} and printed nothing while \
+                 compiling {file} for {arch}; check the launcher, or unset OCC_NVCC_LAUNCHER",
+                launcher.display(),
+                code.map_or("a signal".to_string(), |c| format!("status {c}"))
             ),
             Error::LockReadOnly { path } => write!(
                 f,

@@ -38,11 +38,14 @@ pub(crate) struct Inputs {
     /// `NVCC_CCBIN`: the host compiler for nvcc.
     pub ccbin: Option<String>,
     /// The variables nvcc reads by itself (`NVCC_APPEND_FLAGS`,
-    /// `NVCC_PREPEND_FLAGS`, `NVCC_CCBIN`): watched, part of every job's
-    /// key, and passed to nvcc exactly as read.
+    /// `NVCC_PREPEND_FLAGS`, `NVCC_CCBIN`) and those of the host compiler it
+    /// preprocesses with (`CPATH`, `CPLUS_INCLUDE_PATH`, ...): watched, part
+    /// of every job's key, and passed to nvcc exactly as read.
     pub nvcc_vars: crate::cache::NvccVars,
     /// How many nvcc jobs may run at once (besides the jobserver).
     pub parallel: usize,
+    /// `PATH`, where nvcc finds the host compiler and its tools.
+    pub path_var: Option<String>,
 }
 
 /// Resolves a build's inputs; watches the sources and the lock.
@@ -61,10 +64,21 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
     let sources = sources(build, &root, directives)?;
     // Read these now so that they are watched even when nvcc is missing.
     let ccbin = env.var("NVCC_CCBIN");
-    let nvcc_vars = ["NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "NVCC_CCBIN"]
-        .into_iter()
-        .map(|name| (name, env.var(name)))
-        .collect();
+    // nvcc's own variables, and the host compiler's that change what it
+    // finds (nvcc preprocesses with it); PATH picks the programs nvcc runs.
+    let nvcc_vars = [
+        "NVCC_APPEND_FLAGS",
+        "NVCC_PREPEND_FLAGS",
+        "NVCC_CCBIN",
+        "CPATH",
+        "CPLUS_INCLUDE_PATH",
+        "C_INCLUDE_PATH",
+        "GCC_EXEC_PREFIX",
+        "COMPILER_PATH",
+    ]
+    .into_iter()
+    .map(|name| (name, env.var(name)))
+    .collect();
     let lock_path = root.join(
         build
             .lock_file
@@ -106,6 +120,7 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
         ccbin,
         nvcc_vars,
         parallel,
+        path_var: env.var("PATH"),
     })
 }
 

@@ -84,12 +84,14 @@
 //! | `XDG_CACHE_HOME`, `HOME` (Windows: `LOCALAPPDATA`) | occ-build, `cargo occ` | without `OCC_CUDA_DIR`, the toolkit dir is `$XDG_CACHE_HOME/occ/cuda`, else `$HOME/.cache/occ/cuda` (`%LOCALAPPDATA%\occ\cuda`) |
 //! | `PYTHON` | `cargo occ toolkit install`, `scripts/cuda-toolkit` | the Python that runs pip (default `python3`) |
 //! | `NVCC_CCBIN` | nvcc; occ-build watches it and keys its cache on it | the host compiler nvcc runs |
-//! | `NVCC_PREPEND_FLAGS`, `NVCC_APPEND_FLAGS` | nvcc; occ-build watches them and keys its cache on them | extra nvcc flags |
+//! | `NVCC_PREPEND_FLAGS`, `NVCC_APPEND_FLAGS` | nvcc; occ-build watches them and keys its cache on them | extra nvcc flags (their `-I` folders count in the include search) |
+//! | `CPATH`, `CPLUS_INCLUDE_PATH`, `C_INCLUDE_PATH`, `GCC_EXEC_PREFIX`, `COMPILER_PATH` | the host compiler nvcc preprocesses with; occ-build watches them and keys its cache on them | where it finds headers and its programs |
 //! | `OCC_NVCC_LAUNCHER` | occ-build, `cargo occ` | a wrapper for every nvcc call (e.g. `sccache`) |
 //! | `OCC_BLESS` | occ-build | `1`: write the build's numbers to `occ.lock` (never when `CI` is set) |
 //! | `CI` | occ-build, `cargo occ bless` | set (not `0`/`false`/`no`/`off`): `occ.lock` is never written |
 //! | `OCC_NO_NVCC` | occ-build | `1`: do not look for nvcc; build from `occ.lock` |
 //! | `DOCS_RS` | occ-build | set by docs.rs: build from `occ.lock` |
+//! | `OCC_PTXAS_TIMEOUT` | `cargo occ sweep` | seconds a ptxas run may take before it is killed (default 60; `--ptxas-timeout`) |
 //! | `OCC_MANIFEST` | occ-macros | the `manifest.json` `#[launch_config]` reads instead of `$OUT_DIR/occ/manifest.json` (relative to the crate) |
 //! | `OUT_DIR`, `CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`, `NUM_JOBS` | occ-build, occ-macros | set by cargo: where to write, the crate root, the package, how many nvcc jobs at once |
 //! | `CARGO` | `cargo occ` | set by cargo: the cargo that runs `cargo metadata` |

@@ -6,7 +6,11 @@
 
 // A benchmark, not the library: it reads the fixture logs from disk. The
 // purity rules of occ-model's clippy.toml are for src/.
-#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    clippy::disallowed_macros
+)]
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use occ_model::ptxas;

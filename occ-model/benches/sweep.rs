@@ -12,7 +12,11 @@
 
 // A benchmark, not the library: it builds and runs the C++ header harness
 // to compare with. The purity rules of occ-model's clippy.toml are for src/.
-#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    clippy::disallowed_macros
+)]
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
 use occ_model::arch::{self, Arch};

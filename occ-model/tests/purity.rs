@@ -43,12 +43,35 @@ fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
-/// The text before the first `#[cfg(test)]` module: unit tests may read
-/// fixtures, the library may not.
+/// The text before the first inline `#[cfg(test)]` module (`mod tests {`):
+/// unit tests may read fixtures, the library may not. A `#[cfg(test)] mod
+/// proptests;` declaration does not end the library part.
 fn library_part(text: &str) -> &str {
-    text.find("#[cfg(test)]\nmod ")
-        .or_else(|| text.find("#[cfg(test)]\npub(crate) mod "))
-        .map_or(text, |i| &text[..i])
+    let mut at = 0;
+    while let Some(i) = text[at..].find("#[cfg(test)]\n") {
+        let start = at + i;
+        let rest = &text[start + "#[cfg(test)]\n".len()..];
+        let line = rest.lines().next().unwrap_or("");
+        if (line.starts_with("mod ") || line.starts_with("pub(crate) mod "))
+            && line.trim_end().ends_with('{')
+        {
+            return &text[..start];
+        }
+        at = start + 1;
+    }
+    text
+}
+
+/// Whether a `use std::{...}` group names a forbidden module (`fs`, `env`,
+/// `process`, `net`, or `io`'s streams), in any layout or rename.
+fn forbidden_group(code: &str) -> Option<&'static str> {
+    let group = code.split("std::{").nth(1)?;
+    let words: Vec<&str> = group
+        .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .collect();
+    ["fs", "env", "process", "net", "stdin", "stdout", "stderr"]
+        .into_iter()
+        .find(|m| words.contains(m))
 }
 
 #[test]
@@ -63,7 +86,16 @@ fn the_model_does_no_io() {
             continue; // compiled only under #[cfg(test)]
         }
         let text = std::fs::read_to_string(file).expect("read source");
-        for (n, line) in library_part(&text).lines().enumerate() {
+        let library = library_part(&text);
+        // A `use std::{...}` group may span lines: join each one first.
+        let flat = library.replace('\n', " ");
+        for group in flat.split("use std::{").skip(1) {
+            let group = group.split('}').next().unwrap_or("");
+            if let Some(m) = forbidden_group(&format!("std::{{{group}}}")) {
+                hits.push(format!("{}: {m} in `use std::{{{group}}}`", file.display()));
+            }
+        }
+        for (n, line) in library.lines().enumerate() {
             let code = line.split("//").next().unwrap_or("");
             for (needle, what) in FORBIDDEN {
                 if code.contains(needle) {
@@ -87,8 +119,14 @@ fn the_model_does_no_io() {
 #[test]
 fn the_check_can_fail() {
     // The scanner sees what it must: a line of library code with a call.
-    let text = "fn f() { let _ = std::fs::read(\"x\"); }\n#[cfg(test)]\nmod tests { std::env::var(\"X\"); }";
+    let text = "fn f() { let _ = std::fs::read(\"x\"); }\n#[cfg(test)]\nmod tests {\n std::env::var(\"X\"); }";
     let lib = library_part(text);
     assert!(lib.contains("std::fs"));
     assert!(!lib.contains("std::env"));
+    // A test-module declaration does not hide what follows it.
+    let text = "#[cfg(test)]\nmod proptests;\npub fn z() { std::env::var(\"HOME\"); }";
+    assert!(library_part(text).contains("std::env"));
+    // Grouped and renamed imports are seen.
+    assert_eq!(forbidden_group("std::{env as e, fs as f}"), Some("fs"));
+    assert_eq!(forbidden_group("std::{collections::BTreeMap, fmt}"), None);
 }

@@ -109,7 +109,8 @@ fn item07_build_leaves_lock_mode_once_nvcc_appears() {
 /// where `cargo occ toolkit install` puts nvcc) with `OCC_CUDA_DIR` unset.
 #[test]
 fn issue17_build_leaves_lock_mode_once_nvcc_appears_in_the_user_cache() {
-    leaves_lock_mode_once_nvcc_appears("trust-nvcc-appears-xdg", true);
+    // Not "trust-nvcc-appears-…": newest_out_dir matches a name by prefix.
+    leaves_lock_mode_once_nvcc_appears("trust-user-cache-nvcc", true);
 }
 
 fn leaves_lock_mode_once_nvcc_appears(name: &str, xdg: bool) {
