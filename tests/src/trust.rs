@@ -161,10 +161,17 @@ pub fn newest_out_dir(name: &str) -> PathBuf {
     for entry in std::fs::read_dir(build).expect("build dir").flatten() {
         let file = entry.file_name().to_string_lossy().into_owned();
         let out = entry.path().join("out");
-        if !file.starts_with(&format!("{name}-")) || !out.is_dir() {
+        // `<name>-<hash>` exactly: `<name>-xdg-<hash>` is another package.
+        let is_ours = file
+            .strip_prefix(&format!("{name}-"))
+            .is_some_and(|hash| hash.chars().all(|c| c.is_ascii_hexdigit()));
+        if !is_ours || !out.is_dir() {
             continue;
         }
-        if let Ok(t) = std::fs::metadata(&out).and_then(|m| m.modified()) {
+        // The manifest's time: cargo reuses an OUT_DIR (its hash leaves out
+        // the crate's folder), so the folder's own time is its first build's.
+        let manifest = out.join("occ").join("manifest.json");
+        if let Ok(t) = std::fs::metadata(&manifest).and_then(|m| m.modified()) {
             if newest.as_ref().is_none_or(|(n, _)| t > *n) {
                 newest = Some((t, out));
             }
