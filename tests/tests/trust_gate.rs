@@ -10,31 +10,7 @@ const ALPHA: &str = "extern \"C\" __global__ void alpha(float* p) { p[threadIdx.
 const BETA: &str = "extern \"C\" __global__ void beta(int* p) { p[threadIdx.x] += 1; }\n";
 
 /// n-body forces: about 56 registers uncapped on sm_80, spills at 32.
-const FORCES: &str = r#"
-#define UNROLL 8
-extern "C" __global__ void __launch_bounds__(BOUNDS) forces8(const float4* __restrict__ pos, float3* __restrict__ acc, int n, float soft) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float4 p = pos[i];
-    float ax[UNROLL] = {0}, ay[UNROLL] = {0}, az[UNROLL] = {0};
-    for (int j = 0; j + UNROLL <= n; j += UNROLL) {
-        float4 q[UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) q[u] = pos[j + u];
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            float dx = q[u].x - p.x, dy = q[u].y - p.y, dz = q[u].z - p.z;
-            float inv = rsqrtf(dx * dx + dy * dy + dz * dz + soft);
-            float s = q[u].w * inv * inv * inv;
-            ax[u] += dx * s; ay[u] += dy * s; az[u] += dz * s;
-        }
-    }
-    float3 a = make_float3(0.f, 0.f, 0.f);
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) { a.x += ax[u]; a.y += ay[u]; a.z += az[u]; }
-    acc[i] = a;
-}
-"#;
+const FORCES: &str = include_str!("../fixtures/cu/trust_gate/forces.cu");
 
 fn build(s: &Scratch) -> Build {
     let mut b = Build::new();
