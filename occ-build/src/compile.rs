@@ -397,7 +397,8 @@ impl Runner<'_> {
             log,
             ptx,
             deps,
-            search: cache::search_dirs(self.root, &source, &self.search_args(&job.args)),
+            // The same folders the probes used: occ's own arguments add no -I.
+            search,
             unstable,
             ran: true,
         })

@@ -9,8 +9,12 @@ use occ_tests::{build_env, Scratch};
 const ALPHA: &str = "extern \"C\" __global__ void alpha(float* p) { p[threadIdx.x] *= 2.0f; }\n";
 const BETA: &str = "extern \"C\" __global__ void beta(int* p) { p[threadIdx.x] += 1; }\n";
 
-/// n-body forces: about 56 registers uncapped on sm_80, spills at 32.
-const FORCES: &str = include_str!("../fixtures/cu/trust_gate/forces.cu");
+/// The sweep tests' n-body forces (about 56 registers uncapped on sm_80,
+/// spills at 32), with `__launch_bounds__(BOUNDS)`.
+fn forces() -> String {
+    include_str!("../fixtures/cu/sweep/forces.cu")
+        .replace("void forces8", "void __launch_bounds__(BOUNDS) forces8")
+}
 
 fn build(s: &Scratch) -> Build {
     let mut b = Build::new();
@@ -68,9 +72,9 @@ fn item13_renamed_kernel_shows_its_new_name() {
 fn item13_spills_gone_are_credited_in_the_verdict() {
     let s = Scratch::new();
     // 32 registers (1024 threads x 2 blocks) make it spill; 64 do not.
-    s.write("kernels/k.cu", &FORCES.replace("BOUNDS", "1024, 2"));
+    s.write("kernels/k.cu", &forces().replace("BOUNDS", "1024, 2"));
     bless(&s);
-    s.write("kernels/k.cu", &FORCES.replace("BOUNDS", "512, 2"));
+    s.write("kernels/k.cu", &forces().replace("BOUNDS", "512, 2"));
     let msg = failure(&s, "spilling kernel given a heavier launch bound");
     let credited = msg
         .lines()
