@@ -243,6 +243,10 @@ impl Runner<'_> {
         let mut paths = self.paths(job);
         let args = nvcc_args(job, &paths.tmp);
         let key = self.key(job, &args);
+        // One build at a time checks and commits a job: a second build into
+        // the same OUT_DIR waits here, then reuses the first one's result
+        // instead of replacing its outputs under its record.
+        let _lock = JobLock::take(&paths.record);
         if let Some(output) = self.cached(job, &key, &paths) {
             return Ok(output);
         }
@@ -461,6 +465,36 @@ fn nvcc_args(job: &Job, tmp: &Path) -> Vec<String> {
     args.extend(job.args.iter().cloned());
     args.push(job.source.clone());
     args
+}
+
+/// An exclusive advisory lock on `cache/<job>.lock`, released on drop.
+///
+/// Cargo never runs two build scripts in one `OUT_DIR`, but two builds
+/// given the same `OUT_DIR` by hand (or a script run twice) may. Where the
+/// file system has no locks (some network mounts) the job runs unlocked:
+/// a record whose outputs were replaced under it then fails its output
+/// check and the job runs again, which costs time but is never stale.
+struct JobLock(Option<std::fs::File>);
+
+impl JobLock {
+    fn take(record: &Path) -> JobLock {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(record.with_extension("lock"))
+            .ok()
+            .filter(|f| f.lock().is_ok());
+        JobLock(file)
+    }
+}
+
+impl Drop for JobLock {
+    fn drop(&mut self) {
+        if let Some(file) = &self.0 {
+            let _ = file.unlock();
+        }
+    }
 }
 
 struct JobPaths {

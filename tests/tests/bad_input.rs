@@ -338,7 +338,7 @@ fn two_builds_into_one_out_dir_at_once_both_succeed_and_agree() {
     );
     let out = s.path().join("out");
     let root = s.path();
-    let results: Vec<Result<Manifest, String>> = std::thread::scope(|scope| {
+    let results: Vec<Result<(Manifest, usize), String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..2)
             .map(|_| {
                 let out = &out;
@@ -346,7 +346,7 @@ fn two_builds_into_one_out_dir_at_once_both_succeed_and_agree() {
                     let mut b = build_in(root, out);
                     b.arch("sm_90");
                     b.try_compile_with(&build_env(&[("NUM_JOBS", Some("4"))]))
-                        .map(|r| r.manifest)
+                        .map(|r| (r.manifest, r.nvcc_runs))
                         .map_err(|e| e.to_string())
                 })
             })
@@ -356,10 +356,17 @@ fn two_builds_into_one_out_dir_at_once_both_succeed_and_agree() {
             .map(|h| h.join().unwrap_or_else(|_| Err("panicked".into())))
             .collect()
     });
-    let manifests: Vec<Manifest> = results
+    let (manifests, runs): (Vec<Manifest>, Vec<usize>) = results
         .into_iter()
         .map(|r| r.expect("both concurrent builds succeed"))
-        .collect();
+        .unzip();
+    // Each of the 4 jobs (2 files × sm_80, sm_90) is compiled once: the
+    // build that waited for one reuses it.
+    assert_eq!(
+        runs.iter().sum::<usize>(),
+        4,
+        "nvcc runs per build: {runs:?}"
+    );
     assert_eq!(manifests[0], manifests[1]);
     assert_eq!(manifest_in(&out), manifests[0]);
     // No temporary file is left beside the outputs.
