@@ -960,6 +960,7 @@ mod tests {
                     ],
                 ),
             ],
+            device_code: Vec::new(),
         }
     }
 

@@ -59,10 +59,12 @@ impl Check {
     }
 }
 
-/// Which device code to load on a GPU of compute capability `major.minor`:
-/// the newest cubin that runs there (same major, minor at most the GPU's,
-/// `sm_XYa` only on X.Y, as `launch_for` picks its row), else the PTX of the
-/// highest arch at most the GPU's, compiled by the driver's JIT.
+/// Which device code to load on a GPU of compute capability `major.minor`,
+/// and which arch's numbers hold there. The kernel's fatbin is loaded
+/// whole (the driver picks what runs); the arch is the one the driver
+/// picks: the newest cubin that runs there (same major, minor at most the
+/// GPU's, `sm_XYa` only on X.Y, as `launch_for` picks its row), else the
+/// newest arch at most the GPU's, whose PTX the driver's JIT compiles.
 fn pick_code(site: &Site, major: u32, minor: u32) -> Result<(&'static str, String, Ptx)> {
     let parse = |a: &str| -> Option<(u32, u32, bool)> {
         let digits = a.strip_prefix("sm_")?;
@@ -70,35 +72,38 @@ fn pick_code(site: &Site, major: u32, minor: u32) -> Result<(&'static str, Strin
         let n: u32 = digits.trim_end_matches(['a', 'f']).parse().ok()?;
         Some((n / 10, n % 10, specific))
     };
-    let cubin = site
-        .device_code
-        .iter()
-        .filter_map(|c| parse(c.0).map(|p| (p, c)))
+    let built = |a: &&crate::kernels::KernelArch| a.code.is_some_and(|c| !c.bytes.is_empty());
+    let archs = || site.kernel.archs.iter().filter(built);
+    let cubin = archs()
+        .filter_map(|k| parse(k.arch).map(|p| (p, k)))
         .filter(|((ma, mi, specific), _)| {
             *ma == major && *mi <= minor && (!specific || *mi == minor)
         })
-        .max_by_key(|((_, mi, specific), _)| (*mi, *specific));
-    if let Some((_, (arch, cubin, _))) = cubin {
-        return Ok((
-            arch,
-            format!("{arch} cubin"),
-            Ptx::from_binary(cubin.to_vec()),
-        ));
-    }
-    let jit = site
-        .device_code
-        .iter()
-        .filter_map(|c| parse(c.0).map(|(ma, mi, _)| (ma * 10 + mi, c)))
-        .filter(|(n, _)| *n <= major * 10 + minor)
-        .max_by_key(|(n, _)| *n);
-    match jit {
-        Some((_, (arch, _, ptx))) => Ok((arch, format!("{arch} PTX (JIT)"), Ptx::from_src(*ptx))),
+        .max_by_key(|((_, mi, specific), _)| (*mi, *specific))
+        .map(|(_, k)| (k, "cubin"));
+    let jit = || {
+        archs()
+            .filter_map(|k| parse(k.arch).map(|(ma, mi, _)| (ma * 10 + mi, k)))
+            .filter(|(n, _)| *n <= major * 10 + minor)
+            .max_by_key(|(n, _)| *n)
+            .map(|(_, k)| (k, "PTX (JIT)"))
+    };
+    match cubin.or_else(jit) {
+        Some((k, how)) => {
+            let code = k.code.map(|c| c.bytes).unwrap_or_default();
+            Ok((
+                k.arch,
+                format!("{} {how}, from the fatbin", k.arch),
+                Ptx::from_binary(code.to_vec()),
+            ))
+        }
         None => bail!(
             "{}: no cubin or PTX runs on sm_{major}{minor} (built: {}); add the arch to build.rs",
             site.ident,
-            site.device_code
+            site.kernel
+                .archs
                 .iter()
-                .map(|(a, _, _)| *a)
+                .map(|k| k.arch)
                 .collect::<Vec<_>>()
                 .join(", ")
         ),

@@ -51,18 +51,8 @@ pub struct Site {
     pub limiter: Limiter,
     /// ... on this arch.
     pub arch: &'static str,
-    /// Cubin and PTX per arch, in build order.
-    pub device_code: &'static [(&'static str, &'static [u8], &'static str)],
-}
-
-macro_rules! device_code {
-    ($k:ident) => {
-        &[
-            ("sm_80", kernels::$k::sm_80::CUBIN, kernels::$k::sm_80::PTX),
-            ("sm_86", kernels::$k::sm_86::CUBIN, kernels::$k::sm_86::PTX),
-            ("sm_90", kernels::$k::sm_90::CUBIN, kernels::$k::sm_90::PTX),
-        ]
-    };
+    /// The kernel's entry in the build's table: its archs and its fatbin.
+    pub kernel: &'static kernels::Kernel,
 }
 
 macro_rules! baked {
@@ -114,7 +104,7 @@ pub const SAXPY: Site = Site {
     max_block_size: None,
     limiter: Limiter::Warps,
     arch: "sm_80",
-    device_code: device_code!(saxpy),
+    kernel: kernels::saxpy::KERNEL,
 };
 
 /// `block_sum`: 128 bytes of dynamic shared memory per thread; shared memory
@@ -126,7 +116,7 @@ pub const BLOCK_SUM: Site = Site {
     max_block_size: None,
     limiter: Limiter::SharedMemory,
     arch: "sm_80",
-    device_code: device_code!(block_sum),
+    kernel: kernels::block_sum::KERNEL,
 };
 
 /// `ITEMS` of `kernels/reduce.cu`: floats each thread stages.
@@ -141,7 +131,7 @@ pub const TRANSPOSE: Site = Site {
     max_block_size: Some(256),
     limiter: Limiter::SharedMemory,
     arch: "sm_80",
-    device_code: device_code!(linalg_transpose_float_32),
+    kernel: kernels::linalg_transpose_float_32::KERNEL,
 };
 
 /// `row_softmax`: 128 threads, 6 named barriers; on sm_90 the block barriers
@@ -153,7 +143,7 @@ pub const ROW_SOFTMAX: Site = Site {
     max_block_size: None,
     limiter: Limiter::Barriers,
     arch: "sm_90",
-    device_code: device_code!(row_softmax),
+    kernel: kernels::row_softmax::KERNEL,
 };
 
 /// `nbody_forces`: ~80 registers under `__launch_bounds__(256)`; registers
@@ -165,7 +155,7 @@ pub const NBODY: Site = Site {
     max_block_size: None,
     limiter: Limiter::Registers,
     arch: "sm_80",
-    device_code: device_code!(nbody_forces),
+    kernel: kernels::nbody_forces::KERNEL,
 };
 
 /// Every launch site, in the order the app runs them.

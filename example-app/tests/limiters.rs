@@ -116,12 +116,27 @@ fn sites_without_a_policy_launch_at_the_baked_best_block() {
     // the constant kernels.rs bakes.
     let m = manifest();
     let baked = [
-        ("saxpy", kernels::saxpy::sm_80::BEST_BLOCK_SIZE),
+        (
+            "saxpy",
+            kernels::saxpy::KERNEL
+                .on("sm_80")
+                .expect("built for sm_80")
+                .best_block_size,
+        ),
         (
             "nbody_forces",
-            kernels::nbody_forces::sm_80::BEST_BLOCK_SIZE,
+            kernels::nbody_forces::KERNEL
+                .on("sm_80")
+                .expect("built for sm_80")
+                .best_block_size,
         ),
-        ("row_softmax", kernels::row_softmax::sm_80::BEST_BLOCK_SIZE),
+        (
+            "row_softmax",
+            kernels::row_softmax::KERNEL
+                .on("sm_80")
+                .expect("built for sm_80")
+                .best_block_size,
+        ),
     ];
     for (ident, constant) in baked {
         let site = SITES.iter().find(|s| s.ident == ident).copied();

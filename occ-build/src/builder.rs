@@ -3,7 +3,7 @@
 use crate::cargo::{self, Directives};
 use crate::env::Env;
 use crate::error::Result;
-use crate::manifest::Manifest;
+use crate::manifest::{Embed, Manifest};
 use crate::pipeline;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -29,6 +29,7 @@ pub struct Build {
     pub(crate) lock_file: Option<PathBuf>,
     pub(crate) register_threshold: Option<u32>,
     pub(crate) kernel_register_thresholds: BTreeMap<String, u32>,
+    pub(crate) embed: Embed,
 }
 
 /// What a successful build produced.
@@ -127,6 +128,16 @@ impl Build {
     /// `cargo occ sweep`.
     pub fn max_registers(&mut self, target: impl Into<String>, max: u32) -> &mut Self {
         self.max_registers.push((target.into(), max));
+        self
+    }
+
+    /// What device code `kernels.rs` embeds in the crate (default
+    /// [`Embed::Fatbin`]: one fatbin per `.cu` file, with SASS for each
+    /// arch and the PTX of the newest). [`Embed::Cubin`] and [`Embed::Ptx`]
+    /// embed one blob per file and arch; [`Embed::Nothing`] keeps only the
+    /// numbers. Whatever is embedded, ptxas runs for every arch to find them.
+    pub fn embed(&mut self, embed: Embed) -> &mut Self {
+        self.embed = embed;
         self
     }
 

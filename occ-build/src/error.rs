@@ -224,6 +224,24 @@ pub enum Error {
         /// The lock file (after following symlinks).
         path: PathBuf,
     },
+    /// A program of the toolkit that a step needs is not there.
+    ToolNotFound {
+        /// Its name (`fatbinary`).
+        tool: String,
+        /// The nvcc it was looked for beside.
+        near: PathBuf,
+        /// What to do instead.
+        todo: String,
+    },
+    /// A program of the toolkit failed.
+    ToolFailed {
+        /// The program.
+        tool: PathBuf,
+        /// What it was making.
+        what: String,
+        /// Its stderr.
+        log: String,
+    },
 }
 
 impl From<occ_model::Error> for Error {
@@ -455,6 +473,16 @@ impl fmt::Display for Error {
                  or leave it as it is",
                 path.display(),
                 path.display()
+            ),
+            Error::ToolNotFound { tool, near, todo } => write!(
+                f,
+                "the toolkit of {} has no {tool} (looked in its bin folder and beside nvcc); {todo}",
+                near.display()
+            ),
+            Error::ToolFailed { tool, what, log } => write!(
+                f,
+                "{} failed making {what}:\n{log}",
+                tool.display()
             ),
         }
     }

@@ -42,9 +42,10 @@
 //! }
 //!
 //! fn main() {
-//!     let block = kernels::saxpy::sm_80::BEST_BLOCK_SIZE;
-//!     let cubin: &[u8] = kernels::saxpy::sm_80::CUBIN;
-//!     println!("saxpy: {block} threads per block, {} registers", kernels::saxpy::sm_80::REGISTERS);
+//!     let saxpy = kernels::get("saxpy").unwrap(); // or kernels::saxpy::KERNEL
+//!     let sm_80 = saxpy.on("sm_80").unwrap();
+//!     let fatbin: &[u8] = sm_80.code.unwrap().bytes; // for cuModuleLoadData
+//!     println!("saxpy: {} threads per block, {} registers", sm_80.best_block_size, sm_80.registers);
 //! }
 //! ```
 //!
@@ -143,8 +144,8 @@
 //! docs.rs's metadata cannot set environment variables; `DOCS_RS`, which
 //! docs.rs sets itself, is what selects the lock, so nothing else is needed
 //! there. To try the same build locally: `OCC_NO_NVCC=1 cargo doc`. Code
-//! that uses the device code compiles unchanged (empty `CUBIN`, `PTX` is
-//! `""`, `kernels::HAS_DEVICE_CODE` is `false`).
+//! that uses the device code compiles unchanged (every blob's `bytes` is
+//! empty, `kernels::HAS_DEVICE_CODE` is `false`).
 #![deny(missing_docs)]
 
 mod assemble;
@@ -152,6 +153,7 @@ mod builder;
 mod cache;
 pub mod cargo;
 pub mod compile;
+mod embed;
 pub mod emit;
 pub mod env;
 pub mod error;
@@ -168,7 +170,7 @@ pub mod toolkit;
 
 pub use builder::{Build, Report};
 pub use error::{Error, Result};
-pub use occ_model::manifest::Manifest;
+pub use occ_model::manifest::{Embed, Manifest};
 
 // The pure core, re-exported so that a build script needs one dependency.
 pub use occ_model::{

@@ -11,13 +11,15 @@
 //! 5. `assemble::manifest`: parse each job's output into the manifest.
 //! 6. `gate::spills`: spilling kernels fail a build that denies them (else
 //!    the summary of stage 9 names them).
-//! 7. `emit::write_all`: `manifest.json` and `kernels.rs` into `$OUT_DIR/occ`.
+//! 7. `embed::write`: the device code to embed (a fatbin per file by
+//!    default); `emit::write_all`: `manifest.json` and `kernels.rs` into
+//!    `$OUT_DIR/occ`; `emit::remove_stale`: files of jobs gone from the build.
 //! 8. `gate::baseline`: compare with `occ.lock`; bless on request.
 //! 9. `summary::write`: the table to `report.txt`, and one warning when
 //!    something is notable.
 //!
 //! A build that stands on the lock (no nvcc) runs 1, 2, then
-//! `assemble::from_lock` and 7.
+//! `assemble::from_lock`, `embed::placeholders` and `emit::write_all`.
 //!
 //! Between 1 and the end, `$OUT_DIR/occ/status.json` says `running`
 //! (`status::mark`), so `cargo occ` can tell a failed build's leftovers.
@@ -29,7 +31,7 @@ use crate::error::Result;
 use crate::manifest::Manifest;
 use crate::status::{self, BuildState};
 use crate::toolchain::Toolchain;
-use crate::{assemble, compile, emit, gate, inputs, plan, summary, toolchain};
+use crate::{assemble, compile, embed, emit, gate, inputs, plan, summary, toolchain};
 use std::path::PathBuf;
 
 /// What a build made.
@@ -57,7 +59,8 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
             for place in &watch {
                 directives.watch(place);
             }
-            let manifest = assemble::from_lock(&inputs, &lock, &reason, directives)?;
+            let mut manifest = assemble::from_lock(&inputs, &lock, &reason, directives)?;
+            manifest.device_code = embed::placeholders(build.embed, &inputs.archs, &inputs.sources);
             emit::write_all(&manifest, &inputs.out_dir)?;
             status::mark(&inputs.out_dir, BuildState::Finished)?;
             return Ok(Outcome {
@@ -107,9 +110,19 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
         directives.warn(warning);
     }
     let version = toolchain::version(&nvcc, &toolkit, &inputs.out_dir)?;
-    let manifest = assemble::manifest(&inputs, &version, &outputs)?;
+    let mut manifest = assemble::manifest(&inputs, &version, &outputs)?;
     gate::spills(build, &manifest)?;
+    manifest.device_code = embed::write(
+        build.embed,
+        &inputs.archs,
+        &outputs,
+        &nvcc,
+        toolkit.top.as_deref(),
+        &inputs.out_dir,
+    )?;
     emit::write_all(&manifest, &inputs.out_dir)?;
+    let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
+    emit::remove_stale(&inputs.out_dir, &names, &manifest.device_code);
     gate::baseline(build, &inputs, &manifest, directives)?;
     summary::write(&manifest, &inputs.out_dir, directives)?;
     status::mark(&inputs.out_dir, BuildState::Finished)?;

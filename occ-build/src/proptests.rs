@@ -5,7 +5,9 @@
 //! the end.
 
 use crate::emit;
-use crate::manifest::{self, Best, Kernel, KernelArch, LaunchBounds, Manifest, Origin, Resources};
+use crate::manifest::{
+    self, Best, DeviceCode, Embed, Kernel, KernelArch, LaunchBounds, Manifest, Origin, Resources,
+};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -85,6 +87,7 @@ fn a_manifest() -> impl Strategy<Value = Manifest> {
         nvcc: "V13.5.37".into(),
         archs: vec!["sm_80".into()],
         kernels,
+        device_code: Vec::new(),
     })
 }
 
@@ -166,8 +169,8 @@ impl FloorCharBoundary for str {
 
 #[test]
 fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
-    // `2d.cu` at the crate root makes the job `2d.sm_80`; its device-code
-    // module name must not start with the digit (format_ident! panics on it).
+    // `2d.cu` at the crate root makes the job `2d.sm_80` and the fatbin
+    // `2d.fatbin`: names kernels.rs only quotes, never makes items of.
     let mut m = Manifest {
         schema: manifest::SCHEMA_VERSION,
         package: "p".into(),
@@ -175,6 +178,7 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
         nvcc: "V13.5.37".into(),
         archs: vec!["sm_80".into()],
         kernels: vec![],
+        device_code: Vec::new(),
     };
     let k = KernelArch {
         resources: Resources {
@@ -210,8 +214,15 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
         source: "2d.cu".into(),
         archs: [("sm_80".to_string(), k)].into_iter().collect(),
     });
+    m.device_code.push(DeviceCode {
+        source: "2d.cu".into(),
+        kind: Embed::Fatbin,
+        arch: None,
+        file: "2d.fatbin".into(),
+    });
     let rs = emit::kernels_rs(&m);
-    assert!(rs.contains("pub mod m_2d_sm_80"), "{rs}");
+    assert!(rs.contains("\"/occ/2d.fatbin\""), "{rs}");
+    assert!(rs.contains("code: Some(&DEVICE_CODE[0])"), "{rs}");
     assert!(syn::parse_file(&rs).is_ok(), "{rs}");
 }
 

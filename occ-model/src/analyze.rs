@@ -190,6 +190,7 @@ pub fn build_manifest<'a>(
         nvcc: nvcc_version.to_string(),
         archs: archs.to_vec(),
         kernels,
+        device_code: Vec::new(),
     })
 }
 

@@ -98,6 +98,7 @@ impl Lock {
             nvcc: self.nvcc.clone(),
             archs,
             kernels,
+            device_code: Vec::new(),
         })
     }
 

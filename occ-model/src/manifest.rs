@@ -32,6 +32,57 @@ pub struct Manifest {
     pub archs: Vec<String>,
     /// Kernels, sorted by mangled name.
     pub kernels: Vec<Kernel>,
+    /// The device code `kernels.rs` embeds ([`Embed`]): one blob per `.cu`
+    /// file (a fatbin), or per file and arch (a cubin or PTX), sorted by
+    /// source, then arch.
+    #[serde(default)]
+    pub device_code: Vec<DeviceCode>,
+}
+
+/// What device code a build embeds in the crate (`Build::embed`).
+///
+/// The per-arch analysis runs ptxas for every arch whatever is embedded;
+/// this only chooses what `kernels.rs` carries into the binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Embed {
+    /// One fatbin per `.cu` file: SASS for each arch plus the PTX of the
+    /// newest (for GPUs newer than every arch), as `nvcc -fatbin` makes;
+    /// the driver picks what runs (`cuModuleLoadData`).
+    #[default]
+    Fatbin,
+    /// The cubin of each file for each arch.
+    Cubin,
+    /// The PTX of each file for each arch (JIT-compiled by the driver).
+    Ptx,
+    /// Nothing: the numbers only (a host-code library carries its own
+    /// device code).
+    Nothing,
+}
+
+impl Embed {
+    /// The file extension of a blob of this kind (`fatbin`, `cubin`, `ptx`).
+    pub fn extension(self) -> &'static str {
+        match self {
+            Embed::Fatbin => "fatbin",
+            Embed::Cubin => "cubin",
+            Embed::Ptx => "ptx",
+            Embed::Nothing => "",
+        }
+    }
+}
+
+/// One blob of embedded device code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceCode {
+    /// The `.cu` file it was compiled from, relative to the crate.
+    pub source: String,
+    /// What it is: [`Embed::Fatbin`], [`Embed::Cubin`] or [`Embed::Ptx`].
+    pub kind: Embed,
+    /// The arch of a cubin or PTX; `None` for a fatbin (it holds them all).
+    pub arch: Option<String>,
+    /// The file, relative to `$OUT_DIR/occ`; empty in a build from the lock.
+    pub file: String,
 }
 
 /// Where a manifest's numbers come from.

@@ -111,7 +111,7 @@ pub fn scale_crate(name: &str, build: &str) -> Scratch {
     s.write(
         "src/main.rs",
         "mod kernels {\n    include!(concat!(env!(\"OUT_DIR\"), \"/occ/kernels.rs\"));\n}\n\n\
-         fn main() {\n    println!(\"registers={}\", kernels::scale::sm_80::REGISTERS);\n}\n",
+         fn main() {\n    println!(\"registers={}\", kernels::scale::KERNEL.on(\"sm_80\").expect(\"sm_80\").registers);\n}\n",
     );
     s
 }

@@ -18,7 +18,8 @@ const MAIN: &str = r#"mod kernels {
 
 fn main() {
     use kernels::*;
-    println!("{} {} {}", scale::sm_80::REGISTERS, scale::sm_80::BEST_BLOCK_SIZE, scale::sm_90::OCCUPANCY);
+    let (sm80, sm90) = (scale::KERNEL.on("sm_80").unwrap(), scale::KERNEL.on("sm_90").unwrap());
+    println!("{} {} {}", sm80.registers, sm80.best_block_size, sm90.occupancy);
 }
 "#;
 

@@ -9,8 +9,11 @@ const MAIN: &str = r#"mod kernels {
 
 fn main() {
     use kernels::*;
-    println!("scale {} {} {} {}", scale::NAME, scale::sm_80::REGISTERS, scale::sm_80::BEST_BLOCK_SIZE, scale::sm_90::CUBIN.len());
-    println!("stencil {} {} {}", fluid_stencil1d_float_3::NAME, fluid_stencil1d_float_3::BASE_NAME, fluid_stencil1d_float_3::sm_90::STATIC_SMEM_BYTES);
+    let scale = get("scale").expect("scale by name");
+    let (sm80, sm90) = (scale.on("sm_80").unwrap(), scale.on("sm_90").unwrap());
+    println!("scale {} {} {} {}", scale.name, sm80.registers, sm80.best_block_size, sm90.code.unwrap().bytes.len());
+    let stencil = fluid_stencil1d_float_3::KERNEL;
+    println!("stencil {} {} {}", stencil.name, stencil.base_name, stencil.on("sm_90").unwrap().static_smem_bytes);
 }
 "#;
 

@@ -29,7 +29,7 @@ fn launch_config_crate(name: &str) -> Scratch {
          /// Launches scale.\n\
          #[occ_macros::launch_config(kernel = \"scale\")]\n\
          fn scale_launch(n: u32) -> (u32, u32) {\n    (grid_for(n), BLOCK_SIZE)\n}\n\n\
-         fn main() {\n    println!(\"{:?} {}\", scale_launch(1 << 20), kernels::scale::sm_80::REGISTERS);\n}\n",
+         fn main() {\n    println!(\"{:?} {}\", scale_launch(1 << 20), kernels::scale::KERNEL.archs[0].registers);\n}\n",
     );
     let out = run_cargo(&s, &["build"], &[("OCC_BLESS", Some("1"))]);
     assert!(out.status.success(), "blessing with nvcc: {}", text(&out));
@@ -69,15 +69,16 @@ fn item07_readme_cubin_line_compiles_without_nvcc() {
     s.write(
         "src/main.rs",
         "mod kernels {\n    include!(concat!(env!(\"OUT_DIR\"), \"/occ/kernels.rs\"));\n}\n\n\
-         fn main() {\n    let cubin: &[u8] = kernels::scale::sm_80::CUBIN;\n    \
-         println!(\"registers={} {}\", kernels::scale::sm_80::REGISTERS, cubin.len());\n}\n",
+         fn main() {\n    let sm_80 = kernels::scale::KERNEL.on(\"sm_80\").unwrap();\n    \
+         let code: &[u8] = sm_80.code.unwrap().bytes;\n    \
+         println!(\"registers={} {}\", sm_80.registers, code.len());\n}\n",
     );
     let out = run_cargo(&s, &["build"], &[("OCC_BLESS", Some("1"))]);
     assert!(out.status.success(), "{}", text(&out));
     let out = run_cargo(&s, &["build"], &[("OCC_NO_NVCC", Some("1"))]);
     assert!(
         out.status.success(),
-        "`let cubin: &[u8] = kernels::scale::sm_80::CUBIN;` (the README's line) does not \
+        "`let code: &[u8] = sm_80.code.unwrap().bytes;` (the README's line) does not \
          compile in a build from occ.lock:\n{}",
         text(&out)
     );

@@ -1,0 +1,212 @@
+//! Stage 5b: the device code `kernels.rs` embeds ([`Embed`]): one fatbin
+//! per `.cu` file (the default), or each file's cubin or PTX per arch, or
+//! nothing.
+//!
+//! The analysis has already compiled every (file, arch) job to a cubin and
+//! its PTX; a fatbin is put together from those files by the toolkit's
+//! `fatbinary` (as `nvcc -fatbin` does as its last step), so no device
+//! code is compiled twice. A fatbin is rebuilt only when one of its parts,
+//! or `fatbinary` itself, changed since the last build (a record in
+//! `cache/<file>.fatbin.json`, checked by stat as the job records are).
+
+use crate::cache::{self, Stat};
+use crate::compile::{write_atomic, JobOutput};
+use crate::error::{Error, Result};
+use crate::manifest::{DeviceCode, Embed};
+use crate::toolkit::Nvcc;
+use occ_model::arch::{self, Variant};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The blobs of a live build, written into `out` (`$OUT_DIR/occ`) where
+/// they are not already there; sorted by source, then arch.
+pub(crate) fn write(
+    embed: Embed,
+    archs: &[String],
+    outputs: &[JobOutput],
+    nvcc: &Nvcc,
+    toolkit_top: Option<&Path>,
+    out: &Path,
+) -> Result<Vec<DeviceCode>> {
+    let mut blobs = Vec::new();
+    let mut sources: Vec<&str> = outputs.iter().map(|o| o.job.source.as_str()).collect();
+    sources.sort();
+    sources.dedup();
+    for source in sources {
+        // This file's jobs in build order (the order of `archs`).
+        let mut jobs: Vec<&JobOutput> = outputs.iter().filter(|o| o.job.source == source).collect();
+        jobs.sort_by_key(|o| archs.iter().position(|a| *a == o.job.arch));
+        match embed {
+            Embed::Nothing => {}
+            Embed::Cubin | Embed::Ptx => {
+                for job in jobs {
+                    blobs.push(DeviceCode {
+                        source: source.to_string(),
+                        kind: embed,
+                        arch: Some(job.job.arch.clone()),
+                        file: format!("{}.{}", job.job.name, embed.extension()),
+                    });
+                }
+            }
+            Embed::Fatbin => {
+                let Some(first) = jobs.first() else { continue };
+                let stem = first
+                    .job
+                    .name
+                    .strip_suffix(&format!(".{}", first.job.arch))
+                    .unwrap_or(&first.job.name);
+                let file = format!("{stem}.fatbin");
+                fatbin(&jobs, nvcc, toolkit_top, out, &file)?;
+                blobs.push(DeviceCode {
+                    source: source.to_string(),
+                    kind: Embed::Fatbin,
+                    arch: None,
+                    file,
+                });
+            }
+        }
+    }
+    Ok(blobs)
+}
+
+/// The blobs of a build from the lock: the same entries a live build would
+/// have, with no file (`kernels.rs` gives them empty bytes).
+pub(crate) fn placeholders(embed: Embed, archs: &[String], sources: &[String]) -> Vec<DeviceCode> {
+    let mut sources = sources.to_vec();
+    sources.sort();
+    let mut blobs = Vec::new();
+    for source in sources {
+        match embed {
+            Embed::Nothing => {}
+            Embed::Fatbin => blobs.push(DeviceCode {
+                source,
+                kind: embed,
+                arch: None,
+                file: String::new(),
+            }),
+            Embed::Cubin | Embed::Ptx => blobs.extend(archs.iter().map(|a| DeviceCode {
+                source: source.clone(),
+                kind: embed,
+                arch: Some(a.clone()),
+                file: String::new(),
+            })),
+        }
+    }
+    blobs
+}
+
+/// What a fatbin was made from: when every part (and `fatbinary`) still
+/// has this stat and the fatbin is the file written then, it is reused.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct FatbinRecord {
+    tool: Option<Stat>,
+    args: Vec<String>,
+    parts: Vec<Option<Stat>>,
+    output: Option<Stat>,
+}
+
+/// Puts `file` (in `out`) together from the jobs' cubins and the PTX of
+/// the newest arch: that PTX is JIT-compiled on a GPU newer than every
+/// cubin. A plain arch is preferred for it (`sm_90` over `sm_90a`): the
+/// PTX of an arch-specific target runs on that one compute capability only.
+fn fatbin(
+    jobs: &[&JobOutput],
+    nvcc: &Nvcc,
+    toolkit_top: Option<&Path>,
+    out: &Path,
+    file: &str,
+) -> Result<()> {
+    let tool = fatbinary(nvcc, toolkit_top).ok_or_else(|| Error::ToolNotFound {
+        tool: "fatbinary".into(),
+        near: nvcc.path.clone(),
+        todo: "use `.embed(Embed::Cubin)` or `.embed(Embed::Ptx)`, or a full toolkit".into(),
+    })?;
+    let newest = jobs
+        .iter()
+        .filter_map(|j| Some((arch::parse_target(&j.job.arch).ok()?, *j)))
+        .max_by_key(|(t, _)| (t.variant == Variant::Base, t.cc))
+        .map(|(_, j)| j);
+    let mut parts: Vec<PathBuf> = Vec::new();
+    let mut args = vec!["-64".to_string()];
+    for job in jobs {
+        let cubin = out.join(format!("{}.cubin", job.job.name));
+        args.push(format!(
+            "--image3=kind=elf,sm={},file={}",
+            sm(&job.job.arch),
+            cubin.display()
+        ));
+        parts.push(cubin);
+    }
+    if let Some(job) = newest {
+        let ptx = out.join(format!("{}.ptx", job.job.name));
+        args.push(format!(
+            "--image3=kind=ptx,sm={},file={}",
+            sm(&job.job.arch),
+            ptx.display()
+        ));
+        parts.push(ptx);
+    }
+    let dest = out.join(file);
+    let record_path = out.join("cache").join(format!("{file}.json"));
+    let record = |output: Option<Stat>| FatbinRecord {
+        tool: Stat::of(&tool),
+        args: args.clone(),
+        parts: parts.iter().map(|p| Stat::of(p)).collect(),
+        output,
+    };
+    let reuse = std::fs::read(&record_path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<FatbinRecord>(&b).ok())
+        .is_some_and(|old| old.output.is_some() && old == record(Stat::of(&dest)));
+    if reuse {
+        return Ok(());
+    }
+    let tmp = out.join("tmp").join(format!(
+        "{file}.tmp{}.{}",
+        std::process::id(),
+        cache::hash_bytes(&[file.as_bytes()])
+    ));
+    let output = std::process::Command::new(&tool)
+        .arg(format!("--create={}", tmp.display()))
+        .args(&args)
+        .output()
+        .map_err(|e| Error::io(format!("cannot run {}", tool.display()), e))?;
+    if !output.status.success() {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(Error::ToolFailed {
+            tool: tool.clone(),
+            what: format!("the fatbin {file}"),
+            log: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        });
+    }
+    std::fs::rename(&tmp, &dest).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::io(format!("cannot write {}", dest.display()), e)
+    })?;
+    let text = serde_json::to_vec(&record(Stat::of(&dest))).map_err(|e| {
+        Error::io(
+            format!("cannot write {}", record_path.display()),
+            std::io::Error::other(e),
+        )
+    })?;
+    write_atomic(&record_path, &text)
+}
+
+/// `sm_90a` → `90a`, as `fatbinary --image3` names an arch.
+fn sm(arch: &str) -> &str {
+    arch.strip_prefix("sm_").unwrap_or(arch)
+}
+
+/// The toolkit's `fatbinary`: in its `bin` folder, else beside nvcc.
+fn fatbinary(nvcc: &Nvcc, top: Option<&Path>) -> Option<PathBuf> {
+    let name = if cfg!(windows) {
+        "fatbinary.exe"
+    } else {
+        "fatbinary"
+    };
+    let beside = nvcc.path.parent().map(|d| d.join(name));
+    top.map(|t| t.join("bin").join(name))
+        .into_iter()
+        .chain(beside)
+        .find(|p| p.is_file())
+}

@@ -1,0 +1,284 @@
+//! What a build embeds (`Build::embed`), checked with NVIDIA's own
+//! `cuobjdump`, and `kernels.rs` as a table that a crate looks kernels up
+//! in by name at run time.
+
+use occ_build::manifest::{DeviceCode, Embed};
+use occ_tests::{build_env, Scratch, ScratchCrate};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn cuobjdump() -> PathBuf {
+    occ_tests::nvcc().with_file_name("cuobjdump")
+}
+
+/// `cuobjdump <args> <file>` run in `dir`; its stdout.
+fn dump(dir: &Path, args: &[&str], file: &Path) -> String {
+    let out = Command::new(cuobjdump())
+        .args(args)
+        .arg(file)
+        .current_dir(dir)
+        .output()
+        .expect("run cuobjdump");
+    assert!(out.status.success(), "{}", occ_tests::text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn files_in(dir: &Path, ext: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("read dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(ext))
+        .collect();
+    names.sort();
+    names
+}
+
+/// PTX without comments, as whitespace-separated tokens per non-empty line.
+fn ptx_tokens(ptx: &str) -> Vec<String> {
+    ptx.lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+#[test]
+fn the_default_fatbin_holds_each_archs_cubin_and_the_newest_ptx_byte_for_byte() {
+    let s = Scratch::new();
+    s.copy_cu("embed", "kernels");
+    let r = s
+        .build(["sm_80", "sm_90"])
+        .try_compile_with(&build_env(&[]))
+        .expect("build");
+    let blobs = &r.manifest.device_code;
+    assert_eq!(
+        blobs
+            .iter()
+            .map(|b| (b.source.as_str(), b.kind, b.arch.as_deref()))
+            .collect::<Vec<_>>(),
+        [
+            ("kernels/affine.cu", Embed::Fatbin, None),
+            ("kernels/hopper.cu", Embed::Fatbin, None)
+        ]
+    );
+    let out = s.path().join("out/occ");
+    for blob in blobs {
+        let fatbin = out.join(&blob.file);
+        let stem = blob.file.trim_end_matches(".fatbin");
+        let listing = dump(s.path(), &["-lelf", "-lptx"], &fatbin);
+        let elves: Vec<&str> = listing.lines().filter(|l| l.starts_with("ELF")).collect();
+        let ptxs: Vec<&str> = listing.lines().filter(|l| l.starts_with("PTX")).collect();
+        assert!(
+            elves.len() == 2
+                && elves[0].ends_with("sm_80.cubin")
+                && elves[1].ends_with("sm_90.cubin"),
+            "{listing}"
+        );
+        assert!(
+            ptxs.len() == 1 && ptxs[0].ends_with("sm_90.ptx"),
+            "{listing}"
+        );
+        // What is inside is exactly what the analysis measured.
+        let x = s.path().join(format!("x-{stem}"));
+        std::fs::create_dir_all(&x).expect("mkdir");
+        dump(&x, &["-xelf", "all"], &fatbin);
+        dump(&x, &["-xptx", "all"], &fatbin);
+        for arch in ["sm_80", "sm_90"] {
+            let [got] = &files_in(&x, &format!("{arch}.cubin"))[..] else {
+                panic!("one {arch} cubin in {}", x.display())
+            };
+            assert_eq!(
+                std::fs::read(x.join(got)).expect("extracted"),
+                std::fs::read(out.join(format!("{stem}.{arch}.cubin"))).expect("analysed"),
+                "{got}"
+            );
+        }
+        let [ptx] = &files_in(&x, ".ptx")[..] else {
+            panic!("one PTX in {}", x.display())
+        };
+        // fatbinary drops PTX comments and indentation (as `nvcc -fatbin`
+        // does): the same code, token for token.
+        assert_eq!(
+            ptx_tokens(&std::fs::read_to_string(x.join(ptx)).expect("extracted")),
+            ptx_tokens(
+                &std::fs::read_to_string(out.join(format!("{stem}.sm_90.ptx"))).expect("analysed")
+            )
+        );
+    }
+    // A second build reuses the fatbins: same files, same bytes.
+    let before: Vec<_> = blobs
+        .iter()
+        .map(|b| {
+            std::fs::metadata(out.join(&b.file))
+                .and_then(|m| m.modified())
+                .expect("mtime")
+        })
+        .collect();
+    let again = s
+        .build(["sm_80", "sm_90"])
+        .try_compile_with(&build_env(&[]))
+        .expect("rebuild");
+    assert_eq!(again.nvcc_runs, 0);
+    let after: Vec<_> = blobs
+        .iter()
+        .map(|b| {
+            std::fs::metadata(out.join(&b.file))
+                .and_then(|m| m.modified())
+                .expect("mtime")
+        })
+        .collect();
+    assert_eq!(
+        before, after,
+        "the fatbins were rebuilt though nothing changed"
+    );
+}
+
+#[test]
+fn changing_what_is_embedded_or_the_archs_leaves_no_stale_file() {
+    let s = Scratch::new();
+    s.copy_cu("embed", "kernels");
+    let out = s.path().join("out/occ");
+    let build = |archs: &[&str], embed: Embed| {
+        let mut b = occ_build::Build::new();
+        b.root(s.path())
+            .out_dir(s.path().join("out"))
+            .glob("kernels/*.cu")
+            .archs(archs.iter().copied())
+            .embed(embed);
+        b.try_compile_with(&build_env(&[])).expect("build")
+    };
+    build(&["sm_80", "sm_90"], Embed::Fatbin);
+    assert_eq!(files_in(&out, ".fatbin").len(), 2);
+    // PTX per file and arch; the fatbins (and their records) go.
+    let r = build(&["sm_80", "sm_90"], Embed::Ptx);
+    assert_eq!(
+        r.nvcc_runs, 0,
+        "the analysis does not depend on what is embedded"
+    );
+    let files: Vec<(&str, Option<&str>, &str)> = r
+        .manifest
+        .device_code
+        .iter()
+        .map(|b: &DeviceCode| (b.source.as_str(), b.arch.as_deref(), b.file.as_str()))
+        .collect();
+    assert_eq!(files.len(), 4, "{files:?}");
+    assert!(
+        files.iter().all(|(_, _, f)| f.ends_with(".ptx")),
+        "{files:?}"
+    );
+    assert!(files_in(&out, ".fatbin").is_empty());
+    assert!(files_in(&out.join("cache"), ".fatbin.json").is_empty());
+    let rs = s.read("out/occ/kernels.rs");
+    assert_eq!(rs.matches("CodeKind::Ptx, arch: Some(").count(), 4, "{rs}");
+    // sm_90 dropped: its cubins, PTX and records go; sm_80's stay.
+    build(&["sm_80"], Embed::Fatbin);
+    let left: Vec<String> = files_in(&out, "")
+        .into_iter()
+        .chain(files_in(&out.join("cache"), ""))
+        .filter(|n| n.contains("sm_90"))
+        .collect();
+    assert!(left.is_empty(), "left from sm_90: {left:?}");
+    assert_eq!(files_in(&out, ".sm_80.cubin").len(), 2);
+    assert_eq!(files_in(&out.join("cache"), ".sm_80.json").len(), 2);
+    // A source removed from the build: its files go too.
+    std::fs::remove_file(s.path().join("kernels/hopper.cu")).expect("rm");
+    build(&["sm_80"], Embed::Fatbin);
+    let left: Vec<String> = files_in(&out, "")
+        .into_iter()
+        .chain(files_in(&out.join("cache"), ""))
+        .filter(|n| n.contains("hopper"))
+        .collect();
+    assert!(left.is_empty(), "left from hopper.cu: {left:?}");
+}
+
+const MAIN: &str = r#"mod kernels {
+    include!(concat!(env!("OUT_DIR"), "/occ/kernels.rs"));
+}
+
+/// Known at compile time, from the table.
+const AFFINE_F32_REGISTERS: u32 = kernels::affine_f32::KERNEL.archs[0].registers;
+
+fn main() {
+    // Looked up by a name made at run time, as candle does.
+    for dtype in ["f32", "f64", "bf16"] {
+        match kernels::get(&format!("affine_{dtype}")) {
+            Some(k) => {
+                let sm_80 = k.on("sm_80").expect("built for sm_80");
+                let code = sm_80.code.expect("embedded");
+                println!("{} {} {} {:?} {}", k.name, k.source, sm_80.registers, code.kind, code.bytes.len());
+            }
+            None => println!("affine_{dtype} none"),
+        }
+    }
+    // A kernel of one arch: present in the table, absent on the other arch.
+    let only = kernels::get("only_sm90").expect("only_sm90");
+    println!("only_sm90 sm_80={} sm_90={}", only.on("sm_80").is_some(), only.on("sm_90").is_some());
+    // Generic code over every kernel and arch.
+    let rows: usize = kernels::KERNELS.iter().map(|k| k.archs.len()).sum();
+    println!("kernels={} rows={} blobs={} archs={:?}", kernels::KERNELS.len(), rows, kernels::DEVICE_CODE.len(), kernels::ARCHS);
+    println!("const={}", AFFINE_F32_REGISTERS);
+}
+"#;
+
+#[test]
+fn a_crate_looks_kernels_up_by_name_and_handles_a_kernel_of_one_arch() {
+    let krate = ScratchCrate::new("embeduser")
+        .build_dep("occ-build")
+        .build_rs(occ_tests::BUILD_RS)
+        .cu("embed", "kernels")
+        .file("src/main.rs", MAIN);
+    let stdout = krate.run("build and run");
+    let manifest = occ_build::emit::read_manifest(
+        &occ_tests::trust::newest_out_dir("embeduser").join("occ/manifest.json"),
+    )
+    .expect("manifest");
+    let f32_sm80 = &manifest
+        .kernels
+        .iter()
+        .find(|k| k.name == "affine_f32")
+        .expect("affine_f32")
+        .archs["sm_80"];
+    let fatbin_len = |source: &str| {
+        let blob = manifest
+            .device_code
+            .iter()
+            .find(|b| b.source == source)
+            .expect("blob");
+        std::fs::metadata(
+            occ_tests::trust::newest_out_dir("embeduser")
+                .join("occ")
+                .join(&blob.file),
+        )
+        .expect("fatbin")
+        .len()
+    };
+    let affine = fatbin_len("kernels/affine.cu");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            format!(
+                "affine_f32 kernels/affine.cu {} Fatbin {affine}",
+                f32_sm80.registers
+            )
+            .as_str(),
+            format!(
+                "affine_f64 kernels/affine.cu {} Fatbin {affine}",
+                manifest
+                    .kernels
+                    .iter()
+                    .find(|k| k.name == "affine_f64")
+                    .expect("affine_f64")
+                    .archs["sm_80"]
+                    .registers
+            )
+            .as_str(),
+            "affine_bf16 none",
+            "only_sm90 sm_80=false sm_90=true",
+            "kernels=3 rows=5 blobs=2 archs=[\"sm_80\", \"sm_90\"]",
+            format!("const={}", f32_sm80.registers).as_str(),
+        ],
+        "{stdout}"
+    );
+}
