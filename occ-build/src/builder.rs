@@ -30,6 +30,7 @@ pub struct Build {
     pub(crate) register_threshold: Option<u32>,
     pub(crate) kernel_register_thresholds: BTreeMap<String, u32>,
     pub(crate) embed: Embed,
+    pub(crate) name: String,
 }
 
 /// What a successful build produced.
@@ -138,6 +139,17 @@ impl Build {
     /// numbers. Whatever is embedded, ptxas runs for every arch to find them.
     pub fn embed(&mut self, embed: Embed) -> &mut Self {
         self.embed = embed;
+        self
+    }
+
+    /// Names this build, for a build script with several `Build`s (say,
+    /// PTX kernels and a host-code library). Each compiles its own files;
+    /// `kernels.rs`, `manifest.json`, the reports and `occ.lock` hold the
+    /// kernels of all of them, and each one's gate judges its own kernels.
+    /// One `Build` may stay unnamed; any other needs a name of its own
+    /// (letters, digits, `_` and `-`).
+    pub fn name(&mut self, name: impl Into<String>) -> &mut Self {
+        self.name = name.into();
         self
     }
 

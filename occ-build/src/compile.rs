@@ -532,7 +532,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// `path` with a suffix unique to this process and call (`.tmp<pid>.<n>`):
 /// a temporary name no other thread or process writes to.
-fn unique_sibling(path: &Path) -> PathBuf {
+pub(crate) fn unique_sibling(path: &Path) -> PathBuf {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let mut name = path.as_os_str().to_owned();

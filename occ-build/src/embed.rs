@@ -9,7 +9,7 @@
 //! or `fatbinary` itself, changed since the last build (a record in
 //! `cache/<file>.fatbin.json`, checked by stat as the job records are).
 
-use crate::cache::{self, Stat};
+use crate::cache::Stat;
 use crate::compile::{write_atomic, JobOutput};
 use crate::error::{Error, Result};
 use crate::manifest::{DeviceCode, Embed};
@@ -161,11 +161,9 @@ fn fatbin(
     if reuse {
         return Ok(());
     }
-    let tmp = out.join("tmp").join(format!(
-        "{file}.tmp{}.{}",
-        std::process::id(),
-        cache::hash_bytes(&[file.as_bytes()])
-    ));
+    // Unique to this process and call: two builds into one OUT_DIR at once
+    // (threads of one process too) never write the same temporary file.
+    let tmp = crate::compile::unique_sibling(&out.join("tmp").join(file));
     let output = std::process::Command::new(&tool)
         .arg(format!("--create={}", tmp.display()))
         .args(&args)

@@ -45,8 +45,13 @@ pub fn write_all(manifest: &Manifest, out: &Path) -> Result<()> {
 /// source dropped from the build, which would otherwise stay forever.
 /// `jobs` are this build's job names (`kernels_a.sm_80`), `blobs` its
 /// embedded files.
-pub(crate) fn remove_stale(out: &Path, jobs: &[&str], blobs: &[DeviceCode]) {
-    let keep = |stem: &str| jobs.contains(&stem) || blobs.iter().any(|b| b.file == stem);
+/// Only the files of `part` ([`crate::parts::owns`]) are considered.
+pub(crate) fn remove_stale(out: &Path, part: &str, jobs: &[&str], blobs: &[DeviceCode]) {
+    let keep = |stem: &str| {
+        !crate::parts::owns(part, stem)
+            || jobs.contains(&stem)
+            || blobs.iter().any(|b| b.file == stem)
+    };
     let listing = |dir: &Path| -> Vec<(std::path::PathBuf, String)> {
         std::fs::read_dir(dir)
             .map(|entries| {

@@ -224,6 +224,11 @@ pub enum Error {
         /// The lock file (after following symlinks).
         path: PathBuf,
     },
+    /// A `Build::name` that cannot name files.
+    BadBuildName {
+        /// The name as given.
+        name: String,
+    },
     /// A program of the toolkit that a step needs is not there.
     ToolNotFound {
         /// Its name (`fatbinary`).
@@ -473,6 +478,10 @@ impl fmt::Display for Error {
                  or leave it as it is",
                 path.display(),
                 path.display()
+            ),
+            Error::BadBuildName { name } => write!(
+                f,
+                "the build name {name:?} (`.name()`) may hold only letters, digits, `_` and `-`: it names files in OUT_DIR"
             ),
             Error::ToolNotFound { tool, near, todo } => write!(
                 f,

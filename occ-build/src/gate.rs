@@ -66,15 +66,17 @@ fn thresholds(build: &Build) -> Thresholds {
 
 /// Compares with the lock: writes the candidate and the gate settings into
 /// `$OUT_DIR/occ`, then fails on regressions, warns on improvements and new
-/// kernels, and writes the lock only on `OCC_BLESS` outside CI.
+/// kernels of the sources in `scope` (this `Build`'s: the candidate also
+/// holds the other parts', see `parts`), and writes the lock only on
+/// `OCC_BLESS` outside CI.
 pub(crate) fn baseline(
     build: &Build,
     inputs: &Inputs,
-    manifest: &Manifest,
+    candidate: &Lock,
+    scope: &[String],
     directives: &mut Directives,
 ) -> Result<()> {
     let out = &inputs.out_dir;
-    let candidate = Lock::from_manifest(manifest);
     let text = candidate.to_text();
     write_atomic(&out.join(CANDIDATE_FILE), text.as_bytes())?;
     let settings = GateSettings {
@@ -132,7 +134,7 @@ pub(crate) fn baseline(
             ),
         });
     }
-    let diff = compare::compare(lock, &candidate, &settings.thresholds);
+    let diff = compare::compare(lock, candidate, &settings.thresholds);
     if blessing {
         let regressions = diff.regressions().count();
         let what = if regressions > 0 {
@@ -158,6 +160,7 @@ pub(crate) fn baseline(
         .findings
         .iter()
         .filter(|f| matches!(f.verdict, Verdict::Improvement | Verdict::New))
+        .filter(|f| scope.contains(&f.source))
     {
         let what = if f.verdict == Verdict::New {
             "is not in"
@@ -171,7 +174,10 @@ pub(crate) fn baseline(
             f.reasons.join(", ")
         ));
     }
-    for f in diff.moved().filter(|f| f.verdict == Verdict::Changed) {
+    for f in diff
+        .moved()
+        .filter(|f| f.verdict == Verdict::Changed && scope.contains(&f.source))
+    {
         directives.warn(format!(
             "occ: {} on {} moved from {} to {} with the same numbers; run `cargo occ bless` to record the new source",
             f.kernel,

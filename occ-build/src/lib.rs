@@ -159,6 +159,7 @@ pub mod env;
 pub mod error;
 pub mod gate;
 mod inputs;
+mod parts;
 mod pipeline;
 mod plan;
 #[cfg(test)]

@@ -31,7 +31,7 @@ use crate::error::Result;
 use crate::manifest::Manifest;
 use crate::status::{self, BuildState};
 use crate::toolchain::Toolchain;
-use crate::{assemble, compile, embed, emit, gate, inputs, plan, summary, toolchain};
+use crate::{assemble, compile, embed, emit, gate, inputs, parts, plan, summary, toolchain};
 use std::path::PathBuf;
 
 /// What a build made.
@@ -60,11 +60,16 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
                 directives.watch(place);
             }
             let mut manifest = assemble::from_lock(&inputs, &lock, &reason, directives)?;
+            // This part's kernels only: the lock holds every part's.
+            manifest
+                .kernels
+                .retain(|k| inputs.sources.contains(&k.source));
             manifest.device_code = embed::placeholders(build.embed, &inputs.archs, &inputs.sources);
-            emit::write_all(&manifest, &inputs.out_dir)?;
+            let view = parts::record(&inputs.out_dir, &build.name, &inputs.sources, &manifest);
+            emit::write_all(&view.merged, &inputs.out_dir)?;
             status::mark(&inputs.out_dir, BuildState::Finished)?;
             return Ok(Outcome {
-                manifest,
+                manifest: view.merged,
                 out_dir: inputs.out_dir,
                 nvcc_runs: 0,
             });
@@ -120,14 +125,20 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
         toolkit.top.as_deref(),
         &inputs.out_dir,
     )?;
-    emit::write_all(&manifest, &inputs.out_dir)?;
+    // With several `Build`s in the build script, the files hold them all.
+    let view = parts::record(&inputs.out_dir, &build.name, &inputs.sources, &manifest);
+    if let Some(note) = &view.clash {
+        directives.warn(note.clone());
+    }
+    emit::write_all(&view.merged, &inputs.out_dir)?;
     let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
-    emit::remove_stale(&inputs.out_dir, &names, &manifest.device_code);
-    gate::baseline(build, &inputs, &manifest, directives)?;
-    summary::write(&manifest, &inputs.out_dir, directives)?;
+    emit::remove_stale(&inputs.out_dir, &build.name, &names, &manifest.device_code);
+    let candidate = parts::candidate(&view, &build.name, inputs.lock.as_ref());
+    gate::baseline(build, &inputs, &candidate, &inputs.sources, directives)?;
+    summary::write(&view.merged, &inputs.out_dir, directives)?;
     status::mark(&inputs.out_dir, BuildState::Finished)?;
     Ok(Outcome {
-        manifest,
+        manifest: view.merged,
         out_dir: inputs.out_dir,
         nvcc_runs: outputs.iter().filter(|o| o.ran).count(),
     })

@@ -77,8 +77,16 @@ pub(crate) fn jobs(
             check_flags(value.split_whitespace().map(|f| (f, name)))?;
         }
     }
+    let part = &build.name;
+    if !part
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err(Error::BadBuildName { name: part.clone() });
+    }
     let args = common_args(build, inputs);
     let names = job_names(&inputs.sources);
+    let prefix = crate::parts::prefix(part);
     let mut jobs = Vec::new();
     for (source, name) in inputs.sources.iter().zip(&names) {
         for arch in &inputs.archs {
@@ -89,7 +97,7 @@ pub(crate) fn jobs(
             jobs.push(Job {
                 source: source.clone(),
                 arch: arch.clone(),
-                name: format!("{name}.{arch}"),
+                name: format!("{prefix}{name}.{arch}"),
                 args,
             });
         }

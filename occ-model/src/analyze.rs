@@ -167,22 +167,7 @@ pub fn build_manifest<'a>(
         }
     }
     let mut kernels: Vec<Kernel> = kernels.into_values().collect();
-    kernels.sort_by(|a, b| a.name.cmp(&b.name).then(a.source.cmp(&b.source)));
-    let idents = names::unique_idents(kernels.iter().map(|k| k.name.as_str()));
-    let mut taken: BTreeMap<String, usize> = BTreeMap::new();
-    for kernel in &mut kernels {
-        let mut ident = idents
-            .get(&kernel.name)
-            .cloned()
-            .unwrap_or_else(|| names::rust_ident(&kernel.name));
-        // `device_code` is a module of kernels.rs; the same extern "C" name in
-        // two files gets the file's hash.
-        if ident == "device_code" || taken.contains_key(&ident) {
-            ident = format!("{ident}_{}", names::short_hash(&kernel.source));
-        }
-        *taken.entry(ident.clone()).or_insert(0) += 1;
-        kernel.ident = ident;
-    }
+    assign_idents(&mut kernels);
     Ok(Manifest {
         schema: SCHEMA_VERSION,
         package: package.to_string(),
@@ -191,6 +176,80 @@ pub fn build_manifest<'a>(
         archs: archs.to_vec(),
         kernels,
         device_code: Vec::new(),
+    })
+}
+
+/// Sorts kernels by symbol, then source, and gives each a unique Rust
+/// identifier ([`names::unique_idents`]; the same `extern "C"` name in two
+/// files gets the file's hash). Depends only on the set of kernels, not on
+/// their order.
+pub fn assign_idents(kernels: &mut [Kernel]) {
+    kernels.sort_by(|a, b| a.name.cmp(&b.name).then(a.source.cmp(&b.source)));
+    let idents = names::unique_idents(kernels.iter().map(|k| k.name.as_str()));
+    let mut taken: BTreeMap<String, usize> = BTreeMap::new();
+    for kernel in kernels.iter_mut() {
+        let mut ident = idents
+            .get(&kernel.name)
+            .cloned()
+            .unwrap_or_else(|| names::rust_ident(&kernel.name));
+        // `device_code` was a module of kernels.rs (kept so idents stay);
+        // the same extern "C" name in two files gets the file's hash.
+        if ident == "device_code" || taken.contains_key(&ident) {
+            ident = format!("{ident}_{}", names::short_hash(&kernel.source));
+        }
+        *taken.entry(ident.clone()).or_insert(0) += 1;
+        kernel.ident = ident;
+    }
+}
+
+/// One manifest for the kernels of several builds into one `OUT_DIR` (the
+/// `Build`s of one build script): every kernel and blob of each, the archs
+/// in order of first appearance, identifiers made unique over the whole
+/// (a kernel or blob of a source in several parts is taken from the last). The
+/// first part gives the package and nvcc version; the origin is `lock`
+/// when any part stood on the lock.
+pub fn merge(parts: &[&Manifest]) -> Option<Manifest> {
+    let first = parts.first()?;
+    let mut archs: Vec<String> = Vec::new();
+    let mut kernels: BTreeMap<(String, String), Kernel> = BTreeMap::new();
+    let mut blobs: Vec<crate::manifest::DeviceCode> = Vec::new();
+    for part in parts {
+        for arch in &part.archs {
+            if !archs.contains(arch) {
+                archs.push(arch.clone());
+            }
+        }
+        for k in &part.kernels {
+            kernels.insert((k.name.clone(), k.source.clone()), k.clone());
+        }
+        for b in &part.device_code {
+            match blobs
+                .iter_mut()
+                .find(|x| x.source == b.source && x.arch == b.arch)
+            {
+                Some(x) => *x = b.clone(),
+                None => blobs.push(b.clone()),
+            }
+        }
+    }
+    let mut kernels: Vec<Kernel> = kernels.into_values().collect();
+    assign_idents(&mut kernels);
+    Some(Manifest {
+        schema: SCHEMA_VERSION,
+        package: first.package.clone(),
+        origin: if parts.iter().any(|p| p.origin == Origin::Lock) {
+            Origin::Lock
+        } else {
+            Origin::Nvcc
+        },
+        nvcc: first.nvcc.clone(),
+        archs,
+        kernels,
+        // By source; within one, the parts' own order (build order of archs).
+        device_code: {
+            blobs.sort_by(|a, b| a.source.cmp(&b.source));
+            blobs
+        },
     })
 }
 

@@ -572,6 +572,7 @@ pub(crate) mod tests {
                     archs: [("sm_80".to_string(), a.clone())].into_iter().collect(),
                 })
                 .collect(),
+            parts: Default::default(),
         }
     }
 

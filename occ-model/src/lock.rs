@@ -11,6 +11,7 @@
 use crate::error::{Error, Result};
 use crate::manifest::{self, Kernel, KernelArch, Manifest, Origin, Resources};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The schema version of `occ.lock`.
@@ -35,6 +36,12 @@ pub struct Lock {
     pub archs: Vec<String>,
     /// Kernels, sorted by symbol then source.
     pub kernels: Vec<LockKernel>,
+    /// The sources of each named part (the `Build`s of one build script
+    /// other than the default one, see `Build::name`), so that one part's
+    /// gate knows the other parts' kernels are not gone. Absent when the
+    /// crate has one `Build`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub parts: BTreeMap<String, Vec<String>>,
 }
 
 /// One kernel in the lock: its names, source and per-arch [`Resources`].
@@ -55,6 +62,7 @@ impl Lock {
             nvcc: m.nvcc.clone(),
             archs: m.archs.clone(),
             kernels,
+            parts: BTreeMap::new(),
         }
     }
 

@@ -282,3 +282,93 @@ fn a_crate_looks_kernels_up_by_name_and_handles_a_kernel_of_one_arch() {
         "{stdout}"
     );
 }
+
+/// Two `Build`s of one build script: the default one (`kernels/`) and one
+/// named `extra` (`extra/`), into `out`.
+fn two_parts(root: &Path, out: &Path, env: &occ_build::env::Env) -> [occ_build::Report; 2] {
+    let mut ptx = occ_build::Build::new();
+    ptx.root(root)
+        .out_dir(out)
+        .glob("kernels/*.cu")
+        .arch("sm_80");
+    let mut extra = occ_build::Build::new();
+    extra
+        .root(root)
+        .out_dir(out)
+        .name("extra")
+        .glob("extra/*.cu")
+        .arch("sm_80");
+    [
+        ptx.try_compile_with(env).expect("default part"),
+        extra.try_compile_with(env).expect("part `extra`"),
+    ]
+}
+
+#[test]
+fn several_builds_in_one_build_script_share_kernels_rs_and_the_lock() {
+    let s = Scratch::new();
+    s.write(
+        "kernels/affine.cu",
+        &occ_tests::fixture("cu/embed/affine.cu"),
+    );
+    s.write("extra/hopper.cu", &occ_tests::fixture("cu/embed/hopper.cu"));
+    s.write(
+        "extra/scale.cu",
+        "extern \"C\" __global__ void scale2(float* p) { p[threadIdx.x] *= 2.0f; }\n",
+    );
+    let out = s.path().join("out");
+    let [first, second] = two_parts(s.path(), &out, &build_env(&[("OCC_BLESS", Some("1"))]));
+    let names = |m: &occ_build::Manifest| -> Vec<(String, String)> {
+        m.kernels
+            .iter()
+            .map(|k| (k.name.clone(), k.source.clone()))
+            .collect()
+    };
+    assert_eq!(names(&first.manifest).len(), 2, "after the first part");
+    assert_eq!(
+        names(&second.manifest),
+        [
+            ("affine_f32".to_string(), "kernels/affine.cu".to_string()),
+            ("affine_f64".into(), "kernels/affine.cu".into()),
+            ("scale2".into(), "extra/scale.cu".into()),
+        ],
+        "every part's kernels (only_sm90 has no sm_80 code)"
+    );
+    let rs = s.read("out/occ/kernels.rs");
+    for ident in ["affine_f32", "affine_f64", "scale2"] {
+        assert!(rs.contains(&format!("pub mod {ident} {{")), "{ident}: {rs}");
+    }
+    assert!(rs.contains("/occ/extra@extra_scale.fatbin"), "{rs}");
+    // The lock holds both parts and says which sources are `extra`'s.
+    let lock = s.read("occ.lock");
+    let lock = occ_build::lock::Lock::from_text(&lock, Path::new("occ.lock")).expect("lock");
+    assert_eq!(lock.kernels.len(), 3);
+    assert_eq!(
+        lock.parts.get("extra").map(Vec::as_slice),
+        Some(&["extra/hopper.cu".to_string(), "extra/scale.cu".to_string()][..])
+    );
+    // Rebuilt: no part recompiles or removes the other's files.
+    let [a, b] = two_parts(s.path(), &out, &build_env(&[]));
+    assert_eq!((a.nvcc_runs, b.nvcc_runs), (0, 0));
+    // A fresh OUT_DIR (CI): the first part's gate must not call the second
+    // part's kernels gone, and the second's must not call the first's new.
+    let fresh = s.path().join("fresh");
+    let [a, b] = two_parts(s.path(), &fresh, &build_env(&[("CI", Some("1"))]));
+    assert_eq!(b.manifest, second.manifest);
+    for r in [&a, &b] {
+        assert!(
+            r.directives.warnings.is_empty(),
+            "{:?}",
+            r.directives.warnings
+        );
+    }
+    // A bad name says what names may hold.
+    let mut bad = occ_build::Build::new();
+    bad.root(s.path())
+        .out_dir(&out)
+        .name("moe/x")
+        .glob("extra/*.cu")
+        .arch("sm_80");
+    let e = bad.try_compile_with(&build_env(&[])).expect_err("bad name");
+    assert!(e.to_string().contains("may hold only letters"), "{e}");
+}

@@ -1,0 +1,128 @@
+//! Several `Build`s in one build script, into one `OUT_DIR`.
+//!
+//! A crate may need more than one build: candle-kernels compiles its
+//! kernels to PTX and builds a host-code library of others. Each `Build` is
+//! a **part**, named by [`Build::name`](crate::Build::name) (the default part
+//! has the empty name). Each part compiles and caches its own jobs (their
+//! files are named `<part>@<job>`, so one part never removes another's),
+//! and `manifest.json`, `kernels.rs` and the candidate lock hold the kernels
+//! of every part run so far in this process: after the last `Build` of the
+//! build script, all of them.
+//!
+//! A part run again in the same process (a test rebuilding, or a build
+//! script that compiles the same part twice) replaces its earlier self.
+
+use crate::manifest::Manifest;
+use occ_model::analyze;
+use occ_model::lock::Lock;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+struct Part {
+    out: PathBuf,
+    name: String,
+    sources: Vec<String>,
+    manifest: Manifest,
+}
+
+/// The parts built in this process.
+static PARTS: Mutex<Vec<Part>> = Mutex::new(Vec::new());
+
+/// What a part sees of the builds into its `OUT_DIR`.
+pub(crate) struct View {
+    /// Every part's kernels: what `manifest.json` and `kernels.rs` hold.
+    pub merged: Manifest,
+    /// The sources of each named part built in this process.
+    pub named: std::collections::BTreeMap<String, Vec<String>>,
+    /// A note when this part replaced an earlier one of the same name with
+    /// none of the same sources: two `Build`s that need distinct names.
+    pub clash: Option<String>,
+}
+
+/// Records `manifest` as the part `name` of the builds into `out`.
+pub(crate) fn record(out: &Path, name: &str, sources: &[String], manifest: &Manifest) -> View {
+    let mut parts = PARTS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut clash = None;
+    if let Some(i) = parts.iter().position(|p| p.out == out && p.name == name) {
+        let old = parts.remove(i);
+        if !old.sources.is_empty()
+            && !sources.is_empty()
+            && !old.sources.iter().any(|s| sources.contains(s))
+        {
+            clash = Some(format!(
+                "occ: two Builds{} in this build script write into the same OUT_DIR with none of \
+                 the same files; kernels.rs now holds the second one's kernels only: give each \
+                 Build its own `.name(..)`",
+                if name.is_empty() {
+                    String::new()
+                } else {
+                    format!(" named `{name}`")
+                }
+            ));
+        }
+    }
+    parts.push(Part {
+        out: out.to_path_buf(),
+        name: name.to_string(),
+        sources: sources.to_vec(),
+        manifest: manifest.clone(),
+    });
+    let mine: Vec<&Part> = parts.iter().filter(|p| p.out == out).collect();
+    let manifests: Vec<&Manifest> = mine.iter().map(|p| &p.manifest).collect();
+    let merged = analyze::merge(&manifests).unwrap_or_else(|| manifest.clone());
+    let named = mine
+        .iter()
+        .filter(|p| !p.name.is_empty())
+        .map(|p| (p.name.clone(), p.sources.clone()))
+        .collect();
+    View {
+        merged,
+        named,
+        clash,
+    }
+}
+
+/// The candidate lock: every part's kernels, plus the committed lock's
+/// kernels of the other parts it records that this process has not built
+/// yet (a later `Build` of the build script will), so that a part never
+/// reports the others' kernels as gone; and the sources of each named part.
+pub(crate) fn candidate(view: &View, name: &str, lock: Option<&Lock>) -> Lock {
+    let mut candidate = Lock::from_manifest(&view.merged);
+    candidate.parts = view.named.clone();
+    if let Some(lock) = lock {
+        for (part, sources) in &lock.parts {
+            if part == name || view.named.contains_key(part) {
+                continue;
+            }
+            candidate.parts.insert(part.clone(), sources.clone());
+            candidate.kernels.extend(
+                lock.kernels
+                    .iter()
+                    .filter(|k| sources.contains(&k.source))
+                    .cloned(),
+            );
+        }
+        candidate
+            .kernels
+            .sort_by(|a, b| a.name.cmp(&b.name).then(a.source.cmp(&b.source)));
+    }
+    candidate
+}
+
+/// Whether a file of `OUT_DIR/occ` named `file` belongs to part `name`:
+/// `<name>@…` for a named part, no `@` for the default one.
+pub(crate) fn owns(name: &str, file: &str) -> bool {
+    match file.split_once('@') {
+        Some((part, _)) => part == name,
+        None => name.is_empty(),
+    }
+}
+
+/// The prefix of the part's job names (`moe@`; empty for the default part).
+pub(crate) fn prefix(name: &str) -> String {
+    if name.is_empty() {
+        String::new()
+    } else {
+        format!("{name}@")
+    }
+}
