@@ -156,6 +156,7 @@ pub mod emit;
 pub mod env;
 pub mod error;
 pub mod gate;
+mod hostlib;
 mod inputs;
 mod pipeline;
 mod plan;
@@ -168,6 +169,7 @@ pub mod toolkit;
 
 pub use builder::{Build, Report};
 pub use error::{Error, Result};
+pub use hostlib::Cudart;
 pub use occ_model::manifest::Manifest;
 
 // The pure core, re-exported so that a build script needs one dependency.

@@ -5,12 +5,15 @@
 //! 1. `inputs::resolve`: paths, archs, sources, and the settings read from
 //!    the environment.
 //! 2. `toolchain::select`: a live nvcc, or the committed lock (and why).
-//! 3. `plan::jobs`: one nvcc job per (source, arch), with its arguments.
+//! 3. `hostlib::prepare`, `plan::jobs`: one nvcc job per (source, arch),
+//!    with its arguments (per source, for all archs, with the host
+//!    compiler cc picked, when the build makes a host-code library).
 //! 4. `compile::toolkit`, `compile::run`: identify the toolkit (every
 //!    program nvcc runs), then run the jobs or reuse their cached results.
 //! 5. `assemble::manifest`: parse each job's output into the manifest.
 //! 6. `gate::spills`: spilling kernels fail a build that denies them (else
-//!    the summary of stage 9 names them).
+//!    the summary of stage 9 names them); then `hostlib::archive` archives a
+//!    host-code library's objects and adds its link directives.
 //! 7. `emit::write_all`: `manifest.json` and `kernels.rs` into `$OUT_DIR/occ`.
 //! 8. `gate::baseline`: compare with `occ.lock`; bless on request.
 //! 9. `summary::write`: the table to `report.txt`, and one warning when
@@ -29,7 +32,7 @@ use crate::error::Result;
 use crate::manifest::Manifest;
 use crate::status::{self, BuildState};
 use crate::toolchain::Toolchain;
-use crate::{assemble, compile, emit, gate, inputs, plan, summary, toolchain};
+use crate::{assemble, compile, emit, gate, hostlib, inputs, plan, summary, toolchain};
 use std::path::PathBuf;
 
 /// What a build made.
@@ -57,6 +60,13 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
             for place in &watch {
                 directives.watch(place);
             }
+            if let Some(name) = &build.static_lib {
+                hostlib::check_name(name)?;
+                directives.warn(format!(
+                    "occ: the host-code library lib{name}.a is not built without nvcc ({reason}); \
+                     checking and documenting the crate work, linking it does not"
+                ));
+            }
             let manifest = assemble::from_lock(&inputs, &lock, &reason, directives)?;
             emit::write_all(&manifest, &inputs.out_dir)?;
             status::mark(&inputs.out_dir, BuildState::Finished)?;
@@ -71,7 +81,8 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     // the last build's manifest, or by this build's first pass.
     let previous = emit::read_manifest(&inputs.out_dir.join(crate::manifest::FILE_NAME)).ok();
     let mut caps = plan::register_caps(build, &inputs, previous.as_ref());
-    let mut jobs = plan::jobs(build, &inputs, &caps.by_file)?;
+    let host = hostlib::prepare(build, &inputs, env)?;
+    let mut jobs = plan::jobs(build, &inputs, &caps.by_file, host.as_ref())?;
     let toolkit = compile::toolkit(&nvcc, &inputs, &jobs)?;
     // A new ptxas, cicc, host compiler or profile reruns the build script.
     for tool in &toolkit.tools {
@@ -83,7 +94,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
         let placed = plan::place_caps(build, &inputs, &found)?;
         if placed.by_file != caps.by_file {
             caps = placed;
-            jobs = plan::jobs(build, &inputs, &caps.by_file)?;
+            jobs = plan::jobs(build, &inputs, &caps.by_file, host.as_ref())?;
             outputs = compile::run(&nvcc, &toolkit, &inputs, &jobs)?;
         }
     }
@@ -109,6 +120,9 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     let version = toolchain::version(&nvcc, &toolkit, &inputs.out_dir)?;
     let manifest = assemble::manifest(&inputs, &version, &outputs)?;
     gate::spills(build, &manifest)?;
+    if let Some(host) = &host {
+        hostlib::archive(host, &toolkit.lib_dirs(), &outputs, directives)?;
+    }
     emit::write_all(&manifest, &inputs.out_dir)?;
     gate::baseline(build, &inputs, &manifest, directives)?;
     summary::write(&manifest, &inputs.out_dir, directives)?;
