@@ -29,8 +29,10 @@ pub struct Build {
     pub(crate) lock_file: Option<PathBuf>,
     pub(crate) register_threshold: Option<u32>,
     pub(crate) kernel_register_thresholds: BTreeMap<String, u32>,
-    pub(crate) embed: Embed,
+    pub(crate) embed: Option<Embed>,
     pub(crate) name: String,
+    pub(crate) static_lib: Option<String>,
+    pub(crate) cudart: crate::hostlib::Cudart,
 }
 
 /// What a successful build produced.
@@ -137,9 +139,30 @@ impl Build {
     /// arch and the PTX of the newest). [`Embed::Cubin`] and [`Embed::Ptx`]
     /// embed one blob per file and arch; [`Embed::Nothing`] keeps only the
     /// numbers. Whatever is embedded, ptxas runs for every arch to find them.
+    ///
+    /// A [`Build::static_lib`] embeds nothing unless told: the library
+    /// carries its own device code.
     pub fn embed(&mut self, embed: Embed) -> &mut Self {
-        self.embed = embed;
+        self.embed = Some(embed);
         self
+    }
+
+    /// What this build embeds ([`Build::embed`], or its default).
+    pub(crate) fn embed_mode(&self) -> Embed {
+        match (self.embed, &self.static_lib) {
+            (Some(embed), _) => embed,
+            (None, Some(_)) => Embed::Nothing,
+            (None, None) => Embed::Fatbin,
+        }
+    }
+
+    /// This build's part name ([`Build::name`], else its
+    /// [`Build::static_lib`] name, else the default part's empty name).
+    pub(crate) fn part(&self) -> &str {
+        match &self.static_lib {
+            Some(lib) if self.name.is_empty() => lib,
+            _ => &self.name,
+        }
     }
 
     /// Names this build, for a build script with several `Build`s (say,
@@ -147,7 +170,8 @@ impl Build {
     /// `kernels.rs`, `manifest.json`, the reports and `occ.lock` hold the
     /// kernels of all of them, and each one's gate judges its own kernels.
     /// One `Build` may stay unnamed; any other needs a name of its own
-    /// (letters, digits, `_` and `-`).
+    /// (letters, digits, `_` and `-`); a [`Build::static_lib`] is named by
+    /// its library unless given a name.
     pub fn name(&mut self, name: impl Into<String>) -> &mut Self {
         self.name = name.into();
         self
@@ -192,6 +216,57 @@ impl Build {
     pub fn kernel_register_threshold(&mut self, kernel: &str, registers: u32) -> &mut Self {
         self.kernel_register_thresholds
             .insert(kernel.to_string(), registers);
+        self
+    }
+
+    /// Also builds the files into a static library with their host code,
+    /// `lib<name>.a`, that cargo links into the crate: for `.cu` files with
+    /// `<<<>>>` launchers and `extern "C"` entry points that Rust calls
+    /// (declare them in an `extern "C"` block).
+    ///
+    /// Each file is compiled **once**, by `nvcc -c` with a `-gencode` for
+    /// every arch (SASS for each, plus the PTX of the newest portable arch
+    /// so that the library also runs on newer GPUs); the same nvcc run
+    /// gives the object and each arch's ptxas numbers and PTX, so the
+    /// library's kernels are in the manifest, `kernels.rs`, the reports and
+    /// the gate like those of any other build. The host side is compiled by
+    /// the C++ compiler that the [`cc`](https://docs.rs/cc) crate picks for
+    /// the target (`CXX`, `CXXFLAGS`; `NVCC_CCBIN` or a `-ccbin` flag
+    /// overrides it), with cc's flags for the profile (PIC, `-O`, `-g`);
+    /// cc archives the objects.
+    ///
+    /// The build prints the link directives: the library, the CUDA runtime
+    /// from the toolkit's library folder ([`Build::cudart`]: static by
+    /// default, with `rt`, `pthread` and `dl` on Linux) and the C++ runtime
+    /// (`stdc++`, or `CXXSTDLIB`). Without nvcc (docs.rs, `OCC_NO_NVCC`)
+    /// the numbers come from `occ.lock` and no library is built: `cargo
+    /// check` and `cargo doc` work, a link does not.
+    ///
+    /// `name` is the library's name without `lib` and `.a` (`"moe"`):
+    /// letters, digits, `_` and `-`. Build the device-only (PTX/cubin) files
+    /// of a crate with another `Build`.
+    ///
+    /// ```no_run
+    /// occ_build::Build::new()
+    ///     .glob("kernels/moe/*.cu")
+    ///     .archs(["sm_80", "sm_90"])
+    ///     .static_lib("moe")
+    ///     .compile();
+    /// ```
+    pub fn static_lib(&mut self, name: impl Into<String>) -> &mut Self {
+        self.static_lib = Some(name.into());
+        self
+    }
+
+    /// Which CUDA runtime a [`Build::static_lib`] links: [`Cudart::Static`]
+    /// (the default, as nvcc links it), [`Cudart::Shared`] or
+    /// [`Cudart::None`].
+    ///
+    /// [`Cudart::Static`]: crate::Cudart::Static
+    /// [`Cudart::Shared`]: crate::Cudart::Shared
+    /// [`Cudart::None`]: crate::Cudart::None
+    pub fn cudart(&mut self, cudart: crate::hostlib::Cudart) -> &mut Self {
+        self.cudart = cudart;
         self
     }
 

@@ -439,6 +439,34 @@ impl Toolkit {
     }
 }
 
+impl Toolkit {
+    /// The toolkit's library folders, as nvcc links with them (the dry
+    /// run's `LIBRARIES`), without the driver stubs: where `libcudart`
+    /// is, on every layout (the wheels' `lib/`, a system install's
+    /// `targets/<arch>-linux/lib`).
+    pub fn lib_dirs(&self) -> Vec<PathBuf> {
+        let settings = dryrun_settings(&self.dryrun);
+        let Some((_, value)) = settings.iter().find(|(k, _)| k == "LIBRARIES") else {
+            return Vec::new();
+        };
+        // Quoted words (odd pieces) are whole; the rest split at spaces.
+        value
+            .split('"')
+            .enumerate()
+            .flat_map(|(i, piece)| {
+                if i % 2 == 1 {
+                    vec![piece]
+                } else {
+                    piece.split_whitespace().collect()
+                }
+            })
+            .filter_map(|w| w.strip_prefix("-L"))
+            .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| PathBuf::from(d)))
+            .filter(|d| !d.ends_with("stubs"))
+            .collect()
+    }
+}
+
 /// Sets (or clears) the variables nvcc reads on a command, so that nvcc
 /// sees exactly what the build read through [`crate::env::Env`].
 pub(crate) fn nvcc_vars(cmd: &mut std::process::Command, vars: &NvccVars) {

@@ -17,6 +17,9 @@ pub struct Directives {
     pub rerun_if_env_changed: BTreeSet<String>,
     /// Warnings, in the order they were raised.
     pub warnings: Vec<String>,
+    /// Link directives (`rustc-link-lib=...`, `rustc-link-search=...`), in
+    /// the order the linker needs them, each once.
+    pub link: Vec<String>,
 }
 
 impl Directives {
@@ -30,9 +33,20 @@ impl Directives {
         self.warnings.push(message.into());
     }
 
+    /// Adds a link directive (`rustc-link-lib=static=moe`); a repeat is dropped.
+    pub fn link(&mut self, directive: impl Into<String>) {
+        let directive = directive.into();
+        if !self.link.contains(&directive) {
+            self.link.push(directive);
+        }
+    }
+
     /// The directives as the lines cargo reads.
     pub fn lines(&self) -> Vec<String> {
         let mut out = Vec::new();
+        for directive in &self.link {
+            out.push(format!("cargo::{directive}"));
+        }
         for path in &self.rerun_if_changed {
             out.push(format!("cargo::rerun-if-changed={path}"));
         }

@@ -6,6 +6,12 @@
 //! record (key, inputs, log) in `cache/<job>.json`. nvcc writes into a
 //! scratch folder of this run; the outputs are renamed into place, then the
 //! record is written, last.
+//!
+//! A host-code library job ([`JobKind::Library`], `hostlib.rs`) is one
+//! `nvcc -c` of a file for every arch: it leaves `<stem>.o` and, per arch,
+//! the same `<stem>.<arch>.cubin` and `.ptx` a device-only job leaves, under
+//! one record (`cache/<stem>.lib.json`) whose outputs are all of them; its
+//! result comes back as one [`JobOutput`] per arch.
 
 use crate::cache::{self, Input, NvccVars, Output, Record, Stat, Toolkit};
 use crate::error::{Error, Result};
@@ -56,7 +62,7 @@ pub(crate) fn toolkit(nvcc: &Nvcc, inputs: &Inputs, jobs: &[Job]) -> Result<Tool
     let args = match jobs.first() {
         Some(job) => {
             let mut args = nvcc_args(job, &out.join("tmp").join(&job.name));
-            if let Some(i) = args.iter().position(|a| a == "-gencode") {
+            while let Some(i) = args.iter().position(|a| a == "-gencode") {
                 args.drain(i..(i + 2).min(args.len()));
             }
             args
@@ -128,6 +134,24 @@ pub struct Job {
     pub name: String,
     /// Extra nvcc arguments (includes, defines, flags), in order.
     pub args: Vec<String>,
+    /// What nvcc makes of the file.
+    pub kind: JobKind,
+}
+
+/// What a job compiles a file into.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobKind {
+    /// `nvcc --cubin` for one arch: the cubin, the PTX and the ptxas log.
+    Device,
+    /// `nvcc -c` for every arch at once, for a host-code library: the
+    /// object with the host code and the fatbin, and each arch's cubin, PTX
+    /// and ptxas log. The job's `arch` is the archs joined by `,`.
+    Library {
+        /// The archs, in build order.
+        archs: Vec<String>,
+        /// The stem of the per-arch files (`kernels_moe`: `kernels_moe.sm_80.cubin`).
+        stem: String,
+    },
 }
 
 /// What one job produced.
@@ -147,6 +171,9 @@ pub struct JobOutput {
     pub unstable: Option<String>,
     /// Whether nvcc ran (false: reused from the cache).
     pub ran: bool,
+    /// The object of a host-code library job (`$OUT_DIR/occ/<stem>.o`),
+    /// on each of its per-arch outputs.
+    pub object: Option<PathBuf>,
 }
 
 /// The settings shared by all jobs of a build.
@@ -173,7 +200,7 @@ impl Runner<'_> {
     /// Stops at the first failure, reporting the earliest failing job.
     pub fn run_all(&self, jobs: &[Job]) -> Result<Vec<JobOutput>> {
         let next = AtomicUsize::new(0);
-        let results: Mutex<Vec<Option<Result<JobOutput>>>> =
+        let results: Mutex<Vec<Option<Result<Vec<JobOutput>>>>> =
             Mutex::new((0..jobs.len()).map(|_| None).collect());
         let workers = self.jobs.clamp(1, jobs.len().max(1));
         std::thread::scope(|scope| {
@@ -206,7 +233,7 @@ impl Runner<'_> {
         let mut out = Vec::with_capacity(jobs.len());
         for slot in slots {
             match slot {
-                Some(Ok(output)) => out.push(output),
+                Some(Ok(outputs)) => out.extend(outputs),
                 Some(Err(e)) => return Err(e),
                 None => {}
             }
@@ -216,8 +243,27 @@ impl Runner<'_> {
 
     fn paths(&self, job: &Job) -> JobPaths {
         JobPaths {
-            cubin: format!("{}.cubin", job.name),
-            ptx: format!("{}.ptx", job.name),
+            files: match &job.kind {
+                JobKind::Device => vec![(
+                    job.arch.clone(),
+                    format!("{}.cubin", job.name),
+                    format!("{}.ptx", job.name),
+                )],
+                JobKind::Library { archs, stem } => archs
+                    .iter()
+                    .map(|a| {
+                        (
+                            a.clone(),
+                            format!("{stem}.{a}.cubin"),
+                            format!("{stem}.{a}.ptx"),
+                        )
+                    })
+                    .collect(),
+            },
+            object: match &job.kind {
+                JobKind::Device => None,
+                JobKind::Library { stem, .. } => Some(format!("{stem}.o")),
+            },
             record: self.out.join("cache").join(format!("{}.json", job.name)),
             tmp: self.out.join("tmp").join(&job.name),
         }
@@ -239,7 +285,7 @@ impl Runner<'_> {
         ])
     }
 
-    fn run_one(&self, job: &Job) -> Result<JobOutput> {
+    fn run_one(&self, job: &Job) -> Result<Vec<JobOutput>> {
         let mut paths = self.paths(job);
         let args = nvcc_args(job, &paths.tmp);
         let key = self.key(job, &args);
@@ -290,7 +336,7 @@ impl Runner<'_> {
         key: &str,
         before: &Input,
         started: SystemTime,
-    ) -> Result<JobOutput> {
+    ) -> Result<Vec<JobOutput>> {
         let mut cmd = self.nvcc.command();
         cache::nvcc_vars(&mut cmd, self.vars);
         let output = cmd
@@ -312,18 +358,48 @@ impl Runner<'_> {
         if !output.status.success() {
             return Err(nvcc_failure(self.nvcc, job, &log, output.status));
         }
-        let ptx_tmp = find_ptx(&paths.tmp, &job.source).ok_or_else(|| Error::NoPtx {
+        // What nvcc left, by the name each file takes in `$OUT_DIR/occ`,
+        // and each arch's PTX text.
+        let no_ptx = |arch: &str| Error::NoPtx {
             file: job.source.clone(),
-            arch: job.arch.clone(),
+            arch: arch.to_string(),
             dir: paths.tmp.clone(),
-        })?;
-        let ptx = std::fs::read_to_string(&ptx_tmp)
-            .map_err(|e| Error::io(format!("cannot read {}", ptx_tmp.display()), e))?;
+        };
+        let mut moves: Vec<(PathBuf, String)> = Vec::new();
+        let mut ptx = Vec::new();
+        for (arch, cubin, ptx_name) in &paths.files {
+            let (cubin_tmp, ptx_tmp) = match &job.kind {
+                JobKind::Device => (
+                    paths.tmp.join("out.cubin"),
+                    find_ptx(&paths.tmp, &job.source).ok_or_else(|| no_ptx(arch))?,
+                ),
+                JobKind::Library { .. } => {
+                    crate::hostlib::kept_files(&paths.tmp, &job.source, arch)
+                        .ok_or_else(|| no_ptx(arch))?
+                }
+            };
+            ptx.push(
+                std::fs::read_to_string(&ptx_tmp)
+                    .map_err(|e| Error::io(format!("cannot read {}", ptx_tmp.display()), e))?,
+            );
+            moves.push((cubin_tmp, cubin.clone()));
+            moves.push((ptx_tmp, ptx_name.clone()));
+        }
+        if let Some(object) = &paths.object {
+            moves.push((paths.tmp.join("out.o"), object.clone()));
+        }
         let source = self.root.join(&job.source);
-        let mut deps = find_preprocessed(&paths.tmp)
-            .and_then(|ii| std::fs::read(ii).ok())
-            .map(|bytes| deps_from_preprocessed(&bytes, self.root))
-            .unwrap_or_default();
+        // A library job preprocesses the file once for the host and once
+        // per arch (`#ifdef __CUDA_ARCH__` may include other headers): its
+        // inputs are those of every `.ii`.
+        let all = matches!(job.kind, JobKind::Library { .. });
+        let mut deps: Vec<PathBuf> = find_preprocessed(&paths.tmp, all)
+            .iter()
+            .filter_map(|ii| std::fs::read(ii).ok())
+            .flat_map(|bytes| deps_from_preprocessed(&bytes, self.root))
+            .collect();
+        deps.sort();
+        deps.dedup();
         if !deps.contains(&source) {
             // No preprocessed file (an unusual launcher or flags): the
             // source alone is known.
@@ -358,12 +434,9 @@ impl Runner<'_> {
             )
         });
         let mut outputs = Vec::new();
-        for (from, to) in [
-            (paths.tmp.join("out.cubin"), &paths.cubin),
-            (ptx_tmp, &paths.ptx),
-        ] {
+        for (from, to) in &moves {
             let dest = self.out.join(to);
-            std::fs::rename(&from, &dest)
+            std::fs::rename(from, &dest)
                 .map_err(|e| Error::io(format!("cannot write {}", dest.display()), e))?;
             let stat = Stat::of(&dest).ok_or_else(|| {
                 Error::io(
@@ -396,16 +469,67 @@ impl Runner<'_> {
             // again, but leave nothing that looks like a result.
             let _ = std::fs::remove_file(&paths.record);
         }
-        Ok(JobOutput {
-            job: job.clone(),
-            log,
-            ptx,
-            deps,
-            // The same folders the probes used: occ's own arguments add no -I.
-            search,
-            unstable,
-            ran: true,
-        })
+        // The same folders the probes used: occ's own arguments add no -I.
+        self.outputs(job, paths, &log, ptx, deps, search, unstable, true)
+    }
+
+    /// A job's result as the per-arch outputs the manifest is assembled
+    /// from: itself for a device-only job, one per arch (its share of the
+    /// log, its PTX) for a library job.
+    #[allow(clippy::too_many_arguments)]
+    fn outputs(
+        &self,
+        job: &Job,
+        paths: &JobPaths,
+        log: &str,
+        ptx: Vec<String>,
+        deps: Vec<PathBuf>,
+        search: Vec<PathBuf>,
+        unstable: Option<String>,
+        ran: bool,
+    ) -> Result<Vec<JobOutput>> {
+        let (archs, logs) = match &job.kind {
+            JobKind::Device => (vec![job.arch.clone()], vec![log.to_string()]),
+            JobKind::Library { archs, .. } => {
+                let logs = crate::ptxas::split_by_arch(log, archs).ok_or_else(|| Error::Parse {
+                    file: job.source.clone(),
+                    arch: job.arch.clone(),
+                    detail: format!(
+                        "the ptxas log of the multi-arch nvcc run does not have one run per arch \
+                         of {}",
+                        archs.join(", ")
+                    ),
+                })?;
+                (archs.clone(), logs)
+            }
+        };
+        let object = paths.object.as_ref().map(|o| self.out.join(o));
+        Ok(archs
+            .into_iter()
+            .zip(logs)
+            .zip(ptx)
+            .zip(&paths.files)
+            .map(|(((arch, log), ptx), (_, cubin, _))| JobOutput {
+                job: match &job.kind {
+                    JobKind::Device => job.clone(),
+                    // The arch's share, named as its own job would be.
+                    JobKind::Library { .. } => Job {
+                        source: job.source.clone(),
+                        arch,
+                        name: cubin.trim_end_matches(".cubin").to_string(),
+                        args: job.args.clone(),
+                        kind: JobKind::Device,
+                    },
+                },
+                log,
+                ptx,
+                deps: deps.clone(),
+                search: search.clone(),
+                unstable: unstable.clone(),
+                ran,
+                object: object.clone(),
+            })
+            .collect())
     }
 
     /// The arguments as nvcc sees them for its include search:
@@ -425,27 +549,46 @@ impl Runner<'_> {
         all
     }
 
-    fn cached(&self, job: &Job, key: &str, paths: &JobPaths) -> Option<JobOutput> {
+    fn cached(&self, job: &Job, key: &str, paths: &JobPaths) -> Option<Vec<JobOutput>> {
         let record = Record::read(&paths.record)?;
         if !record.valid(key, self.out) {
             return None;
         }
-        let ptx = std::fs::read_to_string(self.out.join(&paths.ptx)).ok()?;
+        let ptx = paths
+            .files
+            .iter()
+            .map(|(_, _, ptx)| std::fs::read_to_string(self.out.join(ptx)).ok())
+            .collect::<Option<Vec<String>>>()?;
         let source = self.root.join(&job.source);
-        Some(JobOutput {
-            job: job.clone(),
-            deps: record.inputs.into_iter().map(|i| i.path).collect(),
-            search: cache::search_dirs(self.root, &source, &self.search_args(&job.args)),
-            log: record.log,
-            ptx,
-            unstable: None,
-            ran: false,
-        })
+        let search = cache::search_dirs(self.root, &source, &self.search_args(&job.args));
+        let deps = record.inputs.into_iter().map(|i| i.path).collect();
+        self.outputs(job, paths, &record.log, ptx, deps, search, None, false)
+            .ok()
     }
 }
 
 /// nvcc's arguments for `job`, with its scratch files in `tmp`.
 fn nvcc_args(job: &Job, tmp: &Path) -> Vec<String> {
+    if let JobKind::Library { archs, .. } = &job.kind {
+        let mut args = vec!["-c".to_string()];
+        args.extend(crate::hostlib::gencodes(archs));
+        args.extend(
+            [
+                "-Xptxas",
+                "-v",
+                // The PTX, cubin and preprocessed sources of every arch.
+                "-keep",
+                "--keep-dir",
+            ]
+            .map(str::to_string),
+        );
+        args.push(tmp.display().to_string());
+        args.push("-o".to_string());
+        args.push(tmp.join("out.o").display().to_string());
+        args.extend(job.args.iter().cloned());
+        args.push(job.source.clone());
+        return args;
+    }
     let virt = job.arch.replacen("sm_", "compute_", 1);
     let mut args = vec![
         "--cubin".to_string(),
@@ -498,10 +641,10 @@ impl Drop for JobLock {
 }
 
 struct JobPaths {
-    /// `<job>.cubin`, in `$OUT_DIR/occ`.
-    cubin: String,
-    /// `<job>.ptx`, in `$OUT_DIR/occ`.
-    ptx: String,
+    /// Per arch: the arch, its `<job>.cubin` and `<job>.ptx` in `$OUT_DIR/occ`.
+    files: Vec<(String, String, String)>,
+    /// A library job's `<stem>.o`, in `$OUT_DIR/occ`.
+    object: Option<String>,
     /// `cache/<job>.json`.
     record: PathBuf,
     /// The job's scratch folder.
@@ -558,15 +701,25 @@ fn find_ptx(dir: &Path, source: &str) -> Option<PathBuf> {
     found.into_iter().next()
 }
 
-/// The device-side preprocessed source that `-keep` leaves (`<stem>.cpp1.ii`).
-fn find_preprocessed(dir: &Path) -> Option<PathBuf> {
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-        .ok()?
+/// The device-side preprocessed source that `-keep` leaves (`<stem>.cpp1.ii`),
+/// or with `all` every preprocessed source (a library job's host side,
+/// `<stem>.cpp4.ii`, and each arch's `<stem>.compute_XX.cpp1.ii`).
+fn find_preprocessed(dir: &Path, all: bool) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.to_string_lossy().ends_with(".cpp1.ii"))
+        .filter(|p| {
+            let name = p.to_string_lossy();
+            name.ends_with(".cpp1.ii") || (all && name.ends_with(".ii"))
+        })
         .collect();
     found.sort();
-    found.into_iter().next()
+    if !all {
+        found.truncate(1);
+    }
+    found
 }
 
 /// Every file a preprocessed source (`.ii`) was made from, from its line
@@ -660,6 +813,24 @@ fn nvcc_failure(nvcc: &Nvcc, job: &Job, log: &str, status: std::process::ExitSta
         };
     }
     let lower = log.to_ascii_lowercase();
+    if lower.contains("failed to preprocess host compiler properties")
+        || lower.contains("cannot find compiler")
+        || lower.contains("host compiler targets unsupported")
+        || lower.contains("unsupported gnu version")
+        || lower.contains("unsupported clang version")
+    {
+        let detail: Vec<&str> = log
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with("ptxas"))
+            .take(4)
+            .collect();
+        let compiler = ccbin(&job.args).unwrap_or_else(|| "nvcc's default (gcc)".to_string());
+        return Error::HostCompiler {
+            compiler,
+            detail: format!("nvcc said: {}", detail.join(" / ")),
+        };
+    }
     if let Some(line) = log.lines().find(|l| {
         let l = l.to_ascii_lowercase();
         l.contains("no space left on device") || l.contains("disk quota exceeded")
@@ -723,6 +894,23 @@ fn nvcc_failure(nvcc: &Nvcc, job: &Job, log: &str, status: std::process::ExitSta
     }
 }
 
+/// The `-ccbin` of nvcc arguments, if any.
+fn ccbin(args: &[String]) -> Option<String> {
+    let mut iter = args.iter();
+    let mut found = None;
+    while let Some(a) = iter.next() {
+        if a == "-ccbin" || a == "--compiler-bindir" {
+            found = iter.next().cloned();
+        } else if let Some(v) = a
+            .strip_prefix("-ccbin=")
+            .or_else(|| a.strip_prefix("--compiler-bindir="))
+        {
+            found = Some(v.to_string());
+        }
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -761,6 +949,7 @@ mod tests {
             arch: "sm_52".into(),
             name: "k.sm_52".into(),
             args: vec![],
+            kind: JobKind::Device,
         };
         // No nvcc at that path: the message names the path instead of a version.
         let nvcc = Nvcc {

@@ -247,6 +247,34 @@ pub enum Error {
         /// Its stderr.
         log: String,
     },
+    /// A [`crate::Build::static_lib`] name that cannot name a library.
+    BadLibraryName {
+        /// The name given.
+        name: String,
+        /// What is wrong with it, and what to give instead.
+        why: String,
+    },
+    /// The host compiler could not be found or run (by cc, or by nvcc).
+    HostCompiler {
+        /// The compiler, or where it came from.
+        compiler: String,
+        /// What cc or nvcc said.
+        detail: String,
+    },
+    /// The objects of a host-code library could not be archived.
+    Archive {
+        /// The library's name.
+        name: String,
+        /// What cc (or the archiver) said.
+        detail: String,
+    },
+    /// The toolkit has no CUDA runtime library to link.
+    NoCudart {
+        /// The library looked for (`cudart_static`, `cudart`).
+        library: String,
+        /// The toolkit's library folders that were searched.
+        looked: Vec<PathBuf>,
+    },
 }
 
 impl From<occ_model::Error> for Error {
@@ -492,6 +520,34 @@ impl fmt::Display for Error {
                 f,
                 "{} failed making {what}:\n{log}",
                 tool.display()
+            ),
+            Error::BadLibraryName { name, why } => write!(
+                f,
+                "`{name}` cannot name a static library (Build::static_lib): {why}"
+            ),
+            Error::HostCompiler { compiler, detail } => write!(
+                f,
+                "the host compiler {compiler} cannot be used: {detail}; install a C++ compiler                  nvcc supports (g++ or clang++), or point NVCC_CCBIN (or CXX) at one"
+            ),
+            Error::Archive { name, detail } => write!(
+                f,
+                "cannot archive the objects of lib{name}.a: {detail}; check the archiver \
+                 (AR, or `ar` on PATH)"
+            ),
+            Error::NoCudart { library, looked } => write!(
+                f,
+                "the toolkit has no lib{library} to link (looked in {}); install the CUDA runtime \
+                 (the nvidia-cuda-runtime wheel, or a full CUDA toolkit), or choose another with \
+                 Build::cudart(Cudart::Shared | Cudart::None)",
+                if looked.is_empty() {
+                    "no folder: nvcc's dry run named none".to_string()
+                } else {
+                    looked
+                        .iter()
+                        .map(|d| d.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
             ),
         }
     }

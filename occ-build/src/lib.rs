@@ -158,6 +158,7 @@ pub mod emit;
 pub mod env;
 pub mod error;
 pub mod gate;
+mod hostlib;
 mod inputs;
 mod parts;
 mod pipeline;
@@ -171,6 +172,7 @@ pub mod toolkit;
 
 pub use builder::{Build, Report};
 pub use error::{Error, Result};
+pub use hostlib::Cudart;
 pub use occ_model::manifest::{Embed, Manifest};
 
 // The pure core, re-exported so that a build script needs one dependency.

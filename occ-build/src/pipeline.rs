@@ -5,12 +5,15 @@
 //! 1. `inputs::resolve`: paths, archs, sources, and the settings read from
 //!    the environment.
 //! 2. `toolchain::select`: a live nvcc, or the committed lock (and why).
-//! 3. `plan::jobs`: one nvcc job per (source, arch), with its arguments.
+//! 3. `hostlib::prepare`, `plan::jobs`: one nvcc job per (source, arch),
+//!    with its arguments (per source, for all archs, with the host
+//!    compiler cc picked, when the build makes a host-code library).
 //! 4. `compile::toolkit`, `compile::run`: identify the toolkit (every
 //!    program nvcc runs), then run the jobs or reuse their cached results.
 //! 5. `assemble::manifest`: parse each job's output into the manifest.
 //! 6. `gate::spills`: spilling kernels fail a build that denies them (else
-//!    the summary of stage 9 names them).
+//!    the summary of stage 9 names them); then `hostlib::archive` archives a
+//!    host-code library's objects and adds its link directives.
 //! 7. `embed::write`: the device code to embed (a fatbin per file by
 //!    default); `emit::write_all`: `manifest.json` and `kernels.rs` into
 //!    `$OUT_DIR/occ`; `emit::remove_stale`: files of jobs gone from the build.
@@ -31,7 +34,9 @@ use crate::error::Result;
 use crate::manifest::Manifest;
 use crate::status::{self, BuildState};
 use crate::toolchain::Toolchain;
-use crate::{assemble, compile, embed, emit, gate, inputs, parts, plan, summary, toolchain};
+use crate::{
+    assemble, compile, embed, emit, gate, hostlib, inputs, parts, plan, summary, toolchain,
+};
 use std::path::PathBuf;
 
 /// What a build made.
@@ -59,13 +64,21 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
             for place in &watch {
                 directives.watch(place);
             }
+            if let Some(name) = &build.static_lib {
+                hostlib::check_name(name)?;
+                directives.warn(format!(
+                    "occ: the host-code library lib{name}.a is not built without nvcc ({reason}); \
+                     checking and documenting the crate work, linking it does not"
+                ));
+            }
             let mut manifest = assemble::from_lock(&inputs, &lock, &reason, directives)?;
             // This part's kernels only: the lock holds every part's.
             manifest
                 .kernels
                 .retain(|k| inputs.sources.contains(&k.source));
-            manifest.device_code = embed::placeholders(build.embed, &inputs.archs, &inputs.sources);
-            let view = parts::record(&inputs.out_dir, &build.name, &inputs.sources, &manifest);
+            manifest.device_code =
+                embed::placeholders(build.embed_mode(), &inputs.archs, &inputs.sources);
+            let view = parts::record(&inputs.out_dir, build.part(), &inputs.sources, &manifest);
             emit::write_all(&view.merged, &inputs.out_dir)?;
             status::mark(&inputs.out_dir, BuildState::Finished)?;
             return Ok(Outcome {
@@ -79,7 +92,8 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     // the last build's manifest, or by this build's first pass.
     let previous = emit::read_manifest(&inputs.out_dir.join(crate::manifest::FILE_NAME)).ok();
     let mut caps = plan::register_caps(build, &inputs, previous.as_ref());
-    let mut jobs = plan::jobs(build, &inputs, &caps.by_file)?;
+    let host = hostlib::prepare(build, &inputs, env)?;
+    let mut jobs = plan::jobs(build, &inputs, &caps.by_file, host.as_ref())?;
     let toolkit = compile::toolkit(&nvcc, &inputs, &jobs)?;
     // A new ptxas, cicc, host compiler or profile reruns the build script.
     for tool in &toolkit.tools {
@@ -91,7 +105,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
         let placed = plan::place_caps(build, &inputs, &found)?;
         if placed.by_file != caps.by_file {
             caps = placed;
-            jobs = plan::jobs(build, &inputs, &caps.by_file)?;
+            jobs = plan::jobs(build, &inputs, &caps.by_file, host.as_ref())?;
             outputs = compile::run(&nvcc, &toolkit, &inputs, &jobs)?;
         }
     }
@@ -117,8 +131,11 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     let version = toolchain::version(&nvcc, &toolkit, &inputs.out_dir)?;
     let mut manifest = assemble::manifest(&inputs, &version, &outputs)?;
     gate::spills(build, &manifest)?;
+    if let Some(host) = &host {
+        hostlib::archive(host, &toolkit.lib_dirs(), &outputs, directives)?;
+    }
     manifest.device_code = embed::write(
-        build.embed,
+        build.embed_mode(),
         &inputs.archs,
         &outputs,
         &nvcc,
@@ -126,14 +143,27 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
         &inputs.out_dir,
     )?;
     // With several `Build`s in the build script, the files hold them all.
-    let view = parts::record(&inputs.out_dir, &build.name, &inputs.sources, &manifest);
+    let view = parts::record(&inputs.out_dir, build.part(), &inputs.sources, &manifest);
     if let Some(note) = &view.clash {
         directives.warn(note.clone());
     }
     emit::write_all(&view.merged, &inputs.out_dir)?;
-    let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
-    emit::remove_stale(&inputs.out_dir, &build.name, &names, &manifest.device_code);
-    let candidate = parts::candidate(&view, &build.name, inputs.lock.as_ref());
+    // A library job's files are also named per arch (`<stem>.<arch>.cubin`).
+    let names: Vec<String> = jobs
+        .iter()
+        .flat_map(|j| {
+            let per_arch: Vec<String> = match &j.kind {
+                compile::JobKind::Library { archs, stem } => {
+                    archs.iter().map(|a| format!("{stem}.{a}")).collect()
+                }
+                compile::JobKind::Device => Vec::new(),
+            };
+            per_arch.into_iter().chain([j.name.clone()])
+        })
+        .collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    emit::remove_stale(&inputs.out_dir, build.part(), &names, &manifest.device_code);
+    let candidate = parts::candidate(&view, build.part(), inputs.lock.as_ref());
     gate::baseline(build, &inputs, &candidate, &inputs.sources, directives)?;
     summary::write(&view.merged, &inputs.out_dir, directives)?;
     status::mark(&inputs.out_dir, BuildState::Finished)?;

@@ -1,10 +1,12 @@
-//! Stage 3: the nvcc jobs of a build, one per (source, arch), each with
+//! Stage 3: the nvcc jobs of a build, one per (source, arch) (or one per
+//! source, for every arch, when the build makes a host-code library), each with
 //! its arguments, and the register caps of [`Build::max_registers`] placed
 //! on the files they apply to.
 
 use crate::builder::Build;
-use crate::compile::Job;
+use crate::compile::{Job, JobKind};
 use crate::error::{Error, Result};
+use crate::hostlib::HostLib;
 use crate::inputs::Inputs;
 use crate::manifest::{Lookup, Manifest};
 use std::collections::BTreeMap;
@@ -64,12 +66,15 @@ pub(crate) fn place_caps(build: &Build, inputs: &Inputs, found: &Manifest) -> Re
     }
 }
 
-/// The jobs of a build: every source × arch, in that order. Flags that
-/// occ sets itself, and `-rdc`, are refused here, before any nvcc runs.
+/// The jobs of a build: every source × arch, in that order; with a
+/// host-code library, one job per source for all archs, with the host
+/// compiler's arguments. Flags that occ sets itself, and `-rdc`, are
+/// refused here, before any nvcc runs.
 pub(crate) fn jobs(
     build: &Build,
     inputs: &Inputs,
     caps: &BTreeMap<String, u32>,
+    host: Option<&HostLib>,
 ) -> Result<Vec<Job>> {
     check_flags(build.flags.iter().map(|f| (f.as_str(), ".flag()")))?;
     for (var, value) in &inputs.nvcc_vars {
@@ -77,18 +82,38 @@ pub(crate) fn jobs(
             check_flags(value.split_whitespace().map(|f| (f, name)))?;
         }
     }
-    let part = &build.name;
+    let part = build.part();
     if !part
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
     {
-        return Err(Error::BadBuildName { name: part.clone() });
+        return Err(Error::BadBuildName {
+            name: part.to_string(),
+        });
     }
     let args = common_args(build, inputs);
     let names = job_names(&inputs.sources);
     let prefix = crate::parts::prefix(part);
     let mut jobs = Vec::new();
     for (source, name) in inputs.sources.iter().zip(&names) {
+        if let Some(host) = host {
+            let mut args = args.clone();
+            if let Some(cap) = caps.get(source) {
+                args.extend(["-maxrregcount".to_string(), cap.to_string()]);
+            }
+            args.extend(host.args.iter().cloned());
+            jobs.push(Job {
+                source: source.clone(),
+                arch: inputs.archs.join(","),
+                name: format!("{prefix}{name}.lib"),
+                args,
+                kind: JobKind::Library {
+                    archs: inputs.archs.clone(),
+                    stem: format!("{prefix}{name}"),
+                },
+            });
+            continue;
+        }
         for arch in &inputs.archs {
             let mut args = args.clone();
             if let Some(cap) = caps.get(source) {
@@ -99,6 +124,7 @@ pub(crate) fn jobs(
                 arch: arch.clone(),
                 name: format!("{prefix}{name}.{arch}"),
                 args,
+                kind: JobKind::Device,
             });
         }
     }

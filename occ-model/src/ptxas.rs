@@ -868,9 +868,191 @@ fn split_target(s: &str) -> (&str, Option<&str>) {
     (s, None)
 }
 
+/// Splits the log of one nvcc run that compiled several archs (`nvcc -c
+/// -Xptxas -v -gencode … -gencode …`) into one log per arch of `archs`, in
+/// that order, each as if nvcc had compiled that arch alone.
+///
+/// nvcc runs ptxas once per real arch, one after another in the order of
+/// its `-gencode` options; each run prints its warnings, then an `N bytes
+/// gmem` header, then its entries. So a run starts at a header, with the
+/// ptxas lines that came after the previous run's last resource line and
+/// before it (its warnings). A run belongs to the arch its `Compiling entry
+/// function '…' for 'sm_XX'` lines name; a run that names none (a file
+/// without kernels) takes the first arch of `archs` no run named, in order.
+/// Lines that are not ptxas's (nvcc's, the front end's and the host
+/// compiler's warnings, printed once per run of the front end) go to the
+/// first arch's log, so that each is reported once.
+///
+/// Returns `None` when the runs do not match `archs` (more runs than archs,
+/// or a run naming an arch not in `archs`), which a caller reports as a
+/// log it cannot read.
+pub fn split_by_arch(text: &str, archs: &[String]) -> Option<Vec<String>> {
+    // Lines before the first header, and after the last resource line of
+    // a run, wait here for the next run (or the current one, at the end).
+    let mut pending: Vec<&str> = Vec::new();
+    let mut others: Vec<&str> = Vec::new();
+    let mut runs: Vec<Vec<&str>> = Vec::new();
+    for raw in text.split_inclusive('\n') {
+        let line = raw.trim_end_matches(['\n', '\r']);
+        let ptxas = split_prefix(line).filter(|(tool, _, _)| *tool == "ptxas");
+        let indented = line.starts_with("    ") && line.contains("bytes stack frame");
+        match ptxas {
+            Some((_, "info", rest)) if rest.ends_with(" gmem") || rest.contains(" gmem,") => {
+                let mut run = std::mem::take(&mut pending);
+                run.push(raw);
+                runs.push(run);
+            }
+            Some((_, "info", rest))
+                if rest.starts_with("Compiling entry function")
+                    || rest.starts_with("Function properties for")
+                    || rest.starts_with("Used ")
+                    || rest.starts_with("Compile time") =>
+            {
+                match runs.last_mut() {
+                    Some(run) => {
+                        run.append(&mut pending);
+                        run.push(raw);
+                    }
+                    None => pending.push(raw),
+                }
+            }
+            Some(_) => pending.push(raw),
+            None if indented => match runs.last_mut() {
+                Some(run) => {
+                    run.append(&mut pending);
+                    run.push(raw);
+                }
+                None => pending.push(raw),
+            },
+            None => others.push(raw),
+        }
+    }
+    if let Some(run) = runs.last_mut() {
+        run.append(&mut pending);
+    } else if !pending.is_empty() {
+        runs.push(pending);
+    }
+    if runs.len() > archs.len() {
+        return None;
+    }
+    let named = |run: &Vec<&str>| {
+        run.iter().find_map(|l| {
+            let (_, _, rest) = split_prefix(l.trim_end())?;
+            let body = rest.strip_prefix("Compiling entry function ")?;
+            let (_, tail) = body.rsplit_once("' for '")?;
+            Some(tail.trim_end().strip_suffix('\'')?.to_string())
+        })
+    };
+    let mut slots: Vec<Option<String>> = vec![None; archs.len()];
+    let mut unnamed = Vec::new();
+    for run in &runs {
+        let text: String = run.concat();
+        match named(run) {
+            Some(arch) => {
+                let i = archs.iter().position(|a| *a == arch)?;
+                if slots[i].is_some() {
+                    return None;
+                }
+                slots[i] = Some(text);
+            }
+            None => unnamed.push(text),
+        }
+    }
+    let mut unnamed = unnamed.into_iter();
+    for slot in slots.iter_mut().filter(|s| s.is_none()) {
+        *slot = unnamed.next();
+    }
+    let mut out: Vec<String> = slots.into_iter().map(Option::unwrap_or_default).collect();
+    if let Some(first) = out.first_mut() {
+        let mut text: String = others.concat();
+        text.push_str(first);
+        *first = text;
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// nvcc 13.5, `-c -Xptxas -v -gencode arch=compute_80,code=sm_80
+    /// -gencode arch=compute_86,code=[sm_86,compute_86]`, verbatim: the
+    /// `__launch_bounds__(1024, 2)` warning is sm_86's (printed before its
+    /// header), and a host compiler warning sits among the runs.
+    const TWO_ARCH_LOG: &str = "ptxas info    : 0 bytes gmem\n\
+ptxas info    : Compiling entry function 'narrow' for 'sm_80'\n\
+ptxas info    : Function properties for narrow\n\
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n\
+ptxas info    : Used 8 registers, used 0 barriers, 360 bytes cmem[0]\n\
+ptxas info    : Compile time = 2.487 ms\n\
+ptxas info    : Compiling entry function '_Z4widePf' for 'sm_80'\n\
+ptxas info    : Function properties for _Z4widePf\n\
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n\
+ptxas info    : Used 8 registers, used 0 barriers, 360 bytes cmem[0]\n\
+ptxas info    : Compile time = 1.191 ms\n\
+ptxas warning : Value of threads per SM for entry _Z4widePf is out of range. .minnctapersm will be ignored\n\
+ptxas info    : 0 bytes gmem\n\
+ptxas info    : Compiling entry function 'narrow' for 'sm_86'\n\
+ptxas info    : Function properties for narrow\n\
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n\
+ptxas info    : Used 8 registers, used 0 barriers, 360 bytes cmem[0]\n\
+ptxas info    : Compile time = 2.085 ms\n\
+ptxas info    : Compiling entry function '_Z4widePf' for 'sm_86'\n\
+ptxas info    : Function properties for _Z4widePf\n\
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n\
+ptxas info    : Used 8 registers, used 0 barriers, 360 bytes cmem[0]\n\
+ptxas info    : Compile time = 1.009 ms\n\
+";
+
+    #[test]
+    fn a_multi_arch_log_splits_into_one_log_per_arch() {
+        let archs = ["sm_80".to_string(), "sm_86".to_string()];
+        let log = TWO_ARCH_LOG.replacen(
+            "ptxas warning",
+            "lb.cu(2): warning #177-D: variable \"y\" was declared but never referenced\nptxas warning",
+            1,
+        );
+        let parts = split_by_arch(&log, &archs).expect("two runs, two archs");
+        assert_eq!(parts.len(), 2);
+        for (part, arch) in parts.iter().zip(&archs) {
+            let parsed = parse_log(part).expect("a per-arch log parses");
+            assert_eq!(parsed.modules.len(), 1, "{part}");
+            let names: Vec<&str> = parsed.kernels.iter().map(|k| k.name.as_str()).collect();
+            assert_eq!(names, ["narrow", "_Z4widePf"], "{part}");
+            assert!(parsed
+                .kernels
+                .iter()
+                .all(|k| k.arch.as_deref() == Some(arch.as_str())));
+        }
+        let wide = |part: &str| {
+            let parsed = parse_log(part).expect("parses");
+            parsed.kernels[1].warnings().count()
+        };
+        assert_eq!((wide(&parts[0]), wide(&parts[1])), (0, 1));
+        assert!(parts[0].contains("warning #177-D") && !parts[1].contains("#177-D"));
+        // Nothing is lost or repeated.
+        let total: usize = parts.iter().map(|p| p.lines().count()).sum();
+        assert_eq!(total, log.lines().count());
+        // The runs are matched by the arch they name, not by position.
+        let reversed = ["sm_86".to_string(), "sm_80".to_string()];
+        let swapped = split_by_arch(&log, &reversed).expect("two runs");
+        assert_eq!(
+            swapped[0].lines().filter(|l| l.contains("sm_86")).count(),
+            2
+        );
+        // A run naming an arch that was not asked for is not guessed.
+        assert!(split_by_arch(&log, &["sm_80".to_string(), "sm_90".to_string()]).is_none());
+        assert!(split_by_arch(&log, &["sm_80".to_string()]).is_none());
+    }
+
+    #[test]
+    fn runs_without_kernels_take_the_archs_in_order() {
+        let archs = ["sm_80".to_string(), "sm_90".to_string()];
+        let log = "ptxas info    : 0 bytes gmem\nptxas info    : 0 bytes gmem\n";
+        let parts = split_by_arch(log, &archs).expect("two runs");
+        assert_eq!(parts, ["ptxas info    : 0 bytes gmem\n"; 2]);
+        assert_eq!(split_by_arch("", &archs).expect("no runs"), ["", ""]);
+    }
 
     const SAMPLE: &str = "\
 ptxas warning : Stack size for entry function '_Z15calls_recursivePi' cannot be statically determined

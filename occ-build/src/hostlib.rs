@@ -1,0 +1,351 @@
+//! Host-code static libraries ([`crate::Build::static_lib`]): `.cu` files
+//! with `<<<>>>` launchers and `extern "C"` entry points, compiled by
+//! `nvcc -c` into objects and archived into `lib<name>.a`, which cargo
+//! links with the CUDA runtime and the C++ runtime.
+//!
+//! The device code is compiled once: one `nvcc -c -keep -Xptxas -v`
+//! per file with a `-gencode` for every arch gives the object and, from
+//! the same run, each arch's ptxas log, PTX and cubin; the job is split per
+//! arch (`occ_model::ptxas::split_by_arch`) into the same outputs a
+//! device-only job gives, so its kernels reach the manifest, `kernels.rs`,
+//! the reports and the gate the same way (see `compile.rs`).
+//!
+//! The `cc` crate does what it does well: it picks the host compiler and
+//! its flags for the target (`CXX`, `CXXFLAGS`, PIC, optimization and debug
+//! info of the profile), which nvcc gets as `-ccbin` and `-Xcompiler`, and
+//! it archives the objects with the target's archiver (`AR`, `ARFLAGS`).
+//! occ prints the link directives itself (`cargo.rs` is the one place that
+//! prints): cc is told to print nothing.
+
+use crate::cargo::Directives;
+use crate::compile::JobOutput;
+use crate::env::Env;
+use crate::error::{Error, Result};
+use crate::inputs::Inputs;
+use std::path::{Path, PathBuf};
+
+/// Which CUDA runtime library a host-code library links ([`crate::Build::cudart`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Cudart {
+    /// `libcudart_static.a` (nvcc's own default): the binary needs only the
+    /// driver (`libcuda.so`) at run time. On Linux it also links `rt`,
+    /// `pthread` and `dl`.
+    #[default]
+    Static,
+    /// `libcudart.so`: the binary needs the runtime library at run time
+    /// (on `LD_LIBRARY_PATH`, or installed system-wide).
+    Shared,
+    /// No CUDA runtime: the crate links one itself.
+    None,
+}
+
+/// The settings of a build's host-code library, resolved before the jobs
+/// are planned.
+#[derive(Debug)]
+pub(crate) struct HostLib {
+    /// The library's name: `lib<name>.a`.
+    pub name: String,
+    /// The CUDA runtime it links.
+    pub cudart: Cudart,
+    /// nvcc arguments for the host side: `-ccbin` (unless `NVCC_CCBIN` or
+    /// a `-ccbin` flag chose one) and cc's host compiler flags.
+    pub args: Vec<String>,
+    /// The target triple.
+    target: String,
+    /// Where the archive goes: `$OUT_DIR/occ/lib`.
+    dir: PathBuf,
+    /// The C++ runtime to link (`CXXSTDLIB`, else the target's).
+    stdlib: Option<String>,
+    /// cc, configured for the target, for archiving.
+    cc: cc::Build,
+}
+
+/// The variables cc reads for the host compiler, its flags and the
+/// archiver (each also as `<VAR>_<target>`, `<VAR>_<target_with_underscores>`
+/// and `TARGET_<VAR>`/`HOST_<VAR>`): read through [`Env`] so they are
+/// watched.
+const CC_VARS: &[&str] = &[
+    "CXX",
+    "CXXFLAGS",
+    "AR",
+    "ARFLAGS",
+    "CXXSTDLIB",
+    "CRATE_CC_NO_DEFAULTS",
+];
+
+/// Checks the library's name: what cargo's `rustc-link-lib` and the
+/// archive's file name accept.
+pub(crate) fn check_name(name: &str) -> Result<()> {
+    let bad = |why: &str| {
+        Err(Error::BadLibraryName {
+            name: name.to_string(),
+            why: why.to_string(),
+        })
+    };
+    if name.is_empty() {
+        return bad("it is empty");
+    }
+    if let Some(stem) = name
+        .strip_prefix("lib")
+        .and_then(|s| s.strip_suffix(".a"))
+        .or_else(|| name.strip_suffix(".a"))
+        .or_else(|| name.strip_suffix(".lib"))
+    {
+        return bad(&format!(
+            "give the name without `lib` and `.a`: `static_lib(\"{stem}\")` makes `lib{stem}.a`"
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+    {
+        return bad(&format!(
+            "it holds {c:?}; use letters, digits, `_` and `-` only"
+        ));
+    }
+    if matches!(name, "cudart" | "cudart_static" | "cuda" | "stdc++" | "c++") {
+        return bad("it is the name of a library the build links anyway; pick another");
+    }
+    Ok(())
+}
+
+/// The host-code library of a build, or `None` when it makes none.
+pub(crate) fn prepare(build: &crate::Build, inputs: &Inputs, env: &Env) -> Result<Option<HostLib>> {
+    let Some(name) = &build.static_lib else {
+        return Ok(None);
+    };
+    check_name(name)?;
+    let target = env.var("TARGET").ok_or_else(|| Error::Env {
+        var: "TARGET".into(),
+        detail: "is not set (cargo sets it for build scripts; a host-code library is built \
+                 for the target); run the build from build.rs, or set TARGET, HOST and OPT_LEVEL"
+            .into(),
+    })?;
+    let host = env.var("HOST").unwrap_or_else(|| target.clone());
+    let opt_level = env.var("OPT_LEVEL").unwrap_or_else(|| "0".into());
+    let debug = env
+        .var("DEBUG")
+        .is_some_and(|d| !matches!(d.as_str(), "0" | "false" | "none"));
+    // Watched: cc reads these itself.
+    let under = target.replace('-', "_");
+    for var in CC_VARS {
+        for name in [
+            format!("{var}_{target}"),
+            format!("{var}_{under}"),
+            format!("{}_{var}", if host == target { "HOST" } else { "TARGET" }),
+            var.to_string(),
+        ] {
+            let _ = env.var_os(&name);
+        }
+    }
+    let mut cc = cc::Build::new();
+    cc.cpp(true)
+        .cargo_metadata(false)
+        .cargo_warnings(false)
+        .cargo_debug(false)
+        .cargo_output(false)
+        .warnings(false)
+        .extra_warnings(false)
+        .target(&target)
+        .host(&host)
+        .opt_level_str(&opt_level)
+        .debug(debug)
+        .out_dir(inputs.out_dir.join("lib"));
+    let stdlib = [
+        format!("CXXSTDLIB_{target}"),
+        format!("CXXSTDLIB_{under}"),
+        format!(
+            "{}_CXXSTDLIB",
+            if host == target { "HOST" } else { "TARGET" }
+        ),
+        "CXXSTDLIB".to_string(),
+    ]
+    .iter()
+    .find_map(|v| env.var_os(v))
+    .map(|v| v.to_string_lossy().into_owned())
+    .map_or_else(
+        || cpp_stdlib(&target).map(str::to_string),
+        |v| (!v.is_empty()).then_some(v),
+    );
+    let tool = cc.try_get_compiler().map_err(|e| Error::HostCompiler {
+        compiler: "cc's C++ compiler (CXX)".into(),
+        detail: e.to_string(),
+    })?;
+    let mut args = Vec::new();
+    let chosen = inputs.ccbin.is_some()
+        || build
+            .flags
+            .iter()
+            .any(|f| f.starts_with("-ccbin") || f.starts_with("--compiler-bindir"));
+    if !chosen {
+        args.push("-ccbin".to_string());
+        args.push(tool.path().display().to_string());
+    }
+    for arg in tool.args() {
+        let arg = arg.to_string_lossy();
+        // nvcc splits an -Xcompiler value at commas; nvcc passes its own
+        // `-c`, `-o` and `-x`.
+        if arg.contains(',') || matches!(arg.as_ref(), "-c" | "-x") {
+            continue;
+        }
+        args.push("-Xcompiler".to_string());
+        args.push(arg.into_owned());
+    }
+    Ok(Some(HostLib {
+        name: name.clone(),
+        cudart: build.cudart,
+        args,
+        target,
+        dir: inputs.out_dir.join("lib"),
+        stdlib,
+        cc,
+    }))
+}
+
+/// The `-gencode` options of a library job: SASS for every arch, plus the
+/// PTX of the newest arch that is not arch-specific (`sm_90a`, `sm_100f`
+/// have no forward-compatible PTX), so that the library also runs, JIT
+/// compiled by the driver, on GPUs newer than the arch list.
+pub(crate) fn gencodes(archs: &[String]) -> Vec<String> {
+    let portable = |a: &str| a.chars().last().is_some_and(|c| c.is_ascii_digit());
+    let number = |a: &str| {
+        a.trim_start_matches("sm_")
+            .trim_end_matches(|c: char| !c.is_ascii_digit())
+            .parse::<u32>()
+            .unwrap_or(0)
+    };
+    let newest = archs
+        .iter()
+        .filter(|a| portable(a))
+        .max_by_key(|a| number(a))
+        .cloned();
+    let mut args = Vec::new();
+    for arch in archs {
+        let virt = arch.replacen("sm_", "compute_", 1);
+        args.push("-gencode".to_string());
+        if Some(arch) == newest.as_ref() {
+            args.push(format!("arch={virt},code=[{arch},{virt}]"));
+        } else {
+            args.push(format!("arch={virt},code={arch}"));
+        }
+    }
+    args
+}
+
+/// Where `nvcc -c -keep` leaves an arch's cubin and PTX in its keep
+/// folder: `<stem>.compute_90.cubin` (or `<stem>.compute_90.sm_90.cubin`
+/// when the PTX is embedded too) and `<stem>.compute_90.ptx`.
+pub(crate) fn kept_files(dir: &Path, source: &str, arch: &str) -> Option<(PathBuf, PathBuf)> {
+    let stem = Path::new(source)
+        .file_stem()?
+        .to_string_lossy()
+        .into_owned();
+    let virt = arch.replacen("sm_", "compute_", 1);
+    let ptx = dir.join(format!("{stem}.{virt}.ptx"));
+    let cubin = [
+        dir.join(format!("{stem}.{virt}.cubin")),
+        dir.join(format!("{stem}.{virt}.{arch}.cubin")),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())?;
+    ptx.is_file().then_some((cubin, ptx))
+}
+
+/// Archives the library's objects (cc), and adds the link directives:
+/// the library, the CUDA runtime from the toolkit's library folder, the
+/// system libraries it needs and the C++ runtime.
+pub(crate) fn archive(
+    lib: &HostLib,
+    toolkit_libs: &[PathBuf],
+    outputs: &[JobOutput],
+    directives: &mut Directives,
+) -> Result<PathBuf> {
+    let mut objects: Vec<&PathBuf> = outputs.iter().filter_map(|o| o.object.as_ref()).collect();
+    objects.dedup();
+    let mut cc = lib.cc.clone();
+    cc.objects(objects);
+    let dir = lib.dir.clone();
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
+    cc.try_compile(&lib.name).map_err(|e| Error::Archive {
+        name: lib.name.clone(),
+        detail: e.to_string(),
+    })?;
+    directives.link(format!("rustc-link-search=native={}", dir.display()));
+    directives.link(format!("rustc-link-lib=static={}", lib.name));
+    let linux = lib.target.contains("-linux");
+    let runtime = match lib.cudart {
+        Cudart::Static => Some("cudart_static"),
+        Cudart::Shared => Some("cudart"),
+        Cudart::None => None,
+    };
+    if let Some(runtime) = runtime {
+        let found = toolkit_libs
+            .iter()
+            .find(|d| runtime_file(d, runtime, lib.cudart).is_some());
+        let Some(dir) = found else {
+            return Err(Error::NoCudart {
+                library: runtime.to_string(),
+                looked: toolkit_libs.to_vec(),
+            });
+        };
+        directives.link(format!("rustc-link-search=native={}", dir.display()));
+        match runtime_file(dir, runtime, lib.cudart) {
+            // The wheels ship only `libcudart.so.13`, without the
+            // unversioned link `-lcudart` needs.
+            Some(file) if !file.starts_with("lib") || file.ends_with(".so") => {
+                directives.link(format!("rustc-link-lib={runtime}"))
+            }
+            Some(file) => directives.link(format!("rustc-link-lib=dylib:+verbatim={file}")),
+            None => {}
+        }
+        if linux && lib.cudart == Cudart::Static {
+            for system in ["rt", "pthread", "dl"] {
+                directives.link(format!("rustc-link-lib={system}"));
+            }
+        }
+    }
+    if let Some(stdlib) = &lib.stdlib {
+        directives.link(format!("rustc-link-lib={stdlib}"));
+    }
+    Ok(dir.join(format!("lib{}.a", lib.name)))
+}
+
+/// The file of the runtime `name` in `dir` that the linker will take:
+/// `libcudart_static.a`, `libcudart.so` or a versioned `libcudart.so.13`
+/// (`cudart.lib`, `cudart_static.lib` on Windows).
+fn runtime_file(dir: &Path, name: &str, kind: Cudart) -> Option<String> {
+    let plain = [
+        format!("lib{name}.a"),
+        format!("lib{name}.so"),
+        format!("{name}.lib"),
+    ];
+    if let Some(f) = plain.iter().find(|f| dir.join(f).is_file()) {
+        return Some(f.clone());
+    }
+    if kind != Cudart::Shared {
+        return None;
+    }
+    let prefix = format!("lib{name}.so.");
+    let mut versioned: Vec<String> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&prefix) && n[prefix.len()..].chars().all(|c| c.is_ascii_digit()))
+        .collect();
+    versioned.sort();
+    versioned.pop()
+}
+
+/// The C++ runtime host code compiled by a GNU or LLVM compiler needs, as
+/// cc links it by default for the target.
+fn cpp_stdlib(target: &str) -> Option<&'static str> {
+    if target.contains("msvc") {
+        None
+    } else if target.contains("apple") || target.contains("freebsd") || target.contains("openbsd") {
+        Some("c++")
+    } else {
+        Some("stdc++")
+    }
+}
