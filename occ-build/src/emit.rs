@@ -202,11 +202,15 @@ impl Kernel {
 }
 
 /// The kernel named `name`: its symbol, else its base name or Rust
-/// identifier when one kernel has it (`None` when none does, or several).
+/// identifier, when one kernel has it (`None` when none does, or several:
+/// the same `extern "C"` name in two files; name those by
+/// `<ident>::KERNEL`).
 #[allow(dead_code)]
 pub fn get(name: &str) -> Option<&'static Kernel> {
-    if let Ok(i) = KERNELS.binary_search_by(|k| k.name.cmp(name)) {
-        return Some(&KERNELS[i]);
+    let i = KERNELS.partition_point(|k| k.name < name);
+    let is = |j: usize| KERNELS.get(j).is_some_and(|k| k.name == name);
+    if is(i) {
+        return if is(i + 1) { None } else { Some(&KERNELS[i]) };
     }
     let mut found = KERNELS.iter().filter(|k| k.base_name == name || k.ident == name);
     match (found.next(), found.next()) {
