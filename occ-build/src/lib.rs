@@ -171,9 +171,11 @@ pub mod toolkit;
 
 pub use builder::{Build, Report};
 pub use error::{Error, Result};
+pub use occ_model::launch::Launch;
 pub use occ_model::manifest::{Embed, Manifest};
 
 // The pure core, re-exported so that a build script needs one dependency.
 pub use occ_model::{
-    analyze, arch, compare, lock, manifest, names, occupancy, ptx, ptxas, sweep, table, tune,
+    analyze, arch, compare, launch, lock, manifest, names, occupancy, ptx, ptxas, sweep, table,
+    tune,
 };
