@@ -38,7 +38,8 @@ pub fn markdown(m: &Manifest) -> String {
                 r.kernel.replace('`', "'"),
                 esc(&r.arch),
                 esc(&r.launch),
-                esc(r.lift.as_ref()?)
+                // `->` reads as is in Markdown; only `<` and `|` need escaping.
+                r.lift.as_ref()?.replace('|', "\\|").replace('<', "&lt;")
             ))
         })
         .collect();

@@ -78,6 +78,25 @@ pub enum Error {
         /// when it matched nothing).
         excluded: Vec<String>,
     },
+    /// A [`crate::Build::launch`] pattern that matches no kernel.
+    UnmatchedLaunch {
+        /// The pattern given.
+        pattern: String,
+        /// The closest kernel names, best first.
+        closest: Vec<String>,
+    },
+    /// A [`crate::Build::launch`] (or a kernel's own launch bounds) that
+    /// cannot run the kernel on an arch.
+    BadLaunch {
+        /// The kernel.
+        kernel: String,
+        /// The arch.
+        arch: String,
+        /// The launch as written (`1024`, `16x16`).
+        launch: String,
+        /// Why not.
+        detail: String,
+    },
     /// [`crate::Build::arch_specific`] or [`crate::Build::arch_family`]
     /// names an arch that nvcc has no such target of (`sm_80a`).
     NoArchVariant {
@@ -275,6 +294,20 @@ impl From<occ_model::Error> for Error {
                 arch,
                 detail,
             },
+            occ_model::Error::UnmatchedLaunch { pattern, closest } => {
+                Error::UnmatchedLaunch { pattern, closest }
+            }
+            occ_model::Error::BadLaunch {
+                kernel,
+                arch,
+                launch,
+                detail,
+            } => Error::BadLaunch {
+                kernel,
+                arch,
+                launch,
+                detail,
+            },
             // `occ_model::Error` is non-exhaustive; a new kind keeps its message.
             other => Error::Model(other),
         }
@@ -379,6 +412,30 @@ impl fmt::Display for Error {
                     )
                 }
             }
+            // The core words these; one text for both crates.
+            Error::UnmatchedLaunch { pattern, closest } => write!(
+                f,
+                "{}",
+                occ_model::Error::UnmatchedLaunch {
+                    pattern: pattern.clone(),
+                    closest: closest.clone(),
+                }
+            ),
+            Error::BadLaunch {
+                kernel,
+                arch,
+                launch,
+                detail,
+            } => write!(
+                f,
+                "{}",
+                occ_model::Error::BadLaunch {
+                    kernel: kernel.clone(),
+                    arch: arch.clone(),
+                    launch: launch.clone(),
+                    detail: detail.clone(),
+                }
+            ),
             Error::NoArchVariant { arch, variant } => {
                 let from = if variant == "f" { "sm_100" } else { "sm_90" };
                 write!(
