@@ -22,12 +22,13 @@ pub struct ExplainArgs {
     /// The arch (default: the first arch of the build).
     #[arg(long)]
     pub arch: Option<String>,
-    /// Threads per block (default: the best block size).
+    /// Threads per block (default: the declared launch, else the best block size).
     #[arg(long, value_name = "N")]
     pub block: Option<u32>,
-    /// Dynamic shared memory per block, bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = 0)]
-    pub smem: u32,
+    /// Dynamic shared memory per block, bytes (default: the declared
+    /// launch's, else 0).
+    #[arg(long, value_name = "BYTES")]
+    pub smem: Option<u32>,
     #[command(flatten)]
     pub locate: Locate,
 }
@@ -57,8 +58,15 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     })?;
     let a = arch::lookup(&arch_name).map_err(|e| anyhow!("{e}"))?;
     let res = resources(k);
-    let block = args.block.unwrap_or(k.best.block_size);
-    let launch = Launch::new(block).with_dynamic_smem(args.smem);
+    // Without --block: the launch the kernel is declared for (build.rs's
+    // `Build::launch`, its `__launch_bounds__` or `.reqntid`), else the best.
+    let declared = k.declared.as_ref().filter(|_| args.block.is_none());
+    let block = args
+        .block
+        .or(declared.map(|d| d.block_size))
+        .unwrap_or(k.best.block_size);
+    let smem = args.smem.or(declared.map(|d| d.dynamic_smem)).unwrap_or(0);
+    let launch = Launch::new(block).with_dynamic_smem(smem);
     let occ = occupancy(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;
     println!("{} on {arch_name} ({})", kernel.base_name, kernel.source);
     println!(
@@ -78,12 +86,15 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
         );
     }
     println!(
-        "  launch: {block} threads/block, {} B dynamic smem{}",
-        args.smem,
-        if args.block.is_none() {
-            " (the best block size)"
-        } else {
-            ""
+        "  launch: {block} threads/block, {smem} B dynamic smem{}",
+        match declared {
+            Some(d) => format!(
+                " (the declared launch {}, by {})",
+                d.launch.describe(),
+                d.by.describe()
+            ),
+            None if args.block.is_none() => " (the best block size)".to_string(),
+            None => String::new(),
         }
     );
     println!(
@@ -116,15 +127,19 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
                 "  full occupancy at this block size, but it spills {} B per thread",
                 k.spill_bytes()
             );
-            spill_hints(a, kernel.base_name.as_str(), k, &res, args.smem);
+            spill_hints(a, kernel.base_name.as_str(), k, &res, smem);
         } else {
             println!("  full occupancy: nothing to gain at this block size");
         }
         return Ok(0);
     }
+    let next_warps = (hints.target_blocks * block.div_ceil(a.warp_size)).min(occ.max_warps);
     println!(
-        "  what if (one more block per SM: {} -> {}):",
-        hints.active_blocks, hints.target_blocks
+        "  what if (one more block per SM: {} -> {}, occupancy {} -> {}):",
+        hints.active_blocks,
+        hints.target_blocks,
+        percent(occ.occupancy),
+        percent(f64::from(next_warps) / f64::from(occ.max_warps.max(1)))
     );
     let mut any = false;
     if let Some(r) = hints.registers {
@@ -172,7 +187,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     if k.spills() {
         println!();
         println!("  it spills {} B per thread", k.spill_bytes());
-        spill_hints(a, kernel.base_name.as_str(), k, &res, args.smem);
+        spill_hints(a, kernel.base_name.as_str(), k, &res, smem);
     }
     Ok(0)
 }

@@ -18,7 +18,7 @@ pub fn markdown(m: &Manifest) -> String {
         esc(&m.package),
         esc(&m.nvcc),
         HEADER.join(" | "),
-        ["---|", "---|", "--:|", "--:|", "--:|", "--:|", "---|", "--:|", "--:|"].concat()
+        ["---|", "---|", "--:|", "--:|", "--:|", "--:|", "--:|", "---|", "--:|", "--:|"].concat()
     );
     for r in rows(m) {
         let c = cells(&r);
@@ -29,6 +29,23 @@ pub fn markdown(m: &Manifest) -> String {
             c[4] = format!("**{}**", c[4]);
         }
         out.push_str(&format!("| {} |\n", c.join(" | ")));
+    }
+    let lifts: Vec<String> = rows(m)
+        .iter()
+        .filter_map(|r| {
+            Some(format!(
+                "- `{}` on {} at block {}: {}\n",
+                r.kernel.replace('`', "'"),
+                esc(&r.arch),
+                esc(&r.launch),
+                // `->` reads as is in Markdown; only `<` and `|` need escaping.
+                r.lift.as_ref()?.replace('|', "\\|").replace('<', "&lt;")
+            ))
+        })
+        .collect();
+    if !lifts.is_empty() {
+        out.push_str("\nAt the declared launch, one step up:\n\n");
+        out.extend(lifts);
     }
     out
 }

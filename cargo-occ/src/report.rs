@@ -217,7 +217,7 @@ type Regressed<'a> = BTreeMap<(&'a str, &'a str, &'a str), &'a [String]>;
 fn marks<'a>(kernel: &Kernel, arch: &str, k: &KernelArch, regressed: &Regressed<'a>) -> Marks<'a> {
     Marks {
         spills: k.spills(),
-        low: k.best.occupancy < LOW_OCCUPANCY,
+        low: k.judged().occupancy < LOW_OCCUPANCY,
         regressed: regressed
             .get(&(kernel.base_name.as_str(), kernel.source.as_str(), arch))
             .copied(),
@@ -349,8 +349,9 @@ fn occ_at(a: &'static arch::Arch, res: &KernelResources, block: u32) -> Option<f
 fn charts(arch_name: &str, k: &KernelArch) -> anyhow::Result<[String; 3]> {
     let a = arch::lookup(arch_name).map_err(|e| anyhow::anyhow!("{e}"))?;
     let res = resources(k);
-    let block = k.best.block_size.max(1);
-    let here = k.best.occupancy * 100.0;
+    // The current point: the declared launch, else the best block size.
+    let block = k.judged().block_size.max(1);
+    let here = k.judged().occupancy * 100.0;
     let max_block = res
         .max_threads_per_block
         .unwrap_or(a.max_threads_per_block)
@@ -464,7 +465,7 @@ fn kernel_section(
             "<span class=\"badge{}\">{} {}</span>",
             if m.low { " low" } else { "" },
             esc(arch),
-            percent(k.best.occupancy)
+            percent(k.judged().occupancy)
         );
     }
     let _ = write!(
@@ -504,6 +505,23 @@ fn kernel_section(
             let _ = write!(out, " &middot; launch bounds: {}", esc(&lb));
         }
         out.push_str("</p>\n");
+        if let Some(d) = &k.declared {
+            let _ = writeln!(
+                out,
+                "<p class=\"facts\">declared launch {} ({}): occupancy {} ({}), {} block{} per SM{}</p>",
+                esc(&d.launch.describe()),
+                esc(&d.by.describe()),
+                percent(d.occupancy),
+                esc(&d.limiters.join(" + ")),
+                d.active_blocks_per_sm,
+                if d.active_blocks_per_sm == 1 { "" } else { "s" },
+                d.lift
+                    .as_ref()
+                    .and_then(|l| l.describe())
+                    .map(|l| format!("; one step up: {}", esc(&l)))
+                    .unwrap_or_default()
+            );
+        }
         if let Some(reasons) = m.regressed {
             let _ = writeln!(
                 out,
@@ -569,6 +587,7 @@ fn table(rows: &[&(&Kernel, &String, &KernelArch, Marks<'_>)], out: &mut String)
         "registers",
         "static smem",
         "spills",
+        "launch",
         "occupancy",
         "limiter",
         "best block",
@@ -582,7 +601,7 @@ fn table(rows: &[&(&Kernel, &String, &KernelArch, Marks<'_>)], out: &mut String)
         let _ = writeln!(
             out,
             "<tr{}><td><a href=\"#{}\"><code>{}</code></a></td><td>{}</td><td class=n>{}</td>{}\
-             <td class=\"n{}\">{}</td><td class=\"n{}\">{}</td><td>{}</td><td class=n>{}</td>{}</tr>",
+             <td class=\"n{}\">{}</td><td>{}</td><td class=\"n{}\">{}</td><td>{}</td><td class=n>{}</td>{}</tr>",
             if classes.is_empty() {
                 String::new()
             } else {
@@ -595,9 +614,10 @@ fn table(rows: &[&(&Kernel, &String, &KernelArch, Marks<'_>)], out: &mut String)
             size_cell(k.static_smem),
             if mk.spills { " spilled" } else { "" },
             k.spill_bytes(),
+            esc(&k.judged().launch()),
             if mk.low { " low" } else { "" },
-            percent(k.best.occupancy),
-            esc(&k.best.limiters.join(" + ")),
+            percent(k.judged().occupancy),
+            esc(&k.judged().limiters.join(" + ")),
             k.best.block_size,
             size_cell(k.best.dynamic_smem_headroom),
         );
@@ -687,7 +707,7 @@ pub fn html(m: &Manifest, baseline: &Baseline, charts: Charts) -> anyhow::Result
             ));
         }
         for (arch, k) in &kernel.archs {
-            if lowest.is_none_or(|(_, _, l)| k.best.occupancy < l.best.occupancy) {
+            if lowest.is_none_or(|(_, _, l)| k.judged().occupancy < l.judged().occupancy) {
                 lowest = Some((kernel, arch, k));
             }
         }
@@ -707,10 +727,10 @@ pub fn html(m: &Manifest, baseline: &Baseline, charts: Charts) -> anyhow::Result
             out,
             "<dt>lowest occupancy</dt><dd><a href=\"#{}\">{} <code>{}</code> on {}</a>, limited by {}</dd>",
             arch_id(kernel, arch),
-            percent(k.best.occupancy),
+            percent(k.judged().occupancy),
             esc(&kernel.base_name),
             esc(arch),
-            esc(&k.best.limiters.join(" + ")),
+            esc(&k.judged().limiters.join(" + ")),
         );
     }
     let _ = write!(
@@ -885,6 +905,7 @@ mod tests {
             barriers: Some(1),
             launch_bounds,
             maxrregcount: None,
+            declared: None,
             best: Best {
                 block_size: 0,
                 active_blocks_per_sm: 0,

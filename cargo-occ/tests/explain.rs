@@ -110,3 +110,72 @@ fn launch_bounds_spills_and_source_caps_are_all_shown() {
         "{out}"
     );
 }
+
+/// Without `--block`, explain judges a kernel at its declared launch and
+/// names what lifts it: the registers to drop and the launch bounds.
+#[test]
+fn the_declared_launch_is_explained_with_its_lift() {
+    let s = Scratch::new();
+    s.write(
+        "kernels/k.cu",
+        include_str!("../../tests/fixtures/cu/declared/k.cu"),
+    );
+    let report = kernels_build(s.path(), &s.path().join("out"), ["sm_80"])
+        .launch("fast_argmin_*", occ_build::Launch::block(1024))
+        .try_compile_with(&build_env(&[]))
+        .unwrap_or_else(|e| panic!("build failed: {e}"));
+    let mf = report.out_dir.join("manifest.json");
+    let k = arch(&report.manifest, "fast_argmin_f32");
+    let d = k.declared.as_ref().expect("declared");
+    let hint = d
+        .lift
+        .as_ref()
+        .and_then(|l| l.registers)
+        .expect("test premise: 50% at 1024, fewer registers lift it");
+    let (code, out) = explain(&s, &mf, "fast_argmin_f32");
+    assert_eq!(code, 0, "{out}");
+    let launch = line(&out, "launch:");
+    assert!(
+        launch.starts_with("launch: 1024 threads/block")
+            && launch.contains("the declared launch 1024, by build.rs `fast_argmin_*`"),
+        "{launch}"
+    );
+    assert!(
+        line(&out, "occupancy:").starts_with("occupancy: 50.0%"),
+        "{out}"
+    );
+    assert!(
+        line(&out, "what if").contains("1 -> 2, occupancy 50.0% -> 100.0%"),
+        "{out}"
+    );
+    let regs = line(&out, "registers: use at most");
+    assert!(
+        regs.starts_with(&format!(
+            "registers: use at most {} per thread ({} fewer)",
+            hint.max_registers, hint.drop
+        )),
+        "{regs}"
+    );
+    assert!(
+        line(&out, "__launch_bounds__(1024, 2)").contains("reaches the target"),
+        "{out}"
+    );
+    // `--block` still asks about another launch.
+    let mfs = mf.to_str().expect("utf-8 path");
+    let args = [
+        "explain",
+        "fast_argmin_f32",
+        "--block",
+        "256",
+        "--manifest",
+        mfs,
+    ];
+    let mut cmd = occ_tests::cargo_occ(env!("CARGO_BIN_EXE_cargo-occ"), s.path(), &args, &[]);
+    let (code, out, _) = occ_tests::code_and_text(&cmd.output().expect("run cargo-occ"));
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        line(&out, "launch:").starts_with("launch: 256 threads/block"),
+        "{out}"
+    );
+    assert!(!out.contains("declared launch"), "{out}");
+}

@@ -7,6 +7,7 @@ use crate::error::Result;
 use crate::inputs::Inputs;
 use crate::manifest::Manifest;
 use occ_model::analyze::{self, JobText};
+use occ_model::launch;
 use occ_model::lock::Lock;
 
 /// The manifest of a live build.
@@ -23,12 +24,10 @@ pub(crate) fn manifest(
         log: &o.log,
         ptx: &o.ptx,
     });
-    Ok(analyze::build_manifest(
-        &inputs.package,
-        nvcc_version,
-        &inputs.archs,
-        texts,
-    )?)
+    let mut manifest =
+        analyze::build_manifest(&inputs.package, nvcc_version, &inputs.archs, texts)?;
+    launch::declare(&mut manifest, &inputs.launches)?;
+    Ok(manifest)
 }
 
 /// The manifest of a build without nvcc: the lock's numbers for the
@@ -39,7 +38,9 @@ pub(crate) fn from_lock(
     reason: &str,
     directives: &mut Directives,
 ) -> Result<Manifest> {
-    let manifest = lock.to_manifest(&inputs.archs, &inputs.lock_path)?;
+    let mut manifest = lock.to_manifest(&inputs.archs, &inputs.lock_path)?;
+    // The declarations are build.rs's of today, not the lock's.
+    launch::declare(&mut manifest, &inputs.launches)?;
     let todo = if inputs.no_nvcc.is_some() {
         "unset it to build with nvcc"
     } else {

@@ -3,8 +3,9 @@
 use crate::cargo::{self, Directives};
 use crate::env::Env;
 use crate::error::Result;
+use crate::launch::Launch;
 use crate::manifest::{Embed, Manifest};
-use crate::pipeline;
+use crate::{arch, inputs, pipeline};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -16,10 +17,13 @@ use std::path::{Path, PathBuf};
 pub struct Build {
     pub(crate) files: Vec<PathBuf>,
     pub(crate) globs: Vec<String>,
+    pub(crate) excludes: Vec<String>,
     pub(crate) includes: Vec<PathBuf>,
     pub(crate) defines: Vec<(String, Option<String>)>,
     pub(crate) flags: Vec<String>,
     pub(crate) archs: Vec<String>,
+    pub(crate) arch_variants: Vec<(String, arch::Variant)>,
+    pub(crate) launches: Vec<(String, Launch)>,
     pub(crate) nvcc: Option<PathBuf>,
     pub(crate) deny_spills: bool,
     pub(crate) max_registers: Vec<(String, u32)>,
@@ -68,11 +72,22 @@ impl Build {
         self
     }
 
-    /// Adds every file matching a glob pattern (`kernels/**/*.cu`), relative to
-    /// the crate root; matched in sorted order when the build runs. A pattern
-    /// that matches nothing is an error.
+    /// Adds every file matching a glob pattern, relative to the crate root:
+    /// `kernels/*.cu` (one folder), `src/**/*.cu` (`**` crosses folders);
+    /// matched in sorted order when the build runs. A pattern that matches
+    /// nothing, or only files that [`Build::exclude`] removes, is an error.
     pub fn glob(&mut self, pattern: impl Into<String>) -> &mut Self {
         self.globs.push(pattern.into());
+        self
+    }
+
+    /// Leaves out the files of [`Build::glob`] that match this glob
+    /// pattern, relative to the crate root (`src/moe/**`, `src/*_test.cu`;
+    /// `*` stays within a folder, `**` crosses folders). Files named with
+    /// [`Build::file`] are always built. An exclude that matches nothing is
+    /// fine.
+    pub fn exclude(&mut self, pattern: impl Into<String>) -> &mut Self {
+        self.excludes.push(pattern.into());
         self
     }
 
@@ -106,6 +121,109 @@ impl Build {
         for arch in archs {
             self.arch(arch);
         }
+        self
+    }
+
+    /// Builds these compute capabilities as their architecture-specific
+    /// target, `sm_90` as `sm_90a` and `sm_100` as `sm_100a`, whichever
+    /// list the build's archs come from (`.arch()`, `OCC_ARCHS`,
+    /// `CUDA_COMPUTE_CAP`): for kernels that use features only that exact
+    /// chip has (wgmma, tcgen05, setmaxnreg). Archs of the list that the
+    /// build does not target are ignored; one without an `a` target (before
+    /// sm_90) is an error. The last of `arch_specific` and
+    /// [`Build::arch_family`] naming an arch wins.
+    ///
+    /// ```no_run
+    /// // CUDA_COMPUTE_CAP=90 builds sm_90a; =80 builds sm_80.
+    /// occ_build::Build::new()
+    ///     .glob("kernels/*.cu")
+    ///     .arch_specific(["sm_90", "sm_100"])
+    ///     .compile();
+    /// ```
+    pub fn arch_specific<S: Into<String>>(
+        &mut self,
+        archs: impl IntoIterator<Item = S>,
+    ) -> &mut Self {
+        for name in archs {
+            self.arch_variants
+                .push((name.into(), arch::Variant::Specific));
+        }
+        self
+    }
+
+    /// Builds these compute capabilities as their family target, `sm_100`
+    /// as `sm_100f` (CUDA 12.9+: code that runs on every chip of the
+    /// family). As [`Build::arch_specific`] otherwise; an arch without an
+    /// `f` target (before sm_100) is an error.
+    pub fn arch_family<S: Into<String>>(
+        &mut self,
+        archs: impl IntoIterator<Item = S>,
+    ) -> &mut Self {
+        for name in archs {
+            self.arch_variants
+                .push((name.into(), arch::Variant::Family));
+        }
+        self
+    }
+
+    /// The archs this build will compile for, before compiling: `OCC_ARCHS`,
+    /// else `CUDA_COMPUTE_CAP`, else [`Build::arch`], with the suffixes of
+    /// [`Build::arch_specific`] and [`Build::arch_family`] applied, exactly
+    /// as the build computes them (and with the same errors). Prints
+    /// `cargo::rerun-if-env-changed` for each variable read, so a build
+    /// script that decides on the list is rerun when it changes. Use it to
+    /// adapt the build to its archs:
+    ///
+    /// ```no_run
+    /// let mut build = occ_build::Build::new();
+    /// build.glob("kernels/*.cu").archs(["sm_75", "sm_90"]);
+    /// let archs = build.resolved_archs().expect("valid archs");
+    /// if archs.iter().any(|t| t.cc < 80) {
+    ///     build.define("NO_BF16_KERNEL", None);
+    /// }
+    /// build.compile();
+    /// ```
+    pub fn resolved_archs(&self) -> Result<Vec<arch::Target>> {
+        let env = Env::new();
+        let archs = self.resolved_archs_with(&env);
+        Directives {
+            rerun_if_env_changed: env.read_vars().into_iter().collect(),
+            ..Directives::default()
+        }
+        .print();
+        archs
+    }
+
+    /// [`Build::resolved_archs`] with a given environment reader; prints
+    /// nothing (the variables read are in [`Env::read_vars`]).
+    pub fn resolved_archs_with(&self, env: &Env) -> Result<Vec<arch::Target>> {
+        inputs::targets(self, env)
+    }
+
+    /// Declares the launch of the kernels whose symbol, name, short name or
+    /// Rust identifier matches `pattern` (`*` any characters, `?` one):
+    /// the block shape and dynamic shared memory they are written for. The
+    /// manifest then records, per arch, the occupancy at that launch and
+    /// what would lift it (registers to drop, the `__launch_bounds__(N,
+    /// minBlocks)` that reaches the next step); reports, `cargo occ
+    /// explain` and the gate judge the kernel there rather than at its best
+    /// block size. Without a declaration, a kernel's `__launch_bounds__`
+    /// (its max threads) or `.reqntid` is its declared launch. The last
+    /// pattern that matches a kernel wins. A pattern that matches no kernel
+    /// is an error naming the closest ones, and so is a launch a kernel
+    /// cannot take (above its launch bounds, other than its `.reqntid`).
+    ///
+    /// ```no_run
+    /// use occ_build::{Build, Launch};
+    /// Build::new()
+    ///     .glob("kernels/*.cu")
+    ///     .arch("sm_80")
+    ///     .launch("fast_argmin_*", Launch::block(1024))
+    ///     .launch("conv2d", Launch::block_2d(16, 16).dynamic_smem_per_thread(8))
+    ///     .compile();
+    /// ```
+    pub fn launch(&mut self, pattern: impl Into<String>, launch: Launch) -> &mut Self {
+        self.launches.push((pattern.into(), launch));
         self
     }
 

@@ -130,6 +130,21 @@ impl DeviceCode {
     }
 }
 
+/// The launch a kernel is written for (build.rs `.launch()`,
+/// `__launch_bounds__` or `.reqntid`) and its occupancy there.
+#[derive(Debug, Clone, Copy)]
+#[allow(dead_code)]
+pub struct DeclaredLaunch {
+    /// Threads per block in x, y, z.
+    pub block: [u32; 3],
+    /// Dynamic shared memory per block at that launch, bytes.
+    pub dynamic_smem_bytes: u32,
+    /// Resident blocks per SM.
+    pub blocks_per_sm: u32,
+    /// Occupancy, 0..=1.
+    pub occupancy: f32,
+}
+
 /// A kernel's resources and best launch on one arch, as ptxas reported them
 /// and as `cuda_occupancy.h` computes them.
 #[derive(Debug, Clone, Copy)]
@@ -169,6 +184,8 @@ pub struct KernelArch {
     pub limiters: &'static [&'static str],
     /// Dynamic shared memory a block can still take at that occupancy, bytes.
     pub dynamic_smem_headroom_bytes: u32,
+    /// The launch the kernel is written for, when one is declared.
+    pub declared: Option<DeclaredLaunch>,
     /// The embedded device code that holds this kernel for this arch
     /// (`None` when the build embeds nothing).
     pub code: Option<&'static DeviceCode>,
@@ -332,12 +349,22 @@ fn kernel_arch(arch: &str, k: &KernelArch, blob: Option<usize>) -> String {
         Some(i) => format!("Some(&DEVICE_CODE[{i}])"),
         None => "None".into(),
     };
+    let declared = match &k.declared {
+        Some(d) => {
+            let [x, y, z] = d.launch.block;
+            format!(
+                "Some(DeclaredLaunch {{ block: [{x}, {y}, {z}], dynamic_smem_bytes: {}, blocks_per_sm: {}, occupancy: {:?} }})",
+                d.dynamic_smem, d.active_blocks_per_sm, d.occupancy as f32
+            )
+        }
+        None => "None".into(),
+    };
     format!(
         "KernelArch {{ arch: {}, registers: {}, static_smem_bytes: {}, stack_frame_bytes: {}, \
          spill_stores_bytes: {}, spill_loads_bytes: {}, barriers: {}, max_threads_per_block: {}, \
          min_blocks_per_sm: {}, max_registers: {}, cluster_dims: {cluster}, best_block_size: {}, \
          blocks_per_sm: {}, warps_per_sm: {}, occupancy: {:?}, limiters: &[{}], \
-         dynamic_smem_headroom_bytes: {}, code: {code} }}",
+         dynamic_smem_headroom_bytes: {}, declared: {declared}, code: {code} }}",
         lit(arch),
         k.registers,
         k.static_smem,

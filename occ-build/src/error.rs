@@ -69,10 +69,41 @@ pub enum Error {
     },
     /// No arch was given at all.
     NoArch,
-    /// No `.cu` file was given, or a glob matched nothing.
+    /// No `.cu` file was given, or a glob matched nothing (or only files
+    /// that [`crate::Build::exclude`] removed).
     NoSources {
         /// What was asked for (a glob or nothing).
         what: String,
+        /// The exclude patterns that removed every match of `what` (empty
+        /// when it matched nothing).
+        excluded: Vec<String>,
+    },
+    /// A [`crate::Build::launch`] pattern that matches no kernel.
+    UnmatchedLaunch {
+        /// The pattern given.
+        pattern: String,
+        /// The closest kernel names, best first.
+        closest: Vec<String>,
+    },
+    /// A [`crate::Build::launch`] (or a kernel's own launch bounds) that
+    /// cannot run the kernel on an arch.
+    BadLaunch {
+        /// The kernel.
+        kernel: String,
+        /// The arch.
+        arch: String,
+        /// The launch as written (`1024`, `16x16`).
+        launch: String,
+        /// Why not.
+        detail: String,
+    },
+    /// [`crate::Build::arch_specific`] or [`crate::Build::arch_family`]
+    /// names an arch that nvcc has no such target of (`sm_80a`).
+    NoArchVariant {
+        /// The arch given.
+        arch: String,
+        /// The suffix asked for (`a` or `f`).
+        variant: String,
     },
     /// A source file does not exist or cannot be read.
     MissingSource {
@@ -291,6 +322,20 @@ impl From<occ_model::Error> for Error {
                 arch,
                 detail,
             },
+            occ_model::Error::UnmatchedLaunch { pattern, closest } => {
+                Error::UnmatchedLaunch { pattern, closest }
+            }
+            occ_model::Error::BadLaunch {
+                kernel,
+                arch,
+                launch,
+                detail,
+            } => Error::BadLaunch {
+                kernel,
+                arch,
+                launch,
+                detail,
+            },
             // `occ_model::Error` is non-exhaustive; a new kind keeps its message.
             other => Error::Model(other),
         }
@@ -377,12 +422,56 @@ impl fmt::Display for Error {
                 "no target arch given; call .arch(\"sm_80\") in build.rs, or set OCC_ARCHS=sm_80,sm_90 \
                  (or CUDA_COMPUTE_CAP=80)"
             ),
-            Error::NoSources { what } => {
+            Error::NoSources { what, excluded } => {
                 if what.is_empty() {
                     write!(f, "no .cu files given; add them with .file(\"kernels/k.cu\") or .glob(\"kernels/*.cu\")")
-                } else {
+                } else if excluded.is_empty() {
                     write!(f, "`{what}` matched no .cu file; check the pattern (it is relative to the crate root)")
+                } else {
+                    write!(
+                        f,
+                        "`{what}` matched no .cu file once excluded: .exclude({}) removed every match; \
+                         narrow the exclude or drop the glob",
+                        excluded
+                            .iter()
+                            .map(|e| format!("{e:?}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
                 }
+            }
+            // The core words these; one text for both crates.
+            Error::UnmatchedLaunch { pattern, closest } => write!(
+                f,
+                "{}",
+                occ_model::Error::UnmatchedLaunch {
+                    pattern: pattern.clone(),
+                    closest: closest.clone(),
+                }
+            ),
+            Error::BadLaunch {
+                kernel,
+                arch,
+                launch,
+                detail,
+            } => write!(
+                f,
+                "{}",
+                occ_model::Error::BadLaunch {
+                    kernel: kernel.clone(),
+                    arch: arch.clone(),
+                    launch: launch.clone(),
+                    detail: detail.clone(),
+                }
+            ),
+            Error::NoArchVariant { arch, variant } => {
+                let from = if variant == "f" { "sm_100" } else { "sm_90" };
+                write!(
+                    f,
+                    "{arch} has no `{variant}` target (nvcc has them from {from} on: {from}{variant}); \
+                     drop {arch} from .arch_{}()",
+                    if variant == "f" { "family" } else { "specific" }
+                )
             }
             Error::MissingSource { path, reason } => write!(
                 f,

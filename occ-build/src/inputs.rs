@@ -46,6 +46,8 @@ pub(crate) struct Inputs {
     pub parallel: usize,
     /// `PATH`, where nvcc finds the host compiler and its tools.
     pub path_var: Option<String>,
+    /// The launches of `Build::launch`, `(pattern, launch)` in order.
+    pub launches: Vec<(String, crate::launch::Launch)>,
 }
 
 /// Resolves a build's inputs; watches the sources and the lock.
@@ -61,7 +63,7 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
     .join("occ");
     let package = env.var("CARGO_PKG_NAME").unwrap_or_default();
     let archs = archs(build, env)?;
-    let sources = sources(build, &root, directives)?;
+    let sources = sources(build, &root, &out_dir, directives)?;
     // Read these now so that they are watched even when nvcc is missing.
     let ccbin = env.var("NVCC_CCBIN");
     // nvcc's own variables, and the host compiler's that change what it
@@ -121,6 +123,7 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
         nvcc_vars,
         parallel,
         path_var: env.var("PATH"),
+        launches: build.launches.clone(),
     })
 }
 
@@ -131,8 +134,18 @@ impl Inputs {
     }
 }
 
-/// The target archs: `OCC_ARCHS`, else `CUDA_COMPUTE_CAP`, else `.arch()`.
+/// The target archs: `OCC_ARCHS`, else `CUDA_COMPUTE_CAP`, else `.arch()`,
+/// with the suffixes of [`Build::arch_specific`] and [`Build::arch_family`]
+/// applied, each once, in the order given.
 fn archs(build: &Build, env: &Env) -> Result<Vec<String>> {
+    Ok(targets(build, env)?
+        .iter()
+        .map(arch::Target::nvcc_name)
+        .collect())
+}
+
+/// [`archs`] as parsed targets (what [`Build::resolved_archs`] returns).
+pub(crate) fn targets(build: &Build, env: &Env) -> Result<Vec<arch::Target>> {
     // Read both, so that both are watched.
     let occ_archs = env.var("OCC_ARCHS");
     let compute_cap = env.var("CUDA_COMPUTE_CAP");
@@ -146,23 +159,67 @@ fn archs(build: &Build, env: &Env) -> Result<Vec<String>> {
     if list.is_empty() {
         return Err(Error::NoArch);
     }
-    let mut out: Vec<String> = Vec::new();
-    for name in list {
-        let canonical = arch::canonical_name(&name).map_err(|_| Error::UnknownArch {
+    let parse = |origin: &str, name: &str| {
+        arch::parse_target(name).map_err(|_| Error::UnknownArch {
             origin: origin.to_string(),
-            name: name.clone(),
+            name: name.to_string(),
             known: arch::all().iter().map(|a| a.name.to_string()).collect(),
-        })?;
-        if !out.contains(&canonical) {
-            out.push(canonical);
+        })
+    };
+    // The suffix policy: compute capability -> variant (the last one given wins).
+    let mut policy: Vec<(u32, arch::Variant)> = Vec::new();
+    for (name, variant) in &build.arch_variants {
+        let target = parse(variant_setter(*variant), name)?;
+        if !target.has_variant(*variant) {
+            return Err(Error::NoArchVariant {
+                arch: name.clone(),
+                variant: variant_suffix(*variant).to_string(),
+            });
+        }
+        policy.retain(|(cc, _)| *cc != target.cc);
+        policy.push((target.cc, *variant));
+    }
+    let mut out: Vec<arch::Target> = Vec::new();
+    for name in list {
+        let mut target = parse(origin, &name)?;
+        if let Some((_, variant)) = policy.iter().find(|(cc, _)| *cc == target.cc) {
+            // Checked above: the compute capability has the variant.
+            target = target.with_variant(*variant).unwrap_or(target);
+        }
+        if !out.contains(&target) {
+            out.push(target);
         }
     }
     Ok(out)
 }
 
-/// The `.cu` files of `.file()` and `.glob()`, each once, relative to
-/// `root`; watches each file and each glob's folder.
-fn sources(build: &Build, root: &Path, directives: &mut Directives) -> Result<Vec<String>> {
+/// The setter that states a suffix policy, for messages.
+fn variant_setter(variant: arch::Variant) -> &'static str {
+    match variant {
+        arch::Variant::Family => ".arch_family()",
+        _ => ".arch_specific()",
+    }
+}
+
+/// The suffix of a variant (`a`, `f`), for messages.
+pub(crate) fn variant_suffix(variant: arch::Variant) -> &'static str {
+    match variant {
+        arch::Variant::Base => "",
+        arch::Variant::Specific => "a",
+        arch::Variant::Family => "f",
+    }
+}
+
+/// The `.cu` files of `.file()` and `.glob()` (less `.exclude()`), each
+/// once, relative to `root`; watches each file and each glob's folder (the
+/// part of the pattern before its first wildcard, unless it holds
+/// `out_dir`: that would rerun the build script on every build).
+fn sources(
+    build: &Build,
+    root: &Path,
+    out_dir: &Path,
+    directives: &mut Directives,
+) -> Result<Vec<String>> {
     let mut seen: BTreeSet<String> = BTreeSet::new();
     let mut ordered: Vec<String> = Vec::new();
     let mut add = |rel: String| {
@@ -185,6 +242,21 @@ fn sources(build: &Build, root: &Path, directives: &mut Directives) -> Result<Ve
         }
         add(relative(root, &full));
     }
+    let excludes = build
+        .excludes
+        .iter()
+        .map(|pattern| {
+            glob::Pattern::new(pattern).map_err(|e| Error::BadGlob {
+                pattern: pattern.clone(),
+                detail: e.to_string(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    // `*` stays within a folder; `**` crosses folders, as in `.glob()`.
+    let options = glob::MatchOptions {
+        require_literal_separator: true,
+        ..glob::MatchOptions::new()
+    };
     for pattern in &build.globs {
         // The crate's own folder may hold `[`, `*` or `?` (`brk[v2]/`): only
         // the pattern given is a pattern.
@@ -199,29 +271,66 @@ fn sources(build: &Build, root: &Path, directives: &mut Directives) -> Result<Ve
             .filter(|p| p.is_file())
             .collect();
         matched.sort();
-        if matched.is_empty() {
+        // Watch the folder too, so a new file reruns the build (cargo scans
+        // a watched folder recursively).
+        let dir = literal_prefix(pattern);
+        let dir = root.join(dir);
+        if !out_dir.starts_with(&dir) {
+            directives.watch(&dir);
+        }
+        let found = matched.len();
+        let mut removed_by: Vec<String> = Vec::new();
+        let kept: Vec<String> = matched
+            .iter()
+            .map(|path| relative(root, path))
+            .filter(|rel| {
+                let hit = excludes
+                    .iter()
+                    .find(|e| e.matches_with(rel, options))
+                    .map(|e| e.as_str().to_string());
+                if let Some(e) = hit {
+                    if !removed_by.contains(&e) {
+                        removed_by.push(e);
+                    }
+                    false
+                } else {
+                    true
+                }
+            })
+            .collect();
+        if kept.is_empty() {
             return Err(Error::NoSources {
                 what: pattern.clone(),
+                excluded: if found > 0 { removed_by } else { Vec::new() },
             });
         }
-        // Watch the folder too, so a new file reruns the build.
-        if let Some(dir) = Path::new(pattern).parent() {
-            let dir = dir.display().to_string();
-            if !dir.contains(['*', '?', '[']) {
-                directives.watch(&root.join(dir));
-            }
-        }
-        for path in matched {
-            directives.watch(&path);
-            add(relative(root, &path));
+        for rel in kept {
+            directives.watch(&root.join(&rel));
+            add(rel);
         }
     }
     if ordered.is_empty() {
         return Err(Error::NoSources {
             what: String::new(),
+            excluded: Vec::new(),
         });
     }
     Ok(ordered)
+}
+
+/// The folders of a glob pattern before its first wildcard component:
+/// `src/**/*.cu` → `src`, `kernels/*.cu` → `kernels`, `*.cu` → ``.
+fn literal_prefix(pattern: &str) -> PathBuf {
+    let mut out = PathBuf::new();
+    let components: Vec<&str> = pattern.split(['/', '\\']).collect();
+    // The last component is a file pattern (or a file).
+    for part in &components[..components.len().saturating_sub(1)] {
+        if part.contains(['*', '?', '[']) {
+            break;
+        }
+        out.push(part);
+    }
+    out
 }
 
 fn env_path(env: &Env, var: &str) -> Result<PathBuf> {

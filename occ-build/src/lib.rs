@@ -52,6 +52,29 @@
 //! With `occ-macros`, `#[launch_config(kernel = "saxpy")]` on the launch
 //! function bakes `BLOCK_SIZE` and friends into it instead.
 //!
+//! ## Sources, archs and declared launches
+//!
+//! ```no_run
+//! use occ_build::{Build, Launch};
+//! let mut build = Build::new();
+//! build
+//!     .glob("src/**/*.cu")
+//!     .exclude("src/moe/**")
+//!     .archs(["sm_75", "sm_90"])
+//!     .arch_specific(["sm_90"]) // sm_90 is built as sm_90a
+//!     .launch("fast_argmin_*", Launch::block(1024));
+//! if build.resolved_archs().expect("archs").iter().any(|t| t.cc < 80) {
+//!     build.define("NO_BF16_KERNEL", None);
+//! }
+//! build.compile();
+//! ```
+//!
+//! [`Build::launch`] states the launch a kernel is written for; without
+//! one its `__launch_bounds__` or `.reqntid` is its declared launch. The
+//! manifest records the occupancy there and what would lift it
+//! ([`launch::Declared`]); reports, `cargo occ explain` and the gate judge
+//! the kernel at that launch.
+//!
 //! ## Finding nvcc
 //!
 //! In order: [`Build::nvcc`], `NVCC`, `CUDA_HOME`, `CUDA_PATH`, `CUDA_ROOT`,
@@ -173,9 +196,11 @@ pub mod toolkit;
 pub use builder::{Build, Report};
 pub use error::{Error, Result};
 pub use hostlib::Cudart;
+pub use occ_model::launch::Launch;
 pub use occ_model::manifest::{Embed, Manifest};
 
 // The pure core, re-exported so that a build script needs one dependency.
 pub use occ_model::{
-    analyze, arch, compare, lock, manifest, names, occupancy, ptx, ptxas, sweep, table, tune,
+    analyze, arch, compare, launch, lock, manifest, names, occupancy, ptx, ptxas, sweep, table,
+    tune,
 };

@@ -44,6 +44,7 @@ fn kernel_arch() -> impl Strategy<Value = KernelArch> {
                     spill_loads: loads,
                     launch_bounds: LaunchBounds::default(),
                     maxrregcount: None,
+                    declared: None,
                     best: Best {
                         block_size: 256,
                         active_blocks_per_sm: 4,
@@ -191,6 +192,7 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
             spill_loads: 0,
             launch_bounds: LaunchBounds::default(),
             maxrregcount: None,
+            declared: None,
             best: Best {
                 block_size: 256,
                 active_blocks_per_sm: 8,

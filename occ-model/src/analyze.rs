@@ -124,6 +124,7 @@ pub fn build_manifest<'a>(
                 barriers: record.barriers,
                 launch_bounds,
                 maxrregcount: maxrregcount(job.args),
+                declared: None,
                 best: Best {
                     block_size: 0,
                     active_blocks_per_sm: 0,

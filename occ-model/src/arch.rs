@@ -486,6 +486,25 @@ impl Target {
         };
         format!("sm_{}{}", self.cc, suffix)
     }
+
+    /// Whether nvcc builds this compute capability with `variant`: every
+    /// one as [`Variant::Base`], architecture-specific (`a`) from 9.0 on,
+    /// family (`f`) from 10.0 on (CUDA 12.9+). nvcc refuses `sm_80a` and
+    /// `sm_90f`.
+    pub fn has_variant(&self, variant: Variant) -> bool {
+        match variant {
+            Variant::Base => true,
+            Variant::Specific => self.cc >= 90,
+            Variant::Family => self.cc >= 100,
+        }
+    }
+
+    /// The same compute capability as `variant` (`sm_90` → `sm_90a`), or
+    /// `None` when nvcc has no such target ([`Target::has_variant`]).
+    pub fn with_variant(self, variant: Variant) -> Option<Target> {
+        self.has_variant(variant)
+            .then_some(Target { variant, ..self })
+    }
 }
 
 /// The error for an architecture name that is not in the table.
@@ -594,6 +613,31 @@ mod tests {
             }
         }
         assert_eq!(all().len(), 21);
+    }
+
+    #[test]
+    fn variants_exist_where_nvcc_has_them() {
+        let t = |n: &str| parse_target(n).unwrap();
+        assert_eq!(
+            t("90")
+                .with_variant(Variant::Specific)
+                .map(|v| v.nvcc_name()),
+            Some("sm_90a".to_string())
+        );
+        assert_eq!(
+            t("sm_100a")
+                .with_variant(Variant::Family)
+                .map(|v| v.nvcc_name()),
+            Some("sm_100f".to_string())
+        );
+        assert_eq!(t("sm_89").with_variant(Variant::Specific), None);
+        assert_eq!(t("sm_90").with_variant(Variant::Family), None);
+        assert_eq!(
+            t("sm_90a")
+                .with_variant(Variant::Base)
+                .map(|v| v.nvcc_name()),
+            Some("sm_90".to_string())
+        );
     }
 
     #[test]

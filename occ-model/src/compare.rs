@@ -261,7 +261,7 @@ pub fn compare(lock: &Lock, candidate: &Lock, thresholds: &Thresholds) -> Diff {
                     continue;
                 };
                 let threshold = thresholds.for_kernel(after_k);
-                let judged = judge(before, after, threshold);
+                let judged = judge(arch, before, after, threshold);
                 let (verdict, reasons, mut also) = match (judged, &moved_from) {
                     (Some(j), _) => j,
                     (None, Some(_)) => (Verdict::Changed, Vec::new(), Vec::new()),
@@ -365,6 +365,7 @@ fn name_renames(findings: &mut [Finding]) {
 /// The verdict on one kernel × arch, the changes that decided it, and every
 /// other change; `None` when nothing the lock records changed.
 fn judge(
+    arch: &str,
     before: &Resources,
     after: &Resources,
     threshold: u32,
@@ -372,16 +373,21 @@ fn judge(
     let mut worse = Vec::new();
     let mut better = Vec::new();
     let mut neutral = Vec::new();
-    let (bo, ao) = (before.best.occupancy, after.best.occupancy);
     // Occupancy is a ratio of small integers; compare resident warps.
-    let (bw, aw) = (
-        before.best.active_warps_per_sm,
-        after.best.active_warps_per_sm,
-    );
+    let ((bo, bw), (ao, aw), at) = judged_occupancy(arch, before, after);
     if aw < bw || (aw == bw && ao + 1e-9 < bo) {
-        worse.push(format!("occupancy {} -> {}", percent(bo), percent(ao)));
+        worse.push(format!("occupancy{at} {} -> {}", percent(bo), percent(ao)));
     } else if aw > bw || ao > bo + 1e-9 {
-        better.push(format!("occupancy {} -> {}", percent(bo), percent(ao)));
+        better.push(format!("occupancy{at} {} -> {}", percent(bo), percent(ao)));
+    }
+    let launch = |r: &Resources| r.declared.as_ref().map(|d| d.launch.describe());
+    if launch(before) != launch(after) {
+        let show = |l: Option<String>| l.unwrap_or_else(|| "none".into());
+        neutral.push(format!(
+            "declared launch {} -> {}",
+            show(launch(before)),
+            show(launch(after))
+        ));
     }
     let (bs, as_) = (before.spill_bytes(), after.spill_bytes());
     if bs == 0 && as_ > 0 {
@@ -434,6 +440,38 @@ fn judge(
         return Some((Verdict::Changed, neutral, Vec::new()));
     }
     None
+}
+
+/// The (occupancy, resident warps) before and after that the gate
+/// compares, and the phrase naming the launch: at the candidate's declared
+/// launch when it has one (before's numbers recomputed at that launch from
+/// its resources when it recorded another launch or none), else at the
+/// best block size of each.
+fn judged_occupancy(
+    arch: &str,
+    before: &Resources,
+    after: &Resources,
+) -> ((f64, u32), (f64, u32), String) {
+    let best = |r: &Resources| (r.best.occupancy, r.best.active_warps_per_sm);
+    let Some(declared) = &after.declared else {
+        return (best(before), best(after), String::new());
+    };
+    let at = |d: &crate::launch::Declared| (d.occupancy, d.active_warps_per_sm);
+    let then = match &before.declared {
+        Some(b) if b.launch == declared.launch => Some(at(b)),
+        _ => crate::launch::declared(arch, before, &declared.launch, declared.by.clone())
+            .ok()
+            .map(|b| at(&b)),
+    };
+    match then {
+        Some(then) => (
+            then,
+            at(declared),
+            format!(" at block {}", declared.launch.describe()),
+        ),
+        // The old resources cannot take the new launch: compare best to best.
+        None => (best(before), best(after), String::new()),
+    }
 }
 
 /// The before/after table of the findings, one block per kernel × arch.
@@ -541,6 +579,7 @@ pub(crate) mod tests {
             stack_frame: 0,
             cumulative_stack: Some(0),
             maxrregcount: None,
+            declared: None,
             barriers: Some(0),
             launch_bounds: LaunchBounds::default(),
             best: Best {
@@ -624,6 +663,44 @@ pub(crate) mod tests {
             "{table}"
         );
         assert!(table.contains("a on sm_80 (k.cu): occupancy 100.0% -> 50.0%"));
+    }
+
+    #[test]
+    fn a_declared_launch_is_judged_at_that_launch() {
+        use crate::launch::{declared, DeclaredBy, Launch};
+        let at_1024 = |mut r: Resources| {
+            let by = DeclaredBy::Build {
+                pattern: "a".into(),
+            };
+            r.declared = Some(declared("sm_80", &r, &Launch::block(1024), by).expect("runs"));
+            r
+        };
+        // Two more registers: within the threshold, and the best launch (as
+        // recorded) is unchanged; at 1024 threads one block of two is lost.
+        let before = lock(&[("a", arch(32, 64, 0))]);
+        let after = lock(&[("a", at_1024(arch(34, 64, 0)))]);
+        let plain = lock(&[("a", arch(34, 64, 0))]);
+        assert_eq!(
+            verdicts(&compare(&before, &plain, &Thresholds::default())),
+            [("a".to_string(), Verdict::Changed)]
+        );
+        // The old lock records no launch: its numbers are recomputed at 1024.
+        let d = compare(&before, &after, &Thresholds::default());
+        assert_eq!(verdicts(&d), [("a".to_string(), Verdict::Regression)]);
+        assert_eq!(
+            d.findings[0].reasons,
+            ["occupancy at block 1024 100.0% -> 50.0%"]
+        );
+        assert!(d.findings[0]
+            .also
+            .contains(&"declared launch none -> 1024".to_string()));
+        // Both recorded at the launch: compared as recorded.
+        let d = compare(
+            &lock(&[("a", at_1024(arch(32, 64, 0)))]),
+            &after,
+            &Thresholds::default(),
+        );
+        assert_eq!(verdicts(&d), [("a".to_string(), Verdict::Regression)]);
     }
 
     #[test]

@@ -33,6 +33,24 @@ pub enum Error {
         /// The model's reason.
         detail: String,
     },
+    /// A `Build::launch` pattern that matches no kernel of the build.
+    UnmatchedLaunch {
+        /// The pattern given.
+        pattern: String,
+        /// The closest kernel names, best first.
+        closest: Vec<String>,
+    },
+    /// A declared launch that cannot run a kernel it names.
+    BadLaunch {
+        /// The kernel (its name without parameters).
+        kernel: String,
+        /// The arch.
+        arch: String,
+        /// The launch, as written (`1024`, `16x16 + 4 B/thread smem`).
+        launch: String,
+        /// Why not.
+        detail: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -49,6 +67,29 @@ impl fmt::Display for Error {
                 arch,
                 detail,
             } => write!(f, "cannot compute occupancy of {kernel} on {arch}: {detail}"),
+            Error::UnmatchedLaunch { pattern, closest } => {
+                write!(f, "launch(\"{pattern}\", ..) in build.rs matches no kernel")?;
+                if closest.is_empty() {
+                    write!(f, " (the build has no kernels)")?;
+                } else {
+                    write!(f, "; closest: {}", closest.join(", "))?;
+                }
+                write!(
+                    f,
+                    "; a pattern matches a kernel's symbol, name, short name or Rust identifier \
+                     (`*` any characters, `?` one)"
+                )
+            }
+            Error::BadLaunch {
+                kernel,
+                arch,
+                launch,
+                detail,
+            } => write!(
+                f,
+                "the declared launch of {kernel} ({launch} threads) cannot run it on {arch}: {detail}; \
+                 fix the launch in build.rs or the kernel's launch bounds"
+            ),
         }
     }
 }

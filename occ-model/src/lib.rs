@@ -3,7 +3,7 @@
 //! Everything occ knows about CUDA kernels that needs no process, no file
 //! system and no environment: the per-arch limits ([`arch`]), occupancy
 //! exactly as NVIDIA's `cuda_occupancy.h` computes it ([`occupancy`]), the
-//! block-size tuner ([`tune`]), the readers of ptxas's `-v` log ([`ptxas`])
+//! block-size tuner ([`tune`]), declared launches ([`launch`]), the readers of ptxas's `-v` log ([`ptxas`])
 //! and of PTX directives ([`ptx`]), kernel names ([`names`]), the
 //! manifest and lock schemas ([`manifest`], [`lock`]), how a build compares
 //! with its lock ([`compare`]), what a register-cap sweep tries ([`sweep`]),
@@ -28,6 +28,7 @@ pub mod analyze;
 pub mod arch;
 pub mod compare;
 pub mod error;
+pub mod launch;
 pub mod lock;
 pub mod manifest;
 pub mod names;

@@ -143,6 +143,12 @@ pub struct Resources {
     pub maxrregcount: Option<u32>,
     /// Occupancy at the best block size with no dynamic shared memory.
     pub best: Best,
+    /// The launch the kernel is written for (`Build::launch`, else its
+    /// `__launch_bounds__`/`.reqntid`), the occupancy there and what would
+    /// lift it; absent when nothing declares one. Reports and the gate
+    /// judge the kernel at this launch when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared: Option<crate::launch::Declared>,
 }
 
 impl Resources {
@@ -154,6 +160,53 @@ impl Resources {
     /// Whether the kernel spills registers on this arch.
     pub fn spills(&self) -> bool {
         self.spill_stores > 0 || self.spill_loads > 0
+    }
+
+    /// The launch reports and the gate judge the kernel at: its declared
+    /// launch when it has one, else its best block size.
+    pub fn judged(&self) -> Judged<'_> {
+        match &self.declared {
+            Some(d) => Judged {
+                block_size: d.block_size,
+                occupancy: d.occupancy,
+                active_warps_per_sm: d.active_warps_per_sm,
+                limiters: &d.limiters,
+                declared: Some(d),
+            },
+            None => Judged {
+                block_size: self.best.block_size,
+                occupancy: self.best.occupancy,
+                active_warps_per_sm: self.best.active_warps_per_sm,
+                limiters: &self.best.limiters,
+                declared: None,
+            },
+        }
+    }
+}
+
+/// A kernel's occupancy at the launch it is judged at ([`Resources::judged`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Judged<'a> {
+    /// Threads per block.
+    pub block_size: u32,
+    /// Resident warps / the SM's maximum, 0..=1.
+    pub occupancy: f64,
+    /// Resident warps per SM.
+    pub active_warps_per_sm: u32,
+    /// What limits it.
+    pub limiters: &'a [String],
+    /// The declared launch, when it is one (else the best block size).
+    pub declared: Option<&'a crate::launch::Declared>,
+}
+
+impl Judged<'_> {
+    /// The launch as the reports' `launch` column shows it: the declared
+    /// shape (`1024`, `16x16 + 4 B/thread smem`), or `best` (the best block).
+    pub fn launch(&self) -> String {
+        match self.declared {
+            Some(d) => d.launch.describe(),
+            None => "best".into(),
+        }
     }
 }
 
@@ -468,12 +521,18 @@ pub fn validate_resources(
     arch: &str,
     r: &Resources,
 ) -> std::result::Result<(), String> {
-    let occupancy = r.best.occupancy;
-    if !(0.0..=1.0).contains(&occupancy) {
-        return Err(format!(
-            "kernel {kernel:?} on {arch} records occupancy {occupancy:?}, which is not a fraction \
-             between 0 and 1 (the file is damaged)"
-        ));
+    let declared = r.declared.iter().flat_map(|d| {
+        [d.occupancy]
+            .into_iter()
+            .chain(d.lift.as_ref().map(|l| l.occupancy))
+    });
+    for occupancy in [r.best.occupancy].into_iter().chain(declared) {
+        if !(0.0..=1.0).contains(&occupancy) {
+            return Err(format!(
+                "kernel {kernel:?} on {arch} records occupancy {occupancy:?}, which is not a fraction \
+                 between 0 and 1 (the file is damaged)"
+            ));
+        }
     }
     Ok(())
 }

@@ -267,6 +267,7 @@ mod tests {
                 dynamic_smem_headroom: 0,
             },
             maxrregcount: None,
+            declared: None,
         }
     }
 

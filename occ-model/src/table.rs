@@ -70,10 +70,17 @@ pub struct Row {
     pub static_smem: u32,
     /// Spilled bytes (stores + loads).
     pub spill_bytes: u32,
-    /// Occupancy at the best block size, 0..=1.
+    /// Occupancy at the declared launch, else at the best block size, 0..=1.
     pub occupancy: f64,
     /// What limits it.
     pub limiters: Vec<String>,
+    /// The declared launch (`1024`, `16x16`), or `best` when none is declared.
+    pub launch: String,
+    /// At a declared launch below full occupancy, what would reach the
+    /// next step (`2 fewer registers (at most 32), or
+    /// __launch_bounds__(1024, 2) -> 100.0%`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lift: Option<String>,
     /// The best block size.
     pub best_block: u32,
     /// Dynamic shared memory a block can still take there, bytes.
@@ -85,6 +92,7 @@ pub fn rows(m: &Manifest) -> Vec<Row> {
     let mut out = Vec::new();
     for k in &m.kernels {
         for (arch, a) in &k.archs {
+            let judged = a.judged();
             out.push(Row {
                 kernel: k.base_name.clone(),
                 source: k.source.clone(),
@@ -92,8 +100,13 @@ pub fn rows(m: &Manifest) -> Vec<Row> {
                 registers: a.registers,
                 static_smem: a.static_smem,
                 spill_bytes: a.spill_bytes(),
-                occupancy: a.best.occupancy,
-                limiters: a.best.limiters.clone(),
+                occupancy: judged.occupancy,
+                limiters: judged.limiters.to_vec(),
+                launch: judged.launch(),
+                lift: judged
+                    .declared
+                    .and_then(|d| d.lift.as_ref())
+                    .and_then(|l| l.describe()),
                 best_block: a.best.block_size,
                 headroom: a.best.dynamic_smem_headroom,
             });
@@ -103,12 +116,13 @@ pub fn rows(m: &Manifest) -> Vec<Row> {
 }
 
 /// The column names of [`table`].
-pub const HEADER: [&str; 9] = [
+pub const HEADER: [&str; 10] = [
     "kernel",
     "arch",
     "registers",
     "smem",
     "spills",
+    "launch",
     "occupancy",
     "limiter",
     "best block",
@@ -116,13 +130,14 @@ pub const HEADER: [&str; 9] = [
 ];
 
 /// The cells of one [`Row`], formatted as [`table`] prints them.
-pub fn cells(r: &Row) -> [String; 9] {
+pub fn cells(r: &Row) -> [String; 10] {
     [
         r.kernel.clone(),
         r.arch.clone(),
         r.registers.to_string(),
         r.static_smem.to_string(),
         r.spill_bytes.to_string(),
+        r.launch.clone(),
         percent(r.occupancy),
         r.limiters.join(" + "),
         r.best_block.to_string(),
@@ -130,11 +145,33 @@ pub fn cells(r: &Row) -> [String; 9] {
     ]
 }
 
-/// The terminal table: one line per kernel × arch.
+/// The terminal table: one line per kernel × arch (occupancy at the
+/// declared launch, or at the best block size where the launch column
+/// says `best`), then one line per kernel × arch whose declared launch
+/// could reach the next occupancy step, saying how.
 pub fn table(m: &Manifest) -> String {
-    let mut all: Vec<[String; 9]> = vec![HEADER.map(str::to_string)];
-    all.extend(rows(m).iter().map(cells));
-    align(&all)
+    let rows = rows(m);
+    let mut all: Vec<[String; 10]> = vec![HEADER.map(str::to_string)];
+    all.extend(rows.iter().map(cells));
+    let mut out = align(&all);
+    let lifts: Vec<String> = rows
+        .iter()
+        .filter_map(|r| {
+            let lift = r.lift.as_ref()?;
+            Some(format!(
+                "  {} on {} at block {} ({}): {lift}\n",
+                r.kernel,
+                r.arch,
+                r.launch,
+                percent(r.occupancy)
+            ))
+        })
+        .collect();
+    if !lifts.is_empty() {
+        out.push_str("\nat the declared launch, one step up:\n");
+        out.extend(lifts);
+    }
+    out
 }
 
 #[cfg(test)]

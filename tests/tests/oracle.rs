@@ -567,3 +567,78 @@ fn bench_side_by_side() {
     assert_eq!(n, calls);
     assert_eq!(sum, cpp_sum, "checksums differ");
 }
+
+/// A kernel built by nvcc for a declared launch (a fixed
+/// `__shared__ float s[1024]`, 1024 threads): the manifest's occupancy at
+/// that launch, and the register count its lift names, are the header's.
+#[test]
+fn a_declared_launch_of_a_built_kernel_matches_header() {
+    let s = occ_tests::Scratch::new();
+    s.write("kernels/k.cu", include_str!("../fixtures/cu/declared/k.cu"));
+    let report = s
+        .build(["sm_80", "sm_90"])
+        .launch("fast_argmin_*", occ_build::Launch::block(1024))
+        .try_compile_with(&occ_tests::build_env(&[]))
+        .unwrap_or_else(|e| panic!("build failed: {e}"));
+    let devs = devices();
+    // (what, case, the blocks the manifest says)
+    let mut checks: Vec<(String, Case, u32)> = Vec::new();
+    for k in &report.manifest.kernels {
+        for (arch_name, a) in &k.archs {
+            let Some(d) = a.declared.as_ref() else {
+                continue;
+            };
+            let index = devs
+                .iter()
+                .position(|(_, _, x)| x.name == arch_name.as_str())
+                .expect("arch in the device table") as u32;
+            let case = |registers: u32| Case {
+                arch: index,
+                regs: registers,
+                static_smem: a.static_smem,
+                max_dyn: devs[index as usize].2.smem_per_block_optin - a.static_smem,
+                barriers: a.barriers.unwrap_or(1),
+                fn_max_threads: a.launch_bounds.max_threads_per_block().unwrap_or(1024),
+                virtual_res: 0,
+                block_size: d.block_size,
+                dyn_smem: d.dynamic_smem,
+                carveout: -1,
+                cache_pref: 0,
+                gc: 0,
+                tune_kind: 0,
+                per_thread: 0,
+                fixed: 0,
+                num_blocks: 1,
+            };
+            let what = format!("{} on {arch_name} at {}", k.name, d.block_size);
+            checks.push((what.clone(), case(a.registers), d.active_blocks_per_sm));
+            if let Some(hint) = d.lift.as_ref().and_then(|l| l.registers) {
+                let target = d.lift.as_ref().map_or(0, |l| l.target_blocks);
+                checks.push((
+                    format!("{what}, {} registers", hint.max_registers),
+                    case(hint.max_registers),
+                    target,
+                ));
+            }
+        }
+    }
+    // The fixture's argmin kernels at 1024, both archs, with a lift on sm_80.
+    assert!(checks.len() >= 5, "{checks:?}");
+    let mut input = device_table().into_bytes();
+    for (_, c, _) in &checks {
+        c.to_bytes(&mut input);
+    }
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("occ-oracle-declared.bin");
+    std::fs::write(&path, &input).expect("write declared input");
+    let mut child = run_harness("random", &path);
+    let mut out = child.stdout.take().expect("stdout");
+    let mut rec = [0u8; 68];
+    for (what, c, blocks) in &checks {
+        out.read_exact(&mut rec).expect("result record");
+        let status = i32::from_le_bytes(rec[0..4].try_into().expect("4 bytes"));
+        let active = i32::from_le_bytes(rec[4..8].try_into().expect("4 bytes"));
+        assert_eq!(status, 0, "{what}: {c:?}");
+        assert_eq!(active, *blocks as i32, "{what}: header vs manifest, {c:?}");
+    }
+    assert!(child.wait().expect("harness").success());
+}

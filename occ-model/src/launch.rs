@@ -1,0 +1,497 @@
+//! Declared launches: the block shape and dynamic shared memory a kernel is
+//! launched with, stated in `build.rs` (`Build::launch("reduce_*",
+//! Launch::block(1024))`) or by the kernel itself (`__launch_bounds__`,
+//! `.reqntid`), and the kernel's occupancy at that launch with what would
+//! lift it to the next step ([`Declared`], recorded per kernel × arch in the
+//! manifest and the lock).
+//!
+//! [`Launch`] here is what a kernel is written for (a shape and a rule for
+//! its dynamic shared memory); [`crate::occupancy::Launch`] is one
+//! configuration the model evaluates ([`Launch::at`] gives it).
+//!
+//! ```
+//! use occ_model::launch::Launch;
+//! let l = Launch::block_2d(16, 16).dynamic_smem_per_thread(8).dynamic_smem(512);
+//! assert_eq!(l.threads(), 256);
+//! assert_eq!(l.dynamic_smem_bytes(), 256 * 8 + 512);
+//! ```
+
+use crate::error::{Error, Result};
+use crate::manifest::{LaunchBounds, Manifest, Resources};
+use crate::occupancy::{self, occupancy};
+use crate::tune::{self, DynamicSmem, LaunchBoundsHint, RegisterHint, SmemHint};
+use crate::{analyze, arch};
+use serde::{Deserialize, Serialize};
+
+/// The launch a kernel is written for: its block shape and its dynamic
+/// shared memory (fixed bytes, bytes per thread, or both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Launch {
+    /// Threads per block in x, y, z.
+    pub block: [u32; 3],
+    /// Dynamic shared memory per block.
+    #[serde(default)]
+    pub dynamic_smem: DynamicSmem,
+}
+
+impl Launch {
+    /// A 1-D block of `x` threads, no dynamic shared memory.
+    pub const fn block(x: u32) -> Self {
+        Self::block_3d(x, 1, 1)
+    }
+
+    /// A 2-D block of `x × y` threads.
+    pub const fn block_2d(x: u32, y: u32) -> Self {
+        Self::block_3d(x, y, 1)
+    }
+
+    /// A 3-D block of `x × y × z` threads.
+    pub const fn block_3d(x: u32, y: u32, z: u32) -> Self {
+        Launch {
+            block: [x, y, z],
+            dynamic_smem: DynamicSmem::Fixed(0),
+        }
+    }
+
+    /// `bytes` of dynamic shared memory per block (on top of any
+    /// [`Launch::dynamic_smem_per_thread`]).
+    pub const fn dynamic_smem(mut self, bytes: u32) -> Self {
+        self.dynamic_smem = match self.dynamic_smem {
+            DynamicSmem::PerThread { per_thread, .. } => DynamicSmem::PerThread {
+                per_thread,
+                fixed: bytes,
+            },
+            DynamicSmem::Fixed(_) => DynamicSmem::Fixed(bytes),
+        };
+        self
+    }
+
+    /// `bytes` of dynamic shared memory per thread of the block (on top of
+    /// any [`Launch::dynamic_smem`]).
+    pub const fn dynamic_smem_per_thread(mut self, bytes: u32) -> Self {
+        let fixed = match self.dynamic_smem {
+            DynamicSmem::PerThread { fixed, .. } | DynamicSmem::Fixed(fixed) => fixed,
+        };
+        self.dynamic_smem = DynamicSmem::PerThread {
+            per_thread: bytes,
+            fixed,
+        };
+        self
+    }
+
+    /// Threads per block (`x × y × z`, saturating).
+    pub fn threads(&self) -> u32 {
+        self.block.iter().fold(1u32, |a, &b| a.saturating_mul(b))
+    }
+
+    /// Dynamic shared memory per block, bytes.
+    pub fn dynamic_smem_bytes(&self) -> u64 {
+        self.dynamic_smem.bytes(self.threads())
+    }
+
+    /// The configuration the occupancy model evaluates (dynamic shared
+    /// memory above `u32::MAX` saturates, and the model refuses it).
+    pub fn at(&self) -> occupancy::Launch {
+        let bytes = u32::try_from(self.dynamic_smem_bytes()).unwrap_or(u32::MAX);
+        occupancy::Launch::new(self.threads()).with_dynamic_smem(bytes)
+    }
+
+    /// The shape as written: `1024`, `16x16`, `8x8x4`, plus the dynamic
+    /// shared memory when there is some (`256 + 4 B/thread + 512 B smem`).
+    pub fn describe(&self) -> String {
+        let [x, y, z] = self.block;
+        let mut out = if z > 1 {
+            format!("{x}x{y}x{z}")
+        } else if y > 1 {
+            format!("{x}x{y}")
+        } else {
+            x.to_string()
+        };
+        match self.dynamic_smem {
+            DynamicSmem::Fixed(0) => {}
+            DynamicSmem::Fixed(b) => out.push_str(&format!(" + {b} B smem")),
+            DynamicSmem::PerThread { per_thread, fixed } => {
+                out.push_str(&format!(" + {per_thread} B/thread"));
+                if fixed > 0 {
+                    out.push_str(&format!(" + {fixed} B"));
+                }
+                out.push_str(" smem");
+            }
+        }
+        out
+    }
+}
+
+/// Who declared a kernel's launch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeclaredBy {
+    /// `Build::launch(pattern, ..)` in build.rs.
+    Build {
+        /// The pattern that matched the kernel.
+        pattern: String,
+    },
+    /// The kernel's `__launch_bounds__` (its max threads per block).
+    LaunchBounds,
+    /// The kernel's PTX `.reqntid` (its exact block shape).
+    Reqntid,
+}
+
+impl DeclaredBy {
+    /// A phrase for reports: ``build.rs `reduce_*` ``, `__launch_bounds__`, `.reqntid`.
+    pub fn describe(&self) -> String {
+        match self {
+            DeclaredBy::Build { pattern } => format!("build.rs `{pattern}`"),
+            DeclaredBy::LaunchBounds => "__launch_bounds__".into(),
+            DeclaredBy::Reqntid => ".reqntid".into(),
+        }
+    }
+}
+
+/// A kernel's occupancy at its declared launch on one arch, and what would
+/// reach the next step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Declared {
+    /// The launch.
+    pub launch: Launch,
+    /// Who declared it.
+    pub by: DeclaredBy,
+    /// Threads per block.
+    pub block_size: u32,
+    /// Dynamic shared memory per block at that launch, bytes.
+    pub dynamic_smem: u32,
+    /// Resident blocks per SM.
+    pub active_blocks_per_sm: u32,
+    /// Resident warps per SM.
+    pub active_warps_per_sm: u32,
+    /// Resident warps / the SM's maximum, 0..=1.
+    pub occupancy: f64,
+    /// What limits it (the binding set, as in [`crate::manifest::Best`]).
+    pub limiters: Vec<String>,
+    /// What would give one more resident block per SM; `None` at full
+    /// occupancy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lift: Option<Lift>,
+}
+
+/// What would reach the next occupancy step at a declared launch
+/// ([`tune::what_if`], the hints `cargo occ explain` prints).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Lift {
+    /// Resident blocks per SM at the next step.
+    pub target_blocks: u32,
+    /// The occupancy there.
+    pub occupancy: f64,
+    /// The fewest registers to drop that reach it, if any do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registers: Option<RegisterHint>,
+    /// The least shared memory to shed that reaches it, if any does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_memory: Option<SmemHint>,
+    /// `__launch_bounds__(block, target)`, when it would cap registers
+    /// below today's count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_bounds: Option<LaunchBoundsHint>,
+}
+
+impl Lift {
+    /// One line: `2 fewer registers (at most 32), or __launch_bounds__(1024, 2) -> 100.0%`;
+    /// `None` when no single change reaches the next step.
+    pub fn describe(&self) -> Option<String> {
+        let mut ways = Vec::new();
+        if let Some(r) = self.registers {
+            ways.push(format!(
+                "{} fewer register{} (at most {})",
+                r.drop,
+                if r.drop == 1 { "" } else { "s" },
+                r.max_registers
+            ));
+        }
+        if let Some(lb) = self.launch_bounds.filter(|lb| lb.reaches_target) {
+            ways.push(format!(
+                "__launch_bounds__({}, {})",
+                lb.max_threads, lb.min_blocks
+            ));
+        }
+        if let Some(s) = self.shared_memory {
+            ways.push(format!("{} B less shared memory", s.shed));
+        }
+        (!ways.is_empty()).then(|| {
+            format!(
+                "{} -> {}",
+                ways.join(", or "),
+                crate::table::percent(self.occupancy)
+            )
+        })
+    }
+}
+
+/// The launch a kernel declares itself: its `.reqntid` shape, else its
+/// `__launch_bounds__` max threads (as a 1-D block of that many).
+pub fn from_bounds(lb: &LaunchBounds) -> Option<(Launch, DeclaredBy)> {
+    if let Some([x, y, z]) = lb.req_threads {
+        return Some((Launch::block_3d(x, y, z), DeclaredBy::Reqntid));
+    }
+    lb.max_threads_per_block()
+        .map(|n| (Launch::block(n), DeclaredBy::LaunchBounds))
+}
+
+/// The kernel's occupancy at `launch` on `arch_name`, and its lift. An
+/// error (a message) when the launch cannot run the kernel: a block above
+/// the arch's or the kernel's limit, a shape other than its `.reqntid`,
+/// or more shared memory than a block can have.
+pub fn declared(
+    arch_name: &str,
+    r: &Resources,
+    launch: &Launch,
+    by: DeclaredBy,
+) -> std::result::Result<Declared, String> {
+    let a = arch::lookup(arch_name).map_err(|e| e.to_string())?;
+    let [x, y, z] = launch.block;
+    if x == 0 || y == 0 || z == 0 {
+        return Err(format!("block {} has a zero dimension", launch.describe()));
+    }
+    // The CUDA limits on each dimension (the product is checked below).
+    if x > 1024 || y > 1024 || z > 64 {
+        return Err(format!(
+            "block {} exceeds CUDA's per-dimension limits (1024, 1024, 64)",
+            launch.describe()
+        ));
+    }
+    if let Some(req) = r.launch_bounds.req_threads {
+        if req != launch.block {
+            return Err(format!(
+                "the kernel requires a block of exactly {}x{}x{} (.reqntid), not {}",
+                req[0],
+                req[1],
+                req[2],
+                launch.describe()
+            ));
+        }
+    }
+    let res = analyze::resources(r);
+    let at = launch.at();
+    let occ = occupancy(a, &res, &at).map_err(|e| e.to_string())?;
+    let lift = if occ.active_warps < occ.max_warps {
+        let w = tune::what_if(a, &res, &at).map_err(|e| e.to_string())?;
+        let warps_per_block = at.block_size.div_ceil(a.warp_size);
+        let target_warps = (w.target_blocks * warps_per_block).min(occ.max_warps);
+        Some(Lift {
+            target_blocks: w.target_blocks,
+            occupancy: f64::from(target_warps) / f64::from(occ.max_warps.max(1)),
+            registers: w.registers,
+            shared_memory: w.shared_memory,
+            launch_bounds: w.launch_bounds.filter(|lb| lb.register_cap < r.registers),
+        })
+    } else {
+        None
+    };
+    Ok(Declared {
+        launch: *launch,
+        by,
+        block_size: at.block_size,
+        dynamic_smem: at.dynamic_smem,
+        active_blocks_per_sm: occ.active_blocks,
+        active_warps_per_sm: occ.active_warps,
+        occupancy: occ.occupancy,
+        limiters: occ
+            .binding_limiters()
+            .iter()
+            .map(|l| l.to_string())
+            .collect(),
+        lift,
+    })
+}
+
+/// Whether `pattern` (`*` any run of characters, `?` one) matches all of `name`.
+pub fn matches(pattern: &str, name: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    // Iterative wildcard match with one backtrack point (the last `*`).
+    let (mut pi, mut ni) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ni));
+            pi += 1;
+        } else if let Some((sp, sn)) = star {
+            pi = sp + 1;
+            ni = sn + 1;
+            star = Some((sp, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+/// Records every kernel's declared launch on every arch of the manifest:
+/// the last of `stated` (build.rs's `(pattern, launch)` pairs, in order)
+/// whose pattern matches one of its names (symbol, name without
+/// parameters, short name, Rust identifier), else the launch its
+/// `__launch_bounds__`/`.reqntid` declare, else none. A pattern that
+/// matches no kernel is an error naming the closest kernels; so is a
+/// launch that cannot run a kernel it matches.
+pub fn declare(manifest: &mut Manifest, stated: &[(String, Launch)]) -> Result<()> {
+    let names = |k: &crate::manifest::Kernel| {
+        [
+            k.name.clone(),
+            k.base_name.clone(),
+            k.short_name.clone(),
+            k.ident.clone(),
+        ]
+    };
+    for (pattern, _) in stated {
+        let hit = manifest
+            .kernels
+            .iter()
+            .any(|k| names(k).iter().any(|n| matches(pattern, n)));
+        if !hit {
+            return Err(Error::UnmatchedLaunch {
+                pattern: pattern.clone(),
+                closest: closest(manifest, pattern),
+            });
+        }
+    }
+    for kernel in &mut manifest.kernels {
+        let kernel_names = names(kernel);
+        let by_build = stated
+            .iter()
+            .rev()
+            .find(|(p, _)| kernel_names.iter().any(|n| matches(p, n)));
+        for (arch_name, k) in &mut kernel.archs {
+            let choice = match by_build {
+                Some((pattern, launch)) => Some((
+                    *launch,
+                    DeclaredBy::Build {
+                        pattern: pattern.clone(),
+                    },
+                )),
+                None => from_bounds(&k.launch_bounds),
+            };
+            k.resources.declared = match choice {
+                Some((launch, by)) => Some(
+                    declared(arch_name, &k.resources, &launch, by).map_err(|detail| {
+                        Error::BadLaunch {
+                            kernel: kernel.base_name.clone(),
+                            arch: arch_name.clone(),
+                            launch: launch.describe(),
+                            detail,
+                        }
+                    })?,
+                ),
+                None => None,
+            };
+        }
+    }
+    Ok(())
+}
+
+/// The kernels closest to a pattern that matched none: by similarity of
+/// the pattern (without wildcards) to their short and base names, best
+/// first, at most three; the first three kernels when none is close.
+fn closest(manifest: &Manifest, pattern: &str) -> Vec<String> {
+    let bare: String = pattern
+        .chars()
+        .filter(|c| !matches!(c, '*' | '?'))
+        .collect();
+    let mut scored: Vec<(f64, &str)> = manifest
+        .kernels
+        .iter()
+        .flat_map(|k| [k.short_name.as_str(), k.base_name.as_str()])
+        .map(|name| (strsim::jaro_winkler(&bare, name), name))
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+    let mut out: Vec<String> = Vec::new();
+    for (_, name) in scored {
+        if !out.iter().any(|n| n == name) {
+            out.push(name.to_string());
+        }
+        if out.len() == 3 {
+            break;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::tests::arch as resources;
+
+    #[test]
+    fn wildcards() {
+        assert!(matches("fast_argmin_*", "fast_argmin_i64"));
+        assert!(matches("*argmin*", "fast_argmin_i64"));
+        assert!(matches("fast_?rgmin_i64", "fast_argmin_i64"));
+        assert!(matches("k", "k"));
+        assert!(!matches("fast_argmin_*", "fast_argmax_i64"));
+        assert!(!matches("k", "kk"));
+        assert!(matches("a*b*c", "aXbYbc"));
+        assert!(!matches("a*b*c", "aXbYbd"));
+    }
+
+    #[test]
+    fn dynamic_smem_adds_up() {
+        let l = Launch::block(128)
+            .dynamic_smem(100)
+            .dynamic_smem_per_thread(4);
+        assert_eq!(l.dynamic_smem_bytes(), 128 * 4 + 100);
+        assert_eq!(l.at().dynamic_smem, 612);
+        assert_eq!(l.describe(), "128 + 4 B/thread + 100 B smem");
+        assert_eq!(Launch::block_3d(8, 8, 4).describe(), "8x8x4");
+    }
+
+    #[test]
+    fn the_lift_at_a_fixed_block_names_registers_and_launch_bounds() {
+        // 34 registers at 1024 threads on sm_80: 34 x 1024 > 32 Ki, so one
+        // block (50%); 32 registers or __launch_bounds__(1024, 2) give two.
+        let r = resources(34, 0, 0);
+        let d = declared(
+            "sm_80",
+            &r,
+            &Launch::block(1024),
+            DeclaredBy::Build {
+                pattern: "k".into(),
+            },
+        )
+        .expect("runs");
+        let a = arch::lookup("sm_80").unwrap();
+        let model = occupancy(a, &analyze::resources(&r), &occupancy::Launch::new(1024)).unwrap();
+        assert_eq!(d.active_blocks_per_sm, model.active_blocks);
+        assert_eq!(d.occupancy, model.occupancy);
+        assert_eq!((d.active_blocks_per_sm, d.occupancy), (1, 0.5));
+        let lift = d.lift.expect("below full occupancy");
+        assert_eq!((lift.target_blocks, lift.occupancy), (2, 1.0));
+        assert_eq!(
+            lift.registers.map(|h| (h.drop, h.max_registers)),
+            Some((2, 32))
+        );
+        let lb = lift.launch_bounds.expect("a launch bound caps registers");
+        assert_eq!(
+            (lb.max_threads, lb.min_blocks, lb.register_cap),
+            (1024, 2, 32)
+        );
+        assert_eq!(
+            lift.describe().as_deref(),
+            Some("2 fewer registers (at most 32), or __launch_bounds__(1024, 2) -> 100.0%")
+        );
+    }
+
+    #[test]
+    fn a_launch_the_kernel_cannot_take_is_refused() {
+        let mut r = resources(32, 0, 0);
+        r.launch_bounds.max_threads = Some([256, 1, 1]);
+        let by = || DeclaredBy::LaunchBounds;
+        let e = declared("sm_80", &r, &Launch::block(512), by()).expect_err("above bounds");
+        assert!(e.contains("256") || e.contains("launch bounds"), "{e}");
+        assert!(declared("sm_80", &r, &Launch::block_2d(16, 16), by()).is_ok());
+        assert!(declared("sm_80", &r, &Launch::block_3d(1, 1, 128), by()).is_err());
+        r.launch_bounds.req_threads = Some([16, 16, 1]);
+        let e = declared("sm_80", &r, &Launch::block(256), by()).expect_err("shape");
+        assert!(e.contains("16x16x1"), "{e}");
+    }
+}
