@@ -9,9 +9,9 @@
 //!   one header and one table per cause ([`compare::groups`]);
 //!   improvements, new kernels, a new arch and moved files are one warning
 //!   per kind, with a count and the first names.
-//! - Output scales with kinds, not kernels: an error shows at most
-//!   [`ROWS`] rows per cause and a warning [`summary::NAMED`] names; every
-//!   finding goes to the report ([`summary::Details`]).
+//! - Output scales with kinds, not kernels: an error shows at most ten
+//!   rows per cause and a warning five names; every finding goes to the
+//!   report (`report.txt`).
 //! - Bless policy: the candidate goes to `$OUT_DIR/occ/occ.lock.new` and the
 //!   settings to `gate.json` (for `cargo occ bless/check`); only
 //!   `OCC_BLESS=1` writes the lock, and never when `CI` is set. The lock is

@@ -108,8 +108,10 @@
 //! (see [`Build::lock_file`]). Lower occupancy, new spills, more spilled
 //! bytes, registers up by more than [`Build::register_threshold`] (default
 //! 8; per kernel: [`Build::kernel_register_threshold`]), or a kernel gone
-//! fail the build with a before/after table. Improvements and new kernels
-//! are a warning. To accept the numbers of the last build, run
+//! fail the build with a before/after table: one header per cause and one
+//! row per kernel × arch, at most ten rows per cause (the rest are counted,
+//! and listed in `report.txt`). Improvements, new kernels and a new arch
+//! are one warning per kind, naming the first five kernels. To accept the numbers of the last build, run
 //! `cargo occ bless` (it copies `$OUT_DIR/occ/occ.lock.new` over the lock),
 //! or build once with `OCC_BLESS=1 cargo build`; then commit `occ.lock`.
 //! Under `CI` the lock is never written. With no lock yet, the first build
