@@ -215,8 +215,9 @@ impl Lock {
     }
 }
 
-/// The lock's layout: the lock object (depth 1) and each kernel's `archs`
-/// map (depth 4) have one entry per line, and so has every array at depth 2
+/// The lock's layout: the lock object (depth 1), the maps in it (depth 2:
+/// `parts`, one part and its sources a line) and each kernel's `archs` map
+/// (depth 4) have one entry per line, and so has every array at depth 2
 /// (`archs`, `kernels`); everything else is written on one line, with a
 /// space after each `:` and `,`.
 #[derive(Default)]
@@ -228,7 +229,7 @@ struct LockFormatter {
 
 impl LockFormatter {
     /// Object depths whose entries go on lines of their own.
-    const OBJECTS: [usize; 2] = [1, 4];
+    const OBJECTS: [usize; 3] = [1, 2, 4];
     /// Array depths whose values go on lines of their own.
     const ARRAYS: [usize; 1] = [2];
 
@@ -419,6 +420,20 @@ mod tests {
         let back = Lock::from_text(&text, Path::new("occ.lock")).expect("reads");
         assert_eq!(back, l);
         assert_eq!(back.to_text(), text);
+        // Named parts: one line each, with their sources.
+        let mut parted = l.clone();
+        parted
+            .parts
+            .insert("lib".into(), vec!["src/a.cu".into(), "src/b.cu".into()]);
+        parted.parts.insert("ptx".into(), vec!["src/c.cu".into()]);
+        let text_parts = parted.to_text();
+        assert!(
+            text_parts.contains("  \"parts\": {\n    \"lib\": [\"src/a.cu\", \"src/b.cu\"],\n    \"ptx\": [\"src/c.cu\"]\n  }\n}\n"),
+            "{}",
+            &text_parts[text_parts.len() - 300..]
+        );
+        let back_parts = Lock::from_text(&text_parts, Path::new("occ.lock")).expect("reads");
+        assert_eq!(back_parts, parted);
         // A lock in the old layout (fully pretty JSON) reads the same.
         let old = manifest::to_json_pretty(&l);
         assert!(old.lines().count() > 10 * lines.len());
