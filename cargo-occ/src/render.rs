@@ -1,36 +1,124 @@
 //! The report's Markdown and JSON renderers; the terminal table and its
 //! rows are `occ_build::table`'s (the build writes the same table).
+//!
+//! The Markdown is made to be posted as a pull-request comment or a
+//! `$GITHUB_STEP_SUMMARY`: it reads top down as a reviewer triages (what
+//! changed against the lock, the spills, the lowest occupancy), keeps the
+//! long parts in collapsed `<details>` blocks, and never passes
+//! [`MARKDOWN_BUDGET`] characters (GitHub refuses a comment over 65,536):
+//! rows past the budget are left out and counted, naming where they all
+//! are. The same build gives the same text.
 
-use occ_build::manifest::Manifest;
-use occ_build::table::{cells, HEADER};
+use crate::report::Baseline;
+use occ_build::compare::{self, Verdict};
+use occ_build::manifest::{Manifest, Origin};
+use occ_build::table::{cells, percent, HEADER};
 pub use occ_build::table::{rows, table, Row};
 use serde::Serialize;
+use std::collections::BTreeSet;
 
-/// The Markdown table (fits `$GITHUB_STEP_SUMMARY`), with a title line.
-pub fn markdown(m: &Manifest) -> String {
-    let esc = |s: &str| {
-        s.replace('|', "\\|")
-            .replace('<', "&lt;")
-            .replace('>', "&gt;")
+/// The most characters the Markdown report holds (a GitHub comment holds
+/// 65,536; this leaves room for text around it).
+pub const MARKDOWN_BUDGET: usize = 60_000;
+
+/// The most rows of the "notable" table (the full table is below it).
+const NOTABLE_ROWS: usize = 50;
+
+/// The most kernels the summary names per line before it counts the rest.
+const NAMED: usize = 5;
+
+/// The most rows per cause in the before/after block.
+const DIFF_ROWS: usize = 20;
+
+/// Below this occupancy a row is notable.
+const LOW_OCCUPANCY: f64 = 0.5;
+
+/// Where every row is, for the line that counts the rows left out.
+const ELSEWHERE: &str = "see `report.txt` in the build's `occ` folder, `cargo occ report`, \
+     or the HTML report (`cargo occ report --format html`)";
+
+/// Text for a Markdown table cell.
+fn esc(s: &str) -> String {
+    s.replace('|', "\\|")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// A name in a code span (inside one only `|` needs escaping).
+fn code(s: &str) -> String {
+    format!("`{}`", s.replace('|', "\\|"))
+}
+
+/// The Markdown report, within [`MARKDOWN_BUDGET`] characters.
+pub fn markdown(m: &Manifest, baseline: &Baseline) -> String {
+    markdown_within(m, baseline, MARKDOWN_BUDGET)
+}
+
+/// The Markdown report in at most `budget` characters: the summary, the
+/// changes against the lock, the notable rows, then every row in a
+/// collapsed block, as many as fit, the rest counted.
+pub fn markdown_within(m: &Manifest, baseline: &Baseline, budget: usize) -> String {
+    let all = rows(m);
+    let regressed: BTreeSet<(&str, &str, &str)> = match baseline {
+        Baseline::Compared { diff, .. } => diff
+            .regressions()
+            .filter(|f| f.after.is_some())
+            .map(|f| (f.kernel.as_str(), f.source.as_str(), f.arch.as_str()))
+            .collect(),
+        Baseline::NotCompared(_) => BTreeSet::new(),
     };
+    let is_regressed =
+        |r: &Row| regressed.contains(&(r.kernel.as_str(), r.source.as_str(), r.arch.as_str()));
     let mut out = format!(
-        "### CUDA occupancy: {} (nvcc {})\n\n| {} |\n|{}\n",
+        "### CUDA occupancy: {} (nvcc {})\n\n",
         esc(&m.package),
-        esc(&m.nvcc),
-        HEADER.join(" | "),
-        ["---|", "---|", "--:|", "--:|", "--:|", "--:|", "--:|", "---|", "--:|", "--:|"].concat()
+        esc(&m.nvcc)
     );
-    for r in rows(m) {
-        let c = cells(&r);
-        let mut c: Vec<String> = c.iter().map(|s| esc(s)).collect();
-        // Inside a code span only `|` needs escaping.
-        c[0] = format!("`{}`", r.kernel.replace('|', "\\|"));
-        if r.spill_bytes > 0 {
-            c[4] = format!("**{}**", c[4]);
+    out.push_str(&summary(m, baseline, &all));
+    if let Baseline::Compared { lock, diff } = baseline {
+        if !diff.findings.is_empty() {
+            out.push_str(&changes(lock, diff, budget / 4));
         }
-        out.push_str(&format!("| {} |\n", c.join(" | ")));
     }
-    let lifts: Vec<String> = rows(m)
+    // Notable rows: regressed first, then spills (most bytes first), then
+    // the lowest occupancy; ties by kernel and arch.
+    let mut notable: Vec<&Row> = all
+        .iter()
+        .filter(|r| is_regressed(r) || r.spill_bytes > 0 || r.occupancy < LOW_OCCUPANCY)
+        .collect();
+    notable.sort_by(|a, b| {
+        is_regressed(b)
+            .cmp(&is_regressed(a))
+            .then(b.spill_bytes.cmp(&a.spill_bytes))
+            .then(a.occupancy.total_cmp(&b.occupancy))
+            .then(a.kernel.cmp(&b.kernel))
+            .then(a.arch.cmp(&b.arch))
+    });
+    let tail = "\n</details>\n";
+    if !notable.is_empty() {
+        out.push_str(&format!(
+            "\n#### Notable: {} of {} rows\n\nspills, occupancy below {}{}\n\n",
+            notable.len(),
+            all.len(),
+            percent(LOW_OCCUPANCY),
+            if regressed.is_empty() {
+                ""
+            } else {
+                ", regressions"
+            }
+        ));
+        let room = budget.saturating_sub(out.len()) / 2;
+        let table = table_within(
+            &notable,
+            NOTABLE_ROWS,
+            room,
+            "notable rows (all in the table below)",
+        );
+        out.push_str(&table);
+    }
+    // What would lift a kernel at its declared launch, one line each, as
+    // many as the budget's share allows.
+    let lifts: Vec<String> = all
         .iter()
         .filter_map(|r| {
             Some(format!(
@@ -45,9 +133,206 @@ pub fn markdown(m: &Manifest) -> String {
         .collect();
     if !lifts.is_empty() {
         out.push_str("\nAt the declared launch, one step up:\n\n");
-        out.extend(lifts);
+        let room = budget.saturating_sub(out.len()) / 4;
+        let mut used = 0;
+        let mut shown = 0;
+        for line in lifts.iter().take(NOTABLE_ROWS) {
+            if used + line.len() > room {
+                break;
+            }
+            out.push_str(line);
+            used += line.len();
+            shown += 1;
+        }
+        if shown < lifts.len() {
+            out.push_str(&format!(
+                "- ... and {} more: {ELSEWHERE}\n",
+                lifts.len() - shown
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "\n<details><summary>All {} rows ({} kernels x {} archs)</summary>\n\n",
+        all.len(),
+        m.kernels.len(),
+        m.archs.len()
+    ));
+    let room = budget.saturating_sub(out.len() + tail.len());
+    let every: Vec<&Row> = all.iter().collect();
+    out.push_str(&table_within(&every, usize::MAX, room, "rows"));
+    out.push_str(tail);
+    out
+}
+
+/// The summary lines: what the report covers, the comparison with the
+/// lock, the spills and the lowest occupancy.
+fn summary(m: &Manifest, baseline: &Baseline, all: &[Row]) -> String {
+    let origin = match m.origin {
+        Origin::Nvcc => "nvcc",
+        Origin::Lock => "the lock (no nvcc in this build)",
+    };
+    let mut out = format!(
+        "{} kernels x {} archs ({}); numbers from {origin}\n\n",
+        m.kernels.len(),
+        m.archs.len(),
+        esc(&m.archs.join(", "))
+    );
+    let compared = match baseline {
+        Baseline::Compared { lock, diff } if diff.findings.is_empty() => {
+            format!("no change against `{}`", esc(lock))
+        }
+        Baseline::Compared { lock, diff } => {
+            let count = |v: Verdict| diff.findings.iter().filter(|f| f.verdict == v).count();
+            let parts: Vec<String> = [
+                (Verdict::Regression, "worse"),
+                (Verdict::Improvement, "better"),
+                (Verdict::New, "new"),
+                (Verdict::Changed, "changed"),
+            ]
+            .iter()
+            .filter(|(v, _)| count(*v) > 0)
+            .map(|(v, word)| match count(*v) {
+                n if *v == Verdict::Regression => format!("**{n} {word}**"),
+                n => format!("{n} {word}"),
+            })
+            .collect();
+            format!(
+                "against `{}`: {} (kernel x archs)",
+                esc(lock),
+                parts.join(", ")
+            )
+        }
+        Baseline::NotCompared(why) => format!("not compared with the lock: {}", esc(why)),
+    };
+    out.push_str(&format!("- {compared}\n"));
+    let mut spilling: Vec<(&str, u32)> = Vec::new();
+    for r in all.iter().filter(|r| r.spill_bytes > 0) {
+        match spilling.iter_mut().find(|(k, _)| *k == r.kernel) {
+            Some((_, bytes)) => *bytes = (*bytes).max(r.spill_bytes),
+            None => spilling.push((&r.kernel, r.spill_bytes)),
+        }
+    }
+    if spilling.is_empty() {
+        out.push_str("- no kernel spills registers\n");
+    } else {
+        let rows = all.iter().filter(|r| r.spill_bytes > 0).count();
+        let named: Vec<String> = spilling
+            .iter()
+            .take(NAMED)
+            .map(|(k, bytes)| format!("{} ({bytes} B)", code(k)))
+            .collect();
+        let more = match spilling.len().saturating_sub(NAMED) {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        let kernels = match spilling.len() {
+            1 => "1 kernel spills".to_string(),
+            n => format!("{n} kernels spill"),
+        };
+        out.push_str(&format!(
+            "- **{kernels}** registers ({rows} kernel x arch{}): {}{more}\n",
+            if rows == 1 { "" } else { "s" },
+            named.join(", ")
+        ));
+    }
+    let lowest = all.iter().min_by(|a, b| {
+        a.occupancy
+            .total_cmp(&b.occupancy)
+            .then(a.kernel.cmp(&b.kernel))
+            .then(a.arch.cmp(&b.arch))
+    });
+    if let Some(r) = lowest {
+        out.push_str(&format!(
+            "- lowest occupancy: {} ({} on {}, {})\n",
+            percent(r.occupancy),
+            code(&r.kernel),
+            esc(&r.arch),
+            esc(&r.limiters.join(" + "))
+        ));
     }
     out
+}
+
+/// The changes against the lock: one line per kind (a count and the first
+/// names), then the before/after tables collapsed, in at most `room`
+/// characters.
+fn changes(lock: &str, diff: &compare::Diff, room: usize) -> String {
+    let mut out = format!("\n#### Changes against `{}`\n\n", esc(lock));
+    for group in compare::groups(diff, &Verdict::ALL) {
+        let n = group.findings.len();
+        let verdict = match group.verdict {
+            Verdict::Regression => "**regression**",
+            Verdict::Improvement => "improvement",
+            Verdict::New => "new",
+            Verdict::Changed => "changed",
+        };
+        let kernels = group.kernels();
+        let mut names: Vec<String> = kernels.iter().take(NAMED).map(|(k, _)| code(k)).collect();
+        if kernels.len() > NAMED {
+            names.push(format!("and {} more", kernels.len() - NAMED));
+        }
+        out.push_str(&format!(
+            "- {verdict}: {} ({n} kernel x arch{}): {}\n",
+            esc(&group.title()),
+            if n == 1 { "" } else { "s" },
+            names.join(", ")
+        ));
+    }
+    let mut text = compare::render_diff_bounded(diff, &Verdict::ALL, DIFF_ROWS, "see report.txt");
+    let open = "\n<details><summary>Before and after</summary>\n\n```text\n";
+    let close = "```\n\n</details>\n";
+    let cut = "... (cut here: the rest is in report.txt)\n";
+    let room = room.saturating_sub(out.len() + open.len() + close.len() + cut.len());
+    if text.len() > room {
+        let mut end = room;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let end = text[..end].rfind('\n').map_or(0, |i| i + 1);
+        text.truncate(end);
+        text.push_str(cut);
+    }
+    // A fence inside the text would end the block early.
+    out.push_str(open);
+    out.push_str(&text.replace("```", "'''"));
+    out.push_str(close);
+    out
+}
+
+/// A Markdown table of `rows`: at most `max` rows and `room` characters;
+/// the rows left out are counted in a last line (`... and 12 more {what}`).
+fn table_within(rows: &[&Row], max: usize, room: usize, what: &str) -> String {
+    let mut out = format!(
+        "| {} |\n|{}\n",
+        HEADER.join(" | "),
+        ["---|", "---|", "--:|", "--:|", "--:|", "--:|", "--:|", "---|", "--:|", "--:|"].concat()
+    );
+    let count_line = |n: usize| format!("\n... and {n} more {what}: {ELSEWHERE}\n");
+    // Room for the count line, whatever the number in it.
+    let reserve = count_line(rows.len()).len();
+    let mut shown = 0;
+    for r in rows.iter().take(max) {
+        let line = row(r);
+        if out.len() + line.len() + reserve > room {
+            break;
+        }
+        out.push_str(&line);
+        shown += 1;
+    }
+    if shown < rows.len() {
+        out.push_str(&count_line(rows.len() - shown));
+    }
+    out
+}
+
+/// One row of the Markdown table.
+fn row(r: &Row) -> String {
+    let mut c: Vec<String> = cells(r).iter().map(|s| esc(s)).collect();
+    c[0] = code(&r.kernel);
+    if r.spill_bytes > 0 {
+        c[4] = format!("**{}**", c[4]);
+    }
+    format!("| {} |\n", c.join(" | "))
 }
 
 /// The JSON report: `{"schema": 1, "package", "nvcc", "rows": [...]}`.
@@ -65,4 +350,120 @@ pub fn json(m: &Manifest) -> String {
         nvcc: &m.nvcc,
         rows: rows(m),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::tests::manifest;
+    use occ_build::compare::Thresholds;
+    use occ_build::lock::Lock;
+
+    /// `n` kernels with long template names on the test manifest's two
+    /// archs, every seventh one spilling (from the test manifest's kernels).
+    fn many(n: usize) -> Manifest {
+        let base = manifest();
+        let mut m = base.clone();
+        m.kernels = (0..n)
+            .map(|i| {
+                let mut k = base.kernels[if i % 7 == 0 { 2 } else { 1 }].clone();
+                k.name = format!("_Z4kern{i:04}");
+                k.base_name = format!("candle::reduce::fast_sum<float, {i}, BLOCK_SIZE=1024>");
+                k.ident = format!("kern_{i:04}");
+                k
+            })
+            .collect();
+        m
+    }
+
+    /// The rows of the "all rows" table in a Markdown report.
+    fn all_rows(md: &str) -> usize {
+        let block = md
+            .split("<details><summary>All ")
+            .nth(1)
+            .unwrap_or_default();
+        block.lines().filter(|l| l.starts_with("| `")).count()
+    }
+
+    #[test]
+    fn a_small_report_has_every_row_and_no_count() {
+        let m = manifest();
+        let md = markdown(&m, &Baseline::NotCompared("no occ.lock yet".into()));
+        assert_eq!(all_rows(&md), 8, "{md}");
+        assert!(!md.contains("more rows"), "{md}");
+        assert!(
+            md.contains("- **1 kernel spills** registers (1 kernel x arch): `spilly` (80 B)"),
+            "{md}"
+        );
+        assert!(
+            md.contains("not compared with the lock: no occ.lock yet"),
+            "{md}"
+        );
+        assert!(md.contains("#### Notable: 3 of 8 rows"), "{md}");
+    }
+
+    #[test]
+    fn two_thousand_rows_stay_within_the_budget_and_count_the_rest() {
+        let m = many(1000);
+        let mut before = Lock::from_manifest(&m);
+        // The lock has half the kernels, with fewer registers on one of them.
+        before.kernels.truncate(500);
+        if let Some(a) = before.kernels[3].archs.get_mut("sm_80") {
+            a.registers -= 1;
+        }
+        let diff = compare::compare(&before, &Lock::from_manifest(&m), &Thresholds::default());
+        let baseline = Baseline::Compared {
+            lock: "occ.lock".into(),
+            diff,
+        };
+        let md = markdown(&m, &baseline);
+        assert!(md.len() <= MARKDOWN_BUDGET, "{} characters", md.len());
+        assert!(
+            md.len() > MARKDOWN_BUDGET * 3 / 4,
+            "the budget is used: {}",
+            md.len()
+        );
+        let shown = all_rows(&md);
+        let counted = format!("... and {} more rows: see `report.txt`", 2000 - shown);
+        assert!(shown > 100 && md.contains(&counted), "{shown} shown\n{md}");
+        // The summary comes first and says what changed.
+        let summary = md
+            .split("<details><summary>All ")
+            .next()
+            .unwrap_or_default();
+        assert!(summary.contains("1000 kernels x 2 archs"), "{summary}");
+        assert!(
+            summary.contains("against `occ.lock`: 1000 new, 1 changed (kernel x archs)"),
+            "{summary}"
+        );
+        assert!(
+            summary.contains(
+                "- new: new kernel (1000 kernel x archs): `candle::reduce::fast_sum<float, 500, BLOCK_SIZE=1024>`, "
+            ),
+            "{summary}"
+        );
+        assert!(summary.contains(", and 495 more\n"), "{summary}");
+        let first = |s: &str| md.find(s).unwrap_or(usize::MAX);
+        assert!(first("- against `occ.lock`") < first("#### Changes"));
+        assert!(first("#### Changes") < first("#### Notable"));
+        assert!(summary.contains("**143 kernels spill**"), "{summary}");
+        assert!(
+            summary.contains("#### Notable: 143 of 2000 rows"),
+            "{summary}"
+        );
+        assert!(
+            summary.contains("... and 93 more notable rows"),
+            "{summary}"
+        );
+        // Every <details> is closed, and the text is the same every time.
+        assert_eq!(
+            md.matches("<details>").count(),
+            md.matches("</details>").count()
+        );
+        assert_eq!(md, markdown(&m, &baseline));
+        // A smaller budget holds too.
+        let small = markdown_within(&m, &baseline, 20_000);
+        assert!(small.len() <= 20_000, "{}", small.len());
+        assert!(all_rows(&small) < shown);
+    }
 }

@@ -31,7 +31,7 @@ use std::path::PathBuf;
 pub enum Format {
     /// Aligned columns for a terminal.
     Table,
-    /// A Markdown table (fits $GITHUB_STEP_SUMMARY).
+    /// Markdown for a pull-request comment or $GITHUB_STEP_SUMMARY: summary and changes first, details collapsed, at most 60,000 characters.
     Markdown,
     /// JSON rows.
     Json,
@@ -78,7 +78,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     let m = &found.manifest;
     let text = match args.format {
         Format::Table => report::table(m),
-        Format::Markdown => report::markdown(m),
+        Format::Markdown => report::markdown(m, &baseline(&found)),
         Format::Json => report::json(m),
         Format::Html => html(m, &baseline(&found), args.charts)?,
     };
@@ -879,7 +879,7 @@ pub fn html(m: &Manifest, baseline: &Baseline, charts: Charts) -> anyhow::Result
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use occ_build::analyze::best_launch;
     use occ_build::manifest::{Best, LaunchBounds, Resources};
@@ -934,7 +934,7 @@ mod tests {
     /// `light` (full occupancy), `spilly` (spills), `tiled` (150000 bytes
     /// of shared memory, at most 256 threads: low occupancy), `fat` (many
     /// registers, 50%: not notable).
-    fn manifest() -> Manifest {
+    pub(crate) fn manifest() -> Manifest {
         let at_most_256 = LaunchBounds {
             max_threads: Some([256, 1, 1]),
             ..LaunchBounds::default()

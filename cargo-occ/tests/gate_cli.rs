@@ -61,8 +61,13 @@ fn report_formats_and_explain_read_the_manifest() {
     );
     assert_eq!(code, 0);
     assert!(md.contains("| kernel | arch |"), "{md}");
+    // Every row in the full table, after the summary and the notable rows.
+    let all = md
+        .split("<details><summary>All ")
+        .nth(1)
+        .unwrap_or_default();
     assert_eq!(
-        md.lines().filter(|l| l.starts_with("| `")).count(),
+        all.lines().filter(|l| l.starts_with("| `")).count(),
         4,
         "{md}"
     );
@@ -169,13 +174,20 @@ fn check_and_bless_find_the_newest_build_of_the_package() {
     // The tile grows past what two blocks can share: a newer build regresses.
     s.write("kernels/k.cu", &KERNELS.replace("8192", "12288"));
     let e = build(&s, &new).expect_err("the build gate fails");
-    assert!(e.to_string().contains("tiled on sm_80"), "{e}");
+    let regressed_row = |text: &str| {
+        text.lines()
+            .any(|l| l.starts_with("  tiled ") && l.contains("sm_80") && l.contains("kernels/k.cu"))
+    };
+    assert!(
+        e.to_string().contains("regression: occupancy down") && regressed_row(&e.to_string()),
+        "{e}"
+    );
     // An older-looking build of another package must not be picked.
     std::fs::create_dir_all(lookalike.join("occ")).expect("mkdir");
     let (code, out, err) = occ(s.path(), &["check"], &env);
     assert_eq!(code, 1, "{out}{err}");
     assert!(
-        out.contains("tiled on sm_80 (kernels/k.cu): occupancy"),
+        out.contains("regression: occupancy down") && regressed_row(&out),
         "{out}"
     );
     let locked = s.read("occ.lock");

@@ -1,12 +1,17 @@
 //! Stages 6 and 8: the gates, and the policy around the lock.
 //!
-//! - `spills`: a spilling kernel is one warning, or an error when the
-//!   build says [`Build::deny_spills`].
+//! - `spills`: spilling kernels are named in the summary's one warning, or
+//!   fail the build when it says [`Build::deny_spills`].
 //! - `baseline`: the build's candidate lock against the committed
 //!   `occ.lock` (judged by the pure [`occ_model::compare`]). Lower
 //!   occupancy, new spills, more spilled bytes, registers up by more than a
-//!   threshold, or a kernel gone fail the build with a before/after table;
-//!   improvements and new kernels are one warning each.
+//!   threshold, or a kernel gone fail the build with a before/after table,
+//!   one header and one table per cause ([`compare::groups`]);
+//!   improvements, new kernels, a new arch and moved files are one warning
+//!   per kind, with a count and the first names.
+//! - Output scales with kinds, not kernels: an error shows at most ten
+//!   rows per cause and a warning five names; every finding goes to the
+//!   report (`report.txt`).
 //! - Bless policy: the candidate goes to `$OUT_DIR/occ/occ.lock.new` and the
 //!   settings to `gate.json` (for `cargo occ bless/check`); only
 //!   `OCC_BLESS=1` writes the lock, and never when `CI` is set. The lock is
@@ -25,15 +30,20 @@ use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::inputs::Inputs;
 use crate::manifest::{self, Manifest};
+use crate::summary::{self, Details};
 use occ_model::compare::{
-    self, GateSettings, Thresholds, Verdict, DEFAULT_REGISTER_THRESHOLD, GATE_FILE,
+    self, Cause, GateSettings, Group, Thresholds, Verdict, DEFAULT_REGISTER_THRESHOLD, GATE_FILE,
 };
 use occ_model::lock::{Lock, CANDIDATE_FILE, LOCK_SCHEMA};
 use std::path::{Path, PathBuf};
 
-/// Spilling kernels: [`Error::Spills`] under [`Build::deny_spills`];
+/// The most rows per cause an error's table shows; the report has them all.
+pub(crate) const ROWS: usize = 10;
+
+/// Spilling kernels: [`Error::Spills`] under [`Build::deny_spills`] (the
+/// first [`ROWS`] kernel × archs, then a count and where the rest are);
 /// otherwise the build's one summary line names them (`summary`).
-pub(crate) fn spills(build: &Build, manifest: &Manifest) -> Result<()> {
+pub(crate) fn spills(build: &Build, manifest: &Manifest, details: &mut Details) -> Result<()> {
     let mut lines = Vec::new();
     for kernel in &manifest.kernels {
         for (arch, k) in &kernel.archs {
@@ -45,13 +55,19 @@ pub(crate) fn spills(build: &Build, manifest: &Manifest) -> Result<()> {
             }
         }
     }
-    if lines.is_empty() {
+    if lines.is_empty() || !build.deny_spills {
         return Ok(());
     }
-    if build.deny_spills {
-        return Err(Error::Spills { kernels: lines });
+    details.failed = true;
+    if lines.len() > ROWS {
+        let more = lines.len() - ROWS;
+        lines.truncate(ROWS);
+        lines.push(format!(
+            "... and {more} more kernel x archs: see {}",
+            details.report().display()
+        ));
     }
-    Ok(())
+    Err(Error::Spills { kernels: lines })
 }
 
 /// The register thresholds a build sets.
@@ -67,13 +83,15 @@ fn thresholds(build: &Build) -> Thresholds {
 /// Compares with the lock: writes the candidate and the gate settings into
 /// `$OUT_DIR/occ`, then fails on regressions, warns on improvements and new
 /// kernels of the sources in `scope` (this `Build`'s: the candidate also
-/// holds the other parts', see `parts`), and writes the lock only on
-/// `OCC_BLESS` outside CI.
+/// holds the other parts', see `parts`; one line per kind), and writes the
+/// lock only on `OCC_BLESS` outside CI. Every difference goes to the
+/// report (`details`).
 pub(crate) fn baseline(
     build: &Build,
     inputs: &Inputs,
     candidate: &Lock,
     scope: &[String],
+    details: &mut Details,
     directives: &mut Directives,
 ) -> Result<()> {
     let out = &inputs.out_dir;
@@ -135,6 +153,12 @@ pub(crate) fn baseline(
         });
     }
     let diff = compare::compare(lock, candidate, &settings.thresholds);
+    if !diff.findings.is_empty() {
+        details.add(
+            format!("differences from {lock_name}"),
+            compare::render_diff(&diff, &Verdict::ALL),
+        );
+    }
     if blessing {
         let regressions = diff.regressions().count();
         let what = if regressions > 0 {
@@ -145,46 +169,27 @@ pub(crate) fn baseline(
         return write(directives, &what);
     }
     if diff.has_regressions() {
-        // Every change, good and bad, so that a regression shows what it bought.
-        let table = compare::render_diff(&diff, &Verdict::ALL);
-        let hint = if inputs.ci {
-            format!("fix the kernels, or bless on a developer machine (`cargo occ bless`) and commit {lock_name}")
-        } else {
-            format!("if this is intended, accept it with `cargo occ bless` (or OCC_BLESS=1 cargo build) and commit {lock_name}")
-        };
+        details.failed = true;
         return Err(Error::Regression {
-            report: format!("occupancy regression against {lock_name}:\n{table}{hint}"),
+            report: regression_report(&diff, &lock_name, &settings.thresholds, inputs.ci, details),
         });
     }
-    for f in diff
-        .findings
-        .iter()
-        .filter(|f| matches!(f.verdict, Verdict::Improvement | Verdict::New))
-        .filter(|f| scope.contains(&f.source))
-    {
-        let what = if f.verdict == Verdict::New {
-            "is not in"
-        } else {
-            "improved on"
-        };
-        directives.warn(format!(
-            "occ: {} on {} {what} {lock_name} ({}); run `cargo occ bless` to record it",
-            f.kernel,
-            f.arch,
-            f.reasons.join(", ")
-        ));
-    }
-    for f in diff
-        .moved()
-        .filter(|f| f.verdict == Verdict::Changed && scope.contains(&f.source))
-    {
-        directives.warn(format!(
-            "occ: {} on {} moved from {} to {} with the same numbers; run `cargo occ bless` to record the new source",
-            f.kernel,
-            f.arch,
-            f.moved_from.as_deref().unwrap_or_default(),
-            f.source
-        ));
+    let in_scope = compare::Diff {
+        findings: diff
+            .findings
+            .iter()
+            .filter(|f| scope.contains(&f.source))
+            .cloned()
+            .collect(),
+        dropped_archs: Vec::new(),
+    };
+    for group in compare::groups(
+        &in_scope,
+        &[Verdict::Improvement, Verdict::New, Verdict::Changed],
+    ) {
+        if let Some(line) = warning(&group, &lock_name, details.report()) {
+            directives.warn(line);
+        }
     }
     if !diff.dropped_archs.is_empty() {
         directives.warn(format!(
@@ -193,6 +198,81 @@ pub(crate) fn baseline(
         ));
     }
     Ok(())
+}
+
+/// The error of a failing gate: how many kernel × archs regressed, one
+/// header and one table per cause (every change, good and bad, so that a
+/// regression shows what it bought; at most [`ROWS`] rows each, the rest in
+/// the report), and what to do.
+fn regression_report(
+    diff: &compare::Diff,
+    lock_name: &str,
+    thresholds: &Thresholds,
+    ci: bool,
+    details: &Details,
+) -> String {
+    let regressions = diff.regressions().count();
+    let rest = format!("see {}", details.report().display());
+    let table = compare::render_diff_bounded(diff, &Verdict::ALL, ROWS, &rest);
+    let mut hints = Vec::new();
+    let past_threshold = diff
+        .regressions()
+        .any(|f| f.causes.contains(&Cause::RegistersPastThreshold));
+    if past_threshold {
+        hints.push(format!(
+            "registers may grow by the threshold in the note column before the gate fails; if the growth \
+             is intended, raise it with .register_threshold(n) (now {}) or, for one kernel, \
+             .kernel_register_threshold(\"name\", n)",
+            thresholds.registers
+        ));
+    }
+    hints.push(if ci {
+        format!("fix the kernels, or bless on a developer machine (`cargo occ bless`) and commit {lock_name}")
+    } else {
+        format!("if this is intended, accept it with `cargo occ bless` (or OCC_BLESS=1 cargo build) and commit {lock_name}")
+    });
+    format!(
+        "occupancy regression against {lock_name}: {regressions} kernel x arch{} worse\n{table}{}",
+        if regressions == 1 { "" } else { "s" },
+        hints.join("\n")
+    )
+}
+
+/// `n kernel(s)` and the verb for `n`.
+fn kernels(n: usize, singular: &str, plural: &str) -> String {
+    if n == 1 {
+        format!("1 kernel {singular}")
+    } else {
+        format!("{n} kernels {plural}")
+    }
+}
+
+/// The one warning line of a group of findings that do not fail the build,
+/// `None` for changes that need no attention (registers within the threshold).
+fn warning(group: &Group<'_>, lock_name: &str, report: &Path) -> Option<String> {
+    let n = group.kernels().len();
+    let archs = group.archs().join(", ");
+    let names = group.names(summary::NAMED);
+    let record = "run `cargo occ bless` to record";
+    let all = format!("all in {}", report.display());
+    let head = match (group.verdict, group.causes.first()) {
+        (Verdict::New, Some(Cause::NewArch)) => format!(
+            "{} new on {archs}, which {lock_name} does not record",
+            kernels(n, "is", "are")
+        ),
+        (Verdict::New, _) => format!("{} not in {lock_name} ({archs})", kernels(n, "is", "are")),
+        (Verdict::Improvement, _) => format!(
+            "{} improved on {lock_name} ({archs}: {})",
+            kernels(n, "has", "have"),
+            group.title()
+        ),
+        (Verdict::Changed, Some(Cause::Moved)) if group.causes.len() == 1 => format!(
+            "{} moved to another file with the same numbers ({archs})",
+            kernels(n, "has", "have")
+        ),
+        _ => return None,
+    };
+    Some(format!("occ: {head}: {names}; {record} them ({all})"))
 }
 
 /// Writes `text` as the lock at `path`, the one way both `OCC_BLESS=1`

@@ -118,6 +118,7 @@
 //! | `OCC_PTXAS_TIMEOUT` | `cargo occ sweep` | seconds a ptxas run may take before it is killed (default 60; `--ptxas-timeout`) |
 //! | `OCC_MANIFEST` | occ-macros | the `manifest.json` `#[launch_config]` reads instead of `$OUT_DIR/occ/manifest.json` (relative to the crate) |
 //! | `OUT_DIR`, `CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`, `NUM_JOBS` | occ-build, occ-macros | set by cargo: where to write, the crate root, the package, how many nvcc jobs at once |
+//! | `TARGET`, `HOST`, `OPT_LEVEL`, `DEBUG` | occ-build (`static_lib`) | set by cargo: given to the `cc` crate, which picks the host compiler, its flags and the archiver from them (and from `CXX`, `CXXFLAGS`, `AR`, `CXXSTDLIB`, ...) |
 //! | `CARGO` | `cargo occ` | set by cargo: the cargo that runs `cargo metadata` |
 //!
 //! Every variable read is printed as `cargo::rerun-if-env-changed`; every
@@ -131,8 +132,10 @@
 //! (see [`Build::lock_file`]). Lower occupancy, new spills, more spilled
 //! bytes, registers up by more than [`Build::register_threshold`] (default
 //! 8; per kernel: [`Build::kernel_register_threshold`]), or a kernel gone
-//! fail the build with a before/after table. Improvements and new kernels
-//! are a warning. To accept the numbers of the last build, run
+//! fail the build with a before/after table: one header per cause and one
+//! row per kernel × arch, at most ten rows per cause (the rest are counted,
+//! and listed in `report.txt`). Improvements, new kernels and a new arch
+//! are one warning per kind, naming the first five kernels. To accept the numbers of the last build, run
 //! `cargo occ bless` (it copies `$OUT_DIR/occ/occ.lock.new` over the lock),
 //! or build once with `OCC_BLESS=1 cargo build`; then commit `occ.lock`.
 //! Under `CI` the lock is never written. With no lock yet, the first build

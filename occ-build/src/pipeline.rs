@@ -18,7 +18,8 @@
 //!    default); `emit::write_all`: `manifest.json` and `kernels.rs` into
 //!    `$OUT_DIR/occ`; `emit::remove_stale`: files of jobs gone from the build.
 //! 8. `gate::baseline`: compare with `occ.lock`; bless on request.
-//! 9. `summary::write`: the table to `report.txt`, and one warning when
+//! 9. `summary::write`: the report (table, spills, every finding of the
+//!    gates) to `report.txt`, also when a gate failed, and one warning when
 //!    something is notable.
 //!
 //! A build that stands on the lock (no nvcc) runs 1, 2, then
@@ -130,7 +131,12 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     }
     let version = toolchain::version(&nvcc, &toolkit, &inputs.out_dir)?;
     let mut manifest = assemble::manifest(&inputs, &version, &outputs)?;
-    gate::spills(build, &manifest)?;
+    // The report holds every finding of the gates, also when one fails.
+    let mut details = summary::Details::new(&inputs.out_dir, &inputs.package);
+    if let Err(e) = gate::spills(build, &manifest, &mut details) {
+        summary::write(&manifest, &details, &inputs.out_dir, directives)?;
+        return Err(e);
+    }
     if let Some(host) = &host {
         hostlib::archive(host, &toolkit.lib_dirs(), &outputs, directives)?;
     }
@@ -164,8 +170,16 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     emit::remove_stale(&inputs.out_dir, build.part(), &names, &manifest.device_code);
     let candidate = parts::candidate(&view, build.part(), inputs.lock.as_ref());
-    gate::baseline(build, &inputs, &candidate, &inputs.sources, directives)?;
-    summary::write(&view.merged, &inputs.out_dir, directives)?;
+    let gated = gate::baseline(
+        build,
+        &inputs,
+        &candidate,
+        &inputs.sources,
+        &mut details,
+        directives,
+    );
+    summary::write(&view.merged, &details, &inputs.out_dir, directives)?;
+    gated?;
     status::mark(&inputs.out_dir, BuildState::Finished)?;
     Ok(Outcome {
         manifest: view.merged,

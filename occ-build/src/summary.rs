@@ -1,13 +1,17 @@
-//! The end of a build: the full table to a stable file, and at most one
+//! The end of a build: the full report to a stable file, and at most one
 //! cargo warning that says what is notable.
 //!
-//! The table (`cargo occ report`'s) goes to `$OUT_DIR/occ/report.txt` and,
-//! when `$OUT_DIR` lies in cargo's target folder, to
-//! `<target>/<profile>/occ/<package>/report.txt`, a path that does not
-//! change between builds. The warning is printed only when something asks
-//! for attention — a spilling kernel — and names the first few of them;
-//! a build with nothing notable prints nothing. (The gate's own findings
-//! come from [`crate::gate`].)
+//! The report goes to `$OUT_DIR/occ/report.txt` and, when `$OUT_DIR` lies
+//! in cargo's target folder, to `<target>/<profile>/occ/<package>/report.txt`,
+//! a path that does not change between builds. It holds the table
+//! (`cargo occ report`'s), every spilling kernel, and the sections the
+//! gates add ([`Details`]): every finding their warnings and errors only
+//! count. It is written even when a gate fails the build.
+//!
+//! Warnings scale with kinds, not kernels: each is one line with a count and
+//! the first [`NAMED`] names. This module's is printed only when a kernel
+//! spills; a build with nothing notable prints nothing. (The gate's own
+//! lines come from [`crate::gate`].)
 
 use crate::cargo::Directives;
 use crate::compile::write_atomic;
@@ -19,17 +23,52 @@ use std::path::{Path, PathBuf};
 /// The report file's name.
 pub const REPORT_FILE: &str = "report.txt";
 
-/// How many spilling kernels the warning names before it counts the rest.
-const NAMED: usize = 3;
+/// How many names a warning line gives before it counts the rest.
+pub(crate) const NAMED: usize = 5;
 
-/// Writes the table and raises the summary warning, if any; returns the
-/// stable path of the table.
+/// What the gates add to the report: the full lists that their warnings
+/// and errors only count, and whether one of them failed the build.
+#[derive(Debug)]
+pub(crate) struct Details {
+    /// Where the report will be (the stable path when there is one).
+    report: PathBuf,
+    /// Titled sections, in the order the gates added them.
+    sections: Vec<(String, String)>,
+    /// A gate failed the build: its error says what the warning would.
+    pub failed: bool,
+}
+
+impl Details {
+    /// No sections yet, for a build into `out_dir` of `package`.
+    pub(crate) fn new(out_dir: &Path, package: &str) -> Details {
+        Details {
+            report: stable_path(out_dir, package).unwrap_or_else(|| out_dir.join(REPORT_FILE)),
+            sections: Vec::new(),
+            failed: false,
+        }
+    }
+
+    /// The path a warning or error names for the full list.
+    pub(crate) fn report(&self) -> &Path {
+        &self.report
+    }
+
+    /// Adds a section under `title`.
+    pub(crate) fn add(&mut self, title: String, body: String) {
+        self.sections.push((title, body));
+    }
+}
+
+/// Writes the report and raises the summary warning, if any (not when a
+/// gate failed: its error names the spills); returns the stable path of
+/// the report.
 pub(crate) fn write(
     manifest: &Manifest,
+    details: &Details,
     out_dir: &Path,
     directives: &mut Directives,
 ) -> Result<PathBuf> {
-    let text = format!(
+    let mut text = format!(
         "occupancy of {} ({} kernels x {} archs, nvcc {})\n\n{}",
         manifest.package,
         manifest.kernels.len(),
@@ -37,19 +76,49 @@ pub(crate) fn write(
         manifest.nvcc,
         table::table(manifest)
     );
+    if let Some(spills) = spill_table(manifest) {
+        text.push_str(&format!("\nspilling kernels\n{spills}"));
+    }
+    for (title, body) in &details.sections {
+        text.push_str(&format!("\n{title}\n{body}"));
+    }
     write_atomic(&out_dir.join(REPORT_FILE), text.as_bytes())?;
-    let stable = stable_path(out_dir, &manifest.package);
-    let shown = match &stable {
-        Some(path) => {
-            write_atomic(path, text.as_bytes())?;
-            path.clone()
-        }
-        None => out_dir.join(REPORT_FILE),
-    };
+    let shown = details.report.clone();
+    if shown != out_dir.join(REPORT_FILE) {
+        write_atomic(&shown, text.as_bytes())?;
+    }
+    if details.failed {
+        return Ok(shown);
+    }
     if let Some(line) = line(manifest, &shown) {
         directives.warn(line);
     }
     Ok(shown)
+}
+
+/// Every spilling kernel × arch with its bytes, `None` when none spills.
+fn spill_table(manifest: &Manifest) -> Option<String> {
+    let mut rows: Vec<[String; 6]> = vec![[
+        "kernel".into(),
+        "arch".into(),
+        "source".into(),
+        "registers".into(),
+        "spill stores".into(),
+        "spill loads".into(),
+    ]];
+    for k in &manifest.kernels {
+        for (arch, a) in k.archs.iter().filter(|(_, a)| a.spills()) {
+            rows.push([
+                k.base_name.clone(),
+                arch.clone(),
+                k.source.clone(),
+                a.registers.to_string(),
+                a.spill_stores.to_string(),
+                a.spill_loads.to_string(),
+            ]);
+        }
+    }
+    (rows.len() > 1).then(|| table::align(&rows))
 }
 
 /// `<target>/<profile>/occ/<package>/report.txt` for an `out_dir` of
@@ -87,7 +156,7 @@ fn line(manifest: &Manifest, report: &Path) -> Option<String> {
         .collect();
     let more = match spilling.len().saturating_sub(NAMED) {
         0 => String::new(),
-        n => format!(" and {n} more"),
+        n => format!(" and {n} more (all in the report)"),
     };
     let lowest = lowest(manifest)
         .map(|(name, arch, occ, limiter)| {
@@ -98,7 +167,7 @@ fn line(manifest: &Manifest, report: &Path) -> Option<String> {
         })
         .unwrap_or_default();
     Some(format!(
-        "occ: {} kernels x {} archs; {} spill registers: {}{more}{lowest}; table: {}",
+        "occ: {} kernels x {} archs; {} spill registers: {}{more}{lowest}; report: {}",
         manifest.kernels.len(),
         manifest.archs.len(),
         spilling.len(),

@@ -98,6 +98,70 @@ impl Verdict {
     ];
 }
 
+/// What a reason says, without its numbers: findings with the same verdict
+/// and causes are reported together ([`groups`]), one header line and one
+/// table, instead of the same sentence once per kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// Fewer resident warps (or a lower occupancy).
+    OccupancyDown,
+    /// Spills where there were none.
+    NewSpills,
+    /// More spilled bytes.
+    MoreSpills,
+    /// Registers up by more than the threshold.
+    RegistersPastThreshold,
+    /// In the lock, not in the build.
+    Gone,
+    /// More resident warps.
+    OccupancyUp,
+    /// Fewer spilled bytes.
+    FewerSpills,
+    /// Fewer registers.
+    FewerRegisters,
+    /// In the build, not in the lock.
+    NewKernel,
+    /// The kernel is in the lock, but not for this arch, which the lock does not record.
+    NewArch,
+    /// Registers up within the threshold.
+    RegistersWithinThreshold,
+    /// Static shared memory changed.
+    StaticSmem,
+    /// The best block size changed.
+    BestBlock,
+    /// The kernel's file moved.
+    Moved,
+    /// Something else the lock records changed.
+    Details,
+    /// A kernel gone beside a new one: a likely rename.
+    Renamed,
+}
+
+impl Cause {
+    /// The cause in a few words (`new spills`).
+    pub fn phrase(self) -> &'static str {
+        match self {
+            Cause::OccupancyDown => "occupancy down",
+            Cause::NewSpills => "new spills",
+            Cause::MoreSpills => "more spills",
+            Cause::RegistersPastThreshold => "registers up past the threshold",
+            Cause::Gone => "kernel gone",
+            Cause::OccupancyUp => "occupancy up",
+            Cause::FewerSpills => "fewer spills",
+            Cause::FewerRegisters => "fewer registers",
+            Cause::NewKernel => "new kernel",
+            Cause::NewArch => "new arch",
+            Cause::RegistersWithinThreshold => "registers up within the threshold",
+            Cause::StaticSmem => "static smem changed",
+            Cause::BestBlock => "best block changed",
+            Cause::Moved => "moved to another file",
+            Cause::Details => "recorded details changed",
+            Cause::Renamed => "renamed?",
+        }
+    }
+}
+
 /// One kernel × arch that differs from the lock.
 ///
 /// A kernel is known by its symbol; its source is a detail: a kernel whose
@@ -115,6 +179,9 @@ pub struct Finding {
     pub verdict: Verdict,
     /// Why, one phrase each (`occupancy 100.0% -> 50.0%`).
     pub reasons: Vec<String>,
+    /// The cause of each of `reasons`, in the same order.
+    #[serde(default)]
+    pub causes: Vec<Cause>,
     /// Every other change, good or bad, that did not decide the verdict
     /// (`spills 96 -> 0 bytes (better)` beside an occupancy drop).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -129,13 +196,20 @@ pub struct Finding {
 }
 
 impl Finding {
-    fn new(kernel: &LockKernel, arch: &str, verdict: Verdict, reason: String) -> Finding {
+    fn new(
+        kernel: &LockKernel,
+        arch: &str,
+        verdict: Verdict,
+        cause: Cause,
+        reason: String,
+    ) -> Finding {
         Finding {
             kernel: kernel.base_name.clone(),
             source: kernel.source.clone(),
             arch: arch.to_string(),
             verdict,
             reasons: vec![reason],
+            causes: vec![cause],
             also: Vec::new(),
             moved_from: None,
             before: None,
@@ -250,38 +324,39 @@ pub fn compare(lock: &Lock, candidate: &Lock, thresholds: &Thresholds) -> Diff {
             for (arch, after) in &after_k.archs {
                 let before = before_k.and_then(|k| k.archs.get(arch));
                 let Some(before) = before else {
-                    let reason = if lock.archs.contains(arch) || before_k.is_none() {
-                        NEW_KERNEL.to_string()
+                    let (cause, reason) = if lock.archs.contains(arch) || before_k.is_none() {
+                        (Cause::NewKernel, NEW_KERNEL.to_string())
                     } else {
-                        format!("new arch {arch}")
+                        (Cause::NewArch, format!("new arch {arch}"))
                     };
-                    let mut f = Finding::new(after_k, arch, Verdict::New, reason);
+                    let mut f = Finding::new(after_k, arch, Verdict::New, cause, reason);
                     f.after = Some(after.clone());
                     findings.push(f);
                     continue;
                 };
                 let threshold = thresholds.for_kernel(after_k);
                 let judged = judge(arch, before, after, threshold);
-                let (verdict, reasons, mut also) = match (judged, &moved_from) {
+                let (verdict, mut reasons, mut also) = match (judged, &moved_from) {
                     (Some(j), _) => j,
                     (None, Some(_)) => (Verdict::Changed, Vec::new(), Vec::new()),
                     (None, None) => continue,
                 };
-                let mut reasons = reasons;
                 if let Some(from) = &moved_from {
                     let note = format!("moved from {from}");
                     if reasons.is_empty() {
-                        reasons.push(note);
+                        reasons.push((Cause::Moved, note));
                     } else {
                         also.push(note);
                     }
                 }
+                let (causes, reasons) = reasons.into_iter().unzip();
                 findings.push(Finding {
                     kernel: after_k.base_name.clone(),
                     source: after_k.source.clone(),
                     arch: arch.clone(),
                     verdict,
                     reasons,
+                    causes,
                     also,
                     moved_from: moved_from.clone(),
                     before: Some(before.clone()),
@@ -294,7 +369,13 @@ pub fn compare(lock: &Lock, candidate: &Lock, thresholds: &Thresholds) -> Diff {
                 if !built.contains(arch) || after_k.is_some_and(|k| k.archs.contains_key(arch)) {
                     continue;
                 }
-                let mut f = Finding::new(before_k, arch, Verdict::Regression, GONE.into());
+                let mut f = Finding::new(
+                    before_k,
+                    arch,
+                    Verdict::Regression,
+                    Cause::Gone,
+                    GONE.into(),
+                );
                 f.before = Some(before.clone());
                 findings.push(f);
             }
@@ -356,11 +437,16 @@ fn name_renames(findings: &mut [Finding]) {
         if let Some(n) = best {
             taken[n] = true;
             let note = format!("renamed? `{}` -> `{}`", old.kernel, findings[n].kernel);
-            findings[g].reasons.push(note.clone());
-            findings[n].reasons.push(note);
+            for i in [g, n] {
+                findings[i].reasons.push(note.clone());
+                findings[i].causes.push(Cause::Renamed);
+            }
         }
     }
 }
+
+/// The changes that decided a verdict, each with its cause.
+type Reasons = Vec<(Cause, String)>;
 
 /// The verdict on one kernel × arch, the changes that decided it, and every
 /// other change; `None` when nothing the lock records changed.
@@ -369,77 +455,211 @@ fn judge(
     before: &Resources,
     after: &Resources,
     threshold: u32,
-) -> Option<(Verdict, Vec<String>, Vec<String>)> {
-    let mut worse = Vec::new();
-    let mut better = Vec::new();
-    let mut neutral = Vec::new();
+) -> Option<(Verdict, Reasons, Vec<String>)> {
+    let mut worse: Reasons = Vec::new();
+    let mut better: Reasons = Vec::new();
+    let mut neutral: Reasons = Vec::new();
     // Occupancy is a ratio of small integers; compare resident warps.
     let ((bo, bw), (ao, aw), at) = judged_occupancy(arch, before, after);
+    let occupancy = format!("occupancy{at} {} -> {}", percent(bo), percent(ao));
     if aw < bw || (aw == bw && ao + 1e-9 < bo) {
-        worse.push(format!("occupancy{at} {} -> {}", percent(bo), percent(ao)));
+        worse.push((Cause::OccupancyDown, occupancy));
     } else if aw > bw || ao > bo + 1e-9 {
-        better.push(format!("occupancy{at} {} -> {}", percent(bo), percent(ao)));
+        better.push((Cause::OccupancyUp, occupancy));
     }
     let launch = |r: &Resources| r.declared.as_ref().map(|d| d.launch.describe());
     if launch(before) != launch(after) {
         let show = |l: Option<String>| l.unwrap_or_else(|| "none".into());
-        neutral.push(format!(
-            "declared launch {} -> {}",
-            show(launch(before)),
-            show(launch(after))
+        neutral.push((
+            Cause::Details,
+            format!(
+                "declared launch {} -> {}",
+                show(launch(before)),
+                show(launch(after))
+            ),
         ));
     }
     let (bs, as_) = (before.spill_bytes(), after.spill_bytes());
     if bs == 0 && as_ > 0 {
-        worse.push(format!("new spills: {as_} bytes"));
+        worse.push((Cause::NewSpills, format!("new spills: {as_} bytes")));
     } else if as_ > bs {
-        worse.push(format!("spills {bs} -> {as_} bytes"));
+        worse.push((Cause::MoreSpills, format!("spills {bs} -> {as_} bytes")));
     } else if as_ < bs {
-        better.push(format!("spills {bs} -> {as_} bytes"));
+        better.push((Cause::FewerSpills, format!("spills {bs} -> {as_} bytes")));
     }
     let (br, ar) = (before.registers, after.registers);
     if ar > br.saturating_add(threshold) {
-        worse.push(format!(
-            "registers {br} -> {ar} (+{}, threshold {threshold})",
-            ar - br
+        worse.push((
+            Cause::RegistersPastThreshold,
+            format!(
+                "registers {br} -> {ar} (+{}, threshold {threshold})",
+                ar - br
+            ),
         ));
     } else if ar < br {
-        better.push(format!("registers {br} -> {ar}"));
+        better.push((Cause::FewerRegisters, format!("registers {br} -> {ar}")));
     } else if ar > br {
-        neutral.push(format!(
-            "registers {br} -> {ar} (within threshold {threshold})"
+        neutral.push((
+            Cause::RegistersWithinThreshold,
+            format!("registers {br} -> {ar} (within threshold {threshold})"),
         ));
     }
     if before.static_smem != after.static_smem {
-        neutral.push(format!(
-            "static smem {} -> {} bytes",
-            before.static_smem, after.static_smem
+        neutral.push((
+            Cause::StaticSmem,
+            format!(
+                "static smem {} -> {} bytes",
+                before.static_smem, after.static_smem
+            ),
         ));
     }
     if before.best.block_size != after.best.block_size {
-        neutral.push(format!(
-            "best block {} -> {}",
-            before.best.block_size, after.best.block_size
+        neutral.push((
+            Cause::BestBlock,
+            format!(
+                "best block {} -> {}",
+                before.best.block_size, after.best.block_size
+            ),
         ));
     }
+    let texts = |r: Reasons| r.into_iter().map(|(_, text)| text);
     if !worse.is_empty() {
-        let mut also: Vec<String> = better
-            .into_iter()
-            .map(|b| format!("{b} (better)"))
-            .collect();
-        also.extend(neutral);
+        let mut also: Vec<String> = texts(better).map(|b| format!("{b} (better)")).collect();
+        also.extend(texts(neutral));
         return Some((Verdict::Regression, worse, also));
     }
     if !better.is_empty() {
-        return Some((Verdict::Improvement, better, neutral));
+        return Some((Verdict::Improvement, better, texts(neutral).collect()));
     }
     if before != after {
         if neutral.is_empty() {
-            neutral.push("recorded details changed".into());
+            neutral.push((Cause::Details, "recorded details changed".into()));
         }
         return Some((Verdict::Changed, neutral, Vec::new()));
     }
     None
+}
+
+/// Findings that share a verdict and the causes that decided it (for a new
+/// arch, the arch too): reported as one header line and one table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group<'a> {
+    /// The verdict.
+    pub verdict: Verdict,
+    /// The causes that decided it (a likely rename is a note, not a cause).
+    pub causes: Vec<Cause>,
+    /// The arch, for findings of [`Cause::NewArch`].
+    pub arch: Option<String>,
+    /// The findings, in the diff's order.
+    pub findings: Vec<&'a Finding>,
+}
+
+impl Group<'_> {
+    /// What the findings share, in a few words (`new spills`,
+    /// `occupancy down, registers up past the threshold`, `new arch sm_90`).
+    pub fn title(&self) -> String {
+        let mut words: Vec<String> = self.causes.iter().map(|c| c.phrase().to_string()).collect();
+        if let (Some(arch), Some(w)) = (&self.arch, words.first_mut()) {
+            *w = format!("{w} {arch}");
+        }
+        if words.is_empty() {
+            words.push(Cause::Details.phrase().into());
+        }
+        words.join(", ")
+    }
+
+    /// The distinct kernels, in order, each with the archs it has in the group.
+    pub fn kernels(&self) -> Vec<(&str, Vec<&str>)> {
+        let mut out: Vec<(&str, Vec<&str>)> = Vec::new();
+        for f in &self.findings {
+            match out.iter_mut().find(|(k, _)| *k == f.kernel) {
+                Some((_, archs)) => {
+                    if !archs.contains(&f.arch.as_str()) {
+                        archs.push(&f.arch);
+                    }
+                }
+                None => out.push((&f.kernel, vec![&f.arch])),
+            }
+        }
+        out
+    }
+
+    /// Every arch of the group, sorted.
+    pub fn archs(&self) -> Vec<&str> {
+        let mut archs: Vec<&str> = self.findings.iter().map(|f| f.arch.as_str()).collect();
+        archs.sort_unstable();
+        archs.dedup();
+        archs
+    }
+
+    /// `a, b (sm_90), c and 12 more`: the first `named` kernels (with their
+    /// archs when they lack some of the group's), then a count.
+    pub fn names(&self, named: usize) -> String {
+        let all = self.archs();
+        let kernels = self.kernels();
+        let shown: Vec<String> = kernels
+            .iter()
+            .take(named)
+            .map(|(k, archs)| {
+                if archs.len() == all.len() {
+                    k.to_string()
+                } else {
+                    format!("{k} ({})", archs.join(", "))
+                }
+            })
+            .collect();
+        let shown = shown.join(", ");
+        match kernels.len().saturating_sub(named) {
+            0 => shown,
+            n => format!("{shown} and {n} more"),
+        }
+    }
+}
+
+/// The findings with one of `verdicts`, grouped by verdict and causes, in a
+/// stable order (regressions first).
+pub fn groups<'a>(diff: &'a Diff, verdicts: &[Verdict]) -> Vec<Group<'a>> {
+    // A group's key: the verdict, the deciding causes, a new arch's name.
+    type Key = (Verdict, Vec<Cause>, Option<String>);
+    let mut by_key: BTreeMap<Key, Vec<&'a Finding>> = BTreeMap::new();
+    for f in diff
+        .findings
+        .iter()
+        .filter(|f| verdicts.contains(&f.verdict))
+    {
+        let causes: Vec<Cause> = f
+            .causes
+            .iter()
+            .copied()
+            .filter(|c| *c != Cause::Renamed)
+            .collect();
+        let arch = causes.contains(&Cause::NewArch).then(|| f.arch.clone());
+        by_key.entry((f.verdict, causes, arch)).or_default().push(f);
+    }
+    by_key
+        .into_iter()
+        .map(|((verdict, causes, arch), findings)| Group {
+            verdict,
+            causes,
+            arch,
+            findings,
+        })
+        .collect()
+}
+
+/// How a verdict heads its groups.
+fn verdict_word(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Regression => "regression",
+        Verdict::Improvement => "improvement",
+        Verdict::New => "new",
+        Verdict::Changed => "changed",
+    }
+}
+
+/// `n kernel x arch` with the noun for `n`.
+fn pairs(n: usize) -> String {
+    format!("{n} kernel x arch{}", if n == 1 { "" } else { "s" })
 }
 
 /// The (occupancy, resident warps) before and after that the gate
@@ -474,79 +694,107 @@ fn judged_occupancy(
     }
 }
 
-/// The before/after table of the findings, one block per kernel × arch.
+/// The before/after table of the findings with one of `verdicts`: per
+/// group of findings with the same causes, one header line (the verdict,
+/// the causes and how many) and one table, one row per kernel × arch
+/// (`before -> after` where a number changed). Every row is shown.
 pub fn render_diff(diff: &Diff, verdicts: &[Verdict]) -> String {
-    let mut rows: Vec<[String; 8]> = vec![[
-        "kernel".into(),
-        "arch".into(),
-        "".into(),
-        "registers".into(),
-        "smem".into(),
-        "spills".into(),
-        "occupancy".into(),
-        "best block".into(),
-    ]];
-    let mut notes = Vec::new();
-    let cells = |a: &Resources| {
-        [
-            a.registers.to_string(),
-            a.static_smem.to_string(),
-            a.spill_bytes().to_string(),
-            format!(
-                "{} ({})",
-                percent(a.best.occupancy),
-                a.best.limiters.join(" + ")
-            ),
-            a.best.block_size.to_string(),
-        ]
-    };
-    let dash = || {
-        [
-            "-".to_string(),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-        ]
-    };
-    for f in diff
-        .findings
-        .iter()
-        .filter(|f| verdicts.contains(&f.verdict))
-    {
-        let b = f.before.as_ref().map(cells).unwrap_or_else(dash);
-        let a = f.after.as_ref().map(cells).unwrap_or_else(dash);
-        let [b0, b1, b2, b3, b4] = b;
-        let [a0, a1, a2, a3, a4] = a;
-        rows.push([
-            f.kernel.clone(),
-            f.arch.clone(),
-            "before".into(),
-            b0,
-            b1,
-            b2,
-            b3,
-            b4,
-        ]);
-        rows.push([
-            String::new(),
-            String::new(),
-            "after".into(),
-            a0,
-            a1,
-            a2,
-            a3,
-            a4,
-        ]);
-        notes.push(note(f));
-    }
-    let mut out = crate::table::align(&rows);
-    for note in notes {
-        out.push_str("  ");
-        out.push_str(&note);
-        out.push('\n');
+    render(diff, verdicts, None)
+}
+
+/// [`render_diff`] with at most `rows` rows per group; each group that has
+/// more ends with `... and N more kernel x archs: {rest}` (`rest` says
+/// where the full table is).
+pub fn render_diff_bounded(diff: &Diff, verdicts: &[Verdict], rows: usize, rest: &str) -> String {
+    render(diff, verdicts, Some((rows, rest)))
+}
+
+fn render(diff: &Diff, verdicts: &[Verdict], limit: Option<(usize, &str)>) -> String {
+    let mut out = String::new();
+    for group in groups(diff, verdicts) {
+        let n = group.findings.len();
+        out.push_str(&format!(
+            "{}: {} ({})\n",
+            verdict_word(group.verdict),
+            group.title(),
+            pairs(n)
+        ));
+        let shown = limit.map_or(n, |(rows, _)| rows.min(n));
+        let mut table: Vec<[String; 10]> = vec![[
+            "kernel".into(),
+            "arch".into(),
+            "source".into(),
+            "registers".into(),
+            "smem".into(),
+            "spills".into(),
+            "occupancy".into(),
+            "limiter".into(),
+            "best block".into(),
+            "note".into(),
+        ]];
+        table.extend(group.findings.iter().take(shown).map(|f| row(f)));
+        for line in crate::table::align(&table).lines() {
+            out.push_str("  ");
+            out.push_str(line);
+            out.push('\n');
+        }
+        if let Some((_, rest)) = limit.filter(|_| shown < n) {
+            let more = n - shown;
+            let s = if more == 1 { "" } else { "s" };
+            out.push_str(&format!("  ... and {more} more kernel x arch{s}: {rest}\n"));
+        }
     }
     out
+}
+
+/// One finding as a table row: the numbers before and after, and the notes
+/// the numbers do not show (a moved file, a likely rename).
+fn row(f: &Finding) -> [String; 10] {
+    fn cell<T: PartialEq + ToString>(
+        before: &Option<Resources>,
+        after: &Option<Resources>,
+        get: impl Fn(&Resources) -> T,
+    ) -> String {
+        match (before.as_ref().map(&get), after.as_ref().map(&get)) {
+            (Some(b), Some(a)) if b == a => a.to_string(),
+            (Some(b), Some(a)) => format!("{} -> {}", b.to_string(), a.to_string()),
+            (None, Some(a)) => a.to_string(),
+            (Some(b), None) => format!("{} -> -", b.to_string()),
+            (None, None) => "-".into(),
+        }
+    }
+    let (b, a) = (&f.before, &f.after);
+    let mut notes: Vec<&str> = f
+        .reasons
+        .iter()
+        .zip(&f.causes)
+        .filter_map(|(r, c)| match c {
+            Cause::Renamed | Cause::Moved => Some(r.as_str()),
+            // `registers 32 -> 41 (+9, threshold 8)`: the table has the numbers.
+            Cause::RegistersPastThreshold => {
+                r.split_once('(').map(|(_, t)| t.trim_end_matches(')'))
+            }
+            _ => None,
+        })
+        .collect();
+    notes.extend(
+        f.also
+            .iter()
+            .filter(|a| a.starts_with("moved from "))
+            .map(String::as_str),
+    );
+    [
+        f.kernel.clone(),
+        f.arch.clone(),
+        f.source.clone(),
+        cell(b, a, |r| r.registers),
+        cell(b, a, |r| r.static_smem),
+        cell(b, a, Resources::spill_bytes),
+        cell(b, a, |r| percent(r.best.occupancy)),
+        cell(b, a, |r| r.best.limiters.join(" + ")),
+        cell(b, a, |r| r.best.block_size),
+        notes.join("; "),
+    ]
 }
 
 /// One finding as a line: `kernel on arch (source): reasons; also: others`.
@@ -658,11 +906,23 @@ pub(crate) mod tests {
         assert_eq!(d.findings[2].reasons, ["spills 8 -> 16 bytes"]);
         assert_eq!(d.findings[3].reasons, ["kernel gone"]);
         let table = render_diff(&d, &[Verdict::Regression]);
+        // One header per cause, one row per kernel x arch with its numbers.
+        for header in [
+            "regression: occupancy down, registers up past the threshold (1 kernel x arch)",
+            "regression: new spills (1 kernel x arch)",
+            "regression: more spills (1 kernel x arch)",
+            "regression: kernel gone (1 kernel x arch)",
+        ] {
+            assert!(table.contains(&format!("{header}\n")), "{header}:\n{table}");
+        }
+        let a = table
+            .lines()
+            .find(|l| l.starts_with("  a "))
+            .unwrap_or_else(|| panic!("no row of a:\n{table}"));
         assert!(
-            table.contains("before") && table.contains("after"),
-            "{table}"
+            a.contains("sm_80") && a.contains("32 -> 64") && a.contains("100.0% -> 50.0%"),
+            "{a}"
         );
-        assert!(table.contains("a on sm_80 (k.cu): occupancy 100.0% -> 50.0%"));
     }
 
     #[test]
@@ -813,9 +1073,18 @@ pub(crate) mod tests {
         assert_eq!(new[1].reasons, ["new kernel"]);
         let table = render_diff(&d, &Verdict::ALL);
         assert!(
-            table.contains("beta on sm_80 (k.cu): kernel gone, renamed? `beta` -> `beta_v2`"),
+            table.contains("regression: kernel gone (1 kernel x arch)\n"),
             "{table}"
         );
+        assert!(
+            table.contains("new: new kernel (2 kernel x archs)\n"),
+            "{table}"
+        );
+        let renamed: Vec<&str> = table
+            .lines()
+            .filter(|l| l.ends_with("renamed? `beta` -> `beta_v2`"))
+            .collect();
+        assert_eq!(renamed.len(), 2, "both sides say it:\n{table}");
     }
 
     #[test]
@@ -835,8 +1104,74 @@ pub(crate) mod tests {
         );
         let table = render_diff(&d, &[Verdict::Regression]);
         assert!(
-            table.contains("f on sm_80 (k.cu): occupancy 100.0% -> 50.0%, registers 32 -> 64 (+32, threshold 8); also spills 96 -> 0 bytes (better), best block 256 -> 512"),
+            table.contains(
+                "regression: occupancy down, registers up past the threshold (1 kernel x arch)\n"
+            ),
             "{table}"
+        );
+        let row = table
+            .lines()
+            .find(|l| l.starts_with("  f "))
+            .unwrap_or_default();
+        for cell in ["32 -> 64", "96 -> 0", "100.0% -> 50.0%", "256 -> 512"] {
+            assert!(row.contains(cell), "{cell} missing: {row}\n{table}");
+        }
+    }
+
+    /// `n` kernels `k_0000`.. on sm_80, with the numbers `a`.
+    fn kernels(n: usize, a: &Resources) -> Lock {
+        let names: Vec<String> = (0..n).map(|i| format!("k_{i:04}")).collect();
+        lock(
+            &names
+                .iter()
+                .map(|k| (k.as_str(), a.clone()))
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    #[test]
+    fn many_kernels_failing_for_one_reason_are_one_group() {
+        let before = kernels(50, &arch(32, 64, 0));
+        let mut after = kernels(50, &arch(32, 64, 8));
+        after
+            .kernels
+            .push(lock(&[("z_new", arch(16, 64, 0))]).kernels[0].clone());
+        let d = compare(&before, &after, &Thresholds::default());
+        let groups = groups(&d, &Verdict::ALL);
+        assert_eq!(groups.len(), 2, "{groups:#?}");
+        assert_eq!(groups[0].title(), "new spills");
+        assert_eq!(groups[0].findings.len(), 50);
+        assert_eq!(groups[0].names(3), "k_0000, k_0001, k_0002 and 47 more");
+        assert_eq!(groups[1].title(), "new kernel");
+        let full = render_diff(&d, &Verdict::ALL);
+        // Two headers, two tables of a header and a rule each, a row per finding.
+        assert_eq!(full.lines().count(), 2 + 2 * 2 + 51, "{full}");
+        assert_eq!(full.matches("new spills").count(), 1, "{full}");
+        let bounded = render_diff_bounded(&d, &Verdict::ALL, 5, "see report.txt");
+        assert_eq!(bounded.lines().count(), 2 + 2 * 2 + 5 + 1 + 1, "{bounded}");
+        assert!(
+            bounded.contains("  ... and 45 more kernel x archs: see report.txt\n"),
+            "{bounded}"
+        );
+    }
+
+    #[test]
+    fn a_new_arch_is_one_group_per_arch() {
+        let before = kernels(30, &arch(32, 64, 0));
+        let mut after = before.clone();
+        after
+            .archs
+            .extend(["sm_90".to_string(), "sm_100".to_string()]);
+        for k in &mut after.kernels {
+            k.archs.insert("sm_90".into(), arch(32, 64, 0));
+            k.archs.insert("sm_100".into(), arch(32, 64, 0));
+        }
+        let d = compare(&before, &after, &Thresholds::default());
+        let titles: Vec<String> = groups(&d, &Verdict::ALL).iter().map(Group::title).collect();
+        assert_eq!(titles, ["new arch sm_100", "new arch sm_90"]);
+        assert_eq!(
+            groups(&d, &Verdict::ALL)[1].names(2),
+            "k_0000, k_0001 and 28 more"
         );
     }
 }

@@ -4,9 +4,32 @@
 //! gate compares (registers, static shared memory, spills, stack, the best
 //! block size, the occupancy there and its limiters) plus what `kernels.rs`
 //! and `#[launch_config]` need when no nvcc is available (names, launch
-//! bounds, barriers, headroom). It is pretty JSON with `"schema"` first,
-//! kernels sorted by symbol, archs sorted, paths relative to the crate: a
-//! stable, diff-friendly subset of the manifest, sharing its types.
+//! bounds, barriers, headroom). It is JSON with `"schema"` first, kernels
+//! sorted by symbol, archs sorted, paths relative to the crate: a stable,
+//! diff-friendly subset of the manifest, sharing its types.
+//!
+//! The text has one line per kernel (its names and source) and one line per
+//! kernel × arch (its numbers), so that a change shows in a diff as the
+//! lines of the kernels × archs that changed, and a lock of 750 kernels × 2
+//! archs is about 3,000 lines, not 50,000:
+//!
+//! ```text
+//! {
+//!   "schema": 1,
+//!   "package": "app",
+//!   "nvcc": "V13.5.37",
+//!   "archs": [
+//!     "sm_80"
+//!   ],
+//!   "kernels": [
+//!     {"name": "saxpy", "demangled": "saxpy", ..., "source": "kernels/saxpy.cu", "archs": {
+//!       "sm_80": {"registers": 16, "static_smem": 0, ..., "best": {"block_size": 1024, ...}}
+//!     }}
+//!   ]
+//! }
+//! ```
+//!
+//! Any JSON layout reads the same (the older fully pretty locks included).
 
 use crate::error::{Error, Result};
 use crate::manifest::{self, Kernel, KernelArch, Manifest, Origin, Resources};
@@ -110,9 +133,19 @@ impl Lock {
         })
     }
 
-    /// The lock's text: pretty JSON, schema first, trailing newline.
+    /// The lock's text: JSON, schema first, one line per kernel and one
+    /// per kernel × arch (the module's layout), trailing newline. The same
+    /// lock gives the same bytes.
     pub fn to_text(&self) -> String {
-        manifest::to_json_pretty(self)
+        let mut out = Vec::new();
+        let mut ser = serde_json::Serializer::with_formatter(&mut out, LockFormatter::default());
+        // Plain data with string keys, into memory: serializing cannot fail.
+        if self.serialize(&mut ser).is_err() {
+            return manifest::to_json_pretty(self);
+        }
+        let mut text = String::from_utf8(out).unwrap_or_default();
+        text.push('\n');
+        text
     }
 
     /// Parses a lock, checking its schema, its names, that no kernel is
@@ -182,6 +215,120 @@ impl Lock {
     }
 }
 
+/// The lock's layout: the lock object (depth 1), the maps in it (depth 2:
+/// `parts`, one part and its sources a line) and each kernel's `archs` map
+/// (depth 4) have one entry per line, and so has every array at depth 2
+/// (`archs`, `kernels`); everything else is written on one line, with a
+/// space after each `:` and `,`.
+#[derive(Default)]
+struct LockFormatter {
+    /// Per open object or array: whether its entries go on lines of their
+    /// own, and whether it had any.
+    open: Vec<(bool, bool)>,
+}
+
+impl LockFormatter {
+    /// Object depths whose entries go on lines of their own.
+    const OBJECTS: [usize; 3] = [1, 2, 4];
+    /// Array depths whose values go on lines of their own.
+    const ARRAYS: [usize; 1] = [2];
+
+    fn open<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        bracket: &[u8],
+        broken_at: &[usize],
+    ) -> std::io::Result<()> {
+        self.open
+            .push((broken_at.contains(&(self.open.len() + 1)), false));
+        w.write_all(bracket)
+    }
+
+    /// The indent of a line: two spaces per enclosing container that is
+    /// broken into lines (a container on one line adds none).
+    fn indent<W: ?Sized + std::io::Write>(&self, w: &mut W) -> std::io::Result<()> {
+        let broken = self.open.iter().filter(|(broken, _)| *broken).count();
+        w.write_all(&b"  ".repeat(broken))
+    }
+
+    fn entry<W: ?Sized + std::io::Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
+        let Some((broken, any)) = self.open.last_mut() else {
+            return Ok(());
+        };
+        *any = true;
+        let broken = *broken;
+        if !first {
+            w.write_all(b",")?;
+        }
+        if broken {
+            w.write_all(b"\n")?;
+            self.indent(w)
+        } else if !first {
+            w.write_all(b" ")
+        } else {
+            Ok(())
+        }
+    }
+
+    fn close<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        bracket: &[u8],
+    ) -> std::io::Result<()> {
+        if let Some((true, true)) = self.open.pop() {
+            w.write_all(b"\n")?;
+            self.indent(w)?;
+        }
+        w.write_all(bracket)
+    }
+}
+
+impl serde_json::ser::Formatter for LockFormatter {
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.open(w, b"[", &Self::ARRAYS)
+    }
+
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.close(w, b"]")
+    }
+
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.entry(w, first)
+    }
+
+    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.open(w, b"{", &Self::OBJECTS)
+    }
+
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.close(w, b"}")
+    }
+
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.entry(w, first)
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b": ")
+    }
+
+    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// `k` with each arch's record mapped by `f` (`None` drops the arch).
 fn map_archs<A, B>(k: &Kernel<A>, mut f: impl FnMut(&String, &A) -> Option<B>) -> Kernel<B> {
     Kernel {
@@ -211,8 +358,100 @@ mod tests {
         assert!(text.starts_with("{\n  \"schema\": 1,"), "{text}");
         assert!(text.ends_with("}\n"));
         assert_eq!(Lock::from_text(&text, Path::new("occ.lock")).ok(), Some(l));
+        let empty = Lock {
+            kernels: Vec::new(),
+            archs: Vec::new(),
+            ..lock(&[])
+        };
+        let text = empty.to_text();
+        assert!(
+            text.contains("\"archs\": [],\n  \"kernels\": []\n}"),
+            "{text}"
+        );
+        assert_eq!(
+            Lock::from_text(&text, Path::new("occ.lock")).ok(),
+            Some(empty)
+        );
         let err = Lock::from_text("{\"schema\": 99}", Path::new("occ.lock"));
         assert!(err.is_err_and(|e| e.to_string().contains("newer occ")));
+    }
+
+    /// A lock of `n` kernels on two archs.
+    fn many(n: usize) -> Lock {
+        let names: Vec<String> = (0..n).map(|i| format!("k_{i:04}")).collect();
+        let mut l = lock(
+            &names
+                .iter()
+                .map(|n| (n.as_str(), arch(32, 64, 0)))
+                .collect::<Vec<_>>(),
+        );
+        l.archs.push("sm_90".into());
+        for (i, k) in l.kernels.iter_mut().enumerate() {
+            let mut sm90 = arch(40, 48, (i % 3) as u32);
+            sm90.best.limiters = vec!["registers".into(), "warps".into()];
+            k.archs.insert("sm_90".into(), sm90);
+        }
+        l
+    }
+
+    #[test]
+    fn the_lock_has_one_line_per_kernel_and_per_kernel_arch() {
+        let l = many(300);
+        let text = l.to_text();
+        let lines: Vec<&str> = text.lines().collect();
+        // 6 lines of header (schema, package, nvcc, archs), 3 per kernel
+        // (its names, its archs' closing line, and its two archs), the end.
+        let kernel_lines = lines
+            .iter()
+            .filter(|l| l.starts_with("    {\"name\": "))
+            .count();
+        let arch_lines: Vec<&&str> = lines
+            .iter()
+            .filter(|l| l.starts_with("      \"sm_") && l.contains("\"registers\": "))
+            .collect();
+        assert_eq!(kernel_lines, 300, "{text}");
+        assert_eq!(arch_lines.len(), 600, "{text}");
+        assert!(lines.len() <= 300 * 4 + 12, "{} lines", lines.len());
+        // Each kernel × arch line holds all of its numbers.
+        assert!(arch_lines
+            .iter()
+            .all(|l| l.contains("\"best\": {\"block_size\": 256")));
+        // Round trip, byte for byte.
+        let back = Lock::from_text(&text, Path::new("occ.lock")).expect("reads");
+        assert_eq!(back, l);
+        assert_eq!(back.to_text(), text);
+        // Named parts: one line each, with their sources.
+        let mut parted = l.clone();
+        parted
+            .parts
+            .insert("lib".into(), vec!["src/a.cu".into(), "src/b.cu".into()]);
+        parted.parts.insert("ptx".into(), vec!["src/c.cu".into()]);
+        let text_parts = parted.to_text();
+        assert!(
+            text_parts.contains("  \"parts\": {\n    \"lib\": [\"src/a.cu\", \"src/b.cu\"],\n    \"ptx\": [\"src/c.cu\"]\n  }\n}\n"),
+            "{}",
+            &text_parts[text_parts.len() - 300..]
+        );
+        let back_parts = Lock::from_text(&text_parts, Path::new("occ.lock")).expect("reads");
+        assert_eq!(back_parts, parted);
+        // A lock in the old layout (fully pretty JSON) reads the same.
+        let old = manifest::to_json_pretty(&l);
+        assert!(old.lines().count() > 10 * lines.len());
+        let from_old = Lock::from_text(&old, Path::new("occ.lock")).expect("old layout");
+        assert_eq!(from_old.to_text(), text);
+    }
+
+    #[test]
+    fn a_change_of_one_number_is_a_one_line_diff() {
+        let l = many(20);
+        let mut changed = l.clone();
+        if let Some(a) = changed.kernels[7].archs.get_mut("sm_90") {
+            a.registers += 8;
+        }
+        let (a, b) = (l.to_text(), changed.to_text());
+        let differing = a.lines().zip(b.lines()).filter(|(x, y)| x != y).count();
+        assert_eq!(a.lines().count(), b.lines().count());
+        assert_eq!(differing, 1, "{b}");
     }
 
     #[test]

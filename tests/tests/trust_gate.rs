@@ -76,9 +76,31 @@ fn item13_spills_gone_are_credited_in_the_verdict() {
     bless(&s);
     s.write("kernels/k.cu", &forces().replace("BOUNDS", "512, 2"));
     let msg = failure(&s, "spilling kernel given a heavier launch bound");
-    let credited = msg
+    // The row of forces8: kernel, arch, source, registers, smem, spills, ...
+    let row: Vec<&str> = msg
         .lines()
-        .any(|l| l.contains("forces8 on sm_80") && l.to_ascii_lowercase().contains("spill"));
+        .find(|l| l.starts_with("  forces8 ") && l.contains("sm_80"))
+        .map(|l| {
+            l.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    let header: Vec<&str> = msg
+        .lines()
+        .find(|l| l.starts_with("  kernel "))
+        .map(|l| {
+            l.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    let spills = header.iter().position(|c| *c == "spills");
+    let credited = spills
+        .and_then(|i| row.get(i))
+        .is_some_and(|cell| cell.ends_with("-> 0") && !cell.starts_with("0 "));
     assert!(
         credited,
         "the verdict must show the spills gone, not only the occupancy lost: {msg}"
