@@ -820,7 +820,7 @@ def main():
     if "c" in VARIANTS and ITEM3:
         c3 = item3_candle(crates["c_occ_fatbin_sm80_sm90"], results[-1], candle_lib, ptx, all_ptx, occ_env)
     if "b" in VARIANTS:
-        meta["user"] = user_binary(crates["b_occ_ptx_sm80"], with_moe, occ_env, occ_lock)
+        meta["user"] = user_binary(crates["b_occ_ptx_sm80"], with_moe, occ_env)
     if ITEM3:
         bigr = big(occ_lock)
         c3.append((f"{BIG_KERNELS} kernels × {len(BIG_ARCHS)} archs (one .cu)", {
@@ -846,7 +846,7 @@ def item3_candle(c, rc, candle_lib, ptx, all_ptx, occ_env):
         "cost": cost, "counts": rc["counts"], "script_walls": walls, "script_nvcc": n})]
 
 
-def user_binary(crate, with_moe, occ_env, occ_lock):
+def user_binary(crate, with_moe, occ_env):
     """A user binary of the crate: lookup by name; with libmoe, a host launcher too."""
     user = BENCH / "candle_user"
     launcher = ("let launcher = candle_kernels::ffi::moe_gemm_wmma as *const ();\n"
@@ -854,8 +854,9 @@ def user_binary(crate, with_moe, occ_env, occ_lock):
     write(user / "Cargo.toml", '[package]\nname = "candle-user"\nversion = "0.0.0"\nedition = "2021"\n\n'
           f'[workspace]\n\n[dependencies]\ncandle-kernels = {{ path = "{crate}" }}\n')
     write(user / "src/main.rs", USER_MAIN.replace("LAUNCHER", launcher))
-    if not (user / "Cargo.lock").exists():
-        shutil.copy(occ_lock, user / "Cargo.lock")
+    # The crate's own lock: the same dependency versions, so cargo reuses
+    # the crate's build (its OUT_DIR) instead of building it again.
+    shutil.copy(crate / "Cargo.lock", user / "Cargo.lock")
     say("candle user binary")
     ur = Run(user, ["build"], occ_env, check=False)
     if ur.ok:
