@@ -235,21 +235,29 @@ pub(crate) fn gencodes(archs: &[String]) -> Vec<String> {
 
 /// Where `nvcc -c -keep` leaves an arch's cubin and PTX in its keep
 /// folder: `<stem>.compute_90.cubin` (or `<stem>.compute_90.sm_90.cubin`
-/// when the PTX is embedded too) and `<stem>.compute_90.ptx`.
+/// when the PTX is embedded too) and `<stem>.compute_90.ptx`; with a
+/// single `-gencode`, nvcc 13.5 names them `<stem>.sm_90.cubin` and
+/// `<stem>.ptx` instead.
 pub(crate) fn kept_files(dir: &Path, source: &str, arch: &str) -> Option<(PathBuf, PathBuf)> {
     let stem = Path::new(source)
         .file_stem()?
         .to_string_lossy()
         .into_owned();
     let virt = arch.replacen("sm_", "compute_", 1);
-    let ptx = dir.join(format!("{stem}.{virt}.ptx"));
-    let cubin = [
-        dir.join(format!("{stem}.{virt}.cubin")),
-        dir.join(format!("{stem}.{virt}.{arch}.cubin")),
+    let ptx = [
+        dir.join(format!("{stem}.{virt}.ptx")),
+        dir.join(format!("{stem}.ptx")),
     ]
     .into_iter()
     .find(|p| p.is_file())?;
-    ptx.is_file().then_some((cubin, ptx))
+    let cubin = [
+        dir.join(format!("{stem}.{virt}.cubin")),
+        dir.join(format!("{stem}.{virt}.{arch}.cubin")),
+        dir.join(format!("{stem}.{arch}.cubin")),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())?;
+    Some((cubin, ptx))
 }
 
 /// Archives the library's objects (cc), and adds the link directives:
@@ -347,5 +355,49 @@ fn cpp_stdlib(target: &str) -> Option<&'static str> {
         Some("c++")
     } else {
         Some("stdc++")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kept_files;
+
+    #[test]
+    fn kept_files_of_one_and_of_several_gencodes() {
+        let dir = std::env::temp_dir().join(format!("occ-kept-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // What nvcc 13.5 -c -keep leaves: with one -gencode, `one.ptx` and
+        // `one.sm_80.cubin`; with two, names that carry the virtual arch.
+        for name in [
+            "one.ptx",
+            "one.sm_80.cubin",
+            "two.compute_80.cubin",
+            "two.compute_80.ptx",
+            "two.compute_90.sm_90.cubin",
+            "two.compute_90.ptx",
+        ] {
+            std::fs::write(dir.join(name), b"").unwrap();
+        }
+        let found = |source, arch| kept_files(&dir, source, arch);
+        assert_eq!(
+            found("src/one.cu", "sm_80"),
+            Some((dir.join("one.sm_80.cubin"), dir.join("one.ptx")))
+        );
+        assert_eq!(
+            found("src/two.cu", "sm_80"),
+            Some((
+                dir.join("two.compute_80.cubin"),
+                dir.join("two.compute_80.ptx")
+            ))
+        );
+        assert_eq!(
+            found("src/two.cu", "sm_90"),
+            Some((
+                dir.join("two.compute_90.sm_90.cubin"),
+                dir.join("two.compute_90.ptx")
+            ))
+        );
+        assert_eq!(found("src/three.cu", "sm_80"), None);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
