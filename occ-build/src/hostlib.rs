@@ -281,7 +281,9 @@ pub(crate) fn archive(
         detail: e.to_string(),
     })?;
     directives.link(format!("rustc-link-search=native={}", dir.display()));
-    directives.link(format!("rustc-link-lib=static={}", lib.name));
+    // `-bundle`: linked from OUT_DIR at the final link, not copied into the
+    // crate's rlib (a library of 80 MB would otherwise be in it too).
+    directives.link(format!("rustc-link-lib=static:-bundle={}", lib.name));
     let linux = lib.target.contains("-linux");
     let runtime = match lib.cudart {
         Cudart::Static => Some("cudart_static"),

@@ -224,7 +224,7 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
     });
     let rs = emit::kernels_rs(&m);
     assert!(rs.contains("\"/occ/2d.fatbin\""), "{rs}");
-    assert!(rs.contains("code: Some(&DEVICE_CODE[0])"), "{rs}");
+    assert!(rs.contains("code: Some(&DEVICE_CODE_ARRAY[0])"), "{rs}");
     assert!(syn::parse_file(&rs).is_ok(), "{rs}");
 }
 
