@@ -518,12 +518,7 @@ fn launcher(nvcc: &Nvcc) -> Line {
 /// cuobjdump or nvdisasm beside nvcc: occ's builds need neither; they are
 /// for looking at the device code by hand.
 fn beside(nvcc: &Nvcc, tool: &'static str) -> Line {
-    let name = if cfg!(windows) {
-        format!("{tool}.exe")
-    } else {
-        tool.to_string()
-    };
-    let path = nvcc.path.with_file_name(name);
+    let path = nvcc.beside(tool);
     if path.is_file() {
         line(tool, path.display().to_string(), None)
     } else {

@@ -44,7 +44,7 @@
 //! later in system folders.
 
 use crate::error::{Error, Result};
-use crate::toolkit::Nvcc;
+use crate::toolkit::{exe, Nvcc};
 use serde::{Deserialize, Serialize};
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -475,14 +475,6 @@ pub(crate) fn nvcc_vars(cmd: &mut std::process::Command, vars: &NvccVars) {
             Some(v) => cmd.env(name, v),
             None => cmd.env_remove(name),
         };
-    }
-}
-
-fn exe(name: &str) -> String {
-    if cfg!(windows) {
-        format!("{name}.exe")
-    } else {
-        name.to_string()
     }
 }
 

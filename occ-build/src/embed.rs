@@ -13,7 +13,7 @@ use crate::cache::Stat;
 use crate::compile::{write_atomic, JobOutput};
 use crate::error::{Error, Result};
 use crate::manifest::{DeviceCode, Embed};
-use crate::toolkit::Nvcc;
+use crate::toolkit::{exe, Nvcc};
 use occ_model::arch::{self, Variant};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -126,25 +126,21 @@ fn fatbin(
         .filter_map(|j| Some((arch::parse_target(&j.job.arch).ok()?, *j)))
         .max_by_key(|(t, _)| (t.variant == Variant::Base, t.cc))
         .map(|(_, j)| j);
+    // (fatbinary's image kind, the job, the file extension) per part.
+    let images = jobs
+        .iter()
+        .map(|j| ("elf", *j, "cubin"))
+        .chain(newest.map(|j| ("ptx", j, "ptx")));
     let mut parts: Vec<PathBuf> = Vec::new();
     let mut args = vec!["-64".to_string()];
-    for job in jobs {
-        let cubin = out.join(format!("{}.cubin", job.job.name));
+    for (kind, job, ext) in images {
+        let file = out.join(format!("{}.{ext}", job.job.name));
         args.push(format!(
-            "--image3=kind=elf,sm={},file={}",
+            "--image3=kind={kind},sm={},file={}",
             sm(&job.job.arch),
-            cubin.display()
+            file.display()
         ));
-        parts.push(cubin);
-    }
-    if let Some(job) = newest {
-        let ptx = out.join(format!("{}.ptx", job.job.name));
-        args.push(format!(
-            "--image3=kind=ptx,sm={},file={}",
-            sm(&job.job.arch),
-            ptx.display()
-        ));
-        parts.push(ptx);
+        parts.push(file);
     }
     let dest = out.join(file);
     let record_path = out.join("cache").join(format!("{file}.json"));
@@ -197,14 +193,8 @@ fn sm(arch: &str) -> &str {
 
 /// The toolkit's `fatbinary`: in its `bin` folder, else beside nvcc.
 fn fatbinary(nvcc: &Nvcc, top: Option<&Path>) -> Option<PathBuf> {
-    let name = if cfg!(windows) {
-        "fatbinary.exe"
-    } else {
-        "fatbinary"
-    };
-    let beside = nvcc.path.parent().map(|d| d.join(name));
-    top.map(|t| t.join("bin").join(name))
+    top.map(|t| t.join("bin").join(exe("fatbinary")))
         .into_iter()
-        .chain(beside)
+        .chain([nvcc.beside("fatbinary")])
         .find(|p| p.is_file())
 }

@@ -68,8 +68,16 @@ pub(crate) fn record(out: &Path, name: &str, sources: &[String], manifest: &Mani
         manifest: manifest.clone(),
     });
     let mine: Vec<&Part> = parts.iter().filter(|p| p.out == out).collect();
-    let manifests: Vec<&Manifest> = mine.iter().map(|p| &p.manifest).collect();
-    let merged = analyze::merge(&manifests).unwrap_or_else(|| manifest.clone());
+    // One part (most crates): what the merge gives is the part itself with
+    // its identifiers made unique, without copying it through the merge.
+    let merged = if mine.len() == 1 {
+        let mut own = manifest.clone();
+        analyze::assign_idents(&mut own.kernels);
+        own
+    } else {
+        let manifests: Vec<&Manifest> = mine.iter().map(|p| &p.manifest).collect();
+        analyze::merge(&manifests).unwrap_or_else(|| manifest.clone())
+    };
     let named = mine
         .iter()
         .filter(|p| !p.name.is_empty())

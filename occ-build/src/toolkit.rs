@@ -122,11 +122,20 @@ pub struct Nvcc {
     pub launcher: Option<PathBuf>,
 }
 
-fn exe(name: &str) -> String {
+/// A program's file name on this OS (`nvcc`, `nvcc.exe`).
+pub(crate) fn exe(name: &str) -> String {
     if cfg!(windows) {
         format!("{name}.exe")
     } else {
         name.to_string()
+    }
+}
+
+impl Nvcc {
+    /// The program `tool` of the same toolkit, in nvcc's folder
+    /// (`fatbinary`, `cuobjdump`); it may not exist.
+    pub fn beside(&self, tool: &str) -> PathBuf {
+        self.path.with_file_name(exe(tool))
     }
 }
 

@@ -107,29 +107,25 @@ fn the_default_fatbin_holds_each_archs_cubin_and_the_newest_ptx_byte_for_byte() 
         );
     }
     // A second build reuses the fatbins: same files, same bytes.
-    let before: Vec<_> = blobs
-        .iter()
-        .map(|b| {
-            std::fs::metadata(out.join(&b.file))
-                .and_then(|m| m.modified())
-                .expect("mtime")
-        })
-        .collect();
+    let mtimes = || -> Vec<_> {
+        blobs
+            .iter()
+            .map(|b| {
+                std::fs::metadata(out.join(&b.file))
+                    .and_then(|m| m.modified())
+                    .expect("mtime")
+            })
+            .collect()
+    };
+    let before = mtimes();
     let again = s
         .build(["sm_80", "sm_90"])
         .try_compile_with(&build_env(&[]))
         .expect("rebuild");
     assert_eq!(again.nvcc_runs, 0);
-    let after: Vec<_> = blobs
-        .iter()
-        .map(|b| {
-            std::fs::metadata(out.join(&b.file))
-                .and_then(|m| m.modified())
-                .expect("mtime")
-        })
-        .collect();
     assert_eq!(
-        before, after,
+        before,
+        mtimes(),
         "the fatbins were rebuilt though nothing changed"
     );
 }
