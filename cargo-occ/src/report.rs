@@ -925,6 +925,7 @@ pub(crate) mod tests {
             demangled: name.into(),
             base_name: name.into(),
             short_name: name.into(),
+            params: Vec::new(),
             ident: name.into(),
             source: "kernels/k.cu".into(),
             archs: archs.into_iter().map(|(a, k)| (a.to_string(), k)).collect(),

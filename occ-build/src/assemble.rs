@@ -23,6 +23,7 @@ pub(crate) fn manifest(
         args: &o.job.args,
         log: &o.log,
         ptx: &o.ptx,
+        signatures: &o.signatures,
     });
     let mut manifest =
         analyze::build_manifest(&inputs.package, nvcc_version, &inputs.archs, texts)?;

@@ -52,7 +52,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 /// The version of the record format; a new one invalidates every record.
-const FORMAT: u32 = 3;
+const FORMAT: u32 = 4;
 
 /// A 128-bit content hash, as hex (two SipHash passes with different keys).
 ///
@@ -198,6 +198,10 @@ pub(crate) struct Record {
     pub outputs: Vec<Output>,
     /// nvcc's output (the ptxas `-v` log).
     pub log: String,
+    /// The kernels' signatures from nvcc's intermediate files
+    /// (`occ_model::params`), which are gone once the job is done.
+    #[serde(default)]
+    pub signatures: occ_model::params::Signatures,
 }
 
 impl Record {
@@ -239,6 +243,7 @@ impl Record {
             probes,
             outputs,
             log,
+            signatures: occ_model::params::Signatures::default(),
         }
     }
 }

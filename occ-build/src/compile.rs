@@ -17,6 +17,7 @@ use crate::cache::{self, Input, NvccVars, Output, Record, Stat, Toolkit};
 use crate::error::{Error, Result};
 use crate::inputs::Inputs;
 use crate::toolkit::Nvcc;
+use occ_model::params::{self, Signatures};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -174,6 +175,9 @@ pub struct JobOutput {
     /// The object of a host-code library job (`$OUT_DIR/occ/<stem>.o`),
     /// on each of its per-arch outputs.
     pub object: Option<PathBuf>,
+    /// The kernels' signatures (host stubs, declarations), from nvcc's
+    /// intermediate files or the job's record.
+    pub signatures: Signatures,
 }
 
 /// The settings shared by all jobs of a build.
@@ -393,11 +397,20 @@ impl Runner<'_> {
         // per arch (`#ifdef __CUDA_ARCH__` may include other headers): its
         // inputs are those of every `.ii`.
         let all = matches!(job.kind, JobKind::Library { .. });
-        let mut deps: Vec<PathBuf> = find_preprocessed(&paths.tmp, all)
-            .iter()
-            .filter_map(|ii| std::fs::read(ii).ok())
-            .flat_map(|bytes| deps_from_preprocessed(&bytes, self.root))
-            .collect();
+        let mut deps: Vec<PathBuf> = Vec::new();
+        let mut signatures = Signatures::default();
+        for ii in find_preprocessed(&paths.tmp, all) {
+            let Ok(bytes) = std::fs::read(&ii) else {
+                continue;
+            };
+            deps.extend(deps_from_preprocessed(&bytes, self.root));
+            signatures.decls.extend(params::scan_decls(&bytes));
+        }
+        signatures
+            .decls
+            .sort_by(|a, b| (&a.name, &a.params).cmp(&(&b.name, &b.params)));
+        signatures.decls.dedup();
+        signatures.stubs = find_stubs(&paths.tmp);
         deps.sort();
         deps.dedup();
         if !deps.contains(&source) {
@@ -450,13 +463,14 @@ impl Runner<'_> {
             });
         }
         if unstable.is_none() {
-            let record = Record::new(
+            let mut record = Record::new(
                 key.to_string(),
                 inputs.into_iter().flatten().collect(),
                 probes,
                 outputs,
                 log.clone(),
             );
+            record.signatures = signatures.clone();
             let text = serde_json::to_vec(&record).map_err(|e| {
                 Error::io(
                     format!("cannot write {}", paths.record.display()),
@@ -470,7 +484,11 @@ impl Runner<'_> {
             let _ = std::fs::remove_file(&paths.record);
         }
         // The same folders the probes used: occ's own arguments add no -I.
-        self.outputs(job, paths, &log, ptx, deps, search, unstable, true)
+        let mut outputs = self.outputs(job, paths, &log, ptx, deps, search, unstable, true)?;
+        for o in &mut outputs {
+            o.signatures = signatures.clone();
+        }
+        Ok(outputs)
     }
 
     /// A job's result as the per-arch outputs the manifest is assembled
@@ -528,6 +546,7 @@ impl Runner<'_> {
                 unstable: unstable.clone(),
                 ran,
                 object: object.clone(),
+                signatures: Signatures::default(),
             })
             .collect())
     }
@@ -562,8 +581,13 @@ impl Runner<'_> {
         let source = self.root.join(&job.source);
         let search = cache::search_dirs(self.root, &source, &self.search_args(&job.args));
         let deps = record.inputs.into_iter().map(|i| i.path).collect();
-        self.outputs(job, paths, &record.log, ptx, deps, search, None, false)
-            .ok()
+        let mut outputs = self
+            .outputs(job, paths, &record.log, ptx, deps, search, None, false)
+            .ok()?;
+        for o in &mut outputs {
+            o.signatures = record.signatures.clone();
+        }
+        Some(outputs)
     }
 }
 
@@ -704,6 +728,23 @@ fn find_ptx(dir: &Path, source: &str) -> Option<PathBuf> {
 /// The device-side preprocessed source that `-keep` leaves (`<stem>.cpp1.ii`),
 /// or with `all` every preprocessed source (a library job's host side,
 /// `<stem>.cpp4.ii`, and each arch's `<stem>.compute_XX.cpp1.ii`).
+/// The host stubs' mangled names in the `.cudafe1.stub.c` files nvcc
+/// left in `dir` (`occ_model::params::scan_stubs`).
+fn find_stubs(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut stubs: Vec<String> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".cudafe1.stub.c"))
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .flat_map(|text| params::scan_stubs(&text))
+        .collect();
+    stubs.sort();
+    stubs.dedup();
+    stubs
+}
+
 fn find_preprocessed(dir: &Path, all: bool) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();

@@ -7,7 +7,7 @@ use crate::manifest::{
     Best, Kernel, KernelArch, LaunchBounds, Manifest, Origin, Resources, SCHEMA_VERSION,
 };
 use crate::occupancy::{KernelResources, Launch};
-use crate::{arch, names, ptx, ptxas, tune};
+use crate::{arch, names, params, ptx, ptxas, tune};
 use std::collections::BTreeMap;
 
 /// The resources the occupancy model needs, from a manifest entry.
@@ -74,6 +74,8 @@ pub struct JobText<'a> {
     pub log: &'a str,
     /// The PTX text.
     pub ptx: &'a str,
+    /// What nvcc's intermediate files said about the kernels' signatures.
+    pub signatures: &'a params::Signatures,
 }
 
 /// Builds the manifest of a live build from every job's output.
@@ -154,7 +156,11 @@ pub fn build_manifest<'a>(
             let key = (job.source.to_string(), record.name.clone());
             let kernel = kernels.entry(key).or_insert_with(|| {
                 let n = names::kernel_name(&record.name);
+                let ptx_params = directives.map(|d| d.params.as_slice()).unwrap_or_default();
+                let params =
+                    params::kernel_params(&record.name, &n.short, ptx_params, job.signatures);
                 Kernel {
+                    params,
                     name: record.name.clone(),
                     demangled: n.demangled,
                     base_name: n.base,

@@ -854,6 +854,7 @@ pub(crate) mod tests {
                     demangled: name.to_string(),
                     base_name: name.to_string(),
                     short_name: name.to_string(),
+                    params: Vec::new(),
                     ident: name.to_string(),
                     source: "k.cu".into(),
                     archs: [("sm_80".to_string(), a.clone())].into_iter().collect(),

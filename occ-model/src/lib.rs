@@ -33,6 +33,7 @@ pub mod lock;
 pub mod manifest;
 pub mod names;
 pub mod occupancy;
+pub mod params;
 #[cfg(test)]
 mod proptests;
 pub mod ptx;

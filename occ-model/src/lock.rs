@@ -336,6 +336,7 @@ fn map_archs<A, B>(k: &Kernel<A>, mut f: impl FnMut(&String, &A) -> Option<B>) -
         demangled: k.demangled.clone(),
         base_name: k.base_name.clone(),
         short_name: k.short_name.clone(),
+        params: k.params.clone(),
         ident: k.ident.clone(),
         source: k.source.clone(),
         archs: k

@@ -111,6 +111,11 @@ pub struct Kernel<A = KernelArch> {
     pub ident: String,
     /// The `.cu` file, relative to the crate root, with `/` separators.
     pub source: String,
+    /// The parameter list (PTX sizes, C++ types and source names where
+    /// known; [`crate::params`]); empty for a kernel without parameters
+    /// and in manifests and locks written before occ recorded them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub params: Vec<crate::params::Param>,
     /// Per target arch (keys as given to nvcc, e.g. `sm_90a`).
     pub archs: BTreeMap<String, A>,
 }
@@ -644,6 +649,7 @@ mod tests {
                 demangled: name.to_string(),
                 base_name: name.to_string(),
                 short_name: name.to_string(),
+                params: Vec::new(),
                 ident: ident.to_string(),
                 source: source.to_string(),
                 archs: [(

@@ -59,6 +59,9 @@ pub struct PtxEntry {
     pub reqnctapercluster: Option<[u32; 3]>,
     /// `.explicitcluster`: the kernel must be launched with clusters.
     pub explicitcluster: bool,
+    /// The parameter list: each one's PTX type, size and alignment.
+    #[serde(default)]
+    pub params: Vec<crate::params::PtxParam>,
 }
 
 impl PtxEntry {
@@ -73,6 +76,7 @@ impl PtxEntry {
             maxclusterrank: None,
             reqnctapercluster: None,
             explicitcluster: false,
+            params: Vec::new(),
         }
     }
 }
@@ -115,8 +119,13 @@ pub fn parse_entries(ptx: &str) -> Vec<PtxEntry> {
         };
         let mut e = PtxEntry::new(name.to_string(), linkage.unwrap_or(Linkage::Internal));
         s.skip_trivia();
-        if s.peek() == Some(b'(') && !s.skip_parens() {
-            break;
+        if s.peek() == Some(b'(') {
+            let open = s.pos;
+            if !s.skip_parens() {
+                break;
+            }
+            let list = &ptx[open + 1..s.pos - 1];
+            e.params = crate::params::parse_ptx_params(&strip_comments(list));
         }
         if s.directives(&mut e) {
             out.push(e);
@@ -166,6 +175,28 @@ pub fn entry_span(ptx: &str, name: &str) -> Option<EntrySpan> {
         });
     }
     None
+}
+
+/// `text` without `//` and `/* */` comments (a parameter list's).
+fn strip_comments(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('/') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let s = Scanner::new(text.as_bytes());
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < text.len() {
+        let b = text.as_bytes()[i];
+        if b == b'/' && matches!(text.as_bytes().get(i + 1), Some(b'/' | b'*')) {
+            i = s.skip_comment_or_string(i);
+            out.push(' ');
+        } else {
+            let next = text[i..].chars().next().map_or(1, char::len_utf8);
+            out.push_str(&text[i..i + next]);
+            i += next;
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// The linkage written before `.entry` on the same logical line; `None` for `.extern`.
