@@ -1,0 +1,379 @@
+//! The types of the kernel table that occ-build generates.
+//!
+//! A build script that runs `occ_build::Build` writes
+//! `$OUT_DIR/occ/kernels.rs`: statics made of these types (`DEVICE_CODE`,
+//! `KERNELS`, one `<ident>::KERNEL` per kernel) and a `get(name)` lookup.
+//! Every field is public and every type is plain data, so the generated
+//! file builds its tables as `static`s with no code run at start-up.
+//!
+//! ```
+//! use occ::table::{CodeKind, DeviceCode, Kernel, KernelArch, Param};
+//!
+//! static CODE: DeviceCode = DeviceCode {
+//!     source: "kernels/saxpy.cu",
+//!     kind: CodeKind::Fatbin,
+//!     arch: None,
+//!     bytes: &[],
+//! };
+//! static SAXPY: Kernel = Kernel {
+//!     name: "_Z5saxpyfPKfPfi",
+//!     demangled: "saxpy(float, float const*, float*, int)",
+//!     base_name: "saxpy",
+//!     ident: "saxpy",
+//!     source: "kernels/saxpy.cu",
+//!     params: &[
+//!         Param { name: "a", c_type: "float", size: 4, align: 4 },
+//!         Param { name: "x", c_type: "float const*", size: 8, align: 8 },
+//!         Param { name: "y", c_type: "float*", size: 8, align: 8 },
+//!         Param { name: "n", c_type: "int", size: 4, align: 4 },
+//!     ],
+//!     archs: &[KernelArch {
+//!         arch: "sm_80",
+//!         registers: 16,
+//!         static_smem_bytes: 0,
+//!         stack_frame_bytes: 0,
+//!         spill_stores_bytes: 0,
+//!         spill_loads_bytes: 0,
+//!         barriers: None,
+//!         max_threads_per_block: None,
+//!         min_blocks_per_sm: None,
+//!         max_registers: None,
+//!         cluster_dims: None,
+//!         best_block_size: 1024,
+//!         blocks_per_sm: 2,
+//!         warps_per_sm: 64,
+//!         occupancy: 1.0,
+//!         limiters: &["warps"],
+//!         dynamic_smem_headroom_bytes: 0,
+//!         declared: None,
+//!         code: Some(&CODE),
+//!     }],
+//! };
+//! assert_eq!(SAXPY.signature(), "saxpy(float a, float const* x, float* y, int n)");
+//! assert_eq!(SAXPY.on("sm_80").map(|a| a.registers), Some(16));
+//! ```
+
+use core::fmt;
+
+/// How a blob of device code is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CodeKind {
+    /// A fatbin: SASS for each arch of the build and the PTX of the newest
+    /// (a plain arch preferred; load it with `cuModuleLoadData`, the driver
+    /// picks what runs).
+    Fatbin,
+    /// A cubin for one arch.
+    Cubin,
+    /// PTX for one arch, JIT-compiled by the driver.
+    Ptx,
+}
+
+/// One blob of embedded device code: a `.cu` file's fatbin, or its cubin
+/// or PTX for one arch.
+#[derive(Clone, Copy)]
+pub struct DeviceCode {
+    /// The `.cu` file, relative to the crate.
+    pub source: &'static str,
+    /// What the bytes are.
+    pub kind: CodeKind,
+    /// The arch of a cubin or PTX; `None` for a fatbin.
+    pub arch: Option<&'static str>,
+    /// The bytes (empty when the build stood on occ.lock: `HAS_DEVICE_CODE`).
+    pub bytes: &'static [u8],
+}
+
+impl DeviceCode {
+    /// The text of a PTX blob (`None` for a fatbin or cubin).
+    pub fn ptx(&self) -> Option<&'static str> {
+        match self.kind {
+            CodeKind::Ptx => core::str::from_utf8(self.bytes).ok(),
+            _ => None,
+        }
+    }
+}
+
+/// The bytes are shown by their count: a blob can be megabytes.
+impl fmt::Debug for DeviceCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceCode")
+            .field("source", &self.source)
+            .field("kind", &self.kind)
+            .field("arch", &self.arch)
+            .field("bytes", &format_args!("<{} bytes>", self.bytes.len()))
+            .finish()
+    }
+}
+
+/// The launch a kernel is written for (build.rs `.launch()`,
+/// `__launch_bounds__` or `.reqntid`) and its occupancy there.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeclaredLaunch {
+    /// Threads per block in x, y, z.
+    pub block: [u32; 3],
+    /// Dynamic shared memory per block at that launch, bytes.
+    pub dynamic_smem_bytes: u32,
+    /// Resident blocks per SM.
+    pub blocks_per_sm: u32,
+    /// Occupancy, 0..=1.
+    pub occupancy: f32,
+}
+
+/// A kernel's resources and best launch on one arch, as ptxas reported them
+/// and as `cuda_occupancy.h` computes them.
+#[derive(Debug, Clone, Copy)]
+pub struct KernelArch {
+    /// The arch (`sm_80`).
+    pub arch: &'static str,
+    /// Registers per thread.
+    pub registers: u32,
+    /// Static shared memory per block, bytes.
+    pub static_smem_bytes: u32,
+    /// Stack frame, bytes.
+    pub stack_frame_bytes: u32,
+    /// Spill stores, bytes.
+    pub spill_stores_bytes: u32,
+    /// Spill loads, bytes.
+    pub spill_loads_bytes: u32,
+    /// Named barriers, when ptxas reported them.
+    pub barriers: Option<u32>,
+    /// `__launch_bounds__` maximum threads per block.
+    pub max_threads_per_block: Option<u32>,
+    /// `__launch_bounds__` minimum blocks per SM.
+    pub min_blocks_per_sm: Option<u32>,
+    /// `__maxnreg__` register cap.
+    pub max_registers: Option<u32>,
+    /// `__cluster_dims__` (x, y, z).
+    pub cluster_dims: Option<[u32; 3]>,
+    /// The block size with the highest occupancy (no dynamic smem).
+    pub best_block_size: u32,
+    /// Resident blocks per SM at `best_block_size`.
+    pub blocks_per_sm: u32,
+    /// Resident warps per SM at `best_block_size`.
+    pub warps_per_sm: u32,
+    /// Occupancy at `best_block_size`, 0..=1.
+    pub occupancy: f32,
+    /// What limits occupancy there.
+    pub limiters: &'static [&'static str],
+    /// Dynamic shared memory a block can still take at that occupancy, bytes.
+    pub dynamic_smem_headroom_bytes: u32,
+    /// The launch the kernel is written for, when one is declared.
+    pub declared: Option<DeclaredLaunch>,
+    /// The embedded device code that holds this kernel for this arch
+    /// (`None` when the build embeds nothing).
+    pub code: Option<&'static DeviceCode>,
+}
+
+/// One parameter of a kernel, in declaration order: its size and alignment
+/// from the PTX `.param` list, its name and C type where they are known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Param {
+    /// The parameter's name in the source; `""` when unknown.
+    pub name: &'static str,
+    /// Its C type as the demangled name spells it (`float const*`); `""`
+    /// when unknown (an `extern "C"` kernel's parameter whose declaration
+    /// was not read).
+    pub c_type: &'static str,
+    /// Size in bytes (the PTX `.param`'s).
+    pub size: u32,
+    /// Alignment in bytes.
+    pub align: u32,
+}
+
+impl fmt::Display for Param {
+    /// `float const* x`; `<8 bytes> x` when the type is unknown.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.c_type.is_empty() {
+            write!(f, "<{} bytes>", self.size)?;
+        } else {
+            f.write_str(self.c_type)?;
+        }
+        if !self.name.is_empty() {
+            write!(f, " {}", self.name)?;
+        }
+        Ok(())
+    }
+}
+
+/// One `__global__` function and its numbers on each arch it was built for.
+#[derive(Debug, Clone, Copy)]
+pub struct Kernel {
+    /// The symbol to load (`cuModuleGetFunction`).
+    pub name: &'static str,
+    /// The demangled name.
+    pub demangled: &'static str,
+    /// The name without its parameter list.
+    pub base_name: &'static str,
+    /// The Rust identifier (`kernels::<ident>::KERNEL`).
+    pub ident: &'static str,
+    /// The `.cu` file, relative to the crate.
+    pub source: &'static str,
+    /// The kernel's parameters in order (the launch's argument list).
+    pub params: &'static [Param],
+    /// Per arch, in build order; an arch the kernel was not compiled for
+    /// (an `#if __CUDA_ARCH__` around it) is absent.
+    pub archs: &'static [KernelArch],
+}
+
+impl Kernel {
+    /// The kernel's numbers on `arch` (`"sm_80"`), if it was built there.
+    pub fn on(&self, arch: &str) -> Option<&'static KernelArch> {
+        self.archs.iter().find(|a| a.arch == arch)
+    }
+
+    /// The kernel's parameter list as a declaration reads:
+    /// `saxpy(float a, float const* x, float* y, int n)`; a parameter of
+    /// unknown type shows its size (`<8 bytes>`).
+    pub fn signature(&self) -> String {
+        let mut out = String::with_capacity(self.base_name.len() + 2 + 16 * self.params.len());
+        out.push_str(self.base_name);
+        out.push('(');
+        for (i, p) in self.params.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(&p.to_string());
+        }
+        out.push(')');
+        out
+    }
+}
+
+/// The kernel named `name` in `kernels` (sorted by symbol, as `KERNELS`
+/// is): its symbol, else its base name or Rust identifier when one kernel
+/// has it. `None` when none does, or several do (the same `extern "C"`
+/// name in two files; name those by `<ident>::KERNEL`). The generated
+/// `get(name)` is this over `KERNELS`.
+pub fn lookup(kernels: &'static [Kernel], name: &str) -> Option<&'static Kernel> {
+    let i = kernels.partition_point(|k| k.name < name);
+    let is = |j: usize| kernels.get(j).is_some_and(|k| k.name == name);
+    if is(i) {
+        return if is(i + 1) { None } else { kernels.get(i) };
+    }
+    let mut found = kernels
+        .iter()
+        .filter(|k| k.base_name == name || k.ident == name);
+    match (found.next(), found.next()) {
+        (Some(k), None) => Some(k),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A row with the given arch and code; the numbers are arbitrary.
+    pub(crate) const fn row(arch: &'static str, code: Option<&'static DeviceCode>) -> KernelArch {
+        KernelArch {
+            arch,
+            registers: 32,
+            static_smem_bytes: 0,
+            stack_frame_bytes: 0,
+            spill_stores_bytes: 0,
+            spill_loads_bytes: 0,
+            barriers: None,
+            max_threads_per_block: None,
+            min_blocks_per_sm: None,
+            max_registers: None,
+            cluster_dims: None,
+            best_block_size: 256,
+            blocks_per_sm: 8,
+            warps_per_sm: 64,
+            occupancy: 1.0,
+            limiters: &[],
+            dynamic_smem_headroom_bytes: 0,
+            declared: None,
+            code,
+        }
+    }
+
+    pub(crate) const fn kernel(
+        name: &'static str,
+        base_name: &'static str,
+        ident: &'static str,
+        archs: &'static [KernelArch],
+    ) -> Kernel {
+        Kernel {
+            name,
+            demangled: name,
+            base_name,
+            ident,
+            source: "kernels/k.cu",
+            params: &[],
+            archs,
+        }
+    }
+
+    #[test]
+    fn signature_shows_types_names_and_unknown_sizes() {
+        static PARAMS: [Param; 3] = [
+            Param {
+                name: "in",
+                c_type: "float const*",
+                size: 8,
+                align: 8,
+            },
+            Param {
+                name: "",
+                c_type: "int",
+                size: 4,
+                align: 4,
+            },
+            Param {
+                name: "",
+                c_type: "",
+                size: 16,
+                align: 8,
+            },
+        ];
+        let k = Kernel {
+            params: &PARAMS,
+            ..kernel("t", "linalg::transpose<float, 32>", "t", &[])
+        };
+        assert_eq!(
+            k.signature(),
+            "linalg::transpose<float, 32>(float const* in, int, <16 bytes>)"
+        );
+        let none = kernel("f", "f", "f", &[]);
+        assert_eq!(none.signature(), "f()");
+    }
+
+    #[test]
+    fn on_finds_the_arch_row() {
+        static ROWS: [KernelArch; 2] = [row("sm_80", None), row("sm_90a", None)];
+        let k = kernel("k", "k", "k", &ROWS);
+        assert_eq!(k.on("sm_90a").map(|a| a.arch), Some("sm_90a"));
+        assert!(k.on("sm_90").is_none());
+    }
+
+    #[test]
+    fn lookup_by_symbol_base_name_and_ident() {
+        static KERNELS: [Kernel; 4] = [
+            kernel("_Z3addPf", "add", "add", &[]),
+            kernel("_Z3subPf", "sub", "sub_f", &[]),
+            kernel("dup", "dup", "dup_a", &[]),
+            kernel("dup", "dup", "dup_b", &[]),
+        ];
+        let name = |n: &str| lookup(&KERNELS, n).map(|k| k.ident);
+        assert_eq!(name("_Z3addPf"), Some("add"));
+        assert_eq!(name("sub"), Some("sub_f"));
+        assert_eq!(name("sub_f"), Some("sub_f"));
+        assert_eq!(name("dup_b"), Some("dup_b"));
+        // Two kernels with the symbol `dup`: ambiguous.
+        assert_eq!(name("dup"), None);
+        assert_eq!(name("mul"), None);
+    }
+
+    #[test]
+    fn device_code_debug_counts_bytes() {
+        static CODE: DeviceCode = DeviceCode {
+            source: "k.cu",
+            kind: CodeKind::Ptx,
+            arch: Some("sm_80"),
+            bytes: b".version 8.0",
+        };
+        let text = format!("{CODE:?}");
+        assert!(text.contains("<12 bytes>"), "{text}");
+        assert_eq!(CODE.ptx(), Some(".version 8.0"));
+    }
+}
