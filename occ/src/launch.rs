@@ -268,8 +268,8 @@ impl Baked {
     /// 227 KiB, 12.0 99 KiB); `occ::cuda::Function::launch_raw` refuses
     /// dynamic shared memory above the device's maximum with a clear
     /// error. To know which it was, use [`Baked::pick`]. Once a kernel is
-    /// loaded, `Baked::for_function` gives the row of the code that was
-    /// loaded.
+    /// loaded, `Baked::for_function` (feature `cudarc`) gives the row of
+    /// the code that was loaded: prefer it.
     pub fn for_device(&self, major: u32, minor: u32) -> Option<&'static BakedArch> {
         self.pick(major, minor).map(|(_, row)| row)
     }
