@@ -246,9 +246,9 @@ impl fmt::Display for NoCode {
             Reason::NothingRuns => write!(
                 f,
                 "no device code runs on this GPU (sm_{major}{minor}); built for {built} \
-                 (a cubin runs on its major version at its minor or newer, an `a` arch's \
-                 on exactly its own; PTX on newer GPUs); add sm_{major}{minor} to the \
-                 archs in build.rs, or set OCC_ARCHS={}",
+                 (a cubin runs on GPUs of its major version from its minor on, an `a` \
+                 arch's only on its own; PTX also on later majors); add sm_{major}{minor} \
+                 to the archs in build.rs, or set OCC_ARCHS={}",
                 suggest(&self.built, major, minor)
             ),
             Reason::NoNvcc => write!(
