@@ -369,38 +369,29 @@ EXPANSION = """    #[allow(dead_code)]
     #[allow(dead_code)]
     const BLOCK_SIZE: u32 = {block};
     #[allow(dead_code)]
+    const BLOCK: (u32, u32, u32) = ({block}, 1, 1);
+    #[allow(dead_code)]
     const DYNAMIC_SMEM_BYTES: u32 = 0;
     #[allow(dead_code)]
     const BLOCKS_PER_SM: u32 = 8;
     #[allow(dead_code)]
     const OCCUPANCY: f32 = 1.0;
     #[allow(dead_code)]
-    const LAUNCH_CONFIGS: &[(&str, u32, u32, u32, u32, u32)] = &[("sm_90", 9u32, 0u32, {block}u32, 0u32, 8u32)];
+    const LAUNCH: ::occ::Baked = ::occ::Baked {{
+        kernel: "site_k{k}",
+        archs: &[::occ::BakedArch {{
+            arch: "sm_90",
+            major: 9u32,
+            minor: 0u32,
+            block: ({block}u32, 1u32, 1u32),
+            dynamic_smem_bytes: 0u32,
+            blocks_per_sm: 8u32,
+            occupancy: 1.0f32,
+        }}],
+    }};
     #[allow(dead_code)]
     const fn grid_for(n: u32) -> u32 {{
         n.div_ceil(BLOCK_SIZE)
-    }}
-    #[allow(dead_code)]
-    fn launch_for(major: u32, minor: u32) -> ::core::option::Option<(u32, u32)> {{
-        let mut best: ::core::option::Option<((u32, bool), u32, u32)> = ::core::option::Option::None;
-        for &(arch, row_major, row_minor, block, smem, _) in LAUNCH_CONFIGS {{
-            let specific = arch.as_bytes().last() == ::core::option::Option::Some(&b'a');
-            if row_major != major || row_minor > minor || (specific && row_minor != minor) {{
-                continue;
-            }}
-            let rank = (row_minor, specific);
-            let better = match best {{
-                ::core::option::Option::Some((r, _, _)) => rank > r,
-                ::core::option::Option::None => true,
-            }};
-            if better {{
-                best = ::core::option::Option::Some((rank, block, smem));
-            }}
-        }}
-        match best {{
-            ::core::option::Option::Some((_, block, smem)) => ::core::option::Option::Some((block, smem)),
-            ::core::option::Option::None => ::core::option::Option::None,
-        }}
     }}
     const _: &[u8] = ::core::include_bytes!(::core::concat!(::core::env!("OUT_DIR"), "/occ/manifest.json"));
     const _: ::core::option::Option<&str> = ::core::option_env!("OCC_MANIFEST");
@@ -410,7 +401,7 @@ EXPANSION = """    #[allow(dead_code)]
 def sites_main(macro):
     out = ["#![allow(clippy::all)]\n"]
     if macro is True:
-        out.append("use occ_macros::launch_config;\n")
+        out.append("use occ::launch_config;\n")
     for i in range(SITES):
         k = i % SITE_KERNELS
         if macro == "expansion":
@@ -444,7 +435,7 @@ def launch_config_sites():
                                "expansion")]:
         crate = BENCH / pkg
         write(crate / "Cargo.toml",
-              manifest(pkg, path_dep("occ-build"), path_dep("occ-macros")))
+              manifest(pkg, path_dep("occ-build"), path_dep("occ")))
         write(crate / "build.rs", OCC_BUILD_RS.replace(f"[{ARCH_LIST}]", '["sm_90"]'))
         write(crate / "kernels/sites.cu", site_kernels())
         write(crate / "kernels/common.cuh", COMMON)
@@ -527,7 +518,22 @@ def fmt_ratio(x, target, lower_is_better=True):
     return f"{x:.2f}× ({'meets' if ok else 'MISSES'} ≤ {target:.2f}×)"
 
 
+def sites_only():
+    """`bench/builds.py --sites`: item 5 alone, printed as its BENCHMARKS.md table."""
+    load = open("/proc/loadavg").read().split()[:3]
+    st = launch_config_sites()
+    a, b, c = (median(v) for v in st.values())
+    print(f"load at start {' '.join(load)}, at end {' '.join(open('/proc/loadavg').read().split()[:3])}; REPS={REPS}")
+    print("| crate | wall (s) | runs |\n|---|---|---|")
+    for label, walls in st.items():
+        print(f"| {label} | {median(walls):.2f} | {', '.join(f'{w:.2f}' for w in walls)} |")
+    print(f"ratio sites / hand-written: {a / b:.2f}x (target 1.10x); expansion copy / hand-written "
+          f"{c / b:.2f}x; macro itself {a - c:.2f} s")
+
+
 def main():
+    if "--sites" in sys.argv:
+        return sites_only()
     setup_wrappers()
     load = open("/proc/loadavg").read().split()[:3]
     out = [f"Load average at start: {' '.join(load)}; REPS={REPS}; nvcc {NVCC}\n"]

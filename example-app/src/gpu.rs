@@ -1,13 +1,13 @@
 //! On a GPU: load each kernel's device code, compare occ's numbers with the
 //! driver's, run the kernel on real data and check it against the CPU.
 
+use crate::kernels;
 use crate::launches::{self, LaunchPlan, Site, SITES};
 use anyhow::{anyhow, bail, Context as _, Result};
-use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
-use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
-};
-use cudarc::nvrtc::Ptx;
+use occ::cuda::cudarc::driver::result::{self, function as cu_function, occupancy as cu_occupancy};
+use occ::cuda::cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use occ::cuda::{CudaContext, CudaSlice, CudaStream, Function, Loader};
+use occ::select::How;
 use occ_build::manifest::KernelArch;
 use occ_build::occupancy::{occupancy, Launch};
 use occ_build::Manifest;
@@ -20,14 +20,13 @@ pub struct NoGpu(pub String);
 
 /// The first CUDA device, or why there is none.
 pub fn open() -> std::result::Result<Arc<CudaContext>, NoGpu> {
-    // SAFETY: only probes whether the driver library can be loaded.
-    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+    if !occ::cuda::driver_present() {
         return Err(NoGpu(
             "no CUDA driver library (libcuda.so) on this machine".into(),
         ));
     }
-    cudarc::driver::result::init().map_err(|e| NoGpu(format!("cuInit failed: {e}")))?;
-    match cudarc::driver::result::device::get_count() {
+    result::init().map_err(|e| NoGpu(format!("cuInit failed: {e}")))?;
+    match result::device::get_count() {
         Ok(0) => return Err(NoGpu("the CUDA driver sees no device".into())),
         Ok(_) => {}
         Err(e) => return Err(NoGpu(format!("cuDeviceGetCount failed: {e}"))),
@@ -59,57 +58,6 @@ impl Check {
     }
 }
 
-/// Which device code to load on a GPU of compute capability `major.minor`,
-/// and which arch's numbers hold there. The kernel's fatbin is loaded
-/// whole (the driver picks what runs); the arch is the one the driver
-/// picks: the newest cubin that runs there (same major, minor at most the
-/// GPU's, `sm_XYa` only on X.Y, as `launch_for` picks its row), else the
-/// newest arch at most the GPU's, whose PTX the driver's JIT compiles.
-fn pick_code(site: &Site, major: u32, minor: u32) -> Result<(&'static str, String, Ptx)> {
-    let parse = |a: &str| -> Option<(u32, u32, bool)> {
-        let digits = a.strip_prefix("sm_")?;
-        let specific = digits.ends_with('a');
-        let n: u32 = digits.trim_end_matches(['a', 'f']).parse().ok()?;
-        Some((n / 10, n % 10, specific))
-    };
-    let built = |a: &&crate::kernels::KernelArch| a.code.is_some_and(|c| !c.bytes.is_empty());
-    let archs = || site.kernel.archs.iter().filter(built);
-    let cubin = archs()
-        .filter_map(|k| parse(k.arch).map(|p| (p, k)))
-        .filter(|((ma, mi, specific), _)| {
-            *ma == major && *mi <= minor && (!specific || *mi == minor)
-        })
-        .max_by_key(|((_, mi, specific), _)| (*mi, *specific))
-        .map(|(_, k)| (k, "cubin"));
-    let jit = || {
-        archs()
-            .filter_map(|k| parse(k.arch).map(|(ma, mi, _)| (ma * 10 + mi, k)))
-            .filter(|(n, _)| *n <= major * 10 + minor)
-            .max_by_key(|(n, _)| *n)
-            .map(|(_, k)| (k, "PTX (JIT)"))
-    };
-    match cubin.or_else(jit) {
-        Some((k, how)) => {
-            let code = k.code.map(|c| c.bytes).unwrap_or_default();
-            Ok((
-                k.arch,
-                format!("{} {how}, from the fatbin", k.arch),
-                Ptx::from_binary(code.to_vec()),
-            ))
-        }
-        None => bail!(
-            "{}: no cubin or PTX runs on sm_{major}{minor} (built: {}); add the arch to build.rs",
-            site.ident,
-            site.kernel
-                .archs
-                .iter()
-                .map(|k| k.arch)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
-}
-
 extern "C" fn smem_none(_block: std::ffi::c_int) -> usize {
     0
 }
@@ -118,9 +66,9 @@ extern "C" fn smem_block_sum(block: std::ffi::c_int) -> usize {
     usize::try_from(block).unwrap_or(0) * launches::BLOCK_SUM.smem_per_thread as usize
 }
 
-fn attr(f: &CudaFunction, a: CUfunction_attribute) -> Result<u32> {
+fn attr(f: &Function, a: CUfunction_attribute) -> Result<u32> {
     let v = f
-        .get_attribute(a)
+        .attribute(a)
         .with_context(|| format!("cuFuncGetAttribute({a:?})"))?;
     u32::try_from(v).map_err(|_| anyhow!("cuFuncGetAttribute({a:?}) gave {v}"))
 }
@@ -139,18 +87,17 @@ pub fn check(ctx: &Arc<CudaContext>, manifest: &Manifest) -> Result<(String, boo
         .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
         .context("cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)")?;
     let stream = ctx.default_stream();
+    let loader = Loader::new(ctx).context("reading the GPU's attributes")?;
     let mut out = String::new();
     let _ = writeln!(
         out,
         "GPU check on {name} ({arch}, opt-in smem per block {optin} B)"
     );
     let gpu = Gpu {
-        ctx,
+        loader: &loader,
         manifest,
         arch: &arch,
         spec,
-        major,
-        minor,
         optin,
         stream: &stream,
     };
@@ -229,12 +176,10 @@ pub fn check(ctx: &Arc<CudaContext>, manifest: &Manifest) -> Result<(String, boo
 
 /// What every site's check needs of the GPU.
 struct Gpu<'a> {
-    ctx: &'a Arc<CudaContext>,
+    loader: &'a Loader,
     manifest: &'a Manifest,
     arch: &'a str,
     spec: &'static occ_build::arch::Arch,
-    major: u32,
-    minor: u32,
     optin: i32,
     stream: &'a Arc<CudaStream>,
 }
@@ -242,58 +187,60 @@ struct Gpu<'a> {
 /// Loads one kernel, compares occ with the driver, runs it.
 fn check_site(gpu: &Gpu<'_>, site: &Site) -> Result<Check> {
     let Gpu {
-        ctx,
+        loader,
         manifest,
         spec,
-        major,
-        minor,
         optin,
         stream,
         ..
     } = *gpu;
     let arch = gpu.arch;
-    let (built, code, ptx) = pick_code(site, major, minor)?;
-    let module = ctx
-            .load_module(ptx)
-            .with_context(|| format!("{}: loading {code} (the cubins and PTX come from nvcc 13.5: the driver must support CUDA 13.x)", site.ident))?;
-    let f = module
-        .load_function((site.baked)().symbol)
-        .with_context(|| {
-            format!(
-                "{}: cuModuleGetFunction({})",
-                site.ident,
-                (site.baked)().symbol
-            )
-        })?;
+    // The newest cubin that runs here, else the PTX through the driver's
+    // JIT: occ's one rule, the same one `LAUNCH.for_function` follows.
+    let f = loader.load(site.kernel).with_context(|| {
+        format!(
+            "{}: loading its device code (the cubins and PTX come from nvcc 13.5: the driver must support CUDA 13.x)",
+            site.ident
+        )
+    })?;
+    let built = f.arch().arch;
+    let code = match f.how() {
+        How::Sass => format!("{built} cubin"),
+        How::Jit => format!("{built} PTX (JIT)"),
+    };
     let regs = attr(&f, CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS)?;
     let smem = attr(
         &f,
         CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
     )?;
     // occ's model gives a kernel the opt-in maximum of dynamic shared
-    // memory (as cudaFuncSetAttribute would); tell the driver the same.
+    // memory (as cudaFuncSetAttribute would); tell the driver the same
+    // before asking it, so that both answer the same question.
     let max_dyn = u32::try_from(optin).unwrap_or(0).saturating_sub(smem);
-    f.set_attribute(
-        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-        i32::try_from(max_dyn).unwrap_or(i32::MAX),
-    )
+    // SAFETY: `f` is a loaded function of the current context.
+    unsafe {
+        cu_function::set_function_attribute(
+            f.raw(),
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            i32::try_from(max_dyn).unwrap_or(i32::MAX),
+        )
+    }
     .with_context(|| {
         format!(
             "{}: cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
             site.ident
         )
     })?;
-    // The launch: what `#[launch_config]` baked for the cubin that runs
-    // here, else (PTX JIT) the model on this arch.
+    // The launch: what `#[launch_config]` baked for the code that was loaded.
+    let row = (site.baked)()
+        .for_function(&f)
+        .with_context(|| format!("{}: the baked launch", site.ident))?;
     let mut k: KernelArch = site.resources(manifest, built)?.clone();
-    if code.ends_with("(JIT)") {
+    if f.how() == How::Jit {
         k.registers = regs;
     }
     let plan: LaunchPlan = site.plan(arch, &k)?;
-    let (launch, source) = match ((site.baked)().launch_for)(major, minor) {
-        Some(l) => (l, "baked"),
-        None => ((plan.block_size, plan.dynamic_smem), "model"),
-    };
+    let launch = (row.threads(), row.dynamic_smem_bytes);
     // Our blocks per SM at that launch, on this arch.
     let ours = occupancy(
         spec,
@@ -304,18 +251,32 @@ fn check_site(gpu: &Gpu<'_>, site: &Site) -> Result<Check> {
         },
     )
     .map_err(|e| anyhow!("{} on {arch}: {e}", site.ident))?;
-    let drv_blocks = f
-        .occupancy_max_active_blocks_per_multiprocessor(launch.0, launch.1 as usize, None)
-        .context("cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
+    let as_int = |v: u32| i32::try_from(v).unwrap_or(i32::MAX);
+    // SAFETY: `f` is a loaded function of the current context.
+    let drv_blocks = unsafe {
+        cu_occupancy::max_active_block_per_multiprocessor(
+            f.raw(),
+            as_int(launch.0),
+            launch.1 as usize,
+        )
+    }
+    .context("cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
     let callback = if site.smem_per_thread == 0 {
         smem_none
     } else {
         smem_block_sum
     };
-    let (_, drv_block) = f
-        .occupancy_max_potential_block_size(callback, 0, site.max_block_size.unwrap_or(0), None)
-        .context("cuOccupancyMaxPotentialBlockSize")?;
-    let (result, result_ok) = match run(stream, &f, site, launch) {
+    // SAFETY: as above; the callback is the site's smem rule.
+    let (_, drv_block) = unsafe {
+        cu_occupancy::max_potential_block_size(
+            f.raw(),
+            Some(callback),
+            0,
+            as_int(site.max_block_size.unwrap_or(0)),
+        )
+    }
+    .context("cuOccupancyMaxPotentialBlockSize")?;
+    let (result, result_ok) = match run(stream, &f, site, row) {
         Ok(detail) => (detail, true),
         Err(e) => (format!("FAILED: {e:#}"), false),
     };
@@ -323,10 +284,14 @@ fn check_site(gpu: &Gpu<'_>, site: &Site) -> Result<Check> {
         kernel: site.ident.trim_start_matches("linalg_").to_string(),
         code,
         block: launch.0,
-        source,
+        source: if row.block.1 > 1 {
+            "baked 2-D"
+        } else {
+            "baked"
+        },
         dyn_smem: launch.1,
-        blocks_per_sm: (ours.active_blocks, drv_blocks),
-        potential_block: (plan.block_size, drv_block),
+        blocks_per_sm: (ours.active_blocks, u32::try_from(drv_blocks).unwrap_or(0)),
+        potential_block: (plan.block_size, u32::try_from(drv_block).unwrap_or(0)),
         registers: (k.registers, regs),
         static_smem: (k.static_smem, smem),
         result,
@@ -392,14 +357,16 @@ fn grid(n: usize, per_block: usize) -> Result<u32> {
 }
 
 /// Runs one kernel at its launch and checks it against the CPU.
+/// Every launch goes through the kernel's typed launcher (`kernels::<kernel>::launch`):
+/// its arguments are checked against the kernel's parameter list by rustc.
 fn run(
     stream: &Arc<CudaStream>,
-    f: &CudaFunction,
+    f: &Function,
     site: &Site,
-    launch: (u32, u32),
+    row: &occ::BakedArch,
 ) -> Result<String> {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let (block, dynamic_smem) = launch;
+    let block = row.threads();
     let b = block as usize;
     match site.ident {
         "saxpy" => {
@@ -407,16 +374,8 @@ fn run(
             let (a, x, y) = (1.5f32, rng.vec(n), rng.vec(n));
             let dx = upload(stream, &x)?;
             let mut dy = upload(stream, &y)?;
-            let n32 = n as i32;
-            let cfg = LaunchConfig {
-                grid_dim: (grid(n, b)?, 1, 1),
-                block_dim: (block, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let mut l = stream.launch_builder(f);
-            l.arg(&a).arg(&dx).arg(&mut dy).arg(&n32);
-            // SAFETY: saxpy(float, const float*, float*, int) with n-element buffers.
-            unsafe { l.launch(cfg) }.context("launch")?;
+            kernels::saxpy::launch(f, stream, row.for_elements(n), a, &dx, &mut dy, n as i32)
+                .context("launch")?;
             let got = download(stream, &dy)?;
             let a64 = f64::from(a);
             let terms = |(x, y): (&f32, &f32)| (a64 * f64::from(*x), f64::from(*y));
@@ -438,16 +397,10 @@ fn run(
             let mut dout = stream
                 .alloc_zeros::<f32>(blocks as usize)
                 .context("alloc")?;
-            let n32 = i32::try_from(n)?;
-            let cfg = LaunchConfig {
-                grid_dim: (blocks, 1, 1),
-                block_dim: (block, 1, 1),
-                shared_mem_bytes: dynamic_smem,
-            };
-            let mut l = stream.launch_builder(f);
-            l.arg(&dx).arg(&mut dout).arg(&n32);
-            // SAFETY: block_sum(const float*, float*, int); ITEMS*4*block bytes of dynamic smem.
-            unsafe { l.launch(cfg) }.context("launch")?;
+            // ITEMS * 4 * block bytes of dynamic smem: the baked row's.
+            let cfg = row.config((blocks, 1, 1));
+            kernels::block_sum::launch(f, stream, cfg, &dx, &mut dout, i32::try_from(n)?)
+                .context("launch")?;
             let got = download(stream, &dout)?;
             let want: Vec<f64> = x
                 .chunks(per_block)
@@ -462,23 +415,25 @@ fn run(
         "linalg_transpose_float_32" => {
             const TILE: u32 = 32;
             const PLANES: usize = 8;
-            if block % TILE != 0 {
-                bail!("block size {block} is not a multiple of the tile width {TILE}");
+            if row.block.0 != TILE {
+                bail!("block {:?} is not {TILE} threads wide", row.block);
             }
             let (rows, cols) = (1000usize, 1500usize);
             let x = rng.vec(PLANES * rows * cols);
             let dx = upload(stream, &x)?;
             let mut dout = stream.alloc_zeros::<f32>(x.len()).context("alloc")?;
-            let (r32, c32) = (rows as i32, cols as i32);
-            let cfg = LaunchConfig {
-                grid_dim: (grid(cols, TILE as usize)?, grid(rows, TILE as usize)?, 1),
-                block_dim: (TILE, block / TILE, 1),
-                shared_mem_bytes: 0,
-            };
-            let mut l = stream.launch_builder(f);
-            l.arg(&dx).arg(&mut dout).arg(&r32).arg(&c32);
-            // SAFETY: transpose<float,32>(const float*, float*, int rows, int cols), PLANES planes.
-            unsafe { l.launch(cfg) }.context("launch")?;
+            // One 32 x 32 tile per block (x: columns, y: rows), PLANES planes.
+            let cfg = row.config((grid(cols, TILE as usize)?, grid(rows, TILE as usize)?, 1));
+            kernels::linalg_transpose_float_32::launch(
+                f,
+                stream,
+                cfg,
+                &dx,
+                &mut dout,
+                rows as i32,
+                cols as i32,
+            )
+            .context("launch")?;
             let got = download(stream, &dout)?;
             let mut want = vec![0.0f64; x.len()];
             for p in 0..PLANES {
@@ -499,16 +454,10 @@ fn run(
             let x: Vec<f32> = rng.vec(rows * cols).iter().map(|v| v * 8.0).collect();
             let dx = upload(stream, &x)?;
             let mut dout = stream.alloc_zeros::<f32>(x.len()).context("alloc")?;
-            let c32 = cols as i32;
-            let cfg = LaunchConfig {
-                grid_dim: (rows as u32, 1, 1),
-                block_dim: (block, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let mut l = stream.launch_builder(f);
-            l.arg(&dx).arg(&mut dout).arg(&c32);
-            // SAFETY: row_softmax(const float*, float*, int cols), one block per row.
-            unsafe { l.launch(cfg) }.context("launch")?;
+            // One block per row.
+            let cfg = row.config((rows as u32, 1, 1));
+            kernels::row_softmax::launch(f, stream, cfg, &dx, &mut dout, cols as i32)
+                .context("launch")?;
             let got = download(stream, &dout)?;
             let mut want = Vec::with_capacity(x.len());
             for row in x.chunks(cols) {
@@ -528,16 +477,10 @@ fn run(
             }
             let dpos = upload(stream, &pos)?;
             let mut dacc = stream.alloc_zeros::<f32>(3 * n).context("alloc")?;
-            let n32 = n as i32;
-            let cfg = LaunchConfig {
-                grid_dim: (grid(n, b)?, 1, 1),
-                block_dim: (block, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let mut l = stream.launch_builder(f);
-            l.arg(&dpos).arg(&mut dacc).arg(&n32).arg(&soft);
-            // SAFETY: nbody_forces(const float4*, float3*, int n, float), n % 16 == 0.
-            unsafe { l.launch(cfg) }.context("launch")?;
+            // float4 positions and float3 accelerations, as f32 buffers.
+            let cfg = row.for_elements(n);
+            kernels::nbody_forces::launch(f, stream, cfg, &dpos, &mut dacc, n as i32, soft)
+                .context("launch")?;
             let got = download(stream, &dacc)?;
             let mut want = vec![0.0f64; 3 * n];
             let mut scale = vec![0.0f64; 3 * n];

@@ -1,40 +1,19 @@
 //! Launch sites: for each kernel, a `#[launch_config]` function that bakes
 //! its launch per arch at compile time, its launch policy (dynamic shared
-//! memory, block size cap) and the limiter that holds it back there.
+//! memory, block shape) and the limiter that holds it back there.
 //!
-//! [`Site::plan`] runs occ's model (`occ_build::tune`) on the manifest at run
-//! time: for the limiters (which the macro does not bake), for GPUs of an
-//! arch the build has no cubin for, and for the tests, which check that it
-//! agrees with what the macro baked.
+//! A site is one line: it returns the table the attribute baked
+//! (`LAUNCH`, an [`occ::Baked`]); [`crate::gpu`] takes the row of the code
+//! it loaded (`LAUNCH.for_function(&f)`) and hands it to the kernel's typed
+//! launcher. [`Site::plan`] runs occ's model (`occ_build::tune`) on the
+//! manifest at run time: for the limiters (which the macro does not bake)
+//! and for the tests, which check that it agrees with what the macro baked.
 
 use crate::kernels;
+use occ::launch_config;
 use occ_build::manifest::KernelArch;
 use occ_build::occupancy::Limiter;
 use occ_build::tune::{DynamicSmem, TuneRequest};
-use occ_macros::launch_config;
-
-/// What a `#[launch_config]` site baked in at compile time.
-#[derive(Debug, Clone, Copy)]
-pub struct Baked {
-    /// The kernel's symbol (`KERNEL_NAME`).
-    pub symbol: &'static str,
-    /// `(arch, major, minor, block size, dynamic smem bytes, blocks per SM)`
-    /// per arch of the build (`LAUNCH_CONFIGS`).
-    pub configs: &'static [(&'static str, u32, u32, u32, u32, u32)],
-    /// `(block size, dynamic smem bytes)` for a GPU of compute capability
-    /// `major.minor`, from the newest cubin that runs there (`launch_for`).
-    pub launch_for: fn(u32, u32) -> Option<(u32, u32)>,
-}
-
-impl Baked {
-    /// The baked `(block size, dynamic smem bytes, blocks per SM)` on `arch`.
-    pub fn on(&self, arch: &str) -> Option<(u32, u32, u32)> {
-        self.configs
-            .iter()
-            .find(|row| row.0 == arch)
-            .map(|&(_, _, _, block, smem, blocks)| (block, smem, blocks))
-    }
-}
 
 /// How a kernel is launched and what holds it back there.
 #[derive(Debug, Clone, Copy)]
@@ -42,11 +21,13 @@ pub struct Site {
     /// The kernel's identifier in the manifest and in `kernels.rs`.
     pub ident: &'static str,
     /// The launch site: the `#[launch_config]` function.
-    pub baked: fn() -> Baked,
+    pub baked: fn() -> occ::Baked,
     /// Dynamic shared memory per thread, bytes: the site's `smem_per_thread`.
     pub smem_per_thread: u32,
     /// The site's `max_block_size`, on top of launch bounds.
     pub max_block_size: Option<u32>,
+    /// Block sizes are multiples of this (the site's fixed block width).
+    pub block_multiple: Option<u32>,
     /// The limiter this kernel demonstrates at its launch ...
     pub limiter: Limiter,
     /// ... on this arch.
@@ -55,45 +36,40 @@ pub struct Site {
     pub kernel: &'static kernels::Kernel,
 }
 
-macro_rules! baked {
-    () => {
-        Baked {
-            symbol: KERNEL_NAME,
-            configs: LAUNCH_CONFIGS,
-            launch_for,
-        }
-    };
-}
-
 /// `saxpy`'s launch site.
 #[launch_config(kernel = "saxpy")]
-pub fn saxpy_site() -> Baked {
-    baked!()
+pub fn saxpy_site() -> occ::Baked {
+    LAUNCH
 }
 
 /// `block_sum`'s launch site: `ITEMS` (32) floats of dynamic shared memory
 /// per thread.
 #[launch_config(kernel = "block_sum", smem_per_thread = 32 * 4)]
-pub fn block_sum_site() -> Baked {
-    baked!()
+pub fn block_sum_site() -> occ::Baked {
+    LAUNCH
 }
 
-/// The transpose's launch site: 32 × 8 threads at most.
-#[launch_config(kernel = "linalg::transpose<float, 32>", max_block_size = 256)]
-pub fn transpose_site() -> Baked {
-    baked!()
+/// The transpose's launch site: 32 threads wide (one per tile column), as
+/// many rows as the tuner picks, 256 threads at most.
+#[launch_config(
+    kernel = "linalg::transpose<float, 32>",
+    block = (32, _),
+    max_block_size = 256
+)]
+pub fn transpose_site() -> occ::Baked {
+    LAUNCH
 }
 
 /// `row_softmax`'s launch site (its `__launch_bounds__(128)` fixes the block).
 #[launch_config(kernel = "row_softmax")]
-pub fn row_softmax_site() -> Baked {
-    baked!()
+pub fn row_softmax_site() -> occ::Baked {
+    LAUNCH
 }
 
 /// `nbody_forces`' launch site (`__launch_bounds__(256)`).
 #[launch_config(kernel = "nbody_forces")]
-pub fn nbody_site() -> Baked {
-    baked!()
+pub fn nbody_site() -> occ::Baked {
+    LAUNCH
 }
 
 /// `saxpy`: a light kernel; the SM's warp slots hold it back.
@@ -102,6 +78,7 @@ pub const SAXPY: Site = Site {
     baked: saxpy_site,
     smem_per_thread: 0,
     max_block_size: None,
+    block_multiple: None,
     limiter: Limiter::Warps,
     arch: "sm_80",
     kernel: kernels::saxpy::KERNEL,
@@ -114,6 +91,7 @@ pub const BLOCK_SUM: Site = Site {
     baked: block_sum_site,
     smem_per_thread: BLOCK_SUM_ITEMS * 4,
     max_block_size: None,
+    block_multiple: None,
     limiter: Limiter::SharedMemory,
     arch: "sm_80",
     kernel: kernels::block_sum::KERNEL,
@@ -129,6 +107,7 @@ pub const TRANSPOSE: Site = Site {
     baked: transpose_site,
     smem_per_thread: 0,
     max_block_size: Some(256),
+    block_multiple: Some(32),
     limiter: Limiter::SharedMemory,
     arch: "sm_80",
     kernel: kernels::linalg_transpose_float_32::KERNEL,
@@ -141,6 +120,7 @@ pub const ROW_SOFTMAX: Site = Site {
     baked: row_softmax_site,
     smem_per_thread: 0,
     max_block_size: None,
+    block_multiple: None,
     limiter: Limiter::Barriers,
     arch: "sm_90",
     kernel: kernels::row_softmax::KERNEL,
@@ -153,6 +133,7 @@ pub const NBODY: Site = Site {
     baked: nbody_site,
     smem_per_thread: 0,
     max_block_size: None,
+    block_multiple: None,
     limiter: Limiter::Registers,
     arch: "sm_80",
     kernel: kernels::nbody_forces::KERNEL,
@@ -195,6 +176,7 @@ impl Site {
                 }
             },
             max_block_size: self.max_block_size,
+            block_multiple: self.block_multiple,
             ..TuneRequest::default()
         }
     }

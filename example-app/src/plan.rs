@@ -44,9 +44,10 @@ pub fn rows(manifest: &Manifest) -> anyhow::Result<Vec<Row>> {
     for site in SITES {
         for arch in &manifest.archs {
             let k = site.resources(manifest, arch)?;
-            let baked = (site.baked)().on(arch).ok_or_else(|| {
+            let row = (site.baked)().on(arch).ok_or_else(|| {
                 anyhow::anyhow!("{}: #[launch_config] baked nothing for {arch}", site.ident)
             })?;
+            let baked = (row.threads(), row.dynamic_smem_bytes, row.blocks_per_sm);
             rows.push(Row {
                 baked,
                 site,

@@ -169,11 +169,13 @@ fn launch_config_bakes_the_models_launch_on_every_arch() {
     let m = manifest();
     for site in SITES {
         let baked = (site.baked)();
-        assert_eq!(baked.configs.len(), m.archs.len(), "{}", site.ident);
+        assert_eq!(baked.archs.len(), m.archs.len(), "{}", site.ident);
         for arch in &m.archs {
             let p = plan(&site, arch);
             assert_eq!(
-                baked.on(arch),
+                baked
+                    .on(arch)
+                    .map(|r| (r.threads(), r.dynamic_smem_bytes, r.blocks_per_sm)),
                 Some((p.block_size, p.dynamic_smem, p.blocks_per_sm)),
                 "{} on {arch}: #[launch_config] vs the model with the site's policy",
                 site.ident
@@ -183,12 +185,23 @@ fn launch_config_bakes_the_models_launch_on_every_arch() {
 }
 
 #[test]
-fn launch_for_picks_the_newest_cubin_that_runs() {
+fn the_baked_table_picks_the_newest_cubin_that_runs_else_jit() {
+    use occ::select::How;
     let baked = (example_app::launches::BLOCK_SUM.baked)();
-    let on = |arch: &str| baked.on(arch).map(|(b, s, _)| (b, s));
-    assert_eq!((baked.launch_for)(9, 0), on("sm_90"));
-    assert_eq!((baked.launch_for)(8, 9), on("sm_86"));
-    assert_eq!((baked.launch_for)(8, 0), on("sm_80"));
-    assert_eq!((baked.launch_for)(7, 5), None);
-    assert_eq!((baked.launch_for)(10, 0), None);
+    let pick = |major, minor| baked.pick(major, minor).map(|(how, r)| (how, r.arch));
+    assert_eq!(pick(9, 0), Some((How::Sass, "sm_90")));
+    assert_eq!(pick(8, 9), Some((How::Sass, "sm_86")));
+    assert_eq!(pick(8, 0), Some((How::Sass, "sm_80")));
+    assert_eq!(pick(7, 5), None);
+    // Blackwell: no cubin of this build runs there; sm_90's PTX is JIT-compiled.
+    assert_eq!(pick(10, 0), Some((How::Jit, "sm_90")));
+}
+
+#[test]
+fn the_transpose_block_is_32_wide() {
+    let baked = (example_app::launches::TRANSPOSE.baked)();
+    for row in baked.archs {
+        assert_eq!(row.block.0, 32, "{}", row.arch);
+        assert_eq!(row.block.0 * row.block.1, row.threads(), "{}", row.arch);
+    }
 }

@@ -88,135 +88,11 @@ pub(crate) fn remove_stale(out: &Path, part: &str, jobs: &[&str], blobs: &[Devic
     }
 }
 
-/// The items `kernels.rs` defines before its tables: the types the tables
-/// are made of and the lookup. Plain Rust with no dependency, so the file
-/// compiles in any crate.
-const PRELUDE: &str = r#"/// How a blob of device code is encoded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(dead_code)]
-pub enum CodeKind {
-    /// A fatbin: SASS for each arch of the build and the PTX of the newest
-    /// (load it with `cuModuleLoadData`; the driver picks what runs).
-    Fatbin,
-    /// A cubin for one arch.
-    Cubin,
-    /// PTX for one arch, JIT-compiled by the driver.
-    Ptx,
-}
-
-/// One blob of embedded device code: a `.cu` file's fatbin, or its cubin
-/// or PTX for one arch.
-#[derive(Debug, Clone, Copy)]
-#[allow(dead_code)]
-pub struct DeviceCode {
-    /// The `.cu` file, relative to the crate.
-    pub source: &'static str,
-    /// What the bytes are.
-    pub kind: CodeKind,
-    /// The arch of a cubin or PTX; `None` for a fatbin.
-    pub arch: Option<&'static str>,
-    /// The bytes (empty when the build stood on occ.lock: `HAS_DEVICE_CODE`).
-    pub bytes: &'static [u8],
-}
-
-#[allow(dead_code)]
-impl DeviceCode {
-    /// The text of a PTX blob (`None` for a fatbin or cubin).
-    pub fn ptx(&self) -> Option<&'static str> {
-        match self.kind {
-            CodeKind::Ptx => core::str::from_utf8(self.bytes).ok(),
-            _ => None,
-        }
-    }
-}
-
-/// The launch a kernel is written for (build.rs `.launch()`,
-/// `__launch_bounds__` or `.reqntid`) and its occupancy there.
-#[derive(Debug, Clone, Copy)]
-#[allow(dead_code)]
-pub struct DeclaredLaunch {
-    /// Threads per block in x, y, z.
-    pub block: [u32; 3],
-    /// Dynamic shared memory per block at that launch, bytes.
-    pub dynamic_smem_bytes: u32,
-    /// Resident blocks per SM.
-    pub blocks_per_sm: u32,
-    /// Occupancy, 0..=1.
-    pub occupancy: f32,
-}
-
-/// A kernel's resources and best launch on one arch, as ptxas reported them
-/// and as `cuda_occupancy.h` computes them.
-#[derive(Debug, Clone, Copy)]
-#[allow(dead_code)]
-pub struct KernelArch {
-    /// The arch (`sm_80`).
-    pub arch: &'static str,
-    /// Registers per thread.
-    pub registers: u32,
-    /// Static shared memory per block, bytes.
-    pub static_smem_bytes: u32,
-    /// Stack frame, bytes.
-    pub stack_frame_bytes: u32,
-    /// Spill stores, bytes.
-    pub spill_stores_bytes: u32,
-    /// Spill loads, bytes.
-    pub spill_loads_bytes: u32,
-    /// Named barriers, when ptxas reported them.
-    pub barriers: Option<u32>,
-    /// `__launch_bounds__` maximum threads per block.
-    pub max_threads_per_block: Option<u32>,
-    /// `__launch_bounds__` minimum blocks per SM.
-    pub min_blocks_per_sm: Option<u32>,
-    /// `__maxnreg__` register cap.
-    pub max_registers: Option<u32>,
-    /// `__cluster_dims__` (x, y, z).
-    pub cluster_dims: Option<[u32; 3]>,
-    /// The block size with the highest occupancy (no dynamic smem).
-    pub best_block_size: u32,
-    /// Resident blocks per SM at `best_block_size`.
-    pub blocks_per_sm: u32,
-    /// Resident warps per SM at `best_block_size`.
-    pub warps_per_sm: u32,
-    /// Occupancy at `best_block_size`, 0..=1.
-    pub occupancy: f32,
-    /// What limits occupancy there.
-    pub limiters: &'static [&'static str],
-    /// Dynamic shared memory a block can still take at that occupancy, bytes.
-    pub dynamic_smem_headroom_bytes: u32,
-    /// The launch the kernel is written for, when one is declared.
-    pub declared: Option<DeclaredLaunch>,
-    /// The embedded device code that holds this kernel for this arch
-    /// (`None` when the build embeds nothing).
-    pub code: Option<&'static DeviceCode>,
-}
-
-/// One `__global__` function and its numbers on each arch it was built for.
-#[derive(Debug, Clone, Copy)]
-#[allow(dead_code)]
-pub struct Kernel {
-    /// The symbol to load (`cuModuleGetFunction`).
-    pub name: &'static str,
-    /// The demangled name.
-    pub demangled: &'static str,
-    /// The name without its parameter list.
-    pub base_name: &'static str,
-    /// The Rust identifier (`kernels::<ident>::KERNEL`).
-    pub ident: &'static str,
-    /// The `.cu` file, relative to the crate.
-    pub source: &'static str,
-    /// Per arch, in build order; an arch the kernel was not compiled for
-    /// (an `#if __CUDA_ARCH__` around it) is absent.
-    pub archs: &'static [KernelArch],
-}
-
-#[allow(dead_code)]
-impl Kernel {
-    /// The kernel's numbers on `arch` (`"sm_80"`), if it was built there.
-    pub fn on(&self, arch: &str) -> Option<&'static KernelArch> {
-        self.archs.iter().find(|a| a.arch == arch)
-    }
-}
+/// The items `kernels.rs` has before its tables: the table's types, which
+/// are the `occ` crate's (so the crate that includes the file depends on
+/// `occ`), and the lookup.
+const PRELUDE: &str = r#"#[allow(unused_imports)]
+pub use ::occ::table::{CodeKind, DeclaredLaunch, DeviceCode, Kernel, KernelArch, Param};
 
 /// The kernel named `name`: its symbol, else its base name or Rust
 /// identifier, when one kernel has it (`None` when none does, or several:
@@ -224,16 +100,7 @@ impl Kernel {
 /// `<ident>::KERNEL`).
 #[allow(dead_code)]
 pub fn get(name: &str) -> Option<&'static Kernel> {
-    let i = KERNELS.partition_point(|k| k.name < name);
-    let is = |j: usize| KERNELS.get(j).is_some_and(|k| k.name == name);
-    if is(i) {
-        return if is(i + 1) { None } else { Some(&KERNELS[i]) };
-    }
-    let mut found = KERNELS.iter().filter(|k| k.base_name == name || k.ident == name);
-    match (found.next(), found.next()) {
-        (Some(k), None) => Some(k),
-        _ => None,
-    }
+    ::occ::table::lookup(KERNELS, name)
 }
 "#;
 
@@ -278,12 +145,18 @@ pub fn kernels_rs(manifest: &Manifest) -> String {
     for kernel in &manifest.kernels {
         let _ = writeln!(
             out,
-            "    Kernel {{\n        name: {},\n        demangled: {},\n        base_name: {},\n        ident: {},\n        source: {},\n        archs: &[",
+            "    Kernel {{\n        name: {},\n        demangled: {},\n        base_name: {},\n        ident: {},\n        source: {},\n        params: &[{}],\n        archs: &[",
             lit(&kernel.name),
             lit(&kernel.demangled),
             lit(&kernel.base_name),
             lit(&kernel.ident),
-            lit(&kernel.source)
+            lit(&kernel.source),
+            kernel
+                .params
+                .iter()
+                .map(param)
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         // Build order, as `ARCHS`.
         let mut archs: Vec<(&String, &KernelArch)> = kernel.archs.iter().collect();
@@ -300,13 +173,132 @@ pub fn kernels_rs(manifest: &Manifest) -> String {
     for (i, kernel) in manifest.kernels.iter().enumerate() {
         let _ = writeln!(
             out,
-            "\n/// `{}` from `{}`.\n#[allow(dead_code)]\npub mod {} {{\n    /// This kernel's entry in [`KERNELS`](super::KERNELS).\n    pub const KERNEL: &super::Kernel = &super::KERNELS[{i}];\n}}",
+            "\n/// `{}` from `{}`.\n#[allow(dead_code)]\npub mod {} {{\n    /// This kernel's entry in [`KERNELS`](super::KERNELS).\n    pub const KERNEL: &super::Kernel = &super::KERNELS[{i}];\n{}}}",
             kernel.base_name.replace('`', "'"),
             kernel.source.replace('`', "'"),
-            kernel.ident
+            kernel.ident,
+            launcher(kernel)
         );
     }
     out
+}
+
+fn param(p: &occ_model::params::Param) -> String {
+    format!(
+        "Param {{ name: {}, c_type: {}, size: {}, align: {} }}",
+        lit(&p.name),
+        lit(&p.c_type),
+        p.size,
+        p.align
+    )
+}
+
+/// The names a launcher's own parameters take; a kernel parameter of one
+/// of them gets a `_` appended.
+const LAUNCHER_PARAMS: [&str; 3] = ["func", "stream", "cfg"];
+
+/// A Rust parameter name for kernel parameter `i` named `name` in the
+/// source (`arg{i}` when it has none, `{name}_` for a Rust keyword or a
+/// launcher parameter's name).
+fn rust_param_name(i: usize, name: &str) -> String {
+    const KEYWORDS: [&str; 52] = [
+        "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum",
+        "extern", "false", "fn", "for", "if", "impl", "in", "let", "loop", "match", "mod", "move",
+        "mut", "pub", "ref", "return", "self", "Self", "static", "struct", "super", "trait",
+        "true", "type", "unsafe", "use", "where", "while", "abstract", "become", "box", "do",
+        "final", "macro", "override", "priv", "typeof", "unsized", "virtual", "yield", "try",
+        "gen",
+    ];
+    let valid = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && name != "_";
+    if !valid {
+        return format!("arg{i}");
+    }
+    if KEYWORDS.contains(&name) || LAUNCHER_PARAMS.contains(&name) || name.starts_with("__occ") {
+        return format!("{name}_");
+    }
+    name.to_string()
+}
+
+/// The kernel's typed launcher: one Rust parameter per kernel parameter,
+/// typed from its C++ type (`occ_model::params::Param::rust`), so that
+/// rustc refuses a wrong count, a wrong scalar or a buffer of the wrong
+/// element type at the argument. Wrapped in `occ::__if_cudarc!`: it exists
+/// when the `occ` crate's `cudarc` feature is on.
+fn launcher(kernel: &manifest::Kernel) -> String {
+    use occ_model::params::RustArg;
+    let mut generics = Vec::new();
+    let mut params = Vec::new();
+    let mut pushes = Vec::new();
+    for (i, p) in kernel.params.iter().enumerate() {
+        let name = rust_param_name(i, &p.name);
+        match p.rust() {
+            RustArg::Scalar(ty) => {
+                params.push(format!("{name}: {ty}"));
+                pushes.push(format!(".value(&{name})"));
+            }
+            RustArg::Pointer { mutable, pointee } => {
+                let ty = match pointee {
+                    Some(t) => t.to_string(),
+                    None => {
+                        generics.push(format!("P{i}"));
+                        format!("P{i}")
+                    }
+                };
+                if mutable {
+                    params.push(format!("{name}: &mut impl ::occ::cuda::DevicePtrMut<{ty}>"));
+                    pushes.push(format!(".ptr_mut({name})"));
+                } else {
+                    params.push(format!("{name}: &impl ::occ::cuda::DevicePtr<{ty}>"));
+                    pushes.push(format!(".ptr({name})"));
+                }
+            }
+            RustArg::Bytes { size, align } => {
+                params.push(format!("{name}: &impl ::occ::cuda::Value<{size}, {align}>"));
+                pushes.push(format!(".value({name})"));
+            }
+        }
+    }
+    let generics = if generics.is_empty() {
+        String::new()
+    } else {
+        format!("<{}>", generics.join(", "))
+    };
+    let signature: Vec<String> = kernel.params.iter().map(|p| p.describe()).collect();
+    let body = if pushes.is_empty() {
+        String::new()
+    } else {
+        format!("        __occ_args{};\n", pushes.join(""))
+    };
+    format!(
+        "    ::occ::__if_cudarc! {{\n    \
+         /// Launches `{}({})` on `stream` with `cfg`: one argument per\n    \
+         /// kernel parameter, in order, typed from the kernel's own list.\n    \
+         #[allow(clippy::too_many_arguments)]\n    \
+         pub fn launch{generics}(\n        \
+         func: &::occ::cuda::Function,\n        \
+         stream: &::occ::cuda::CudaStream,\n        \
+         cfg: ::occ::LaunchConfig,\n{}    \
+         ) -> ::core::result::Result<(), ::occ::cuda::Error> {{\n        \
+         func.expect(KERNEL)?;\n        \
+         #[allow(unused_mut)]\n        \
+         let mut __occ_args = ::occ::cuda::Args::new(stream);\n\
+         {body}        \
+         // SAFETY: the arguments are the kernel's parameters, in order, with\n        \
+         // the types of its list (sizes are checked again at the launch).\n        \
+         unsafe {{ __occ_args.launch(func, cfg) }}\n    \
+         }}\n    }}\n",
+        kernel.base_name.replace('`', "'"),
+        signature.join(", ").replace('`', "'"),
+        params
+            .iter()
+            .map(|p| format!("        {p},\n"))
+            .collect::<String>()
+    )
 }
 
 /// A Rust string literal for `s` (`{:?}` escapes quotes, backslashes and

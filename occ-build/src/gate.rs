@@ -197,7 +197,48 @@ pub(crate) fn baseline(
             diff.dropped_archs.join(", ")
         ));
     }
+    if let Some(line) = stale_params(lock, candidate, scope, &lock_name) {
+        directives.warn(line);
+    }
     Ok(())
+}
+
+/// One warning when the lock records other parameter lists than the
+/// kernels have now (or none: a lock from before occ recorded them). A
+/// build without nvcc stands on the lock, and its typed launchers take
+/// the lock's lists, so the lock must follow the kernels' signatures.
+fn stale_params(
+    lock: &Lock,
+    candidate: &Lock,
+    scope: &[String],
+    lock_name: &str,
+) -> Option<String> {
+    let stale: Vec<&str> = candidate
+        .kernels
+        .iter()
+        .filter(|k| scope.contains(&k.source))
+        .filter(|k| {
+            lock.kernels
+                .iter()
+                .find(|l| l.name == k.name && l.source == k.source)
+                .is_some_and(|l| l.params != k.params)
+        })
+        .map(|k| k.base_name.as_str())
+        .collect();
+    let (first, rest) = stale.split_at(stale.len().min(3));
+    if first.is_empty() {
+        return None;
+    }
+    let more = if rest.is_empty() {
+        String::new()
+    } else {
+        format!(" and {} more", rest.len())
+    };
+    Some(format!(
+        "occ: the parameter lists of {}{more} differ from what {lock_name} records; a build without \
+         nvcc takes the lock's, so its typed launchers would differ: run `cargo occ bless` and commit {lock_name}",
+        first.join(", ")
+    ))
 }
 
 /// The error of a failing gate: how many kernel × archs regressed, one

@@ -26,11 +26,14 @@ pub const MIN_OCCUPANCY: &str = "min_occupancy";
 pub const ALLOW_SPILLS: &str = "allow_spills";
 /// `max_spill_bytes = N`.
 pub const MAX_SPILL_BYTES: &str = "max_spill_bytes";
+/// `block = (16, 16)` or `block = (32, _)`: the block's shape.
+pub const BLOCK: &str = "block";
 
 /// Every option, in the order the docs list them.
-pub const OPTIONS: [&str; 10] = [
+pub const OPTIONS: [&str; 11] = [
     KERNEL,
     ARCH,
+    BLOCK,
     DYNAMIC_SMEM,
     SMEM_PER_THREAD,
     SMEM_FIXED,
@@ -59,6 +62,36 @@ pub enum DynamicSmemArg {
     Max,
 }
 
+/// `block = (x, y, z)`: each dimension fixed, or the last one given free
+/// (`_`: the tuner picks it). Missing trailing dimensions are 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockShape {
+    /// The fixed dimensions, x first; `None` for the free one.
+    pub dims: [Option<u32>; 3],
+}
+
+impl BlockShape {
+    /// Threads of the fixed dimensions (all of the block when none is free).
+    pub fn fixed_threads(&self) -> u32 {
+        self.dims
+            .iter()
+            .flatten()
+            .fold(1u32, |a, &d| a.saturating_mul(d))
+    }
+
+    /// Whether a dimension is left to the tuner.
+    pub fn has_free(&self) -> bool {
+        self.dims.iter().any(Option::is_none)
+    }
+
+    /// The shape of a block of `threads` threads: the free dimension takes
+    /// what the fixed ones leave.
+    pub fn with_threads(&self, threads: u32) -> [u32; 3] {
+        let fixed = self.fixed_threads().max(1);
+        self.dims.map(|d| d.unwrap_or(threads / fixed))
+    }
+}
+
 /// The parsed arguments of one `#[launch_config(...)]`.
 #[derive(Debug, Clone, Default)]
 pub struct Args {
@@ -82,6 +115,8 @@ pub struct Args {
     pub allow_spills: Option<Span>,
     /// `max_spill_bytes`.
     pub max_spill_bytes: Option<At<u32>>,
+    /// `block`.
+    pub block: Option<At<BlockShape>>,
 }
 
 /// Collects errors; `combine`s them into one `syn::Error`.
@@ -270,9 +305,58 @@ fn one(args: &mut Args, meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
             }
             args.allow_spills = Some(span);
         }
+        BLOCK => {
+            if args.block.is_some() {
+                return Err(duplicate());
+            }
+            let example = "block = (16, 16), block = (32, _) or block = 256";
+            let expr = value(meta, &key, example)?;
+            args.block = Some(At {
+                value: block_shape(&expr, example)?,
+                span: expr.span(),
+            });
+        }
         other => return Err(syn::Error::new(span, unknown_option_message(other))),
     }
     Ok(())
+}
+
+/// `256`, `(16, 16)`, `(32, _)`, `(8, 8, _)`: at most three dimensions,
+/// each a positive integer; the last may be `_`.
+fn block_shape(expr: &Expr, example: &str) -> syn::Result<BlockShape> {
+    let elems: Vec<&Expr> = match expr {
+        Expr::Tuple(t) => t.elems.iter().collect(),
+        Expr::Paren(p) => vec![&*p.expr],
+        other => vec![other],
+    };
+    if elems.is_empty() || elems.len() > 3 {
+        return Err(syn::Error::new(
+            expr.span(),
+            format!("`block` has one to three dimensions (x, y, z): {example}"),
+        ));
+    }
+    let mut dims = [Some(1); 3];
+    for (i, e) in elems.iter().enumerate() {
+        if matches!(e, Expr::Infer(_)) {
+            if i + 1 != elems.len() || i == 0 {
+                return Err(syn::Error::new(
+                    e.span(),
+                    "only the last of two or three dimensions can be `_` (left to the tuner): block = (32, _) or block = (8, 8, _); for a free 1-D block drop `block`",
+                ));
+            }
+            dims[i] = None;
+            continue;
+        }
+        let n = integer(e, BLOCK, example)?;
+        if n == 0 {
+            return Err(syn::Error::new(
+                e.span(),
+                "a block dimension of 0 has no threads; use a positive number",
+            ));
+        }
+        dims[i] = Some(n);
+    }
+    Ok(BlockShape { dims })
 }
 
 fn unknown_option_message(name: &str) -> String {
@@ -417,6 +501,44 @@ mod tests {
         assert!(errors[6].contains("takes no value"));
         // The argument after the bad ones still parsed.
         assert_eq!(a.arch.map(|k| k.value).as_deref(), Some("sm_80"));
+    }
+
+    #[test]
+    fn block_shapes() {
+        let shape = |t: proc_macro2::TokenStream| {
+            let (a, e) = parse(t);
+            let err = e.into_error().map(|e| e.to_string());
+            (a.block.map(|b| b.value.dims), err)
+        };
+        assert_eq!(
+            shape(quote!(block = (16, 16))).0,
+            Some([Some(16), Some(16), Some(1)])
+        );
+        assert_eq!(
+            shape(quote!(block = (32, _))).0,
+            Some([Some(32), None, Some(1)])
+        );
+        assert_eq!(
+            shape(quote!(block = (4, 4, _))).0,
+            Some([Some(4), Some(4), None])
+        );
+        assert_eq!(
+            shape(quote!(block = 256)).0,
+            Some([Some(256), Some(1), Some(1)])
+        );
+        let free = BlockShape {
+            dims: [Some(32), None, Some(1)],
+        };
+        assert_eq!(free.with_threads(256), [32, 8, 1]);
+        assert!(shape(quote!(block = (_, 4)))
+            .1
+            .unwrap()
+            .contains("only the last"));
+        assert!(shape(quote!(block = (1, 2, 3, 4)))
+            .1
+            .unwrap()
+            .contains("one to three"));
+        assert!(shape(quote!(block = (0, 4))).1.unwrap().contains("of 0"));
     }
 
     #[test]

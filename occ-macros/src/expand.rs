@@ -131,22 +131,28 @@ fn consts(plan: &Plan) -> TokenStream {
     let name = &plan.kernel_name;
     let arch = &first.arch;
     let block = first.block_size;
+    let [bx, by, bz] = first.block;
     let smem = first.dynamic_smem;
     let blocks = first.blocks_per_sm;
     let occupancy = f32_lit(first.occupancy);
     let rows = plan.rows.iter().map(|r| {
-        let (a, maj, min, b, s, n) = (
-            &r.arch,
-            r.major,
-            r.minor,
-            r.block_size,
-            r.dynamic_smem,
-            r.blocks_per_sm,
-        );
-        quote!((#a, #maj, #min, #b, #s, #n))
+        let (a, maj, min, s, n) = (&r.arch, r.major, r.minor, r.dynamic_smem, r.blocks_per_sm);
+        let [x, y, z] = r.block;
+        let o = f32_lit(r.occupancy);
+        quote!(::occ::BakedArch {
+            arch: #a,
+            major: #maj,
+            minor: #min,
+            block: (#x, #y, #z),
+            dynamic_smem_bytes: #s,
+            blocks_per_sm: #n,
+            occupancy: #o,
+        })
     });
+    // Plain consts and one table per site; the rules that read the table
+    // (which row runs on a GPU, grids) are `occ`'s, not pasted here.
     quote! {
-        /// The kernel's symbol, for `cuModuleGetFunction` / `load_function`.
+        /// The kernel's symbol, for `cuModuleGetFunction`.
         #[allow(dead_code)]
         const KERNEL_NAME: &str = #name;
         /// The arch the plain consts are for.
@@ -155,6 +161,9 @@ fn consts(plan: &Plan) -> TokenStream {
         /// Threads per block.
         #[allow(dead_code)]
         const BLOCK_SIZE: u32 = #block;
+        /// The block's shape (x, y, z).
+        #[allow(dead_code)]
+        const BLOCK: (u32, u32, u32) = (#bx, #by, #bz);
         /// Dynamic shared memory per block, bytes.
         #[allow(dead_code)]
         const DYNAMIC_SMEM_BYTES: u32 = #smem;
@@ -164,39 +173,16 @@ fn consts(plan: &Plan) -> TokenStream {
         /// Resident warps / the SM's warp slots, 0 to 1.
         #[allow(dead_code)]
         const OCCUPANCY: f32 = #occupancy;
-        /// `(arch, major, minor, block size, dynamic smem bytes, blocks per SM)` per arch of the build.
+        /// The launch on every arch of the build (`LAUNCH.for_device(major, minor)`).
         #[allow(dead_code)]
-        const LAUNCH_CONFIGS: &[(&str, u32, u32, u32, u32, u32)] = &[#(#rows),*];
+        const LAUNCH: ::occ::Baked = ::occ::Baked {
+            kernel: #name,
+            archs: &[#(#rows),*],
+        };
         /// Blocks of `BLOCK_SIZE` threads that cover `n` elements.
         #[allow(dead_code)]
         const fn grid_for(n: u32) -> u32 {
             n.div_ceil(BLOCK_SIZE)
-        }
-        /// `(block size, dynamic smem bytes)` for a GPU of compute capability
-        /// `major.minor`: the row of the newest cubin of the build that runs on
-        /// it (same major, minor at most the GPU's; `a` archs on exactly
-        /// theirs), or `None` when none does.
-        #[allow(dead_code)]
-        fn launch_for(major: u32, minor: u32) -> ::core::option::Option<(u32, u32)> {
-            let mut best: ::core::option::Option<((u32, bool), u32, u32)> = ::core::option::Option::None;
-            for &(arch, row_major, row_minor, block, smem, _) in LAUNCH_CONFIGS {
-                let specific = arch.as_bytes().last() == ::core::option::Option::Some(&b'a');
-                if row_major != major || row_minor > minor || (specific && row_minor != minor) {
-                    continue;
-                }
-                let rank = (row_minor, specific);
-                let better = match best {
-                    ::core::option::Option::Some((r, _, _)) => rank > r,
-                    ::core::option::Option::None => true,
-                };
-                if better {
-                    best = ::core::option::Option::Some((rank, block, smem));
-                }
-            }
-            match best {
-                ::core::option::Option::Some((_, block, smem)) => ::core::option::Option::Some((block, smem)),
-                ::core::option::Option::None => ::core::option::Option::None,
-            }
         }
     }
 }
@@ -211,20 +197,21 @@ fn placeholders() -> TokenStream {
         #[allow(dead_code)]
         const BLOCK_SIZE: u32 = 1;
         #[allow(dead_code)]
+        const BLOCK: (u32, u32, u32) = (1, 1, 1);
+        #[allow(dead_code)]
         const DYNAMIC_SMEM_BYTES: u32 = 0;
         #[allow(dead_code)]
         const BLOCKS_PER_SM: u32 = 0;
         #[allow(dead_code)]
         const OCCUPANCY: f32 = 0.0;
         #[allow(dead_code)]
-        const LAUNCH_CONFIGS: &[(&str, u32, u32, u32, u32, u32)] = &[];
+        const LAUNCH: ::occ::Baked = ::occ::Baked {
+            kernel: "",
+            archs: &[],
+        };
         #[allow(dead_code)]
         const fn grid_for(n: u32) -> u32 {
             n
-        }
-        #[allow(dead_code)]
-        fn launch_for(_: u32, _: u32) -> ::core::option::Option<(u32, u32)> {
-            ::core::option::Option::None
         }
     }
 }

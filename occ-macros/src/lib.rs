@@ -7,13 +7,18 @@
 //! through occ-model's occupancy model, which equals NVIDIA's
 //! `cuda_occupancy.h`.
 //!
+//! Use it through the [`occ`](https://docs.rs/occ) crate, which re-exports
+//! it as `occ::launch_config` and holds the types its expansion names
+//! (`occ::Baked`): the expansion refers to `::occ`, so a crate that uses
+//! the attribute depends on `occ` (as `serde_derive`'s does on `serde`).
+//!
 //! ## Example
 //!
 //! `Cargo.toml`:
 //!
 //! ```toml
 //! [dependencies]
-//! occ-macros = "0.1"
+//! occ = "0.1"
 //!
 //! [build-dependencies]
 //! occ-build = "0.1"
@@ -42,12 +47,12 @@
 //! `src/main.rs`:
 //!
 //! ```ignore
-//! use occ_macros::launch_config;
+//! use occ::launch_config;
 //!
 //! #[launch_config(kernel = "saxpy")]
 //! fn saxpy_launch(n: u32) -> (u32, u32, u32) {
-//!     // Injected: KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES,
-//!     // BLOCKS_PER_SM, OCCUPANCY, LAUNCH_CONFIGS, grid_for, launch_for.
+//!     // Injected: KERNEL_NAME, ARCH, BLOCK_SIZE, BLOCK, DYNAMIC_SMEM_BYTES,
+//!     // BLOCKS_PER_SM, OCCUPANCY, LAUNCH, grid_for.
 //!     (grid_for(n), BLOCK_SIZE, DYNAMIC_SMEM_BYTES)
 //! }
 //!
@@ -62,22 +67,19 @@
 //!
 //! | item | meaning |
 //! |---|---|
-//! | `const KERNEL_NAME: &str` | the kernel's symbol, what `cuModuleGetFunction` (cudarc's `load_function`) takes |
+//! | `const KERNEL_NAME: &str` | the kernel's symbol, what `cuModuleGetFunction` takes |
 //! | `const ARCH: &str` | the arch of the plain consts: the build's first arch, or `arch = "..."` |
-//! | `const BLOCK_SIZE: u32` | the block size with the most resident threads per SM (`cudaOccMaxPotentialOccupancyBlockSize`) |
+//! | `const BLOCK_SIZE: u32` | threads per block: the size with the most resident threads per SM (`cudaOccMaxPotentialOccupancyBlockSize`) |
+//! | `const BLOCK: (u32, u32, u32)` | the block's shape: `(BLOCK_SIZE, 1, 1)`, the site's `block = (..)`, or the kernel's `.reqntid` |
 //! | `const DYNAMIC_SMEM_BYTES: u32` | dynamic shared memory per block; 0 unless the site declares some |
 //! | `const BLOCKS_PER_SM: u32` | resident blocks per SM at that size (× the SM count = a full wave) |
 //! | `const OCCUPANCY: f32` | resident warps / the SM's warp slots |
-//! | `const LAUNCH_CONFIGS: &[(&str, u32, u32, u32, u32, u32)]` | per arch of the build: `(arch, major, minor, block size, dynamic smem bytes, blocks per SM)` |
+//! | `const LAUNCH: occ::Baked` | the same per arch of the build (`occ::BakedArch` rows): `LAUNCH.for_function(&f)` (the row of the code `occ::cuda` loaded), `LAUNCH.for_device(major, minor)`, `LAUNCH.on("sm_90")`; each row makes a `LaunchConfig` (`for_elements(n)`, `for_2d(w, h)`, `config(grid)`) |
 //! | `const fn grid_for(n: u32) -> u32` | blocks of `BLOCK_SIZE` threads that cover `n` elements |
-//! | `fn launch_for(major: u32, minor: u32) -> Option<(u32, u32)>` | `(block size, dynamic smem bytes)` for the GPU at hand: the row of the newest cubin that runs on compute capability `major.minor` (a cubin for sm_XY runs on X.Z with Z ≥ Y; `sm_XYa` only on X.Y), `None` when no cubin of the build runs there |
 //!
-//! So one binary built for sm_80 and sm_90 launches each GPU at its own best:
-//!
-//! ```ignore
-//! let (major, minor) = device_compute_capability();
-//! let (block, smem) = launch_for(major, minor).unwrap_or((BLOCK_SIZE, DYNAMIC_SMEM_BYTES));
-//! ```
+//! The rules that read the table (which row's code runs on a GPU: the
+//! newest cubin that runs there, else PTX for the driver's JIT) live once,
+//! in `occ::select`; the expansion is consts and one table.
 //!
 //! ## Options
 //!
@@ -85,6 +87,7 @@
 //! |---|---|
 //! | `kernel = "name"` | required: the extern "C" name, the demangled name without its parameter list (`"fluid::stencil1d<float, 3>"`), or a base name (`"stencil1d"`) when only one kernel has it; any of these prefixed with the kernel's source and a colon (`"kernels/a.cu:same"`) picks among kernels of one name in several files |
 //! | `arch = "sm_90"` | the site launches on this arch only: the plain consts and the table are for it alone |
+//! | `block = (16, 16)` | a fixed block shape (1 to 3 dimensions; its threads are the one block size tried), or `(32, _)` / `(8, 8, _)`: the last dimension left to the tuner, every block size a multiple of the fixed ones; a kernel's `.reqntid` must agree |
 //! | `dynamic_smem = BYTES` | the same dynamic shared memory at every block size (integer literals and `+ - * / <<` of them: `48 * 1024`) |
 //! | `dynamic_smem = "max"` | the most a block can take without lowering the chosen occupancy (`cudaOccAvailableDynamicSMemPerBlock`) |
 //! | `smem_per_thread = BYTES` | dynamic shared memory of `BYTES × block size` (`…VariableSMem`), plus `smem_fixed = BYTES` per block |
@@ -115,16 +118,14 @@
 //!
 //! ## cudarc
 //!
-//! occ-macros does not depend on cudarc; with cudarc, the baked values make a
-//! `LaunchConfig` for `n` elements in one line:
+//! With `occ`'s `cudarc` feature, `occ::cuda::Loader` loads a kernel's
+//! device code for the GPU at hand and the generated `kernels.rs` has a
+//! typed launcher per kernel; a site is a few lines:
 //!
 //! ```ignore
-//! let cfg = cudarc::driver::LaunchConfig {
-//!     grid_dim: (grid_for(n), 1, 1),
-//!     block_dim: (BLOCK_SIZE, 1, 1),
-//!     shared_mem_bytes: DYNAMIC_SMEM_BYTES,
-//! };
-//! let f = module.load_function(KERNEL_NAME)?;
+//! let f = loader.load(kernels::saxpy::KERNEL)?;
+//! let cfg = LAUNCH.for_function(&f)?.for_elements(n);
+//! kernels::saxpy::launch(&f, &stream, cfg, 2.0, &x, &mut y, n as i32)?;
 //! ```
 //!
 //! ## The manifest

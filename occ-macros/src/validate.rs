@@ -20,6 +20,8 @@ pub struct Row {
     pub minor: u32,
     /// Threads per block.
     pub block_size: u32,
+    /// The block's shape (x, y, z); its product is `block_size`.
+    pub block: [u32; 3],
     /// Dynamic shared memory per block, bytes.
     pub dynamic_smem: u32,
     /// Resident blocks per SM.
@@ -359,6 +361,9 @@ fn tune_arch(
         request.max_block_size = Some(required);
         request.block_multiple = Some(required);
     }
+    if let Some(shape) = &args.block {
+        apply_shape(kernel, ka, shape, args, &mut request)?;
+    }
     let best = match tune::best_block_size(limits, &resources, &request) {
         Ok(Some(best)) => best,
         Ok(None) => {
@@ -366,6 +371,7 @@ fn tune_arch(
                 .dynamic_smem
                 .as_ref()
                 .map(|d| d.span)
+                .or(args.block.as_ref().map(|d| d.span))
                 .or(args.smem_per_thread.as_ref().map(|d| d.span))
                 .or(args.block_multiple.as_ref().map(|d| d.span))
                 .or(args.max_block_size.as_ref().map(|d| d.span))
@@ -378,6 +384,16 @@ fn tune_arch(
                 (Some(m), None) => format!("no block size up to {}", m.value),
                 (None, Some(b)) => format!("no block size that is a multiple of {}", b.value),
                 (None, None) => "no block size".to_string(),
+            };
+            let sizes = match &args.block {
+                Some(b) if !b.value.has_free() => {
+                    format!("no block but {} threads (`block`)", b.value.fixed_threads())
+                }
+                Some(b) => format!(
+                    "{sizes} (with block's fixed dimensions, a multiple of {})",
+                    b.value.fixed_threads()
+                ),
+                None => sizes,
             };
             return Err(Failure::new(
                 span,
@@ -443,13 +459,115 @@ fn tune_arch(
             ));
         }
     }
+    let block = match (&args.block, ka.launch_bounds.req_threads) {
+        (Some(shape), _) => shape.value.with_threads(best.block_size),
+        (None, Some(req)) => req.map(|d| d.max(1)),
+        (None, None) => [best.block_size, 1, 1],
+    };
     Ok(Row {
         arch: arch_name.to_string(),
         major: target.cc / 10,
         minor: target.cc % 10,
         block_size: best.block_size,
+        block,
         dynamic_smem,
         blocks_per_sm: occ.active_blocks,
         occupancy: occ.occupancy,
     })
+}
+
+/// Narrows `request` to the site's `block = (...)`: a fixed shape is the
+/// one block size tried; a free last dimension makes every size a multiple
+/// of the fixed ones. A kernel with a required shape (`.reqntid`) must
+/// agree with it.
+fn apply_shape(
+    kernel: &Kernel,
+    ka: &KernelArch,
+    shape: &crate::args::At<crate::args::BlockShape>,
+    args: &Args,
+    request: &mut TuneRequest,
+) -> Result<(), Failure> {
+    let fail = |span: Span, msg: String| Err(Failure::new(span, msg, String::new(), String::new()));
+    let sh = shape.value;
+    let written = |dims: [Option<u32>; 3]| {
+        let d: Vec<String> = dims
+            .iter()
+            .map(|d| d.map_or("_".to_string(), |d| d.to_string()))
+            .collect();
+        format!("({})", d.join(", "))
+    };
+    if let Some(req) = ka.launch_bounds.req_threads {
+        let agrees = sh
+            .dims
+            .iter()
+            .zip(req)
+            .all(|(d, r)| d.is_none_or(|d| d == r.max(1)));
+        if !agrees {
+            return fail(
+                shape.span,
+                format!(
+                    "kernel `{}` requires blocks of exactly ({}, {}, {}) threads (.reqntid), not block = {}; match it or drop `block`",
+                    kernel.base_name, req[0], req[1], req[2], written(sh.dims)
+                ),
+            );
+        }
+    }
+    let fixed = sh.fixed_threads();
+    if let Some(max) = ka.launch_bounds.max_threads_per_block() {
+        if fixed > max {
+            return fail(
+                shape.span,
+                format!(
+                    "kernel `{}` takes at most {max} threads per block (__launch_bounds__), and block = {} has {fixed}{}; make the block smaller or raise the bound",
+                    kernel.base_name,
+                    written(sh.dims),
+                    if sh.has_free() { " before its free dimension" } else { "" }
+                ),
+            );
+        }
+    }
+    if !sh.has_free() {
+        if let Some(max) = &args.max_block_size {
+            if max.value < fixed {
+                return fail(
+                    max.span,
+                    format!(
+                        "block = {} has {fixed} threads, more than max_block_size = {}; drop one of them",
+                        written(sh.dims),
+                        max.value
+                    ),
+                );
+            }
+        }
+        if let Some(m) = &args.block_multiple {
+            if !fixed.is_multiple_of(m.value) {
+                return fail(
+                    m.span,
+                    format!(
+                        "block = {} has {fixed} threads, not a multiple of block_multiple = {}; drop one of them",
+                        written(sh.dims),
+                        m.value
+                    ),
+                );
+            }
+        }
+        request.max_block_size = Some(request.max_block_size.map_or(fixed, |m| m.min(fixed)));
+        request.block_multiple = Some(fixed);
+    } else {
+        let multiple = request.block_multiple.unwrap_or(1);
+        request.block_multiple = Some(lcm(multiple, fixed));
+    }
+    Ok(())
+}
+
+fn lcm(a: u32, b: u32) -> u32 {
+    fn gcd(a: u32, b: u32) -> u32 {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    let g = gcd(a.max(1), b.max(1));
+    (a.max(1) / g).saturating_mul(b.max(1))
 }

@@ -265,6 +265,20 @@ impl ScratchCrate {
         self
     }
 
+    /// Adds the workspace crate `name` to `[dependencies]`, by path, with
+    /// `features`.
+    pub fn dep_with(mut self, name: &str, features: &[&str]) -> Self {
+        let line = path_dep(name);
+        let features: Vec<String> = features.iter().map(|f| format!("{f:?}")).collect();
+        self.deps.push(line.replacen(
+            " }",
+            &format!(", features = [{}] }}", features.join(", ")),
+            1,
+        ));
+        self.write_manifest();
+        self
+    }
+
     /// Adds the workspace crate `name` to `[build-dependencies]`, by path.
     pub fn build_dep(mut self, name: &str) -> Self {
         self.build_deps.push(path_dep(name));

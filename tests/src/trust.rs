@@ -88,12 +88,12 @@ pub fn reswap(toolkit: &Path, tool: &str, extra: &str) {
 }
 
 /// The `Cargo.toml` of a scratch crate named `name` depending on occ-build
-/// (and occ-macros as a normal dependency).
+/// (and occ as a normal dependency).
 pub fn cargo_toml(name: &str) -> String {
     format!(
         "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n\n\
          [dependencies]\n{}\n\n[build-dependencies]\n{}\n",
-        path_dep("occ-macros"),
+        path_dep("occ"),
         path_dep("occ-build")
     )
 }

@@ -25,6 +25,7 @@ fn main() {
 
 fn scratch_crate() -> ScratchCrate {
     ScratchCrate::new("gateuser")
+        .dep("occ")
         .build_dep("occ-build")
         .build_rs(BUILD_RS)
         .file("kernels/scale.cu", LIGHT)

@@ -220,6 +220,7 @@ fn main() {
 #[test]
 fn a_crate_looks_kernels_up_by_name_and_handles_a_kernel_of_one_arch() {
     let krate = ScratchCrate::new("embeduser")
+        .dep("occ")
         .build_dep("occ-build")
         .build_rs(occ_tests::BUILD_RS)
         .cu("embed", "kernels")

@@ -50,6 +50,7 @@ const NO_GPU: [i32; 2] = [35, 100];
 
 fn library_crate() -> ScratchCrate {
     ScratchCrate::new("hostlib")
+        .dep("occ")
         .build_dep("occ-build")
         .build_rs(BUILD_RS)
         .cu("hostlib", "kernels")

@@ -1,5 +1,5 @@
 //! `#[launch_config]` as a new user meets it: a scratch crate outside the
-//! workspace, depending on occ-build and occ-macros by path, with kernels used
+//! workspace, depending on occ-build and occ (with `cudarc`) by path, with kernels used
 //! nowhere else, built with plain `cargo`. Every baked number must equal what
 //! occ-build's tuner (the logic of `cargo occ calc`, checked against
 //! cuda_occupancy.h by the oracle test) gives for the kernel's resources in
@@ -15,42 +15,69 @@ use std::path::Path;
 use std::process::Command;
 
 const MAIN: &str = r#"
-use occ_macros::launch_config;
+use occ::cuda::{CudaSlice, CudaStream, Function};
+use occ::launch_config;
 
-type Rows = &'static [(&'static str, u32, u32, u32, u32, u32)];
+mod kernels {
+    include!(concat!(env!("OUT_DIR"), "/occ/kernels.rs"));
+}
 
-fn show(site: &str, kernel: &str, arch: &str, block: u32, smem: u32, blocks: u32, rows: Rows) {
+fn show(site: &str, kernel: &str, arch: &str, block: u32, smem: u32, blocks: u32, baked: &occ::Baked) {
     println!("site {site} {kernel} {arch} {block} {smem} {blocks}");
-    for (a, major, minor, b, s, n) in rows {
-        println!("row {site} {a} {major} {minor} {b} {s} {n}");
+    for r in baked.archs {
+        println!("row {site} {} {} {} {} {} {}", r.arch, r.major, r.minor, r.threads(), r.dynamic_smem_bytes, r.blocks_per_sm);
     }
 }
 
 #[launch_config(kernel = "block_sum")]
 fn sum() {
-    show("sum", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, LAUNCH_CONFIGS);
+    show("sum", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, &LAUNCH);
     println!("grid sum {}", grid_for(1_000_000));
-    println!("pick sum {:?} {:?} {:?}", launch_for(8, 6), launch_for(9, 0), launch_for(7, 0));
+    let pick = |major, minor| LAUNCH.for_device(major, minor).map(|r| (r.threads(), r.dynamic_smem_bytes));
+    println!("pick sum {:?} {:?} {:?}", pick(8, 6), pick(9, 0), pick(7, 0));
 }
 
 #[launch_config(kernel = "phys::nbody_step<64>", arch = "sm_90")]
 fn nbody() {
-    show("nbody", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, LAUNCH_CONFIGS);
+    show("nbody", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, &LAUNCH);
 }
 
 #[launch_config(kernel = "nbody_step")]
 fn nbody_by_base_name() {
-    show("nbody_base", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, LAUNCH_CONFIGS);
+    show("nbody_base", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, &LAUNCH);
 }
 
 #[launch_config(kernel = "tile_gemm", smem_per_thread = 8, smem_fixed = 512, block_multiple = 64)]
 fn gemm() {
-    show("gemm", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, LAUNCH_CONFIGS);
+    show("gemm", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, &LAUNCH);
 }
 
 #[launch_config(kernel = "block_sum", dynamic_smem = "max", max_block_size = 512)]
 fn sum_max_smem() {
-    show("sum_max", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, LAUNCH_CONFIGS);
+    show("sum_max", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, &LAUNCH);
+}
+
+// A launch site as the README writes one: the baked row of the loaded
+// code, and the kernel's typed launcher.
+#[launch_config(kernel = "block_sum")]
+fn sum_on_gpu(f: &Function, stream: &CudaStream, x: &CudaSlice<f32>, out: &mut CudaSlice<f32>) -> Result<(), occ::cuda::Error> {
+    let cfg = LAUNCH.for_function(f)?.for_elements(x.len());
+    kernels::block_sum::launch(f, stream, cfg, x, out, x.len() as i32)
+}
+
+fn gpu() -> Result<(), Box<dyn std::error::Error>> {
+    if !occ::cuda::driver_present() {
+        return Err("no CUDA driver".into());
+    }
+    let ctx = occ::cuda::CudaContext::new(0)?;
+    let loader = occ::cuda::Loader::new(&ctx)?;
+    let f = loader.load(kernels::block_sum::KERNEL)?;
+    let stream = ctx.default_stream();
+    let x = stream.clone_htod(&vec![1.0f32; 1 << 16])?;
+    let mut out = stream.alloc_zeros::<f32>(1 << 16)?;
+    sum_on_gpu(&f, &stream, &x, &mut out)?;
+    stream.synchronize()?;
+    Ok(())
 }
 
 fn main() {
@@ -60,6 +87,11 @@ fn main() {
     nbody_by_base_name();
     gemm();
     sum_max_smem();
+    println!("sig {}", kernels::block_sum::KERNEL.signature());
+    match gpu() {
+        Ok(()) => println!("gpu ran"),
+        Err(e) => println!("gpu skipped: {e}"),
+    }
 }
 "#;
 
@@ -68,7 +100,7 @@ fn main() {
 /// registers for 64 live values).
 fn scratch_crate() -> ScratchCrate {
     ScratchCrate::new("macrouser")
-        .dep("occ-macros")
+        .dep_with("occ", &["cudarc"])
         .build_dep("occ-build")
         .build_rs(BUILD_RS)
         .cu("macro_new_user", "kernels")
@@ -218,6 +250,40 @@ fn baked_launches_equal_the_tuner_and_a_spilling_kernel_fails_the_build() {
         sum("sm_90")
     );
     assert!(stdout.contains(&pick), "want `{pick}` in\n{stdout}");
+
+    // The typed launcher's parameters are the kernel's, as its source
+    // declares them.
+    let source = std::fs::read_to_string(s.path().join("kernels/reduce.cu")).expect("reduce.cu");
+    let decl = source
+        .lines()
+        .find(|l| l.contains("void block_sum("))
+        .expect("block_sum's declaration");
+    let names: Vec<&str> = decl[decl.find('(').expect("(") + 1..decl.find(')').expect(")")]
+        .split(',')
+        .map(|p| p.trim().rsplit([' ', '*']).next().expect("a name"))
+        .collect();
+    let sig = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("sig "))
+        .expect("the signature");
+    assert_eq!(
+        sig,
+        format!(
+            "block_sum(float const* {}, float* {}, int {})",
+            names[0], names[1], names[2]
+        )
+    );
+    assert!(
+        stdout.contains("gpu ran") || stdout.contains("gpu skipped"),
+        "{stdout}"
+    );
+
+    // An argument of the wrong type fails the build at the argument, naming
+    // the kernel's parameter.
+    s.write("src/main.rs", &MAIN.replace("x.len() as i32)", "x.len())"));
+    let stderr = s.build_fails("a usize for `int n` must fail the build");
+    assert!(stderr.contains("expected `i32`, found `usize`"), "{stderr}");
+    assert!(stderr.contains(&format!("{}: i32", names[2])), "{stderr}");
 
     // Name the spilling kernel at a launch site: the build fails, naming the
     // kernel, each arch and the bytes nvcc reports.

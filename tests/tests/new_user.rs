@@ -21,6 +21,7 @@ fn main() {
 /// broken.cu is added by the compile-error test.
 fn scratch_crate() -> ScratchCrate {
     let krate = ScratchCrate::new("newuser")
+        .dep("occ")
         .build_dep("occ-build")
         .build_rs(BUILD_RS)
         .file("src/main.rs", MAIN);

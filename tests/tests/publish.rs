@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const PUBLISHED: [&str; 4] = ["cargo-occ", "occ-build", "occ-macros", "occ-model"];
+const PUBLISHED: [&str; 5] = ["cargo-occ", "occ", "occ-build", "occ-macros", "occ-model"];
 
 /// crates.io's category slugs that occ uses; a typo is rejected at publish.
 const CATEGORIES: [&str; 6] = [

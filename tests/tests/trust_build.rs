@@ -27,7 +27,7 @@ fn launch_config_crate(name: &str) -> Scratch {
         "src/main.rs",
         "mod kernels {\n    include!(concat!(env!(\"OUT_DIR\"), \"/occ/kernels.rs\"));\n}\n\n\
          /// Launches scale.\n\
-         #[occ_macros::launch_config(kernel = \"scale\")]\n\
+         #[occ::launch_config(kernel = \"scale\")]\n\
          fn scale_launch(n: u32) -> (u32, u32) {\n    (grid_for(n), BLOCK_SIZE)\n}\n\n\
          fn main() {\n    println!(\"{:?} {}\", scale_launch(1 << 20), kernels::scale::KERNEL.archs[0].registers);\n}\n",
     );
@@ -332,7 +332,7 @@ fn item15_ambiguous_kernel_lists_each_source_and_what_to_write() {
     );
     s.write(
         "src/main.rs",
-        "#[occ_macros::launch_config(kernel = \"same\")]\nfn launch() -> u32 { BLOCK_SIZE }\n\nfn main() { println!(\"{}\", launch()); }\n",
+        "#[occ::launch_config(kernel = \"same\")]\nfn launch() -> u32 { BLOCK_SIZE }\n\nfn main() { println!(\"{}\", launch()); }\n",
     );
     let out = run_cargo(&s, &["build"], &[]);
     let t = text(&out);
@@ -352,7 +352,7 @@ fn item15_ambiguous_kernel_lists_each_source_and_what_to_write() {
     );
     s.write(
         "src/main.rs",
-        &format!("#[occ_macros::launch_config(kernel = \"{select}\")]\nfn launch() -> u32 {{ BLOCK_SIZE }}\n\nfn main() {{ println!(\"{{}}\", launch()); }}\n"),
+        &format!("#[occ::launch_config(kernel = \"{select}\")]\nfn launch() -> u32 {{ BLOCK_SIZE }}\n\nfn main() {{ println!(\"{{}}\", launch()); }}\n"),
     );
     let out = run_cargo(&s, &["build"], &[]);
     assert!(

@@ -7,6 +7,10 @@
 //! the installed nvcc for sm_80 and sm_90. trybuild's generated crate has no
 //! build script, so `OCC_MANIFEST` points the macro at it. One test function,
 //! because the environment variable is process-wide.
+//!
+//! `ui/launch/` are the typed launchers of `kernels.rs` (a wrong count, a
+//! wrong scalar, a wrong element type, an integer for a pointer, a shared
+//! borrow for a written buffer), included through `OCC_UI_KERNELS_RS`.
 
 use occ_tests::{nvcc, workspace_root};
 use std::path::Path;
@@ -52,4 +56,28 @@ fn ui() {
         let t = trybuild::TestCases::new();
         t.compile_fail("ui/other-manifests/no-build-script.rs");
     }
+
+    // The typed launchers of kernels.rs (occ's `cudarc` feature): the same
+    // kernels, embedding nothing (trybuild's crate has no OUT_DIR for blobs).
+    // Inside the test crate (git-ignored), so that trybuild writes the
+    // generated file's path as `$DIR/...` in the expected output.
+    let launch_out = workspace_root().join("tests/ui/launch/out");
+    let report = occ_build::Build::new()
+        .root(workspace_root().join("tests/ui"))
+        .file("kernels/ui.cu")
+        .archs(["sm_80", "sm_90"])
+        .embed(occ_build::Embed::Nothing)
+        .nvcc(nvcc())
+        .out_dir(&launch_out)
+        .try_compile()
+        .unwrap_or_else(|e| panic!("building the ui kernels failed: {e}"));
+    let kernels_rs = report.out_dir.join("kernels.rs");
+    assert!(kernels_rs.is_file(), "{}", kernels_rs.display());
+    std::env::set_var("OCC_UI_KERNELS_RS", &kernels_rs);
+    {
+        let t = trybuild::TestCases::new();
+        t.pass("ui/launch/pass/*.rs");
+        t.compile_fail("ui/launch/*.rs");
+    }
+    std::env::remove_var("OCC_UI_KERNELS_RS");
 }

@@ -1,4 +1,4 @@
-use occ_macros::launch_config;
+use occ::launch_config;
 
 // `box` is both blur::box<float, 5> and blur::box<double, 5>.
 #[launch_config(kernel = "box")]

@@ -1,4 +1,4 @@
-use occ_macros::launch_config;
+use occ::launch_config;
 
 #[launch_config(kernel = "tiled", dynamic_smem = 1024, smem_per_thread = 8)]
 fn two_smem_sizes() -> u32 {

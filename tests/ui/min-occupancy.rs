@@ -1,4 +1,4 @@
-use occ_macros::launch_config;
+use occ::launch_config;
 
 #[launch_config(kernel = "hoarder", min_occupancy = 0.5)]
 fn launch(n: u32) -> (u32, u32) {

@@ -1,4 +1,4 @@
-use occ_macros::launch_config;
+use occ::launch_config;
 
 // hoarder's __launch_bounds__(128) leaves no multiple of 192.
 #[launch_config(kernel = "hoarder", block_multiple = 192)]

@@ -1,4 +1,4 @@
-use occ_macros::launch_config;
+use occ::launch_config;
 
 #[launch_config(kernel = "axpy")]
 struct Launch;

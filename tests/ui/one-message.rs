@@ -1,18 +1,19 @@
-use occ_macros::launch_config;
+use occ::launch_config;
 
 // One mistake, one message: every injected name still exists, so the body
 // below gives no second error.
 #[launch_config(kernel = "saxpy")]
-fn launch(n: u32) -> (&'static str, u32, u32, u32, u32, f32, usize, Option<(u32, u32)>) {
+fn launch(n: u32) -> (&'static str, u32, u32, (u32, u32, u32), u32, u32, f32, usize, bool) {
     (
         KERNEL_NAME,
         grid_for(n),
         BLOCK_SIZE,
+        BLOCK,
         DYNAMIC_SMEM_BYTES,
         BLOCKS_PER_SM,
         OCCUPANCY,
-        LAUNCH_CONFIGS.len(),
-        launch_for(8, 0),
+        LAUNCH.archs.len(),
+        LAUNCH.for_device(8, 0).is_some(),
     )
 }
 

@@ -1,4 +1,4 @@
-use occ_macros::launch_config;
+use occ::launch_config;
 
 #[launch_config(kernel = "spilly", arch = "sm_90", max_spill_bytes = 1024)]
 fn launch(n: u32) -> (u32, u32) {

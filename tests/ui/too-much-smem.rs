@@ -1,4 +1,4 @@
-use occ_macros::launch_config;
+use occ::launch_config;
 
 #[launch_config(kernel = "tiled", dynamic_smem = 300 * 1024)]
 fn launch(n: u32) -> (u32, u32, u32) {

@@ -90,6 +90,24 @@ pub use cudarc::driver::{
     CudaContext, CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceRepr, DriverError,
 };
 
+/// Whether this machine has a CUDA driver library (`libcuda.so`,
+/// `nvcuda.dll`) that cudarc can load. cudarc loads the driver when it is
+/// first used and panics when there is none; ask this first to tell a
+/// machine without a GPU driver from an error:
+///
+/// ```no_run
+/// if !occ::cuda::driver_present() {
+///     eprintln!("no CUDA driver: skipping the GPU part");
+///     return;
+/// }
+/// let ctx = occ::cuda::CudaContext::new(0).expect("a CUDA device");
+/// # let _ = ctx;
+/// ```
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to load the library; calls nothing in it.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
 impl From<crate::LaunchConfig> for cudarc::driver::LaunchConfig {
     fn from(c: crate::LaunchConfig) -> cudarc::driver::LaunchConfig {
         cudarc::driver::LaunchConfig {

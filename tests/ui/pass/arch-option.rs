@@ -1,12 +1,12 @@
 // `arch = ...` picks the arch of the plain consts, and the table holds it alone.
-use occ_macros::launch_config;
+use occ::launch_config;
 
 #[path = "support/expect.rs"]
 mod expect;
 
 #[launch_config(kernel = "axpy", arch = "sm_90")]
-fn on_hopper() -> (&'static str, u32, &'static [(&'static str, u32, u32, u32, u32, u32)], Option<(u32, u32)>) {
-    (ARCH, BLOCK_SIZE, LAUNCH_CONFIGS, launch_for(8, 0))
+fn on_hopper() -> (&'static str, u32, occ::Baked) {
+    (ARCH, BLOCK_SIZE, LAUNCH)
 }
 
 // Other spellings of the same arch.
@@ -22,7 +22,9 @@ fn dotted_spelling() -> &'static str {
 
 fn main() {
     let sm90 = expect::plain("axpy", "sm_90");
-    let (arch, block, rows, on_ampere) = on_hopper();
+    let (arch, block, baked) = on_hopper();
+    let rows = expect::rows(&baked);
+    let on_ampere = expect::pick(&baked, 8, 0);
     assert_eq!(arch, "sm_90");
     assert_eq!(block, sm90.block_size);
     assert_eq!(rows, [("sm_90", 9, 0, sm90.block_size, 0, sm90.occupancy.active_blocks)]);

@@ -1,5 +1,5 @@
 // max_block_size and block_multiple narrow the search.
-use occ_macros::launch_config;
+use occ::launch_config;
 use occ_build::tune::TuneRequest;
 
 #[path = "support/expect.rs"]

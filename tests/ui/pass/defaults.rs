@@ -1,6 +1,6 @@
 // No options: the build's first arch, no dynamic shared memory, and a table
 // and selector over every arch of the build.
-use occ_macros::launch_config;
+use occ::launch_config;
 
 #[path = "support/expect.rs"]
 mod expect;
@@ -11,13 +11,8 @@ fn launch(n: u32) -> (u32, u32, u32) {
 }
 
 #[launch_config(kernel = "axpy")]
-fn table() -> (&'static str, &'static str, u32, f32, &'static [(&'static str, u32, u32, u32, u32, u32)]) {
-    (KERNEL_NAME, ARCH, BLOCKS_PER_SM, OCCUPANCY, LAUNCH_CONFIGS)
-}
-
-#[launch_config(kernel = "axpy")]
-fn pick(major: u32, minor: u32) -> Option<(u32, u32)> {
-    launch_for(major, minor)
+fn table() -> (&'static str, &'static str, u32, f32, (u32, u32, u32), occ::Baked) {
+    (KERNEL_NAME, ARCH, BLOCKS_PER_SM, OCCUPANCY, BLOCK, LAUNCH)
 }
 
 fn main() {
@@ -32,7 +27,10 @@ fn main() {
     // The manifest's own best block size agrees with the tuner.
     assert_eq!(expect::kernel_arch("axpy", "sm_80").best.block_size, block);
 
-    let (name, arch, blocks, occupancy, rows) = table();
+    let (name, arch, blocks, occupancy, shape, baked) = table();
+    assert_eq!(shape, (sm80.block_size, 1, 1));
+    assert_eq!(baked.kernel, "axpy");
+    let rows = expect::rows(&baked);
     assert_eq!(name, "axpy");
     assert_eq!(arch, "sm_80");
     assert_eq!(blocks, sm80.occupancy.active_blocks);
@@ -45,12 +43,15 @@ fn main() {
         ]
     );
 
-    // A cubin for sm_XY runs on X.Z with Z >= Y, and only on major X.
-    assert_eq!(pick(8, 0), Some((sm80.block_size, 0)));
-    assert_eq!(pick(8, 6), Some((sm80.block_size, 0)));
-    assert_eq!(pick(8, 9), Some((sm80.block_size, 0)));
-    assert_eq!(pick(9, 0), Some((sm90.block_size, 0)));
+    // A cubin for sm_XY runs on X.Z with Z >= Y, and only on major X;
+    // else the newest PTX at most the GPU's is JIT-compiled.
+    use occ::select::How::{Jit, Sass};
+    let pick = |major, minor| expect::pick(&baked, major, minor);
+    assert_eq!(pick(8, 0), Some((Sass, sm80.block_size, 0)));
+    assert_eq!(pick(8, 6), Some((Sass, sm80.block_size, 0)));
+    assert_eq!(pick(8, 9), Some((Sass, sm80.block_size, 0)));
+    assert_eq!(pick(9, 0), Some((Sass, sm90.block_size, 0)));
     assert_eq!(pick(7, 5), None);
-    assert_eq!(pick(10, 0), None);
-    assert_eq!(pick(12, 0), None);
+    assert_eq!(pick(10, 0), Some((Jit, sm90.block_size, 0)));
+    assert_eq!(pick(12, 0), Some((Jit, sm90.block_size, 0)));
 }

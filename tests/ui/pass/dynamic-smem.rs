@@ -1,12 +1,12 @@
 // dynamic_smem = BYTES (a literal or a constant expression) and "max".
-use occ_macros::launch_config;
+use occ::launch_config;
 
 #[path = "support/expect.rs"]
 mod expect;
 
 #[launch_config(kernel = "tiled", dynamic_smem = 40 * 1024)]
-fn fixed() -> (u32, u32, &'static [(&'static str, u32, u32, u32, u32, u32)]) {
-    (BLOCK_SIZE, DYNAMIC_SMEM_BYTES, LAUNCH_CONFIGS)
+fn fixed() -> (u32, u32, Vec<(&'static str, u32, u32, u32, u32, u32)>) {
+    (BLOCK_SIZE, DYNAMIC_SMEM_BYTES, expect::rows(&LAUNCH))
 }
 
 #[launch_config(kernel = "tiled", dynamic_smem = 4096)]
@@ -15,8 +15,8 @@ fn small() -> (u32, u32) {
 }
 
 #[launch_config(kernel = "hoarder", dynamic_smem = "max")]
-fn max() -> (u32, u32, u32, &'static [(&'static str, u32, u32, u32, u32, u32)]) {
-    (BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, LAUNCH_CONFIGS)
+fn max() -> (u32, u32, u32, Vec<(&'static str, u32, u32, u32, u32, u32)>) {
+    (BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, expect::rows(&LAUNCH))
 }
 
 fn main() {

@@ -1,5 +1,5 @@
 // min_occupancy that the launch reaches; spills accepted by allow_spills or a budget.
-use occ_macros::launch_config;
+use occ::launch_config;
 
 #[path = "support/expect.rs"]
 mod expect;

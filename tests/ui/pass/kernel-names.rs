@@ -1,6 +1,6 @@
 // A kernel by its extern "C" name, its demangled name without parameters
 // (spacing free), its symbol, or a unique base name; on a method too.
-use occ_macros::launch_config;
+use occ::launch_config;
 
 #[path = "support/expect.rs"]
 mod expect;

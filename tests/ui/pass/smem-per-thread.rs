@@ -1,5 +1,5 @@
 // smem_per_thread (+ smem_fixed): dynamic shared memory that grows with the block.
-use occ_macros::launch_config;
+use occ::launch_config;
 use occ_build::tune::{DynamicSmem, TuneRequest};
 
 #[path = "support/expect.rs"]

@@ -50,3 +50,19 @@ pub fn headroom(name: &str, arch_name: &str, b: &BestBlock) -> u32 {
     )
     .expect("headroom")
 }
+
+/// The baked table as `(arch, major, minor, threads, dynamic smem, blocks per SM)` rows.
+pub fn rows(baked: &occ::Baked) -> Vec<(&'static str, u32, u32, u32, u32, u32)> {
+    baked
+        .archs
+        .iter()
+        .map(|r| (r.arch, r.major, r.minor, r.threads(), r.dynamic_smem_bytes, r.blocks_per_sm))
+        .collect()
+}
+
+/// `(how, threads, dynamic smem)` of the row the table picks for a GPU.
+pub fn pick(baked: &occ::Baked, major: u32, minor: u32) -> Option<(occ::select::How, u32, u32)> {
+    baked
+        .pick(major, minor)
+        .map(|(how, r)| (how, r.threads(), r.dynamic_smem_bytes))
+}

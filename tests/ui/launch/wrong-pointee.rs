@@ -1,0 +1,15 @@
+// `const float* x` takes a buffer of f32: a buffer of f64 is refused.
+mod kernels {
+    include!(env!("OCC_UI_KERNELS_RS"));
+}
+
+use occ::cuda::{CudaSlice, CudaStream, Error, Function};
+
+fn launch(f: &Function, s: &CudaStream, x: &CudaSlice<f64>, y: &mut CudaSlice<f32>) -> Result<(), Error> {
+    let cfg = occ::LaunchConfig::for_elements(x.len(), 256);
+    kernels::axpy::launch(f, s, cfg, 2.0, x, y, x.len() as i32)
+}
+
+fn main() {
+    let _ = launch;
+}
