@@ -520,6 +520,7 @@ def fmt_ratio(x, target, lower_is_better=True):
 
 def sites_only():
     """`bench/builds.py --sites`: item 5 alone, printed as its BENCHMARKS.md table."""
+    setup_wrappers()
     load = open("/proc/loadavg").read().split()[:3]
     st = launch_config_sites()
     a, b, c = (median(v) for v in st.values())

@@ -77,6 +77,10 @@
 //! | `const LAUNCH: occ::Baked` | the same per arch of the build (`occ::BakedArch` rows): `LAUNCH.for_function(&f)` (the row of the code `occ::cuda` loaded), `LAUNCH.for_device(major, minor)`, `LAUNCH.on("sm_90")`; each row makes a `LaunchConfig` (`for_elements(n)`, `for_2d(w, h)`, `config(grid)`) |
 //! | `const fn grid_for(n: u32) -> u32` | blocks of `BLOCK_SIZE` threads that cover `n` elements |
 //!
+//! Only the names the function's body uses are injected (its tokens are
+//! scanned, macro arguments included), so a site pays for what it reads; a
+//! body that calls a macro of its own, which may name them, gets them all.
+//!
 //! The rules that read the table (which row's code runs on a GPU: the
 //! newest cubin that runs there, else PTX for the driver's JIT) live once,
 //! in `occ::select`; the expansion is consts and one table.
