@@ -74,8 +74,9 @@ pub(crate) fn write(
         manifest.kernels.len(),
         manifest.archs.len(),
         manifest.nvcc,
-        table::table(manifest)
+        table::table_without_cliffs(manifest)
     );
+    text.push_str(&table::cliff_lines(manifest, None));
     if let Some(spills) = spill_table(manifest) {
         text.push_str(&format!("\nspilling kernels\n{spills}"));
     }

@@ -26,9 +26,11 @@
 
 pub mod analyze;
 pub mod arch;
+pub mod cliff;
 pub mod compare;
 pub mod error;
 pub mod launch;
+pub mod lines;
 pub mod lock;
 pub mod manifest;
 pub mod names;

@@ -221,6 +221,12 @@ pub struct KernelArch {
     /// Resources and best launch.
     #[serde(flatten)]
     pub resources: Resources,
+    /// Where occupancy steps at the launch the kernel is judged at
+    /// ([`Resources::judged`]): the registers and shared memory that cost
+    /// a block, and what to drop to gain one; absent in manifests of older
+    /// occs and for a kernel that cannot launch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cliffs: Option<crate::cliff::Cliffs>,
     /// Constant memory per bank, bytes (absent on sm_90+ where ptxas omits it).
     pub cmem: BTreeMap<String, u64>,
     /// ptxas warnings about this kernel, verbatim.
@@ -231,6 +237,10 @@ pub struct KernelArch {
     /// The PTX holding this kernel, relative to `$OUT_DIR/occ`; empty in a
     /// build from the lock.
     pub ptx: String,
+    /// Spill sites and peak register pressure by source line (from
+    /// `nvdisasm -g`); absent when the build could not disassemble.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines: Option<crate::lines::SourceLines>,
 }
 
 impl std::ops::Deref for KernelArch {
@@ -252,10 +262,12 @@ impl KernelArch {
     pub fn from_resources(resources: Resources) -> Self {
         KernelArch {
             resources,
+            cliffs: None,
             cmem: BTreeMap::new(),
             warnings: Vec::new(),
             cubin: String::new(),
             ptx: String::new(),
+            lines: None,
         }
     }
 
@@ -466,6 +478,20 @@ impl Manifest {
         for kernel in &self.kernels {
             for (arch, k) in &kernel.archs {
                 validate_resources(&kernel.name, arch, k)?;
+                let steps = k.cliffs.iter().flat_map(|c| {
+                    [c.registers, c.shared_memory]
+                        .into_iter()
+                        .flat_map(|cliff| cliff.down.into_iter().chain(cliff.up))
+                });
+                for step in steps {
+                    if !(0.0..=1.0).contains(&step.occupancy) {
+                        return Err(format!(
+                            "kernel {:?} on {arch} records a cliff at occupancy {:?}, which is not a \
+                             fraction between 0 and 1 (the file is damaged)",
+                            kernel.name, step.occupancy
+                        ));
+                    }
+                }
                 for (field, file) in [("cubin", &k.cubin), ("ptx", &k.ptx)] {
                     let allowed = match self.origin {
                         Origin::Nvcc => is_plain_file_name(file),
