@@ -103,6 +103,8 @@ pub(crate) fn baseline(
         schema: LOCK_SCHEMA,
         lock_file: inputs.lock_path.clone(),
         thresholds: thresholds(build),
+        crate_root: Some(inputs.root.clone()),
+        deny_spills: build.deny_spills,
     };
     write_atomic(
         &out.join(GATE_FILE),
@@ -127,6 +129,9 @@ pub(crate) fn baseline(
         Ok(())
     };
     let Some(lock) = &inputs.lock else {
+        details.baseline = Some(crate::markdown::Baseline::NotCompared(format!(
+            "no {lock_name} yet (record one with `cargo occ bless`)"
+        )));
         if blessing {
             return write(directives, "new baseline");
         }
@@ -155,6 +160,14 @@ pub(crate) fn baseline(
         });
     }
     let diff = compare::compare(lock, candidate, &settings.thresholds);
+    details.baseline = Some(crate::markdown::Baseline::Compared {
+        lock: inputs
+            .lock_path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| lock_name.clone()),
+        diff: diff.clone(),
+    });
     if !diff.findings.is_empty() {
         details.add(
             format!("differences from {lock_name}"),

@@ -184,6 +184,7 @@ pub mod emit;
 pub mod env;
 pub mod error;
 pub mod gate;
+pub mod github;
 mod hostlib;
 mod inputs;
 mod parts;
@@ -204,6 +205,6 @@ pub use occ_model::manifest::{Embed, Manifest};
 
 // The pure core, re-exported so that a build script needs one dependency.
 pub use occ_model::{
-    analyze, arch, compare, launch, lock, manifest, names, occupancy, ptx, ptxas, sweep, table,
-    tune,
+    analyze, arch, ci, cliff, compare, launch, lines, lock, manifest, markdown, names, occupancy,
+    ptx, ptxas, sweep, table, tune,
 };

@@ -71,6 +71,14 @@ pub struct GateSettings {
     pub lock_file: PathBuf,
     /// The register thresholds.
     pub thresholds: Thresholds,
+    /// The crate root (absolute), where the `.cu` files the manifest
+    /// names are: for the source lines of `cargo occ check`'s annotations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crate_root: Option<PathBuf>,
+    /// Whether the build fails on spills (`Build::deny_spills`): spills
+    /// are then errors in annotations and SARIF, else warnings.
+    #[serde(default)]
+    pub deny_spills: bool,
 }
 
 impl GateSettings {

@@ -26,6 +26,7 @@
 
 pub mod analyze;
 pub mod arch;
+pub mod ci;
 pub mod cliff;
 pub mod compare;
 pub mod error;
@@ -33,6 +34,7 @@ pub mod launch;
 pub mod lines;
 pub mod lock;
 pub mod manifest;
+pub mod markdown;
 pub mod names;
 pub mod occupancy;
 #[cfg(test)]
