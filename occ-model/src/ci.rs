@@ -274,7 +274,7 @@ pub fn alerts(
                     line: site.line.max(1),
                     located: Located::Recorded,
                     message: format!(
-                        "{head}: {} spill stores and {} loads at this line{in_loop}",
+                        "{head}: {} B stored and {} B loaded at this line{in_loop}",
                         site.stores, site.loads
                     ),
                 });

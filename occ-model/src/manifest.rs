@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+pub use crate::lines::{PressurePoint, SourceLines, SpillSite};
+
 /// The schema version this occ writes and reads.
 pub const SCHEMA_VERSION: u32 = 2;
 
@@ -237,10 +239,11 @@ pub struct KernelArch {
     /// The PTX holding this kernel, relative to `$OUT_DIR/occ`; empty in a
     /// build from the lock.
     pub ptx: String,
-    /// Spill sites and peak register pressure by source line (from
-    /// `nvdisasm -g`); absent when the build could not disassemble.
+    /// Where it spills and where its register pressure peaks, by source
+    /// line (from nvdisasm); absent without nvdisasm, in a build from the
+    /// lock, and never in the lock (lines move with every edit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lines: Option<crate::lines::SourceLines>,
+    pub lines: Option<SourceLines>,
 }
 
 impl std::ops::Deref for KernelArch {
