@@ -328,3 +328,98 @@ fn diff_compares_two_builds_as_the_gate_does() {
     assert_eq!(code, 2);
     assert!(err.starts_with("error: cannot read nope.lock"), "{err}");
 }
+
+#[test]
+fn a_change_that_moves_a_kernel_near_a_cliff_warns_and_is_a_sarif_result() {
+    let s = Scratch::new();
+    std::fs::create_dir_all(s.path().join(".git")).expect(".git");
+    s.write("crate/kernels/k.cu", KERNELS);
+    let root = s.path().join("crate");
+    // `wide` capped by -maxrregcount (`heavy` has launch bounds, which
+    // ptxas keeps instead): 1024 threads x 2 blocks fill sm_80 up to 32
+    // registers, so 24 is 9 from the cliff and 32 is 1.
+    let build = |cap: u32, bless: bool| {
+        kernels_build(&root, &root.join("out"), ["sm_80"])
+            .max_registers("wide", cap)
+            .try_compile_with(&build_env(&[
+                ("CARGO_PKG_NAME", Some("cicrate")),
+                ("NVCC_CCBIN", None),
+                ("OCC_BLESS", bless.then_some("1")),
+            ]))
+            .unwrap_or_else(|e| panic!("build at {cap}: {e}"))
+    };
+    build(24, true);
+    let report = build(32, false);
+    let wide = report
+        .manifest
+        .kernels
+        .iter()
+        .find(|k| k.short_name == "wide")
+        .expect("wide");
+    let cliffs = wide.archs["sm_80"].cliffs.clone().expect("cliffs");
+    let distance = cliffs.registers.down.expect("a cliff").at - cliffs.registers.now;
+    assert!(distance <= 2, "the precondition: {cliffs:?}");
+    let warned: Vec<&String> = report
+        .directives
+        .warnings
+        .iter()
+        .filter(|w| w.contains("of an occupancy cliff"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{:#?}", report.directives.warnings);
+    assert!(
+        warned[0].contains("1 kernel moved within the cliff margin"),
+        "{}",
+        warned[0]
+    );
+    assert!(warned[0].contains(": wide;"), "{}", warned[0]);
+
+    let manifest = report.out_dir.join("manifest.json");
+    // explain and report.txt show the same cliff.
+    let m = manifest.to_str().expect("utf-8 path");
+    let mut cmd = cargo_occ(
+        env!("CARGO_BIN_EXE_cargo-occ"),
+        s.path(),
+        &["explain", "wide", "--manifest", m],
+        &[],
+    );
+    let (code, out, err) = code_and_text(&cmd.output().expect("run cargo-occ"));
+    assert_eq!(code, 0, "{err}");
+    let now = cliffs.registers.now;
+    let down = cliffs.registers.down.expect("a cliff");
+    let expected = format!(
+        "    registers: {now} registers/thread now; {} (+{distance}) costs",
+        down.at
+    );
+    assert!(out.contains(&expected), "no {expected:?} in\n{out}");
+    let text = std::fs::read_to_string(report.out_dir.join("report.txt")).expect("report.txt");
+    let listed = format!(
+        "  wide on sm_80 at block {} (best): registers {now}: +{distance} costs",
+        cliffs.block_size
+    );
+    assert!(text.contains(&listed), "no {listed:?} in\n{text}");
+    let (code, out, err) = check(s.path(), &manifest, &["--format", "sarif"], &[]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let log: Value = serde_json::from_str(&out).expect("SARIF is JSON");
+    validate(&log);
+    let line = u64::from(line_starting(KERNELS, "extern \"C\" __global__ void wide("));
+    assert!(
+        located(&log).contains(&(
+            "occ/near-cliff".to_string(),
+            "crate/kernels/k.cu".to_string(),
+            line
+        )),
+        "{out}"
+    );
+    // A margin of 0 says nothing.
+    let (_, out, _) = check(
+        s.path(),
+        &manifest,
+        &["--format", "sarif", "--cliff-margin", "0"],
+        &[],
+    );
+    let log: Value = serde_json::from_str(&out).expect("SARIF is JSON");
+    assert!(
+        !located(&log).iter().any(|r| r.0 == "occ/near-cliff"),
+        "{out}"
+    );
+}
