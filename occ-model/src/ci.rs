@@ -87,6 +87,17 @@ pub enum Level {
     Warning,
 }
 
+impl Located {
+    /// The SARIF property value: `recorded`, `definition` or `file`.
+    pub fn word(self) -> &'static str {
+        match self {
+            Located::Recorded => "recorded",
+            Located::Definition => "definition",
+            Located::File => "file",
+        }
+    }
+}
+
 impl Level {
     fn word(self) -> &'static str {
         match self {
@@ -221,7 +232,7 @@ pub fn alerts(
 ) -> Vec<Alert> {
     let mut definitions: std::collections::BTreeMap<(String, String), (u32, Located)> =
         Default::default();
-    let mut at_definition = |source: &str, short_name: &str| {
+    let mut at_definition = |source: &str, short_name: &str| -> (u32, Located) {
         *definitions
             .entry((source.to_string(), short_name.to_string()))
             .or_insert_with(|| {
@@ -319,6 +330,10 @@ pub fn alerts(
             message,
         });
     }
+    for a in out.iter_mut().filter(|a| a.located == Located::File) {
+        a.message
+            .push_str(" (at line 1: the kernel's __global__ definition was not found in the file)");
+    }
     out
 }
 
@@ -399,7 +414,7 @@ pub fn sarif(alerts: &[Alert], version: &str, path: &dyn Fn(&str) -> String) -> 
                 "partialFingerprints": {
                     "occKernelArch/v1": format!("{}|{}|{}", a.rule.id(), a.kernel, a.arch)
                 },
-                "properties": { "arch": a.arch, "kernel": a.kernel }
+                "properties": { "arch": a.arch, "kernel": a.kernel, "located": a.located.word() }
             })
         })
         .collect();
@@ -442,6 +457,62 @@ mod tests {
         // A call inside another kernel's body is not a definition.
         let src = "__global__ void a() { k(); }\n__global__ void k() {}\n";
         assert_eq!(definition_line(src, "k"), Some(2));
+    }
+
+    #[test]
+    fn a_spill_is_at_its_recorded_site_else_the_definition_else_line_1() {
+        use crate::compare::tests::{arch, lock};
+        let l = lock(&[("k", arch(32, 64, 4))]);
+        let mut m = l
+            .to_manifest(&[], std::path::Path::new("occ.lock"))
+            .expect("manifest");
+        let none = |_: &str| None;
+        let a = alerts(&m, None, false, &none);
+        assert_eq!(a.len(), 1);
+        assert_eq!((a[0].rule, a[0].level), (Rule::Spill, Level::Warning));
+        assert_eq!((a[0].line, a[0].located), (1, Located::File));
+        assert!(
+            a[0].message.ends_with("was not found in the file)"),
+            "{}",
+            a[0].message
+        );
+        let text = |_: &str| Some("// k\n\n__global__ void k(float *x) {}\n".to_string());
+        let a = alerts(&m, None, true, &text);
+        assert_eq!(
+            (a[0].line, a[0].located, a[0].level),
+            (3, Located::Definition, Level::Error)
+        );
+        assert_eq!(a[0].file, "k.cu");
+        if let Some(k) = m.kernels[0].archs.get_mut("sm_80") {
+            k.lines = Some(crate::lines::SourceLines {
+                spills: vec![crate::lines::SpillSite {
+                    file: "kernels/h.cuh".into(),
+                    line: 12,
+                    loop_line: Some(10),
+                    stores: 8,
+                    loads: 8,
+                }],
+                peak_pressure: None,
+            });
+        }
+        let a = alerts(&m, None, false, &text);
+        assert_eq!(
+            (a[0].file.as_str(), a[0].line, a[0].located),
+            ("kernels/h.cuh", 12, Located::Recorded)
+        );
+        assert!(a[0].message.contains("(loop at :10)"), "{}", a[0].message);
+        let log: Value =
+            serde_json::from_str(&sarif(&a, "0.1.0", &|f| format!("app/{f}"))).expect("json");
+        let r = &log["runs"][0]["results"][0];
+        assert_eq!(
+            r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+            "app/kernels/h.cuh"
+        );
+        assert_eq!(
+            r["locations"][0]["physicalLocation"]["region"]["startLine"],
+            12
+        );
+        assert_eq!(r["properties"]["located"], "recorded");
     }
 
     #[test]
