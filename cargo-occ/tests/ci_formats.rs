@@ -25,6 +25,45 @@ fn line_starting(text: &str, prefix: &str) -> u32 {
     i as u32 + 1
 }
 
+/// Where the results for `kernel` on sm_80 must stand, as (uri, line): the
+/// lines the manifest records when the build recorded them (each spill
+/// site for a spill; the pressure peak, else the first site, for a
+/// regression or a cliff), else the kernel's `definition` line.
+fn expected(manifest: &Path, kernel: &str, spill: bool, definition: u32) -> Vec<(String, u64)> {
+    let m = occ_build::emit::read_manifest(manifest).expect("manifest");
+    let k = m
+        .kernels
+        .iter()
+        .find(|k| k.short_name == kernel)
+        .expect("the kernel");
+    let uri = |file: &str| format!("crate/{file}");
+    let lines = k.archs["sm_80"].lines.clone().unwrap_or_default();
+    let recorded: Vec<(String, u64)> = if spill {
+        lines
+            .spills
+            .iter()
+            .map(|s| (uri(&s.file), u64::from(s.line)))
+            .collect()
+    } else {
+        lines
+            .peak_pressure
+            .map(|p| (uri(&p.file), u64::from(p.line)))
+            .or_else(|| {
+                lines
+                    .spills
+                    .first()
+                    .map(|s| (uri(&s.file), u64::from(s.line)))
+            })
+            .into_iter()
+            .collect()
+    };
+    if recorded.is_empty() {
+        vec![(uri("kernels/k.cu"), u64::from(definition))]
+    } else {
+        recorded
+    }
+}
+
 /// A scratch crate (a git checkout, so paths are repository-relative)
 /// with the fixture in `crate/kernels/k.cu`, built for sm_80 with `env`;
 /// the build's manifest.
@@ -162,7 +201,7 @@ fn sarif_is_valid_and_names_the_definition_or_the_manifests_line() {
     let (code, _, err) = check(s.path(), &manifest, &["--format", "sarif"], &[]);
     assert_eq!(code, 2, "{err}");
     // With a lock: the spill, at heavy's definition (its name is on the
-    // line after `__global__`).
+    // line after `__global__`), or where the manifest says it spills.
     build(&s, KERNELS, &[("OCC_BLESS", Some("1"))]);
     let (code, out, err) = check(s.path(), &manifest, &["--format", "sarif"], &[]);
     assert_eq!(code, 0, "{out}\n{err}");
@@ -171,15 +210,11 @@ fn sarif_is_valid_and_names_the_definition_or_the_manifests_line() {
     }
     let log: Value = serde_json::from_str(&out).expect("SARIF is JSON");
     validate(&log);
-    assert_eq!(
-        located(&log),
-        [(
-            "occ/spill".to_string(),
-            "crate/kernels/k.cu".to_string(),
-            u64::from(heavy)
-        )],
-        "{out}"
-    );
+    let want: Vec<(String, String, u64)> = expected(&manifest, "heavy", true, heavy)
+        .into_iter()
+        .map(|(uri, line)| ("occ/spill".to_string(), uri, line))
+        .collect();
+    assert_eq!(located(&log), want, "{out}");
 
     // A regression: more accumulators, more registers for `wide`.
     let worse = KERNELS.replace("#define N 48", "#define N 64");
@@ -190,15 +225,13 @@ fn sarif_is_valid_and_names_the_definition_or_the_manifests_line() {
     let log: Value = serde_json::from_str(&out).expect("SARIF is JSON");
     validate(&log);
     let results = located(&log);
-    let wide = u64::from(line_starting(&worse, "extern \"C\" __global__ void wide("));
-    assert!(
-        results.contains(&(
-            "occ/regression".to_string(),
-            "crate/kernels/k.cu".to_string(),
-            wide
-        )),
-        "{results:?}"
-    );
+    let wide = line_starting(&worse, "extern \"C\" __global__ void wide(");
+    for (uri, line) in expected(&manifest, "wide", false, wide) {
+        assert!(
+            results.contains(&("occ/regression".to_string(), uri, line)),
+            "{results:?}"
+        );
+    }
 
     // A manifest that records the source lines: the results stand there.
     let text = std::fs::read_to_string(&manifest).expect("manifest");
@@ -269,10 +302,10 @@ fn under_github_actions_the_build_and_check_write_the_summary_and_check_annotate
     ];
     let (code, out, err) = check(s.path(), &manifest, &[], &env);
     assert_eq!(code, 0, "{out}\n{err}");
-    let heavy = line_starting(KERNELS, "heavy(");
-    let annotation = format!(
-        "::warning file=crate/kernels/k.cu,line={heavy},title=occ/spill (sm_80)::heavy spills"
-    );
+    let (file, line) =
+        expected(&manifest, "heavy", true, line_starting(KERNELS, "heavy(")).remove(0);
+    let annotation =
+        format!("::warning file={file},line={line},title=occ/spill (sm_80)::heavy spills");
     assert!(
         out.lines().any(|l| l.starts_with(&annotation)),
         "no {annotation:?} in\n{out}"
@@ -386,11 +419,11 @@ fn a_change_that_moves_a_kernel_near_a_cliff_warns_and_is_a_sarif_result() {
     assert_eq!(code, 0, "{err}");
     let now = cliffs.registers.now;
     let down = cliffs.registers.down.expect("a cliff");
-    let expected = format!(
+    let explained = format!(
         "    registers: {now} registers/thread now; {} (+{distance}) costs",
         down.at
     );
-    assert!(out.contains(&expected), "no {expected:?} in\n{out}");
+    assert!(out.contains(&explained), "no {explained:?} in\n{out}");
     let text = std::fs::read_to_string(report.out_dir.join("report.txt")).expect("report.txt");
     let listed = format!(
         "  wide on sm_80 at block {} (best): registers {now}: +{distance} costs",
@@ -401,15 +434,13 @@ fn a_change_that_moves_a_kernel_near_a_cliff_warns_and_is_a_sarif_result() {
     assert_eq!(code, 0, "{out}\n{err}");
     let log: Value = serde_json::from_str(&out).expect("SARIF is JSON");
     validate(&log);
-    let line = u64::from(line_starting(KERNELS, "extern \"C\" __global__ void wide("));
-    assert!(
-        located(&log).contains(&(
-            "occ/near-cliff".to_string(),
-            "crate/kernels/k.cu".to_string(),
-            line
-        )),
-        "{out}"
-    );
+    let definition = line_starting(KERNELS, "extern \"C\" __global__ void wide(");
+    for (uri, line) in expected(&manifest, "wide", false, definition) {
+        assert!(
+            located(&log).contains(&("occ/near-cliff".to_string(), uri, line)),
+            "{out}"
+        );
+    }
     // A margin of 0 says nothing.
     let (_, out, _) = check(
         s.path(),
