@@ -7,8 +7,8 @@ use crate::error::Result;
 use crate::inputs::Inputs;
 use crate::manifest::Manifest;
 use occ_model::analyze::{self, JobText};
-use occ_model::launch;
 use occ_model::lock::Lock;
+use occ_model::{cliff, launch};
 
 /// The manifest of a live build.
 pub(crate) fn manifest(
@@ -28,6 +28,7 @@ pub(crate) fn manifest(
     let mut manifest =
         analyze::build_manifest(&inputs.package, nvcc_version, &inputs.archs, texts)?;
     launch::declare(&mut manifest, &inputs.launches)?;
+    cliff::record(&mut manifest)?;
     Ok(manifest)
 }
 
@@ -42,6 +43,7 @@ pub(crate) fn from_lock(
     let mut manifest = lock.to_manifest(&inputs.archs, &inputs.lock_path)?;
     // The declarations are build.rs's of today, not the lock's.
     launch::declare(&mut manifest, &inputs.launches)?;
+    cliff::record(&mut manifest)?;
     let todo = if inputs.no_nvcc.is_some() {
         "unset it to build with nvcc"
     } else {

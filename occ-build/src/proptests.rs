@@ -54,10 +54,12 @@ fn kernel_arch() -> impl Strategy<Value = KernelArch> {
                         dynamic_smem_headroom: 0,
                     },
                 },
+                cliffs: None,
                 cmem: BTreeMap::new(),
                 warnings: vec![],
                 cubin: format!("{file}.cubin"),
                 ptx: format!("{file}.ptx"),
+                lines: None,
             },
         )
 }
@@ -203,10 +205,12 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
                 dynamic_smem_headroom: 0,
             },
         },
+        cliffs: None,
         cmem: BTreeMap::new(),
         warnings: vec![],
         cubin: "2d.sm_80.cubin".into(),
         ptx: "2d.sm_80.ptx".into(),
+        lines: None,
     };
     m.kernels.push(Kernel {
         name: "k".into(),
