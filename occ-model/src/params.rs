@@ -523,10 +523,12 @@ pub fn kernel_params(
     let types = if symbol.starts_with("_Z") {
         c_param_types(symbol)
     } else {
-        // The stubs of this name and arity; used only when they agree.
+        // The stubs of this name and arity; used only when they agree. A
+        // function with C linkage is no template: the stub of a template
+        // instantiation of the same name (`relu<double>`) is another kernel's.
         let mut found = sigs.stubs.iter().filter_map(|stub| {
             let n = names::kernel_name(stub);
-            (n.short == short_name || n.base == symbol)
+            (!n.base.ends_with('>') && (n.short == short_name || n.base == symbol))
                 .then(|| c_param_types(stub))
                 .flatten()
                 .filter(|t| t.len() == ptx.len())
@@ -674,6 +676,16 @@ __attribute__((global)) void anon(int, const MyType, unsigned int);
         assert!(got
             .iter()
             .all(|p| p.name.is_empty() && !p.c_type.is_empty()));
+        // A template of the same name beside the extern "C" kernel: its
+        // stub is not the kernel's, and does not make the types ambiguous.
+        let mut beside = sigs.clone();
+        beside.stubs.push("_Z5saxpyIdEvdPKdi".into());
+        let got = kernel_params("saxpy", "saxpy", &ptx, &beside);
+        assert_eq!(got[1].describe(), "float const* x");
+        // Two non-template stubs of that name and arity that disagree: no types.
+        beside.stubs.push("_ZN2ns5saxpyEdPKdi".into());
+        let got = kernel_params("saxpy", "saxpy", &ptx, &beside);
+        assert!(got.iter().all(|p| p.c_type.is_empty()));
         // No stub: the PTX alone.
         let got = kernel_params("saxpy", "saxpy", &ptx, &Signatures::default());
         assert_eq!(got[0].describe(), ".f32 (4 B)");
