@@ -256,6 +256,7 @@ fn rust_param_names(params: &[occ_model::params::Param]) -> Vec<String> {
 fn launcher(kernel: &manifest::Kernel) -> String {
     use occ_model::params::RustArg;
     let mut generics = Vec::new();
+    let mut pointee_generics: Vec<(String, String)> = Vec::new();
     let mut params = Vec::new();
     let mut pushes = Vec::new();
     let names = rust_param_names(&kernel.params);
@@ -268,9 +269,22 @@ fn launcher(kernel: &manifest::Kernel) -> String {
             RustArg::Pointer { mutable, pointee } => {
                 let ty = match pointee {
                     Some(t) => t.to_string(),
+                    // One generic per distinct C++ pointee: `const __half* in`
+                    // and `__half* out` take buffers of one element type.
                     None => {
-                        generics.push(format!("P{i}"));
-                        format!("P{i}")
+                        let key = occ_model::params::pointee_key(&p.c_type);
+                        match pointee_generics
+                            .iter()
+                            .find(|(k, _)| !k.is_empty() && *k == key)
+                        {
+                            Some((_, g)) => g.clone(),
+                            None => {
+                                let g = format!("P{i}");
+                                generics.push(g.clone());
+                                pointee_generics.push((key, g.clone()));
+                                g
+                            }
+                        }
                     }
                 };
                 if mutable {
@@ -435,5 +449,44 @@ mod tests {
         );
         let got = rust_param_names(&named(&["type", "type_", "self", "n"]));
         assert_eq!(got, ["type_", "type__", "self_", "n"]);
+    }
+
+    #[test]
+    fn pointers_to_one_struct_type_share_a_generic() {
+        let ptr = |name: &str, c_type: &str| Param {
+            name: name.into(),
+            c_type: c_type.into(),
+            ptx: "u64".into(),
+            size: 8,
+            align: 8,
+        };
+        let kernel = manifest::Kernel {
+            name: "tscale".into(),
+            demangled: "tscale".into(),
+            base_name: "tscale".into(),
+            short_name: "tscale".into(),
+            ident: "tscale".into(),
+            source: "k.cu".into(),
+            params: vec![
+                ptr("inp", "__half const*"),
+                ptr("out", "__half*"),
+                ptr("idx", "int2 const*"),
+            ],
+            archs: BTreeMap::new(),
+        };
+        let text = launcher(&kernel);
+        assert!(text.contains("pub fn launch<P0, P2>("), "{text}");
+        assert!(
+            text.contains("inp: &impl ::occ::cuda::DevicePtr<P0>"),
+            "{text}"
+        );
+        assert!(
+            text.contains("out: &mut impl ::occ::cuda::DevicePtrMut<P0>"),
+            "{text}"
+        );
+        assert!(
+            text.contains("idx: &impl ::occ::cuda::DevicePtr<P2>"),
+            "{text}"
+        );
     }
 }

@@ -337,7 +337,7 @@ fn tune_arch(
                 return Err(Failure::new(
                     max.span,
                     format!(
-                        "kernel `{}` requires blocks of exactly {required} threads (reqntid), more than max_block_size = {}; raise it or drop it",
+                        "kernel `{}` requires blocks of exactly {required} threads (.reqntid), more than max_block_size = {}; raise it or drop it",
                         kernel.base_name, max.value
                     ),
                     String::new(),
@@ -350,7 +350,7 @@ fn tune_arch(
                 return Err(Failure::new(
                     m.span,
                     format!(
-                        "kernel `{}` requires blocks of exactly {required} threads (reqntid), not a multiple of block_multiple = {}; drop block_multiple",
+                        "kernel `{}` requires blocks of exactly {required} threads (.reqntid), not a multiple of block_multiple = {}; drop block_multiple",
                         kernel.base_name, m.value
                     ),
                     String::new(),

@@ -148,6 +148,15 @@ fn pointee(ty: &str) -> Option<&str> {
     t.strip_suffix('*').map(str::trim_end)
 }
 
+/// The pointee of a pointer type without its qualifiers (`__half` for
+/// `__half const* restrict`), the key that tells two pointer parameters of
+/// one element type; empty when `ty` is no pointer or not known.
+pub fn pointee_key(ty: &str) -> String {
+    pointee(ty.trim())
+        .map(|p| strip_cv(p).1)
+        .unwrap_or_default()
+}
+
 /// Whether `ty` is `const`, and `ty` without `const`/`volatile`, words
 /// single-spaced.
 fn strip_cv(ty: &str) -> (bool, String) {
@@ -651,6 +660,15 @@ __attribute__((global)) void anon(int, const MyType, unsigned int);
         );
         assert_eq!(p("", "f64", 8).rust(), RustArg::Scalar("f64"));
         assert_eq!(p("", "u32", 4).rust(), RustArg::Bytes { size: 4, align: 4 });
+    }
+
+    #[test]
+    fn pointee_keys() {
+        assert_eq!(pointee_key("__half const* restrict"), "__half");
+        assert_eq!(pointee_key("__half*"), "__half");
+        assert_eq!(pointee_key("float4 const*"), "float4");
+        assert_eq!(pointee_key("int"), "");
+        assert_eq!(pointee_key(""), "");
     }
 
     #[test]
