@@ -120,8 +120,8 @@
 //! | `OUT_DIR`, `CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`, `NUM_JOBS` | occ-build, occ-macros | set by cargo: where to write, the crate root, the package, how many nvcc jobs at once |
 //! | `TARGET`, `HOST`, `OPT_LEVEL`, `DEBUG` | occ-build (`static_lib`) | set by cargo: given to the `cc` crate, which picks the host compiler, its flags and the archiver from them (and from `CXX`, `CXXFLAGS`, `AR`, `CXXSTDLIB`, ...) |
 //! | `CARGO` | `cargo occ` | set by cargo: the cargo that runs `cargo metadata` |
-//! | `GITHUB_ACTIONS` | occ-build, `cargo occ check` | `true`: append the Markdown report to the step summary ([`github`]) |
-//! | `GITHUB_STEP_SUMMARY`, `GITHUB_WORKSPACE` | occ-build, `cargo occ check` (only when `GITHUB_ACTIONS=true`) | set by GitHub Actions: the step summary file; the checkout annotation paths are relative to |
+//! | `GITHUB_ACTIONS` | occ-build, `cargo occ check` | `true`: append the Markdown report to the step summary; `cargo occ check` also prints workflow commands |
+//! | `GITHUB_STEP_SUMMARY`, `GITHUB_WORKSPACE` | occ-build, `cargo occ check` (only when `GITHUB_ACTIONS=true`) | set by GitHub Actions: the step summary file; the checkout, which annotation paths are relative to |
 //!
 //! Every variable read is printed as `cargo::rerun-if-env-changed`; every
 //! `.cu` file and every header nvcc read as `cargo::rerun-if-changed`. A job
