@@ -58,6 +58,7 @@ fn kernel_arch() -> impl Strategy<Value = KernelArch> {
                 warnings: vec![],
                 cubin: format!("{file}.cubin"),
                 ptx: format!("{file}.ptx"),
+                lines: None,
             },
         )
 }
@@ -206,6 +207,7 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
         warnings: vec![],
         cubin: "2d.sm_80.cubin".into(),
         ptx: "2d.sm_80.ptx".into(),
+        lines: None,
     };
     m.kernels.push(Kernel {
         name: "k".into(),

@@ -150,6 +150,7 @@ pub fn build_manifest<'a>(
                 warnings,
                 cubin: format!("{}.cubin", job.name),
                 ptx: format!("{}.ptx", job.name),
+                lines: None,
             };
             let key = (job.source.to_string(), record.name.clone());
             let kernel = kernels.entry(key).or_insert_with(|| {

@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+pub use crate::lines::{PressurePoint, SourceLines, SpillSite};
+
 /// The schema version this occ writes and reads.
 pub const SCHEMA_VERSION: u32 = 2;
 
@@ -231,6 +233,11 @@ pub struct KernelArch {
     /// The PTX holding this kernel, relative to `$OUT_DIR/occ`; empty in a
     /// build from the lock.
     pub ptx: String,
+    /// Where it spills and where its register pressure peaks, by source
+    /// line (from nvdisasm); absent without nvdisasm, in a build from the
+    /// lock, and never in the lock (lines move with every edit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines: Option<SourceLines>,
 }
 
 impl std::ops::Deref for KernelArch {
@@ -256,6 +263,7 @@ impl KernelArch {
             warnings: Vec::new(),
             cubin: String::new(),
             ptx: String::new(),
+            lines: None,
         }
     }
 
