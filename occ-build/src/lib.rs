@@ -6,6 +6,9 @@
 //! computes occupancy exactly as NVIDIA's `cuda_occupancy.h` does, picks the
 //! best block size, and writes `$OUT_DIR/occ/manifest.json` and
 //! `$OUT_DIR/occ/kernels.rs` (constants plus the embedded device code).
+//! With the toolkit's `nvdisasm` it also finds where each kernel spills
+//! and where its register pressure peaks, by source line
+//! ([`Build::source_lines`]).
 //!
 //! ## Example
 //!
@@ -179,6 +182,7 @@ mod builder;
 mod cache;
 pub mod cargo;
 pub mod compile;
+mod disasm;
 mod embed;
 pub mod emit;
 pub mod env;
@@ -204,6 +208,6 @@ pub use occ_model::manifest::{Embed, Manifest};
 
 // The pure core, re-exported so that a build script needs one dependency.
 pub use occ_model::{
-    analyze, arch, compare, launch, lock, manifest, names, occupancy, ptx, ptxas, sweep, table,
-    tune,
+    analyze, arch, compare, launch, lines, lock, manifest, names, occupancy, ptx, ptxas, sweep,
+    table, tune,
 };
