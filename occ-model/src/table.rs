@@ -2,6 +2,7 @@
 //! shares, and the per-kernel table (one row per kernel × arch) that the
 //! build writes to `report.txt` and `cargo occ report` prints.
 
+use crate::lines::SourceLines;
 use crate::manifest::Manifest;
 use serde::Serialize;
 
@@ -85,6 +86,10 @@ pub struct Row {
     pub best_block: u32,
     /// Dynamic shared memory a block can still take there, bytes.
     pub headroom: u32,
+    /// Where it spills and where its register pressure peaks, by source
+    /// line (from nvdisasm, when the build ran it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lines: Option<SourceLines>,
 }
 
 /// The report rows, in manifest order (kernels by symbol, archs sorted).
@@ -109,6 +114,7 @@ pub fn rows(m: &Manifest) -> Vec<Row> {
                     .and_then(|l| l.describe()),
                 best_block: a.best.block_size,
                 headroom: a.best.dynamic_smem_headroom,
+                lines: a.lines.clone(),
             });
         }
     }
@@ -148,7 +154,8 @@ pub fn cells(r: &Row) -> [String; 10] {
 /// The terminal table: one line per kernel × arch (occupancy at the
 /// declared launch, or at the best block size where the launch column
 /// says `best`), then one line per kernel × arch whose declared launch
-/// could reach the next occupancy step, saying how.
+/// could reach the next occupancy step, saying how, and one per spilling
+/// kernel × arch saying where it spills (when the build located it).
 pub fn table(m: &Manifest) -> String {
     let rows = rows(m);
     let mut all: Vec<[String; 10]> = vec![HEADER.map(str::to_string)];
@@ -170,6 +177,18 @@ pub fn table(m: &Manifest) -> String {
     if !lifts.is_empty() {
         out.push_str("\nat the declared launch, one step up:\n");
         out.extend(lifts);
+    }
+    let spills: Vec<String> = rows
+        .iter()
+        .filter(|r| r.spill_bytes > 0)
+        .filter_map(|r| {
+            let at = r.lines.as_ref()?.describe();
+            (!at.is_empty()).then(|| format!("  {} on {}: {at}\n", r.kernel, r.arch))
+        })
+        .collect();
+    if !spills.is_empty() {
+        out.push_str("\nwhere they spill:\n");
+        out.extend(spills);
     }
     out
 }
