@@ -174,8 +174,9 @@ struct Identity {
     roots: Vec<String>,
 }
 
-/// Every cubin's functions, in the order of `cubins`, from its record or a
-/// new pair of nvdisasm runs (under cargo's jobserver).
+/// Every cubin's functions, in the order of `cubins`: from its record, or
+/// from two nvdisasm runs (each its own job under cargo's jobserver, so one
+/// cubin's two run at once), then recorded.
 fn run_all(
     tool: &Path,
     identity: &Identity,
@@ -183,26 +184,130 @@ fn run_all(
     dir: &Path,
     cubins: &[String],
 ) -> Vec<Functions> {
+    let mut results: Vec<Option<Functions>> = Vec::with_capacity(cubins.len());
+    // (index, record path, key) of the cubins to disassemble.
+    let mut pending: Vec<(usize, PathBuf, String)> = Vec::new();
+    for (i, cubin) in cubins.iter().enumerate() {
+        let record = dir.join(format!("{}.json", stem(cubin)));
+        match std::fs::read(settings.out.join(cubin)) {
+            Err(e) => results.push(Some(Err(format!("cannot read it ({e})")))),
+            Ok(bytes) => {
+                let key = cache::hash_bytes(&[identity.key.as_bytes(), &bytes]);
+                match cached(&record, &key) {
+                    Some(functions) => results.push(Some(Ok(functions))),
+                    None => {
+                        results.push(None);
+                        pending.push((i, record, key));
+                    }
+                }
+            }
+        }
+    }
+    let runs: Vec<(usize, Pass)> = pending
+        .iter()
+        .flat_map(|(i, _, _)| [(*i, Pass::Lines), (*i, Pass::Pressure)])
+        .collect();
+    let mut readings = pool(settings.parallel, &runs, |(i, pass)| {
+        let path = settings.out.join(&cubins[*i]);
+        pass.run(tool, &path)
+    })
+    .into_iter();
+    let roots: Vec<&str> = identity.roots.iter().map(String::as_str).collect();
+    for (i, record_path, key) in pending {
+        let (lines, pressure) = (readings.next(), readings.next());
+        let functions = match (lines, pressure) {
+            (Some(Ok(Reading::Lines(info))), Some(Ok(Reading::Pressure(ranges)))) => {
+                let record = Record {
+                    format: FORMAT,
+                    key,
+                    functions: source_lines(&info, &ranges, &roots),
+                };
+                // A record that cannot be written costs a rerun next
+                // time, nothing more.
+                if let Ok(text) = serde_json::to_vec(&record) {
+                    let _ = write_atomic(&record_path, &text);
+                }
+                Ok(record.functions)
+            }
+            (Some(Err(e)), _) | (_, Some(Err(e))) => Err(e),
+            _ => Err("no result (a worker thread panicked)".into()),
+        };
+        results[i] = Some(functions);
+    }
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err("no result".into())))
+        .collect()
+}
+
+/// The functions of the record at `path`, when its key is `key`.
+fn cached(path: &Path, key: &str) -> Option<BTreeMap<String, SourceLines>> {
+    let text = std::fs::read(path).ok()?;
+    let record = serde_json::from_slice::<Record>(&text).ok()?;
+    (record.format == FORMAT && record.key == key).then_some(record.functions)
+}
+
+/// The two nvdisasm runs over a cubin (`-plr` ignores `-g`).
+#[derive(Debug, Clone, Copy)]
+enum Pass {
+    /// `-c -g`: lines, spill marks, branches.
+    Lines,
+    /// `-c -plr -lrm count`: live registers.
+    Pressure,
+}
+
+/// What one pass read.
+enum Reading {
+    Lines(LineInfo),
+    Pressure(LifeRanges),
+}
+
+impl Pass {
+    fn run(self, tool: &Path, cubin: &Path) -> Result<Reading, String> {
+        match self {
+            Pass::Lines => {
+                let mut info = LineInfo::default();
+                disassemble(tool, cubin, &["-c", "-g"], |l| info.line(l))?;
+                Ok(Reading::Lines(info))
+            }
+            Pass::Pressure => {
+                let mut ranges = LifeRanges::default();
+                disassemble(tool, cubin, &["-c", "-plr", "-lrm", "count"], |l| {
+                    ranges.line(l)
+                })?;
+                Ok(Reading::Pressure(ranges))
+            }
+        }
+    }
+}
+
+/// `f` over `items` on up to `parallel` threads, in order; the first thread
+/// runs on the build script's own jobserver token, the others each take
+/// one per item.
+fn pool<T: Sync, R: Send>(
+    parallel: usize,
+    items: &[T],
+    f: impl Fn(&T) -> Result<R, String> + Sync,
+) -> Vec<Result<R, String>> {
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Functions>>> =
-        Mutex::new((0..cubins.len()).map(|_| None).collect());
+    let results: Mutex<Vec<Option<Result<R, String>>>> =
+        Mutex::new((0..items.len()).map(|_| None).collect());
     // SAFETY: cargo passes the jobserver's file descriptors to the build
     // script; nothing in this process closes them (the client opens its own).
     let jobserver = unsafe { jobserver::Client::from_env() };
-    let workers = settings.parallel.clamp(1, cubins.len().max(1));
+    let workers = parallel.clamp(1, items.len().max(1));
     std::thread::scope(|scope| {
         for worker in 0..workers {
-            let (next, results, jobserver) = (&next, &results, jobserver.as_ref());
+            let (next, results, jobserver, f) = (&next, &results, jobserver.as_ref(), &f);
             scope.spawn(move || loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
-                let Some(cubin) = cubins.get(i) else { break };
-                // Worker 0 runs on the build script's own token.
+                let Some(item) = items.get(i) else { break };
                 let _token = if worker > 0 {
                     jobserver.and_then(|c| c.acquire().ok())
                 } else {
                     None
                 };
-                let result = one(tool, identity, &settings.out.join(cubin), dir, cubin);
+                let result = f(item);
                 if let Ok(mut slots) = results.lock() {
                     slots[i] = Some(result);
                 }
@@ -215,39 +320,6 @@ fn run_all(
         .into_iter()
         .map(|r| r.unwrap_or_else(|| Err("no result (a worker thread panicked)".into())))
         .collect()
-}
-
-/// One cubin's functions: its record when the key still holds, else
-/// nvdisasm's, recorded.
-fn one(tool: &Path, identity: &Identity, path: &Path, dir: &Path, cubin: &str) -> Functions {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read it ({e})"))?;
-    let key = cache::hash_bytes(&[identity.key.as_bytes(), &bytes]);
-    let record_path = dir.join(format!("{}.json", stem(cubin)));
-    if let Some(record) = std::fs::read(&record_path)
-        .ok()
-        .and_then(|text| serde_json::from_slice::<Record>(&text).ok())
-        .filter(|r| r.format == FORMAT && r.key == key)
-    {
-        return Ok(record.functions);
-    }
-    let mut info = LineInfo::default();
-    disassemble(tool, path, &["-c", "-g"], |line| info.line(line))?;
-    let mut ranges = LifeRanges::default();
-    disassemble(tool, path, &["-c", "-plr", "-lrm", "count"], |line| {
-        ranges.line(line)
-    })?;
-    let roots: Vec<&str> = identity.roots.iter().map(String::as_str).collect();
-    let functions = source_lines(&info, &ranges, &roots);
-    let record = Record {
-        format: FORMAT,
-        key,
-        functions,
-    };
-    // A record that cannot be written costs a rerun next time, nothing more.
-    if let Ok(text) = serde_json::to_vec(&record) {
-        let _ = write_atomic(&record_path, &text);
-    }
-    Ok(record.functions)
 }
 
 /// Runs `nvdisasm <args> <cubin>`, handing each line of its output to

@@ -191,7 +191,7 @@ fn line(manifest: &Manifest, report: &Path) -> Option<String> {
     let named: Vec<String> = spilling
         .iter()
         .take(NAMED)
-        .map(|(name, archs, bytes, at)| format!("{name} ({bytes} B on {}{at})", archs.join(", ")))
+        .map(|(name, archs, bytes, at)| format!("{name} ({bytes} B on {}){at}", archs.join(", ")))
         .collect();
     let more = match spilling.len().saturating_sub(NAMED) {
         0 => String::new(),
