@@ -1,4 +1,4 @@
-use occ_macros::launch_config;
+use occ::launch_config;
 
 // `loopspill` (tests/ui/kernels/loop.cu) spills inside a loop: the error
 // names the line, the loop and the point of peak register pressure.
