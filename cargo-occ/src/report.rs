@@ -983,6 +983,7 @@ pub(crate) mod tests {
                 ),
             ],
             device_code: Vec::new(),
+            measured: Vec::new(),
         }
     }
 

@@ -204,6 +204,6 @@ pub use occ_model::manifest::{Embed, Manifest};
 
 // The pure core, re-exported so that a build script needs one dependency.
 pub use occ_model::{
-    analyze, arch, compare, launch, lock, manifest, names, occupancy, ptx, ptxas, sweep, table,
-    tune,
+    analyze, arch, compare, launch, lock, manifest, measured, names, occupancy, ptx, ptxas, sweep,
+    table, tune,
 };

@@ -58,6 +58,7 @@ fn kernel_arch() -> impl Strategy<Value = KernelArch> {
                 warnings: vec![],
                 cubin: format!("{file}.cubin"),
                 ptx: format!("{file}.ptx"),
+                cubin_hash: String::new(),
             },
         )
 }
@@ -90,6 +91,7 @@ fn a_manifest() -> impl Strategy<Value = Manifest> {
         archs: vec!["sm_80".into()],
         kernels,
         device_code: Vec::new(),
+        measured: Vec::new(),
     })
 }
 
@@ -181,6 +183,7 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
         archs: vec!["sm_80".into()],
         kernels: vec![],
         device_code: Vec::new(),
+        measured: Vec::new(),
     };
     let k = KernelArch {
         resources: Resources {
@@ -207,6 +210,7 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
         warnings: vec![],
         cubin: "2d.sm_80.cubin".into(),
         ptx: "2d.sm_80.ptx".into(),
+        cubin_hash: String::new(),
     };
     m.kernels.push(Kernel {
         name: "k".into(),

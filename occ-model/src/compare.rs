@@ -861,6 +861,7 @@ pub(crate) mod tests {
                 })
                 .collect(),
             parts: Default::default(),
+            measured: Vec::new(),
         }
     }
 

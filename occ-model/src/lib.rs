@@ -31,6 +31,7 @@ pub mod error;
 pub mod launch;
 pub mod lock;
 pub mod manifest;
+pub mod measured;
 pub mod names;
 pub mod occupancy;
 pub mod params;
