@@ -135,6 +135,7 @@ fn consts(plan: &Plan) -> TokenStream {
     let smem = first.dynamic_smem;
     let blocks = first.blocks_per_sm;
     let occupancy = f32_lit(first.occupancy);
+    let measured = first.measured;
     let rows = plan.rows.iter().map(|r| {
         let (a, maj, min, s, n) = (&r.arch, r.major, r.minor, r.dynamic_smem, r.blocks_per_sm);
         let [x, y, z] = r.block;
@@ -173,6 +174,9 @@ fn consts(plan: &Plan) -> TokenStream {
         /// Resident warps / the SM's warp slots, 0 to 1.
         #[allow(dead_code)]
         const OCCUPANCY: f32 = #occupancy;
+        /// Whether `BLOCK_SIZE` was measured on a GPU (`tuned`), not modelled.
+        #[allow(dead_code)]
+        const MEASURED: bool = #measured;
         /// The launch on every arch of the build (`LAUNCH.for_device(major, minor)`).
         #[allow(dead_code)]
         const LAUNCH: ::occ::Baked = ::occ::Baked {
@@ -204,6 +208,8 @@ fn placeholders() -> TokenStream {
         const BLOCKS_PER_SM: u32 = 0;
         #[allow(dead_code)]
         const OCCUPANCY: f32 = 0.0;
+        #[allow(dead_code)]
+        const MEASURED: bool = false;
         #[allow(dead_code)]
         const LAUNCH: ::occ::Baked = ::occ::Baked {
             kernel: "",

@@ -269,6 +269,26 @@ pub fn search_sizes(
     Ok(sizes)
 }
 
+/// `block_size` as [`best_block_size`] would report it, when the request
+/// allows it (one of [`search_sizes`]) and it launches (a measured block
+/// baked at a site must be both); `Ok(None)` otherwise.
+pub fn at_block_size(
+    arch: &Arch,
+    kernel: &KernelResources,
+    req: &TuneRequest,
+    block_size: u32,
+) -> Result<Option<BestBlock>, OccupancyError> {
+    if !search_sizes(arch, kernel, req)?.contains(&block_size) {
+        return Ok(None);
+    }
+    let (occupancy, dynamic_smem) = candidate(arch, kernel, req, block_size);
+    Ok((occupancy.active_blocks > 0).then_some(BestBlock {
+        block_size,
+        dynamic_smem,
+        occupancy,
+    }))
+}
+
 /// The block sizes worth timing for `req`: for each occupancy plateau
 /// over [`search_sizes`] (the sizes with the same resident blocks per SM;
 /// across one, occupancy grows with the block, so its ends are its most
@@ -906,6 +926,35 @@ mod tests {
             }
         }
         assert!(checked > 400, "{checked}");
+    }
+
+    #[test]
+    fn at_block_size_is_a_candidate_evaluation_or_none() {
+        let a = lookup("sm_80").unwrap();
+        let kk = KernelResources {
+            max_threads_per_block: Some(512),
+            ..k(40)
+        };
+        let req = TuneRequest::default();
+        for c in candidates(a, &kk, &req).unwrap() {
+            let at = at_block_size(a, &kk, &req, c.block_size).unwrap().unwrap();
+            assert_eq!(
+                (at.occupancy, at.dynamic_smem),
+                (c.occupancy, c.dynamic_smem)
+            );
+        }
+        // Above the bounds, off the warp multiple, or unlaunchable: none.
+        assert_eq!(at_block_size(a, &kk, &req, 1024).unwrap(), None);
+        assert_eq!(at_block_size(a, &kk, &req, 100).unwrap(), None);
+        let big = TuneRequest {
+            dynamic_smem: DynamicSmem::PerThread {
+                per_thread: 400,
+                fixed: 0,
+            },
+            ..Default::default()
+        };
+        assert_eq!(at_block_size(a, &kk, &big, 512).unwrap(), None);
+        assert!(at_block_size(a, &kk, &big, 256).unwrap().is_some());
     }
 
     #[test]
