@@ -233,3 +233,71 @@ fn import(args: &ImportArgs) -> anyhow::Result<i32> {
     );
     Ok(0)
 }
+
+/// The report's section of measured launches beside the modelled ones:
+/// per kernel × arch × bucket, the fastest measured block and its time,
+/// the max-occupancy block and its time, the speed-up, and the time at
+/// each candidate. Empty when the build has no measurements.
+pub fn measured_section(m: &occ_build::Manifest) -> String {
+    if m.measured.is_empty() {
+        return String::new();
+    }
+    let us = |t: Option<f64>| t.map_or("-".to_string(), |t| format!("{t:.2} us"));
+    let mut rows = vec![[
+        "kernel".to_string(),
+        "arch".into(),
+        "bucket".into(),
+        "device".into(),
+        "measured best".into(),
+        "time".into(),
+        "max occupancy".into(),
+        "time".into(),
+        "speed-up".into(),
+    ]];
+    let mut times = String::new();
+    for e in &m.measured {
+        let kernel = m
+            .kernels
+            .iter()
+            .find(|k| k.name == e.kernel && k.source == e.source);
+        let name = kernel.map_or(e.kernel.as_str(), |k| k.base_name.as_str());
+        let model = kernel
+            .and_then(|k| k.archs.get(&e.arch))
+            .map(|ka| ka.best.block_size);
+        let stale = match kernel.and_then(|k| k.archs.get(&e.arch)) {
+            Some(ka) => matches!(
+                e.staleness(Some(&ka.cubin_hash)),
+                occ_build::measured::Staleness::Stale { .. }
+            ),
+            None => false,
+        };
+        rows.push([
+            name.to_string(),
+            e.arch.clone(),
+            e.bucket.clone(),
+            format!("{} ({}, {} SMs)", e.device, e.cc, e.sms),
+            format!("{}{}", e.best, if stale { " (stale)" } else { "" }),
+            us(e.time_at(e.best)),
+            model.map_or("-".into(), |b| b.to_string()),
+            us(model.and_then(|b| e.time_at(b))),
+            model
+                .and_then(|b| e.speedup_over(b))
+                .map_or("-".into(), |s| format!("{s:.2}x")),
+        ]);
+        let each: Vec<String> = e
+            .timings
+            .iter()
+            .map(|t| format!("{} {:.2}", t.block_size, t.median_us))
+            .collect();
+        times.push_str(&format!(
+            "  {name} on {} ({}): {} us\n",
+            e.arch,
+            e.bucket,
+            each.join(", ")
+        ));
+    }
+    format!(
+        "\nMeasured launches (occ.lock, cargo occ tune import):\n{}\nTime at each candidate (block size, median):\n{times}",
+        align(&rows)
+    )
+}

@@ -191,4 +191,28 @@ fn plan_import_and_rebuild_carry_the_measurement() {
     );
     let candidate = s.read("out/occ/occ.lock.new");
     assert_eq!(candidate, text, "the candidate lock keeps the measurement");
+
+    // The report shows the measurement beside the model's choice.
+    let (code, out, _) = occ(&s, &["report", "--manifest", &mf]);
+    assert_eq!(code, 0);
+    let e = &lock.measured[0];
+    let model = wide2.best.block_size;
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("wide ") && l.contains("n=1M"))
+        .unwrap_or_else(|| panic!("no measured row in\n{out}"));
+    let speedup = e.speedup_over(model).expect("both timed");
+    assert!(speedup > 1.0);
+    for cell in [
+        format!("{fastest}"),
+        format!("{:.2} us", e.time_at(fastest).unwrap_or_default()),
+        format!("{model}"),
+        format!("{speedup:.2}x"),
+    ] {
+        assert!(row.contains(&cell), "{cell} in {row}");
+    }
+    assert!(out.contains(&format!(
+        "{fastest} {:.2}",
+        e.time_at(fastest).unwrap_or_default()
+    )));
 }
