@@ -1,15 +1,31 @@
-//! `cargo occ check`: the regression gate outside `cargo build`.
+//! `cargo occ check`: the regression gate outside `cargo build`, as text
+//! or as a SARIF 2.1.0 log for GitHub code scanning; under GitHub Actions
+//! also the step summary and one annotation per spill, regression and
+//! near-cliff warning at its source line.
 
-use crate::locate::Locate;
-use occ_build::compare::{self, Verdict};
+use crate::locate::{Locate, Located};
+use occ_build::ci::{self, Alert};
+use occ_build::compare::{self, Diff, Verdict};
+use occ_build::env::Env;
+use occ_build::github::{self, Actions};
 use occ_build::lock::Lock;
 use occ_build::manifest::Origin;
-use std::path::PathBuf;
+use occ_build::markdown::{self, Baseline};
+use std::path::{Path, PathBuf};
+
+/// Output formats of `cargo occ check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// The verdict and the before/after table.
+    Text,
+    /// A SARIF 2.1.0 log (for github/codeql-action/upload-sarif): one result per spill, regression or near-cliff warning, at its source line.
+    Sarif,
+}
 
 /// Arguments of `cargo occ check`.
 #[derive(Debug, Clone, clap::Args)]
 #[command(
-    after_help = "Exit status:\n  0  no regression (improvements and new kernels are listed)\n  1  a regression: occupancy down, new or more spills, registers up past the threshold, a kernel gone\n  2  usage or input error: no build found, no lock, unreadable files"
+    after_help = "Exit status:\n  0  no regression (improvements and new kernels are listed)\n  1  a regression: occupancy down, new or more spills, registers up past the threshold, a kernel gone\n  2  usage or input error: no build found, no lock, unreadable files\n\nUnder GitHub Actions (GITHUB_ACTIONS=true) it also appends the Markdown report to $GITHUB_STEP_SUMMARY and prints each finding as a workflow command (::error file=..,line=..::), on stderr with --format sarif."
 )]
 pub struct CheckArgs {
     #[command(flatten)]
@@ -20,6 +36,12 @@ pub struct CheckArgs {
     /// Registers per thread a kernel may grow by (default: the build's setting).
     #[arg(long, value_name = "N")]
     pub register_threshold: Option<u32>,
+    /// Warn when a change leaves a kernel N or fewer registers from an occupancy cliff (default: the build's setting, 2; 0: never).
+    #[arg(long, value_name = "N")]
+    pub cliff_margin: Option<u32>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
 }
 
 /// Runs the check; returns the exit status.
@@ -33,18 +55,94 @@ pub fn run(args: CheckArgs) -> anyhow::Result<i32> {
     }
 }
 
+/// Where the crate's `.cu` files are: the build's record, else the
+/// folder of the lock.
+fn crate_root(found: &Located, lock: Option<&Path>) -> PathBuf {
+    found
+        .gate
+        .as_ref()
+        .and_then(|g| g.crate_root.clone())
+        .or_else(|| lock.and_then(Path::parent).map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// The alerts of the build (and of its comparison), the SARIF log or the
+/// annotations and step summary they make.
+struct Report<'a> {
+    found: &'a Located,
+    root: PathBuf,
+    actions: Option<Actions>,
+}
+
+impl Report<'_> {
+    fn alerts(&self, diff: Option<&Diff>) -> Vec<Alert> {
+        let deny = self.found.gate.as_ref().is_some_and(|g| g.deny_spills);
+        ci::alerts(
+            &self.found.manifest,
+            diff,
+            deny,
+            &github::source_reader(&self.root),
+        )
+    }
+
+    fn path(&self, file: &str) -> String {
+        match &self.actions {
+            Some(a) => a.path(&self.root, file),
+            None => github::repo_path(&self.root, file, None),
+        }
+    }
+
+    /// Prints the SARIF log (sarif) or nothing, then, under GitHub
+    /// Actions, the annotations (on stderr beside a SARIF log) and the
+    /// step summary.
+    fn emit(&self, format: Format, diff: Option<&Diff>, baseline: Baseline) -> anyhow::Result<()> {
+        let alerts = self.alerts(diff);
+        if format == Format::Sarif {
+            print!(
+                "{}",
+                ci::sarif(&alerts, env!("CARGO_PKG_VERSION"), &|f| self.path(f))
+            );
+        }
+        if let Some(actions) = &self.actions {
+            for a in &alerts {
+                let line = ci::workflow_command(a, &self.path(&a.file));
+                match format {
+                    Format::Sarif => eprintln!("{line}"),
+                    Format::Text => println!("{line}"),
+                }
+            }
+            actions.append_summary(&markdown::markdown(&self.found.manifest, &baseline))?;
+        }
+        Ok(())
+    }
+}
+
 fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     let found = args.locate.find()?;
+    let env = Env::new();
+    let text = args.format == Format::Text;
     if found.manifest.origin == Origin::Lock {
         // A build that stood on the lock has its numbers, and no gate.json.
         let lock = args
             .lock
             .clone()
             .or_else(|| found.gate.as_ref().map(|g| g.lock_file.clone()));
-        let lock = lock.map_or("occ.lock".to_string(), |p| p.display().to_string());
-        println!(
-            "note: the last build had no nvcc and used {lock}; nothing to compare: build with nvcc to check"
+        let note = format!(
+            "note: the last build had no nvcc and used {}; nothing to compare: build with nvcc to check",
+            lock.as_ref()
+                .map_or("occ.lock".to_string(), |p| p.display().to_string())
         );
+        let report = Report {
+            root: crate_root(&found, lock.as_deref()),
+            found: &found,
+            actions: Actions::from_env(&env),
+        };
+        if text {
+            println!("{note}");
+        } else {
+            eprintln!("{note}");
+        }
+        report.emit(args.format, None, Baseline::NotCompared(note))?;
         return Ok(0);
     }
     let (path, lock) = found.lock(args.lock.as_deref())?;
@@ -62,26 +160,46 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     if let Some(n) = args.register_threshold {
         thresholds.registers = n;
     }
+    if let Some(n) = args.cliff_margin {
+        thresholds.cliff_margin = n;
+    }
     let candidate = Lock::from_manifest(&found.manifest);
     let diff = compare::compare(&lock, &candidate, &thresholds);
     let name = path.display();
-    if diff.has_regressions() {
-        print!(
-            "occupancy regression against {name}:\n{}",
-            compare::render_diff(&diff, &Verdict::ALL)
-        );
-        println!("if this is intended, accept it with `cargo occ bless` and commit {name}");
-        return Ok(1);
+    let report = Report {
+        root: crate_root(&found, Some(&path)),
+        found: &found,
+        actions: Actions::from_env(&env),
+    };
+    let lock_name = path
+        .file_name()
+        .map_or("the lock".into(), |n| n.to_string_lossy().into_owned());
+    let code = if diff.has_regressions() { 1 } else { 0 };
+    if text {
+        if diff.has_regressions() {
+            print!(
+                "occupancy regression against {name}:\n{}",
+                compare::render_diff(&diff, &Verdict::ALL)
+            );
+            println!("if this is intended, accept it with `cargo occ bless` and commit {name}");
+        } else if diff.findings.is_empty() {
+            println!("ok: {} kernels match {name}", candidate.kernels.len());
+        } else {
+            let others = [Verdict::Improvement, Verdict::New, Verdict::Changed];
+            print!(
+                "ok, no regression; differences from {name}:\n{}",
+                compare::render_diff(&diff, &others)
+            );
+            println!("run `cargo occ bless` to record them");
+        }
     }
-    let others = [Verdict::Improvement, Verdict::New, Verdict::Changed];
-    if diff.findings.is_empty() {
-        println!("ok: {} kernels match {name}", candidate.kernels.len());
-    } else {
-        print!(
-            "ok, no regression; differences from {name}:\n{}",
-            compare::render_diff(&diff, &others)
-        );
-        println!("run `cargo occ bless` to record them");
-    }
-    Ok(0)
+    report.emit(
+        args.format,
+        Some(&diff),
+        Baseline::Compared {
+            lock: lock_name,
+            diff: diff.clone(),
+        },
+    )?;
+    Ok(code)
 }

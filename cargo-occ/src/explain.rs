@@ -12,7 +12,7 @@ use occ_build::arch::Arch;
 use occ_build::manifest::{KernelArch, LaunchBounds, Lookup};
 use occ_build::occupancy::{occupancy, KernelResources, Launch, Limiter};
 use occ_build::table::percent;
-use occ_build::{arch, tune};
+use occ_build::{arch, cliff, tune};
 
 /// Arguments of `cargo occ explain`.
 #[derive(Debug, Clone, clap::Args)]
@@ -118,6 +118,49 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
             ""
         };
         println!("  {:<18} {value:>10}{mark}", l.as_str());
+    }
+    println!();
+    let c = cliff::cliffs(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;
+    println!(
+        "  cliffs at this launch ({} blocks per SM now):",
+        c.active_blocks
+    );
+    for (what, unit, side) in [
+        ("registers", " registers/thread", &c.registers),
+        (
+            "shared memory",
+            " B/block (static + dynamic)",
+            &c.shared_memory,
+        ),
+    ] {
+        let mut parts = vec![format!("{}{unit} now", side.now)];
+        match side.down {
+            Some(d) => parts.push(format!(
+                "{} (+{}) costs {} block{}: {} per SM, {}",
+                d.at,
+                d.at - side.now,
+                c.active_blocks - d.blocks,
+                if c.active_blocks - d.blocks == 1 {
+                    ""
+                } else {
+                    "s"
+                },
+                d.blocks,
+                percent(d.occupancy)
+            )),
+            None => parts.push("no block to lose".into()),
+        }
+        if let Some(u) = side.up {
+            parts.push(format!(
+                "{} or less (-{}) gains {}: {} per SM, {}",
+                u.at,
+                side.now - u.at,
+                u.blocks - c.active_blocks,
+                u.blocks,
+                percent(u.occupancy)
+            ));
+        }
+        println!("    {what}: {}", parts.join("; "));
     }
     println!();
     let hints = tune::what_if(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;

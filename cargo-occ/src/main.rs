@@ -12,6 +12,7 @@ use std::process::ExitCode;
 mod bless;
 mod calc;
 mod check;
+mod diff;
 mod explain;
 mod locate;
 mod parse;
@@ -39,8 +40,10 @@ enum Command {
     Parse(parse::ParseArgs),
     /// Print every kernel's resources and occupancy (table, Markdown, JSON or HTML with charts).
     Report(report::ReportArgs),
-    /// Compare the last build with occ.lock; exit 0 ok, 1 regression, 2 usage or input error.
+    /// Compare the last build with occ.lock (text, or SARIF for code scanning); exit 0 ok, 1 regression, 2 usage or input error.
     Check(check::CheckArgs),
+    /// Compare two builds or locks (OLD NEW) as the gate does: table, Markdown or JSON.
+    Diff(diff::DiffArgs),
     /// Adopt the last build's numbers as the baseline: write occ.lock (never under CI).
     Bless(bless::BlessArgs),
     /// Show what limits a kernel's occupancy and what would raise it.
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
         Command::Parse(args) => parse::run(args),
         Command::Report(args) => report::run(args),
         Command::Check(args) => check::run(args),
+        Command::Diff(args) => diff::run(args),
         Command::Bless(args) => bless::run(args),
         Command::Explain(args) => explain::run(args),
         Command::Sweep(args) => sweep::run(args),

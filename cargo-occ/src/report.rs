@@ -16,7 +16,7 @@ use crate::render as report;
 use anyhow::Context;
 use occ_build::analyze::resources;
 use occ_build::arch;
-use occ_build::compare::{self, Diff, Finding, Verdict};
+use occ_build::compare::{self, Verdict};
 use occ_build::lock::Lock;
 use occ_build::manifest::{Kernel, KernelArch, Manifest, Origin};
 use occ_build::occupancy::{occupancy, KernelResources, Launch};
@@ -90,33 +90,11 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// What the report knows about regressions against the committed lock.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Baseline {
-    /// The build was compared with the lock (named by its file name only,
-    /// so that the page names no local folder).
-    Compared {
-        /// The lock's file name (`occ.lock`).
-        lock: String,
-        /// The comparison, as `cargo occ check` makes it.
-        diff: Diff,
-    },
-    /// No comparison, and why (`no occ.lock yet`).
-    NotCompared(String),
-}
-
-impl Baseline {
-    fn regressions(&self) -> Vec<&Finding> {
-        match self {
-            Baseline::Compared { diff, .. } => diff.regressions().collect(),
-            Baseline::NotCompared(_) => Vec::new(),
-        }
-    }
-}
+pub use occ_build::markdown::Baseline;
 
 /// The build compared with its lock, exactly as `cargo occ check` compares
 /// them (the lock and thresholds from the build's `gate.json`).
-fn baseline(found: &Located) -> Baseline {
+pub fn baseline(found: &Located) -> Baseline {
     if found.manifest.origin == Origin::Lock {
         return Baseline::NotCompared("this build had no nvcc and stands on the lock".into());
     }
@@ -505,6 +483,16 @@ fn kernel_section(
             let _ = write!(out, " &middot; launch bounds: {}", esc(&lb));
         }
         out.push_str("</p>\n");
+        if let Some(c) = &k.cliffs {
+            if let Ok(a) = arch::lookup(arch) {
+                let _ = writeln!(
+                    out,
+                    "<p class=\"facts\">cliffs at block {}: {}</p>",
+                    c.block_size,
+                    esc(&c.describe(a))
+                );
+            }
+        }
         if let Some(d) = &k.declared {
             let _ = writeln!(
                 out,

@@ -7,9 +7,9 @@ use crate::error::Result;
 use crate::inputs::Inputs;
 use crate::manifest::Manifest;
 use occ_model::analyze::{self, JobText};
-use occ_model::launch;
 use occ_model::lock::Lock;
 use occ_model::measured;
+use occ_model::{cliff, launch};
 
 /// The manifest of a live build.
 pub(crate) fn manifest(
@@ -33,6 +33,7 @@ pub(crate) fn manifest(
     if let Some(lock) = &inputs.lock {
         manifest.measured = measured_of(lock, &manifest);
     }
+    cliff::record(&mut manifest)?;
     Ok(manifest)
 }
 
@@ -81,6 +82,7 @@ pub(crate) fn from_lock(
     // The declarations are build.rs's of today, not the lock's.
     launch::declare(&mut manifest, &inputs.launches)?;
     manifest.measured = measured_of(lock, &manifest);
+    cliff::record(&mut manifest)?;
     let todo = if inputs.no_nvcc.is_some() {
         "unset it to build with nvcc"
     } else {

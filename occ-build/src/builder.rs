@@ -33,6 +33,7 @@ pub struct Build {
     pub(crate) lock_file: Option<PathBuf>,
     pub(crate) register_threshold: Option<u32>,
     pub(crate) kernel_register_thresholds: BTreeMap<String, u32>,
+    pub(crate) cliff_margin: Option<u32>,
     pub(crate) embed: Option<Embed>,
     pub(crate) name: String,
     pub(crate) static_lib: Option<String>,
@@ -326,6 +327,17 @@ impl Build {
     /// regardless.
     pub fn register_threshold(&mut self, registers: u32) -> &mut Self {
         self.register_threshold = Some(registers);
+        self
+    }
+
+    /// How near an occupancy cliff a change may move a kernel before the
+    /// gate warns (default 2): a kernel whose registers or launch changed
+    /// so that `registers` or fewer more registers per thread would cost a
+    /// resident block gets one warning line (and a SARIF result in `cargo
+    /// occ check --format sarif`). 0 turns the warning off. It never fails
+    /// the build: losing the block does.
+    pub fn cliff_margin(&mut self, registers: u32) -> &mut Self {
+        self.cliff_margin = Some(registers);
         self
     }
 

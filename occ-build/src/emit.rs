@@ -193,13 +193,17 @@ fn param(p: &occ_model::params::Param) -> String {
     )
 }
 
-/// The names a launcher's own parameters take; a kernel parameter of one
-/// of them gets a `_` appended.
-const LAUNCHER_PARAMS: [&str; 3] = ["func", "stream", "cfg"];
+/// Names a kernel parameter's Rust name may not take: the launcher's own
+/// parameters, and what a parameter pattern would read as an item in scope
+/// instead of a new binding (the module's `KERNEL`; the prelude's `None`,
+/// `Some`, `Ok`, `Err`). Such a name gets a `_` appended.
+const RESERVED: [&str; 8] = [
+    "func", "stream", "cfg", "KERNEL", "None", "Some", "Ok", "Err",
+];
 
 /// A Rust parameter name for kernel parameter `i` named `name` in the
 /// source (`arg{i}` when it has none, `{name}_` for a Rust keyword or a
-/// launcher parameter's name).
+/// [`RESERVED`] name).
 fn rust_param_name(i: usize, name: &str) -> String {
     const KEYWORDS: [&str; 52] = [
         "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum",
@@ -218,10 +222,30 @@ fn rust_param_name(i: usize, name: &str) -> String {
     if !valid {
         return format!("arg{i}");
     }
-    if KEYWORDS.contains(&name) || LAUNCHER_PARAMS.contains(&name) || name.starts_with("__occ") {
+    if KEYWORDS.contains(&name) || RESERVED.contains(&name) || name.starts_with("__occ") {
         return format!("{name}_");
     }
     name.to_string()
+}
+
+/// The Rust names of a kernel's parameters, in order: [`rust_param_name`]
+/// of each, with `_` appended until it differs from the earlier ones and
+/// from [`RESERVED`] (`func` and `func_` give `func_` and `func__`; an
+/// unnamed first parameter and one named `arg0` give `arg0` and `arg0_`).
+fn rust_param_names(params: &[occ_model::params::Param]) -> Vec<String> {
+    let mut used: Vec<String> = RESERVED.iter().map(|s| s.to_string()).collect();
+    params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let mut name = rust_param_name(i, &p.name);
+            while used.contains(&name) {
+                name.push('_');
+            }
+            used.push(name.clone());
+            name
+        })
+        .collect()
 }
 
 /// The kernel's typed launcher: one Rust parameter per kernel parameter,
@@ -232,10 +256,11 @@ fn rust_param_name(i: usize, name: &str) -> String {
 fn launcher(kernel: &manifest::Kernel) -> String {
     use occ_model::params::RustArg;
     let mut generics = Vec::new();
+    let mut pointee_generics: Vec<(String, String)> = Vec::new();
     let mut params = Vec::new();
     let mut pushes = Vec::new();
-    for (i, p) in kernel.params.iter().enumerate() {
-        let name = rust_param_name(i, &p.name);
+    let names = rust_param_names(&kernel.params);
+    for (i, (p, name)) in kernel.params.iter().zip(&names).enumerate() {
         match p.rust() {
             RustArg::Scalar(ty) => {
                 params.push(format!("{name}: {ty}"));
@@ -244,9 +269,22 @@ fn launcher(kernel: &manifest::Kernel) -> String {
             RustArg::Pointer { mutable, pointee } => {
                 let ty = match pointee {
                     Some(t) => t.to_string(),
+                    // One generic per distinct C++ pointee: `const __half* in`
+                    // and `__half* out` take buffers of one element type.
                     None => {
-                        generics.push(format!("P{i}"));
-                        format!("P{i}")
+                        let key = occ_model::params::pointee_key(&p.c_type);
+                        match pointee_generics
+                            .iter()
+                            .find(|(k, _)| !k.is_empty() && *k == key)
+                        {
+                            Some((_, g)) => g.clone(),
+                            None => {
+                                let g = format!("P{i}");
+                                generics.push(g.clone());
+                                pointee_generics.push((key, g.clone()));
+                                g
+                            }
+                        }
                     }
                 };
                 if mutable {
@@ -278,7 +316,7 @@ fn launcher(kernel: &manifest::Kernel) -> String {
         "    ::occ::__if_cudarc! {{\n    \
          /// Launches `{}({})` on `stream` with `cfg`: one argument per\n    \
          /// kernel parameter, in order, typed from the kernel's own list.\n    \
-         #[allow(clippy::too_many_arguments)]\n    \
+         #[allow(clippy::too_many_arguments, non_snake_case)]\n    \
          pub fn launch{generics}(\n        \
          func: &::occ::cuda::Function,\n        \
          stream: &::occ::cuda::CudaStream,\n        \
@@ -382,4 +420,73 @@ fn kernel_arch(arch: &str, k: &KernelArch, blob: Option<usize>) -> String {
         limiters.join(", "),
         k.best.dynamic_smem_headroom,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use occ_model::params::Param;
+
+    fn named(names: &[&str]) -> Vec<Param> {
+        names
+            .iter()
+            .map(|n| Param {
+                name: n.to_string(),
+                c_type: "int".into(),
+                ptx: "u32".into(),
+                size: 4,
+                align: 4,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn launcher_parameter_names_are_distinct_new_bindings() {
+        let got = rust_param_names(&named(&["func", "func_", "", "arg2", "KERNEL", "None"]));
+        assert_eq!(
+            got,
+            ["func_", "func__", "arg2", "arg2_", "KERNEL_", "None_"]
+        );
+        let got = rust_param_names(&named(&["type", "type_", "self", "n"]));
+        assert_eq!(got, ["type_", "type__", "self_", "n"]);
+    }
+
+    #[test]
+    fn pointers_to_one_struct_type_share_a_generic() {
+        let ptr = |name: &str, c_type: &str| Param {
+            name: name.into(),
+            c_type: c_type.into(),
+            ptx: "u64".into(),
+            size: 8,
+            align: 8,
+        };
+        let kernel = manifest::Kernel {
+            name: "tscale".into(),
+            demangled: "tscale".into(),
+            base_name: "tscale".into(),
+            short_name: "tscale".into(),
+            ident: "tscale".into(),
+            source: "k.cu".into(),
+            params: vec![
+                ptr("inp", "__half const*"),
+                ptr("out", "__half*"),
+                ptr("idx", "int2 const*"),
+            ],
+            archs: BTreeMap::new(),
+        };
+        let text = launcher(&kernel);
+        assert!(text.contains("pub fn launch<P0, P2>("), "{text}");
+        assert!(
+            text.contains("inp: &impl ::occ::cuda::DevicePtr<P0>"),
+            "{text}"
+        );
+        assert!(
+            text.contains("out: &mut impl ::occ::cuda::DevicePtrMut<P0>"),
+            "{text}"
+        );
+        assert!(
+            text.contains("idx: &impl ::occ::cuda::DevicePtr<P2>"),
+            "{text}"
+        );
+    }
 }

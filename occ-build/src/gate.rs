@@ -36,7 +36,8 @@ use crate::inputs::Inputs;
 use crate::manifest::{self, Manifest};
 use crate::summary::{self, Details};
 use occ_model::compare::{
-    self, Cause, GateSettings, Group, Thresholds, Verdict, DEFAULT_REGISTER_THRESHOLD, GATE_FILE,
+    self, Cause, GateSettings, Group, Thresholds, Verdict, DEFAULT_CLIFF_MARGIN,
+    DEFAULT_REGISTER_THRESHOLD, GATE_FILE,
 };
 use occ_model::lock::{Lock, CANDIDATE_FILE, LOCK_SCHEMA};
 use std::path::{Path, PathBuf};
@@ -81,6 +82,7 @@ fn thresholds(build: &Build) -> Thresholds {
             .register_threshold
             .unwrap_or(DEFAULT_REGISTER_THRESHOLD),
         kernels: build.kernel_register_thresholds.clone(),
+        cliff_margin: build.cliff_margin.unwrap_or(DEFAULT_CLIFF_MARGIN),
     }
 }
 
@@ -105,6 +107,8 @@ pub(crate) fn baseline(
         schema: LOCK_SCHEMA,
         lock_file: inputs.lock_path.clone(),
         thresholds: thresholds(build),
+        crate_root: Some(inputs.root.clone()),
+        deny_spills: build.deny_spills,
     };
     write_atomic(
         &out.join(GATE_FILE),
@@ -129,6 +133,9 @@ pub(crate) fn baseline(
         Ok(())
     };
     let Some(lock) = &inputs.lock else {
+        details.baseline = Some(crate::markdown::Baseline::NotCompared(format!(
+            "no {lock_name} yet (record one with `cargo occ bless`)"
+        )));
         if blessing {
             return write(directives, "new baseline");
         }
@@ -157,6 +164,14 @@ pub(crate) fn baseline(
         });
     }
     let diff = compare::compare(lock, candidate, &settings.thresholds);
+    details.baseline = Some(crate::markdown::Baseline::Compared {
+        lock: inputs
+            .lock_path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| lock_name.clone()),
+        diff: diff.clone(),
+    });
     if !diff.findings.is_empty() {
         details.add(
             format!("differences from {lock_name}"),
@@ -384,6 +399,14 @@ fn warning(group: &Group<'_>, lock_name: &str, report: &Path) -> Option<String> 
     let names = group.names(summary::NAMED);
     let record = "run `cargo occ bless` to record";
     let all = format!("all in {}", report.display());
+    if group.causes.contains(&Cause::NearCliff) {
+        return Some(format!(
+            "occ: {} within the cliff margin of an occupancy cliff ({archs}: a few more registers \
+             per thread cost a resident block): {names}; `cargo occ explain` shows the steps \
+             ({all})",
+            kernels(n, "moved", "moved")
+        ));
+    }
     let head = match (group.verdict, group.causes.first()) {
         (Verdict::New, Some(Cause::NewArch)) => format!(
             "{} new on {archs}, which {lock_name} does not record",

@@ -48,6 +48,8 @@ pub(crate) struct Inputs {
     pub path_var: Option<String>,
     /// The launches of `Build::launch`, `(pattern, launch)` in order.
     pub launches: Vec<(String, crate::launch::Launch)>,
+    /// GitHub Actions' settings, under `GITHUB_ACTIONS=true`.
+    pub github: Option<crate::github::Actions>,
 }
 
 /// Resolves a build's inputs; watches the sources and the lock.
@@ -124,6 +126,7 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
         parallel,
         path_var: env.var("PATH"),
         launches: build.launches.clone(),
+        github: crate::github::Actions::from_env(env),
     })
 }
 

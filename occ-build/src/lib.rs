@@ -120,6 +120,8 @@
 //! | `OUT_DIR`, `CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`, `NUM_JOBS` | occ-build, occ-macros | set by cargo: where to write, the crate root, the package, how many nvcc jobs at once |
 //! | `TARGET`, `HOST`, `OPT_LEVEL`, `DEBUG` | occ-build (`static_lib`) | set by cargo: given to the `cc` crate, which picks the host compiler, its flags and the archiver from them (and from `CXX`, `CXXFLAGS`, `AR`, `CXXSTDLIB`, ...) |
 //! | `CARGO` | `cargo occ` | set by cargo: the cargo that runs `cargo metadata` |
+//! | `GITHUB_ACTIONS` | occ-build, `cargo occ check` | `true`: append the Markdown report to the step summary; `cargo occ check` also prints workflow commands |
+//! | `GITHUB_STEP_SUMMARY`, `GITHUB_WORKSPACE` | occ-build, `cargo occ check` (only when `GITHUB_ACTIONS=true`) | set by GitHub Actions: the step summary file; the checkout, which annotation paths are relative to |
 //!
 //! Every variable read is printed as `cargo::rerun-if-env-changed`; every
 //! `.cu` file and every header nvcc read as `cargo::rerun-if-changed`. A job
@@ -135,7 +137,9 @@
 //! fail the build with a before/after table: one header per cause and one
 //! row per kernel × arch, at most ten rows per cause (the rest are counted,
 //! and listed in `report.txt`). Improvements, new kernels and a new arch
-//! are one warning per kind, naming the first five kernels. To accept the numbers of the last build, run
+//! are one warning per kind, naming the first five kernels; so is a change
+//! that leaves a kernel within [`Build::cliff_margin`] registers (default
+//! 2) of an occupancy cliff. To accept the numbers of the last build, run
 //! `cargo occ bless` (it copies `$OUT_DIR/occ/occ.lock.new` over the lock),
 //! or build once with `OCC_BLESS=1 cargo build`; then commit `occ.lock`.
 //! Under `CI` the lock is never written. With no lock yet, the first build
@@ -184,6 +188,7 @@ pub mod emit;
 pub mod env;
 pub mod error;
 pub mod gate;
+pub mod github;
 mod hostlib;
 mod inputs;
 mod parts;
@@ -204,6 +209,6 @@ pub use occ_model::manifest::{Embed, Manifest};
 
 // The pure core, re-exported so that a build script needs one dependency.
 pub use occ_model::{
-    analyze, arch, compare, launch, lock, manifest, measured, names, occupancy, ptx, ptxas, sweep,
-    table, tune,
+    analyze, arch, ci, cliff, compare, launch, lines, lock, manifest, markdown, measured, names,
+    occupancy, ptx, ptxas, sweep, table, tune,
 };

@@ -135,7 +135,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     // The report holds every finding of the gates, also when one fails.
     let mut details = summary::Details::new(&inputs.out_dir, &inputs.package);
     if let Err(e) = gate::spills(build, &manifest, &mut details) {
-        summary::write(&manifest, &details, &inputs.out_dir, directives)?;
+        summary::write(&manifest, &details, &inputs, directives)?;
         return Err(e);
     }
     gate::measured(&manifest, &mut details, directives);
@@ -180,7 +180,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
         &mut details,
         directives,
     );
-    summary::write(&view.merged, &details, &inputs.out_dir, directives)?;
+    summary::write(&view.merged, &details, &inputs, directives)?;
     gated?;
     status::mark(&inputs.out_dir, BuildState::Finished)?;
     Ok(Outcome {

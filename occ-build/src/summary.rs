@@ -16,7 +16,9 @@
 use crate::cargo::Directives;
 use crate::compile::write_atomic;
 use crate::error::Result;
+use crate::inputs::Inputs;
 use crate::manifest::Manifest;
+use crate::markdown::Baseline;
 use crate::table;
 use std::path::{Path, PathBuf};
 
@@ -36,6 +38,9 @@ pub(crate) struct Details {
     sections: Vec<(String, String)>,
     /// A gate failed the build: its error says what the warning would.
     pub failed: bool,
+    /// The comparison with the lock, for the step summary (set by the
+    /// baseline gate; `None` before it ran).
+    pub baseline: Option<Baseline>,
 }
 
 impl Details {
@@ -45,6 +50,7 @@ impl Details {
             report: stable_path(out_dir, package).unwrap_or_else(|| out_dir.join(REPORT_FILE)),
             sections: Vec::new(),
             failed: false,
+            baseline: None,
         }
     }
 
@@ -59,23 +65,39 @@ impl Details {
     }
 }
 
-/// Writes the report and raises the summary warning, if any (not when a
-/// gate failed: its error names the spills); returns the stable path of
-/// the report.
+/// Writes the report, appends the Markdown step summary under GitHub
+/// Actions, and raises the summary warning, if any (not when a gate
+/// failed: its error names the spills); returns the stable path of the
+/// report.
 pub(crate) fn write(
     manifest: &Manifest,
     details: &Details,
-    out_dir: &Path,
+    inputs: &Inputs,
     directives: &mut Directives,
 ) -> Result<PathBuf> {
+    let out_dir = inputs.out_dir.as_path();
+    if let Some(actions) = &inputs.github {
+        let baseline = details.baseline.clone().unwrap_or_else(|| {
+            Baseline::NotCompared(if details.failed {
+                "the build failed before the comparison".into()
+            } else {
+                "the build did not compare with the lock".into()
+            })
+        });
+        let md = crate::markdown::markdown(manifest, &baseline);
+        let note = "\n_Annotations at the source lines: run `cargo occ check` in a later step \
+                    (a build script's workflow commands do not reach the runner)._\n";
+        actions.append_summary(&format!("{md}{note}"))?;
+    }
     let mut text = format!(
         "occupancy of {} ({} kernels x {} archs, nvcc {})\n\n{}",
         manifest.package,
         manifest.kernels.len(),
         manifest.archs.len(),
         manifest.nvcc,
-        table::table(manifest)
+        table::table_without_cliffs(manifest)
     );
+    text.push_str(&table::cliff_lines(manifest, None));
     if let Some(spills) = spill_table(manifest) {
         text.push_str(&format!("\nspilling kernels\n{spills}"));
     }

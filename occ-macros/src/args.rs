@@ -98,6 +98,15 @@ impl BlockShape {
     }
 }
 
+/// The most threads a block has along x, y and z (`maxThreadsDim`), and in
+/// all (`maxThreadsPerBlock`): the same on every compute capability from
+/// 2.0 on (CUDA C++ Programming Guide, "Compute Capabilities", technical
+/// specifications). A launch past either fails with
+/// `CUDA_ERROR_INVALID_VALUE`.
+pub const MAX_BLOCK_DIMS: [u32; 3] = [1024, 1024, 64];
+/// See [`MAX_BLOCK_DIMS`].
+pub const MAX_BLOCK_THREADS: u32 = 1024;
+
 /// The parsed arguments of one `#[launch_config(...)]`.
 #[derive(Debug, Clone, Default)]
 pub struct Args {
@@ -405,9 +414,30 @@ fn block_shape(expr: &Expr, example: &str) -> syn::Result<BlockShape> {
                 "a block dimension of 0 has no threads; use a positive number",
             ));
         }
+        if n > MAX_BLOCK_DIMS[i] {
+            return Err(syn::Error::new(
+                e.span(),
+                format!(
+                    "a block's {} dimension is at most {} threads on every GPU, not {n}",
+                    ["x", "y", "z"][i],
+                    MAX_BLOCK_DIMS[i]
+                ),
+            ));
+        }
         dims[i] = Some(n);
     }
-    Ok(BlockShape { dims })
+    let shape = BlockShape { dims };
+    let fixed = shape.fixed_threads();
+    if fixed > MAX_BLOCK_THREADS {
+        return Err(syn::Error::new(
+            expr.span(),
+            format!(
+                "this block has {fixed} threads{}; a block has at most {MAX_BLOCK_THREADS} on every GPU",
+                if shape.has_free() { " before its free dimension" } else { "" }
+            ),
+        ));
+    }
+    Ok(shape)
 }
 
 fn unknown_option_message(name: &str) -> String {
@@ -590,6 +620,22 @@ mod tests {
             .unwrap()
             .contains("one to three"));
         assert!(shape(quote!(block = (0, 4))).1.unwrap().contains("of 0"));
+        // CUDA's limits per dimension (1024, 1024, 64) and per block (1024).
+        assert_eq!(
+            shape(quote!(block = (1, 1, 64))).0,
+            Some([Some(1), Some(1), Some(64)])
+        );
+        let z = shape(quote!(block = (1, 1, 128))).1.unwrap();
+        assert!(z.contains("z dimension is at most 64"), "{z}");
+        let x = shape(quote!(block = (1025, _))).1.unwrap();
+        assert!(x.contains("x dimension is at most 1024"), "{x}");
+        let all = shape(quote!(block = (64, 32))).1.unwrap();
+        assert!(
+            all.contains("2048 threads; a block has at most 1024"),
+            "{all}"
+        );
+        let free = shape(quote!(block = (64, 32, _))).1.unwrap();
+        assert!(free.contains("before its free dimension"), "{free}");
     }
 
     #[test]

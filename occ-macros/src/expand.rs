@@ -38,7 +38,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         return quote!(#error #item);
     };
     let injected = match (errors.into_error(), plan) {
-        (None, Some(plan)) => consts(&plan),
+        (None, Some(plan)) => consts(&plan, &Uses::of(&body.stream())),
         (error, _) => {
             let error = error
                 .unwrap_or_else(|| syn::Error::new(span, "no launch could be computed; rebuild"))
@@ -124,7 +124,104 @@ fn option_env_out_dir() -> String {
     std::env::var("OUT_DIR").unwrap_or_default()
 }
 
-fn consts(plan: &Plan) -> TokenStream {
+/// Which injected names a body refers to. The expansion injects only
+/// those: 500 sites that each use three of the nine names would otherwise
+/// cost rustc 500 × six dead items. A body that calls a macro other than
+/// std's formatting and assertion macros may reach the names through it
+/// (a `macro_rules!` of the user's that expands to `BLOCK_SIZE`), so then
+/// every name is injected.
+struct Uses {
+    all: bool,
+    names: Vec<String>,
+}
+
+/// std macros that only take the tokens they are given.
+const PLAIN_MACROS: [&str; 22] = [
+    "assert",
+    "assert_eq",
+    "assert_ne",
+    "debug_assert",
+    "debug_assert_eq",
+    "debug_assert_ne",
+    "dbg",
+    "eprint",
+    "eprintln",
+    "format",
+    "format_args",
+    "matches",
+    "panic",
+    "print",
+    "println",
+    "todo",
+    "unimplemented",
+    "unreachable",
+    "vec",
+    "write",
+    "writeln",
+    "concat",
+];
+
+impl Uses {
+    fn of(body: &TokenStream) -> Uses {
+        let mut uses = Uses {
+            all: false,
+            names: Vec::new(),
+        };
+        uses.scan(body.clone());
+        uses
+    }
+
+    fn scan(&mut self, tokens: TokenStream) {
+        let mut last_ident: Option<String> = None;
+        for t in tokens {
+            match t {
+                TokenTree::Ident(i) => {
+                    let name = i.to_string();
+                    if INJECTED.contains(&name.as_str()) && !self.names.contains(&name) {
+                        self.names.push(name.clone());
+                    }
+                    last_ident = Some(name);
+                }
+                TokenTree::Punct(p) if p.as_char() == '!' => {
+                    if let Some(m) = &last_ident {
+                        if !PLAIN_MACROS.contains(&m.as_str()) {
+                            self.all = true;
+                        }
+                    }
+                    last_ident = None;
+                }
+                TokenTree::Group(g) => {
+                    self.scan(g.stream());
+                    last_ident = None;
+                }
+                _ => last_ident = None,
+            }
+        }
+    }
+
+    fn wants(&self, name: &str) -> bool {
+        self.all
+            || self.names.iter().any(|n| n == name)
+            // grid_for reads BLOCK_SIZE.
+            || (name == "BLOCK_SIZE" && self.names.iter().any(|n| n == "grid_for"))
+    }
+}
+
+/// Every name the expansion can inject.
+const INJECTED: [&str; 10] = [
+    "KERNEL_NAME",
+    "ARCH",
+    "BLOCK_SIZE",
+    "BLOCK",
+    "DYNAMIC_SMEM_BYTES",
+    "BLOCKS_PER_SM",
+    "OCCUPANCY",
+    "MEASURED",
+    "LAUNCH",
+    "grid_for",
+];
+
+fn consts(plan: &Plan, uses: &Uses) -> TokenStream {
     let Some(first) = plan.rows.first() else {
         return placeholders();
     };
@@ -136,59 +233,62 @@ fn consts(plan: &Plan) -> TokenStream {
     let blocks = first.blocks_per_sm;
     let occupancy = f32_lit(first.occupancy);
     let measured = first.measured;
-    let rows = plan.rows.iter().map(|r| {
-        let (a, maj, min, s, n) = (&r.arch, r.major, r.minor, r.dynamic_smem, r.blocks_per_sm);
-        let [x, y, z] = r.block;
-        let o = f32_lit(r.occupancy);
-        quote!(::occ::BakedArch {
-            arch: #a,
-            major: #maj,
-            minor: #min,
-            block: (#x, #y, #z),
-            dynamic_smem_bytes: #s,
-            blocks_per_sm: #n,
-            occupancy: #o,
-        })
-    });
-    // Plain consts and one table per site; the rules that read the table
-    // (which row runs on a GPU, grids) are `occ`'s, not pasted here.
-    quote! {
-        /// The kernel's symbol, for `cuModuleGetFunction`.
-        #[allow(dead_code)]
-        const KERNEL_NAME: &str = #name;
-        /// The arch the plain consts are for.
-        #[allow(dead_code)]
-        const ARCH: &str = #arch;
-        /// Threads per block.
-        #[allow(dead_code)]
-        const BLOCK_SIZE: u32 = #block;
-        /// The block's shape (x, y, z).
-        #[allow(dead_code)]
-        const BLOCK: (u32, u32, u32) = (#bx, #by, #bz);
-        /// Dynamic shared memory per block, bytes.
-        #[allow(dead_code)]
-        const DYNAMIC_SMEM_BYTES: u32 = #smem;
-        /// Resident blocks per SM at `BLOCK_SIZE`.
-        #[allow(dead_code)]
-        const BLOCKS_PER_SM: u32 = #blocks;
-        /// Resident warps / the SM's warp slots, 0 to 1.
-        #[allow(dead_code)]
-        const OCCUPANCY: f32 = #occupancy;
-        /// Whether `BLOCK_SIZE` was measured on a GPU (`tuned`), not modelled.
-        #[allow(dead_code)]
-        const MEASURED: bool = #measured;
-        /// The launch on every arch of the build (`LAUNCH.for_device(major, minor)`).
-        #[allow(dead_code)]
-        const LAUNCH: ::occ::Baked = ::occ::Baked {
-            kernel: #name,
-            archs: &[#(#rows),*],
-        };
-        /// Blocks of `BLOCK_SIZE` threads that cover `n` elements.
-        #[allow(dead_code)]
-        const fn grid_for(n: u32) -> u32 {
-            n.div_ceil(BLOCK_SIZE)
+    let mut out = TokenStream::new();
+    // No doc comments: items inside a function body are not documented,
+    // and each would be one more attribute for rustc per site.
+    let mut item = |which: &str, tokens: TokenStream| {
+        if uses.wants(which) {
+            out.extend(quote!(#[allow(dead_code)] #tokens));
         }
+    };
+    item("KERNEL_NAME", quote!(const KERNEL_NAME: &str = #name;));
+    item("ARCH", quote!(const ARCH: &str = #arch;));
+    item("BLOCK_SIZE", quote!(const BLOCK_SIZE: u32 = #block;));
+    item(
+        "BLOCK",
+        quote!(const BLOCK: (u32, u32, u32) = (#bx, #by, #bz);),
+    );
+    item(
+        "DYNAMIC_SMEM_BYTES",
+        quote!(const DYNAMIC_SMEM_BYTES: u32 = #smem;),
+    );
+    item("BLOCKS_PER_SM", quote!(const BLOCKS_PER_SM: u32 = #blocks;));
+    item("OCCUPANCY", quote!(const OCCUPANCY: f32 = #occupancy;));
+    item("MEASURED", quote!(const MEASURED: bool = #measured;));
+    if uses.wants("LAUNCH") {
+        let rows = plan.rows.iter().map(|r| {
+            let (a, maj, min, s, n) = (&r.arch, r.major, r.minor, r.dynamic_smem, r.blocks_per_sm);
+            let [x, y, z] = r.block;
+            let o = f32_lit(r.occupancy);
+            quote!(::occ::BakedArch {
+                arch: #a,
+                major: #maj,
+                minor: #min,
+                block: (#x, #y, #z),
+                dynamic_smem_bytes: #s,
+                blocks_per_sm: #n,
+                occupancy: #o,
+            })
+        });
+        // One table per site; the rules that read it (which row's code runs
+        // on a GPU, grids) are `occ`'s, not pasted here.
+        item(
+            "LAUNCH",
+            quote!(const LAUNCH: ::occ::Baked = ::occ::Baked {
+                kernel: #name,
+                archs: &[#(#rows),*],
+            };),
+        );
     }
+    item(
+        "grid_for",
+        quote!(
+            const fn grid_for(n: u32) -> u32 {
+                n.div_ceil(BLOCK_SIZE)
+            }
+        ),
+    );
+    out
 }
 
 /// The same names with harmless values, so a failed site gives one error.

@@ -77,6 +77,10 @@
 //! | `const LAUNCH: occ::Baked` | the same per arch of the build (`occ::BakedArch` rows): `LAUNCH.for_function(&f)` (the row of the code `occ::cuda` loaded), `LAUNCH.for_device(major, minor)`, `LAUNCH.on("sm_90")`; each row makes a `LaunchConfig` (`for_elements(n)`, `for_2d(w, h)`, `config(grid)`) |
 //! | `const fn grid_for(n: u32) -> u32` | blocks of `BLOCK_SIZE` threads that cover `n` elements |
 //!
+//! Only the names the function's body uses are injected (its tokens are
+//! scanned, macro arguments included), so a site pays for what it reads; a
+//! body that calls a macro of its own, which may name them, gets them all.
+//!
 //! The rules that read the table (which row's code runs on a GPU: the
 //! newest cubin that runs there, else PTX for the driver's JIT) live once,
 //! in `occ::select`; the expansion is consts and one table.
@@ -87,7 +91,7 @@
 //! |---|---|
 //! | `kernel = "name"` | required: the extern "C" name, the demangled name without its parameter list (`"fluid::stencil1d<float, 3>"`), or a base name (`"stencil1d"`) when only one kernel has it; any of these prefixed with the kernel's source and a colon (`"kernels/a.cu:same"`) picks among kernels of one name in several files |
 //! | `arch = "sm_90"` | the site launches on this arch only: the plain consts and the table are for it alone |
-//! | `block = (16, 16)` | a fixed block shape (1 to 3 dimensions; its threads are the one block size tried), or `(32, _)` / `(8, 8, _)`: the last dimension left to the tuner, every block size a multiple of the fixed ones; a kernel's `.reqntid` must agree |
+//! | `block = (16, 16)` | a fixed block shape (1 to 3 dimensions; its threads are the one block size tried), or `(32, _)` / `(8, 8, _)`: the last dimension left to the tuner, every block size a multiple of the fixed ones; a kernel's `.reqntid` must agree; CUDA's limits hold (x and y at most 1024, z at most 64, 1024 threads in all), a free dimension included |
 //! | `dynamic_smem = BYTES` | the same dynamic shared memory at every block size (integer literals and `+ - * / <<` of them: `48 * 1024`) |
 //! | `dynamic_smem = "max"` | the most a block can take without lowering the chosen occupancy (`cudaOccAvailableDynamicSMemPerBlock`) |
 //! | `smem_per_thread = BYTES` | dynamic shared memory of `BYTES × block size` (`…VariableSMem`), plus `smem_fixed = BYTES` per block |

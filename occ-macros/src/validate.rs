@@ -401,7 +401,7 @@ fn tune_arch(
                 return Err(Failure::new(
                     max.span,
                     format!(
-                        "kernel `{}` requires blocks of exactly {required} threads (reqntid), more than max_block_size = {}; raise it or drop it",
+                        "kernel `{}` requires blocks of exactly {required} threads (.reqntid), more than max_block_size = {}; raise it or drop it",
                         kernel.base_name, max.value
                     ),
                     String::new(),
@@ -414,7 +414,7 @@ fn tune_arch(
                 return Err(Failure::new(
                     m.span,
                     format!(
-                        "kernel `{}` requires blocks of exactly {required} threads (reqntid), not a multiple of block_multiple = {}; drop block_multiple",
+                        "kernel `{}` requires blocks of exactly {required} threads (.reqntid), not a multiple of block_multiple = {}; drop block_multiple",
                         kernel.base_name, m.value
                     ),
                     String::new(),
@@ -624,8 +624,24 @@ fn apply_shape(
         request.max_block_size = Some(request.max_block_size.map_or(fixed, |m| m.min(fixed)));
         request.block_multiple = Some(fixed);
     } else {
+        if let Some(max) = &args.max_block_size {
+            if max.value < fixed {
+                return fail(
+                    max.span,
+                    format!(
+                        "block = {} has {fixed} threads before its free dimension, more than max_block_size = {}; drop one of them",
+                        written(sh.dims),
+                        max.value
+                    ),
+                );
+            }
+        }
         let multiple = request.block_multiple.unwrap_or(1);
         request.block_multiple = Some(lcm(multiple, fixed));
+        // The free dimension stays within CUDA's limit for it (z: 64).
+        let free = sh.dims.iter().position(Option::is_none).unwrap_or(0);
+        let cap = fixed.saturating_mul(crate::args::MAX_BLOCK_DIMS[free]);
+        request.max_block_size = Some(request.max_block_size.map_or(cap, |m| m.min(cap)));
     }
     Ok(())
 }

@@ -144,6 +144,7 @@ pub fn build_manifest<'a>(
                 })?;
             let arch_entry = KernelArch {
                 resources,
+                cliffs: None,
                 cmem: record
                     .cmem
                     .iter()
@@ -153,6 +154,7 @@ pub fn build_manifest<'a>(
                 cubin: format!("{}.cubin", job.name),
                 ptx: format!("{}.ptx", job.name),
                 cubin_hash: String::new(),
+                lines: None,
             };
             let key = (job.source.to_string(), record.name.clone());
             let kernel = kernels.entry(key).or_insert_with(|| {

@@ -19,6 +19,14 @@ pub const GATE_FILE: &str = "gate.json";
 /// thread before the gate fails (an occupancy drop fails regardless).
 pub const DEFAULT_REGISTER_THRESHOLD: u32 = 8;
 
+/// The default cliff margin: a change that leaves a kernel this many
+/// registers per thread (or fewer) from losing a resident block warns.
+pub const DEFAULT_CLIFF_MARGIN: u32 = crate::table::NEAR_CLIFF;
+
+fn default_cliff_margin() -> u32 {
+    DEFAULT_CLIFF_MARGIN
+}
+
 /// Register thresholds of the gate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Thresholds {
@@ -27,6 +35,11 @@ pub struct Thresholds {
     /// Per-kernel overrides, keyed by any name [`crate::manifest::Manifest::lookup`] accepts
     /// (symbol, base name, short name, Rust identifier).
     pub kernels: BTreeMap<String, u32>,
+    /// A change that leaves a kernel at most this many registers per
+    /// thread from its next occupancy cliff warns ([`Cause::NearCliff`]);
+    /// 0: never.
+    #[serde(default = "default_cliff_margin")]
+    pub cliff_margin: u32,
 }
 
 impl Default for Thresholds {
@@ -34,6 +47,7 @@ impl Default for Thresholds {
         Thresholds {
             registers: DEFAULT_REGISTER_THRESHOLD,
             kernels: BTreeMap::new(),
+            cliff_margin: DEFAULT_CLIFF_MARGIN,
         }
     }
 }
@@ -57,6 +71,14 @@ pub struct GateSettings {
     pub lock_file: PathBuf,
     /// The register thresholds.
     pub thresholds: Thresholds,
+    /// The crate root (absolute), where the `.cu` files the manifest
+    /// names are: for the source lines of `cargo occ check`'s annotations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crate_root: Option<PathBuf>,
+    /// Whether the build fails on spills (`Build::deny_spills`): spills
+    /// are then errors in annotations and SARIF, else warnings.
+    #[serde(default)]
+    pub deny_spills: bool,
 }
 
 impl GateSettings {
@@ -126,6 +148,9 @@ pub enum Cause {
     NewArch,
     /// Registers up within the threshold.
     RegistersWithinThreshold,
+    /// The change left the kernel within the cliff margin of losing a
+    /// resident block (it warns, it does not fail).
+    NearCliff,
     /// Static shared memory changed.
     StaticSmem,
     /// The best block size changed.
@@ -153,6 +178,7 @@ impl Cause {
             Cause::NewKernel => "new kernel",
             Cause::NewArch => "new arch",
             Cause::RegistersWithinThreshold => "registers up within the threshold",
+            Cause::NearCliff => "near an occupancy cliff",
             Cause::StaticSmem => "static smem changed",
             Cause::BestBlock => "best block changed",
             Cause::Moved => "moved to another file",
@@ -335,7 +361,7 @@ pub fn compare(lock: &Lock, candidate: &Lock, thresholds: &Thresholds) -> Diff {
                     continue;
                 };
                 let threshold = thresholds.for_kernel(after_k);
-                let judged = judge(arch, before, after, threshold);
+                let judged = judge(arch, before, after, threshold, thresholds.cliff_margin);
                 let (verdict, mut reasons, mut also) = match (judged, &moved_from) {
                     (Some(j), _) => j,
                     (None, Some(_)) => (Verdict::Changed, Vec::new(), Vec::new()),
@@ -455,6 +481,7 @@ fn judge(
     before: &Resources,
     after: &Resources,
     threshold: u32,
+    margin: u32,
 ) -> Option<(Verdict, Reasons, Vec<String>)> {
     let mut worse: Reasons = Vec::new();
     let mut better: Reasons = Vec::new();
@@ -522,11 +549,28 @@ fn judge(
             ),
         ));
     }
+    let near = near_cliff(arch, before, after, margin);
     let texts = |r: Reasons| r.into_iter().map(|(_, text)| text);
     if !worse.is_empty() {
         let mut also: Vec<String> = texts(better).map(|b| format!("{b} (better)")).collect();
         also.extend(texts(neutral));
+        also.extend(near);
         return Some((Verdict::Regression, worse, also));
+    }
+    if let Some(text) = near {
+        // Not worse yet: the verdict the other changes give, warned.
+        let verdict = if better.is_empty() {
+            Verdict::Changed
+        } else {
+            Verdict::Improvement
+        };
+        let (mut reasons, also) = if better.is_empty() {
+            (neutral, Vec::new())
+        } else {
+            (better, texts(neutral).collect())
+        };
+        reasons.push((Cause::NearCliff, text));
+        return Some((verdict, reasons, also));
     }
     if !better.is_empty() {
         return Some((Verdict::Improvement, better, texts(neutral).collect()));
@@ -538,6 +582,43 @@ fn judge(
         return Some((Verdict::Changed, neutral, Vec::new()));
     }
     None
+}
+
+/// `1 register from an occupancy cliff at block 256 (+1 costs a block: 6
+/// -> 5)` when the change (registers, shared memory or launch) left the
+/// kernel at most `margin` registers per thread from losing a resident
+/// block and it was further before (or had no cliff).
+fn near_cliff(arch: &str, before: &Resources, after: &Resources, margin: u32) -> Option<String> {
+    if margin == 0 {
+        return None;
+    }
+    let cliff = |r: &Resources| crate::cliff::at_judged(arch, r).ok().flatten();
+    let now = cliff(after)?;
+    let d = now.registers.down?;
+    let distance = d.at - now.registers.now;
+    if distance > margin {
+        return None;
+    }
+    let was_near = cliff(before).is_some_and(|c| c.registers.within(margin));
+    let same = before.registers == after.registers
+        && before.static_smem == after.static_smem
+        && before.judged().block_size == after.judged().block_size;
+    if was_near || same {
+        return None;
+    }
+    Some(format!(
+        "{distance} register{} from an occupancy cliff at block {} (+{distance} costs {}: {} -> {} \
+         blocks per SM)",
+        if distance == 1 { "" } else { "s" },
+        now.block_size,
+        if now.active_blocks - d.blocks == 1 {
+            "a block".to_string()
+        } else {
+            format!("{} blocks", now.active_blocks - d.blocks)
+        },
+        now.active_blocks,
+        d.blocks
+    ))
 }
 
 /// Findings that share a verdict and the causes that decided it (for a new
@@ -1175,5 +1256,54 @@ pub(crate) mod tests {
             groups(&d, &Verdict::ALL)[1].names(2),
             "k_0000, k_0001 and 28 more"
         );
+    }
+
+    #[test]
+    fn moving_within_the_cliff_margin_warns_and_only_then() {
+        // sm_80, 256 threads: 32 registers keep 8 blocks, 33 give 6.
+        let far = lock(&[("k", arch(24, 64, 0))]);
+        let near = lock(&[("k", arch(32, 64, 0))]);
+        let d = compare(&far, &near, &Thresholds::default());
+        let f = &d.findings[0];
+        assert_eq!(f.verdict, Verdict::Changed, "{f:?}");
+        assert_eq!(
+            f.causes,
+            [Cause::RegistersWithinThreshold, Cause::NearCliff],
+            "{f:?}"
+        );
+        assert!(
+            f.reasons[1].starts_with(
+                "1 register from an occupancy cliff at block 256 (+1 costs 2 blocks: 8 -> 6"
+            ),
+            "{}",
+            f.reasons[1]
+        );
+        // The margin is the setting: 0 turns it off.
+        let off = Thresholds {
+            cliff_margin: 0,
+            ..Thresholds::default()
+        };
+        assert!(!compare(&far, &near, &off).findings[0]
+            .causes
+            .contains(&Cause::NearCliff));
+        // Already near before: nothing new to say.
+        let nearer = lock(&[("k", arch(31, 64, 0))]);
+        let d = compare(&nearer, &near, &Thresholds::default());
+        assert!(!d.findings[0].causes.contains(&Cause::NearCliff), "{d:?}");
+        // A regression names it among the other changes.
+        let spilling = lock(&[("k", arch(32, 64, 4))]);
+        let d = compare(&far, &spilling, &Thresholds::default());
+        assert_eq!(d.findings[0].verdict, Verdict::Regression);
+        assert!(
+            d.findings[0]
+                .also
+                .iter()
+                .any(|a| a.contains("occupancy cliff")),
+            "{d:?}"
+        );
+        // gate.json of an older occ has no margin: the default.
+        let old: Thresholds =
+            serde_json::from_str(r#"{"registers": 8, "kernels": {}}"#).expect("old thresholds");
+        assert_eq!(old.cliff_margin, DEFAULT_CLIFF_MARGIN);
     }
 }

@@ -5,7 +5,8 @@
 //! exactly as NVIDIA's `cuda_occupancy.h` computes it ([`occupancy`]), the
 //! block-size tuner ([`tune`]), declared launches ([`launch`]), the readers of ptxas's `-v` log ([`ptxas`])
 //! and of PTX directives ([`ptx`]), kernel names ([`names`]), the
-//! manifest and lock schemas ([`manifest`], [`lock`]), how a build compares
+//! manifest and lock schemas ([`manifest`], [`lock`]), where spills and
+//! register pressure are in the source ([`lines`], from nvdisasm's text), how a build compares
 //! with its lock ([`compare`]), what a register-cap sweep tries ([`sweep`]),
 //! and the step from nvcc's output text to a manifest ([`analyze`]).
 //!
@@ -26,11 +27,15 @@
 
 pub mod analyze;
 pub mod arch;
+pub mod ci;
+pub mod cliff;
 pub mod compare;
 pub mod error;
 pub mod launch;
+pub mod lines;
 pub mod lock;
 pub mod manifest;
+pub mod markdown;
 pub mod measured;
 pub mod names;
 pub mod occupancy;

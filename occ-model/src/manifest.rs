@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+pub use crate::lines::{PressurePoint, SourceLines, SpillSite};
+
 /// The schema version this occ writes and reads.
 pub const SCHEMA_VERSION: u32 = 2;
 
@@ -231,6 +233,12 @@ pub struct KernelArch {
     /// Resources and best launch.
     #[serde(flatten)]
     pub resources: Resources,
+    /// Where occupancy steps at the launch the kernel is judged at
+    /// ([`Resources::judged`]): the registers and shared memory that cost
+    /// a block, and what to drop to gain one; absent in manifests of older
+    /// occs and for a kernel that cannot launch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cliffs: Option<crate::cliff::Cliffs>,
     /// Constant memory per bank, bytes (absent on sm_90+ where ptxas omits it).
     pub cmem: BTreeMap<String, u64>,
     /// ptxas warnings about this kernel, verbatim.
@@ -245,6 +253,11 @@ pub struct KernelArch {
     /// measurement is checked against; empty in a build from the lock.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cubin_hash: String,
+    /// Where it spills and where its register pressure peaks, by source
+    /// line (from nvdisasm); absent without nvdisasm, in a build from the
+    /// lock, and never in the lock (lines move with every edit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines: Option<SourceLines>,
 }
 
 impl std::ops::Deref for KernelArch {
@@ -266,11 +279,13 @@ impl KernelArch {
     pub fn from_resources(resources: Resources) -> Self {
         KernelArch {
             resources,
+            cliffs: None,
             cmem: BTreeMap::new(),
             warnings: Vec::new(),
             cubin: String::new(),
             ptx: String::new(),
             cubin_hash: String::new(),
+            lines: None,
         }
     }
 
@@ -481,6 +496,20 @@ impl Manifest {
         for kernel in &self.kernels {
             for (arch, k) in &kernel.archs {
                 validate_resources(&kernel.name, arch, k)?;
+                let steps = k.cliffs.iter().flat_map(|c| {
+                    [c.registers, c.shared_memory]
+                        .into_iter()
+                        .flat_map(|cliff| cliff.down.into_iter().chain(cliff.up))
+                });
+                for step in steps {
+                    if !(0.0..=1.0).contains(&step.occupancy) {
+                        return Err(format!(
+                            "kernel {:?} on {arch} records a cliff at occupancy {:?}, which is not a \
+                             fraction between 0 and 1 (the file is damaged)",
+                            kernel.name, step.occupancy
+                        ));
+                    }
+                }
                 for (field, file) in [("cubin", &k.cubin), ("ptx", &k.ptx)] {
                     let allowed = match self.origin {
                         Origin::Nvcc => is_plain_file_name(file),

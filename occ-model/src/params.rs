@@ -148,6 +148,15 @@ fn pointee(ty: &str) -> Option<&str> {
     t.strip_suffix('*').map(str::trim_end)
 }
 
+/// The pointee of a pointer type without its qualifiers (`__half` for
+/// `__half const* restrict`), the key that tells two pointer parameters of
+/// one element type; empty when `ty` is no pointer or not known.
+pub fn pointee_key(ty: &str) -> String {
+    pointee(ty.trim())
+        .map(|p| strip_cv(p).1)
+        .unwrap_or_default()
+}
+
 /// Whether `ty` is `const`, and `ty` without `const`/`volatile`, words
 /// single-spaced.
 fn strip_cv(ty: &str) -> (bool, String) {
@@ -523,10 +532,12 @@ pub fn kernel_params(
     let types = if symbol.starts_with("_Z") {
         c_param_types(symbol)
     } else {
-        // The stubs of this name and arity; used only when they agree.
+        // The stubs of this name and arity; used only when they agree. A
+        // function with C linkage is no template: the stub of a template
+        // instantiation of the same name (`relu<double>`) is another kernel's.
         let mut found = sigs.stubs.iter().filter_map(|stub| {
             let n = names::kernel_name(stub);
-            (n.short == short_name || n.base == symbol)
+            (!n.base.ends_with('>') && (n.short == short_name || n.base == symbol))
                 .then(|| c_param_types(stub))
                 .flatten()
                 .filter(|t| t.len() == ptx.len())
@@ -652,6 +663,15 @@ __attribute__((global)) void anon(int, const MyType, unsigned int);
     }
 
     #[test]
+    fn pointee_keys() {
+        assert_eq!(pointee_key("__half const* restrict"), "__half");
+        assert_eq!(pointee_key("__half*"), "__half");
+        assert_eq!(pointee_key("float4 const*"), "float4");
+        assert_eq!(pointee_key("int"), "");
+        assert_eq!(pointee_key(""), "");
+    }
+
+    #[test]
     fn joined() {
         let ptx = parse_ptx_params(".param .f32 a, .param .u64 b, .param .u32 c");
         let sigs = Signatures {
@@ -674,6 +694,16 @@ __attribute__((global)) void anon(int, const MyType, unsigned int);
         assert!(got
             .iter()
             .all(|p| p.name.is_empty() && !p.c_type.is_empty()));
+        // A template of the same name beside the extern "C" kernel: its
+        // stub is not the kernel's, and does not make the types ambiguous.
+        let mut beside = sigs.clone();
+        beside.stubs.push("_Z5saxpyIdEvdPKdi".into());
+        let got = kernel_params("saxpy", "saxpy", &ptx, &beside);
+        assert_eq!(got[1].describe(), "float const* x");
+        // Two non-template stubs of that name and arity that disagree: no types.
+        beside.stubs.push("_ZN2ns5saxpyEdPKdi".into());
+        let got = kernel_params("saxpy", "saxpy", &ptx, &beside);
+        assert!(got.iter().all(|p| p.c_type.is_empty()));
         // No stub: the PTX alone.
         let got = kernel_params("saxpy", "saxpy", &ptx, &Signatures::default());
         assert_eq!(got[0].describe(), ".f32 (4 B)");

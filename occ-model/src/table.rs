@@ -85,7 +85,39 @@ pub struct Row {
     pub best_block: u32,
     /// Dynamic shared memory a block can still take there, bytes.
     pub headroom: u32,
+    /// Where occupancy steps at the launch: the registers and shared
+    /// memory that cost a block and what gains one (absent when the
+    /// manifest has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cliffs: Option<crate::cliff::Cliffs>,
 }
+
+impl Row {
+    /// The `cliff` column: registers per thread until the next block is
+    /// lost (`+2` when 2 more registers cost a block), `-` without a cliff.
+    pub fn cliff(&self) -> String {
+        self.cliffs
+            .as_ref()
+            .and_then(|c| {
+                c.registers
+                    .down
+                    .map(|d| format!("+{}", d.at - c.registers.now))
+            })
+            .unwrap_or_else(|| "-".into())
+    }
+
+    /// The cliffs in words (`registers 40: +1 costs a block (6 -> 5, …); …`).
+    pub fn describe_cliffs(&self) -> Option<String> {
+        let c = self.cliffs.as_ref()?;
+        let a = crate::arch::lookup(&self.arch).ok()?;
+        Some(c.describe(a))
+    }
+}
+
+/// How close to a register cliff a kernel must be for the reports to name
+/// it (and the default of the gate's warning): 2 more registers per
+/// thread, or fewer, cost a block.
+pub const NEAR_CLIFF: u32 = 2;
 
 /// The report rows, in manifest order (kernels by symbol, archs sorted).
 pub fn rows(m: &Manifest) -> Vec<Row> {
@@ -109,14 +141,15 @@ pub fn rows(m: &Manifest) -> Vec<Row> {
                     .and_then(|l| l.describe()),
                 best_block: a.best.block_size,
                 headroom: a.best.dynamic_smem_headroom,
+                cliffs: a.cliffs.clone(),
             });
         }
     }
     out
 }
 
-/// The column names of [`table`].
-pub const HEADER: [&str; 10] = [
+/// The column names of [`table`]. `cliff` is [`Row::cliff`].
+pub const HEADER: [&str; 11] = [
     "kernel",
     "arch",
     "registers",
@@ -125,12 +158,13 @@ pub const HEADER: [&str; 10] = [
     "launch",
     "occupancy",
     "limiter",
+    "cliff",
     "best block",
     "headroom",
 ];
 
 /// The cells of one [`Row`], formatted as [`table`] prints them.
-pub fn cells(r: &Row) -> [String; 10] {
+pub fn cells(r: &Row) -> [String; 11] {
     [
         r.kernel.clone(),
         r.arch.clone(),
@@ -140,6 +174,7 @@ pub fn cells(r: &Row) -> [String; 10] {
         r.launch.clone(),
         percent(r.occupancy),
         r.limiters.join(" + "),
+        r.cliff(),
         r.best_block.to_string(),
         r.headroom.to_string(),
     ]
@@ -147,11 +182,58 @@ pub fn cells(r: &Row) -> [String; 10] {
 
 /// The terminal table: one line per kernel × arch (occupancy at the
 /// declared launch, or at the best block size where the launch column
-/// says `best`), then one line per kernel × arch whose declared launch
-/// could reach the next occupancy step, saying how.
+/// says `best`; `cliff`: registers until a block is lost), then one line
+/// per kernel × arch whose declared launch could reach the next occupancy
+/// step, saying how, and one per kernel × arch at most [`NEAR_CLIFF`]
+/// registers from a cliff, with both steps.
 pub fn table(m: &Manifest) -> String {
+    let mut out = table_without_cliffs(m);
+    out.push_str(&cliff_lines(m, Some(NEAR_CLIFF)));
+    out
+}
+
+/// The cliffs of every kernel × arch (`margin` `None`), or of those at
+/// most `margin` registers from one, one line each under a title; empty
+/// when there are none.
+pub fn cliff_lines(m: &Manifest, margin: Option<u32>) -> String {
+    let lines: Vec<String> = rows(m)
+        .iter()
+        .filter(|r| margin.is_none_or(|n| r.cliffs.as_ref().is_some_and(|c| c.registers.within(n))))
+        .filter_map(|r| {
+            let at = if r.launch == "best" {
+                format!("{} (best)", r.best_block)
+            } else {
+                r.launch.clone()
+            };
+            Some(format!(
+                "  {} on {} at block {at}: {}\n",
+                r.kernel,
+                r.arch,
+                r.describe_cliffs()?
+            ))
+        })
+        .collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let title = match margin {
+        Some(n) => format!(
+            "\nwithin {n} register{} of an occupancy cliff:\n",
+            if n == 1 { "" } else { "s" }
+        ),
+        None => {
+            "\noccupancy cliffs at the launch (registers per thread, shared memory per block):\n"
+                .to_string()
+        }
+    };
+    format!("{title}{}", lines.concat())
+}
+
+/// [`table`] without the lines near a cliff (the build's report follows
+/// it with every kernel × arch's cliffs).
+pub fn table_without_cliffs(m: &Manifest) -> String {
     let rows = rows(m);
-    let mut all: Vec<[String; 10]> = vec![HEADER.map(str::to_string)];
+    let mut all: Vec<[String; 11]> = vec![HEADER.map(str::to_string)];
     all.extend(rows.iter().map(cells));
     let mut out = align(&all);
     let lifts: Vec<String> = rows

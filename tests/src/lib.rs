@@ -393,11 +393,15 @@ pub fn output_with_stdin(cmd: &mut Command, stdin: Option<&str>) -> Output {
 }
 
 /// `cargo occ` as cargo runs the subcommand (`cargo-occ occ <args>`): `bin`
-/// is the test's `env!("CARGO_BIN_EXE_cargo-occ")`, `CI` is unset, and `env`
+/// is the test's `env!("CARGO_BIN_EXE_cargo-occ")`, `CI` and `GITHUB_ACTIONS` are unset, and `env`
 /// is set on top.
 pub fn cargo_occ(bin: &str, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut cmd = Command::new(bin);
-    cmd.arg("occ").args(args).current_dir(dir).env_remove("CI");
+    cmd.arg("occ")
+        .args(args)
+        .current_dir(dir)
+        .env_remove("CI")
+        .env_remove("GITHUB_ACTIONS");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -491,6 +495,7 @@ pub fn build_env(extra: &[(&str, Option<&str>)]) -> occ_build::env::Env {
         "OCC_NO_NVCC",
         "DOCS_RS",
         "CI",
+        "GITHUB_ACTIONS",
         "OCC_CUDA_DIR",
         "XDG_CACHE_HOME",
         "HOME",

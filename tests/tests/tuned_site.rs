@@ -24,17 +24,17 @@ use occ::launch_config;
 
 #[launch_config(kernel = "wide", tuned = true, bucket = "n=1M")]
 fn tuned() {
-    println!("tuned {BLOCK_SIZE} {MEASURED} {}", LAUNCH.archs[0].threads());
+    println!("tuned {} {} {}", BLOCK_SIZE, MEASURED, LAUNCH.archs[0].threads());
 }
 
 #[launch_config(kernel = "wide", tuned = true)]
 fn other_bucket() {
-    println!("default-bucket {BLOCK_SIZE} {MEASURED}");
+    println!("default-bucket {} {}", BLOCK_SIZE, MEASURED);
 }
 
 #[launch_config(kernel = "wide")]
 fn modelled() {
-    println!("modelled {BLOCK_SIZE} {MEASURED}");
+    println!("modelled {} {}", BLOCK_SIZE, MEASURED);
 }
 
 fn main() {

@@ -18,6 +18,23 @@ fn free_x() -> (u32, u32, u32) {
     BLOCK
 }
 
+// CUDA's limits on every GPU: z at most 64, a block at most 1024 threads.
+#[launch_config(kernel = "axpy", block = (1, 1, 128))]
+fn deep() -> (u32, u32, u32) {
+    BLOCK
+}
+
+#[launch_config(kernel = "axpy", block = (64, 32))]
+fn huge() -> (u32, u32, u32) {
+    BLOCK
+}
+
+// A free dimension after more fixed threads than the cap.
+#[launch_config(kernel = "axpy", block = (64, _), max_block_size = 32)]
+fn capped_free() -> (u32, u32, u32) {
+    BLOCK
+}
+
 fn main() {
-    let _ = (too_big(), capped(), free_x());
+    let _ = (too_big(), capped(), free_x(), deep(), huge(), capped_free());
 }

@@ -21,6 +21,12 @@ fn bounded() -> (u32, u32, u32) {
     BLOCK
 }
 
+// A free z stays within CUDA's 64.
+#[launch_config(kernel = "axpy", block = (1, 1, _))]
+fn column() -> (u32, u32, u32) {
+    BLOCK
+}
+
 fn main() {
     for arch in ["sm_80", "sm_90"] {
         let want = expect::best(
@@ -56,4 +62,12 @@ fn main() {
     assert_eq!((x, y), (8, 4));
     assert_eq!(x * y * z, want.block_size);
     assert!(want.block_size <= 128);
+
+    let want = expect::best(
+        "axpy",
+        "sm_80",
+        TuneRequest { max_block_size: Some(64), block_multiple: Some(1), ..TuneRequest::default() },
+    );
+    assert_eq!(column(), (1, 1, want.block_size));
+    assert!(want.block_size <= 64);
 }

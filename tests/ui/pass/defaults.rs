@@ -15,6 +15,19 @@ fn table() -> (&'static str, &'static str, u32, f32, (u32, u32, u32), occ::Baked
     (KERNEL_NAME, ARCH, BLOCKS_PER_SM, OCCUPANCY, BLOCK, LAUNCH)
 }
 
+// The expansion injects the names the body uses; a body that reaches them
+// through a macro of its own gets every name.
+macro_rules! block_of_the_site {
+    () => {
+        (BLOCK_SIZE, OCCUPANCY)
+    };
+}
+
+#[launch_config(kernel = "axpy")]
+fn through_a_macro() -> (u32, f32) {
+    block_of_the_site!()
+}
+
 fn main() {
     let m = expect::manifest();
     assert_eq!(m.archs, ["sm_80", "sm_90"]);
@@ -28,6 +41,7 @@ fn main() {
     assert_eq!(expect::kernel_arch("axpy", "sm_80").best.block_size, block);
 
     let (name, arch, blocks, occupancy, shape, baked) = table();
+    assert_eq!(through_a_macro(), (sm80.block_size, occupancy));
     assert_eq!(shape, (sm80.block_size, 1, 1));
     assert_eq!(baked.kernel, "axpy");
     let rows = expect::rows(&baked);

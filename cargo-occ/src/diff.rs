@@ -1,0 +1,130 @@
+//! `cargo occ diff OLD NEW`: two builds compared as the gate compares a
+//! build with its lock ([`occ_build::compare`]), each side a lock
+//! (`occ.lock`, a build's `occ.lock.new`), a build's `manifest.json`, or a
+//! build's `$OUT_DIR/occ` folder (its manifest). OLD is the baseline.
+
+use anyhow::{anyhow, Context};
+use occ_build::compare::{self, Thresholds, Verdict};
+use occ_build::lock::Lock;
+use occ_build::manifest::{self, Manifest};
+use std::path::{Path, PathBuf};
+
+/// Output formats of `cargo occ diff`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// The before/after table, one header and one table per cause.
+    Table,
+    /// Markdown for a pull-request comment: one line per kind, the tables collapsed.
+    Markdown,
+    /// Every finding as JSON (`findings`, `dropped_archs`).
+    Json,
+}
+
+/// Arguments of `cargo occ diff`.
+#[derive(Debug, Clone, clap::Args)]
+#[command(
+    after_help = "OLD and NEW: an occ.lock, a build's occ.lock.new or manifest.json, or a build's $OUT_DIR/occ folder.\n\nExit status:\n  0  NEW has no regression against OLD\n  1  NEW regressed: occupancy down, new or more spills, registers up past the threshold, a kernel gone\n  2  usage or input error: a file that cannot be read or is neither a lock nor a manifest"
+)]
+pub struct DiffArgs {
+    /// The baseline: a lock, a manifest or a build's occ folder.
+    pub old: PathBuf,
+    /// The build to judge: a lock, a manifest or a build's occ folder.
+    pub new: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Registers per thread a kernel may grow by before it is a regression.
+    #[arg(long, value_name = "N", default_value_t = compare::DEFAULT_REGISTER_THRESHOLD)]
+    pub register_threshold: u32,
+    /// Warn when NEW leaves a kernel N or fewer registers from an occupancy cliff (0: never).
+    #[arg(long, value_name = "N", default_value_t = compare::DEFAULT_CLIFF_MARGIN)]
+    pub cliff_margin: u32,
+}
+
+/// Prints the comparison; returns the exit status.
+pub fn run(args: DiffArgs) -> anyhow::Result<i32> {
+    let sides = read(&args.old).and_then(|old| Ok((old, read(&args.new)?)));
+    let (old, new) = match sides {
+        Ok(sides) => sides,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return Ok(2);
+        }
+    };
+    let thresholds = Thresholds {
+        registers: args.register_threshold,
+        cliff_margin: args.cliff_margin,
+        ..Thresholds::default()
+    };
+    let diff = compare::compare(&old, &new, &thresholds);
+    let old_name = args.old.display().to_string();
+    match args.format {
+        Format::Table if diff.findings.is_empty() && diff.dropped_archs.is_empty() => println!(
+            "no difference: {} kernels, the same numbers in {} and {}",
+            new.kernels.len(),
+            old_name,
+            args.new.display()
+        ),
+        Format::Table => {
+            print!("{}", compare::render_diff(&diff, &Verdict::ALL));
+            if !diff.dropped_archs.is_empty() {
+                println!(
+                    "archs in {old_name} only: {}",
+                    diff.dropped_archs.join(", ")
+                );
+            }
+        }
+        Format::Markdown => {
+            let mut md = format!(
+                "### CUDA occupancy: `{}` against `{}`\n",
+                args.new.display(),
+                old_name
+            );
+            if diff.findings.is_empty() {
+                md.push_str("\nno difference\n");
+            } else {
+                md.push_str(&occ_build::markdown::changes(
+                    &old_name,
+                    &diff,
+                    occ_build::markdown::MARKDOWN_BUDGET,
+                ));
+            }
+            print!("{md}");
+        }
+        Format::Json => print!("{}", manifest::to_json_pretty(&diff)),
+    }
+    Ok(if diff.has_regressions() { 1 } else { 0 })
+}
+
+/// One side as a lock: a lock file as it is, a manifest (or a build
+/// folder's) as the lock it would bless.
+fn read(path: &Path) -> anyhow::Result<Lock> {
+    let file = if path.is_dir() {
+        let manifest = path.join(manifest::FILE_NAME);
+        if !manifest.is_file() {
+            return Err(anyhow!(
+                "{} holds no {}; give a build's $OUT_DIR/occ folder, a manifest.json or a lock",
+                path.display(),
+                manifest::FILE_NAME
+            ));
+        }
+        manifest
+    } else {
+        path.to_path_buf()
+    };
+    let text = std::fs::read_to_string(&file)
+        .with_context(|| format!("cannot read {}", file.display()))?;
+    let value: serde_json::Value = serde_json::from_str(text.trim_start_matches('\u{feff}'))
+        .map_err(|e| {
+            anyhow!(
+                "{} is not JSON ({e}); give an occ.lock or a manifest.json",
+                file.display()
+            )
+        })?;
+    if value.get("origin").is_some() {
+        let m = Manifest::from_json(&text, &file)?;
+        Ok(Lock::from_manifest(&m))
+    } else {
+        Ok(Lock::from_text(&text, &file)?)
+    }
+}

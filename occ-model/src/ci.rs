@@ -1,0 +1,535 @@
+//! What a CI run shows a reviewer, located at source lines: each spill,
+//! regression and near-cliff warning as an [`Alert`], written as GitHub
+//! Actions workflow commands ([`workflow_command`]) or as a SARIF 2.1.0
+//! log for code scanning ([`sarif`]). Pure: the shell reads the `.cu`
+//! files and hands over their text ([`definition_line`]) and maps each
+//! source to the path the CI system knows.
+//!
+//! An alert's line is, in order: the spill site the manifest records
+//! (`KernelArch::lines`, from `nvdisasm -g`), the point of peak register
+//! pressure, else the line of the kernel's `__global__` definition in its
+//! `.cu` file, else line 1 of that file ([`Located::Definition`],
+//! [`Located::File`] say which).
+//!
+//! Rule ids ([`Rule::id`]): `occ/spill`, `occ/regression`,
+//! `occ/near-cliff`.
+
+use crate::compare::{Cause, Diff, Verdict};
+use crate::manifest::{Kernel, Manifest};
+use serde_json::{json, Value};
+
+/// What an alert reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Rule {
+    /// A kernel spills registers to local memory.
+    Spill,
+    /// A kernel is worse than the committed lock (the gate fails).
+    Regression,
+    /// A change left a kernel within the cliff margin of losing a block.
+    NearCliff,
+}
+
+impl Rule {
+    /// Every rule, in the order of [`sarif`]'s `rules`.
+    pub const ALL: [Rule; 3] = [Rule::Spill, Rule::Regression, Rule::NearCliff];
+
+    /// The SARIF rule id.
+    pub fn id(self) -> &'static str {
+        match self {
+            Rule::Spill => "occ/spill",
+            Rule::Regression => "occ/regression",
+            Rule::NearCliff => "occ/near-cliff",
+        }
+    }
+
+    /// The rule's name (SARIF `name`, PascalCase by convention).
+    fn name(self) -> &'static str {
+        match self {
+            Rule::Spill => "RegisterSpill",
+            Rule::Regression => "OccupancyRegression",
+            Rule::NearCliff => "NearOccupancyCliff",
+        }
+    }
+
+    /// One sentence on the rule.
+    pub fn description(self) -> &'static str {
+        match self {
+            Rule::Spill => {
+                "The kernel spills registers to local memory on this arch (ptxas's spill stores and loads)."
+            }
+            Rule::Regression => {
+                "The kernel is worse than the committed occ.lock: lower occupancy, new or more spills, registers up past the threshold, or gone."
+            }
+            Rule::NearCliff => {
+                "A change left the kernel within the cliff margin of an occupancy cliff: a few more registers per thread cost a resident block."
+            }
+        }
+    }
+}
+
+/// How sure the line of an alert is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Located {
+    /// A line the manifest records (a spill site or the peak pressure).
+    Recorded,
+    /// The line of the kernel's `__global__` definition.
+    Definition,
+    /// Line 1 of the kernel's file: its definition was not found.
+    File,
+}
+
+/// The severity of an alert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Fails the gate (a regression, or a spill the build denies).
+    Error,
+    /// Worth a look.
+    Warning,
+}
+
+impl Located {
+    /// The SARIF property value: `recorded`, `definition` or `file`.
+    pub fn word(self) -> &'static str {
+        match self {
+            Located::Recorded => "recorded",
+            Located::Definition => "definition",
+            Located::File => "file",
+        }
+    }
+}
+
+impl Level {
+    fn word(self) -> &'static str {
+        match self {
+            Level::Error => "error",
+            Level::Warning => "warning",
+        }
+    }
+}
+
+/// One result, located at a source line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Alert {
+    /// The rule.
+    pub rule: Rule,
+    /// Its severity.
+    pub level: Level,
+    /// The kernel's base name.
+    pub kernel: String,
+    /// The arch.
+    pub arch: String,
+    /// The file, relative to the crate (as the manifest names it).
+    pub file: String,
+    /// The line, 1-based.
+    pub line: u32,
+    /// How the line was found.
+    pub located: Located,
+    /// One line for a person.
+    pub message: String,
+}
+
+/// The line of the `__global__` definition of the kernel named `name` (its
+/// short name) in `source`, 1-based; comments, string literals and
+/// `__launch_bounds__(...)` between `__global__` and the name are skipped,
+/// the name may be on a later line. `None` when there is none.
+pub fn definition_line(source: &str, name: &str) -> Option<u32> {
+    let tokens = tokens(source);
+    for (i, (tok, _)) in tokens.iter().enumerate() {
+        if tok != "__global__" {
+            continue;
+        }
+        // The declarator: up to the body or the end of the declaration.
+        for w in tokens[i + 1..].windows(2) {
+            let ((a, line), (b, _)) = (&w[0], &w[1]);
+            if a == "{" || a == ";" {
+                break;
+            }
+            if a == name && b == "(" {
+                return Some(*line);
+            }
+        }
+    }
+    None
+}
+
+/// Identifiers and single punctuation characters with their lines, without
+/// comments, string and character literals or preprocessor lines.
+fn tokens(source: &str) -> Vec<(String, u32)> {
+    let mut out = Vec::new();
+    let chars: Vec<char> = source.chars().collect();
+    let (mut i, mut line, mut at_line_start) = (0usize, 1u32, true);
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        if c == '\n' {
+            line += 1;
+            at_line_start = true;
+            i += 1;
+            continue;
+        }
+        if c.is_whitespace() {
+            i += 1;
+            continue;
+        }
+        if at_line_start && c == '#' {
+            // A preprocessor line, with its continuations.
+            while i < chars.len() && chars[i] != '\n' {
+                if chars[i] == '\\' && chars.get(i + 1) == Some(&'\n') {
+                    line += 1;
+                    i += 1;
+                }
+                i += 1;
+            }
+            continue;
+        }
+        at_line_start = false;
+        if c == '/' && next == Some('/') {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            i += 2;
+            while i < chars.len() && !(chars[i] == '*' && chars.get(i + 1) == Some(&'/')) {
+                if chars[i] == '\n' {
+                    line += 1;
+                }
+                i += 1;
+            }
+            i += 2;
+        } else if c == '"' || c == '\'' {
+            i += 1;
+            while i < chars.len() && chars[i] != c && chars[i] != '\n' {
+                if chars[i] == '\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+        } else if c.is_alphanumeric() || c == '_' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+            out.push((chars[start..i].iter().collect(), line));
+        } else {
+            out.push((c.to_string(), line));
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The alerts of a build: one per spill (per spill site when the manifest
+/// records them, else per kernel × arch), one per regression and one per
+/// near-cliff warning of `diff`. `source_text` gives a `.cu` file's text
+/// (relative to the crate) when it can be read, for the definition line.
+/// Spills are errors when `deny_spills`, else warnings.
+pub fn alerts(
+    m: &Manifest,
+    diff: Option<&Diff>,
+    deny_spills: bool,
+    source_text: &dyn Fn(&str) -> Option<String>,
+) -> Vec<Alert> {
+    let mut definitions: std::collections::BTreeMap<(String, String), (u32, Located)> =
+        Default::default();
+    let mut at_definition = |source: &str, short_name: &str| -> (u32, Located) {
+        *definitions
+            .entry((source.to_string(), short_name.to_string()))
+            .or_insert_with(|| {
+                match source_text(source).and_then(|t| definition_line(&t, short_name)) {
+                    Some(line) => (line, Located::Definition),
+                    None => (1, Located::File),
+                }
+            })
+    };
+    let mut out = Vec::new();
+    let spill_level = if deny_spills {
+        Level::Error
+    } else {
+        Level::Warning
+    };
+    for k in &m.kernels {
+        for (arch, a) in k.archs.iter().filter(|(_, a)| a.spills()) {
+            let head = format!(
+                "{} spills {} B on {arch} ({} B stores, {} B loads)",
+                k.base_name,
+                a.spill_bytes(),
+                a.spill_stores,
+                a.spill_loads
+            );
+            let sites = a.lines.as_ref().map(|l| l.spills.as_slice()).unwrap_or(&[]);
+            if sites.is_empty() {
+                let (line, located) = at_definition(&k.source, &k.short_name);
+                out.push(Alert {
+                    rule: Rule::Spill,
+                    level: spill_level,
+                    kernel: k.base_name.clone(),
+                    arch: arch.clone(),
+                    file: k.source.clone(),
+                    line,
+                    located,
+                    message: format!("{head}; `cargo occ explain {}` says why", k.short_name),
+                });
+            }
+            for site in sites {
+                let in_loop = site
+                    .loop_line
+                    .map(|l| format!(" (loop at :{l})"))
+                    .unwrap_or_default();
+                out.push(Alert {
+                    rule: Rule::Spill,
+                    level: spill_level,
+                    kernel: k.base_name.clone(),
+                    arch: arch.clone(),
+                    file: site.file.clone(),
+                    line: site.line.max(1),
+                    located: Located::Recorded,
+                    message: format!(
+                        "{head}: {} B stored and {} B loaded at this line{in_loop}",
+                        site.stores, site.loads
+                    ),
+                });
+            }
+        }
+    }
+    for f in diff.into_iter().flat_map(|d| &d.findings) {
+        let near = f.causes.contains(&Cause::NearCliff);
+        let rule = match f.verdict {
+            Verdict::Regression => Rule::Regression,
+            _ if near => Rule::NearCliff,
+            _ => continue,
+        };
+        let kernel = m
+            .kernels
+            .iter()
+            .find(|k| k.base_name == f.kernel && k.source == f.source);
+        let (file, line, located) = match kernel.and_then(|k| recorded_line(k, &f.arch)) {
+            Some((file, line)) => (file, line, Located::Recorded),
+            None => {
+                let short = kernel.map_or(f.kernel.as_str(), |k| k.short_name.as_str());
+                let (line, located) = at_definition(&f.source, short);
+                (f.source.clone(), line, located)
+            }
+        };
+        let mut message = format!("{} on {}: {}", f.kernel, f.arch, f.reasons.join(", "));
+        if !f.also.is_empty() {
+            message.push_str(&format!("; also {}", f.also.join(", ")));
+        }
+        out.push(Alert {
+            rule,
+            level: if rule == Rule::Regression {
+                Level::Error
+            } else {
+                Level::Warning
+            },
+            kernel: f.kernel.clone(),
+            arch: f.arch.clone(),
+            file,
+            line,
+            located,
+            message,
+        });
+    }
+    for a in out.iter_mut().filter(|a| a.located == Located::File) {
+        a.message
+            .push_str(" (at line 1: the kernel's __global__ definition was not found in the file)");
+    }
+    out
+}
+
+/// The line the manifest records for a kernel on an arch: its peak
+/// register pressure, else its first spill site.
+fn recorded_line(k: &Kernel, arch: &str) -> Option<(String, u32)> {
+    let lines = k.archs.get(arch)?.lines.as_ref()?;
+    if let Some(p) = &lines.peak_pressure {
+        return Some((p.file.clone(), p.line.max(1)));
+    }
+    lines
+        .spills
+        .first()
+        .map(|s| (s.file.clone(), s.line.max(1)))
+}
+
+/// Escapes a workflow command's message (`%`, CR, LF).
+fn escape_data(s: &str) -> String {
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+/// Escapes a workflow command's property value (also `:` and `,`).
+fn escape_property(s: &str) -> String {
+    escape_data(s).replace(':', "%3A").replace(',', "%2C")
+}
+
+/// The GitHub Actions workflow command of an alert:
+/// `::error file=kernels/q.cu,line=142,title=occ/spill::…`, with `path` the
+/// file as the repository names it (relative to its root).
+pub fn workflow_command(alert: &Alert, path: &str) -> String {
+    format!(
+        "::{} file={},line={},title={}::{}",
+        alert.level.word(),
+        escape_property(path),
+        alert.line,
+        escape_property(&format!("{} ({})", alert.rule.id(), alert.arch)),
+        escape_data(&alert.message)
+    )
+}
+
+/// The SARIF 2.1.0 log of `alerts`: one run of the tool `occ` (version
+/// `version`), its rules, one result per alert located at
+/// `path(alert.file)` (relative to the repository root, `%SRCROOT%`) and
+/// its line. Pretty JSON with a trailing newline.
+pub fn sarif(alerts: &[Alert], version: &str, path: &dyn Fn(&str) -> String) -> String {
+    let rules: Vec<Value> = Rule::ALL
+        .iter()
+        .map(|r| {
+            json!({
+                "id": r.id(),
+                "name": r.name(),
+                "shortDescription": { "text": r.description() },
+                "helpUri": "https://github.com/occ-rs/occ#ci-on-github-actions",
+                "defaultConfiguration": {
+                    "level": if *r == Rule::Regression { "error" } else { "warning" }
+                }
+            })
+        })
+        .collect();
+    let results: Vec<Value> = alerts
+        .iter()
+        .map(|a| {
+            let index = Rule::ALL.iter().position(|r| *r == a.rule).unwrap_or(0);
+            json!({
+                "ruleId": a.rule.id(),
+                "ruleIndex": index,
+                "level": a.level.word(),
+                "message": { "text": a.message },
+                "locations": [{
+                    "physicalLocation": {
+                        "artifactLocation": { "uri": path(&a.file), "uriBaseId": "%SRCROOT%" },
+                        "region": { "startLine": a.line }
+                    },
+                    "logicalLocations": [{ "name": a.kernel, "kind": "function" }]
+                }],
+                "partialFingerprints": {
+                    "occKernelArch/v1": format!("{}|{}|{}", a.rule.id(), a.kernel, a.arch)
+                },
+                "properties": { "arch": a.arch, "kernel": a.kernel, "located": a.located.word() }
+            })
+        })
+        .collect();
+    let log = json!({
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {
+                "driver": {
+                    "name": "occ",
+                    "semanticVersion": version,
+                    "informationUri": "https://github.com/occ-rs/occ",
+                    "rules": rules
+                }
+            },
+            "results": results
+        }]
+    });
+    crate::manifest::to_json_pretty(&log)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_definition_line_skips_comments_strings_and_launch_bounds() {
+        let src = "#include <x.h>\n\
+                   // __global__ void k(int) {}\n\
+                   /* __global__ void k(\n int) */\n\
+                   const char* s = \"__global__ void k(\";\n\
+                   __device__ void k(float);\n\
+                   template <int N>\n\
+                   __global__ void __launch_bounds__(256, 2)\n\
+                   k(float* x) { x[0] = N; }\n\
+                   extern \"C\" __global__ void other(int) {}\n";
+        assert_eq!(definition_line(src, "k"), Some(9));
+        assert_eq!(definition_line(src, "other"), Some(10));
+        assert_eq!(definition_line(src, "missing"), None);
+        // A call inside another kernel's body is not a definition.
+        let src = "__global__ void a() { k(); }\n__global__ void k() {}\n";
+        assert_eq!(definition_line(src, "k"), Some(2));
+    }
+
+    #[test]
+    fn a_spill_is_at_its_recorded_site_else_the_definition_else_line_1() {
+        use crate::compare::tests::{arch, lock};
+        let l = lock(&[("k", arch(32, 64, 4))]);
+        let mut m = l
+            .to_manifest(&[], std::path::Path::new("occ.lock"))
+            .expect("manifest");
+        let none = |_: &str| None;
+        let a = alerts(&m, None, false, &none);
+        assert_eq!(a.len(), 1);
+        assert_eq!((a[0].rule, a[0].level), (Rule::Spill, Level::Warning));
+        assert_eq!((a[0].line, a[0].located), (1, Located::File));
+        assert!(
+            a[0].message.ends_with("was not found in the file)"),
+            "{}",
+            a[0].message
+        );
+        let text = |_: &str| Some("// k\n\n__global__ void k(float *x) {}\n".to_string());
+        let a = alerts(&m, None, true, &text);
+        assert_eq!(
+            (a[0].line, a[0].located, a[0].level),
+            (3, Located::Definition, Level::Error)
+        );
+        assert_eq!(a[0].file, "k.cu");
+        if let Some(k) = m.kernels[0].archs.get_mut("sm_80") {
+            k.lines = Some(crate::lines::SourceLines {
+                spills: vec![crate::lines::SpillSite {
+                    file: "kernels/h.cuh".into(),
+                    line: 12,
+                    loop_line: Some(10),
+                    stores: 8,
+                    loads: 8,
+                }],
+                peak_pressure: None,
+            });
+        }
+        let a = alerts(&m, None, false, &text);
+        assert_eq!(
+            (a[0].file.as_str(), a[0].line, a[0].located),
+            ("kernels/h.cuh", 12, Located::Recorded)
+        );
+        assert!(a[0].message.contains("(loop at :10)"), "{}", a[0].message);
+        let log: Value =
+            serde_json::from_str(&sarif(&a, "0.1.0", &|f| format!("app/{f}"))).expect("json");
+        let r = &log["runs"][0]["results"][0];
+        assert_eq!(
+            r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+            "app/kernels/h.cuh"
+        );
+        assert_eq!(
+            r["locations"][0]["physicalLocation"]["region"]["startLine"],
+            12
+        );
+        assert_eq!(r["properties"]["located"], "recorded");
+    }
+
+    #[test]
+    fn workflow_commands_escape_what_the_runner_splits_on() {
+        let a = Alert {
+            rule: Rule::Spill,
+            level: Level::Error,
+            kernel: "k".into(),
+            arch: "sm_80".into(),
+            file: "kernels/a,b.cu".into(),
+            line: 7,
+            located: Located::Definition,
+            message: "100% spills\nnext".into(),
+        };
+        assert_eq!(
+            workflow_command(&a, "crate/kernels/a,b.cu"),
+            "::error file=crate/kernels/a%2Cb.cu,line=7,title=occ/spill (sm_80)::100%25 spills%0Anext"
+        );
+    }
+}

@@ -1,0 +1,662 @@
+//! Where a kernel spills and where its register pressure peaks, by source
+//! line.
+//!
+//! The inputs are two texts of NVIDIA's disassembler over a cubin built with
+//! `-lineinfo`, read line by line (they can be far larger than the cubin):
+//!
+//! - `nvdisasm -c -g` ([`LineInfo`]): every instruction with its offset, a
+//!   `//## File "<path>", line <n>` line before each run of instructions
+//!   from one source line (the innermost one: code inlined from a header or
+//!   instantiated from a template names the header's line), and spill and
+//!   refill instructions marked `(*"SpillRefill"*)`;
+//! - `nvdisasm -c -plr -lrm count` ([`LifeRanges`]): the same instructions,
+//!   each with the number of live general-purpose registers in a trailing
+//!   `// | GPR | PRED | ... |` column (`-plr` ignores `-g`, hence two runs).
+//!
+//! [`source_lines`] joins them per function (one `.text.<symbol>` section
+//! each) into [`SourceLines`]: the spill sites (file, line, bytes stored and
+//! loaded, the innermost loop around them) and the point of peak pressure.
+//! A loop is a backward branch: the instructions from its target to the
+//! branch; its line is the branch's (a `for` or `while` statement's line).
+//!
+//! ```
+//! use occ_model::lines::{source_lines, LifeRanges, LineInfo};
+//!
+//! let mut info = LineInfo::default();
+//! for line in [
+//!     "\t.section\t.text.k,\"ax\",@progbits",
+//!     ".L_x_1:",
+//!     "\t//## File \"/src/app/kernels/k.cu\", line 7",
+//!     "        /*0010*/                   STL [R1+0x4], R2   (*\"SpillRefill\"*);",
+//!     "\t//## File \"/src/app/kernels/k.cu\", line 5",
+//!     "        /*0020*/              @P0 BRA `(.L_x_1) ;",
+//! ] {
+//!     info.line(line);
+//! }
+//! let mut ranges = LifeRanges::default();
+//! for line in [
+//!     "\t.section\t.text.k,\"ax\",@progbits",
+//!     "   // | GPR   | PRED   |",
+//!     "        /*0010*/  STL [R1+0x4], R2 ;   // |  12   |        |",
+//!     "        /*0020*/  @P0 BRA `(.L_x_1) ;  // |   3   |   1    |",
+//! ] {
+//!     ranges.line(line);
+//! }
+//! let lines = source_lines(&info, &ranges, &["/src/app"]);
+//! let k = &lines["k"];
+//! assert_eq!(k.spills[0].file, "kernels/k.cu");
+//! assert_eq!((k.spills[0].line, k.spills[0].loop_line), (7, Some(5)));
+//! assert_eq!(k.spills[0].stores, 4);
+//! assert_eq!(k.describe(), "at kernels/k.cu:7 (loop at :5), peak pressure 12 at :7");
+//! ```
+
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+
+/// Where one kernel on one arch spills and where its register pressure
+/// peaks, by source line.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceLines {
+    /// The spill sites, sorted by file, line and loop.
+    pub spills: Vec<SpillSite>,
+    /// The first instruction where the most registers are live, when the
+    /// disassembly gives it a line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_pressure: Option<PressurePoint>,
+}
+
+/// The spill and refill instructions of one source line (in one loop).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpillSite {
+    /// The source file: relative to the crate root with `/` separators, or
+    /// absolute for a file outside it (a toolkit header).
+    pub file: String,
+    /// The line in `file` (a header's line for inlined or template code).
+    pub line: u32,
+    /// The line of the innermost loop around the site (its backward
+    /// branch: the `for`/`while` line), when that line is in `file`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_line: Option<u32>,
+    /// Bytes stored to spill slots (the widths of the `STL`s; summed over
+    /// every site of a kernel, ptxas's `bytes spill stores`).
+    pub stores: u32,
+    /// Bytes loaded from spill slots (the widths of the `LDL`s; summed,
+    /// ptxas's `bytes spill loads`).
+    pub loads: u32,
+}
+
+impl SpillSite {
+    /// Stores plus loads, bytes.
+    pub fn bytes(&self) -> u32 {
+        self.stores.saturating_add(self.loads)
+    }
+}
+
+/// The point of peak register pressure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PressurePoint {
+    /// The source file, as [`SpillSite::file`].
+    pub file: String,
+    /// The line in `file`.
+    pub line: u32,
+    /// General-purpose registers live there (nvdisasm's count).
+    pub registers: u32,
+}
+
+impl SourceLines {
+    /// The site with the most bytes (the first in order among equals).
+    pub fn worst(&self) -> Option<&SpillSite> {
+        self.spills.iter().rev().max_by_key(|s| s.bytes())
+    }
+
+    /// Whether there is nothing to say.
+    pub fn is_empty(&self) -> bool {
+        self.spills.is_empty() && self.peak_pressure.is_none()
+    }
+
+    /// One phrase for messages: `at kernels/q.cu:142 (loop at :130) and 2
+    /// more lines, peak pressure 255 at :151` (a file is named again only
+    /// when it differs from the site's); `peak pressure 40 at kernels/q.cu:9`
+    /// without spills; empty when there is nothing to say.
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        let worst = self.worst();
+        if let Some(site) = worst {
+            out.push_str(&format!("at {}:{}", site.file, site.line));
+            if let Some(l) = site.loop_line {
+                out.push_str(&format!(" (loop at :{l})"));
+            }
+            match self.spills.len() - 1 {
+                0 => {}
+                1 => out.push_str(" and 1 more line"),
+                n => out.push_str(&format!(" and {n} more lines")),
+            }
+        }
+        if let Some(p) = &self.peak_pressure {
+            if !out.is_empty() {
+                out.push_str(", ");
+            }
+            let file = match worst {
+                Some(site) if site.file == p.file => String::new(),
+                _ => p.file.clone(),
+            };
+            out.push_str(&format!(
+                "peak pressure {} at {file}:{}",
+                p.registers, p.line
+            ));
+        }
+        out
+    }
+}
+
+/// A source location: an index into [`LineInfo`]'s file names, and a line.
+type Location = (usize, u32);
+
+/// What `nvdisasm -c -g` says about each function of a cubin; feed it the
+/// output one line at a time with [`LineInfo::line`]. Lines of other shapes
+/// are skipped, so a newer nvdisasm's additions do no harm.
+#[derive(Debug, Clone, Default)]
+pub struct LineInfo {
+    files: Vec<String>,
+    file_ids: HashMap<String, usize>,
+    functions: BTreeMap<String, Code>,
+    current: Option<String>,
+    /// A `//## File` line waiting for its first instruction.
+    pending: Option<Location>,
+    /// Labels waiting for the offset of the next instruction.
+    labels: Vec<String>,
+}
+
+/// One function's instructions, as far as the analysis needs them.
+#[derive(Debug, Clone, Default)]
+struct Code {
+    /// (offset of the first instruction, its location): each location
+    /// holds until the next entry.
+    runs: Vec<(u32, Location)>,
+    labels: HashMap<String, u32>,
+    /// (offset, target label) of each branch.
+    jumps: Vec<(u32, String)>,
+    /// (offset, store?, bytes) of each spill or refill instruction.
+    spills: Vec<(u32, bool, u32)>,
+}
+
+impl Code {
+    fn location(&self, offset: u32) -> Option<Location> {
+        let i = self.runs.partition_point(|(start, _)| *start <= offset);
+        i.checked_sub(1).map(|i| self.runs[i].1)
+    }
+}
+
+impl LineInfo {
+    /// Reads one line of `nvdisasm -c -g` output (without its newline).
+    pub fn line(&mut self, line: &str) {
+        if let Some(section) = section(line) {
+            self.current = section.map(str::to_string);
+            if let Some(name) = section {
+                self.functions.entry(name.to_string()).or_default();
+            }
+            self.pending = None;
+            self.labels.clear();
+            return;
+        }
+        let Some(name) = &self.current else {
+            return;
+        };
+        let trimmed = line.trim();
+        if let Some(rest) = trimmed.strip_prefix("//## File \"") {
+            if let Some((path, tail)) = rest.split_once("\", line ") {
+                let digits: String = tail.chars().take_while(char::is_ascii_digit).collect();
+                if let Ok(n) = digits.parse::<u32>() {
+                    // One id per file however the line table spells it.
+                    let path = normalize(path);
+                    let id = match self.file_ids.get(&path) {
+                        Some(id) => *id,
+                        None => {
+                            self.files.push(path.clone());
+                            self.file_ids.insert(path, self.files.len() - 1);
+                            self.files.len() - 1
+                        }
+                    };
+                    self.pending = Some((id, n));
+                }
+            }
+            return;
+        }
+        let Some(code) = self.functions.get_mut(name) else {
+            return;
+        };
+        if let Some((offset, text)) = instruction(line) {
+            if let Some(location) = self.pending.take() {
+                code.runs.push((offset, location));
+            }
+            for label in self.labels.drain(..) {
+                code.labels.insert(label, offset);
+            }
+            let opcode = opcode(text);
+            if text.contains("(*\"SpillRefill\"*)") {
+                if opcode.starts_with("STL") {
+                    code.spills.push((offset, true, width(opcode)));
+                } else if opcode.starts_with("LDL") {
+                    code.spills.push((offset, false, width(opcode)));
+                }
+            }
+            let base = opcode.split('.').next().unwrap_or("");
+            if matches!(base, "BRA" | "JMP" | "BRX" | "JMX") || opcode.starts_with("CALL.REL.NOINC")
+            {
+                if let Some(target) = text
+                    .split_once("`(")
+                    .and_then(|(_, rest)| rest.split_once(')'))
+                    .map(|(target, _)| target.trim())
+                {
+                    code.jumps.push((offset, target.to_string()));
+                }
+            }
+        } else if let Some(label) = line.strip_suffix(':') {
+            if !label.is_empty() && !label.starts_with(char::is_whitespace) {
+                self.labels.push(label.to_string());
+            }
+        }
+    }
+
+    /// The functions read so far (their symbols), sorted.
+    pub fn functions(&self) -> impl Iterator<Item = &str> {
+        self.functions.keys().map(String::as_str)
+    }
+}
+
+/// Live registers per instruction, from `nvdisasm -c -plr -lrm count`; feed
+/// it the output one line at a time with [`LifeRanges::line`].
+#[derive(Debug, Clone, Default)]
+pub struct LifeRanges {
+    functions: BTreeMap<String, Peak>,
+    current: Option<String>,
+    /// The column of `GPR` in the current section's table.
+    gpr: Option<usize>,
+}
+
+/// The most live registers in a function, and every offset where that
+/// many are live, in order.
+#[derive(Debug, Clone, Default)]
+struct Peak {
+    registers: u32,
+    offsets: Vec<u32>,
+}
+
+impl LifeRanges {
+    /// Reads one line of `nvdisasm -c -plr -lrm count` output.
+    pub fn line(&mut self, line: &str) {
+        if let Some(section) = section(line) {
+            self.current = section.map(str::to_string);
+            if let Some(name) = section {
+                self.functions.entry(name.to_string()).or_default();
+            }
+            self.gpr = None;
+            return;
+        }
+        let Some(name) = &self.current else {
+            return;
+        };
+        let Some(at) = line.rfind("// |") else {
+            return;
+        };
+        let columns: Vec<&str> = line[at + 3..].split('|').map(str::trim).collect();
+        let Some((offset, _)) = instruction(&line[..at]) else {
+            if let Some(i) = columns.iter().position(|c| *c == "GPR") {
+                self.gpr = Some(i);
+            }
+            return;
+        };
+        let Some(live) = self
+            .gpr
+            .and_then(|i| columns.get(i))
+            .and_then(|c| c.parse::<u32>().ok())
+        else {
+            return;
+        };
+        let Some(peak) = self.functions.get_mut(name) else {
+            return;
+        };
+        if live > peak.registers || peak.offsets.is_empty() {
+            peak.registers = live;
+            peak.offsets.clear();
+        }
+        if live == peak.registers {
+            peak.offsets.push(offset);
+        }
+    }
+}
+
+/// Joins the two disassemblies of one cubin: each function's
+/// [`SourceLines`], by symbol. `roots` are the crate root as spelled
+/// (and as the OS resolves it): a file below one is named relative to it.
+pub fn source_lines(
+    info: &LineInfo,
+    ranges: &LifeRanges,
+    roots: &[&str],
+) -> BTreeMap<String, SourceLines> {
+    let file = |id: usize| relative_path(&info.files[id], roots);
+    let mut out = BTreeMap::new();
+    for (name, code) in &info.functions {
+        // Loops: the backward branches, as (start, end, the branch's location).
+        let loops: Vec<(u32, u32, Option<Location>)> = code
+            .jumps
+            .iter()
+            .filter_map(|(offset, target)| {
+                let start = *code.labels.get(target)?;
+                (start <= *offset).then(|| (start, *offset, code.location(*offset)))
+            })
+            .collect();
+        let mut sites: BTreeMap<(String, u32, Option<u32>), (u32, u32)> = BTreeMap::new();
+        for &(offset, store, bytes) in &code.spills {
+            let Some((id, line)) = code.location(offset) else {
+                continue;
+            };
+            let innermost = loops
+                .iter()
+                .filter(|(start, end, _)| *start <= offset && offset <= *end)
+                .min_by_key(|(start, end, _)| end - start);
+            let loop_line = innermost
+                .and_then(|(_, _, at)| *at)
+                .filter(|(loop_file, _)| *loop_file == id)
+                .map(|(_, l)| l);
+            let entry = sites.entry((file(id), line, loop_line)).or_default();
+            if store {
+                entry.0 = entry.0.saturating_add(bytes);
+            } else {
+                entry.1 = entry.1.saturating_add(bytes);
+            }
+        }
+        let spills = sites
+            .into_iter()
+            .map(|((file, line, loop_line), (stores, loads))| SpillSite {
+                file,
+                line,
+                loop_line,
+                stores,
+                loads,
+            })
+            .collect();
+        let peak_pressure = ranges.functions.get(name).and_then(|peak| {
+            peak.offsets.iter().find_map(|o| {
+                code.location(*o).map(|(id, line)| PressurePoint {
+                    file: file(id),
+                    line,
+                    registers: peak.registers,
+                })
+            })
+        });
+        out.insert(
+            name.clone(),
+            SourceLines {
+                spills,
+                peak_pressure,
+            },
+        );
+    }
+    out
+}
+
+/// `path` with `.` and `..` resolved (as text), relative to the first of
+/// `roots` it lies below, with `/` separators; absolute (or as given, when
+/// relative) otherwise.
+pub fn relative_path(path: &str, roots: &[&str]) -> String {
+    let path = normalize(path);
+    for root in roots {
+        let root = normalize(root);
+        let root = root.trim_end_matches('/');
+        if root.is_empty() {
+            continue;
+        }
+        if let Some(rest) = path.strip_prefix(root).and_then(|r| r.strip_prefix('/')) {
+            if !rest.is_empty() {
+                return rest.to_string();
+            }
+        }
+    }
+    path
+}
+
+fn normalize(path: &str) -> String {
+    let path = path.replace('\\', "/");
+    let absolute = path.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if parts.last().is_some_and(|p| *p != "..") {
+                    parts.pop();
+                } else if !absolute {
+                    parts.push("..");
+                }
+            }
+            p => parts.push(p),
+        }
+    }
+    let joined = parts.join("/");
+    if absolute {
+        format!("/{joined}")
+    } else {
+        joined
+    }
+}
+
+/// A `.section` line: `Some(Some(name))` for a function's
+/// (`\t.section\t.text.<name>,"ax",@progbits`), `Some(None)` for any other.
+fn section(line: &str) -> Option<Option<&str>> {
+    let rest = line.trim_start().strip_prefix(".section")?;
+    let name = rest
+        .trim_start()
+        .strip_prefix(".text.")
+        .and_then(|rest| rest.split(',').next())
+        .map(str::trim)
+        .filter(|name| !name.is_empty());
+    Some(name)
+}
+
+/// `        /*01f0*/   @P0 STL [R1+0x4], R2 ;` → (0x1f0, `@P0 STL [R1+0x4], R2 ;`).
+fn instruction(line: &str) -> Option<(u32, &str)> {
+    let rest = line.trim_start().strip_prefix("/*")?;
+    let (hex, text) = rest.split_once("*/")?;
+    let offset = u32::from_str_radix(hex, 16).ok()?;
+    Some((offset, text.trim()))
+}
+
+/// The opcode of an instruction's text (after its predicate, if any).
+fn opcode(text: &str) -> &str {
+    let mut words = text.split_whitespace();
+    match words.next() {
+        Some(w) if w.starts_with('@') => words.next().unwrap_or(""),
+        Some(w) => w,
+        None => "",
+    }
+    .trim_end_matches(';')
+}
+
+/// The bytes an `STL`/`LDL` moves, from its opcode's size suffix.
+fn width(opcode: &str) -> u32 {
+    let mut bytes = 4;
+    for part in opcode.split('.').skip(1) {
+        bytes = match part {
+            "U8" | "S8" => 1,
+            "U16" | "S16" => 2,
+            "64" => 8,
+            "128" => 16,
+            _ => bytes,
+        };
+    }
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(text: &str) -> LineInfo {
+        let mut info = LineInfo::default();
+        for line in text.lines() {
+            info.line(line);
+        }
+        info
+    }
+
+    fn ranges(text: &str) -> LifeRanges {
+        let mut r = LifeRanges::default();
+        for line in text.lines() {
+            r.line(line);
+        }
+        r
+    }
+
+    const TWO_LOOPS: &str = "\t.section\t.text.k,\"ax\",@progbits
+k:
+.text.k:
+\t//## File \"/crate/kernels/k.cu\", line 3
+        /*0000*/                   IMAD.MOV.U32 R1, RZ, RZ, c[0x0][0x28] ;
+.L_x_0:
+\t//## File \"/crate/kernels/../kernels/k.cu\", line 6
+        /*0010*/                   STL.64 [R1+0x8], R4          (*\"SpillRefill\"*);
+.L_x_1:
+\t//## File \"/crate/kernels/k.cu\", line 8
+        /*0020*/              @!P0 LDL.LU R4, [R1+0x8]          (*\"SpillRefill\"*);
+        /*0030*/                   LDL R6, [R1+0x10] ;
+\t//## File \"/crate/kernels/k.cu\", line 7
+        /*0040*/               @P1 BRA `(.L_x_1) ;
+\t//## File \"/opt/cuda/include/h.cuh\", line 40
+        /*0050*/                   STL [R1+0x4], R2              (*\"SpillRefill\"*);
+\t//## File \"/crate/kernels/k.cu\", line 5
+        /*0060*/               @P2 BRA `(.L_x_0) ;
+        /*0070*/                   STL.128 [R1], R8              (*\"SpillRefill\"*);
+        /*0080*/                   BRA `(.L_x_2);
+.L_x_2:
+        /*0090*/                   EXIT ;
+\t.section\t.text.other,\"ax\",@progbits
+        /*0000*/                   EXIT ;
+";
+
+    #[test]
+    fn spill_sites_with_their_innermost_loops() {
+        let lines = source_lines(&info(TWO_LOOPS), &LifeRanges::default(), &["/crate/"]);
+        let k = &lines["k"];
+        let sites: Vec<(&str, u32, Option<u32>, u32, u32)> = k
+            .spills
+            .iter()
+            .map(|s| (s.file.as_str(), s.line, s.loop_line, s.stores, s.loads))
+            .collect();
+        assert_eq!(
+            sites,
+            vec![
+                // The header's line: its loop's line is in k.cu, not in the header.
+                ("/opt/cuda/include/h.cuh", 40, None, 4, 0),
+                // After the outer loop's branch (a forward branch is no loop).
+                ("kernels/k.cu", 5, None, 16, 0),
+                ("kernels/k.cu", 6, Some(5), 8, 0),
+                // The plain LDL is a local array, not a refill.
+                ("kernels/k.cu", 8, Some(7), 0, 4),
+            ]
+        );
+        assert_eq!(k.worst().map(|s| s.line), Some(5));
+        assert_eq!(lines["other"], SourceLines::default());
+        assert!(lines["other"].is_empty());
+    }
+
+    #[test]
+    fn peak_pressure_is_the_first_peak_with_a_line() {
+        let plr = "\t.section\t.text.k,\"ax\",@progbits
+              // +-------+--------+
+              // | PRED  | GPR    |
+              // |   #   |   #    |
+        .global k                              // |       |        |
+        /*0000*/  IMAD.MOV.U32 R1, RZ ;       // |       |   1    |
+        /*0010*/  STL.64 ;                    // |   1   |   9    |
+        /*0020*/  LDL.LU R4 ;                 // |       |   9    |
+        /*0030*/  LDL R6 ;                    // |       |   2    |
+";
+        let lines = source_lines(&info(TWO_LOOPS), &ranges(plr), &["/crate"]);
+        assert_eq!(
+            lines["k"].peak_pressure,
+            Some(PressurePoint {
+                file: "kernels/k.cu".into(),
+                line: 6,
+                registers: 9
+            })
+        );
+        assert_eq!(
+            lines["k"].describe(),
+            "at kernels/k.cu:5 and 3 more lines, peak pressure 9 at :6"
+        );
+    }
+
+    #[test]
+    fn describe_names_another_file() {
+        let lines = SourceLines {
+            spills: vec![SpillSite {
+                file: "kernels/a.cu".into(),
+                line: 3,
+                loop_line: Some(2),
+                stores: 4,
+                loads: 4,
+            }],
+            peak_pressure: Some(PressurePoint {
+                file: "kernels/h.cuh".into(),
+                line: 9,
+                registers: 255,
+            }),
+        };
+        assert_eq!(
+            lines.describe(),
+            "at kernels/a.cu:3 (loop at :2), peak pressure 255 at kernels/h.cuh:9"
+        );
+        let no_spills = SourceLines {
+            spills: Vec::new(),
+            ..lines
+        };
+        assert_eq!(no_spills.describe(), "peak pressure 255 at kernels/h.cuh:9");
+        assert_eq!(SourceLines::default().describe(), "");
+    }
+
+    #[test]
+    fn paths_relative_to_a_root() {
+        assert_eq!(
+            relative_path("/w/app/kernels/./x.cu", &["/w/app"]),
+            "kernels/x.cu"
+        );
+        assert_eq!(
+            relative_path("/w/app/../lib/y.cuh", &["/w/app"]),
+            "/w/lib/y.cuh"
+        );
+        assert_eq!(
+            relative_path("/real/app/k.cu", &["/link/app", "/real/app/"]),
+            "k.cu"
+        );
+        assert_eq!(
+            relative_path("/w/application/k.cu", &["/w/app"]),
+            "/w/application/k.cu"
+        );
+        assert_eq!(relative_path("kernels/../k.cu", &[]), "k.cu");
+        assert_eq!(relative_path("C:\\w\\app\\k.cu", &["C:\\w\\app"]), "k.cu");
+    }
+
+    #[test]
+    fn widths() {
+        for (op, bytes) in [
+            ("STL", 4),
+            ("STL.64", 8),
+            ("LDL.LU.128", 16),
+            ("STL.U8", 1),
+            ("LDL.S16", 2),
+            ("LDL.LU", 4),
+        ] {
+            assert_eq!(width(op), bytes, "{op}");
+        }
+    }
+
+    #[test]
+    fn odd_lines_are_skipped() {
+        let odd = "garbage\n/*zz*/ STL\n\t//## File \"x\", line q\n\t.section\t.text.,\n";
+        let info = info(odd);
+        assert_eq!(info.functions().count(), 0);
+        let lines = source_lines(&info, &ranges(odd), &[]);
+        assert!(lines.is_empty());
+    }
+}

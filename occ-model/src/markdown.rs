@@ -1,0 +1,409 @@
+//! The Markdown report of a build: made to be posted as a pull-request
+//! comment or appended to `$GITHUB_STEP_SUMMARY` (by `cargo occ report
+//! --format markdown`, `cargo occ check` and the build itself under GitHub
+//! Actions). It reads top down as a reviewer triages (what changed against
+//! the lock, the spills, the lowest occupancy, what is near a cliff),
+//! keeps the long parts in collapsed `<details>` blocks, and never passes
+//! its budget ([`MARKDOWN_BUDGET`] characters; GitHub refuses a comment
+//! over 65,536 and a step summary over 1 MiB): rows past the budget are
+//! left out and counted, naming where they all are. The same build gives
+//! the same text.
+
+use crate::compare::{self, Diff, Finding, Verdict};
+use crate::manifest::{Manifest, Origin};
+use crate::table::{cells, percent, rows, Row, HEADER};
+use std::collections::BTreeSet;
+
+/// What a report knows about regressions against the committed lock.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Baseline {
+    /// The build was compared with the lock (named by its file name only,
+    /// so that the text names no local folder).
+    Compared {
+        /// The lock's file name (`occ.lock`).
+        lock: String,
+        /// The comparison, as `cargo occ check` makes it.
+        diff: Diff,
+    },
+    /// No comparison, and why (`no occ.lock yet`).
+    NotCompared(String),
+}
+
+impl Baseline {
+    /// The regressions, none when not compared.
+    pub fn regressions(&self) -> Vec<&Finding> {
+        match self {
+            Baseline::Compared { diff, .. } => diff.regressions().collect(),
+            Baseline::NotCompared(_) => Vec::new(),
+        }
+    }
+
+    /// The comparison, when there is one.
+    pub fn diff(&self) -> Option<&Diff> {
+        match self {
+            Baseline::Compared { diff, .. } => Some(diff),
+            Baseline::NotCompared(_) => None,
+        }
+    }
+}
+
+/// The most characters the Markdown report holds (a GitHub comment holds
+/// 65,536; this leaves room for text around it).
+pub const MARKDOWN_BUDGET: usize = 60_000;
+
+/// The most rows of the "notable" table (the full table is below it).
+const NOTABLE_ROWS: usize = 50;
+
+/// The most kernels the summary names per line before it counts the rest.
+const NAMED: usize = 5;
+
+/// The most rows per cause in the before/after block.
+const DIFF_ROWS: usize = 20;
+
+/// Below this occupancy a row is notable.
+const LOW_OCCUPANCY: f64 = 0.5;
+
+/// Where every row is, for the line that counts the rows left out.
+const ELSEWHERE: &str = "see `report.txt` in the build's `occ` folder, `cargo occ report`, \
+     or the HTML report (`cargo occ report --format html`)";
+
+/// Text for a Markdown table cell.
+fn esc(s: &str) -> String {
+    s.replace('|', "\\|")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// A name in a code span (inside one only `|` needs escaping).
+fn code(s: &str) -> String {
+    format!("`{}`", s.replace('|', "\\|"))
+}
+
+/// The Markdown report, within [`MARKDOWN_BUDGET`] characters.
+pub fn markdown(m: &Manifest, baseline: &Baseline) -> String {
+    markdown_within(m, baseline, MARKDOWN_BUDGET)
+}
+
+/// The Markdown report in at most `budget` characters: the summary, the
+/// changes against the lock, the notable rows, then every row in a
+/// collapsed block, as many as fit, the rest counted.
+pub fn markdown_within(m: &Manifest, baseline: &Baseline, budget: usize) -> String {
+    let all = rows(m);
+    let regressed: BTreeSet<(&str, &str, &str)> = match baseline {
+        Baseline::Compared { diff, .. } => diff
+            .regressions()
+            .filter(|f| f.after.is_some())
+            .map(|f| (f.kernel.as_str(), f.source.as_str(), f.arch.as_str()))
+            .collect(),
+        Baseline::NotCompared(_) => BTreeSet::new(),
+    };
+    let is_regressed =
+        |r: &Row| regressed.contains(&(r.kernel.as_str(), r.source.as_str(), r.arch.as_str()));
+    let mut out = format!(
+        "### CUDA occupancy: {} (nvcc {})\n\n",
+        esc(&m.package),
+        esc(&m.nvcc)
+    );
+    out.push_str(&summary(m, baseline, &all));
+    if let Baseline::Compared { lock, diff } = baseline {
+        if !diff.findings.is_empty() {
+            out.push_str(&changes(lock, diff, budget / 4));
+        }
+    }
+    // Notable rows: regressed first, then spills (most bytes first), then
+    // the lowest occupancy; ties by kernel and arch.
+    let mut notable: Vec<&Row> = all
+        .iter()
+        .filter(|r| is_regressed(r) || r.spill_bytes > 0 || r.occupancy < LOW_OCCUPANCY)
+        .collect();
+    notable.sort_by(|a, b| {
+        is_regressed(b)
+            .cmp(&is_regressed(a))
+            .then(b.spill_bytes.cmp(&a.spill_bytes))
+            .then(a.occupancy.total_cmp(&b.occupancy))
+            .then(a.kernel.cmp(&b.kernel))
+            .then(a.arch.cmp(&b.arch))
+    });
+    let tail = "\n</details>\n";
+    if !notable.is_empty() {
+        out.push_str(&format!(
+            "\n#### Notable: {} of {} rows\n\nspills, occupancy below {}{}\n\n",
+            notable.len(),
+            all.len(),
+            percent(LOW_OCCUPANCY),
+            if regressed.is_empty() {
+                ""
+            } else {
+                ", regressions"
+            }
+        ));
+        let room = budget.saturating_sub(out.len()) / 2;
+        let table = table_within(
+            &notable,
+            NOTABLE_ROWS,
+            room,
+            "notable rows (all in the table below)",
+        );
+        out.push_str(&table);
+    }
+    // What would lift a kernel at its declared launch, one line each, as
+    // many as the budget's share allows.
+    let lifts: Vec<String> = all
+        .iter()
+        .filter_map(|r| {
+            Some(format!(
+                "- `{}` on {} at block {}: {}\n",
+                r.kernel.replace('`', "'"),
+                esc(&r.arch),
+                esc(&r.launch),
+                // `->` reads as is in Markdown; only `<` and `|` need escaping.
+                r.lift.as_ref()?.replace('|', "\\|").replace('<', "&lt;")
+            ))
+        })
+        .collect();
+    if !lifts.is_empty() {
+        out.push_str("\nAt the declared launch, one step up:\n\n");
+        let room = budget.saturating_sub(out.len()) / 4;
+        let mut used = 0;
+        let mut shown = 0;
+        for line in lifts.iter().take(NOTABLE_ROWS) {
+            if used + line.len() > room {
+                break;
+            }
+            out.push_str(line);
+            used += line.len();
+            shown += 1;
+        }
+        if shown < lifts.len() {
+            out.push_str(&format!(
+                "- ... and {} more: {ELSEWHERE}\n",
+                lifts.len() - shown
+            ));
+        }
+    }
+    // Kernel x archs near a register cliff, one line each, likewise bounded.
+    let near: Vec<String> = all
+        .iter()
+        .filter(|r| {
+            r.cliffs
+                .as_ref()
+                .is_some_and(|c| c.registers.within(crate::table::NEAR_CLIFF))
+        })
+        .filter_map(|r| {
+            Some(format!(
+                "- `{}` on {}: {}\n",
+                r.kernel.replace('`', "'"),
+                esc(&r.arch),
+                r.describe_cliffs()?
+                    .replace('|', "\\|")
+                    .replace('<', "&lt;")
+            ))
+        })
+        .collect();
+    if !near.is_empty() {
+        out.push_str(&format!(
+            "\nWithin {} registers of an occupancy cliff (a few more registers per thread cost a block):\n\n",
+            crate::table::NEAR_CLIFF
+        ));
+        let room = budget.saturating_sub(out.len()) / 4;
+        let mut used = 0;
+        let mut shown = 0;
+        for line in near.iter().take(NOTABLE_ROWS) {
+            if used + line.len() > room {
+                break;
+            }
+            out.push_str(line);
+            used += line.len();
+            shown += 1;
+        }
+        if shown < near.len() {
+            out.push_str(&format!(
+                "- ... and {} more: {ELSEWHERE}\n",
+                near.len() - shown
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "\n<details><summary>All {} rows ({} kernels x {} archs)</summary>\n\n",
+        all.len(),
+        m.kernels.len(),
+        m.archs.len()
+    ));
+    let room = budget.saturating_sub(out.len() + tail.len());
+    let every: Vec<&Row> = all.iter().collect();
+    out.push_str(&table_within(&every, usize::MAX, room, "rows"));
+    out.push_str(tail);
+    out
+}
+
+/// The summary lines: what the report covers, the comparison with the
+/// lock, the spills and the lowest occupancy.
+fn summary(m: &Manifest, baseline: &Baseline, all: &[Row]) -> String {
+    let origin = match m.origin {
+        Origin::Nvcc => "nvcc",
+        Origin::Lock => "the lock (no nvcc in this build)",
+    };
+    let mut out = format!(
+        "{} kernels x {} archs ({}); numbers from {origin}\n\n",
+        m.kernels.len(),
+        m.archs.len(),
+        esc(&m.archs.join(", "))
+    );
+    let compared = match baseline {
+        Baseline::Compared { lock, diff } if diff.findings.is_empty() => {
+            format!("no change against `{}`", esc(lock))
+        }
+        Baseline::Compared { lock, diff } => {
+            let count = |v: Verdict| diff.findings.iter().filter(|f| f.verdict == v).count();
+            let parts: Vec<String> = [
+                (Verdict::Regression, "worse"),
+                (Verdict::Improvement, "better"),
+                (Verdict::New, "new"),
+                (Verdict::Changed, "changed"),
+            ]
+            .iter()
+            .filter(|(v, _)| count(*v) > 0)
+            .map(|(v, word)| match count(*v) {
+                n if *v == Verdict::Regression => format!("**{n} {word}**"),
+                n => format!("{n} {word}"),
+            })
+            .collect();
+            format!(
+                "against `{}`: {} (kernel x archs)",
+                esc(lock),
+                parts.join(", ")
+            )
+        }
+        Baseline::NotCompared(why) => format!("not compared with the lock: {}", esc(why)),
+    };
+    out.push_str(&format!("- {compared}\n"));
+    let mut spilling: Vec<(&str, u32)> = Vec::new();
+    for r in all.iter().filter(|r| r.spill_bytes > 0) {
+        match spilling.iter_mut().find(|(k, _)| *k == r.kernel) {
+            Some((_, bytes)) => *bytes = (*bytes).max(r.spill_bytes),
+            None => spilling.push((&r.kernel, r.spill_bytes)),
+        }
+    }
+    if spilling.is_empty() {
+        out.push_str("- no kernel spills registers\n");
+    } else {
+        let rows = all.iter().filter(|r| r.spill_bytes > 0).count();
+        let named: Vec<String> = spilling
+            .iter()
+            .take(NAMED)
+            .map(|(k, bytes)| format!("{} ({bytes} B)", code(k)))
+            .collect();
+        let more = match spilling.len().saturating_sub(NAMED) {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        let kernels = match spilling.len() {
+            1 => "1 kernel spills".to_string(),
+            n => format!("{n} kernels spill"),
+        };
+        out.push_str(&format!(
+            "- **{kernels}** registers ({rows} kernel x arch{}): {}{more}\n",
+            if rows == 1 { "" } else { "s" },
+            named.join(", ")
+        ));
+    }
+    let lowest = all.iter().min_by(|a, b| {
+        a.occupancy
+            .total_cmp(&b.occupancy)
+            .then(a.kernel.cmp(&b.kernel))
+            .then(a.arch.cmp(&b.arch))
+    });
+    if let Some(r) = lowest {
+        out.push_str(&format!(
+            "- lowest occupancy: {} ({} on {}, {})\n",
+            percent(r.occupancy),
+            code(&r.kernel),
+            esc(&r.arch),
+            esc(&r.limiters.join(" + "))
+        ));
+    }
+    out
+}
+
+/// The changes against the lock: one line per kind (a count and the first
+/// names), then the before/after tables collapsed, in at most `room`
+/// characters.
+pub fn changes(lock: &str, diff: &Diff, room: usize) -> String {
+    let mut out = format!("\n#### Changes against `{}`\n\n", esc(lock));
+    for group in compare::groups(diff, &Verdict::ALL) {
+        let n = group.findings.len();
+        let verdict = match group.verdict {
+            Verdict::Regression => "**regression**",
+            Verdict::Improvement => "improvement",
+            Verdict::New => "new",
+            Verdict::Changed => "changed",
+        };
+        let kernels = group.kernels();
+        let mut names: Vec<String> = kernels.iter().take(NAMED).map(|(k, _)| code(k)).collect();
+        if kernels.len() > NAMED {
+            names.push(format!("and {} more", kernels.len() - NAMED));
+        }
+        out.push_str(&format!(
+            "- {verdict}: {} ({n} kernel x arch{}): {}\n",
+            esc(&group.title()),
+            if n == 1 { "" } else { "s" },
+            names.join(", ")
+        ));
+    }
+    let mut text = compare::render_diff_bounded(diff, &Verdict::ALL, DIFF_ROWS, "see report.txt");
+    let open = "\n<details><summary>Before and after</summary>\n\n```text\n";
+    let close = "```\n\n</details>\n";
+    let cut = "... (cut here: the rest is in report.txt)\n";
+    let room = room.saturating_sub(out.len() + open.len() + close.len() + cut.len());
+    if text.len() > room {
+        let mut end = room;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let end = text[..end].rfind('\n').map_or(0, |i| i + 1);
+        text.truncate(end);
+        text.push_str(cut);
+    }
+    // A fence inside the text would end the block early.
+    out.push_str(open);
+    out.push_str(&text.replace("```", "'''"));
+    out.push_str(close);
+    out
+}
+
+/// A Markdown table of `rows`: at most `max` rows and `room` characters;
+/// the rows left out are counted in a last line (`... and 12 more {what}`).
+fn table_within(rows: &[&Row], max: usize, room: usize, what: &str) -> String {
+    let mut out = format!(
+        "| {} |\n|{}\n",
+        HEADER.join(" | "),
+        ["---|", "---|", "--:|", "--:|", "--:|", "--:|", "--:|", "---|", "--:|", "--:|", "--:|"]
+            .concat()
+    );
+    let count_line = |n: usize| format!("\n... and {n} more {what}: {ELSEWHERE}\n");
+    // Room for the count line, whatever the number in it.
+    let reserve = count_line(rows.len()).len();
+    let mut shown = 0;
+    for r in rows.iter().take(max) {
+        let line = row(r);
+        if out.len() + line.len() + reserve > room {
+            break;
+        }
+        out.push_str(&line);
+        shown += 1;
+    }
+    if shown < rows.len() {
+        out.push_str(&count_line(rows.len() - shown));
+    }
+    out
+}
+
+/// One row of the Markdown table.
+fn row(r: &Row) -> String {
+    let mut c: Vec<String> = cells(r).iter().map(|s| esc(s)).collect();
+    c[0] = code(&r.kernel);
+    if r.spill_bytes > 0 {
+        c[4] = format!("**{}**", c[4]);
+    }
+    format!("| {} |\n", c.join(" | "))
+}
