@@ -1,7 +1,8 @@
 //! `cargo occ explain KERNEL`: what limits a kernel's occupancy (each
 //! resource's block limit, as Nsight Compute's occupancy section shows it),
-//! what would buy one more resident block, and, for a kernel that spills,
-//! what gives ptxas more registers. Every hint names what to write: the
+//! what would buy one more resident block, where it spills and where its
+//! register pressure peaks (by source line, when the build ran nvdisasm),
+//! and, for a kernel that spills, what gives ptxas more registers. Every hint names what to write: the
 //! `__launch_bounds__`/`__maxnreg__` text, or `Build::max_registers`.
 
 use crate::locate::{unknown_kernel, Locate};
@@ -9,7 +10,7 @@ use crate::source::{has_bounds, written};
 use anyhow::anyhow;
 use occ_build::analyze::resources;
 use occ_build::arch::Arch;
-use occ_build::manifest::{KernelArch, LaunchBounds, Lookup};
+use occ_build::manifest::{KernelArch, LaunchBounds, Lookup, SourceLines, SpillSite};
 use occ_build::occupancy::{occupancy, KernelResources, Launch, Limiter};
 use occ_build::table::percent;
 use occ_build::{arch, cliff, tune};
@@ -84,6 +85,11 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
             "  spills: {} B stores, {} B loads per thread (local memory)",
             k.spill_stores, k.spill_loads
         );
+    }
+    if let Some(lines) = &k.lines {
+        for line in where_lines(lines) {
+            println!("{line}");
+        }
     }
     println!(
         "  launch: {block} threads/block, {smem} B dynamic smem{}",
@@ -233,6 +239,46 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
         spill_hints(a, kernel.base_name.as_str(), k, &res, smem);
     }
     Ok(0)
+}
+
+/// How many spill sites `explain` names; the rest are counted.
+const SITES: usize = 5;
+
+/// Where it spills (the sites with the most bytes first) and where its
+/// register pressure peaks, one line each, as nvdisasm found them.
+fn where_lines(lines: &SourceLines) -> Vec<String> {
+    let mut sites: Vec<&SpillSite> = lines.spills.iter().collect();
+    // Most bytes first; among equals, file and line order.
+    sites.sort_by_key(|s| std::cmp::Reverse(s.bytes()));
+    let mut out: Vec<String> = sites
+        .iter()
+        .take(SITES)
+        .map(|s| {
+            format!(
+                "    at {}:{}{}: {} B stores, {} B loads",
+                s.file,
+                s.line,
+                s.loop_line
+                    .map(|l| format!(" (in the loop at :{l})"))
+                    .unwrap_or_default(),
+                s.stores,
+                s.loads
+            )
+        })
+        .collect();
+    if sites.len() > SITES {
+        out.push(format!(
+            "    and {} more lines (cargo occ report --format json lists them)",
+            sites.len() - SITES
+        ));
+    }
+    if let Some(p) = &lines.peak_pressure {
+        out.push(format!(
+            "  peak register pressure: {} live at {}:{}",
+            p.registers, p.file, p.line
+        ));
+    }
+    out
 }
 
 /// The launch-bounds line: the directives as written, then what each asks

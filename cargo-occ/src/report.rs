@@ -493,6 +493,18 @@ fn kernel_section(
                 );
             }
         }
+        // Where, by source line (nvdisasm): `spills at kernels/q.cu:142
+        // (loop at :130), peak pressure 255 at :151`.
+        if let Some(at) = k.lines.as_ref().map(|l| l.describe()) {
+            if !at.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "<p class=\"facts\">{}{}</p>",
+                    if m.spills { "spills " } else { "" },
+                    esc(&at)
+                );
+            }
+        }
         if let Some(d) = &k.declared {
             let _ = writeln!(
                 out,

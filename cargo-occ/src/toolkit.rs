@@ -515,26 +515,30 @@ fn launcher(nvcc: &Nvcc) -> Line {
     }
 }
 
-/// cuobjdump or nvdisasm beside nvcc: occ's builds need neither; they are
-/// for looking at the device code by hand.
+/// cuobjdump or nvdisasm beside nvcc. Builds run nvdisasm to locate spills
+/// and register pressure by source line (without it they say so once);
+/// cuobjdump is for looking at the device code by hand.
 fn beside(nvcc: &Nvcc, tool: &'static str) -> Line {
     let path = nvcc.beside(tool);
     if path.is_file() {
-        line(tool, path.display().to_string(), None)
-    } else {
-        line(
-            tool,
-            format!("not beside nvcc (optional: occ's builds do not run {tool})"),
-            Some(format!(
-                "for reading device code by hand, use a full CUDA toolkit's {tool}{}",
-                if tool == "cuobjdump" {
-                    ", or `cargo occ toolkit install` (its wheels include cuobjdump)"
-                } else {
-                    ""
-                }
-            )),
-        )
+        return line(tool, path.display().to_string(), None);
     }
+    let (what, fix) = match tool {
+        "nvdisasm" => (
+            "not beside nvcc: builds do not locate spills by source line".to_string(),
+            "`cargo occ toolkit install` (its wheels include nvdisasm), or the \
+             nvidia-cuda-nvdisasm wheel of nvcc's release"
+                .to_string(),
+        ),
+        _ => (
+            format!("not beside nvcc (optional: occ's builds do not run {tool})"),
+            format!(
+                "for reading device code by hand, use a full CUDA toolkit's {tool}, or \
+                 `cargo occ toolkit install` (its wheels include {tool})"
+            ),
+        ),
+    };
+    line(tool, what, Some(fix))
 }
 
 /// The lock of the package here: the one its last build compared with,

@@ -1,6 +1,7 @@
 //! `cargo occ explain` as a process on a real build (the real nvcc): launch
-//! bounds with their min blocks, spills shown even at full occupancy, and the
-//! text to write in the source to apply a register cap.
+//! bounds with their min blocks, spills shown even at full occupancy (with
+//! the lines they are at and the peak register pressure), and the text to
+//! write in the source to apply a register cap.
 
 use occ_build::manifest::KernelArch;
 use occ_build::Manifest;
@@ -74,6 +75,27 @@ fn launch_bounds_spills_and_source_caps_are_all_shown() {
     for bytes in [heavy.spill_stores, heavy.spill_loads] {
         assert!(spills.contains(&format!("{bytes} B")), "{spills}");
     }
+    // Where: the line that spills most first (the build's nvdisasm), and
+    // the peak register pressure.
+    let lines = heavy.lines.as_ref().expect("the build located the spills");
+    let worst = lines.worst().expect("a spill site");
+    let first = line(&out, "at kernels/");
+    assert!(
+        first.starts_with(&format!("at {}:{}", worst.file, worst.line))
+            && first.ends_with(&format!(
+                "{} B stores, {} B loads",
+                worst.stores, worst.loads
+            )),
+        "{first} for {worst:?}"
+    );
+    let peak = lines.peak_pressure.as_ref().expect("a peak");
+    assert_eq!(
+        line(&out, "peak register pressure:"),
+        format!(
+            "peak register pressure: {} live at {}:{}",
+            peak.registers, peak.file, peak.line
+        )
+    );
     assert!(!out.contains("nothing to gain"), "{out}");
     // The way out of the spills: fewer min blocks let ptxas use more
     // registers (1 block of 1024 threads: the register file's 64 per thread).

@@ -28,6 +28,7 @@ pub struct Build {
     pub(crate) deny_spills: bool,
     pub(crate) max_registers: Vec<(String, u32)>,
     pub(crate) debug: bool,
+    pub(crate) no_source_lines: bool,
     pub(crate) out_dir: Option<PathBuf>,
     pub(crate) root: Option<PathBuf>,
     pub(crate) lock_file: Option<PathBuf>,
@@ -299,6 +300,19 @@ impl Build {
     /// Compiles device code with `-G` (debug; changes registers and spills).
     pub fn debug(&mut self, debug: bool) -> &mut Self {
         self.debug = debug;
+        self
+    }
+
+    /// Locates each kernel's spills and its peak register pressure by
+    /// source line (on by default): the jobs compile with `-lineinfo` and
+    /// the toolkit's nvdisasm reads the cubins; the manifest, the spill
+    /// warning and error, `#[launch_config]`'s errors, `cargo occ explain`
+    /// and the reports name the lines. `-lineinfo` leaves the machine code
+    /// and every number unchanged, but the device code carries a line
+    /// table (and the crate's absolute path): the fatbins a crate embeds
+    /// grow 1.5 to 3.7 times. `false` compiles without it and runs no nvdisasm.
+    pub fn source_lines(&mut self, on: bool) -> &mut Self {
+        self.no_source_lines = !on;
         self
     }
 

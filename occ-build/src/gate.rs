@@ -1,7 +1,9 @@
 //! Stages 6 and 8: the gates, and the policy around the lock.
 //!
 //! - `spills`: spilling kernels are named in the summary's one warning, or
-//!   fail the build when it says [`Build::deny_spills`].
+//!   fail the build when it says [`Build::deny_spills`]; each with the line
+//!   it spills at (the most spilled bytes), its loop and its peak register
+//!   pressure when stage 5½ found them.
 //! - `baseline`: the build's candidate lock against the committed
 //!   `occ.lock` (judged by the pure [`occ_model::compare`]). Lower
 //!   occupancy, new spills, more spilled bytes, registers up by more than a
@@ -53,9 +55,15 @@ pub(crate) fn spills(build: &Build, manifest: &Manifest, details: &mut Details) 
     for kernel in &manifest.kernels {
         for (arch, k) in &kernel.archs {
             if k.spills() {
+                // Where, when nvdisasm said: `at kernels/q.cu:142 (loop at
+                // :130), peak pressure 255 at :151`; else the `.cu` file.
+                let place = match k.lines.as_ref().map(|l| l.describe()) {
+                    Some(at) if !at.is_empty() => at,
+                    _ => format!("({})", kernel.source),
+                };
                 lines.push(format!(
-                    "{} on {arch}: {} bytes spill stores, {} bytes spill loads ({})",
-                    kernel.base_name, k.spill_stores, k.spill_loads, kernel.source
+                    "{} on {arch}: {} bytes spill stores, {} bytes spill loads {place}",
+                    kernel.base_name, k.spill_stores, k.spill_loads
                 ));
             }
         }

@@ -6,6 +6,9 @@
 //! computes occupancy exactly as NVIDIA's `cuda_occupancy.h` does, picks the
 //! best block size, and writes `$OUT_DIR/occ/manifest.json` and
 //! `$OUT_DIR/occ/kernels.rs` (constants plus the embedded device code).
+//! With the toolkit's `nvdisasm` it also finds where each kernel spills
+//! and where its register pressure peaks, by source line
+//! ([`Build::source_lines`]).
 //!
 //! ## Example
 //!
@@ -183,6 +186,7 @@ mod builder;
 mod cache;
 pub mod cargo;
 pub mod compile;
+mod disasm;
 mod embed;
 pub mod emit;
 pub mod env;

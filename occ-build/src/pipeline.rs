@@ -11,6 +11,9 @@
 //! 4. `compile::toolkit`, `compile::run`: identify the toolkit (every
 //!    program nvcc runs), then run the jobs or reuse their cached results.
 //! 5. `assemble::manifest`: parse each job's output into the manifest.
+//!    5½. `disasm::annotate`: nvdisasm over each cubin (cached by its
+//!    bytes): where each kernel spills and where its register pressure
+//!    peaks, by source line.
 //! 6. `gate::spills`: spilling kernels fail a build that denies them (else
 //!    the summary of stage 9 names them), and `gate::measured` warns about
 //!    measurements of another cubin; then `hostlib::archive` archives a
@@ -37,7 +40,7 @@ use crate::manifest::Manifest;
 use crate::status::{self, BuildState};
 use crate::toolchain::Toolchain;
 use crate::{
-    assemble, compile, embed, emit, gate, hostlib, inputs, parts, plan, summary, toolchain,
+    assemble, compile, disasm, embed, emit, gate, hostlib, inputs, parts, plan, summary, toolchain,
 };
 use std::path::PathBuf;
 
@@ -132,6 +135,21 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     }
     let version = toolchain::version(&nvcc, &toolkit, &inputs.out_dir)?;
     let mut manifest = assemble::manifest(&inputs, &version, &outputs)?;
+    if !build.no_source_lines {
+        let settings = disasm::Settings {
+            root: &inputs.root,
+            out: &inputs.out_dir,
+            part: build.part(),
+            parallel: inputs.parallel,
+        };
+        disasm::annotate(
+            &nvcc,
+            toolkit.top.as_deref(),
+            &settings,
+            &mut manifest,
+            directives,
+        );
+    }
     // The report holds every finding of the gates, also when one fails.
     let mut details = summary::Details::new(&inputs.out_dir, &inputs.package);
     if let Err(e) = gate::spills(build, &manifest, &mut details) {

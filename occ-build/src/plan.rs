@@ -234,6 +234,17 @@ fn common_args(build: &Build, inputs: &Inputs) -> Vec<String> {
     }
     if build.debug {
         args.push("-G".into());
+    } else if !build.no_source_lines
+        && !build.flags.iter().any(|f| {
+            matches!(
+                f.as_str(),
+                "-G" | "--device-debug" | "-lineinfo" | "--generate-line-info"
+            )
+        })
+    {
+        // Each instruction's source line, for `disasm` (stage 5½); `-G`
+        // has its own (and nvcc warns when both are given).
+        args.push("-lineinfo".into());
     }
     for dir in &build.includes {
         args.push(format!("-I{}", dir.display()));

@@ -4,7 +4,8 @@
 //! The report goes to `$OUT_DIR/occ/report.txt` and, when `$OUT_DIR` lies
 //! in cargo's target folder, to `<target>/<profile>/occ/<package>/report.txt`,
 //! a path that does not change between builds. It holds the table
-//! (`cargo occ report`'s), every spilling kernel, and the sections the
+//! (`cargo occ report`'s, which says where each kernel spills), every
+//! spilling kernel, every spill site (nvdisasm's), and the sections the
 //! gates add ([`Details`]): every finding their warnings and errors only
 //! count. It is written even when a gate fails the build.
 //!
@@ -101,6 +102,9 @@ pub(crate) fn write(
     if let Some(spills) = spill_table(manifest) {
         text.push_str(&format!("\nspilling kernels\n{spills}"));
     }
+    if let Some(sites) = site_table(manifest) {
+        text.push_str(&format!("\nspill sites (nvdisasm)\n{sites}"));
+    }
     for (title, body) in &details.sections {
         text.push_str(&format!("\n{title}\n{body}"));
     }
@@ -143,6 +147,34 @@ fn spill_table(manifest: &Manifest) -> Option<String> {
     (rows.len() > 1).then(|| table::align(&rows))
 }
 
+/// Every spill site of every kernel × arch (from nvdisasm), `None` when
+/// there is none.
+fn site_table(manifest: &Manifest) -> Option<String> {
+    let mut rows: Vec<[String; 6]> = vec![[
+        "kernel".into(),
+        "arch".into(),
+        "line".into(),
+        "loop".into(),
+        "stores".into(),
+        "loads".into(),
+    ]];
+    for k in &manifest.kernels {
+        for (arch, a) in &k.archs {
+            for site in a.lines.iter().flat_map(|l| &l.spills) {
+                rows.push([
+                    k.base_name.clone(),
+                    arch.clone(),
+                    format!("{}:{}", site.file, site.line),
+                    site.loop_line.map_or("-".into(), |l| format!(":{l}")),
+                    site.stores.to_string(),
+                    site.loads.to_string(),
+                ]);
+            }
+        }
+    }
+    (rows.len() > 1).then(|| table::align(&rows))
+}
+
 /// `<target>/<profile>/occ/<package>/report.txt` for an `out_dir` of
 /// `<target>/<profile>/build/<package>-<hash>/out/occ`.
 fn stable_path(out_dir: &Path, package: &str) -> Option<PathBuf> {
@@ -155,7 +187,7 @@ fn stable_path(out_dir: &Path, package: &str) -> Option<PathBuf> {
 
 /// The summary warning, when something is notable.
 fn line(manifest: &Manifest, report: &Path) -> Option<String> {
-    let mut spilling: Vec<(String, Vec<String>, u32)> = Vec::new();
+    let mut spilling: Vec<(String, Vec<String>, u32, String)> = Vec::new();
     for k in &manifest.kernels {
         let archs: Vec<String> = k
             .archs
@@ -164,8 +196,15 @@ fn line(manifest: &Manifest, report: &Path) -> Option<String> {
             .map(|(arch, _)| arch.clone())
             .collect();
         if !archs.is_empty() {
-            let bytes = k.archs.values().map(|a| a.spill_bytes()).max().unwrap_or(0);
-            spilling.push((k.base_name.clone(), archs, bytes));
+            // The arch that spills most, and the line it spills most at.
+            let most = k.archs.values().max_by_key(|a| a.spill_bytes());
+            let bytes = most.map_or(0, |a| a.spill_bytes());
+            let at = most
+                .and_then(|a| a.lines.as_ref())
+                .and_then(|l| l.worst())
+                .map(|s| format!(" at {}:{}", s.file, s.line))
+                .unwrap_or_default();
+            spilling.push((k.base_name.clone(), archs, bytes, at));
         }
     }
     if spilling.is_empty() {
@@ -174,7 +213,7 @@ fn line(manifest: &Manifest, report: &Path) -> Option<String> {
     let named: Vec<String> = spilling
         .iter()
         .take(NAMED)
-        .map(|(name, archs, bytes)| format!("{name} ({bytes} B on {})", archs.join(", ")))
+        .map(|(name, archs, bytes, at)| format!("{name} ({bytes} B on {}){at}", archs.join(", ")))
         .collect();
     let more = match spilling.len().saturating_sub(NAMED) {
         0 => String::new(),

@@ -29,18 +29,12 @@ pub struct WheelSet {
 }
 
 impl WheelSet {
-    /// What `<set>/.stamp` holds once the set is installed: its distinct
-    /// versions in order, joined by `+` (the rule `scripts/cuda-toolkit`
-    /// follows, so either installer sees the other's install as done).
+    /// What `<set>/.stamp` holds once the set is installed: its pinned
+    /// requirements in order, joined by `+` (the rule `scripts/cuda-toolkit`
+    /// follows, so either installer sees the other's install as done). A
+    /// wheel added to the set, or a new pin, installs the set again.
     pub fn stamp(&self) -> String {
-        let mut versions: Vec<&str> = Vec::new();
-        for req in &self.requirements {
-            let version = req.split_once("==").map_or(*req, |(_, v)| v);
-            if !versions.contains(&version) {
-                versions.push(version);
-            }
-        }
-        versions.join("+")
+        self.requirements.join("+")
     }
 }
 
@@ -377,13 +371,20 @@ mod tests {
     }
 
     #[test]
-    fn a_stamp_is_the_distinct_versions_in_order() {
+    fn a_stamp_is_the_requirements_in_order() {
         let set = WheelSet {
             name: "cu13",
             legacy: false,
-            requirements: vec!["a==1.2", "b==1.2", "c==0.9", "d==1.2"],
+            requirements: vec!["a==1.2", "b==1.2", "c==0.9"],
         };
-        assert_eq!(set.stamp(), "1.2+0.9");
+        assert_eq!(set.stamp(), "a==1.2+b==1.2+c==0.9");
+        // A wheel added at the same version is a new stamp: the set is
+        // installed again (nvdisasm joined nvcc 13.5.37's set that way).
+        let more = WheelSet {
+            requirements: vec!["a==1.2", "b==1.2", "c==0.9", "d==1.2"],
+            ..set.clone()
+        };
+        assert_ne!(more.stamp(), set.stamp());
     }
 
     #[cfg(not(windows))]

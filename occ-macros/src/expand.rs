@@ -194,6 +194,16 @@ impl Uses {
                     self.scan(g.stream());
                     last_ident = None;
                 }
+                // `println!("{BLOCK_SIZE}")`: a format string captures names.
+                TokenTree::Literal(l) => {
+                    let text = l.to_string();
+                    for name in INJECTED {
+                        if text.contains(name) && !self.names.iter().any(|n| n == name) {
+                            self.names.push(name.to_string());
+                        }
+                    }
+                    last_ident = None;
+                }
                 _ => last_ident = None,
             }
         }

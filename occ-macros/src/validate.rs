@@ -254,12 +254,23 @@ fn check_spills(
         return;
     }
     let budget = args.max_spill_bytes.as_ref().map_or(0, |b| b.value);
+    // Located spills are phrases of their own (`..., peak pressure 255
+    // at :151`): `;` keeps the archs apart.
+    let located = archs
+        .iter()
+        .any(|(_, ka)| ka.lines.as_ref().is_some_and(|l| !l.describe().is_empty()));
     let over: Vec<String> = archs
         .iter()
         .filter(|(_, ka)| ka.spill_bytes() > budget)
         .map(|(a, ka)| {
+            // `at kernels/q.cu:142 (loop at :130), peak pressure 255 at :151`
+            // when the build located the spills (nvdisasm).
+            let at = match ka.lines.as_ref().map(|l| l.describe()) {
+                Some(at) if !at.is_empty() => format!(" {at}"),
+                _ => String::new(),
+            };
             format!(
-                "{a} ({} bytes: {} bytes spill stores, {} bytes spill loads)",
+                "{a} ({} bytes: {} bytes spill stores, {} bytes spill loads){at}",
                 ka.spill_bytes(),
                 ka.spill_stores,
                 ka.spill_loads
@@ -282,7 +293,7 @@ fn check_spills(
         format!(
             "kernel `{}` {what}{budget_text} on {}; try a __launch_bounds__ that leaves it more registers (a lower minimum of blocks per SM), fewer live values per thread, or accept the spills here with `allow_spills` or `max_spill_bytes = N`",
             kernel.base_name,
-            over.join(" and on ")
+            over.join(if located { "; on " } else { " and on " })
         ),
     );
 }

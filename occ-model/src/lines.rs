@@ -17,7 +17,8 @@
 //! each) into [`SourceLines`]: the spill sites (file, line, bytes stored and
 //! loaded, the innermost loop around them) and the point of peak pressure.
 //! A loop is a backward branch: the instructions from its target to the
-//! branch; its line is the branch's (a `for` or `while` statement's line).
+//! branch; its line is the first line of its code in the branch's file (a
+//! `for` or `while` statement's line).
 //!
 //! ```
 //! use occ_model::lines::{source_lines, LifeRanges, LineInfo};
@@ -73,8 +74,9 @@ pub struct SpillSite {
     pub file: String,
     /// The line in `file` (a header's line for inlined or template code).
     pub line: u32,
-    /// The line of the innermost loop around the site (its backward
-    /// branch: the `for`/`while` line), when that line is in `file`.
+    /// The line of the innermost loop around the site (the first line of
+    /// the loop's code in the file of its backward branch: the `for` or
+    /// `while` line), when that line is in `file`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loop_line: Option<u32>,
     /// Bytes stored to spill slots (the widths of the `STL`s; summed over
@@ -184,6 +186,24 @@ impl Code {
     fn location(&self, offset: u32) -> Option<Location> {
         let i = self.runs.partition_point(|(start, _)| *start <= offset);
         i.checked_sub(1).map(|i| self.runs[i].1)
+    }
+
+    /// The line of the loop from `start` to its backward branch at `end`:
+    /// the first line of its code in the branch's file. The branch carries
+    /// the loop's condition, which ptxas may give the `for` line or the
+    /// body's last (sm_120 does); the `for` statement precedes its body.
+    fn loop_line(&self, start: u32, end: u32) -> Option<Location> {
+        let (file, _) = self.location(end)?;
+        let first = self
+            .runs
+            .partition_point(|(s, _)| *s <= start)
+            .saturating_sub(1);
+        self.runs[first..]
+            .iter()
+            .take_while(|(s, _)| *s <= end)
+            .filter(|(_, (f, _))| *f == file)
+            .map(|(_, location)| *location)
+            .min_by_key(|(_, line)| *line)
     }
 }
 
@@ -337,13 +357,13 @@ pub fn source_lines(
     let file = |id: usize| relative_path(&info.files[id], roots);
     let mut out = BTreeMap::new();
     for (name, code) in &info.functions {
-        // Loops: the backward branches, as (start, end, the branch's location).
+        // Loops: the backward branches, as (start, end, the loop's line).
         let loops: Vec<(u32, u32, Option<Location>)> = code
             .jumps
             .iter()
             .filter_map(|(offset, target)| {
                 let start = *code.labels.get(target)?;
-                (start <= *offset).then(|| (start, *offset, code.location(*offset)))
+                (start <= *offset).then(|| (start, *offset, code.loop_line(start, *offset)))
             })
             .collect();
         let mut sites: BTreeMap<(String, u32, Option<u32>), (u32, u32)> = BTreeMap::new();
@@ -445,6 +465,10 @@ fn normalize(path: &str) -> String {
 /// (`\t.section\t.text.<name>,"ax",@progbits`), `Some(None)` for any other.
 fn section(line: &str) -> Option<Option<&str>> {
     let rest = line.trim_start().strip_prefix(".section")?;
+    // Not `.sectioninfo`, `.sectionflags`: they belong to the section.
+    if !rest.starts_with(char::is_whitespace) {
+        return None;
+    }
     let name = rest
         .trim_start()
         .strip_prefix(".text.")
@@ -509,6 +533,8 @@ mod tests {
     }
 
     const TWO_LOOPS: &str = "\t.section\t.text.k,\"ax\",@progbits
+\t.sectioninfo\t@\"SHI_REGISTERS=26\"
+\t.sectionflags\t@\"\"
 k:
 .text.k:
 \t//## File \"/crate/kernels/k.cu\", line 3
@@ -558,6 +584,22 @@ k:
         assert_eq!(k.worst().map(|s| s.line), Some(5));
         assert_eq!(lines["other"], SourceLines::default());
         assert!(lines["other"].is_empty());
+    }
+
+    #[test]
+    fn a_loop_is_at_its_first_line_even_when_its_branch_is_at_the_last() {
+        // sm_120 gives the backward branch the body's last line.
+        let text = "\t.section\t.text.k,\"ax\",@progbits
+.L_x_1:
+\t//## File \"/c/k.cu\", line 9
+        /*0000*/                   ISETP.GE.AND P0, PT, R2, R3, PT ;
+\t//## File \"/c/k.cu\", line 12
+        /*0010*/                   STL [R1], R4              (*\"SpillRefill\"*);
+\t//## File \"/c/k.cu\", line 14
+        /*0020*/                   BRA.U UP0, `(.L_x_1) ;
+";
+        let lines = source_lines(&info(text), &LifeRanges::default(), &["/c"]);
+        assert_eq!(lines["k"].spills[0].loop_line, Some(9));
     }
 
     #[test]

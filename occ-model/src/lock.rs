@@ -468,6 +468,30 @@ mod tests {
     }
 
     #[test]
+    fn source_lines_stay_out_of_the_lock() {
+        let l = lock(&[("a", arch(32, 64, 0))]);
+        let mut m = l
+            .to_manifest(&[], Path::new("occ.lock"))
+            .expect("a manifest of the lock");
+        for a in m.kernels.iter_mut().flat_map(|k| k.archs.values_mut()) {
+            a.lines = Some(crate::lines::SourceLines {
+                spills: vec![crate::lines::SpillSite {
+                    file: "k.cu".into(),
+                    line: 7,
+                    loop_line: Some(5),
+                    stores: 4,
+                    loads: 4,
+                }],
+                peak_pressure: None,
+            });
+        }
+        assert!(manifest::to_json_pretty(&m).contains("\"lines\""));
+        let again = Lock::from_manifest(&m);
+        assert!(!again.to_text().contains("lines"), "{}", again.to_text());
+        assert_eq!(again.to_text(), l.to_text());
+    }
+
+    #[test]
     fn the_lock_has_one_line_per_kernel_and_per_kernel_arch() {
         let l = many(300);
         let text = l.to_text();

@@ -277,11 +277,22 @@ fn summary(m: &Manifest, baseline: &Baseline, all: &[Row]) -> String {
         Baseline::NotCompared(why) => format!("not compared with the lock: {}", esc(why)),
     };
     out.push_str(&format!("- {compared}\n"));
-    let mut spilling: Vec<(&str, u32)> = Vec::new();
+    // Per kernel: its most spilled bytes on an arch, and that arch's line
+    // with the most (when the build located it).
+    let mut spilling: Vec<(&str, u32, Option<String>)> = Vec::new();
     for r in all.iter().filter(|r| r.spill_bytes > 0) {
-        match spilling.iter_mut().find(|(k, _)| *k == r.kernel) {
-            Some((_, bytes)) => *bytes = (*bytes).max(r.spill_bytes),
-            None => spilling.push((&r.kernel, r.spill_bytes)),
+        let at = r
+            .lines
+            .as_ref()
+            .and_then(|l| l.worst())
+            .map(|s| format!("{}:{}", s.file, s.line));
+        match spilling.iter_mut().find(|(k, _, _)| *k == r.kernel) {
+            Some((_, bytes, most)) => {
+                if r.spill_bytes > *bytes {
+                    (*bytes, *most) = (r.spill_bytes, at);
+                }
+            }
+            None => spilling.push((&r.kernel, r.spill_bytes, at)),
         }
     }
     if spilling.is_empty() {
@@ -291,7 +302,10 @@ fn summary(m: &Manifest, baseline: &Baseline, all: &[Row]) -> String {
         let named: Vec<String> = spilling
             .iter()
             .take(NAMED)
-            .map(|(k, bytes)| format!("{} ({bytes} B)", code(k)))
+            .map(|(k, bytes, at)| match at {
+                Some(at) => format!("{} ({bytes} B at {})", code(k), code(at)),
+                None => format!("{} ({bytes} B)", code(k)),
+            })
             .collect();
         let more = match spilling.len().saturating_sub(NAMED) {
             0 => String::new(),

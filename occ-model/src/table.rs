@@ -2,6 +2,7 @@
 //! shares, and the per-kernel table (one row per kernel × arch) that the
 //! build writes to `report.txt` and `cargo occ report` prints.
 
+use crate::lines::SourceLines;
 use crate::manifest::Manifest;
 use serde::Serialize;
 
@@ -90,6 +91,10 @@ pub struct Row {
     /// manifest has none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cliffs: Option<crate::cliff::Cliffs>,
+    /// Where it spills and where its register pressure peaks, by source
+    /// line (from nvdisasm, when the build ran it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lines: Option<SourceLines>,
 }
 
 impl Row {
@@ -142,6 +147,7 @@ pub fn rows(m: &Manifest) -> Vec<Row> {
                 best_block: a.best.block_size,
                 headroom: a.best.dynamic_smem_headroom,
                 cliffs: a.cliffs.clone(),
+                lines: a.lines.clone(),
             });
         }
     }
@@ -184,8 +190,9 @@ pub fn cells(r: &Row) -> [String; 11] {
 /// declared launch, or at the best block size where the launch column
 /// says `best`; `cliff`: registers until a block is lost), then one line
 /// per kernel × arch whose declared launch could reach the next occupancy
-/// step, saying how, and one per kernel × arch at most [`NEAR_CLIFF`]
-/// registers from a cliff, with both steps.
+/// step, saying how, one per spilling kernel × arch saying where it spills
+/// (when the build located it), and one per kernel × arch at most
+/// [`NEAR_CLIFF`] registers from a cliff, with both steps.
 pub fn table(m: &Manifest) -> String {
     let mut out = table_without_cliffs(m);
     out.push_str(&cliff_lines(m, Some(NEAR_CLIFF)));
@@ -252,6 +259,18 @@ pub fn table_without_cliffs(m: &Manifest) -> String {
     if !lifts.is_empty() {
         out.push_str("\nat the declared launch, one step up:\n");
         out.extend(lifts);
+    }
+    let spills: Vec<String> = rows
+        .iter()
+        .filter(|r| r.spill_bytes > 0)
+        .filter_map(|r| {
+            let at = r.lines.as_ref()?.describe();
+            (!at.is_empty()).then(|| format!("  {} on {}: {at}\n", r.kernel, r.arch))
+        })
+        .collect();
+    if !spills.is_empty() {
+        out.push_str("\nwhere they spill:\n");
+        out.extend(spills);
     }
     out
 }

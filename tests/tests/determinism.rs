@@ -1,7 +1,10 @@
 //! The same inputs give byte-identical `manifest.json`, `kernels.rs` and
 //! device code: in another folder, with another parallelism (`NUM_JOBS`),
 //! with files listed in another order (`.file()` vs `.glob()`), and on a clean
-//! rebuild. (tests/tests/pipeline.rs checks two folders with the zoo module.)
+//! rebuild. In another folder the device code is the same only without
+//! source lines (`Build::source_lines(false)`): `-lineinfo`'s line table
+//! names the folder. (tests/tests/pipeline.rs checks two folders with the
+//! zoo module.)
 
 use occ_build::env::Env;
 use occ_build::Build;
@@ -62,36 +65,61 @@ fn assert_same(a: &BTreeMap<String, Vec<u8>>, b: &BTreeMap<String, Vec<u8>>, wha
     }
 }
 
+/// Device code: its line table (`-lineinfo`, for `Build::source_lines`)
+/// names the folder the crate is in.
+fn is_device_code(name: &str) -> bool {
+    [".cubin", ".ptx", ".fatbin"]
+        .iter()
+        .any(|e| name.ends_with(e))
+}
+
 #[test]
 fn parallelism_file_order_and_folder_do_not_change_the_output() {
-    let s = Scratch::new();
-    // One build: glob, one job at a time.
-    let root_a = crate_in(&s, "a/");
-    let out_a = s.path().join("a/target/out");
-    let mut a = Build::new();
-    a.root(&root_a)
-        .out_dir(&out_a)
-        .glob("kernels/*.cu")
-        .archs(["sm_80", "sm_90"]);
-    let ra = a.try_compile_with(&env("1")).expect("build a");
-    // The other: files listed one by one in reverse order (one twice), eight
-    // jobs at once, in a deeper folder with a space.
-    let root_b = crate_in(&s, "some where/else/b/");
-    let out_b = s.path().join("elsewhere out");
-    let mut b = Build::new();
-    b.root(&root_b).out_dir(&out_b);
-    for rel in FILES.iter().rev() {
-        b.file(rel);
+    // With source lines (the default) everything but the device code, which
+    // names the folder; without them the device code too.
+    for lines in [true, false] {
+        let s = Scratch::new();
+        // One build: glob, one job at a time.
+        let root_a = crate_in(&s, "a/");
+        let out_a = s.path().join("a/target/out");
+        let mut a = Build::new();
+        a.root(&root_a)
+            .out_dir(&out_a)
+            .glob("kernels/*.cu")
+            .archs(["sm_80", "sm_90"])
+            .source_lines(lines);
+        let ra = a.try_compile_with(&env("1")).expect("build a");
+        // The other: files listed one by one in reverse order (one twice),
+        // eight jobs at once, in a deeper folder with a space.
+        let root_b = crate_in(&s, "some where/else/b/");
+        let out_b = s.path().join("elsewhere out");
+        let mut b = Build::new();
+        b.root(&root_b).out_dir(&out_b).source_lines(lines);
+        for rel in FILES.iter().rev() {
+            b.file(rel);
+        }
+        b.file(FILES[0]).archs(["sm_80", "sm_90"]);
+        let rb = b.try_compile_with(&env("8")).expect("build b");
+        assert_eq!(ra.manifest, rb.manifest);
+        assert_eq!(ra.manifest.kernels.len(), 5);
+        let has_lines = ra
+            .manifest
+            .kernels
+            .iter()
+            .any(|k| k.archs.values().any(|a| a.lines.is_some()));
+        assert_eq!(has_lines, lines, "source_lines({lines})");
+        let (mut oa, mut ob) = (outputs(&out_a), outputs(&out_b));
+        if lines {
+            for o in [&mut oa, &mut ob] {
+                o.retain(|name, _| !is_device_code(name));
+            }
+        }
+        assert_same(
+            &oa,
+            &ob,
+            &format!("NUM_JOBS=1 glob vs NUM_JOBS=8 files, source_lines({lines})"),
+        );
     }
-    b.file(FILES[0]).archs(["sm_80", "sm_90"]);
-    let rb = b.try_compile_with(&env("8")).expect("build b");
-    assert_eq!(ra.manifest, rb.manifest);
-    assert_eq!(ra.manifest.kernels.len(), 5);
-    assert_same(
-        &outputs(&out_a),
-        &outputs(&out_b),
-        "NUM_JOBS=1 glob vs NUM_JOBS=8 files",
-    );
 }
 
 #[test]

@@ -12,8 +12,83 @@
 //! wrong scalar, a wrong element type, an integer for a pointer, a shared
 //! borrow for a written buffer), included through `OCC_UI_KERNELS_RS`.
 
+use occ_build::manifest::Manifest;
 use occ_tests::{nvcc, workspace_root};
 use std::path::Path;
+
+/// The 1-based line of `tests/ui/kernels/loop.cu` that carries `marker`.
+fn fixture_line(text: &str, marker: &str) -> u32 {
+    let i = text
+        .lines()
+        .position(|l| l.contains(marker))
+        .unwrap_or_else(|| panic!("no `{marker}` in tests/ui/kernels/loop.cu"));
+    u32::try_from(i + 1).expect("a short file")
+}
+
+/// `loopspill` spills most at the line marked `occ-test: spills`, inside
+/// the loop marked `occ-test: loop`, on both archs, and every kernel's
+/// sites add up to ptxas's spill bytes: those two lines.
+fn spill_lines_match_the_fixture(m: &Manifest) -> (u32, u32) {
+    let root = workspace_root().join("tests/ui");
+    let text = std::fs::read_to_string(root.join("kernels/loop.cu")).expect("read loop.cu");
+    let (spills, loop_line) = (
+        fixture_line(&text, "occ-test: spills"),
+        fixture_line(&text, "occ-test: loop"),
+    );
+    for k in &m.kernels {
+        for (arch, a) in &k.archs {
+            let lines = a
+                .lines
+                .as_ref()
+                .unwrap_or_else(|| panic!("{} on {arch} has no source lines", k.name));
+            let (stores, loads) = lines
+                .spills
+                .iter()
+                .fold((0, 0), |(s, l), site| (s + site.stores, l + site.loads));
+            assert_eq!(
+                (stores, loads),
+                (a.spill_stores, a.spill_loads),
+                "{} on {arch}: the sites do not add up to ptxas's bytes: {lines:?}",
+                k.name
+            );
+            let peak = lines.peak_pressure.as_ref().expect("a peak");
+            assert!(
+                peak.registers <= a.registers,
+                "{} on {arch}: {peak:?}",
+                k.name
+            );
+            // A file of the crate is named relative to it (a toolkit
+            // header absolutely).
+            let crate_root = root.display().to_string();
+            for file in lines.spills.iter().map(|s| &s.file).chain([&peak.file]) {
+                assert!(
+                    file.starts_with("kernels/")
+                        || (file.starts_with('/') && !file.starts_with(&crate_root)),
+                    "{} on {arch}: {file}",
+                    k.name
+                );
+            }
+        }
+    }
+    let kernel = m
+        .kernels
+        .iter()
+        .find(|k| k.name == "loopspill")
+        .expect("loopspill in the manifest");
+    for (arch, a) in &kernel.archs {
+        let worst = a
+            .lines
+            .as_ref()
+            .and_then(|l| l.worst())
+            .expect("a spill site");
+        assert_eq!(
+            (worst.file.as_str(), worst.line, worst.loop_line),
+            ("kernels/loop.cu", spills, Some(loop_line)),
+            "loopspill on {arch}"
+        );
+    }
+    (spills, loop_line)
+}
 
 #[test]
 fn ui() {
@@ -21,6 +96,7 @@ fn ui() {
     let report = occ_build::Build::new()
         .root(workspace_root().join("tests/ui"))
         .file("kernels/ui.cu")
+        .file("kernels/loop.cu")
         .archs(["sm_80", "sm_90"])
         .nvcc(nvcc())
         .out_dir(&out)
@@ -28,6 +104,7 @@ fn ui() {
         .unwrap_or_else(|e| panic!("building the ui kernels failed: {e}"));
     let manifest = report.out_dir.join(occ_build::manifest::FILE_NAME);
     assert!(manifest.is_file(), "{}", manifest.display());
+    let (spills, loop_line) = spill_lines_match_the_fixture(&report.manifest);
 
     // A cargo-run test has no OUT_DIR of its own, but be sure none leaks in.
     std::env::remove_var("OUT_DIR");
@@ -37,6 +114,14 @@ fn ui() {
         t.pass("ui/pass/*.rs");
         t.compile_fail("ui/*.rs");
     }
+    // The error trybuild checked names the fixture's lines.
+    let stderr = std::fs::read_to_string(workspace_root().join("tests/ui/spill-line.stderr"))
+        .expect("read spill-line.stderr");
+    let at = format!("at kernels/loop.cu:{spills} (loop at :{loop_line})");
+    assert!(
+        stderr.contains(&at),
+        "spill-line.stderr does not say `{at}`:\n{stderr}"
+    );
     let fixtures = workspace_root().join("tests/ui/other-manifests");
     for (file, case) in [
         ("schema-99.json", "newer-schema.rs"),

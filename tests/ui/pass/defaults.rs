@@ -28,6 +28,12 @@ fn through_a_macro() -> (u32, f32) {
     block_of_the_site!()
 }
 
+// A format string's captured names count as uses.
+#[launch_config(kernel = "axpy")]
+fn captured() -> String {
+    format!("{BLOCK_SIZE} {DYNAMIC_SMEM_BYTES}")
+}
+
 fn main() {
     let m = expect::manifest();
     assert_eq!(m.archs, ["sm_80", "sm_90"]);
@@ -42,6 +48,7 @@ fn main() {
 
     let (name, arch, blocks, occupancy, shape, baked) = table();
     assert_eq!(through_a_macro(), (sm80.block_size, occupancy));
+    assert_eq!(captured(), format!("{} 0", sm80.block_size));
     assert_eq!(shape, (sm80.block_size, 1, 1));
     assert_eq!(baked.kernel, "axpy");
     let rows = expect::rows(&baked);

@@ -1,0 +1,442 @@
+//! Stage 5½, disassembly: where each kernel spills and where its register
+//! pressure peaks, by source line.
+//!
+//! The jobs compile with `-lineinfo` (which leaves the SASS and ptxas's
+//! numbers unchanged: `tests/tests/lineinfo.rs`), so each cubin maps its
+//! instructions to files and lines. For every cubin of the build the
+//! toolkit's `nvdisasm` runs twice, `-c -g` (lines and spill marks) and
+//! `-c -plr -lrm count` (live registers), its output read line by line into
+//! [`occ_model::lines`], which gives each kernel's [`SourceLines`]; they go
+//! into the manifest (`KernelArch::lines`), never into the lock.
+//!
+//! Cached by content: `cache/lines/<cubin>.json` holds the result under a
+//! key of the cubin's bytes, nvdisasm (path, target, stat) and the crate
+//! root (paths are named relative to it), so a warm build reads the record
+//! instead of running nvdisasm, and gives the same bytes as a cold one.
+//! A toolkit without nvdisasm gives today's manifest (no `lines`) and one
+//! note; nvdisasm failing on a cubin is one note too, never an error.
+
+use crate::cache::{self, Stat};
+use crate::cargo::Directives;
+use crate::compile::write_atomic;
+use crate::manifest::Manifest;
+use crate::toolkit::{exe, Nvcc};
+use occ_model::lines::{source_lines, LifeRanges, LineInfo, SourceLines};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// The version of the record format and of the analysis; a new one
+/// invalidates every record.
+const FORMAT: u32 = 1;
+
+/// The folder of the records, below `$OUT_DIR/occ/cache`.
+const DIR: &str = "lines";
+
+/// One cubin's functions by symbol, or why nvdisasm could not read it.
+type Functions = Result<BTreeMap<String, SourceLines>, String>;
+
+/// The functions of one cubin, by symbol, under the key they were made with.
+#[derive(Debug, Serialize, Deserialize)]
+struct Record {
+    format: u32,
+    key: String,
+    functions: BTreeMap<String, SourceLines>,
+}
+
+/// What the stage needs of the build.
+pub(crate) struct Settings<'a> {
+    /// The crate root: files below it are named relative to it.
+    pub root: &'a Path,
+    /// `$OUT_DIR/occ`.
+    pub out: &'a Path,
+    /// This part's name (`Build::name`): its records are its own.
+    pub part: &'a str,
+    /// How many nvdisasm runs at once (besides the jobserver).
+    pub parallel: usize,
+}
+
+/// Stage 5½: fills `lines` of every kernel × arch of `manifest` that has a
+/// cubin. Without nvdisasm, or where it fails, leaves them out with one
+/// note each.
+pub(crate) fn annotate(
+    nvcc: &Nvcc,
+    top: Option<&Path>,
+    settings: &Settings<'_>,
+    manifest: &mut Manifest,
+    directives: &mut Directives,
+) {
+    let mut cubins: Vec<String> = manifest
+        .kernels
+        .iter()
+        .flat_map(|k| k.archs.values())
+        .filter(|a| a.has_device_code())
+        .map(|a| a.cubin.clone())
+        .collect();
+    cubins.sort();
+    cubins.dedup();
+    let dir = settings.out.join("cache").join(DIR);
+    remove_stale(&dir, settings.part, &cubins);
+    if cubins.is_empty() {
+        return;
+    }
+    let Some(tool) = nvdisasm(nvcc, top) else {
+        directives.warn(format!(
+            "occ: no nvdisasm beside {} (the toolkit's disassembler), so spills and register \
+             pressure are not located by source line; install it (`cargo occ toolkit install`, \
+             or the nvidia-cuda-nvdisasm wheel of the same release as nvcc)",
+            nvcc.path.display()
+        ));
+        return;
+    };
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        directives.warn(format!(
+            "occ: cannot create {} ({e}); spills are not located by source line",
+            dir.display()
+        ));
+        return;
+    }
+    let identity = identity(&tool, settings.root);
+    let results = run_all(&tool, &identity, settings, &dir, &cubins);
+    let mut failed: Vec<String> = Vec::new();
+    let mut by_cubin: BTreeMap<&str, BTreeMap<String, SourceLines>> = BTreeMap::new();
+    for (cubin, result) in cubins.iter().zip(results) {
+        match result {
+            Ok(functions) => {
+                by_cubin.insert(cubin, functions);
+            }
+            Err(why) => failed.push(format!("{cubin}: {why}")),
+        }
+    }
+    for kernel in &mut manifest.kernels {
+        for a in kernel.archs.values_mut() {
+            // A kernel whose code has no line (ptxas gives some template
+            // instances none) gets no `lines`, like a build without nvdisasm.
+            a.lines = by_cubin
+                .get(a.cubin.as_str())
+                .and_then(|functions| functions.get(&kernel.name))
+                .filter(|lines| !lines.is_empty())
+                .cloned();
+        }
+    }
+    if let Some(first) = failed.first() {
+        let more = match failed.len() - 1 {
+            0 => String::new(),
+            n => format!(" (and {n} more cubins)"),
+        };
+        directives.warn(format!(
+            "occ: nvdisasm could not read {first}{more}; their spills are not located by source line"
+        ));
+    }
+}
+
+/// The toolkit's nvdisasm: in its `bin` folder, else beside nvcc.
+fn nvdisasm(nvcc: &Nvcc, top: Option<&Path>) -> Option<PathBuf> {
+    top.map(|t| t.join("bin").join(exe("nvdisasm")))
+        .into_iter()
+        .chain([nvcc.beside("nvdisasm")])
+        .find(|p| p.is_file())
+}
+
+/// What every record's key shares: the format, nvdisasm as it is, and the
+/// root as spelled, made absolute and resolved (the cubin names files by
+/// the folder nvcc ran in, as the OS resolved it).
+fn identity(tool: &Path, root: &Path) -> Identity {
+    let target = std::fs::canonicalize(tool).unwrap_or_else(|_| tool.to_path_buf());
+    let mut roots = vec![root.display().to_string()];
+    for r in [
+        std::path::absolute(root).ok(),
+        std::fs::canonicalize(root).ok(),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let r = r.display().to_string();
+        if !roots.contains(&r) {
+            roots.push(r);
+        }
+    }
+    let key = format!(
+        "{FORMAT} {} {} {:?} {roots:?}",
+        tool.display(),
+        target.display(),
+        Stat::of(&target)
+    );
+    Identity { key, roots }
+}
+
+struct Identity {
+    key: String,
+    roots: Vec<String>,
+}
+
+/// Every cubin's functions, in the order of `cubins`: from its record, or
+/// from two nvdisasm runs (each its own job under cargo's jobserver, so one
+/// cubin's two run at once), then recorded.
+fn run_all(
+    tool: &Path,
+    identity: &Identity,
+    settings: &Settings<'_>,
+    dir: &Path,
+    cubins: &[String],
+) -> Vec<Functions> {
+    let mut results: Vec<Option<Functions>> = Vec::with_capacity(cubins.len());
+    // (index, record path, key) of the cubins to disassemble.
+    let mut pending: Vec<(usize, PathBuf, String)> = Vec::new();
+    for (i, cubin) in cubins.iter().enumerate() {
+        let record = dir.join(format!("{}.json", stem(cubin)));
+        match std::fs::read(settings.out.join(cubin)) {
+            Err(e) => results.push(Some(Err(format!("cannot read it ({e})")))),
+            Ok(bytes) => {
+                let key = cache::hash_bytes(&[identity.key.as_bytes(), &bytes]);
+                match cached(&record, &key) {
+                    Some(functions) => results.push(Some(Ok(functions))),
+                    None => {
+                        results.push(None);
+                        pending.push((i, record, key));
+                    }
+                }
+            }
+        }
+    }
+    let runs: Vec<(usize, Pass)> = pending
+        .iter()
+        .flat_map(|(i, _, _)| [(*i, Pass::Lines), (*i, Pass::Pressure)])
+        .collect();
+    let mut readings = pool(settings.parallel, &runs, |(i, pass)| {
+        let path = settings.out.join(&cubins[*i]);
+        pass.run(tool, &path)
+    })
+    .into_iter();
+    let roots: Vec<&str> = identity.roots.iter().map(String::as_str).collect();
+    for (i, record_path, key) in pending {
+        let (lines, pressure) = (readings.next(), readings.next());
+        let functions = match (lines, pressure) {
+            (Some(Ok(Reading::Lines(info))), Some(Ok(Reading::Pressure(ranges)))) => {
+                let record = Record {
+                    format: FORMAT,
+                    key,
+                    functions: source_lines(&info, &ranges, &roots),
+                };
+                // A record that cannot be written costs a rerun next
+                // time, nothing more.
+                if let Ok(text) = serde_json::to_vec(&record) {
+                    let _ = write_atomic(&record_path, &text);
+                }
+                Ok(record.functions)
+            }
+            (Some(Err(e)), _) | (_, Some(Err(e))) => Err(e),
+            _ => Err("no result (a worker thread panicked)".into()),
+        };
+        results[i] = Some(functions);
+    }
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err("no result".into())))
+        .collect()
+}
+
+/// The functions of the record at `path`, when its key is `key`.
+fn cached(path: &Path, key: &str) -> Option<BTreeMap<String, SourceLines>> {
+    let text = std::fs::read(path).ok()?;
+    let record = serde_json::from_slice::<Record>(&text).ok()?;
+    (record.format == FORMAT && record.key == key).then_some(record.functions)
+}
+
+/// The two nvdisasm runs over a cubin (`-plr` ignores `-g`).
+#[derive(Debug, Clone, Copy)]
+enum Pass {
+    /// `-c -g`: lines, spill marks, branches.
+    Lines,
+    /// `-c -plr -lrm count`: live registers.
+    Pressure,
+}
+
+/// What one pass read.
+enum Reading {
+    Lines(LineInfo),
+    Pressure(LifeRanges),
+}
+
+impl Pass {
+    fn run(self, tool: &Path, cubin: &Path) -> Result<Reading, String> {
+        match self {
+            Pass::Lines => {
+                let mut info = LineInfo::default();
+                disassemble(tool, cubin, &["-c", "-g"], |l| info.line(l))?;
+                Ok(Reading::Lines(info))
+            }
+            Pass::Pressure => {
+                let mut ranges = LifeRanges::default();
+                disassemble(tool, cubin, &["-c", "-plr", "-lrm", "count"], |l| {
+                    ranges.line(l)
+                })?;
+                Ok(Reading::Pressure(ranges))
+            }
+        }
+    }
+}
+
+/// `f` over `items` on up to `parallel` threads, in order; the first thread
+/// runs on the build script's own jobserver token, the others each take
+/// one per item.
+fn pool<T: Sync, R: Send>(
+    parallel: usize,
+    items: &[T],
+    f: impl Fn(&T) -> Result<R, String> + Sync,
+) -> Vec<Result<R, String>> {
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<R, String>>>> =
+        Mutex::new((0..items.len()).map(|_| None).collect());
+    // SAFETY: cargo passes the jobserver's file descriptors to the build
+    // script; nothing in this process closes them (the client opens its own).
+    let jobserver = unsafe { jobserver::Client::from_env() };
+    let workers = parallel.clamp(1, items.len().max(1));
+    std::thread::scope(|scope| {
+        for worker in 0..workers {
+            let (next, results, jobserver, f) = (&next, &results, jobserver.as_ref(), &f);
+            scope.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(item) = items.get(i) else { break };
+                let _token = if worker > 0 {
+                    jobserver.and_then(|c| c.acquire().ok())
+                } else {
+                    None
+                };
+                let result = f(item);
+                if let Ok(mut slots) = results.lock() {
+                    slots[i] = Some(result);
+                }
+            });
+        }
+    });
+    results
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err("no result (a worker thread panicked)".into())))
+        .collect()
+}
+
+/// Runs `nvdisasm <args> <cubin>`, handing each line of its output to
+/// `line` as it comes (the text can be ten times the cubin).
+fn disassemble(
+    tool: &Path,
+    cubin: &Path,
+    args: &[&str],
+    mut line: impl FnMut(&str),
+) -> Result<(), String> {
+    let mut child = Command::new(tool)
+        .args(args)
+        .arg(cubin)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {} ({e})", tool.display()))?;
+    let (Some(stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err("no output pipes".into());
+    };
+    let errors = std::thread::scope(|scope| {
+        let errors = scope.spawn(move || {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text);
+            text
+        });
+        let mut reader = BufReader::new(stdout);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match reader.read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let text = String::from_utf8_lossy(&buf);
+                    line(text.trim_end_matches(['\n', '\r']));
+                }
+            }
+        }
+        errors.join().unwrap_or_default()
+    });
+    let status = child
+        .wait()
+        .map_err(|e| format!("cannot wait for nvdisasm ({e})"))?;
+    if !status.success() {
+        let said = errors.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+        return Err(format!(
+            "nvdisasm {} exited with {status}: {said}",
+            args.join(" ")
+        ));
+    }
+    Ok(())
+}
+
+/// `kernels_k.sm_80.cubin` → `kernels_k.sm_80`.
+fn stem(cubin: &str) -> &str {
+    cubin.strip_suffix(".cubin").unwrap_or(cubin)
+}
+
+/// Removes this part's records of cubins that are no longer built.
+fn remove_stale(dir: &Path, part: &str, cubins: &[String]) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(record) = name.strip_suffix(".json") else {
+            // `<record>.json.tmp<pid>.<n>`: a temporary file of a killed build.
+            let pid = name
+                .rsplit_once(".tmp")
+                .and_then(|(_, rest)| rest.split_once('.'))
+                .and_then(|(pid, _)| pid.parse::<u32>().ok());
+            if pid.is_some_and(|pid| pid != std::process::id() && gone(pid)) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+            continue;
+        };
+        if crate::parts::owns(part, record) && !cubins.iter().any(|c| stem(c) == record) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Whether no process `pid` runs (known on Linux only: elsewhere a temporary
+/// file stays until `cargo clean`).
+fn gone(pid: u32) -> bool {
+    cfg!(target_os = "linux") && !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_of_cubins_no_longer_built_go() {
+        let dir = std::env::temp_dir().join(format!("occ-lines-stale-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create");
+        // pid 4194304 is above Linux's pid_max: no such process.
+        for name in [
+            "a.sm_80.json",
+            "b.sm_80.json",
+            "lib@c.sm_80.json",
+            "a.sm_80.json.tmp4194304.2",
+        ] {
+            std::fs::write(dir.join(name), "{}").expect("write");
+        }
+        remove_stale(&dir, "", &["a.sm_80.cubin".to_string()]);
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .expect("list")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        // Another part's record stays.
+        assert_eq!(left, ["a.sm_80.json", "lib@c.sm_80.json"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

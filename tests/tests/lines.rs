@@ -1,0 +1,306 @@
+//! Stage 5½ with the real nvcc and nvdisasm: spills and register pressure
+//! by source line.
+//!
+//! - A template device function inlined from a header names the header's
+//!   line and its loop (tests/fixtures/cu/lines, found by their `occ-test:`
+//!   comments), on every arch it spills on; every kernel × arch's sites
+//!   add up to ptxas's spill bytes, over the spilling fixtures of the suite.
+//! - `.deny_spills()` names the line in its error, the summary warning and
+//!   `report.txt` too.
+//! - A warm build reads the records and writes the same manifest, byte for
+//!   byte, as a cold one; a changed record is recomputed.
+//! - A toolkit without nvdisasm (the real one, hard-linked without it)
+//!   builds today's manifest with one note.
+
+use occ_build::manifest::Manifest;
+use occ_tests::{build_env, fixture, nvcc, Scratch};
+use std::path::{Path, PathBuf};
+
+/// The 1-based line of `text` that carries `marker`.
+fn line_of(text: &str, marker: &str) -> u32 {
+    let i = text
+        .lines()
+        .position(|l| l.contains(marker))
+        .unwrap_or_else(|| panic!("no `{marker}` in the fixture"));
+    u32::try_from(i + 1).expect("a short file")
+}
+
+/// Every kernel × arch has lines whose sites add up to ptxas's spill bytes.
+fn sites_add_up(m: &Manifest) {
+    for k in &m.kernels {
+        for (arch, a) in &k.archs {
+            let lines = a
+                .lines
+                .as_ref()
+                .unwrap_or_else(|| panic!("{} on {arch}: no lines", k.name));
+            let stores: u32 = lines.spills.iter().map(|s| s.stores).sum();
+            let loads: u32 = lines.spills.iter().map(|s| s.loads).sum();
+            assert_eq!(
+                (stores, loads),
+                (a.spill_stores, a.spill_loads),
+                "{} on {arch}: {lines:?}",
+                k.name
+            );
+            assert!(
+                lines.peak_pressure.is_some(),
+                "{} on {arch}: no peak",
+                k.name
+            );
+        }
+    }
+}
+
+#[test]
+fn a_header_template_spills_at_the_header_line_and_the_sites_add_up() {
+    let s = Scratch::new();
+    s.copy_cu("lines", "kernels");
+    for case in ["sweep", "explain", "macro_new_user"] {
+        s.copy_cu(case, &format!("kernels/{case}"));
+    }
+    let mut build = s.build(["sm_75", "sm_80", "sm_90", "sm_120"]);
+    build.glob("kernels/*/*.cu");
+    let report = build
+        .try_compile_with(&build_env(&[]))
+        .unwrap_or_else(|e| panic!("build: {e}"));
+    let m = &report.manifest;
+    sites_add_up(m);
+    let spilling = m
+        .kernels
+        .iter()
+        .flat_map(|k| k.archs.values())
+        .filter(|a| a.spills())
+        .count();
+    assert!(spilling >= 8, "only {spilling} spilling kernel x archs");
+
+    let header = fixture("cu/lines/spill.cuh");
+    let (spills, loop_line) = (
+        line_of(&header, "occ-test: header spills"),
+        line_of(&header, "occ-test: header loop"),
+    );
+    let churner = m
+        .kernels
+        .iter()
+        .find(|k| k.short_name == "churner")
+        .expect("churner");
+    let mut spilled_on = Vec::new();
+    for (arch, a) in &churner.archs {
+        let lines = a.lines.as_ref().expect("lines");
+        if !a.spills() {
+            continue;
+        }
+        spilled_on.push(arch.clone());
+        let worst = lines.worst().expect("a site");
+        assert_eq!(
+            (worst.file.as_str(), worst.line, worst.loop_line),
+            ("kernels/spill.cuh", spills, Some(loop_line)),
+            "churner on {arch}: {lines:?}"
+        );
+        assert!(
+            lines.spills.iter().all(|s| s.file == "kernels/spill.cuh"),
+            "churner on {arch}: {lines:?}"
+        );
+    }
+    // Two blocks of 1024 threads exceed sm_75's and sm_120's threads per
+    // SM: ptxas ignores the minimum there and allows 64 registers (sm_75
+    // still spills 16 B, sm_120 nothing).
+    assert_eq!(spilled_on, ["sm_75", "sm_80", "sm_90"]);
+
+    // The report: where each kernel spills (the table's section) and every
+    // site; the summary warning names the line too.
+    let report_txt = s.read("out/occ/report.txt");
+    let base = &churner.base_name;
+    let at = format!("at kernels/spill.cuh:{spills} (loop at :{loop_line})");
+    assert!(
+        report_txt.contains("where they spill:\n")
+            && report_txt.contains(&format!("  {base} on sm_80: {at}")),
+        "{report_txt}"
+    );
+    assert!(
+        report_txt.contains("spill sites (nvdisasm)\n"),
+        "{report_txt}"
+    );
+    let sites = report_txt
+        .lines()
+        .filter(|l| l.starts_with(base.as_str()) && l.contains("kernels/spill.cuh:"))
+        .count();
+    assert!(sites >= 3, "{report_txt}");
+    assert!(
+        report
+            .directives
+            .warnings
+            .iter()
+            .any(|w| w.contains("spill registers") && w.contains(" at kernels/")),
+        "{:?}",
+        report.directives.warnings
+    );
+
+    let calm_line = line_of(&fixture("cu/lines/tmpl.cu"), "occ-test: calm");
+    let calm = m.kernels.iter().find(|k| k.name == "calm").expect("calm");
+    for (arch, a) in &calm.archs {
+        let lines = a.lines.as_ref().expect("lines");
+        assert!(lines.spills.is_empty(), "calm on {arch}: {lines:?}");
+        let peak = lines.peak_pressure.as_ref().expect("a peak");
+        assert_eq!(peak.file, "kernels/tmpl.cu", "calm on {arch}");
+        assert!(
+            peak.line <= calm_line && peak.registers <= a.registers,
+            "calm on {arch}: {peak:?}"
+        );
+    }
+}
+
+#[test]
+fn deny_spills_names_the_line() {
+    let s = Scratch::new();
+    let text =
+        std::fs::read_to_string(occ_tests::workspace_root().join("tests/ui/kernels/loop.cu"))
+            .expect("read tests/ui/kernels/loop.cu");
+    s.write("kernels/loop.cu", &text);
+    let err = s
+        .build(["sm_80"])
+        .deny_spills()
+        .try_compile_with(&build_env(&[]))
+        .expect_err("loopspill spills");
+    let at = format!(
+        " bytes spill loads at kernels/loop.cu:{} (loop at :{})",
+        line_of(&text, "occ-test: spills"),
+        line_of(&text, "occ-test: loop")
+    );
+    let message = err.to_string();
+    let line = message
+        .lines()
+        .find(|l| l.trim_start().starts_with("loopspill on sm_80: "))
+        .unwrap_or_else(|| panic!("no loopspill line in:\n{message}"));
+    assert!(line.contains(&at), "`{at}` not in `{line}`");
+    assert!(line.contains(", peak pressure "), "{line}");
+}
+
+#[test]
+fn a_warm_build_reads_the_records_and_writes_the_same_manifest() {
+    let s = Scratch::new();
+    s.copy_cu("lines", "kernels");
+    let env = build_env(&[]);
+    let cold = s
+        .build(["sm_80", "sm_90"])
+        .try_compile_with(&env)
+        .unwrap_or_else(|e| panic!("cold build: {e}"));
+    let manifest = s.read("out/occ/manifest.json");
+    assert!(manifest.contains("\"lines\""), "{manifest}");
+    let records = s.path().join("out/occ/cache/lines");
+    let record = records.join("kernels_tmpl.sm_80.json");
+    let stamp = |p: &Path| {
+        std::fs::metadata(p)
+            .and_then(|m| m.modified())
+            .expect("mtime")
+    };
+    let written = stamp(&record);
+    let mut names: Vec<String> = std::fs::read_dir(&records)
+        .expect("the records")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["kernels_tmpl.sm_80.json", "kernels_tmpl.sm_90.json"]
+    );
+
+    // Warm: nvcc and nvdisasm do not run; the same bytes.
+    let warm = s
+        .build(["sm_80", "sm_90"])
+        .try_compile_with(&env)
+        .unwrap_or_else(|e| panic!("warm build: {e}"));
+    assert_eq!(warm.nvcc_runs, 0);
+    assert_eq!(s.read("out/occ/manifest.json"), manifest);
+    assert_eq!(stamp(&record), written, "the record was rewritten");
+    assert_eq!(warm.manifest, cold.manifest);
+
+    // A record that no longer matches (another key) is recomputed, to the same bytes.
+    let text = std::fs::read_to_string(&record).expect("read the record");
+    let key_at = text.find("\"key\":\"").expect("a key") + 7;
+    let mut changed = text.clone();
+    changed.replace_range(key_at..key_at + 4, "0000");
+    std::fs::write(&record, &changed).expect("write the record");
+    std::fs::remove_file(records.join("kernels_tmpl.sm_90.json")).expect("remove a record");
+    s.build(["sm_80", "sm_90"])
+        .try_compile_with(&env)
+        .unwrap_or_else(|e| panic!("rebuild: {e}"));
+    assert_eq!(s.read("out/occ/manifest.json"), manifest);
+    assert_eq!(std::fs::read_to_string(&record).expect("read"), text);
+
+    // An arch dropped: its record goes.
+    s.build(["sm_80"])
+        .try_compile_with(&env)
+        .unwrap_or_else(|e| panic!("sm_80 build: {e}"));
+    assert!(!records.join("kernels_tmpl.sm_90.json").exists());
+    assert!(record.exists());
+}
+
+/// Recreates `from` below `to` with hard links (symlinks as symlinks),
+/// leaving out the files named in `skip`.
+fn link_tree(from: &Path, to: &Path, skip: &[&str]) {
+    std::fs::create_dir_all(to).expect("create");
+    for entry in std::fs::read_dir(from).expect("list").flatten() {
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type().expect("file type");
+        if skip.iter().any(|s| entry.file_name() == *s) {
+            continue;
+        }
+        if kind.is_symlink() {
+            let target = std::fs::read_link(&src).expect("read link");
+            std::os::unix::fs::symlink(target, &dst).expect("symlink");
+        } else if kind.is_dir() {
+            link_tree(&src, &dst, skip);
+        } else if std::fs::hard_link(&src, &dst).is_err() {
+            std::fs::copy(&src, &dst).expect("copy");
+        }
+    }
+}
+
+#[test]
+fn a_toolkit_without_nvdisasm_builds_without_lines_and_one_note() {
+    let real = nvcc();
+    let home = real
+        .parent()
+        .and_then(Path::parent)
+        .expect("the toolkit's folder")
+        .to_path_buf();
+    assert!(
+        home.join("bin/nvdisasm").is_file(),
+        "the suite's toolkit has nvdisasm"
+    );
+    let toolkit: PathBuf = Path::new(env!("CARGO_TARGET_TMPDIR")).join("occ-no-nvdisasm");
+    let _ = std::fs::remove_dir_all(&toolkit);
+    link_tree(&home, &toolkit, &["nvdisasm"]);
+    let nvcc = toolkit.join("bin/nvcc");
+
+    let s = Scratch::new();
+    s.copy_cu("lines", "kernels");
+    s.copy_cu("sweep", "kernels/sweep");
+    let mut build = s.build(["sm_80", "sm_90"]);
+    build.glob("kernels/*/*.cu");
+    let nvcc_var = nvcc.display().to_string();
+    let report = build
+        .try_compile_with(&build_env(&[("NVCC", Some(&nvcc_var))]))
+        .unwrap_or_else(|e| panic!("build: {e}"));
+    let m = &report.manifest;
+    assert!(m.kernels.len() >= 4);
+    assert!(m
+        .kernels
+        .iter()
+        .flat_map(|k| k.archs.values())
+        .all(|a| a.lines.is_none()));
+    assert!(!s.read("out/occ/manifest.json").contains("\"lines\""));
+    let notes: Vec<&String> = report
+        .directives
+        .warnings
+        .iter()
+        .filter(|w| w.contains("nvdisasm"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{:?}", report.directives.warnings);
+    assert!(
+        notes[0].contains("no nvdisasm") && notes[0].contains("install"),
+        "{}",
+        notes[0]
+    );
+    let _ = std::fs::remove_dir_all(&toolkit);
+}
