@@ -22,6 +22,7 @@ mod source;
 mod sweep;
 mod sweep_run;
 mod toolkit;
+mod tune;
 
 /// CUDA kernel occupancy as a build-time fact.
 #[derive(Debug, Parser)]
@@ -51,6 +52,8 @@ enum Command {
     Sweep(sweep::SweepArgs),
     /// Install NVIDIA's nvcc for any crate, print the nvcc occ uses, or check the setup.
     Toolkit(toolkit::ToolkitArgs),
+    /// The launches worth timing (`--plan`), or merge GPU timings into occ.lock (`import FILE`).
+    Tune(tune::TuneArgs),
 }
 
 /// The arguments without the `occ` that cargo inserts when it runs
@@ -79,6 +82,7 @@ fn main() -> ExitCode {
         Command::Explain(args) => explain::run(args),
         Command::Sweep(args) => sweep::run(args),
         Command::Toolkit(args) => toolkit::run(args),
+        Command::Tune(args) => tune::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),

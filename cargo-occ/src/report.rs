@@ -77,7 +77,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     let found = args.locate.find()?;
     let m = &found.manifest;
     let text = match args.format {
-        Format::Table => report::table(m),
+        Format::Table => report::table(m) + &crate::tune::measured_section(m),
         Format::Markdown => report::markdown(m, &baseline(&found)),
         Format::Json => report::json(m),
         Format::Html => html(m, &baseline(&found), args.charts)?,
@@ -983,6 +983,7 @@ pub(crate) mod tests {
                 ),
             ],
             device_code: Vec::new(),
+            measured: Vec::new(),
         }
     }
 

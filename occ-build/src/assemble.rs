@@ -8,6 +8,7 @@ use crate::inputs::Inputs;
 use crate::manifest::Manifest;
 use occ_model::analyze::{self, JobText};
 use occ_model::lock::Lock;
+use occ_model::measured;
 use occ_model::{cliff, launch};
 
 /// The manifest of a live build.
@@ -28,8 +29,45 @@ pub(crate) fn manifest(
     let mut manifest =
         analyze::build_manifest(&inputs.package, nvcc_version, &inputs.archs, texts)?;
     launch::declare(&mut manifest, &inputs.launches)?;
+    hash_cubins(&mut manifest, &inputs.out_dir);
+    if let Some(lock) = &inputs.lock {
+        manifest.measured = measured_of(lock, &manifest);
+    }
     cliff::record(&mut manifest)?;
     Ok(manifest)
+}
+
+/// Records each kernel × arch's [`measured::content_hash`] of its cubin
+/// (in `out_dir`), which a measurement is checked against; a cubin that
+/// cannot be read gets none, so its measurements are taken as they are.
+fn hash_cubins(manifest: &mut Manifest, out_dir: &std::path::Path) {
+    let mut hashes: std::collections::BTreeMap<String, String> = Default::default();
+    for kernel in &mut manifest.kernels {
+        for ka in kernel.archs.values_mut() {
+            if ka.cubin.is_empty() {
+                continue;
+            }
+            let hash = hashes.entry(ka.cubin.clone()).or_insert_with(|| {
+                std::fs::read(out_dir.join(&ka.cubin))
+                    .map(|bytes| measured::content_hash(&bytes))
+                    .unwrap_or_default()
+            });
+            ka.cubin_hash = hash.clone();
+        }
+    }
+}
+
+/// The lock's measurements of kernels × archs in `manifest`.
+fn measured_of(lock: &Lock, manifest: &Manifest) -> Vec<measured::Measured> {
+    lock.measured
+        .iter()
+        .filter(|m| {
+            manifest.kernels.iter().any(|k| {
+                k.name == m.kernel && k.source == m.source && k.archs.contains_key(&m.arch)
+            })
+        })
+        .cloned()
+        .collect()
 }
 
 /// The manifest of a build without nvcc: the lock's numbers for the
@@ -43,6 +81,7 @@ pub(crate) fn from_lock(
     let mut manifest = lock.to_manifest(&inputs.archs, &inputs.lock_path)?;
     // The declarations are build.rs's of today, not the lock's.
     launch::declare(&mut manifest, &inputs.launches)?;
+    manifest.measured = measured_of(lock, &manifest);
     cliff::record(&mut manifest)?;
     let todo = if inputs.no_nvcc.is_some() {
         "unset it to build with nvcc"

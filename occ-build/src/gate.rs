@@ -24,6 +24,10 @@
 //!   through a symlinked lock, never over a read-only one.
 //! - A lock of another package (its `package` differs) is refused by name,
 //!   not reported kernel by kernel as gone.
+//! - `measured`: the lock's measurements (`cargo occ tune import`) taken on
+//!   another cubin than this build's, or whose fastest block the kernel can
+//!   no longer launch, are one warning per kind; `tuned` sites then bake
+//!   the model's block (or the fastest measured one that still launches).
 
 use crate::builder::Build;
 use crate::cargo::Directives;
@@ -308,6 +312,90 @@ fn kernels(n: usize, singular: &str, plural: &str) -> String {
         format!("1 kernel {singular}")
     } else {
         format!("{n} kernels {plural}")
+    }
+}
+
+/// The lock's measurements this build cannot stand behind: taken on
+/// another cubin (stale), or with a fastest block the kernel can no longer
+/// launch. One warning per kind, naming the first [`summary::NAMED`]; all
+/// go to the report.
+pub(crate) fn measured(manifest: &Manifest, details: &mut Details, directives: &mut Directives) {
+    let mut stale = Vec::new();
+    let mut impossible = Vec::new();
+    for m in &manifest.measured {
+        let Some(ka) = manifest
+            .kernels
+            .iter()
+            .find(|k| k.name == m.kernel && k.source == m.source)
+            .and_then(|k| k.archs.get(&m.arch))
+        else {
+            continue;
+        };
+        let what = format!("{} on {} (bucket {:?})", m.kernel, m.arch, m.bucket);
+        if let occ_model::measured::Staleness::Stale { .. } = m.staleness(Some(&ka.cubin_hash)) {
+            stale.push(what);
+            continue;
+        }
+        let Ok(target) = occ_model::arch::parse_target(&m.arch) else {
+            continue;
+        };
+        let required = ka.launch_bounds.required_block_size();
+        let request = occ_model::tune::TuneRequest {
+            max_block_size: required,
+            block_multiple: required,
+            ..Default::default()
+        };
+        let launches = occ_model::tune::at_block_size(
+            target.arch,
+            &occ_model::analyze::resources(ka),
+            &request,
+            m.best,
+        );
+        if !matches!(launches, Ok(Some(_))) {
+            impossible.push(format!("{what}: block {}", m.best));
+        }
+    }
+    let report = details.report().display().to_string();
+    let named = |list: &[String]| {
+        let more = list.len().saturating_sub(summary::NAMED);
+        let mut text = list
+            .iter()
+            .take(summary::NAMED)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if more > 0 {
+            text.push_str(&format!(" and {more} more"));
+        }
+        text
+    };
+    if !stale.is_empty() {
+        directives.warn(format!(
+            "occ: {} of occ.lock {} taken on another cubin than this build's: {}; `tuned` sites use the model's block there; measure again and run `cargo occ tune import` (all in {report})",
+            measurements(stale.len()),
+            if stale.len() == 1 { "was" } else { "were" },
+            named(&stale)
+        ));
+        details.add("Stale measurements".into(), stale.join("\n"));
+    }
+    if !impossible.is_empty() {
+        directives.warn(format!(
+            "occ: the measured block of {} can no longer launch: {}; `tuned` sites use the fastest measured block that still launches, else the model's; measure again (all in {report})",
+            measurements(impossible.len()),
+            named(&impossible)
+        ));
+        details.add(
+            "Measured blocks that no longer launch".into(),
+            impossible.join("\n"),
+        );
+    }
+}
+
+fn measurements(n: usize) -> String {
+    if n == 1 {
+        "1 measurement".into()
+    } else {
+        format!("{n} measurements")
     }
 }
 

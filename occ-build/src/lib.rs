@@ -213,6 +213,6 @@ pub use occ_model::manifest::{Embed, Manifest};
 
 // The pure core, re-exported so that a build script needs one dependency.
 pub use occ_model::{
-    analyze, arch, ci, cliff, compare, launch, lines, lock, manifest, markdown, names, occupancy,
-    ptx, ptxas, sweep, table, tune,
+    analyze, arch, ci, cliff, compare, launch, lines, lock, manifest, markdown, measured, names,
+    occupancy, ptx, ptxas, sweep, table, tune,
 };

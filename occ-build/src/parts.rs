@@ -93,7 +93,8 @@ pub(crate) fn record(out: &Path, name: &str, sources: &[String], manifest: &Mani
 /// The candidate lock: every part's kernels, plus the committed lock's
 /// kernels of the other parts it records that this process has not built
 /// yet (a later `Build` of the build script will), so that a part never
-/// reports the others' kernels as gone; and the sources of each named part.
+/// reports the others' kernels as gone; the sources of each named part; and
+/// the committed lock's measurements of kernels × archs still built.
 pub(crate) fn candidate(view: &View, name: &str, lock: Option<&Lock>) -> Lock {
     let mut candidate = Lock::from_manifest(&view.merged);
     candidate.parts = view.named.clone();
@@ -113,6 +114,18 @@ pub(crate) fn candidate(view: &View, name: &str, lock: Option<&Lock>) -> Lock {
         candidate
             .kernels
             .sort_by(|a, b| a.name.cmp(&b.name).then(a.source.cmp(&b.source)));
+        // Measurements are committed data, not build output: they stay
+        // while their kernel × arch is still built.
+        candidate.measured = lock
+            .measured
+            .iter()
+            .filter(|m| {
+                candidate
+                    .find(&m.kernel, &m.source)
+                    .is_some_and(|k| k.archs.contains_key(&m.arch))
+            })
+            .cloned()
+            .collect();
     }
     candidate
 }

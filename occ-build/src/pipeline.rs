@@ -15,7 +15,8 @@
 //!    bytes): where each kernel spills and where its register pressure
 //!    peaks, by source line.
 //! 6. `gate::spills`: spilling kernels fail a build that denies them (else
-//!    the summary of stage 9 names them); then `hostlib::archive` archives a
+//!    the summary of stage 9 names them), and `gate::measured` warns about
+//!    measurements of another cubin; then `hostlib::archive` archives a
 //!    host-code library's objects and adds its link directives.
 //! 7. `embed::write`: the device code to embed (a fatbin per file by
 //!    default); `emit::write_all`: `manifest.json` and `kernels.rs` into
@@ -155,6 +156,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
         summary::write(&manifest, &details, &inputs, directives)?;
         return Err(e);
     }
+    gate::measured(&manifest, &mut details, directives);
     if let Some(host) = &host {
         hostlib::archive(host, &toolkit.lib_dirs(), &outputs, directives)?;
     }

@@ -59,6 +59,7 @@ fn kernel_arch() -> impl Strategy<Value = KernelArch> {
                 warnings: vec![],
                 cubin: format!("{file}.cubin"),
                 ptx: format!("{file}.ptx"),
+                cubin_hash: String::new(),
                 lines: None,
             },
         )
@@ -92,6 +93,7 @@ fn a_manifest() -> impl Strategy<Value = Manifest> {
         archs: vec!["sm_80".into()],
         kernels,
         device_code: Vec::new(),
+        measured: Vec::new(),
     })
 }
 
@@ -183,6 +185,7 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
         archs: vec!["sm_80".into()],
         kernels: vec![],
         device_code: Vec::new(),
+        measured: Vec::new(),
     };
     let k = KernelArch {
         resources: Resources {
@@ -210,6 +213,7 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
         warnings: vec![],
         cubin: "2d.sm_80.cubin".into(),
         ptx: "2d.sm_80.ptx".into(),
+        cubin_hash: String::new(),
         lines: None,
     };
     m.kernels.push(Kernel {

@@ -28,9 +28,13 @@ pub const ALLOW_SPILLS: &str = "allow_spills";
 pub const MAX_SPILL_BYTES: &str = "max_spill_bytes";
 /// `block = (16, 16)` or `block = (32, _)`: the block's shape.
 pub const BLOCK: &str = "block";
+/// `tuned = true`: bake the block measured on a GPU (occ.lock's `measured`).
+pub const TUNED: &str = "tuned";
+/// `bucket = "n=1M"`: which problem-size bucket's measurement `tuned` bakes.
+pub const BUCKET: &str = "bucket";
 
 /// Every option, in the order the docs list them.
-pub const OPTIONS: [&str; 11] = [
+pub const OPTIONS: [&str; 13] = [
     KERNEL,
     ARCH,
     BLOCK,
@@ -42,6 +46,8 @@ pub const OPTIONS: [&str; 11] = [
     MIN_OCCUPANCY,
     ALLOW_SPILLS,
     MAX_SPILL_BYTES,
+    TUNED,
+    BUCKET,
 ];
 
 /// A value with the span of the argument it came from.
@@ -126,6 +132,10 @@ pub struct Args {
     pub max_spill_bytes: Option<At<u32>>,
     /// `block`.
     pub block: Option<At<BlockShape>>,
+    /// `tuned = true` (or bare `tuned`); `tuned = false` is `None`.
+    pub tuned: Option<Span>,
+    /// `bucket`.
+    pub bucket: Option<At<String>>,
 }
 
 /// Collects errors; `combine`s them into one `syn::Error`.
@@ -323,6 +333,47 @@ fn one(args: &mut Args, meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
             args.block = Some(At {
                 value: block_shape(&expr, example)?,
                 span: expr.span(),
+            });
+        }
+        TUNED => {
+            if args.tuned.is_some() {
+                return Err(duplicate());
+            }
+            if meta.input.peek(syn::Token![=]) {
+                let expr = value(meta, &key, "tuned = true")?;
+                match &expr {
+                    Expr::Lit(ExprLit {
+                        lit: Lit::Bool(b), ..
+                    }) => {
+                        if b.value {
+                            args.tuned = Some(expr.span());
+                        }
+                    }
+                    _ => {
+                        return Err(syn::Error::new(
+                            expr.span(),
+                            "`tuned` is true or false: tuned = true bakes the block measured on a GPU (cargo occ tune import)",
+                        ))
+                    }
+                }
+            } else {
+                args.tuned = Some(span);
+            }
+        }
+        BUCKET => {
+            if args.bucket.is_some() {
+                return Err(duplicate());
+            }
+            let lit = string(meta, &key, "bucket = \"n=1M\"")?;
+            if lit.value().is_empty() {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    "`bucket` is empty; name the problem-size bucket the measurement was taken for, as the results file does",
+                ));
+            }
+            args.bucket = Some(At {
+                value: lit.value(),
+                span: lit.span(),
             });
         }
         other => return Err(syn::Error::new(span, unknown_option_message(other))),
@@ -585,6 +636,24 @@ mod tests {
         );
         let free = shape(quote!(block = (64, 32, _))).1.unwrap();
         assert!(free.contains("before its free dimension"), "{free}");
+    }
+
+    #[test]
+    fn tuned_and_bucket() {
+        let (a, e) = parse(quote!(kernel = "k", tuned = true, bucket = "n=1M"));
+        assert!(e.is_empty());
+        assert!(a.tuned.is_some());
+        assert_eq!(a.bucket.map(|b| b.value).as_deref(), Some("n=1M"));
+        let (a, e) = parse(quote!(kernel = "k", tuned));
+        assert!(e.is_empty() && a.tuned.is_some());
+        let (a, e) = parse(quote!(kernel = "k", tuned = false));
+        assert!(e.is_empty() && a.tuned.is_none());
+        let (_, e) = parse(quote!(kernel = "k", tuned = 1));
+        let msg = e.into_error().map(|e| e.to_string()).unwrap_or_default();
+        assert!(msg.contains("true or false"), "{msg}");
+        let (_, e) = parse(quote!(kernel = "k", tuned, bucket = ""));
+        let msg = e.into_error().map(|e| e.to_string()).unwrap_or_default();
+        assert!(msg.contains("`bucket` is empty"), "{msg}");
     }
 
     #[test]

@@ -218,7 +218,7 @@ impl Uses {
 }
 
 /// Every name the expansion can inject.
-const INJECTED: [&str; 9] = [
+const INJECTED: [&str; 10] = [
     "KERNEL_NAME",
     "ARCH",
     "BLOCK_SIZE",
@@ -226,6 +226,7 @@ const INJECTED: [&str; 9] = [
     "DYNAMIC_SMEM_BYTES",
     "BLOCKS_PER_SM",
     "OCCUPANCY",
+    "MEASURED",
     "LAUNCH",
     "grid_for",
 ];
@@ -241,6 +242,7 @@ fn consts(plan: &Plan, uses: &Uses) -> TokenStream {
     let smem = first.dynamic_smem;
     let blocks = first.blocks_per_sm;
     let occupancy = f32_lit(first.occupancy);
+    let measured = first.measured;
     let mut out = TokenStream::new();
     // No doc comments: items inside a function body are not documented,
     // and each would be one more attribute for rustc per site.
@@ -262,6 +264,7 @@ fn consts(plan: &Plan, uses: &Uses) -> TokenStream {
     );
     item("BLOCKS_PER_SM", quote!(const BLOCKS_PER_SM: u32 = #blocks;));
     item("OCCUPANCY", quote!(const OCCUPANCY: f32 = #occupancy;));
+    item("MEASURED", quote!(const MEASURED: bool = #measured;));
     if uses.wants("LAUNCH") {
         let rows = plan.rows.iter().map(|r| {
             let (a, maj, min, s, n) = (&r.arch, r.major, r.minor, r.dynamic_smem, r.blocks_per_sm);
@@ -315,6 +318,8 @@ fn placeholders() -> TokenStream {
         const BLOCKS_PER_SM: u32 = 0;
         #[allow(dead_code)]
         const OCCUPANCY: f32 = 0.0;
+        #[allow(dead_code)]
+        const MEASURED: bool = false;
         #[allow(dead_code)]
         const LAUNCH: ::occ::Baked = ::occ::Baked {
             kernel: "",

@@ -5,6 +5,7 @@
 use crate::args::{Args, DynamicSmemArg, Errors};
 use occ_model::arch;
 use occ_model::manifest::{describe_candidates, Kernel, KernelArch, Lookup, Manifest};
+use occ_model::measured::{self, Measured, Staleness};
 use occ_model::occupancy::Launch;
 use occ_model::tune::{self, DynamicSmem, TuneRequest};
 use proc_macro2::Span;
@@ -28,6 +29,9 @@ pub struct Row {
     pub blocks_per_sm: u32,
     /// Resident warps / the SM's maximum.
     pub occupancy: f64,
+    /// Whether the block is the one measured on a GPU (`tuned`), not the
+    /// model's.
+    pub measured: bool,
 }
 
 /// What the expansion bakes in.
@@ -82,8 +86,18 @@ pub fn plan(args: &Args, manifest: &Manifest, errors: &mut Errors) -> Option<Pla
     check_spills(args, kernel, &archs, errors);
     let mut rows = Vec::new();
     let mut failures: Vec<Failure> = Vec::new();
+    if let (Some(bucket), None) = (&args.bucket, &args.tuned) {
+        errors.at(
+            bucket.span,
+            "`bucket` picks which measurement `tuned` bakes, and `tuned` is missing; add `tuned = true`",
+        );
+        return None;
+    }
     for (name, ka) in &archs {
-        match tune_arch(args, kernel, name, ka) {
+        let measured = args
+            .tuned
+            .and_then(|_| measurement(args, manifest, kernel, name, ka));
+        match tune_arch(args, kernel, name, ka, measured) {
             Ok(row) => rows.push(row),
             Err(f) => match failures
                 .iter_mut()
@@ -304,11 +318,61 @@ impl Failure {
     }
 }
 
+/// The measurement `tuned` bakes for a kernel × arch: the site's bucket
+/// (else [`measured::DEFAULT_BUCKET`]), taken on this build's cubin (or on
+/// any, when the build has none: it stands on the lock). A stale one is
+/// not baked; the build script warns about it once
+/// (`occ_build`'s gate).
+fn measurement<'m>(
+    args: &Args,
+    manifest: &'m Manifest,
+    kernel: &Kernel,
+    arch_name: &str,
+    ka: &KernelArch,
+) -> Option<&'m Measured> {
+    let bucket = args
+        .bucket
+        .as_ref()
+        .map_or(measured::DEFAULT_BUCKET, |b| b.value.as_str());
+    manifest
+        .measured
+        .iter()
+        .find(|m| {
+            m.kernel == kernel.name
+                && m.source == kernel.source
+                && m.arch == arch_name
+                && m.bucket == bucket
+        })
+        .filter(|m| !matches!(m.staleness(Some(&ka.cubin_hash)), Staleness::Stale { .. }))
+}
+
+/// The fastest measured block the site's request allows and the kernel can
+/// launch ([`tune::at_block_size`]), if any.
+fn measured_best(
+    m: &Measured,
+    limits: &arch::Arch,
+    resources: &occ_model::occupancy::KernelResources,
+    request: &TuneRequest,
+) -> Option<tune::BestBlock> {
+    let mut timings: Vec<&measured::Timing> = m.timings.iter().collect();
+    timings.sort_by(|a, b| {
+        a.median_us
+            .total_cmp(&b.median_us)
+            .then(b.block_size.cmp(&a.block_size))
+    });
+    timings.into_iter().find_map(|t| {
+        tune::at_block_size(limits, resources, request, t.block_size)
+            .ok()
+            .flatten()
+    })
+}
+
 fn tune_arch(
     args: &Args,
     kernel: &Kernel,
     arch_name: &str,
     ka: &KernelArch,
+    measured: Option<&Measured>,
 ) -> Result<Row, Failure> {
     let kernel_span = args.kernel.as_ref().map_or(Span::call_site(), |k| k.span);
     let target = match arch::parse_target(arch_name) {
@@ -375,7 +439,12 @@ fn tune_arch(
     if let Some(shape) = &args.block {
         apply_shape(kernel, ka, shape, args, &mut request)?;
     }
-    let best = match tune::best_block_size(limits, &resources, &request) {
+    let from_measurement = measured.and_then(|m| measured_best(m, limits, &resources, &request));
+    let was_measured = from_measurement.is_some();
+    let best = match from_measurement.map_or_else(
+        || tune::best_block_size(limits, &resources, &request),
+        |b| Ok(Some(b)),
+    ) {
         Ok(Some(best)) => best,
         Ok(None) => {
             let span = args
@@ -484,6 +553,7 @@ fn tune_arch(
         dynamic_smem,
         blocks_per_sm: occ.active_blocks,
         occupancy: occ.occupancy,
+        measured: was_measured,
     })
 }
 

@@ -153,6 +153,7 @@ pub fn build_manifest<'a>(
                 warnings,
                 cubin: format!("{}.cubin", job.name),
                 ptx: format!("{}.ptx", job.name),
+                cubin_hash: String::new(),
                 lines: None,
             };
             let key = (job.source.to_string(), record.name.clone());
@@ -185,6 +186,7 @@ pub fn build_manifest<'a>(
         archs: archs.to_vec(),
         kernels,
         device_code: Vec::new(),
+        measured: Vec::new(),
     })
 }
 
@@ -258,6 +260,16 @@ pub fn merge(parts: &[&Manifest]) -> Option<Manifest> {
         device_code: {
             blobs.sort_by(|a, b| a.source.cmp(&b.source));
             blobs
+        },
+        // Every part's measurements, each key once (the last part's wins).
+        measured: {
+            let mut measured: Vec<crate::measured::Measured> = Vec::new();
+            for m in parts.iter().flat_map(|p| &p.measured) {
+                measured.retain(|x| x.key() != m.key());
+                measured.push(m.clone());
+            }
+            crate::measured::sort(&mut measured);
+            measured
         },
     })
 }

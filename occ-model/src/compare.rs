@@ -942,6 +942,7 @@ pub(crate) mod tests {
                 })
                 .collect(),
             parts: Default::default(),
+            measured: Vec::new(),
         }
     }
 

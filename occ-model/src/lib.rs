@@ -36,6 +36,7 @@ pub mod lines;
 pub mod lock;
 pub mod manifest;
 pub mod markdown;
+pub mod measured;
 pub mod names;
 pub mod occupancy;
 pub mod params;

@@ -33,6 +33,7 @@
 
 use crate::error::{Error, Result};
 use crate::manifest::{self, Kernel, KernelArch, Manifest, Origin, Resources};
+use crate::measured::{self, Measured, Results};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -65,6 +66,20 @@ pub struct Lock {
     /// crate has one `Build`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub parts: BTreeMap<String, Vec<String>>,
+    /// Launches timed on a GPU (`cargo occ tune import`), one line per
+    /// kernel × arch × bucket, sorted. Absent when nothing was measured;
+    /// locks written before measurements read as having none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub measured: Vec<Measured>,
+}
+
+/// What [`Lock::import`] changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Imported {
+    /// Entries that were new.
+    pub added: usize,
+    /// Entries that replaced an older measurement of the same key.
+    pub replaced: usize,
 }
 
 /// One kernel in the lock: its names, source and per-arch [`Resources`].
@@ -86,6 +101,7 @@ impl Lock {
             archs: m.archs.clone(),
             kernels,
             parts: BTreeMap::new(),
+            measured: Vec::new(),
         }
     }
 
@@ -122,6 +138,12 @@ impl Lock {
                 })
             })
             .collect();
+        let measured = self
+            .measured
+            .iter()
+            .filter(|m| archs.contains(&m.arch))
+            .cloned()
+            .collect();
         Ok(Manifest {
             schema: manifest::SCHEMA_VERSION,
             package: self.package.clone(),
@@ -130,6 +152,7 @@ impl Lock {
             archs,
             kernels,
             device_code: Vec::new(),
+            measured,
         })
     }
 
@@ -193,7 +216,56 @@ impl Lock {
                 manifest::validate_resources(&kernel.name, arch, r)?;
             }
         }
-        Ok(())
+        measured::validate_entries(&self.measured)
+    }
+
+    /// Merges a results file into the `measured` section: each
+    /// measurement replaces the lock's entry of the same kernel, source,
+    /// arch and bucket. Refused, with the reason, when the file is of
+    /// another package, or names a kernel or an arch the lock does not
+    /// have (then nothing is merged).
+    pub fn import(&mut self, results: &Results) -> std::result::Result<Imported, String> {
+        if results.package != self.package {
+            return Err(format!(
+                "the results are of package `{}`, the lock of `{}`; import them into that package's occ.lock",
+                results.package, self.package
+            ));
+        }
+        for m in &results.measurements {
+            let Some(kernel) = self.find(&m.kernel, &m.source) else {
+                return Err(format!(
+                    "the results time kernel {:?} of {}, which the lock does not have; rebuild and bless the package the results were measured on, or measure again",
+                    m.kernel, m.source
+                ));
+            };
+            if !kernel.archs.contains_key(&m.arch) {
+                return Err(format!(
+                    "the results time kernel {:?} on {}, which the lock does not record (it has {}); add the arch to the build or measure on one of those",
+                    m.kernel,
+                    m.arch,
+                    kernel.archs.keys().cloned().collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+        let mut done = Imported::default();
+        for mut entry in results.to_measured() {
+            // A moved file: key the entry by the lock's source.
+            if let Some(k) = self.find(&entry.kernel, &entry.source) {
+                entry.source = k.source.clone();
+            }
+            match self.measured.iter_mut().find(|e| e.key() == entry.key()) {
+                Some(old) => {
+                    *old = entry;
+                    done.replaced += 1;
+                }
+                None => {
+                    self.measured.push(entry);
+                    done.added += 1;
+                }
+            }
+        }
+        measured::sort(&mut self.measured);
+        Ok(done)
     }
 
     /// The kernel with the symbol `name`: the one from `source` if the lock

@@ -39,6 +39,11 @@ pub struct Manifest {
     /// source, then arch.
     #[serde(default)]
     pub device_code: Vec<DeviceCode>,
+    /// The lock's measured launches of this build's kernels × archs
+    /// (`cargo occ tune import`), which `#[launch_config(tuned = true)]`
+    /// bakes; absent when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub measured: Vec<crate::measured::Measured>,
 }
 
 /// What device code a build embeds in the crate (`Build::embed`).
@@ -244,6 +249,10 @@ pub struct KernelArch {
     /// The PTX holding this kernel, relative to `$OUT_DIR/occ`; empty in a
     /// build from the lock.
     pub ptx: String,
+    /// [`crate::measured::content_hash`] of the cubin's bytes, which a
+    /// measurement is checked against; empty in a build from the lock.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cubin_hash: String,
     /// Where it spills and where its register pressure peaks, by source
     /// line (from nvdisasm); absent without nvdisasm, in a build from the
     /// lock, and never in the lock (lines move with every edit).
@@ -275,6 +284,7 @@ impl KernelArch {
             warnings: Vec::new(),
             cubin: String::new(),
             ptx: String::new(),
+            cubin_hash: String::new(),
             lines: None,
         }
     }

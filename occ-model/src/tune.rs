@@ -9,6 +9,9 @@
 //!   kernel's `__launch_bounds__` and an optional user maximum. As an occ
 //!   extension, [`TuneRequest::block_multiple`] restricts the candidates to
 //!   multiples of N.
+//! - [`candidates`][]: the block sizes worth timing for a request: each
+//!   occupancy plateau's (blocks per SM) smallest and largest, 128/256/512
+//!   and the best block size.
 //! - [`available_dynamic_smem`][]: `cudaOccAvailableDynamicSMemPerBlock`
 //!   (CUDA 13.5, which subtracts the 1 KB reserve on 8.0+).
 //! - [`min_carveout`][]: the smallest carveout that keeps a launch's occupancy.
@@ -208,6 +211,149 @@ pub fn best_block_size(
         }
     }
     Ok(best)
+}
+
+/// Why a block size is among the [`candidates`] worth timing. A plateau
+/// is a run of block sizes with the same resident blocks per SM.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum CandidateWhy {
+    /// The smallest block size of an occupancy plateau.
+    PlateauMin,
+    /// The largest block size of an occupancy plateau.
+    PlateauMax,
+    /// One of the usual sizes, 128, 256 and 512.
+    Usual,
+    /// [`best_block_size`]'s pick, the baseline a measurement is compared with.
+    MaxOccupancy,
+}
+
+/// A block size worth timing: one of [`candidates`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TuneCandidate {
+    /// Threads per block.
+    pub block_size: u32,
+    /// Dynamic shared memory per block at that size.
+    pub dynamic_smem: u32,
+    /// The occupancy at that size.
+    pub occupancy: Occupancy,
+    /// Why it is a candidate (sorted; a size may be several at once).
+    pub why: Vec<CandidateWhy>,
+}
+
+/// The usual block sizes every candidate set tries when the site allows them.
+pub const USUAL_BLOCK_SIZES: [u32; 3] = [128, 256, 512];
+
+/// The block sizes [`best_block_size`] searches for `req`, smallest first:
+/// multiples of the step (the warp, or [`TuneRequest::block_multiple`]) up
+/// to the limit, and the limit itself when it is not one (as the header's
+/// search starts there).
+pub fn search_sizes(
+    arch: &Arch,
+    kernel: &KernelResources,
+    req: &TuneRequest,
+) -> Result<Vec<u32>, OccupancyError> {
+    validate_kernel(arch, kernel, req.carveout)?;
+    let limit = block_limit(arch, kernel, req)?;
+    let step = match req.block_multiple {
+        Some(0) => return Err(OccupancyError::BlockMultiple),
+        Some(n) => n,
+        None => arch.warp_size,
+    };
+    let mut sizes: Vec<u32> = (1..=limit / step).map(|m| m * step).collect();
+    if req.block_multiple.is_none() && !limit.is_multiple_of(step) {
+        sizes.push(limit);
+    }
+    Ok(sizes)
+}
+
+/// `block_size` as [`best_block_size`] would report it, when the request
+/// allows it (one of [`search_sizes`]) and it launches (a measured block
+/// baked at a site must be both); `Ok(None)` otherwise.
+pub fn at_block_size(
+    arch: &Arch,
+    kernel: &KernelResources,
+    req: &TuneRequest,
+    block_size: u32,
+) -> Result<Option<BestBlock>, OccupancyError> {
+    if !search_sizes(arch, kernel, req)?.contains(&block_size) {
+        return Ok(None);
+    }
+    let (occupancy, dynamic_smem) = candidate(arch, kernel, req, block_size);
+    Ok((occupancy.active_blocks > 0).then_some(BestBlock {
+        block_size,
+        dynamic_smem,
+        occupancy,
+    }))
+}
+
+/// The block sizes worth timing for `req`: for each occupancy plateau
+/// over [`search_sizes`] (the sizes with the same resident blocks per SM;
+/// across one, occupancy grows with the block, so its ends are its most
+/// and least resident warps per block), its smallest and largest block
+/// size, plus [`USUAL_BLOCK_SIZES`] that the request allows
+/// and [`best_block_size`]'s pick (always one of them); block sizes that
+/// cannot launch (0 resident blocks) are left out. Sorted
+/// by block size, each size once. Empty when no block size launches.
+pub fn candidates(
+    arch: &Arch,
+    kernel: &KernelResources,
+    req: &TuneRequest,
+) -> Result<Vec<TuneCandidate>, OccupancyError> {
+    let sizes = search_sizes(arch, kernel, req)?;
+    let evaluated: Vec<(u32, Occupancy, u32)> = sizes
+        .iter()
+        .map(|&s| {
+            let (occ, dynamic) = candidate(arch, kernel, req, s);
+            (s, occ, dynamic)
+        })
+        .filter(|(_, occ, _)| occ.active_blocks > 0)
+        .collect();
+    let mut picked: std::collections::BTreeMap<u32, Vec<CandidateWhy>> = Default::default();
+    let mut levels: std::collections::BTreeMap<u32, (u32, u32)> = Default::default();
+    for (size, occ, _) in &evaluated {
+        let e = levels.entry(occ.active_blocks).or_insert((*size, *size));
+        e.0 = e.0.min(*size);
+        e.1 = e.1.max(*size);
+    }
+    for (lo, hi) in levels.values() {
+        picked
+            .entry(*lo)
+            .or_default()
+            .push(CandidateWhy::PlateauMin);
+        picked
+            .entry(*hi)
+            .or_default()
+            .push(CandidateWhy::PlateauMax);
+    }
+    for usual in USUAL_BLOCK_SIZES {
+        if evaluated.iter().any(|(s, _, _)| *s == usual) {
+            picked.entry(usual).or_default().push(CandidateWhy::Usual);
+        }
+    }
+    if let Some(best) = best_block_size(arch, kernel, req)? {
+        picked
+            .entry(best.block_size)
+            .or_default()
+            .push(CandidateWhy::MaxOccupancy);
+    }
+    Ok(evaluated
+        .into_iter()
+        .filter_map(|(size, occupancy, dynamic_smem)| {
+            picked.remove(&size).map(|mut why| {
+                why.sort();
+                why.dedup();
+                TuneCandidate {
+                    block_size: size,
+                    dynamic_smem,
+                    occupancy,
+                    why,
+                }
+            })
+        })
+        .collect())
 }
 
 /// The most dynamic shared memory per block that still lets `num_blocks`
@@ -645,6 +791,195 @@ mod tests {
             best_block_size(
                 a,
                 &k(40),
+                &TuneRequest {
+                    block_multiple: Some(0),
+                    ..Default::default()
+                }
+            ),
+            Err(OccupancyError::BlockMultiple)
+        ));
+    }
+
+    /// Every request shape the candidate tests try.
+    fn requests() -> Vec<TuneRequest> {
+        vec![
+            TuneRequest::default(),
+            TuneRequest {
+                block_multiple: Some(96),
+                ..Default::default()
+            },
+            TuneRequest {
+                max_block_size: Some(200),
+                ..Default::default()
+            },
+            TuneRequest {
+                dynamic_smem: DynamicSmem::PerThread {
+                    per_thread: 96,
+                    fixed: 1024,
+                },
+                ..Default::default()
+            },
+            TuneRequest {
+                dynamic_smem: DynamicSmem::Fixed(40 * 1024),
+                ..Default::default()
+            },
+        ]
+    }
+
+    #[test]
+    fn candidates_cover_every_plateau_and_all_launch() {
+        let mut checked = 0;
+        for arch_name in ["sm_61", "sm_80", "sm_86", "sm_90", "sm_120"] {
+            let a = lookup(arch_name).unwrap();
+            for registers in [16, 32, 40, 64, 72, 128, 255] {
+                for static_smem in [0, 12 * 1024, 48 * 1024] {
+                    for bounds in [None, Some(256), Some(1000)] {
+                        let kk = KernelResources {
+                            static_smem,
+                            max_threads_per_block: bounds,
+                            ..k(registers)
+                        };
+                        for req in requests() {
+                            let Ok(cands) = candidates(a, &kk, &req) else {
+                                continue;
+                            };
+                            checked += 1;
+                            // Brute force: every block size 1..=1024 the
+                            // request allows, and its occupancy.
+                            let limit = 1024
+                                .min(a.max_threads_per_block)
+                                .min(bounds.unwrap_or(u32::MAX))
+                                .min(req.max_block_size.unwrap_or(u32::MAX));
+                            let allowed = |s: u32| match req.block_multiple {
+                                Some(m) => s.is_multiple_of(m),
+                                None => s.is_multiple_of(32) || s == limit,
+                            };
+                            let brute: Vec<(u32, Occupancy)> = (1..=limit)
+                                .filter(|&s| allowed(s))
+                                .map(|s| (s, candidate(a, &kk, &req, s).0))
+                                .filter(|(_, o)| o.active_blocks > 0)
+                                .collect();
+                            // Sorted, each size once, each one launches.
+                            assert!(cands.windows(2).all(|w| w[0].block_size < w[1].block_size));
+                            for c in &cands {
+                                let (o, _) = candidate(a, &kk, &req, c.block_size);
+                                assert!(o.active_blocks > 0, "{arch_name} {c:?}");
+                                assert_eq!(o, c.occupancy);
+                                assert!(allowed(c.block_size), "{c:?} {req:?}");
+                            }
+                            // Each plateau's smallest and largest size is a
+                            // candidate; a plateau is one run of sizes.
+                            let levels: std::collections::BTreeSet<u32> =
+                                brute.iter().map(|(_, o)| o.active_blocks).collect();
+                            for level in &levels {
+                                let at: Vec<u32> = brute
+                                    .iter()
+                                    .filter(|(_, o)| o.active_blocks == *level)
+                                    .map(|(s, _)| *s)
+                                    .collect();
+                                let run = brute
+                                    .iter()
+                                    .skip_while(|(s, _)| *s != at[0])
+                                    .take(at.len())
+                                    .all(|(_, o)| o.active_blocks == *level);
+                                assert!(run, "{arch_name} r{registers}: plateau {level} is split");
+                                for s in [at[0], at[at.len() - 1]] {
+                                    assert!(
+                                        cands.iter().any(|c| c.block_size == s),
+                                        "{arch_name} r{registers} level {level}: {s} missing"
+                                    );
+                                }
+                            }
+                            // Nothing else but the usual sizes and the best.
+                            let best = best_block_size(a, &kk, &req).unwrap();
+                            assert_eq!(best.is_none(), cands.is_empty());
+                            for c in &cands {
+                                let extreme = brute
+                                    .iter()
+                                    .filter(|(_, o)| o.active_blocks == c.occupancy.active_blocks)
+                                    .map(|(s, _)| *s)
+                                    .fold((u32::MAX, 0), |(lo, hi), s| (lo.min(s), hi.max(s)));
+                                assert!(
+                                    c.block_size == extreme.0
+                                        || c.block_size == extreme.1
+                                        || USUAL_BLOCK_SIZES.contains(&c.block_size)
+                                        || best.is_some_and(|b| b.block_size == c.block_size),
+                                    "{c:?}"
+                                );
+                            }
+                            for usual in USUAL_BLOCK_SIZES {
+                                assert_eq!(
+                                    brute.iter().any(|(s, _)| *s == usual),
+                                    cands.iter().any(|c| c.block_size == usual),
+                                    "{arch_name} {usual} {req:?}"
+                                );
+                            }
+                            if let Some(b) = best {
+                                let c = cands.iter().find(|c| c.block_size == b.block_size);
+                                assert!(
+                                    c.is_some_and(|c| c.why.contains(&CandidateWhy::MaxOccupancy))
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 400, "{checked}");
+    }
+
+    #[test]
+    fn at_block_size_is_a_candidate_evaluation_or_none() {
+        let a = lookup("sm_80").unwrap();
+        let kk = KernelResources {
+            max_threads_per_block: Some(512),
+            ..k(40)
+        };
+        let req = TuneRequest::default();
+        for c in candidates(a, &kk, &req).unwrap() {
+            let at = at_block_size(a, &kk, &req, c.block_size).unwrap().unwrap();
+            assert_eq!(
+                (at.occupancy, at.dynamic_smem),
+                (c.occupancy, c.dynamic_smem)
+            );
+        }
+        // Above the bounds, off the warp multiple, or unlaunchable: none.
+        assert_eq!(at_block_size(a, &kk, &req, 1024).unwrap(), None);
+        assert_eq!(at_block_size(a, &kk, &req, 100).unwrap(), None);
+        let big = TuneRequest {
+            dynamic_smem: DynamicSmem::PerThread {
+                per_thread: 400,
+                fixed: 0,
+            },
+            ..Default::default()
+        };
+        assert_eq!(at_block_size(a, &kk, &big, 512).unwrap(), None);
+        assert!(at_block_size(a, &kk, &big, 256).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_required_block_is_the_only_candidate() {
+        let a = lookup("sm_80").unwrap();
+        let req = TuneRequest {
+            max_block_size: Some(384),
+            block_multiple: Some(384),
+            ..Default::default()
+        };
+        let c = candidates(a, &k(32), &req).unwrap();
+        assert_eq!(
+            c.iter().map(|c| c.block_size).collect::<Vec<_>>(),
+            vec![384]
+        );
+        // Nothing launches: no candidate.
+        let req = TuneRequest {
+            dynamic_smem: DynamicSmem::Fixed(200_000),
+            ..Default::default()
+        };
+        assert!(candidates(a, &k(32), &req).unwrap().is_empty());
+        assert!(matches!(
+            candidates(
+                a,
+                &k(32),
                 &TuneRequest {
                     block_multiple: Some(0),
                     ..Default::default()

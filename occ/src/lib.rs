@@ -144,6 +144,7 @@
 pub mod launch;
 pub mod select;
 pub mod table;
+pub mod tune;
 
 #[cfg(feature = "cudarc")]
 pub mod cuda;

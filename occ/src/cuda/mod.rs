@@ -78,10 +78,12 @@
 mod args;
 mod error;
 mod loader;
+mod timer;
 
 pub use args::{Args, DevicePtr, DevicePtrMut, Value};
 pub use error::Error;
 pub use loader::{Function, Loader};
+pub use timer::EventTimer;
 
 /// cudarc itself, as occ depends on it (`occ::cuda::cudarc::driver::…`).
 pub use cudarc;

@@ -1,0 +1,303 @@
+//! `cargo occ tune`: the launches worth timing (`--plan`, from the model,
+//! no GPU), and `import FILE`, which merges a results file timed on a GPU
+//! into occ.lock's `measured` section.
+
+use crate::locate::{unknown_kernel, Locate};
+use anyhow::{anyhow, Context};
+use occ_build::analyze::resources;
+use occ_build::lock::Lock;
+use occ_build::manifest::{Kernel, Lookup};
+use occ_build::measured::{candidates_hash, Results};
+use occ_build::table::{align, percent};
+use occ_build::tune::{self, CandidateWhy, DynamicSmem, TuneRequest};
+use occ_build::{arch, gate};
+use std::path::PathBuf;
+
+/// Arguments of `cargo occ tune`.
+#[derive(Debug, Clone, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct TuneArgs {
+    /// Print the block sizes worth timing per kernel × arch, with the occupancy at each.
+    #[arg(long)]
+    pub plan: bool,
+    /// Only this kernel (its symbol, name, short name or Rust identifier).
+    #[arg(long)]
+    pub kernel: Option<String>,
+    /// Only this arch.
+    #[arg(long)]
+    pub arch: Option<String>,
+    /// The site's `max_block_size`.
+    #[arg(long, value_name = "N")]
+    pub max_block_size: Option<u32>,
+    /// The site's `block_multiple`.
+    #[arg(long, value_name = "N")]
+    pub block_multiple: Option<u32>,
+    /// The site's `dynamic_smem` (bytes per block; default: the declared launch's rule, else 0).
+    #[arg(long, value_name = "BYTES", conflicts_with = "smem_per_thread")]
+    pub dynamic_smem: Option<u32>,
+    /// The site's `smem_per_thread` (bytes per thread).
+    #[arg(long, value_name = "BYTES")]
+    pub smem_per_thread: Option<u32>,
+    /// The site's `smem_fixed` (bytes per block on top of `--smem-per-thread`).
+    #[arg(long, value_name = "BYTES", requires = "smem_per_thread")]
+    pub smem_fixed: Option<u32>,
+    #[command(flatten)]
+    pub locate: Locate,
+    #[command(subcommand)]
+    pub action: Option<TuneAction>,
+}
+
+/// `cargo occ tune import`.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum TuneAction {
+    /// Merge a results file (timed on a GPU) into occ.lock's `measured` section.
+    Import(ImportArgs),
+}
+
+/// Arguments of `cargo occ tune import`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ImportArgs {
+    /// The results file (occ-tune.json).
+    pub file: PathBuf,
+    /// Write this lock file (default: the one the build used, normally occ.lock beside Cargo.toml).
+    #[arg(long, value_name = "FILE")]
+    pub lock: Option<PathBuf>,
+    #[command(flatten)]
+    pub locate: Locate,
+}
+
+/// Runs `cargo occ tune`.
+pub fn run(args: TuneArgs) -> anyhow::Result<i32> {
+    match &args.action {
+        Some(TuneAction::Import(import_args)) => import(import_args),
+        None if args.plan => plan(&args),
+        None => {
+            eprintln!(
+                "error: `cargo occ tune` needs `--plan` (the block sizes worth timing) or `import FILE` (a results file timed on a GPU)"
+            );
+            Ok(2)
+        }
+    }
+}
+
+/// The site's request for one kernel × arch: the flags, else the declared
+/// launch's dynamic shared memory; a `.reqntid` kernel has one block size.
+fn request(args: &TuneArgs, k: &occ_build::manifest::KernelArch) -> TuneRequest {
+    let dynamic_smem = match (args.dynamic_smem, args.smem_per_thread) {
+        (Some(bytes), _) => DynamicSmem::Fixed(bytes),
+        (None, Some(per_thread)) => DynamicSmem::PerThread {
+            per_thread,
+            fixed: args.smem_fixed.unwrap_or(0),
+        },
+        (None, None) => k
+            .declared
+            .as_ref()
+            .map_or(DynamicSmem::Fixed(0), |d| d.launch.dynamic_smem),
+    };
+    let mut req = TuneRequest {
+        dynamic_smem,
+        max_block_size: args.max_block_size,
+        block_multiple: args.block_multiple,
+        ..TuneRequest::default()
+    };
+    if let Some(required) = k.launch_bounds.required_block_size() {
+        req.max_block_size = Some(required);
+        req.block_multiple = Some(required);
+    }
+    req
+}
+
+fn why(w: &[CandidateWhy]) -> String {
+    w.iter()
+        .map(|w| match w {
+            CandidateWhy::PlateauMin => "plateau start",
+            CandidateWhy::PlateauMax => "plateau end",
+            CandidateWhy::Usual => "usual",
+            CandidateWhy::MaxOccupancy => "max occupancy (the model's choice)",
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn plan(args: &TuneArgs) -> anyhow::Result<i32> {
+    let found = args.locate.find()?;
+    let m = &found.manifest;
+    let kernels: Vec<&Kernel> = match &args.kernel {
+        Some(q) => match m.lookup(q) {
+            Lookup::Found(k) => vec![k],
+            _ => return Err(unknown_kernel(m, q)),
+        },
+        None => m.kernels.iter().collect(),
+    };
+    let only_arch = match &args.arch {
+        Some(a) => Some(arch::canonical_name(a).map_err(|e| anyhow!("{e}"))?),
+        None => None,
+    };
+    let mut printed = 0;
+    for kernel in kernels {
+        for arch_name in &m.archs {
+            if only_arch.as_ref().is_some_and(|a| a != arch_name) {
+                continue;
+            }
+            let Some(k) = kernel.archs.get(arch_name) else {
+                continue;
+            };
+            let target = arch::parse_target(arch_name).map_err(|e| anyhow!("{e}"))?;
+            let req = request(args, k);
+            let cands = tune::candidates(target.arch, &resources(k), &req)
+                .map_err(|e| anyhow!("{} on {arch_name}: {e}", kernel.base_name))?;
+            let sizes: Vec<u32> = cands.iter().map(|c| c.block_size).collect();
+            println!(
+                "{} on {arch_name} ({}): {} candidate{} [{}]",
+                kernel.base_name,
+                kernel.source,
+                cands.len(),
+                if cands.len() == 1 { "" } else { "s" },
+                candidates_hash(&sizes)
+            );
+            if cands.is_empty() {
+                println!("  no block size can launch with these options");
+            } else {
+                let mut rows = vec![[
+                    "  block".to_string(),
+                    "smem".into(),
+                    "blocks/SM".into(),
+                    "warps/SM".into(),
+                    "occupancy".into(),
+                    "limited by".into(),
+                    "why".into(),
+                ]];
+                for c in &cands {
+                    rows.push([
+                        format!("  {}", c.block_size),
+                        c.dynamic_smem.to_string(),
+                        c.occupancy.active_blocks.to_string(),
+                        c.occupancy.active_warps.to_string(),
+                        percent(c.occupancy.occupancy),
+                        c.occupancy.binding_limiters().to_string(),
+                        why(&c.why),
+                    ]);
+                }
+                print!("{}", align(&rows));
+            }
+            printed += 1;
+        }
+    }
+    if printed == 0 {
+        eprintln!("error: no kernel × arch matches; `cargo occ report` lists them");
+        return Ok(2);
+    }
+    Ok(0)
+}
+
+fn import(args: &ImportArgs) -> anyhow::Result<i32> {
+    let text = std::fs::read_to_string(&args.file)
+        .with_context(|| format!("cannot read {}", args.file.display()))?;
+    let results = match Results::from_json(&text, &args.file) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(2);
+        }
+    };
+    let found = args.locate.find()?;
+    let (path, lock) = found.lock(args.lock.as_deref())?;
+    let Some(mut lock): Option<Lock> = lock else {
+        eprintln!(
+            "error: {} does not exist yet; run `cargo occ bless` first, then import the measurements",
+            path.display()
+        );
+        return Ok(2);
+    };
+    let before = lock.to_text();
+    let done = match lock.import(&results) {
+        Ok(done) => done,
+        Err(e) => {
+            eprintln!("error: cannot import {}: {e}", args.file.display());
+            return Ok(2);
+        }
+    };
+    let after = lock.to_text();
+    if after == before {
+        println!("{} is up to date", path.display());
+        return Ok(0);
+    }
+    gate::write_lock(&path, &after)?;
+    println!(
+        "wrote {}: {} measurement{} added, {} replaced (on {}); commit it",
+        path.display(),
+        done.added,
+        if done.added == 1 { "" } else { "s" },
+        done.replaced,
+        results.device.name
+    );
+    Ok(0)
+}
+
+/// The report's section of measured launches beside the modelled ones:
+/// per kernel × arch × bucket, the fastest measured block and its time,
+/// the max-occupancy block and its time, the speed-up, and the time at
+/// each candidate. Empty when the build has no measurements.
+pub fn measured_section(m: &occ_build::Manifest) -> String {
+    if m.measured.is_empty() {
+        return String::new();
+    }
+    let us = |t: Option<f64>| t.map_or("-".to_string(), |t| format!("{t:.2} us"));
+    let mut rows = vec![[
+        "kernel".to_string(),
+        "arch".into(),
+        "bucket".into(),
+        "device".into(),
+        "measured best".into(),
+        "time".into(),
+        "max occupancy".into(),
+        "time".into(),
+        "speed-up".into(),
+    ]];
+    let mut times = String::new();
+    for e in &m.measured {
+        let kernel = m
+            .kernels
+            .iter()
+            .find(|k| k.name == e.kernel && k.source == e.source);
+        let name = kernel.map_or(e.kernel.as_str(), |k| k.base_name.as_str());
+        let model = kernel
+            .and_then(|k| k.archs.get(&e.arch))
+            .map(|ka| ka.best.block_size);
+        let stale = match kernel.and_then(|k| k.archs.get(&e.arch)) {
+            Some(ka) => matches!(
+                e.staleness(Some(&ka.cubin_hash)),
+                occ_build::measured::Staleness::Stale { .. }
+            ),
+            None => false,
+        };
+        rows.push([
+            name.to_string(),
+            e.arch.clone(),
+            e.bucket.clone(),
+            format!("{} ({}, {} SMs)", e.device, e.cc, e.sms),
+            format!("{}{}", e.best, if stale { " (stale)" } else { "" }),
+            us(e.time_at(e.best)),
+            model.map_or("-".into(), |b| b.to_string()),
+            us(model.and_then(|b| e.time_at(b))),
+            model
+                .and_then(|b| e.speedup_over(b))
+                .map_or("-".into(), |s| format!("{s:.2}x")),
+        ]);
+        let each: Vec<String> = e
+            .timings
+            .iter()
+            .map(|t| format!("{} {:.2}", t.block_size, t.median_us))
+            .collect();
+        times.push_str(&format!(
+            "  {name} on {} ({}): {} us\n",
+            e.arch,
+            e.bucket,
+            each.join(", ")
+        ));
+    }
+    format!(
+        "\nMeasured launches (occ.lock, cargo occ tune import):\n{}\nTime at each candidate (block size, median):\n{times}",
+        align(&rows)
+    )
+}

@@ -1,0 +1,465 @@
+//! Measured launches: the results file a tuner writes after timing a
+//! kernel's [`crate::tune::candidates`] on a GPU, and the `measured`
+//! section of `occ.lock` that `cargo occ tune import` merges it into.
+//!
+//! A results file ([`Results`], schema [`RESULTS_SCHEMA`]) names the device
+//! (name, compute capability, SM count, clocks when known), the toolkit, and
+//! per kernel × arch × problem-size bucket the cubin's and the candidate
+//! set's hashes and each candidate's median time, runs and noise:
+//!
+//! ```text
+//! {
+//!   "schema": 1,
+//!   "package": "app",
+//!   "device": {"name": "NVIDIA H200", "compute_capability": "9.0", "sm_count": 132},
+//!   "toolkit": "V13.5.37",
+//!   "measurements": [
+//!     {"kernel": "saxpy", "source": "kernels/saxpy.cu", "arch": "sm_90", "bucket": "n=1M",
+//!      "cubin_hash": "fnv1a64:…", "candidates_hash": "fnv1a64:…",
+//!      "timings": [{"block_size": 256, "median_us": 11.5, "runs": 50, "noise": 0.01}]}
+//!   ]
+//! }
+//! ```
+//!
+//! In the lock each measurement is one [`Measured`] line, sorted by kernel,
+//! source, arch and bucket, with its fastest block size (`best`) written
+//! out. A build bakes `best` for that arch and bucket unless the cubin it
+//! was measured on differs from the current one ([`Staleness`]).
+
+use crate::error::{Error, Result};
+use crate::manifest;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The schema version of a results file.
+pub const RESULTS_SCHEMA: u32 = 1;
+
+/// The default name of a results file.
+pub const RESULTS_FILE: &str = "occ-tune.json";
+
+/// The bucket of a site that names none.
+pub const DEFAULT_BUCKET: &str = "default";
+
+/// The GPU a measurement ran on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Device {
+    /// The device's name (`NVIDIA H200`).
+    pub name: String,
+    /// Compute capability, `major.minor` (`9.0`).
+    pub compute_capability: String,
+    /// Streaming multiprocessors.
+    pub sm_count: u32,
+    /// The SM clock, kHz, when the driver reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_khz: Option<u32>,
+    /// The memory clock, kHz, when the driver reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_clock_khz: Option<u32>,
+}
+
+/// One candidate's time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    /// Threads per block.
+    pub block_size: u32,
+    /// The median time of one launch, microseconds.
+    pub median_us: f64,
+    /// Timed runs (after warm-up).
+    pub runs: u32,
+    /// The spread of the runs: median absolute deviation / median.
+    pub noise: f64,
+}
+
+/// One kernel × arch × bucket timed on a device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measurement {
+    /// The kernel's symbol.
+    pub kernel: String,
+    /// Its source, relative to the crate.
+    pub source: String,
+    /// The arch of the cubin that ran (`sm_90`).
+    pub arch: String,
+    /// The problem-size bucket the user named (`n=1M`).
+    pub bucket: String,
+    /// [`content_hash`] of the cubin that ran.
+    pub cubin_hash: String,
+    /// [`candidates_hash`] of the block sizes timed.
+    pub candidates_hash: String,
+    /// Each candidate's time.
+    pub timings: Vec<Timing>,
+}
+
+/// A results file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Results {
+    /// Schema version ([`RESULTS_SCHEMA`]).
+    pub schema: u32,
+    /// The cargo package whose kernels were timed.
+    pub package: String,
+    /// The GPU.
+    pub device: Device,
+    /// The toolkit that built the cubins (nvcc's version, `V13.5.37`).
+    pub toolkit: String,
+    /// The measurements.
+    pub measurements: Vec<Measurement>,
+}
+
+/// A measurement as the lock keeps it: one line per kernel × arch × bucket.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    /// The kernel's symbol.
+    pub kernel: String,
+    /// Its source, relative to the crate.
+    pub source: String,
+    /// The arch.
+    pub arch: String,
+    /// The problem-size bucket.
+    pub bucket: String,
+    /// The fastest block size of `timings`.
+    pub best: u32,
+    /// The device's name.
+    pub device: String,
+    /// Its compute capability, `major.minor`.
+    pub cc: String,
+    /// Its SM count.
+    pub sms: u32,
+    /// The toolkit that built the cubin.
+    pub toolkit: String,
+    /// [`content_hash`] of the cubin that ran.
+    pub cubin_hash: String,
+    /// [`candidates_hash`] of the block sizes timed.
+    pub candidates_hash: String,
+    /// Each candidate's time, by block size.
+    pub timings: Vec<Timing>,
+}
+
+/// Whether a measurement still describes the kernel of this build.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Staleness {
+    /// Measured on this build's cubin.
+    Current,
+    /// The build has no cubin to compare with (it stands on the lock), so
+    /// the measurement is taken as it is.
+    Unknown,
+    /// The cubin changed since the measurement.
+    Stale {
+        /// The hash the measurement was taken on.
+        measured: String,
+        /// The hash of this build's cubin.
+        current: String,
+    },
+}
+
+impl Measured {
+    /// The key a lock holds one entry per: kernel, source, arch, bucket.
+    pub fn key(&self) -> (&str, &str, &str, &str) {
+        (&self.kernel, &self.source, &self.arch, &self.bucket)
+    }
+
+    /// The time at `block_size`, if it was timed.
+    pub fn time_at(&self, block_size: u32) -> Option<f64> {
+        self.timings
+            .iter()
+            .find(|t| t.block_size == block_size)
+            .map(|t| t.median_us)
+    }
+
+    /// How much faster `best` is than `baseline` (time at `baseline` / time
+    /// at `best`), when both were timed.
+    pub fn speedup_over(&self, baseline: u32) -> Option<f64> {
+        Some(self.time_at(baseline)? / self.time_at(self.best)?)
+    }
+
+    /// Compares the measured cubin with this build's (`None` or empty: the
+    /// build has none).
+    pub fn staleness(&self, current_cubin_hash: Option<&str>) -> Staleness {
+        match current_cubin_hash {
+            None | Some("") => Staleness::Unknown,
+            Some(h) if h == self.cubin_hash => Staleness::Current,
+            Some(h) => Staleness::Stale {
+                measured: self.cubin_hash.clone(),
+                current: h.to_string(),
+            },
+        }
+    }
+}
+
+/// The fastest timing: the smallest median, ties to the larger block (as
+/// the occupancy search keeps the larger block on a tie).
+pub fn fastest(timings: &[Timing]) -> Option<&Timing> {
+    timings.iter().min_by(|a, b| {
+        a.median_us
+            .total_cmp(&b.median_us)
+            .then(b.block_size.cmp(&a.block_size))
+    })
+}
+
+/// FNV-1a, 64 bits, as `fnv1a64:` and 16 hex digits: the hash of a cubin's
+/// bytes that a measurement and a build compare. Not cryptographic: it
+/// tells a changed cubin from the measured one, it does not authenticate.
+pub fn content_hash(bytes: &[u8]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("fnv1a64:{h:016x}")
+}
+
+/// The hash of a candidate set: [`content_hash`] of its block sizes,
+/// sorted, as decimal text joined by commas.
+pub fn candidates_hash(block_sizes: &[u32]) -> String {
+    let mut sizes = block_sizes.to_vec();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let text: Vec<String> = sizes.iter().map(u32::to_string).collect();
+    content_hash(text.join(",").as_bytes())
+}
+
+impl Results {
+    /// The file's JSON: schema first, pretty, trailing newline.
+    pub fn to_json(&self) -> String {
+        manifest::to_json_pretty(self)
+    }
+
+    /// Parses and checks a results file: its schema, names, and that every
+    /// measurement has timings, each block size once, each a finite
+    /// positive median.
+    pub fn from_json(text: &str, path: &Path) -> Result<Results> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let corrupt = |detail: String| Error::Corrupt {
+            path: path.to_path_buf(),
+            detail,
+        };
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+            corrupt(format!(
+                "not valid JSON ({e}); write it again with the tuner (example-app --tune, occ::tune)"
+            ))
+        })?;
+        manifest::check_schema(&value, path, RESULTS_SCHEMA)?;
+        let results: Results = serde_json::from_value(value).map_err(|e| {
+            corrupt(format!(
+                "not an occ results file ({e}); write it again with the tuner"
+            ))
+        })?;
+        results.validate().map_err(corrupt)?;
+        Ok(results)
+    }
+
+    /// What a results file read back may not be trusted with.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.package.is_empty() {
+            return Err("names no package".into());
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for m in &self.measurements {
+            let what = format!(
+                "kernel {:?} on {} (bucket {:?})",
+                m.kernel, m.arch, m.bucket
+            );
+            if m.kernel.is_empty() || m.source.is_empty() {
+                return Err(format!("{what} has an empty kernel or source name"));
+            }
+            if !manifest::is_arch_key(&m.arch) {
+                return Err(format!("{what}: {:?} is not an arch name", m.arch));
+            }
+            if m.bucket.is_empty() || m.bucket.chars().any(char::is_control) {
+                return Err(format!(
+                    "{what}: the bucket must be a non-empty name without control characters"
+                ));
+            }
+            if !seen.insert((&m.kernel, &m.source, &m.arch, &m.bucket)) {
+                return Err(format!("{what} is measured twice"));
+            }
+            if m.timings.is_empty() {
+                return Err(format!("{what} has no timings"));
+            }
+            let mut sizes = std::collections::BTreeSet::new();
+            for t in &m.timings {
+                if !sizes.insert(t.block_size) || t.block_size == 0 || t.block_size > 1024 {
+                    return Err(format!(
+                        "{what}: block size {} is out of range or timed twice",
+                        t.block_size
+                    ));
+                }
+                let sane = t.median_us.is_finite()
+                    && t.median_us > 0.0
+                    && t.noise.is_finite()
+                    && t.noise >= 0.0
+                    && t.runs > 0;
+                if !sane {
+                    return Err(format!(
+                        "{what}: the timing at block size {} is not a positive finite median with runs and a noise ≥ 0",
+                        t.block_size
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The lock's entries for this file's measurements, sorted.
+    pub fn to_measured(&self) -> Vec<Measured> {
+        let mut out: Vec<Measured> = self
+            .measurements
+            .iter()
+            .filter_map(|m| {
+                let mut timings = m.timings.clone();
+                timings.sort_by_key(|t| t.block_size);
+                let best = fastest(&timings)?.block_size;
+                Some(Measured {
+                    kernel: m.kernel.clone(),
+                    source: m.source.clone(),
+                    arch: m.arch.clone(),
+                    bucket: m.bucket.clone(),
+                    best,
+                    device: self.device.name.clone(),
+                    cc: self.device.compute_capability.clone(),
+                    sms: self.device.sm_count,
+                    toolkit: self.toolkit.clone(),
+                    cubin_hash: m.cubin_hash.clone(),
+                    candidates_hash: m.candidates_hash.clone(),
+                    timings,
+                })
+            })
+            .collect();
+        sort(&mut out);
+        out
+    }
+}
+
+/// Sorts a lock's or manifest's measured entries by their key.
+pub fn sort(entries: &mut [Measured]) {
+    entries.sort_by(|a, b| a.key().cmp(&b.key()));
+}
+
+/// Checks entries read back from a lock or manifest: names, each key once,
+/// `best` among the timings and the fastest of them, numbers in range.
+pub fn validate_entries(entries: &[Measured]) -> std::result::Result<(), String> {
+    let mut seen = std::collections::BTreeSet::new();
+    for e in entries {
+        let what = format!(
+            "the measurement of {:?} on {} (bucket {:?})",
+            e.kernel, e.arch, e.bucket
+        );
+        if !seen.insert(e.key()) {
+            return Err(format!("{what} is listed twice"));
+        }
+        if !manifest::is_arch_key(&e.arch) {
+            return Err(format!("{what}: {:?} is not an arch name", e.arch));
+        }
+        if e.timings
+            .iter()
+            .any(|t| !t.median_us.is_finite() || t.median_us <= 0.0)
+        {
+            return Err(format!("{what} has a time that is not a positive number"));
+        }
+        if fastest(&e.timings).map(|t| t.block_size) != Some(e.best) {
+            return Err(format!(
+                "{what}: best = {} is not its fastest timing",
+                e.best
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn results(kernel: &str, times: &[(u32, f64)]) -> Results {
+        Results {
+            schema: RESULTS_SCHEMA,
+            package: "app".into(),
+            device: Device {
+                name: "NVIDIA H200".into(),
+                compute_capability: "9.0".into(),
+                sm_count: 132,
+                clock_khz: Some(1_980_000),
+                memory_clock_khz: None,
+            },
+            toolkit: "V13.5.37".into(),
+            measurements: vec![Measurement {
+                kernel: kernel.into(),
+                source: "k.cu".into(),
+                arch: "sm_80".into(),
+                bucket: DEFAULT_BUCKET.into(),
+                cubin_hash: content_hash(b"cubin"),
+                candidates_hash: candidates_hash(&times.iter().map(|t| t.0).collect::<Vec<_>>()),
+                timings: times
+                    .iter()
+                    .map(|&(block_size, median_us)| Timing {
+                        block_size,
+                        median_us,
+                        runs: 20,
+                        noise: 0.01,
+                    })
+                    .collect(),
+            }],
+        }
+    }
+
+    #[test]
+    fn results_round_trip_and_bad_files_are_refused_by_name() {
+        let r = results("a", &[(512, 3.0), (128, 2.0), (256, 2.5)]);
+        let text = r.to_json();
+        assert!(text.starts_with("{\n  \"schema\": 1,"), "{text}");
+        let back = Results::from_json(&text, Path::new("t.json")).expect("reads");
+        assert_eq!(back, r);
+        let m = back.to_measured();
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].best, 128);
+        assert_eq!(
+            m[0].timings
+                .iter()
+                .map(|t| t.block_size)
+                .collect::<Vec<_>>(),
+            vec![128, 256, 512]
+        );
+        assert_eq!(m[0].speedup_over(512), Some(1.5));
+        validate_entries(&m).expect("valid");
+
+        let mut twice = r.clone();
+        twice.measurements[0].timings[1].block_size = 512;
+        let err = Results::from_json(&twice.to_json(), Path::new("t.json"))
+            .expect_err("512 twice")
+            .to_string();
+        assert!(err.contains("t.json") && err.contains("512"), "{err}");
+        let nan = text.replacen("\"median_us\": 2.0", "\"median_us\": -2.0", 1);
+        assert_ne!(nan, text);
+        assert!(Results::from_json(&nan, Path::new("t.json")).is_err());
+        let newer = text.replacen("\"schema\": 1", "\"schema\": 7", 1);
+        assert!(Results::from_json(&newer, Path::new("t.json"))
+            .is_err_and(|e| e.to_string().contains("newer occ")));
+        assert!(Results::from_json("{", Path::new("t.json")).is_err());
+    }
+
+    #[test]
+    fn ties_go_to_the_larger_block_and_staleness_compares_hashes() {
+        let r = results("a", &[(128, 2.0), (256, 2.0), (64, 5.0)]);
+        let m = &r.to_measured()[0];
+        assert_eq!(m.best, 256);
+        assert_eq!(
+            m.staleness(Some(&content_hash(b"cubin"))),
+            Staleness::Current
+        );
+        assert_eq!(m.staleness(None), Staleness::Unknown);
+        assert!(matches!(
+            m.staleness(Some(&content_hash(b"cubin2"))),
+            Staleness::Stale { .. }
+        ));
+        let mut wrong = m.clone();
+        wrong.best = 64;
+        assert!(validate_entries(&[wrong]).is_err_and(|e| e.contains("best = 64")));
+        // The hashes tell inputs apart; order does not matter to the set's.
+        assert_ne!(content_hash(b"a"), content_hash(b"b"));
+        assert_eq!(
+            candidates_hash(&[256, 128]),
+            candidates_hash(&[128, 256, 128])
+        );
+        assert_ne!(candidates_hash(&[128, 256]), candidates_hash(&[128, 512]));
+        // FNV-1a's published test vector.
+        assert_eq!(content_hash(b"a"), "fnv1a64:af63dc4c8601ec8c");
+    }
+}

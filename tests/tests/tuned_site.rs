@@ -1,0 +1,184 @@
+//! `#[launch_config(tuned = true)]` end to end in a scratch crate built
+//! with plain cargo and the real nvcc: the first build bakes the model's
+//! block; a results file (written by the test: recorded timings, not a
+//! measurement) imported into occ.lock makes the next build bake the
+//! measured block on that arch and bucket; a kernel edited since (its
+//! cubin changed) falls back to the model with one build warning.
+
+use occ_build::analyze::resources;
+use occ_build::arch;
+use occ_build::lock::Lock;
+use occ_build::measured::{self, Device, Measurement, Results, Timing};
+use occ_build::tune::{self, TuneRequest};
+use occ_build::Manifest;
+use occ_tests::{succeed, ScratchCrate};
+use std::path::Path;
+
+const BUILD: &str = r#"fn main() {
+    occ_build::Build::new().glob("kernels/*.cu").archs(["sm_80"]).compile();
+}
+"#;
+
+const MAIN: &str = r#"
+use occ::launch_config;
+
+#[launch_config(kernel = "wide", tuned = true, bucket = "n=1M")]
+fn tuned() {
+    println!("tuned {} {} {}", BLOCK_SIZE, MEASURED, LAUNCH.archs[0].threads());
+}
+
+#[launch_config(kernel = "wide", tuned = true)]
+fn other_bucket() {
+    println!("default-bucket {} {}", BLOCK_SIZE, MEASURED);
+}
+
+#[launch_config(kernel = "wide")]
+fn modelled() {
+    println!("modelled {} {}", BLOCK_SIZE, MEASURED);
+}
+
+fn main() {
+    println!("manifest {}", concat!(env!("OUT_DIR"), "/occ/manifest.json"));
+    tuned();
+    other_bucket();
+    modelled();
+}
+"#;
+
+/// `cargo run`'s stdout and stderr, with `OCC_BLESS` when asked.
+fn run(krate: &ScratchCrate, bless: bool, what: &str) -> (String, String) {
+    let mut cmd = krate.cargo(&["run"]);
+    if bless {
+        cmd.env("OCC_BLESS", "1");
+    }
+    let out = succeed(&mut cmd, what);
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The numbers after `word` on the line that starts with it.
+fn line<'a>(out: &'a str, word: &str) -> Vec<&'a str> {
+    out.lines()
+        .find(|l| l.split_whitespace().next() == Some(word))
+        .unwrap_or_else(|| panic!("no `{word}` line in\n{out}"))
+        .split_whitespace()
+        .skip(1)
+        .collect()
+}
+
+fn manifest(out: &str) -> Manifest {
+    let path = line(out, "manifest")[0];
+    let text = std::fs::read_to_string(path).expect("manifest");
+    Manifest::from_json(&text, Path::new(path)).expect("parses")
+}
+
+#[test]
+fn tuned_sites_bake_the_measured_block_and_fall_back_when_stale() {
+    let krate = ScratchCrate::new("occ_tuned_site")
+        .dep("occ")
+        .build_dep("occ-build")
+        .build_rs(BUILD)
+        .cu("explain", "kernels")
+        .file("src/main.rs", MAIN);
+
+    // 1. No measurement yet: every site bakes the model's block.
+    let (out, _) = run(&krate, true, "first build (blessed)");
+    let m = manifest(&out);
+    let wide = &m.kernels.iter().find(|k| k.name == "wide").expect("wide");
+    let ka = &wide.archs["sm_80"];
+    let model = ka.best.block_size;
+    assert_eq!(
+        line(&out, "tuned"),
+        [model.to_string().as_str(), "false", &model.to_string()]
+    );
+    assert_eq!(
+        line(&out, "modelled"),
+        [model.to_string().as_str(), "false"]
+    );
+
+    // 2. Time the candidates (recorded: the smallest candidate other than
+    // the model's block is fastest) and import them into the lock.
+    let sm80 = arch::lookup("sm_80").expect("sm_80");
+    let cands = tune::candidates(sm80, &resources(ka), &TuneRequest::default()).expect("model");
+    let sizes: Vec<u32> = cands.iter().map(|c| c.block_size).collect();
+    let fastest = *sizes.iter().find(|&&s| s != model).expect("two candidates");
+    let results = Results {
+        schema: measured::RESULTS_SCHEMA,
+        package: "occ_tuned_site".into(),
+        device: Device {
+            name: "recorded GPU".into(),
+            compute_capability: "8.0".into(),
+            sm_count: 108,
+            clock_khz: None,
+            memory_clock_khz: None,
+        },
+        toolkit: m.nvcc.clone(),
+        measurements: vec![Measurement {
+            kernel: wide.name.clone(),
+            source: wide.source.clone(),
+            arch: "sm_80".into(),
+            bucket: "n=1M".into(),
+            cubin_hash: ka.cubin_hash.clone(),
+            candidates_hash: measured::candidates_hash(&sizes),
+            timings: sizes
+                .iter()
+                .map(|&b| Timing {
+                    block_size: b,
+                    median_us: if b == fastest {
+                        5.0
+                    } else {
+                        9.0 + f64::from(b) / 1024.0
+                    },
+                    runs: 30,
+                    noise: 0.01,
+                })
+                .collect(),
+        }],
+    };
+    let lock_path = krate.path().join("occ.lock");
+    let text = std::fs::read_to_string(&lock_path).expect("blessed lock");
+    let mut lock = Lock::from_text(&text, &lock_path).expect("lock");
+    lock.import(&results).expect("imports");
+    std::fs::write(&lock_path, lock.to_text()).expect("write lock");
+
+    // 3. The tuned site of that bucket bakes the measured block; the site
+    // of another bucket and the plain site keep the model's.
+    let (out, err) = run(&krate, false, "build with a measurement");
+    assert_eq!(
+        line(&out, "tuned"),
+        [fastest.to_string().as_str(), "true", &fastest.to_string()],
+        "{err}"
+    );
+    assert_eq!(
+        line(&out, "default-bucket"),
+        [model.to_string().as_str(), "false"]
+    );
+    assert_eq!(
+        line(&out, "modelled"),
+        [model.to_string().as_str(), "false"]
+    );
+    assert!(!err.contains("another cubin"), "{err}");
+
+    // 4. The kernel's file changes (its cubin with it): one warning, and
+    // the tuned site is back on the model.
+    let k = krate.read("kernels/k.cu");
+    krate.write(
+        "kernels/k.cu",
+        &format!(
+            "{k}\nextern \"C\" __global__ void extra(float *p) {{ p[threadIdx.x] = 1.0f; }}\n"
+        ),
+    );
+    let (out, err) = run(&krate, false, "build after an edit");
+    assert_eq!(
+        line(&out, "tuned"),
+        [model.to_string().as_str(), "false", &model.to_string()]
+    );
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("another cubin"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(warnings[0].contains("wide on sm_80"), "{err}");
+}
