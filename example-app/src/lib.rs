@@ -5,7 +5,8 @@
 //! - [`launches`]: each kernel's launch site and the limiter it claims;
 //! - [`plan`]: the occupancy report per kernel × arch (no GPU needed);
 //! - [`gpu`]: runs every kernel, checks it against a CPU reference, and
-//!   compares occ's numbers with the driver's.
+//!   compares occ's numbers with the driver's;
+//! - [`tune`]: times each site's candidate launches on the GPU (`--tune`).
 
 /// The constants and device code occ-build generated (`$OUT_DIR/occ/kernels.rs`).
 #[allow(dead_code, missing_docs)]
@@ -16,6 +17,7 @@ pub mod kernels {
 pub mod gpu;
 pub mod launches;
 pub mod plan;
+pub mod tune;
 
 /// The manifest occ-build wrote for this crate's kernels.
 pub const MANIFEST_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/occ/manifest.json"));
