@@ -2,8 +2,9 @@
 //! with plain cargo and the real nvcc: the first build bakes the model's
 //! block; a results file (written by the test: recorded timings, not a
 //! measurement) imported into occ.lock makes the next build bake the
-//! measured block on that arch and bucket; a kernel edited since (its
-//! cubin changed) falls back to the model with one build warning.
+//! measured block on that arch and bucket, also when the crate is checked
+//! out in another folder; a kernel edited since (its cubin changed) falls
+//! back to the model with one build warning.
 
 use occ_build::analyze::resources;
 use occ_build::arch;
@@ -160,6 +161,30 @@ fn tuned_sites_bake_the_measured_block_and_fall_back_when_stale() {
         [model.to_string().as_str(), "false"]
     );
     assert!(!err.contains("another cubin"), "{err}");
+
+    // 3b. The same crate checked out in another folder, with the committed
+    // lock: its cubin's line table names the other folder, and the
+    // measurement still holds (the hash leaves the debug sections out).
+    let other = ScratchCrate::new("occ_tuned_site")
+        .dep("occ")
+        .build_dep("occ-build")
+        .build_rs(BUILD)
+        .cu("explain", "kernels")
+        .file("src/main.rs", MAIN)
+        .file("occ.lock", &std::fs::read_to_string(&lock_path).expect("lock"));
+    assert_ne!(other.path(), krate.path());
+    let (out, err) = run(&other, false, "build in another checkout");
+    assert_eq!(
+        line(&out, "tuned"),
+        [fastest.to_string().as_str(), "true", &fastest.to_string()],
+        "{err}"
+    );
+    assert!(!err.contains("another cubin"), "{err}");
+    let there = manifest(&out);
+    assert_eq!(
+        there.kernels.iter().find(|k| k.name == "wide").expect("wide").archs["sm_80"].cubin_hash,
+        ka.cubin_hash
+    );
 
     // 4. The kernel's file changes (its cubin with it): one warning, and
     // the tuned site is back on the model.
