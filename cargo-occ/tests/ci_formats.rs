@@ -4,11 +4,12 @@
 //! the build and of `cargo occ check` and its workflow commands (the
 //! variables set as the runner sets them), and `cargo occ diff`.
 //!
-//! The schema check reads the official SARIF 2.1.0 schema
-//! (`sarif-schema-2.1.0.json`, OASIS) from `OCC_SARIF_SCHEMA`, else from
-//! `shared/reference/` beside the checkout; the repository does not carry
-//! it. Without it the test checks the structure it relies on and says the
-//! schema check was skipped.
+//! The schema check reads the SARIF 2.1.0 schema from `OCC_SARIF_SCHEMA`,
+//! else from `shared/reference/` beside the checkout (the official OASIS
+//! file), else the copy the `serde-sarif` crate (a dev-dependency) ships as
+//! `src/schema.json`, found with `cargo metadata`; it always runs. The log
+//! must also read back as `serde_sarif`'s types, which are generated from
+//! that schema.
 
 use occ_tests::{build_env, cargo_occ, code_and_text, kernels_build, Scratch};
 use serde_json::Value;
@@ -112,47 +113,75 @@ fn check(
     code_and_text(&cmd.output().expect("run cargo-occ"))
 }
 
-/// The official schema, if this machine has it.
-fn schema() -> Option<Value> {
+/// The SARIF 2.1.0 schema: `OCC_SARIF_SCHEMA`, the official file in
+/// `shared/reference/`, or serde-sarif's copy.
+fn schema() -> Value {
     let from_env = std::env::var_os("OCC_SARIF_SCHEMA").map(PathBuf::from);
     let beside = occ_tests::workspace_root()
         .ancestors()
         .map(|d| d.join("shared/reference/sarif-schema-2.1.0.json"))
         .find(|p| p.is_file());
-    let path = from_env.or(beside)?;
+    let path = from_env.or(beside).unwrap_or_else(serde_sarif_schema);
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read the schema {}: {e}", path.display()));
-    Some(serde_json::from_str(&text).expect("the schema is JSON"))
+    let schema: Value = serde_json::from_str(&text).expect("the schema is JSON");
+    assert!(
+        schema["title"]
+            .as_str()
+            .is_some_and(|t| t.contains("SARIF") && t.contains("2.1.0")),
+        "{} is not the SARIF 2.1.0 schema",
+        path.display()
+    );
+    schema
+}
+
+/// `src/schema.json` of the serde-sarif package this workspace locks.
+fn serde_sarif_schema() -> PathBuf {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--offline", "--manifest-path"])
+        .arg(occ_tests::workspace_root().join("Cargo.toml"))
+        .output()
+        .expect("run cargo metadata");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let meta: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata JSON");
+    let manifest = meta["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .find(|p| p["name"] == "serde-sarif")
+        .and_then(|p| p["manifest_path"].as_str())
+        .expect("serde-sarif among the packages (a dev-dependency of cargo-occ)");
+    Path::new(manifest)
+        .parent()
+        .expect("its folder")
+        .join("src/schema.json")
 }
 
 /// Validates `log` against the SARIF 2.1.0 schema, and checks what the
-/// tests rely on whether or not the schema is here.
+/// tests rely on.
 fn validate(log: &Value) {
-    match schema() {
-        Some(schema) => {
-            let validator = jsonschema::validator_for(&schema).expect("compile the SARIF schema");
-            let errors: Vec<String> = validator
-                .iter_errors(log)
-                .map(|e| format!("{e} at {}", e.instance_path))
-                .collect();
-            assert!(
-                errors.is_empty(),
-                "not valid SARIF 2.1.0:\n{}",
-                errors.join("\n")
-            );
-            // The validator does refuse what the schema refuses.
-            let mut bad = log.clone();
-            bad["runs"][0]["results"] = serde_json::json!([{"level": "severe", "message": {}}]);
-            assert!(
-                !validator.is_valid(&bad),
-                "the schema check accepts anything"
-            );
-        }
-        None => eprintln!(
-            "note: the SARIF 2.1.0 schema is not here (OCC_SARIF_SCHEMA, shared/reference/); \
-             only the structure was checked"
-        ),
-    }
+    let schema = schema();
+    let validator = jsonschema::validator_for(&schema).expect("compile the SARIF schema");
+    let errors: Vec<String> = validator
+        .iter_errors(log)
+        .map(|e| format!("{e} at {}", e.instance_path))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "not valid SARIF 2.1.0:\n{}",
+        errors.join("\n")
+    );
+    // The validator does refuse what the schema refuses.
+    let mut bad = log.clone();
+    bad["runs"][0]["results"] = serde_json::json!([{"level": "severe", "message": {}}]);
+    assert!(
+        !validator.is_valid(&bad),
+        "the schema check accepts anything"
+    );
+    // And it reads back as SARIF's types.
+    serde_json::from_value::<serde_sarif::sarif::Sarif>(log.clone())
+        .unwrap_or_else(|e| panic!("not SARIF 2.1.0 to serde-sarif: {e}"));
     assert_eq!(log["version"], "2.1.0");
     let run = &log["runs"][0];
     assert_eq!(run["tool"]["driver"]["name"], "occ");
