@@ -200,6 +200,9 @@ fn import(args: &ImportArgs) -> anyhow::Result<i32> {
             return Ok(2);
         }
     };
+    for w in import_warnings(&results) {
+        eprintln!("warning: {w}");
+    }
     let found = args.locate.find()?;
     let (path, lock) = found.lock(args.lock.as_deref())?;
     let Some(mut lock): Option<Lock> = lock else {
@@ -234,6 +237,56 @@ fn import(args: &ImportArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// Above this spread (median absolute deviation / median) a timing is
+/// noisy, and the import says so.
+pub const NOISY: f64 = 0.05;
+
+/// What an import takes as it is but the user should know: measurements of
+/// code built for another arch than the device's (an `sm_80` cubin timed on
+/// an `sm_86` GPU is baked for every GPU that runs the `sm_80` cubin), and
+/// timings whose runs spread more than [`NOISY`].
+pub fn import_warnings(results: &Results) -> Vec<String> {
+    let device_arch = format!("sm_{}", results.device.compute_capability.replace('.', ""));
+    let mut out = Vec::new();
+    let other: Vec<String> = results
+        .measurements
+        .iter()
+        .filter(|m| m.arch.trim_end_matches(['a', 'f']) != device_arch)
+        .map(|m| format!("{} ({})", m.kernel, m.arch))
+        .collect();
+    if !other.is_empty() {
+        out.push(format!(
+            "{} measured on {} ({device_arch}) for another arch: {}; the build bakes them for every GPU that runs that code",
+            plural(other.len(), "kernel"),
+            results.device.name,
+            other.join(", ")
+        ));
+    }
+    let noisy: Vec<String> = results
+        .measurements
+        .iter()
+        .flat_map(|m| {
+            m.timings
+                .iter()
+                .filter(|t| t.noise > NOISY)
+                .map(move |t| format!("{} at {} ({:.0} %)", m.kernel, t.block_size, t.noise * 100.0))
+        })
+        .collect();
+    if !noisy.is_empty() {
+        out.push(format!(
+            "{} spread more than {:.0} % of the median: {}; a busy GPU or too few runs, so the fastest block may be chance (measure again on an idle GPU)",
+            plural(noisy.len(), "timing"),
+            NOISY * 100.0,
+            noisy.join(", ")
+        ));
+    }
+    out
+}
+
+fn plural(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
 /// The report's section of measured launches beside the modelled ones:
 /// per kernel × arch × bucket, the fastest measured block and its time,
 /// the max-occupancy block and its time, the speed-up, and the time at
@@ -261,9 +314,13 @@ pub fn measured_section(m: &occ_build::Manifest) -> String {
             .iter()
             .find(|k| k.name == e.kernel && k.source == e.source);
         let name = kernel.map_or(e.kernel.as_str(), |k| k.base_name.as_str());
-        let model = kernel
-            .and_then(|k| k.archs.get(&e.arch))
-            .map(|ka| ka.best.block_size);
+        // The site's max-occupancy block when the tuner recorded it, else
+        // the kernel's best block without a site's options.
+        let model = e.max_occupancy.or_else(|| {
+            kernel
+                .and_then(|k| k.archs.get(&e.arch))
+                .map(|ka| ka.best.block_size)
+        });
         let stale = match kernel.and_then(|k| k.archs.get(&e.arch)) {
             Some(ka) => matches!(
                 e.staleness(Some(&ka.cubin_hash)),
@@ -300,4 +357,53 @@ pub fn measured_section(m: &occ_build::Manifest) -> String {
         "\nMeasured launches (occ.lock, cargo occ tune import):\n{}\nTime at each candidate (block size, median):\n{times}",
         align(&rows)
     )
+}
+
+#[cfg(test)]
+mod import_tests {
+    use super::*;
+    use occ_build::measured::{Device, Measurement, Timing, RESULTS_SCHEMA};
+
+    fn results(arch: &str, cc: &str, noise: f64) -> Results {
+        let timing = |block_size| Timing {
+            block_size,
+            median_us: 2.0,
+            runs: 20,
+            noise,
+        };
+        Results {
+            schema: RESULTS_SCHEMA,
+            package: "app".into(),
+            device: Device {
+                name: "GPU".into(),
+                compute_capability: cc.into(),
+                sm_count: 1,
+                clock_khz: None,
+                memory_clock_khz: None,
+            },
+            toolkit: "13.5".into(),
+            measurements: vec![Measurement {
+                kernel: "k".into(),
+                source: "kernels/k.cu".into(),
+                arch: arch.into(),
+                bucket: "default".into(),
+                cubin_hash: String::new(),
+                candidates_hash: candidates_hash(&[128, 256]),
+                max_occupancy: None,
+                timings: vec![timing(128), timing(256)],
+            }],
+        }
+    }
+
+    #[test]
+    fn another_arch_and_noisy_runs_are_named() {
+        assert!(import_warnings(&results("sm_90", "9.0", 0.01)).is_empty());
+        assert!(import_warnings(&results("sm_90a", "9.0", 0.0)).is_empty());
+        let w = import_warnings(&results("sm_80", "8.6", 0.01));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("k (sm_80)") && w[0].contains("(sm_86)"), "{w:?}");
+        let w = import_warnings(&results("sm_90", "9.0", 0.2));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("2 timings") && w[0].contains("k at 128 (20 %)"), "{w:?}");
+    }
 }

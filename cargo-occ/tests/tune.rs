@@ -56,6 +56,7 @@ fn results(m: &Manifest, kernel: &str, sizes: &[u32], fastest: u32) -> Results {
             bucket: "n=1M".into(),
             cubin_hash: ka.cubin_hash.clone(),
             candidates_hash: measured::candidates_hash(sizes),
+            max_occupancy: None,
             timings: sizes
                 .iter()
                 .map(|&b| Timing {

@@ -13,7 +13,7 @@ const USAGE: &str = "usage: example-app [--require-gpu] [--tune [FILE]]
 
 Prints the occupancy plan; with a GPU, also runs every kernel and compares occ with the driver.
 --require-gpu  fail (exit 1) when no GPU is found instead of printing only the plan
---tune [FILE]  on the GPU, time each kernel at the block sizes `cargo occ tune --plan` lists,
+--tune [FILE]  on the GPU, time each kernel at the candidate block sizes of its launch site,
                write the results to FILE (default occ-tune.json) for `cargo occ tune import`,
                and print measured against max-occupancy time per kernel";
 

@@ -4,13 +4,14 @@
 //! per kernel.
 //!
 //! The candidates are occ's ([`occ_build::tune::candidates`] at the site's
-//! policy: what `cargo occ tune --plan` prints), less the block sizes a
-//! kernel is not written for ([`works_at`]). The timer is
+//! policy, as `cargo occ tune --plan` prints them given the site's options),
+//! less the block sizes a kernel is not written for ([`works_at`]). The timer is
 //! [`occ::cuda::EventTimer`] (CUDA events around each launch, warm-up
 //! first, the median of the runs); the selection is [`occ::tune::tune`]'s
-//! (the fastest, ties to the larger block). Only a kernel whose cubin ran is
-//! recorded: the time of PTX the driver compiled belongs to no cubin the
-//! lock could name.
+//! (the fastest, ties to the larger block). Only a kernel whose cubin for
+//! this GPU's own arch ran is recorded: the time of PTX the driver compiled
+//! belongs to no cubin the lock could name, and a time of an older arch's
+//! cubin would be baked for every GPU that runs it.
 
 use crate::kernels;
 use crate::launches::{Site, BLOCK_SUM, BLOCK_SUM_ITEMS, SITES};
@@ -105,6 +106,7 @@ where
             bucket: BUCKET.to_string(),
             cubin_hash: k.cubin_hash.clone(),
             candidates_hash: occ_build::measured::candidates_hash(&sizes),
+            max_occupancy: Some(max_occupancy),
             tuned,
         },
         max_occupancy,
@@ -203,7 +205,21 @@ pub fn run(ctx: &Arc<CudaContext>, manifest: &Manifest, path: &std::path::Path) 
             continue;
         }
         let arch = f.arch().arch;
+        let (major, minor) = device.compute_capability;
+        if arch.trim_end_matches(['a', 'f']) != format!("sm_{major}{minor}") {
+            // It runs, but a time of this GPU would be baked for every GPU
+            // that runs the cubin.
+            let _ = writeln!(
+                notes,
+                "{}: not measured: the build has no sm_{major}{minor} cubin (this GPU ran its {arch} one); add sm_{major}{minor} to build.rs's archs",
+                site.ident
+            );
+            continue;
+        }
         tunings.push(time_kernel(&timer, &stream, &f, &site, manifest, arch)?);
+    }
+    if tunings.is_empty() {
+        bail!("nothing measured, so no results file:\n{notes}");
     }
     let json = occ::tune::results_json(
         &manifest.package,

@@ -37,7 +37,7 @@ pub(crate) fn manifest(
     Ok(manifest)
 }
 
-/// Records each kernel × arch's [`measured::content_hash`] of its cubin
+/// Records each kernel × arch's [`measured::cubin_hash`] of its cubin
 /// (in `out_dir`), which a measurement is checked against; a cubin that
 /// cannot be read gets none, so its measurements are taken as they are.
 fn hash_cubins(manifest: &mut Manifest, out_dir: &std::path::Path) {
@@ -49,7 +49,7 @@ fn hash_cubins(manifest: &mut Manifest, out_dir: &std::path::Path) {
             }
             let hash = hashes.entry(ka.cubin.clone()).or_insert_with(|| {
                 std::fs::read(out_dir.join(&ka.cubin))
-                    .map(|bytes| measured::content_hash(&bytes))
+                    .map(|bytes| measured::cubin_hash(&bytes))
                     .unwrap_or_default()
             });
             ka.cubin_hash = hash.clone();
@@ -57,17 +57,39 @@ fn hash_cubins(manifest: &mut Manifest, out_dir: &std::path::Path) {
     }
 }
 
-/// The lock's measurements of kernels × archs in `manifest`.
+/// The lock's measurements of kernels × archs in `manifest`, each under
+/// its kernel's source of today: a kernel is its symbol in its source, or
+/// its symbol alone when no other source has it (a moved file), as
+/// [`Lock::find`] finds it.
 fn measured_of(lock: &Lock, manifest: &Manifest) -> Vec<measured::Measured> {
-    lock.measured
+    let mut tagged: Vec<(bool, measured::Measured)> = lock
+        .measured
         .iter()
-        .filter(|m| {
-            manifest.kernels.iter().any(|k| {
-                k.name == m.kernel && k.source == m.source && k.archs.contains_key(&m.arch)
+        .filter_map(|m| {
+            let exact = manifest
+                .kernels
+                .iter()
+                .find(|k| k.name == m.kernel && k.source == m.source);
+            let mut same_symbol = manifest.kernels.iter().filter(|k| k.name == m.kernel);
+            let k = exact.or(match (same_symbol.next(), same_symbol.next()) {
+                (Some(k), None) => Some(k),
+                _ => None,
+            })?;
+            k.archs.contains_key(&m.arch).then(|| {
+                let moved = k.source != m.source;
+                let m = measured::Measured {
+                    source: k.source.clone(),
+                    ..m.clone()
+                };
+                (moved, m)
             })
         })
-        .cloned()
-        .collect()
+        .collect();
+    // Where a moved file's measurement meets one taken at its new place,
+    // the new one stays: sorted by key, then unmoved first, dedup keeps it.
+    tagged.sort_by(|(a_moved, a), (b_moved, b)| a.key().cmp(&b.key()).then(a_moved.cmp(b_moved)));
+    tagged.dedup_by(|(_, a), (_, b)| a.key() == b.key());
+    tagged.into_iter().map(|(_, m)| m).collect()
 }
 
 /// The manifest of a build without nvcc: the lock's numbers for the

@@ -15,6 +15,7 @@
 use crate::manifest::Manifest;
 use occ_model::analyze;
 use occ_model::lock::Lock;
+use occ_model::measured::Measured;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -115,17 +116,22 @@ pub(crate) fn candidate(view: &View, name: &str, lock: Option<&Lock>) -> Lock {
             .kernels
             .sort_by(|a, b| a.name.cmp(&b.name).then(a.source.cmp(&b.source)));
         // Measurements are committed data, not build output: they stay
-        // while their kernel × arch is still built.
+        // while their kernel × arch is still built, under the kernel's
+        // source of today (a moved file keeps its measurements, which the
+        // build then checks against the cubin as ever).
         candidate.measured = lock
             .measured
             .iter()
-            .filter(|m| {
-                candidate
-                    .find(&m.kernel, &m.source)
-                    .is_some_and(|k| k.archs.contains_key(&m.arch))
+            .filter_map(|m| {
+                let k = candidate.find(&m.kernel, &m.source)?;
+                k.archs.contains_key(&m.arch).then(|| Measured {
+                    source: k.source.clone(),
+                    ..m.clone()
+                })
             })
-            .cloned()
             .collect();
+        occ_model::measured::sort(&mut candidate.measured);
+        candidate.measured.dedup_by(|a, b| a.key() == b.key());
     }
     candidate
 }

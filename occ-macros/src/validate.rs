@@ -529,13 +529,29 @@ fn tune_arch(
                 min.span,
                 format!("kernel `{}` reaches occupancy", kernel.base_name),
                 format!(
-                    "{:.3} on {arch_name} ({} of {} warps per SM at its best block size {}, limited by {})",
-                    occ.occupancy, occ.active_warps, occ.max_warps, best.block_size, occ.limiters
+                    "{:.3} on {arch_name} ({} of {} warps per SM at its {} {}, limited by {})",
+                    occ.occupancy,
+                    occ.active_warps,
+                    occ.max_warps,
+                    if was_measured {
+                        "fastest measured block size (tuned)"
+                    } else {
+                        "best block size"
+                    },
+                    best.block_size,
+                    occ.limiters
                 ),
-                format!(
-                    ", below min_occupancy = {}; use fewer registers per thread (__launch_bounds__) or less shared memory per block (cargo occ explain shows what each step needs), or lower min_occupancy",
-                    min.value
-                ),
+                if was_measured {
+                    format!(
+                        ", below min_occupancy = {}; the floor holds for the measured block too: lower min_occupancy to launch it, or drop `tuned` to launch the model's block",
+                        min.value
+                    )
+                } else {
+                    format!(
+                        ", below min_occupancy = {}; use fewer registers per thread (__launch_bounds__) or less shared memory per block (cargo occ explain shows what each step needs), or lower min_occupancy",
+                        min.value
+                    )
+                },
             ));
         }
     }

@@ -249,8 +249,9 @@ pub struct KernelArch {
     /// The PTX holding this kernel, relative to `$OUT_DIR/occ`; empty in a
     /// build from the lock.
     pub ptx: String,
-    /// [`crate::measured::content_hash`] of the cubin's bytes, which a
-    /// measurement is checked against; empty in a build from the lock.
+    /// [`crate::measured::cubin_hash`] of the cubin (its sections less the
+    /// debug ones), which a measurement is checked against; empty in a
+    /// build from the lock.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cubin_hash: String,
     /// Where it spills and where its register pressure peaks, by source

@@ -81,10 +81,16 @@ pub struct Measurement {
     pub arch: String,
     /// The problem-size bucket the user named (`n=1M`).
     pub bucket: String,
-    /// [`content_hash`] of the cubin that ran.
+    /// [`cubin_hash`] of the cubin that ran.
     pub cubin_hash: String,
     /// [`candidates_hash`] of the block sizes timed.
     pub candidates_hash: String,
+    /// The max-occupancy block of the site that was timed (the model's
+    /// choice under the site's options, which the speed-up is over), when
+    /// the tuner recorded it; without it the report compares with the
+    /// kernel's best block without options.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_occupancy: Option<u32>,
     /// Each candidate's time.
     pub timings: Vec<Timing>,
 }
@@ -125,10 +131,16 @@ pub struct Measured {
     pub sms: u32,
     /// The toolkit that built the cubin.
     pub toolkit: String,
-    /// [`content_hash`] of the cubin that ran.
+    /// [`cubin_hash`] of the cubin that ran.
     pub cubin_hash: String,
     /// [`candidates_hash`] of the block sizes timed.
     pub candidates_hash: String,
+    /// The max-occupancy block of the site that was timed (the model's
+    /// choice under the site's options, which the speed-up is over), when
+    /// the tuner recorded it; without it the report compares with the
+    /// kernel's best block without options.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_occupancy: Option<u32>,
     /// Each candidate's time, by block size.
     pub timings: Vec<Timing>,
 }
@@ -204,6 +216,48 @@ pub fn content_hash(bytes: &[u8]) -> String {
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
     format!("fnv1a64:{h:016x}")
+}
+
+/// The hash of a cubin that a measurement and a build compare:
+/// [`content_hash`] over its sections' names and contents, less the debug
+/// sections (`.debug_*`, `.nv_debug_*` and their relocations). `-lineinfo`,
+/// which occ-build compiles with, puts the crate's absolute folder into
+/// `.debug_line`, so the whole file differs between two checkouts of the
+/// same code; the code, its resources and its symbols do not. Bytes that
+/// are not a 64-bit ELF file are hashed whole.
+pub fn cubin_hash(bytes: &[u8]) -> String {
+    use object::read::elf::{ElfFile64, FileHeader as _, SectionHeader as _};
+    let Ok(file) = ElfFile64::<object::Endianness>::parse(bytes) else {
+        return content_hash(bytes);
+    };
+    let (header, endian) = (file.elf_header(), file.endian());
+    let Ok(sections) = header.sections(endian, bytes) else {
+        return content_hash(bytes);
+    };
+    let mut text = Vec::with_capacity(bytes.len());
+    for section in sections.iter() {
+        let name = sections.section_name(endian, section).unwrap_or_default();
+        if is_debug_section(name) {
+            continue;
+        }
+        let data = section.data(endian, bytes).unwrap_or_default();
+        // Name and length first, so that two sections cannot run together.
+        text.extend_from_slice(name);
+        text.push(0);
+        text.extend_from_slice(&section.sh_type(endian).to_le_bytes());
+        text.extend_from_slice(&(data.len() as u64).to_le_bytes());
+        text.extend_from_slice(data);
+    }
+    content_hash(&text)
+}
+
+/// `.debug_line`, `.nv_debug_line_sass`, `.rela.debug_frame`, ...
+fn is_debug_section(name: &[u8]) -> bool {
+    let name = name
+        .strip_prefix(b".rela")
+        .or_else(|| name.strip_prefix(b".rel"))
+        .unwrap_or(name);
+    name.starts_with(b".debug") || name.starts_with(b".nv_debug")
 }
 
 /// The hash of a candidate set: [`content_hash`] of its block sizes,
@@ -294,6 +348,14 @@ impl Results {
                     ));
                 }
             }
+            let timed: Vec<u32> = m.timings.iter().map(|t| t.block_size).collect();
+            if m.candidates_hash != candidates_hash(&timed) {
+                return Err(format!(
+                    "{what}: candidates_hash {:?} is not the hash of the block sizes timed ({}); write the file again with the tuner",
+                    m.candidates_hash,
+                    candidates_hash(&timed)
+                ));
+            }
         }
         Ok(())
     }
@@ -319,6 +381,7 @@ impl Results {
                     toolkit: self.toolkit.clone(),
                     cubin_hash: m.cubin_hash.clone(),
                     candidates_hash: m.candidates_hash.clone(),
+                    max_occupancy: m.max_occupancy,
                     timings,
                 })
             })
@@ -368,6 +431,76 @@ pub fn validate_entries(entries: &[Measured]) -> std::result::Result<(), String>
 mod tests {
     use super::*;
 
+    /// A little-endian ELF64 file of `sections` (name, contents) after
+    /// the null section, with its section-name table last.
+    fn elf(sections: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut names = vec![0u8];
+        let mut offsets = Vec::new();
+        for (name, _) in sections.iter().chain([(".shstrtab", &[][..])].iter()) {
+            offsets.push(names.len() as u32);
+            names.extend_from_slice(name.as_bytes());
+            names.push(0);
+        }
+        let mut out = vec![0u8; 64];
+        out[..4].copy_from_slice(b"\x7fELF");
+        out[4] = 2; // 64-bit
+        out[5] = 1; // little-endian
+        out[6] = 1; // version
+        out[16..18].copy_from_slice(&2u16.to_le_bytes()); // ET_EXEC
+        out[18..20].copy_from_slice(&190u16.to_le_bytes()); // EM_CUDA
+        out[20..24].copy_from_slice(&1u32.to_le_bytes());
+        out[52..54].copy_from_slice(&64u16.to_le_bytes()); // e_ehsize
+        out[58..60].copy_from_slice(&64u16.to_le_bytes()); // e_shentsize
+        let count = sections.len() + 2;
+        out[60..62].copy_from_slice(&(count as u16).to_le_bytes());
+        out[62..64].copy_from_slice(&((count - 1) as u16).to_le_bytes());
+        let mut placed = Vec::new();
+        for (_, data) in sections.iter().copied().chain([("", &names[..])]) {
+            placed.push((out.len() as u64, data.len() as u64));
+            out.extend_from_slice(data);
+        }
+        while out.len() % 8 != 0 {
+            out.push(0);
+        }
+        let shoff = out.len() as u64;
+        out[40..48].copy_from_slice(&shoff.to_le_bytes());
+        out.extend_from_slice(&[0u8; 64]);
+        for (i, (offset, size)) in placed.iter().enumerate() {
+            let mut h = [0u8; 64];
+            h[..4].copy_from_slice(&offsets[i].to_le_bytes());
+            let kind: u32 = if i == placed.len() - 1 { 3 } else { 1 };
+            h[4..8].copy_from_slice(&kind.to_le_bytes());
+            h[24..32].copy_from_slice(&offset.to_le_bytes());
+            h[32..40].copy_from_slice(&size.to_le_bytes());
+            h[48..56].copy_from_slice(&1u64.to_le_bytes());
+            out.extend_from_slice(&h);
+        }
+        out
+    }
+
+    #[test]
+    fn a_cubins_hash_is_its_code_not_its_line_table() {
+        let code: &[u8] = b"\x01\x02\x03\x04";
+        let here = elf(&[(".text.k", code), (".debug_line", b"/home/a/crate/kernels")]);
+        let there = elf(&[(".text.k", code), (".debug_line", b"/ci/build/x/kernels")]);
+        assert_ne!(here, there);
+        assert_eq!(cubin_hash(&here), cubin_hash(&there));
+        let relocated = elf(&[
+            (".text.k", code),
+            (".nv_debug_line_sass", b"x"),
+            (".rela.debug_line", b"yy"),
+        ]);
+        assert_eq!(cubin_hash(&relocated), cubin_hash(&elf(&[(".text.k", code)])));
+        let changed = elf(&[(".text.k", b"\x01\x02\x03\x05"), (".debug_line", b"/home/a/crate/kernels")]);
+        assert_ne!(cubin_hash(&here), cubin_hash(&changed));
+        // Contents cannot move between sections unnoticed.
+        let split = elf(&[(".text.k", b"\x01\x02"), (".nv.info", b"\x03\x04")]);
+        let joined = elf(&[(".text.k", code), (".nv.info", b"")]);
+        assert_ne!(cubin_hash(&split), cubin_hash(&joined));
+        // Not an ELF file: the bytes, whole.
+        assert_eq!(cubin_hash(b"not a cubin"), content_hash(b"not a cubin"));
+    }
+
     pub(crate) fn results(kernel: &str, times: &[(u32, f64)]) -> Results {
         Results {
             schema: RESULTS_SCHEMA,
@@ -387,6 +520,7 @@ mod tests {
                 bucket: DEFAULT_BUCKET.into(),
                 cubin_hash: content_hash(b"cubin"),
                 candidates_hash: candidates_hash(&times.iter().map(|t| t.0).collect::<Vec<_>>()),
+                max_occupancy: None,
                 timings: times
                     .iter()
                     .map(|&(block_size, median_us)| Timing {
@@ -433,6 +567,13 @@ mod tests {
         assert!(Results::from_json(&newer, Path::new("t.json"))
             .is_err_and(|e| e.to_string().contains("newer occ")));
         assert!(Results::from_json("{", Path::new("t.json")).is_err());
+        // The candidate set's hash must be that of the sizes timed.
+        let mut other = r.clone();
+        other.measurements[0].candidates_hash = candidates_hash(&[128, 256]);
+        let err = Results::from_json(&other.to_json(), Path::new("t.json"))
+            .expect_err("hash of another set")
+            .to_string();
+        assert!(err.contains("candidates_hash"), "{err}");
     }
 
     #[test]

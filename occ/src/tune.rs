@@ -166,6 +166,17 @@ pub enum TuneError<E> {
         /// The error.
         error: E,
     },
+    /// The timer gave a time that is not one: not a finite positive
+    /// median, or a noise that is not finite (a results file could not
+    /// hold it).
+    BadTiming {
+        /// The candidate.
+        block_size: u32,
+        /// The median it gave, microseconds.
+        median_us: f64,
+        /// The noise it gave.
+        noise: f64,
+    },
 }
 
 impl<E: std::fmt::Display> std::fmt::Display for TuneError<E> {
@@ -178,6 +189,14 @@ impl<E: std::fmt::Display> std::fmt::Display for TuneError<E> {
             TuneError::Timer { block_size, error } => {
                 write!(f, "timing block size {block_size} failed: {error}")
             }
+            TuneError::BadTiming {
+                block_size,
+                median_us,
+                noise,
+            } => write!(
+                f,
+                "the timer gave block size {block_size} a median of {median_us} us (noise {noise}): not a time; is the timer recording the launches?"
+            ),
         }
     }
 }
@@ -198,6 +217,14 @@ pub fn tune<T: Timer>(
         let t = timer
             .time(block_size, &mut launch, &mut reset)
             .map_err(|error| TuneError::Timer { block_size, error })?;
+        if !(t.median_us.is_finite() && t.median_us > 0.0 && t.noise.is_finite() && t.noise >= 0.0)
+        {
+            return Err(TuneError::BadTiming {
+                block_size,
+                median_us: t.median_us,
+                noise: t.noise,
+            });
+        }
         timings.push(t);
     }
     let best = timings
@@ -231,11 +258,18 @@ impl RuntimeCache {
     /// The cached choice for a key, if any.
     pub fn get(&self, kernel: &str, arch: &str, bucket: &str) -> Option<u32> {
         let key = (kernel.to_string(), arch.to_string(), bucket.to_string());
-        self.chosen.lock().ok()?.get(&key).copied()
+        self.chosen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&key)
+            .copied()
     }
 
     /// The cached choice, or `tune`'s on first use (then cached). A failed
-    /// tuning caches nothing.
+    /// tuning caches nothing. The lock is not held while `tune` runs, so
+    /// two threads that miss the same key at once both tune it (the later
+    /// choice stays); a thread that panicked while holding the lock leaves
+    /// the cache usable.
     pub fn get_or_tune<E>(
         &self,
         kernel: &str,
@@ -247,9 +281,10 @@ impl RuntimeCache {
             return Ok(b);
         }
         let best = tune()?.best;
-        if let Ok(mut map) = self.chosen.lock() {
-            map.insert((kernel.into(), arch.into(), bucket.into()), best);
-        }
+        self.chosen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert((kernel.into(), arch.into(), bucket.into()), best);
         Ok(best)
     }
 }
@@ -292,6 +327,15 @@ mod tests {
             tune(&timer, &[], |_| Ok(()), || Ok(())),
             Err(TuneError::NoCandidates)
         );
+        // A time that is not one is refused, not written as 0.
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let timer = Recorded::new([(128, 2.0), (256, bad)]);
+            let e = tune(&timer, &[128, 256], |_| Ok(()), || Ok(())).expect_err("bad");
+            assert!(
+                matches!(e, TuneError::BadTiming { block_size: 256, .. }),
+                "{bad}: {e:?}"
+            );
+        }
     }
 
     #[test]
@@ -374,8 +418,14 @@ pub struct Measurement {
     pub bucket: String,
     /// The hash of the cubin that ran (`fnv1a64:…`, as the build's manifest records it).
     pub cubin_hash: String,
-    /// The hash of the candidate set (`cargo occ tune --plan` prints it).
+    /// The hash of the block sizes timed (`occ_build::measured::candidates_hash`;
+    /// `cargo occ tune --plan` prints it for the set it lists). `cargo occ
+    /// tune import` refuses a file whose hash is not that of its timings.
     pub candidates_hash: String,
+    /// The max-occupancy block of the site (the model's choice under its
+    /// options), which `cargo occ report` gives the speed-up over; `None`
+    /// when the tuner does not know it.
+    pub max_occupancy: Option<u32>,
     /// What [`tune`] measured.
     pub tuned: Tuned,
 }
@@ -401,11 +451,14 @@ pub fn results_json(
         out.push('"');
         out
     }
+    // Not a number is `null`, which the import refuses: never a time of 0
+    // or a noise of 0 that would pass for a measurement. (`tune` gives
+    // none; a hand-made `Tuned` might.)
     fn num(v: f64) -> String {
         if v.is_finite() {
             format!("{v:?}")
         } else {
-            "0.0".into()
+            "null".into()
         }
     }
     let (major, minor) = device.compute_capability;
@@ -430,13 +483,15 @@ pub fn results_json(
                 })
                 .collect();
             format!(
-                "    {{\"kernel\": {}, \"source\": {}, \"arch\": {}, \"bucket\": {}, \"cubin_hash\": {}, \"candidates_hash\": {}, \"timings\": [{}]}}",
+                "    {{\"kernel\": {}, \"source\": {}, \"arch\": {}, \"bucket\": {}, \"cubin_hash\": {}, \"candidates_hash\": {}{}, \"timings\": [{}]}}",
                 s(&m.kernel),
                 s(&m.source),
                 s(&m.arch),
                 s(&m.bucket),
                 s(&m.cubin_hash),
                 s(&m.candidates_hash),
+                m.max_occupancy
+                    .map_or(String::new(), |b| format!(", \"max_occupancy\": {b}")),
                 timings.join(", ")
             )
         })

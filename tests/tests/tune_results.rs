@@ -23,6 +23,7 @@ fn the_runtime_writes_the_results_schema_occ_model_reads() {
         bucket: "n=1M".into(),
         cubin_hash: "fnv1a64:0123456789abcdef".into(),
         candidates_hash: occ_build::measured::candidates_hash(&[128, 256, 512]),
+        max_occupancy: Some(512),
         tuned,
     };
     let text = results_json(
@@ -51,4 +52,6 @@ fn the_runtime_writes_the_results_schema_occ_model_reads() {
     assert_eq!(back[0].best, 256);
     assert_eq!(back[0].time_at(512), Some(3.5));
     assert_eq!(back[1].bucket, "n=1M");
+    assert_eq!(back[0].max_occupancy, Some(512));
+    assert_eq!(back[0].speedup_over(512), Some(3.5 / 3.25));
 }

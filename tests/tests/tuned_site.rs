@@ -123,6 +123,7 @@ fn tuned_sites_bake_the_measured_block_and_fall_back_when_stale() {
             bucket: "n=1M".into(),
             cubin_hash: ka.cubin_hash.clone(),
             candidates_hash: measured::candidates_hash(&sizes),
+            max_occupancy: None,
             timings: sizes
                 .iter()
                 .map(|&b| Timing {

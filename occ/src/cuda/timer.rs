@@ -1,7 +1,8 @@
 //! The CUDA-events [`Timer`](crate::tune::Timer): warm-up launches, then
 //! each timed launch between two events recorded on the stream (the reset
-//! hook runs before the start event, outside the time), the median of the
-//! runs and their noise (median absolute deviation / median).
+//! hook runs before the start event, outside the time; every run is queued
+//! before the first is read, so the stream does not idle between them), the
+//! median of the runs and their noise (median absolute deviation / median).
 
 use super::{CudaStream, Error};
 use crate::tune::{summarize, Timer, Timing};
@@ -54,7 +55,12 @@ impl Timer for EventTimer {
         self.stream
             .synchronize()
             .map_err(device("synchronizing the stream"))?;
-        let mut samples = Vec::with_capacity(self.runs as usize);
+        // Every run's events are recorded before any is read: reading one
+        // waits for it, which would leave the stream idle before the next
+        // run, and the time from its start event to the kernel would then
+        // include the host's launch. Queued, the GPU goes from one run to
+        // the next.
+        let mut events = Vec::with_capacity(self.runs as usize);
         for _ in 0..self.runs {
             reset()?;
             let start = self
@@ -66,12 +72,20 @@ impl Timer for EventTimer {
                 .stream
                 .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(device("cuEventRecord"))?;
+            events.push((start, end));
+        }
+        self.stream
+            .synchronize()
+            .map_err(device("synchronizing the stream"))?;
+        let mut samples = Vec::with_capacity(events.len());
+        for (start, end) in &events {
             let ms = start
-                .elapsed_ms(&end)
+                .elapsed_ms(end)
                 .map_err(device("cuEventElapsedTime"))?;
             samples.push(f64::from(ms) * 1000.0);
         }
-        let (median_us, noise) = summarize(&samples).unwrap_or((0.0, 0.0));
+        // No usable sample: NaN, which `tune` refuses with the block size.
+        let (median_us, noise) = summarize(&samples).unwrap_or((f64::NAN, f64::NAN));
         Ok(Timing {
             block_size,
             median_us,
