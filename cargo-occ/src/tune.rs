@@ -266,10 +266,14 @@ pub fn import_warnings(results: &Results) -> Vec<String> {
         .measurements
         .iter()
         .flat_map(|m| {
-            m.timings
-                .iter()
-                .filter(|t| t.noise > NOISY)
-                .map(move |t| format!("{} at {} ({:.0} %)", m.kernel, t.block_size, t.noise * 100.0))
+            m.timings.iter().filter(|t| t.noise > NOISY).map(move |t| {
+                format!(
+                    "{} at {} ({:.0} %)",
+                    m.kernel,
+                    t.block_size,
+                    t.noise * 100.0
+                )
+            })
         })
         .collect();
     if !noisy.is_empty() {
@@ -401,9 +405,15 @@ mod import_tests {
         assert!(import_warnings(&results("sm_90a", "9.0", 0.0)).is_empty());
         let w = import_warnings(&results("sm_80", "8.6", 0.01));
         assert_eq!(w.len(), 1, "{w:?}");
-        assert!(w[0].contains("k (sm_80)") && w[0].contains("(sm_86)"), "{w:?}");
+        assert!(
+            w[0].contains("k (sm_80)") && w[0].contains("(sm_86)"),
+            "{w:?}"
+        );
         let w = import_warnings(&results("sm_90", "9.0", 0.2));
         assert_eq!(w.len(), 1, "{w:?}");
-        assert!(w[0].contains("2 timings") && w[0].contains("k at 128 (20 %)"), "{w:?}");
+        assert!(
+            w[0].contains("2 timings") && w[0].contains("k at 128 (20 %)"),
+            "{w:?}"
+        );
     }
 }

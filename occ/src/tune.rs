@@ -332,7 +332,13 @@ mod tests {
             let timer = Recorded::new([(128, 2.0), (256, bad)]);
             let e = tune(&timer, &[128, 256], |_| Ok(()), || Ok(())).expect_err("bad");
             assert!(
-                matches!(e, TuneError::BadTiming { block_size: 256, .. }),
+                matches!(
+                    e,
+                    TuneError::BadTiming {
+                        block_size: 256,
+                        ..
+                    }
+                ),
                 "{bad}: {e:?}"
             );
         }

@@ -172,7 +172,10 @@ fn tuned_sites_bake_the_measured_block_and_fall_back_when_stale() {
         .build_rs(BUILD)
         .cu("explain", "kernels")
         .file("src/main.rs", MAIN)
-        .file("occ.lock", &std::fs::read_to_string(&lock_path).expect("lock"));
+        .file(
+            "occ.lock",
+            &std::fs::read_to_string(&lock_path).expect("lock"),
+        );
     assert_ne!(other.path(), krate.path());
     let (out, err) = run(&other, false, "build in another checkout");
     assert_eq!(
@@ -183,7 +186,13 @@ fn tuned_sites_bake_the_measured_block_and_fall_back_when_stale() {
     assert!(!err.contains("another cubin"), "{err}");
     let there = manifest(&out);
     assert_eq!(
-        there.kernels.iter().find(|k| k.name == "wide").expect("wide").archs["sm_80"].cubin_hash,
+        there
+            .kernels
+            .iter()
+            .find(|k| k.name == "wide")
+            .expect("wide")
+            .archs["sm_80"]
+            .cubin_hash,
         ka.cubin_hash
     );
 
