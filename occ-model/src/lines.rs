@@ -165,6 +165,11 @@ pub struct LineInfo {
     current: Option<String>,
     /// A `//## File` line waiting for its first instruction.
     pending: Option<Location>,
+    /// The last `//## File` line read. nvdisasm prints one only where the
+    /// location changes, also from one section to the next: a function
+    /// whose first instruction is at the line where the one before it
+    /// ended (two instantiations of a one-line template) has none.
+    last: Option<Location>,
     /// Labels waiting for the offset of the next instruction.
     labels: Vec<String>,
 }
@@ -215,7 +220,7 @@ impl LineInfo {
             if let Some(name) = section {
                 self.functions.entry(name.to_string()).or_default();
             }
-            self.pending = None;
+            self.pending = self.last;
             self.labels.clear();
             return;
         }
@@ -238,6 +243,7 @@ impl LineInfo {
                         }
                     };
                     self.pending = Some((id, n));
+                    self.last = self.pending;
                 }
             }
             return;
@@ -600,6 +606,29 @@ k:
 ";
         let lines = source_lines(&info(text), &LifeRanges::default(), &["/c"]);
         assert_eq!(lines["k"].spills[0].loop_line, Some(9));
+    }
+
+    #[test]
+    fn a_location_carries_over_into_the_next_function() {
+        // nvdisasm 13.5 over `fill<32>` and `fill<128>` of a one-line
+        // template: the second section has no `//## File` line of its own.
+        let text = "\t.section\t.text.a,\"ax\",@progbits
+\t//## File \"/c/t.cu\", line 2
+        /*0000*/                   IMAD.MOV.U32 R1, RZ, RZ, c[0x0][0x28] ;
+        /*0010*/                   STL [R1], R4              (*\"SpillRefill\"*);
+\t.section\t.text.b,\"ax\",@progbits
+        /*0000*/                   IMAD.MOV.U32 R1, RZ, RZ, c[0x0][0x28] ;
+        /*0010*/                   STL [R1], R4              (*\"SpillRefill\"*);
+";
+        let lines = source_lines(&info(text), &LifeRanges::default(), &["/c"]);
+        for f in ["a", "b"] {
+            assert_eq!(lines[f].spills.len(), 1, "{f}: {lines:?}");
+            assert_eq!(
+                (lines[f].spills[0].file.as_str(), lines[f].spills[0].line),
+                ("t.cu", 2),
+                "{f}"
+            );
+        }
     }
 
     #[test]
