@@ -266,42 +266,36 @@ fn time_kernel(
     manifest: &Manifest,
     arch: &str,
 ) -> Result<SiteTuning> {
-    let one_d = |n: usize, b: u32, smem: u32| LaunchConfig {
-        grid: (blocks(n, b), 1, 1),
-        block: (b, 1, 1),
-        dynamic_smem_bytes: smem,
-    };
-    let no_reset = || Ok(());
+    // Every kernel is timed the same way; only its problem, its launch at
+    // block size `b` and (for one that writes its input) its reset differ.
+    macro_rules! time {
+        ($launch:expr) => {
+            time!($launch, || Ok(()))
+        };
+        ($launch:expr, $reset:expr) => {
+            tune_site(timer, site, manifest, arch, $launch, $reset)
+        };
+    }
     match site.ident {
         "saxpy" => {
             // y = a x + y writes its input: each run starts from y0.
             let n = 1usize << 24;
             let (x, y0) = (upload(stream, n, 1e-2)?, upload(stream, n, 1e-3)?);
             let y = RefCell::new(stream.alloc_zeros::<f32>(n).context("alloc")?);
-            tune_site(
-                timer,
-                site,
-                manifest,
-                arch,
+            time!(
                 |b| {
-                    kernels::saxpy::launch(
-                        f,
-                        stream,
-                        one_d(n, b, 0),
-                        1.5,
-                        &x,
-                        &mut *y.borrow_mut(),
-                        n as i32,
-                    )
+                    let cfg = LaunchConfig::for_elements(n, b);
+                    kernels::saxpy::launch(f, stream, cfg, 1.5, &x, &mut *y.borrow_mut(), n as i32)
                 },
                 || {
                     stream
                         .memcpy_dtod(&y0, &mut *y.borrow_mut())
                         .map_err(device_error("copying y back"))
-                },
+                }
             )
         }
         "block_sum" => {
+            // Each block sums ITEMS elements per thread.
             let n = 1usize << 24;
             let x = upload(stream, n, 1e-3)?;
             let (sizes, _) = candidates(site, manifest, arch)?;
@@ -309,21 +303,11 @@ fn time_kernel(
             let mut out = stream
                 .alloc_zeros::<f32>(blocks(n, smallest * BLOCK_SUM_ITEMS) as usize)
                 .context("alloc")?;
-            tune_site(
-                timer,
-                site,
-                manifest,
-                arch,
-                |b| {
-                    let cfg = LaunchConfig {
-                        grid: (blocks(n, b * BLOCK_SUM_ITEMS), 1, 1),
-                        block: (b, 1, 1),
-                        dynamic_smem_bytes: BLOCK_SUM.dynamic_smem(b),
-                    };
-                    kernels::block_sum::launch(f, stream, cfg, &x, &mut out, n as i32)
-                },
-                no_reset,
-            )
+            time!(|b| {
+                let cfg = LaunchConfig::new(blocks(n, b * BLOCK_SUM_ITEMS), b)
+                    .with_dynamic_smem(BLOCK_SUM.dynamic_smem(b));
+                kernels::block_sum::launch(f, stream, cfg, &x, &mut out, n as i32)
+            })
         }
         "linalg_transpose_float_32" => {
             // One 32 x 32 tile (of 8 planes) per block, 32 threads wide.
@@ -332,72 +316,30 @@ fn time_kernel(
             let mut out = stream
                 .alloc_zeros::<f32>(8 * rows * cols)
                 .context("alloc")?;
-            tune_site(
-                timer,
-                site,
-                manifest,
-                arch,
-                |b| {
-                    let cfg = LaunchConfig {
-                        grid: (blocks(cols, 32), blocks(rows, 32), 1),
-                        block: (32, b / 32, 1),
-                        dynamic_smem_bytes: 0,
-                    };
-                    kernels::linalg_transpose_float_32::launch(
-                        f,
-                        stream,
-                        cfg,
-                        &x,
-                        &mut out,
-                        rows as i32,
-                        cols as i32,
-                    )
-                },
-                no_reset,
-            )
+            let (r, c) = (rows as i32, cols as i32);
+            time!(|b| {
+                let cfg = LaunchConfig::new((blocks(cols, 32), blocks(rows, 32)), (32, b / 32));
+                kernels::linalg_transpose_float_32::launch(f, stream, cfg, &x, &mut out, r, c)
+            })
         }
         "row_softmax" => {
+            // One block per row.
             let (rows, cols) = (16384usize, 1000usize);
             let x = upload(stream, rows * cols, 1e-2)?;
             let mut out = stream.alloc_zeros::<f32>(rows * cols).context("alloc")?;
-            tune_site(
-                timer,
-                site,
-                manifest,
-                arch,
-                |b| {
-                    let cfg = LaunchConfig {
-                        grid: (rows as u32, 1, 1),
-                        block: (b, 1, 1),
-                        dynamic_smem_bytes: 0,
-                    };
-                    kernels::row_softmax::launch(f, stream, cfg, &x, &mut out, cols as i32)
-                },
-                no_reset,
-            )
+            time!(|b| {
+                let cfg = LaunchConfig::new(rows as u32, b);
+                kernels::row_softmax::launch(f, stream, cfg, &x, &mut out, cols as i32)
+            })
         }
         "nbody_forces" => {
             let n = 16384usize;
             let pos = upload(stream, 4 * n, 1e-2)?;
             let mut acc = stream.alloc_zeros::<f32>(3 * n).context("alloc")?;
-            tune_site(
-                timer,
-                site,
-                manifest,
-                arch,
-                |b| {
-                    kernels::nbody_forces::launch(
-                        f,
-                        stream,
-                        one_d(n, b, 0),
-                        &pos,
-                        &mut acc,
-                        n as i32,
-                        1e-2,
-                    )
-                },
-                no_reset,
-            )
+            time!(|b| {
+                let cfg = LaunchConfig::for_elements(n, b);
+                kernels::nbody_forces::launch(f, stream, cfg, &pos, &mut acc, n as i32, 1e-2)
+            })
         }
         other => bail!("no problem to time for kernel `{other}`"),
     }
