@@ -161,6 +161,24 @@ fn candidate(
     (occ, dynamic)
 }
 
+/// The largest block size `req` allows for `kernel` and the step of the
+/// search (the warp, or [`TuneRequest::block_multiple`]), after checking
+/// the kernel fits the arch at all.
+fn limit_and_step(
+    arch: &Arch,
+    kernel: &KernelResources,
+    req: &TuneRequest,
+) -> Result<(u32, u32), OccupancyError> {
+    validate_kernel(arch, kernel, req.carveout)?;
+    let limit = block_limit(arch, kernel, req)?;
+    let step = match req.block_multiple {
+        Some(0) => return Err(OccupancyError::BlockMultiple),
+        Some(n) => n,
+        None => arch.warp_size,
+    };
+    Ok((limit, step))
+}
+
 /// The block size with the most resident threads per SM, exactly as
 /// `cudaOccMaxPotentialOccupancyBlockSize` (`…VariableSMem` for
 /// [`DynamicSmem::PerThread`]) picks it. `Ok(None)` when no block size can
@@ -170,13 +188,7 @@ pub fn best_block_size(
     kernel: &KernelResources,
     req: &TuneRequest,
 ) -> Result<Option<BestBlock>, OccupancyError> {
-    validate_kernel(arch, kernel, req.carveout)?;
-    let limit = block_limit(arch, kernel, req)?;
-    let step = match req.block_multiple {
-        Some(0) => return Err(OccupancyError::BlockMultiple),
-        Some(n) => n,
-        None => arch.warp_size,
-    };
+    let (limit, step) = limit_and_step(arch, kernel, req)?;
     let full = arch.max_threads_per_sm;
     let mut best: Option<BestBlock> = None;
     let mut best_threads = 0u32;
@@ -255,13 +267,7 @@ pub fn search_sizes(
     kernel: &KernelResources,
     req: &TuneRequest,
 ) -> Result<Vec<u32>, OccupancyError> {
-    validate_kernel(arch, kernel, req.carveout)?;
-    let limit = block_limit(arch, kernel, req)?;
-    let step = match req.block_multiple {
-        Some(0) => return Err(OccupancyError::BlockMultiple),
-        Some(n) => n,
-        None => arch.warp_size,
-    };
+    let (limit, step) = limit_and_step(arch, kernel, req)?;
     let mut sizes: Vec<u32> = (1..=limit / step).map(|m| m * step).collect();
     if req.block_multiple.is_none() && !limit.is_multiple_of(step) {
         sizes.push(limit);
