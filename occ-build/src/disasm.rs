@@ -31,8 +31,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// The version of the record format and of the analysis; a new one
-/// invalidates every record.
-const FORMAT: u32 = 1;
+/// invalidates every record (2: a location carries over into the next
+/// section, so records of 1 may lack a function's lines).
+const FORMAT: u32 = 2;
 
 /// The folder of the records, below `$OUT_DIR/occ/cache`.
 const DIR: &str = "lines";
