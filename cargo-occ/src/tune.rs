@@ -7,7 +7,7 @@ use anyhow::{anyhow, Context};
 use occ_build::analyze::resources;
 use occ_build::lock::Lock;
 use occ_build::manifest::{Kernel, Lookup};
-use occ_build::measured::{candidates_hash, Results};
+use occ_build::measured::{candidates_hash, Results, NOISY};
 use occ_build::table::{align, percent};
 use occ_build::tune::{self, CandidateWhy, DynamicSmem, TuneRequest};
 use occ_build::{arch, gate};
@@ -236,10 +236,6 @@ fn import(args: &ImportArgs) -> anyhow::Result<i32> {
     );
     Ok(0)
 }
-
-/// Above this spread (median absolute deviation / median) a timing is
-/// noisy, and the import says so.
-pub const NOISY: f64 = 0.05;
 
 /// What an import takes as it is but the user should know: measurements of
 /// code built for another arch than the device's (an `sm_80` cubin timed on

@@ -138,7 +138,11 @@ pub fn table(device: &Device, tunings: &[SiteTuning]) -> String {
             .timings
             .iter()
             .map(|t| {
-                let noisy = if t.is_noisy(0.05) { "~" } else { "" };
+                let noisy = if t.is_noisy(occ_build::measured::NOISY) {
+                    "~"
+                } else {
+                    ""
+                };
                 format!("{}: {noisy}{:.2}", t.block_size, t.median_us)
             })
             .collect();
@@ -157,7 +161,8 @@ pub fn table(device: &Device, tunings: &[SiteTuning]) -> String {
     }
     let _ = writeln!(
         out,
-        "(ratio: max-occupancy time / measured best time; ~: runs spread more than 5 % of the median)"
+        "(ratio: max-occupancy time / measured best time; ~: runs spread more than {:.0} % of the median)",
+        occ_build::measured::NOISY * 100.0
     );
     out
 }

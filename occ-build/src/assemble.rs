@@ -58,38 +58,15 @@ fn hash_cubins(manifest: &mut Manifest, out_dir: &std::path::Path) {
 }
 
 /// The lock's measurements of kernels × archs in `manifest`, each under
-/// its kernel's source of today: a kernel is its symbol in its source, or
-/// its symbol alone when no other source has it (a moved file), as
-/// [`Lock::find`] finds it.
+/// its kernel's source of today ([`Manifest::find`]: a moved file keeps
+/// its measurements).
 fn measured_of(lock: &Lock, manifest: &Manifest) -> Vec<measured::Measured> {
-    let mut tagged: Vec<(bool, measured::Measured)> = lock
-        .measured
-        .iter()
-        .filter_map(|m| {
-            let exact = manifest
-                .kernels
-                .iter()
-                .find(|k| k.name == m.kernel && k.source == m.source);
-            let mut same_symbol = manifest.kernels.iter().filter(|k| k.name == m.kernel);
-            let k = exact.or(match (same_symbol.next(), same_symbol.next()) {
-                (Some(k), None) => Some(k),
-                _ => None,
-            })?;
-            k.archs.contains_key(&m.arch).then(|| {
-                let moved = k.source != m.source;
-                let m = measured::Measured {
-                    source: k.source.clone(),
-                    ..m.clone()
-                };
-                (moved, m)
-            })
-        })
-        .collect();
-    // Where a moved file's measurement meets one taken at its new place,
-    // the new one stays: sorted by key, then unmoved first, dedup keeps it.
-    tagged.sort_by(|(a_moved, a), (b_moved, b)| a.key().cmp(&b.key()).then(a_moved.cmp(b_moved)));
-    tagged.dedup_by(|(_, a), (_, b)| a.key() == b.key());
-    tagged.into_iter().map(|(_, m)| m).collect()
+    measured::rebase(&lock.measured, |m| {
+        manifest
+            .find(&m.kernel, &m.source)
+            .filter(|k| k.archs.contains_key(&m.arch))
+            .map(|k| k.source.clone())
+    })
 }
 
 /// The manifest of a build without nvcc: the lock's numbers for the

@@ -15,7 +15,6 @@
 use crate::manifest::Manifest;
 use occ_model::analyze;
 use occ_model::lock::Lock;
-use occ_model::measured::Measured;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -119,19 +118,13 @@ pub(crate) fn candidate(view: &View, name: &str, lock: Option<&Lock>) -> Lock {
         // while their kernel × arch is still built, under the kernel's
         // source of today (a moved file keeps its measurements, which the
         // build then checks against the cubin as ever).
-        candidate.measured = lock
-            .measured
-            .iter()
-            .filter_map(|m| {
-                let k = candidate.find(&m.kernel, &m.source)?;
-                k.archs.contains_key(&m.arch).then(|| Measured {
-                    source: k.source.clone(),
-                    ..m.clone()
-                })
-            })
-            .collect();
-        occ_model::measured::sort(&mut candidate.measured);
-        candidate.measured.dedup_by(|a, b| a.key() == b.key());
+        let measured = occ_model::measured::rebase(&lock.measured, |m| {
+            candidate
+                .find(&m.kernel, &m.source)
+                .filter(|k| k.archs.contains_key(&m.arch))
+                .map(|k| k.source.clone())
+        });
+        candidate.measured = measured;
     }
     candidate
 }

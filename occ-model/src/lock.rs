@@ -272,18 +272,9 @@ impl Lock {
     /// has it, else the only one with that symbol (its file moved). A
     /// kernel's identity is its symbol; its source is a detail.
     pub fn find(&self, name: &str, source: &str) -> Option<&LockKernel> {
-        let mut same_symbol = self.kernels.iter().filter(|k| k.name == name);
-        if let Some(k) = self
-            .kernels
-            .iter()
-            .find(|k| k.name == name && k.source == source)
-        {
-            return Some(k);
-        }
-        match (same_symbol.next(), same_symbol.next()) {
-            (Some(k), None) => Some(k),
-            _ => None,
-        }
+        crate::names::find_kernel(&self.kernels, name, source, |k| {
+            (k.name.as_str(), k.source.as_str())
+        })
     }
 }
 

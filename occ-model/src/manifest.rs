@@ -387,6 +387,15 @@ pub fn describe_candidates(candidates: &[Candidate]) -> String {
 }
 
 impl Manifest {
+    /// The kernel with the symbol `name`: the one from `source`, else the
+    /// only one with that symbol (its file moved), as
+    /// [`crate::lock::Lock::find`] finds it.
+    pub fn find(&self, name: &str, source: &str) -> Option<&Kernel> {
+        crate::names::find_kernel(&self.kernels, name, source, |k| {
+            (k.name.as_str(), k.source.as_str())
+        })
+    }
+
     /// Finds a kernel by its symbol, its demangled name, its name without the
     /// parameter list (`ns::kern<float, 3>`), its Rust identifier, or its
     /// short name when that is unique. Any of these may be prefixed with the

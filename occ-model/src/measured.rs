@@ -393,6 +393,36 @@ impl Results {
     }
 }
 
+/// `entries` under the sources of today: `today(entry)` gives the source
+/// its kernel is in now when its kernel × arch is still built (the same
+/// source, or where its file moved), else `None` and the entry is dropped.
+/// Sorted; where a moved file's entry meets one taken at its new place,
+/// the one taken there stays.
+pub fn rebase(entries: &[Measured], today: impl Fn(&Measured) -> Option<String>) -> Vec<Measured> {
+    let mut tagged: Vec<(bool, Measured)> = entries
+        .iter()
+        .filter_map(|m| {
+            let source = today(m)?;
+            let moved = source != m.source;
+            Some((
+                moved,
+                Measured {
+                    source,
+                    ..m.clone()
+                },
+            ))
+        })
+        .collect();
+    // By key, then unmoved first; dedup keeps the first of a key.
+    tagged.sort_by(|(a_moved, a), (b_moved, b)| a.key().cmp(&b.key()).then(a_moved.cmp(b_moved)));
+    tagged.dedup_by(|(_, a), (_, b)| a.key() == b.key());
+    tagged.into_iter().map(|(_, m)| m).collect()
+}
+
+/// Above this spread (median absolute deviation / median) a timing is
+/// noisy: `cargo occ tune import` warns, example-app marks it.
+pub const NOISY: f64 = 0.05;
+
 /// Sorts a lock's or manifest's measured entries by their key.
 pub fn sort(entries: &mut [Measured]) {
     entries.sort_by(|a, b| a.key().cmp(&b.key()));
@@ -582,6 +612,39 @@ mod tests {
             .expect_err("hash of another set")
             .to_string();
         assert!(err.contains("candidates_hash"), "{err}");
+    }
+
+    #[test]
+    fn rebase_moves_entries_to_todays_source_and_keeps_the_one_taken_there() {
+        let old = results("a", &[(128, 2.0), (256, 3.0)]).to_measured()[0].clone();
+        let here = Measured {
+            source: "kernels/new.cu".into(),
+            best: 256,
+            timings: old
+                .timings
+                .iter()
+                .map(|t| Timing {
+                    median_us: 5.0 - t.median_us,
+                    ..*t
+                })
+                .collect(),
+            ..old.clone()
+        };
+        let moved = rebase(std::slice::from_ref(&old), |_| {
+            Some("kernels/new.cu".into())
+        });
+        assert_eq!(moved.len(), 1);
+        assert_eq!(
+            (moved[0].source.as_str(), moved[0].best),
+            ("kernels/new.cu", 128)
+        );
+        // An entry of the old place meets one of the new: the new one stays,
+        // in either order.
+        for entries in [[old.clone(), here.clone()], [here.clone(), old.clone()]] {
+            let kept = rebase(&entries, |_| Some("kernels/new.cu".into()));
+            assert_eq!(kept, std::slice::from_ref(&here));
+        }
+        assert!(rebase(&[old], |_| None).is_empty());
     }
 
     #[test]

@@ -15,6 +15,27 @@ use std::collections::BTreeMap;
 use cpp_demangle::{DemangleOptions, Symbol};
 use serde::{Deserialize, Serialize};
 
+/// The kernel with the symbol `name` among `kernels`: the one from
+/// `source`, else the only one with that symbol (its file moved); `key`
+/// gives an item's (symbol, source). A kernel's identity is its symbol; its
+/// source is a detail. The rule of [`crate::lock::Lock::find`] and
+/// [`crate::manifest::Manifest::find`].
+pub fn find_kernel<'a, K>(
+    kernels: &'a [K],
+    name: &str,
+    source: &str,
+    key: impl Fn(&K) -> (&str, &str),
+) -> Option<&'a K> {
+    if let Some(k) = kernels.iter().find(|k| key(k) == (name, source)) {
+        return Some(k);
+    }
+    let mut same_symbol = kernels.iter().filter(|k| key(k).0 == name);
+    match (same_symbol.next(), same_symbol.next()) {
+        (Some(k), None) => Some(k),
+        _ => None,
+    }
+}
+
 /// The display forms of one kernel name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct KernelName {
