@@ -8,7 +8,7 @@
 use occ_build::analyze::resources;
 use occ_build::arch;
 use occ_build::lock::Lock;
-use occ_build::measured::{self, Device, Measurement, Results, Timing};
+use occ_build::measured::{self, Results};
 use occ_build::tune::{self, TuneRequest};
 use occ_build::Manifest;
 use occ_tests::{build_env, Scratch};
@@ -36,38 +36,11 @@ fn occ(s: &Scratch, args: &[&str]) -> (i32, String, String) {
 /// A results file timing `kernel`'s candidates on sm_80: `fastest` is
 /// fastest, every other block takes longer the further it is from it.
 fn results(m: &Manifest, kernel: &str, sizes: &[u32], fastest: u32) -> Results {
-    let k = m.kernels.iter().find(|k| k.name == kernel).expect("kernel");
-    let ka = &k.archs["sm_80"];
-    Results {
-        schema: measured::RESULTS_SCHEMA,
-        package: m.package.clone(),
-        device: Device {
-            name: "recorded GPU".into(),
-            compute_capability: "8.0".into(),
-            sm_count: 108,
-            clock_khz: None,
-            memory_clock_khz: None,
-        },
-        toolkit: m.nvcc.clone(),
-        measurements: vec![Measurement {
-            kernel: k.name.clone(),
-            source: k.source.clone(),
-            arch: "sm_80".into(),
-            bucket: "n=1M".into(),
-            cubin_hash: ka.cubin_hash.clone(),
-            candidates_hash: measured::candidates_hash(sizes),
-            max_occupancy: None,
-            timings: sizes
-                .iter()
-                .map(|&b| Timing {
-                    block_size: b,
-                    median_us: 10.0 + f64::from(b.abs_diff(fastest)) / 32.0,
-                    runs: 30,
-                    noise: 0.02,
-                })
-                .collect(),
-        }],
-    }
+    let times: Vec<(u32, f64)> = sizes
+        .iter()
+        .map(|&b| (b, 10.0 + f64::from(b.abs_diff(fastest)) / 32.0))
+        .collect();
+    occ_tests::recorded_results(m, kernel, "sm_80", "n=1M", &times, 0.02)
 }
 
 fn write(s: &Scratch, name: &str, r: &Results) -> String {

@@ -510,3 +510,56 @@ pub fn build_env(extra: &[(&str, Option<&str>)]) -> occ_build::env::Env {
     }
     occ_build::env::Env::with_overrides(vars)
 }
+
+/// A results file of recorded times (not a measurement) for `kernel` of
+/// `manifest` on `arch` and `bucket`, from a "recorded GPU" with that
+/// arch's compute capability: each `(block size, median µs)` of `times`
+/// with 30 runs and `noise`, against the manifest's cubin hash.
+pub fn recorded_results(
+    manifest: &occ_build::Manifest,
+    kernel: &str,
+    arch: &str,
+    bucket: &str,
+    times: &[(u32, f64)],
+    noise: f64,
+) -> occ_build::measured::Results {
+    use occ_build::measured::{self, Device, Measurement, Results, Timing};
+    let k = manifest
+        .kernels
+        .iter()
+        .find(|k| k.name == kernel)
+        .unwrap_or_else(|| panic!("no kernel {kernel} in the manifest"));
+    let digits = arch.trim_start_matches("sm_");
+    let (major, minor) = digits.split_at(digits.len() - 1);
+    let sizes: Vec<u32> = times.iter().map(|t| t.0).collect();
+    Results {
+        schema: measured::RESULTS_SCHEMA,
+        package: manifest.package.clone(),
+        device: Device {
+            name: "recorded GPU".into(),
+            compute_capability: format!("{major}.{minor}"),
+            sm_count: 108,
+            clock_khz: None,
+            memory_clock_khz: None,
+        },
+        toolkit: manifest.nvcc.clone(),
+        measurements: vec![Measurement {
+            kernel: k.name.clone(),
+            source: k.source.clone(),
+            arch: arch.into(),
+            bucket: bucket.into(),
+            cubin_hash: k.archs[arch].cubin_hash.clone(),
+            candidates_hash: measured::candidates_hash(&sizes),
+            max_occupancy: None,
+            timings: times
+                .iter()
+                .map(|&(block_size, median_us)| Timing {
+                    block_size,
+                    median_us,
+                    runs: 30,
+                    noise,
+                })
+                .collect(),
+        }],
+    }
+}

@@ -9,7 +9,6 @@
 use occ_build::analyze::resources;
 use occ_build::arch;
 use occ_build::lock::Lock;
-use occ_build::measured::{self, Device, Measurement, Results, Timing};
 use occ_build::tune::{self, TuneRequest};
 use occ_build::Manifest;
 use occ_tests::{succeed, ScratchCrate};
@@ -105,40 +104,21 @@ fn tuned_sites_bake_the_measured_block_and_fall_back_when_stale() {
     let cands = tune::candidates(sm80, &resources(ka), &TuneRequest::default()).expect("model");
     let sizes: Vec<u32> = cands.iter().map(|c| c.block_size).collect();
     let fastest = *sizes.iter().find(|&&s| s != model).expect("two candidates");
-    let results = Results {
-        schema: measured::RESULTS_SCHEMA,
-        package: "occ_tuned_site".into(),
-        device: Device {
-            name: "recorded GPU".into(),
-            compute_capability: "8.0".into(),
-            sm_count: 108,
-            clock_khz: None,
-            memory_clock_khz: None,
-        },
-        toolkit: m.nvcc.clone(),
-        measurements: vec![Measurement {
-            kernel: wide.name.clone(),
-            source: wide.source.clone(),
-            arch: "sm_80".into(),
-            bucket: "n=1M".into(),
-            cubin_hash: ka.cubin_hash.clone(),
-            candidates_hash: measured::candidates_hash(&sizes),
-            max_occupancy: None,
-            timings: sizes
-                .iter()
-                .map(|&b| Timing {
-                    block_size: b,
-                    median_us: if b == fastest {
-                        5.0
-                    } else {
-                        9.0 + f64::from(b) / 1024.0
-                    },
-                    runs: 30,
-                    noise: 0.01,
-                })
-                .collect(),
-        }],
-    };
+    let times: Vec<(u32, f64)> = sizes
+        .iter()
+        .map(|&b| {
+            (
+                b,
+                if b == fastest {
+                    5.0
+                } else {
+                    9.0 + f64::from(b) / 1024.0
+                },
+            )
+        })
+        .collect();
+    let results = occ_tests::recorded_results(&m, &wide.name, "sm_80", "n=1M", &times, 0.01);
+    assert_eq!(results.package, "occ_tuned_site");
     let lock_path = krate.path().join("occ.lock");
     let text = std::fs::read_to_string(&lock_path).expect("blessed lock");
     let mut lock = Lock::from_text(&text, &lock_path).expect("lock");
