@@ -173,8 +173,8 @@ pub fn launches(log: &Path) -> Vec<String> {
 }
 
 /// `cargo` with the environment of a new user's shell: no variables of the
-/// outer cargo that would leak into the scratch build, and `NVCC` set to the
-/// installed nvcc (a scratch crate lies outside the workspace and its `.cuda/`).
+/// outer cargo that would leak into the scratch build, no `CI` or
+/// `GITHUB_ACTIONS`, and `NVCC` set to the installed nvcc (a scratch crate lies outside the workspace and its `.cuda/`).
 pub fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     for (key, _) in std::env::vars() {
@@ -186,6 +186,9 @@ pub fn cargo() -> Command {
             cmd.env_remove(key);
         }
     }
+    // A scratch build behaves the same on a laptop and in CI: a test that
+    // wants CI's rules (the lock never written, annotations) sets them.
+    cmd.env_remove("CI").env_remove("GITHUB_ACTIONS");
     cmd.env("CARGO_TARGET_DIR", scratch_target_dir());
     // A new user points occ at their CUDA install; ours is the one the
     // toolkit script installed.
