@@ -73,6 +73,56 @@ impl LaunchConfig {
     pub const fn threads_per_block(&self) -> u32 {
         volume(self.block)
     }
+
+    /// Whether CUDA can launch this shape at all, checked before any
+    /// driver call: every extent at least 1, a grid of at most
+    /// (2³¹ − 1, 65535, 65535) blocks, a block of at most (1024, 1024, 64)
+    /// threads and 1024 in all. These are the limits of every compute
+    /// capability occ builds for (5.0 to 12.1). The error says which
+    /// extent is out and what to do.
+    ///
+    /// ```
+    /// use occ::LaunchConfig;
+    /// assert!(LaunchConfig::new((1000, 1000), 256).check().is_ok());
+    /// let tall = LaunchConfig::new((1, 70_000), 256).check().unwrap_err();
+    /// assert!(tall.starts_with("grid y is 70000, above CUDA's 65535"), "{tall}");
+    /// ```
+    pub fn check(&self) -> Result<(), String> {
+        const GRID: (u32, u32, u32) = ((1 << 31) - 1, 65535, 65535);
+        const BLOCK: (u32, u32, u32) = (1024, 1024, 64);
+        const THREADS: u32 = 1024;
+        let dims = |(x, y, z): (u32, u32, u32)| [("x", x), ("y", y), ("z", z)];
+        for (what, extent, limit) in [("grid", self.grid, GRID), ("block", self.block, BLOCK)] {
+            for ((axis, n), (_, max)) in dims(extent).into_iter().zip(dims(limit)) {
+                if n == 0 {
+                    return Err(if what == "grid" {
+                        format!(
+                            "grid {axis} is 0: a launch needs at least one block \
+                             (with no elements to cover, skip the launch)"
+                        )
+                    } else {
+                        format!("block {axis} is 0: a block needs at least one thread")
+                    });
+                }
+                if n > max {
+                    let hint = match (what, axis) {
+                        ("grid", "x") => "use fewer, larger blocks, or loop in the kernel",
+                        ("grid", _) => "put the long dimension in x (up to 2147483647 blocks)",
+                        _ => "use a smaller block",
+                    };
+                    return Err(format!("{what} {axis} is {n}, above CUDA's {max}: {hint}"));
+                }
+            }
+        }
+        let threads = self.threads_per_block();
+        if threads > THREADS {
+            let (x, y, z) = self.block;
+            return Err(format!(
+                "a block of {x}x{y}x{z} is {threads} threads, above CUDA's {THREADS} per block"
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// A grid or block extent in one, two or three dimensions, for
@@ -156,7 +206,9 @@ pub const fn grid_for(n: usize, block_threads: u32) -> u32 {
 }
 
 /// Blocks in x and y of `block` threads that cover a `(width, height)`
-/// grid of elements: [`grid_for`] per dimension, with its edge cases.
+/// grid of elements: [`grid_for`] per dimension, with its edge cases. A
+/// grid's y is at most 65535 blocks, which this does not cap:
+/// [`LaunchConfig::check`] (run by every launch) refuses a taller one.
 ///
 /// ```
 /// use occ::grid_for_2d;
@@ -357,6 +409,58 @@ mod tests {
         for &(n, block, want) in cases {
             assert_eq!(grid_for(n, block), want, "grid_for({n}, {block})");
         }
+    }
+
+    #[test]
+    fn check_refuses_each_extent_at_its_limit_plus_one() {
+        let ok =
+            |grid: (u32, u32, u32), block: (u32, u32, u32)| LaunchConfig::new(grid, block).check();
+        // Every limit itself launches.
+        assert_eq!(ok(((1 << 31) - 1, 65535, 65535), (1024, 1, 1)), Ok(()));
+        assert_eq!(ok((1, 1, 1), (1, 1024, 1)), Ok(()));
+        assert_eq!(ok((1, 1, 1), (16, 1, 64)), Ok(()));
+        // One past each is refused, naming the extent.
+        let cases: &[((u32, u32, u32), (u32, u32, u32), &str)] = &[
+            (
+                (1 << 31, 1, 1),
+                (1, 1, 1),
+                "grid x is 2147483648, above CUDA's 2147483647",
+            ),
+            ((u32::MAX, 1, 1), (256, 1, 1), "grid x is 4294967295"),
+            (
+                (1, 65536, 1),
+                (1, 1, 1),
+                "grid y is 65536, above CUDA's 65535: put the long",
+            ),
+            ((1, 1, 65536), (1, 1, 1), "grid z is 65536"),
+            (
+                (1, 1, 1),
+                (1025, 1, 1),
+                "block x is 1025, above CUDA's 1024",
+            ),
+            ((1, 1, 1), (1, 1025, 1), "block y is 1025"),
+            ((1, 1, 1), (1, 1, 65), "block z is 65, above CUDA's 64"),
+            ((1, 1, 1), (64, 32, 1), "a block of 64x32x1 is 2048 threads"),
+            (
+                (1, 1, 1),
+                (1024, 1024, 64),
+                "a block of 1024x1024x64 is 67108864 threads",
+            ),
+            (
+                (0, 1, 1),
+                (256, 1, 1),
+                "grid x is 0: a launch needs at least one block",
+            ),
+            ((4, 1, 0), (256, 1, 1), "grid z is 0"),
+            ((1, 1, 1), (256, 0, 1), "block y is 0"),
+        ];
+        for &(grid, block, want) in cases {
+            let got = ok(grid, block).expect_err(want);
+            assert!(got.starts_with(want), "{grid:?} {block:?}: {got}");
+        }
+        // A 2-D grid for a tall image is out of y's range.
+        let tall = LaunchConfig::new(grid_for_2d((64, 70_000), (64, 1)), (64, 1));
+        assert!(tall.check().unwrap_err().starts_with("grid y is 70000"));
     }
 
     #[test]

@@ -98,6 +98,16 @@ pub enum Error {
         /// The archs the site has launches for.
         baked: Vec<&'static str>,
     },
+    /// The launch's grid or block is outside what CUDA can launch
+    /// ([`LaunchConfig::check`]); refused before any driver call.
+    Shape {
+        /// The kernel.
+        kernel: &'static str,
+        /// The launch.
+        config: LaunchConfig,
+        /// Which extent is out, and what to do.
+        problem: String,
+    },
     /// `cuLaunchKernel` failed.
     Launch {
         /// The kernel.
@@ -240,6 +250,15 @@ impl fmt::Display for Error {
                     baked.join(", ")
                 }
             ),
+            Error::Shape {
+                kernel,
+                config,
+                problem,
+            } => write!(
+                f,
+                "kernel `{kernel}`: cannot launch grid {:?}, block {:?}: {problem}",
+                config.grid, config.block
+            ),
             Error::Launch {
                 kernel,
                 config,
@@ -247,8 +266,9 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "kernel `{kernel}`: cuLaunchKernel failed: {} (grid {:?}, block {:?}, {} \
-                 bytes of dynamic shared memory); a grid of 0 or above the device's limits, \
-                 or more than 1024 threads per block, is refused",
+                 bytes of dynamic shared memory); the shape is one CUDA launches, so check \
+                 the kernel's registers and shared memory at this block (`cargo occ explain`) \
+                 and any earlier error on the stream",
                 Name(error),
                 config.grid,
                 config.block,
@@ -271,6 +291,7 @@ impl std::error::Error for Error {
             | Error::WrongContext { .. }
             | Error::WrongKernel { .. }
             | Error::Arguments { .. }
+            | Error::Shape { .. }
             | Error::NotBaked { .. } => None,
         }
     }

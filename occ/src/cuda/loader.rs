@@ -343,8 +343,9 @@ impl Function {
     /// Launches the kernel on `stream` with `params`, one pointer per
     /// kernel parameter to its value (`cuLaunchKernel`'s `kernelParams`).
     ///
-    /// Before launching: the stream must belong to the function's context
-    /// ([`Error::WrongContext`]); dynamic shared memory above what the
+    /// Before launching: the grid and block must be shapes CUDA launches
+    /// ([`LaunchConfig::check`], [`Error::Shape`]); the stream must belong
+    /// to the function's context ([`Error::WrongContext`]); dynamic shared memory above what the
     /// function allows (48 KiB less its static shared memory, by default)
     /// raises `MAX_DYNAMIC_SHARED_SIZE_BYTES` to it, once per larger size,
     /// and more than the device's opt-in maximum is refused
@@ -366,6 +367,11 @@ impl Function {
     ) -> Result<(), Error> {
         let inner = &*self.inner;
         let kernel = inner.kernel.base_name;
+        cfg.check().map_err(|problem| Error::Shape {
+            kernel,
+            config: cfg,
+            problem,
+        })?;
         if !Arc::ptr_eq(stream.context(), &inner.module.ctx) {
             return Err(Error::WrongContext { kernel });
         }

@@ -188,6 +188,19 @@ mod tests {
             "{text}"
         );
         assert!(std::error::Error::source(&no_code).is_some());
+        let config = LaunchConfig::new((1, 70_000), 256);
+        let shape = Error::Shape {
+            kernel: "blur",
+            config,
+            problem: config.check().expect_err("y is out"),
+        };
+        let text = shape.to_string();
+        assert!(
+            text.starts_with("kernel `blur`: cannot launch grid (1, 70000, 1), block (256, 1, 1): grid y is 70000")
+                && text.contains("put the long dimension in x"),
+            "{text}"
+        );
+        assert!(std::error::Error::source(&shape).is_none());
     }
 
     /// The launcher shape of the generated kernels.rs, type-checked here
