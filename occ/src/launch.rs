@@ -420,7 +420,8 @@ mod tests {
         assert_eq!(ok((1, 1, 1), (1, 1024, 1)), Ok(()));
         assert_eq!(ok((1, 1, 1), (16, 1, 64)), Ok(()));
         // One past each is refused, naming the extent.
-        let cases: &[((u32, u32, u32), (u32, u32, u32), &str)] = &[
+        type Xyz = (u32, u32, u32);
+        let cases: &[(Xyz, Xyz, &str)] = &[
             (
                 (1 << 31, 1, 1),
                 (1, 1, 1),
