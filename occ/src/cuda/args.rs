@@ -204,12 +204,42 @@ impl<'a> Args<'a> {
         self.push_ptr(ptr, guard)
     }
 
-    fn push_ptr(&mut self, ptr: CUdeviceptr, guard: SyncOnDrop<'a>) -> &mut Self {
+    /// The next argument: a device address as it is, for what the typed
+    /// launchers cannot say: a null pointer (`0`) for an optional
+    /// parameter, or one buffer passed twice to a kernel that works in
+    /// place (`out == in`), which the borrow rules refuse as a `&` and a
+    /// `&mut` at once.
+    ///
+    /// No cudarc guard comes with it, so nothing orders the buffer's other
+    /// uses after this launch: the address must stay valid, in the
+    /// function's context, until the kernel has finished (synchronize the
+    /// stream, or use the buffer only on it), and what
+    /// [`Args::launch`]'s safety section says holds for it too.
+    ///
+    /// ```no_run
+    /// # use occ::cuda::{Args, CudaSlice, CudaStream, Error, Function};
+    /// use occ::cuda::cudarc::driver::DevicePtr as _;
+    /// # fn f(f: &Function, stream: &CudaStream, cfg: occ::LaunchConfig,
+    /// #      x: &CudaSlice<f32>, n: u64) -> Result<(), Error> {
+    /// // `relu(const float* in, float* out, size_t n)` in place on `x`.
+    /// let (ptr, _sync) = x.device_ptr(stream);
+    /// let mut args = Args::new(stream);
+    /// args.raw_ptr(ptr).raw_ptr(ptr).value(&n);
+    /// // SAFETY: the kernel reads and writes each element once, at its own
+    /// // index, so in == out is allowed; `x` outlives the launch on `stream`.
+    /// unsafe { args.launch(f, cfg) }
+    /// # }
+    /// ```
+    pub fn raw_ptr(&mut self, ptr: CUdeviceptr) -> &mut Self {
         self.slots.push(Slot::Ptr(self.ptrs.len()));
         self.ptrs.push(ptr);
         self.sizes.push(size_of::<CUdeviceptr>());
-        self.guards.push(guard);
         self
+    }
+
+    fn push_ptr(&mut self, ptr: CUdeviceptr, guard: SyncOnDrop<'a>) -> &mut Self {
+        self.guards.push(guard);
+        self.raw_ptr(ptr)
     }
 
     /// Launches `f` with these arguments: checks them against the kernel's
