@@ -78,8 +78,9 @@ impl<T> DevicePtrMut<T> for CudaViewMut<'_, T> {
 /// `extern "C"` kernel's parameter known only by its PTX `.param`). The
 /// generated launcher takes `&impl Value<SIZE, ALIGN>`.
 ///
-/// Implemented for Rust's primitive numbers and `bool` (at their sizes);
-/// for your own `#[repr(C)]` struct, laid out as the kernel's, say
+/// Implemented for Rust's primitive numbers and `bool` (at their sizes),
+/// and with occ's `half` feature for `half::f16` and `half::bf16` (a
+/// `__half` or `__nv_bfloat16` by value); for your own `#[repr(C)]` struct, laid out as the kernel's, say
 /// `unsafe impl cudarc::driver::DeviceRepr for Params {}` and
 /// [`occ::kernel_value!(Params)`](crate::kernel_value), which implements
 /// it at the type's real size and alignment, so a mismatch with the
@@ -134,6 +135,9 @@ macro_rules! kernel_value {
 crate::kernel_value!(
     bool, i8, i16, i32, i64, i128, isize, u8, u16, u32, u64, u128, usize, f32, f64
 );
+
+#[cfg(feature = "half")]
+crate::kernel_value!(half::f16, half::bf16);
 
 /// One argument as [`Args`] holds it until the launch.
 enum Slot {
@@ -380,5 +384,14 @@ mod tests {
         assert_eq!(value(&1u8), (1, 1));
         assert_eq!(value(&true), (1, 1));
         assert_eq!(value(&1i16), (2, 2));
+    }
+
+    /// `__half h` and `__nv_bfloat16 b` by value: `Value<2, 2>`.
+    #[test]
+    #[cfg(feature = "half")]
+    fn half_types_are_two_byte_values() {
+        fn half_param(_: &impl Value<2, 2>) {}
+        half_param(&half::f16::from_f32(1.5));
+        half_param(&half::bf16::from_f32(1.5));
     }
 }
