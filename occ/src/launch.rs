@@ -177,11 +177,12 @@ impl From<Dim> for (u32, u32, u32) {
 /// Blocks of `block_threads` threads that cover `n` elements, one per
 /// thread: `ceil(n / block_threads)`.
 ///
-/// Edge cases: `0` for `n == 0` (a launch with no blocks is refused by
-/// the driver, so skip it); never `0` for `n > 0`; a `block_threads` of
-/// `0` is taken as `1`. A count beyond `u32::MAX` blocks saturates at
-/// `u32::MAX`, which the driver refuses (a grid's x is at most 2³¹ − 1):
-/// the launch fails rather than leave elements out.
+/// Edge cases: `0` for `n == 0` (a launch with no blocks is refused, by
+/// [`LaunchConfig::check`] or the driver, so skip it); never `0` for
+/// `n > 0`; a `block_threads` of `0` is taken as `1`. A count beyond
+/// `u32::MAX` blocks saturates at `u32::MAX`, which is refused the same
+/// way (a grid's x is at most 2³¹ − 1): the launch fails rather than
+/// leave elements out.
 ///
 /// ```
 /// use occ::grid_for;
@@ -208,7 +209,8 @@ pub const fn grid_for(n: usize, block_threads: u32) -> u32 {
 /// Blocks in x and y of `block` threads that cover a `(width, height)`
 /// grid of elements: [`grid_for`] per dimension, with its edge cases. A
 /// grid's y is at most 65535 blocks, which this does not cap:
-/// [`LaunchConfig::check`] (run by every launch) refuses a taller one.
+/// [`LaunchConfig::check`] (run by every `occ::cuda` launch) refuses a
+/// taller one.
 ///
 /// ```
 /// use occ::grid_for_2d;

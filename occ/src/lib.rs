@@ -88,7 +88,9 @@
 //!   and `CudaSlice<f64>` is not one".
 //! - **Not checked**: that buffers are long enough, and what the kernel
 //!   does with memory. At run time the loader refuses a kernel with no
-//!   code for the GPU ([`select::NoCode`], naming the archs built) and a
+//!   code for the GPU ([`select::NoCode`], naming the archs built), a
+//!   grid or block outside CUDA's limits or the kernel's
+//!   (`__launch_bounds__`, `__cluster_dims__`), naming the extent, and a
 //!   launch with more dynamic shared memory than the device has.
 //!
 //! # Features
@@ -99,7 +101,7 @@
 //!   launchers are wrapped in `occ::__if_cudarc!`, which drops them when
 //!   the feature is off).
 //! - `half` (implies `cudarc`): `half::f16` and `half::bf16` are
-//!   [`cuda::Value<2, 2>`](cuda::Value), the argument of a `__half` or
+//!   [`cuda::Value<2, 2>`](cuda/trait.Value.html), the argument of a `__half` or
 //!   `__nv_bfloat16` parameter by value, and cudarc's `f16` feature makes
 //!   `CudaSlice<half::f16>` a buffer for a `__half*`.
 //!

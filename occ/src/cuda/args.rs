@@ -214,19 +214,22 @@ impl<'a> Args<'a> {
     /// place (`out == in`), which the borrow rules refuse as a `&` and a
     /// `&mut` at once.
     ///
-    /// No cudarc guard comes with it, so nothing orders the buffer's other
-    /// uses after this launch: the address must stay valid, in the
-    /// function's context, until the kernel has finished (synchronize the
-    /// stream, or use the buffer only on it), and what
-    /// [`Args::launch`]'s safety section says holds for it too.
+    /// No cudarc guard comes with it. For a buffer you hold, take its guard
+    /// yourself (cudarc's `device_ptr_mut` when the kernel writes it,
+    /// `device_ptr` when it only reads) and keep it until
+    /// [`Args::launch`] has returned, so that cudarc orders the buffer's
+    /// other uses after this launch; for any other address, it must stay
+    /// valid, in the function's context, until the kernel has finished.
+    /// What [`Args::launch`]'s safety section says holds for it too.
     ///
     /// ```no_run
     /// # use occ::cuda::{Args, CudaSlice, CudaStream, Error, Function};
-    /// use occ::cuda::cudarc::driver::DevicePtr as _;
+    /// use occ::cuda::cudarc::driver::DevicePtrMut as _;
     /// # fn f(f: &Function, stream: &CudaStream, cfg: occ::LaunchConfig,
-    /// #      x: &CudaSlice<f32>, n: u64) -> Result<(), Error> {
-    /// // `relu(const float* in, float* out, size_t n)` in place on `x`.
-    /// let (ptr, _sync) = x.device_ptr(stream);
+    /// #      x: &mut CudaSlice<f32>, n: u64) -> Result<(), Error> {
+    /// // `relu(const float* in, float* out, size_t n)` in place on `x`:
+    /// // the write guard, held until the launch is submitted.
+    /// let (ptr, _write) = x.device_ptr_mut(stream);
     /// let mut args = Args::new(stream);
     /// args.raw_ptr(ptr).raw_ptr(ptr).value(&n);
     /// // SAFETY: the kernel reads and writes each element once, at its own

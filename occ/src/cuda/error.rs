@@ -99,7 +99,9 @@ pub enum Error {
         baked: Vec<&'static str>,
     },
     /// The launch's grid or block is outside what CUDA can launch
-    /// ([`LaunchConfig::check`]); refused before any driver call.
+    /// ([`LaunchConfig::check`]) or what the kernel takes (above its
+    /// `__launch_bounds__` maximum, or not whole `__cluster_dims__`
+    /// clusters); refused before any driver call.
     Shape {
         /// The kernel.
         kernel: &'static str,
@@ -266,9 +268,9 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "kernel `{kernel}`: cuLaunchKernel failed: {} (grid {:?}, block {:?}, {} \
-                 bytes of dynamic shared memory); the shape is one CUDA launches, so check \
-                 the kernel's registers and shared memory at this block (`cargo occ explain`) \
-                 and any earlier error on the stream",
+                 bytes of dynamic shared memory); the shape passed CUDA's limits and the \
+                 kernel's own, so check its registers and shared memory at this block (`cargo \
+                 occ explain`) and any earlier error on the stream",
                 Name(error),
                 config.grid,
                 config.block,

@@ -271,6 +271,37 @@ pub(crate) enum Smem {
     TooMuch,
 }
 
+/// What the kernel itself allows of a launch's shape, past CUDA's own
+/// limits ([`LaunchConfig::check`]): no more threads per block than its
+/// `__launch_bounds__` maximum, and a grid that is a whole number of its
+/// `__cluster_dims__` clusters. The driver refuses either with
+/// `CUDA_ERROR_INVALID_VALUE` or an invalid cluster size, which names
+/// neither.
+pub(crate) fn kernel_shape(cfg: &LaunchConfig, arch: &KernelArch) -> Result<(), String> {
+    let threads = cfg.threads_per_block();
+    if let Some(max) = arch.max_threads_per_block.filter(|&max| threads > max) {
+        let (x, y, z) = cfg.block;
+        return Err(format!(
+            "a block of {x}x{y}x{z} is {threads} threads, above the kernel's \
+             __launch_bounds__ maximum of {max} on {}: launch at most {max} threads per block",
+            arch.arch
+        ));
+    }
+    if let Some(cluster) = arch.cluster_dims {
+        let grid = [cfg.grid.0, cfg.grid.1, cfg.grid.2];
+        for ((axis, n), c) in ["x", "y", "z"].into_iter().zip(grid).zip(cluster) {
+            if c > 1 && n % c != 0 {
+                return Err(format!(
+                    "grid {axis} is {n}, not a multiple of the kernel's __cluster_dims__ \
+                     {axis} of {c}: round it up to {}",
+                    n.div_ceil(c).saturating_mul(c)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `requested` bytes of dynamic shared memory, for a function that allows
 /// `allowed` now, has `static_smem` and runs on a device whose blocks may
 /// opt in to `optin` bytes in all.
@@ -344,7 +375,9 @@ impl Function {
     /// kernel parameter to its value (`cuLaunchKernel`'s `kernelParams`).
     ///
     /// Before launching: the grid and block must be shapes CUDA launches
-    /// ([`LaunchConfig::check`], [`Error::Shape`]); the stream must belong
+    /// ([`LaunchConfig::check`]) and the kernel takes (its
+    /// `__launch_bounds__` maximum, whole `__cluster_dims__` clusters),
+    /// else [`Error::Shape`]; the stream must belong
     /// to the function's context ([`Error::WrongContext`]); dynamic shared memory above what the
     /// function allows (48 KiB less its static shared memory, by default)
     /// raises `MAX_DYNAMIC_SHARED_SIZE_BYTES` to it, once per larger size,
@@ -367,11 +400,13 @@ impl Function {
     ) -> Result<(), Error> {
         let inner = &*self.inner;
         let kernel = inner.kernel.base_name;
-        cfg.check().map_err(|problem| Error::Shape {
-            kernel,
-            config: cfg,
-            problem,
-        })?;
+        cfg.check()
+            .and_then(|()| kernel_shape(&cfg, inner.arch))
+            .map_err(|problem| Error::Shape {
+                kernel,
+                config: cfg,
+                problem,
+            })?;
         if !Arc::ptr_eq(stream.context(), &inner.module.ctx) {
             return Err(Error::WrongContext { kernel });
         }
@@ -472,6 +507,33 @@ impl Baked {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_shape_holds_the_launch_bounds_and_the_cluster() {
+        let mut arch = crate::table::tests::row("sm_90", None);
+        let cfg = |grid: (u32, u32, u32), block: u32| LaunchConfig::new(grid, block);
+        assert_eq!(kernel_shape(&cfg((7, 1, 1), 1024), &arch), Ok(()));
+        arch.max_threads_per_block = Some(256);
+        assert_eq!(kernel_shape(&cfg((7, 1, 1), 256), &arch), Ok(()));
+        let over = kernel_shape(&LaunchConfig::new(7, (16, 32)), &arch).unwrap_err();
+        assert!(
+            over.starts_with("a block of 16x32x1 is 512 threads, above the kernel's __launch_bounds__ maximum of 256 on sm_90"),
+            "{over}"
+        );
+        arch.cluster_dims = Some([2, 1, 1]);
+        assert_eq!(kernel_shape(&cfg((8, 3, 1), 128), &arch), Ok(()));
+        let odd = kernel_shape(&cfg((7, 1, 1), 128), &arch).unwrap_err();
+        assert!(
+            odd.starts_with("grid x is 7, not a multiple of the kernel's __cluster_dims__ x of 2: round it up to 8"),
+            "{odd}"
+        );
+        arch.cluster_dims = Some([1, 1, 4]);
+        let z = kernel_shape(&cfg((8, 1, 6), 128), &arch).unwrap_err();
+        assert!(
+            z.contains("grid z is 6") && z.ends_with("round it up to 8"),
+            "{z}"
+        );
+    }
 
     #[test]
     fn smem_plan_raises_up_to_the_opt_in_maximum() {

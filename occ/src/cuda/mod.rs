@@ -4,7 +4,8 @@
 //!   picks the device code for the GPU ([`select::pick_code`](crate::select::pick_code)),
 //!   loads each embedded blob once (`cuModuleLoadData`, no NVRTC) and
 //!   returns a [`Function`].
-//! - [`Function::launch_raw`]: `cuLaunchKernel`, after raising the
+//! - [`Function::launch_raw`]: `cuLaunchKernel`, after refusing a shape
+//!   CUDA or the kernel cannot launch ([`Error::Shape`]), raising the
 //!   dynamic shared memory opt-in when the launch needs more than 48 KiB,
 //!   and refusing more than the device has.
 //! - [`Args`]: packs a launch's arguments, keeping cudarc's stream
