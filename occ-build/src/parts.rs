@@ -118,13 +118,12 @@ pub(crate) fn candidate(view: &View, name: &str, lock: Option<&Lock>) -> Lock {
         // while their kernel × arch is still built, under the kernel's
         // source of today (a moved file keeps its measurements, which the
         // build then checks against the cubin as ever).
-        let measured = occ_model::measured::rebase(&lock.measured, |m| {
+        candidate.measured = occ_model::measured::rebase(&lock.measured, |m| {
             candidate
                 .find(&m.kernel, &m.source)
                 .filter(|k| k.archs.contains_key(&m.arch))
                 .map(|k| k.source.clone())
         });
-        candidate.measured = measured;
     }
     candidate
 }

@@ -174,7 +174,8 @@ pub fn launches(log: &Path) -> Vec<String> {
 
 /// `cargo` with the environment of a new user's shell: no variables of the
 /// outer cargo that would leak into the scratch build, no `CI` or
-/// `GITHUB_ACTIONS`, and `NVCC` set to the installed nvcc (a scratch crate lies outside the workspace and its `.cuda/`).
+/// `GITHUB_ACTIONS`, and `NVCC` set to the installed nvcc (a scratch crate
+/// lies outside the workspace and its `.cuda/`).
 pub fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     for (key, _) in std::env::vars() {

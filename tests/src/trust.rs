@@ -121,7 +121,6 @@ pub fn run_cargo(s: &Scratch, args: &[&str], env: &[(&str, Option<&str>)]) -> Ou
     let mut cmd = cargo();
     cmd.args(args)
         .current_dir(s.path())
-        .env_remove("CI")
         .env_remove("NVCC_APPEND_FLAGS")
         .env_remove("NVCC_PREPEND_FLAGS")
         .env_remove("NVCC_CCBIN");

@@ -91,7 +91,6 @@ fn item07_example_app_builds_without_nvcc() {
         .args(["build", "-p", "example-app", "--manifest-path"])
         .arg(occ_tests::workspace_root().join("Cargo.toml"))
         .env("OCC_NO_NVCC", "1")
-        .env_remove("CI")
         .output()
         .expect("run cargo");
     assert!(
