@@ -101,8 +101,8 @@
 //!   launchers are wrapped in `occ::__if_cudarc!`, which drops them when
 //!   the feature is off).
 //! - `half` (implies `cudarc`): `half::f16` and `half::bf16` are
-//!   [`cuda::Value<2, 2>`](cuda/trait.Value.html), the argument of a `__half` or
-//!   `__nv_bfloat16` parameter by value, and cudarc's `f16` feature makes
+//!   [`cuda::Value<2, 2>`](cuda/trait.Value.html), the argument of a
+//!   `__half` or `__nv_bfloat16` parameter by value, and cudarc's `f16` feature makes
 //!   `CudaSlice<half::f16>` a buffer for a `__half*`.
 //!
 //! # The cudarc feature

@@ -80,7 +80,8 @@ impl<T> DevicePtrMut<T> for CudaViewMut<'_, T> {
 ///
 /// Implemented for Rust's primitive numbers and `bool` (at their sizes),
 /// and with occ's `half` feature for `half::f16` and `half::bf16` (a
-/// `__half` or `__nv_bfloat16` by value); for your own `#[repr(C)]` struct, laid out as the kernel's, say
+/// `__half` or `__nv_bfloat16` by value); for your own `#[repr(C)]`
+/// struct, laid out as the kernel's, say
 /// `unsafe impl cudarc::driver::DeviceRepr for Params {}` and
 /// [`occ::kernel_value!(Params)`](crate::kernel_value), which implements
 /// it at the type's real size and alignment, so a mismatch with the

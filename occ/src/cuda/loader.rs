@@ -377,9 +377,9 @@ impl Function {
     /// Before launching: the grid and block must be shapes CUDA launches
     /// ([`LaunchConfig::check`]) and the kernel takes (its
     /// `__launch_bounds__` maximum, whole `__cluster_dims__` clusters),
-    /// else [`Error::Shape`]; the stream must belong
-    /// to the function's context ([`Error::WrongContext`]); dynamic shared memory above what the
-    /// function allows (48 KiB less its static shared memory, by default)
+    /// else [`Error::Shape`]; the stream must belong to the function's
+    /// context ([`Error::WrongContext`]); dynamic shared memory above what
+    /// the function allows (48 KiB less its static shared memory, by default)
     /// raises `MAX_DYNAMIC_SHARED_SIZE_BYTES` to it, once per larger size,
     /// and more than the device's opt-in maximum is refused
     /// ([`Error::SharedMemory`]) without a driver call.
