@@ -906,6 +906,7 @@ pub(crate) mod tests {
             launch_bounds,
             maxrregcount: None,
             declared: None,
+            cubin_hash: String::new(),
             best: Best {
                 block_size: 0,
                 active_blocks_per_sm: 0,

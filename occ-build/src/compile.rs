@@ -368,6 +368,7 @@ impl Runner<'_> {
             file: job.source.clone(),
             arch: arch.to_string(),
             dir: paths.tmp.clone(),
+            launcher: self.nvcc.launcher.clone(),
         };
         let mut moves: Vec<(PathBuf, String)> = Vec::new();
         let mut ptx = Vec::new();

@@ -85,7 +85,15 @@ pub(crate) fn annotate(
     if cubins.is_empty() {
         return;
     }
-    let Some(tool) = nvdisasm(nvcc, top) else {
+    let places = nvdisasm_places(nvcc, top);
+    let Some(tool) = places.iter().find(|p| p.is_file()).cloned() else {
+        // Installed later, nvdisasm appears in one of these folders: cargo
+        // reruns the script when a watched folder's files change.
+        for dir in places.iter().filter_map(|p| p.parent()) {
+            if dir.is_dir() {
+                directives.watch(dir);
+            }
+        }
         directives.warn(format!(
             "occ: no nvdisasm beside {} (the toolkit's disassembler), so spills and register \
              pressure are not located by source line; install it (`cargo occ toolkit install`, \
@@ -101,6 +109,8 @@ pub(crate) fn annotate(
         ));
         return;
     }
+    // A replaced nvdisasm reruns the script (its records are keyed by it).
+    directives.watch(&tool);
     let identity = identity(&tool, settings.root);
     let results = run_all(&tool, &identity, settings, &dir, &cubins);
     let mut failed: Vec<String> = Vec::new();
@@ -135,12 +145,13 @@ pub(crate) fn annotate(
     }
 }
 
-/// The toolkit's nvdisasm: in its `bin` folder, else beside nvcc.
-fn nvdisasm(nvcc: &Nvcc, top: Option<&Path>) -> Option<PathBuf> {
+/// Where the toolkit's nvdisasm is looked for, in order: its `bin` folder,
+/// then beside nvcc.
+fn nvdisasm_places(nvcc: &Nvcc, top: Option<&Path>) -> Vec<PathBuf> {
     top.map(|t| t.join("bin").join(exe("nvdisasm")))
         .into_iter()
         .chain([nvcc.beside("nvdisasm")])
-        .find(|p| p.is_file())
+        .collect()
 }
 
 /// What every record's key shares: the format, nvdisasm as it is, and the

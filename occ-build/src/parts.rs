@@ -12,6 +12,7 @@
 //! A part run again in the same process (a test rebuilding, or a build
 //! script that compiles the same part twice) replaces its earlier self.
 
+use crate::error::{Error, Result};
 use crate::manifest::Manifest;
 use occ_model::analyze;
 use occ_model::lock::Lock;
@@ -22,6 +23,7 @@ struct Part {
     out: PathBuf,
     name: String,
     sources: Vec<String>,
+    flags: Vec<String>,
     manifest: Manifest,
 }
 
@@ -34,14 +36,51 @@ pub(crate) struct View {
     pub merged: Manifest,
     /// The sources of each named part built in this process.
     pub named: std::collections::BTreeMap<String, Vec<String>>,
+    /// The recorded flags (`plan::recorded_flags`) of each part built in
+    /// this process, the default one under `""`.
+    pub flags: std::collections::BTreeMap<String, Vec<String>>,
     /// A note when this part replaced an earlier one of the same name with
     /// none of the same sources: two `Build`s that need distinct names.
     pub clash: Option<String>,
 }
 
-/// Records `manifest` as the part `name` of the builds into `out`.
-pub(crate) fn record(out: &Path, name: &str, sources: &[String], manifest: &Manifest) -> View {
+/// How messages name a part.
+fn describe(name: &str) -> String {
+    if name.is_empty() {
+        "the default Build".to_string()
+    } else {
+        format!("the Build named `{name}`")
+    }
+}
+
+/// Records `manifest` as the part `name` of the builds into `out`; a file
+/// that another part of this process compiled too is refused
+/// ([`Error::FileInTwoBuilds`]): its kernels' numbers would come from one
+/// compile and their code from the other.
+pub(crate) fn record(
+    out: &Path,
+    name: &str,
+    sources: &[String],
+    flags: &[String],
+    manifest: &Manifest,
+) -> Result<View> {
     let mut parts = PARTS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((other, file)) = parts
+        .iter()
+        .filter(|p| p.out == out && p.name != name)
+        .find_map(|p| {
+            sources
+                .iter()
+                .find(|s| p.sources.contains(s))
+                .map(|file| (p, file))
+        })
+    {
+        return Err(Error::FileInTwoBuilds {
+            file: file.clone(),
+            first: describe(&other.name),
+            second: describe(name),
+        });
+    }
     let mut clash = None;
     if let Some(i) = parts.iter().position(|p| p.out == out && p.name == name) {
         let old = parts.remove(i);
@@ -65,6 +104,7 @@ pub(crate) fn record(out: &Path, name: &str, sources: &[String], manifest: &Mani
         out: out.to_path_buf(),
         name: name.to_string(),
         sources: sources.to_vec(),
+        flags: flags.to_vec(),
         manifest: manifest.clone(),
     });
     let mine: Vec<&Part> = parts.iter().filter(|p| p.out == out).collect();
@@ -83,11 +123,16 @@ pub(crate) fn record(out: &Path, name: &str, sources: &[String], manifest: &Mani
         .filter(|p| !p.name.is_empty())
         .map(|p| (p.name.clone(), p.sources.clone()))
         .collect();
-    View {
+    let flags = mine
+        .iter()
+        .map(|p| (p.name.clone(), p.flags.clone()))
+        .collect();
+    Ok(View {
         merged,
         named,
+        flags,
         clash,
-    }
+    })
 }
 
 /// The candidate lock: every part's kernels, plus the committed lock's
@@ -98,10 +143,14 @@ pub(crate) fn record(out: &Path, name: &str, sources: &[String], manifest: &Mani
 pub(crate) fn candidate(view: &View, name: &str, lock: Option<&Lock>) -> Lock {
     let mut candidate = Lock::from_manifest(&view.merged);
     candidate.parts = view.named.clone();
+    let mut flags = view.flags.clone();
     if let Some(lock) = lock {
         for (part, sources) in &lock.parts {
             if part == name || view.named.contains_key(part) {
                 continue;
+            }
+            if let Some(theirs) = lock.flags.as_ref().and_then(|f| f.get(part)) {
+                flags.insert(part.clone(), theirs.clone());
             }
             candidate.parts.insert(part.clone(), sources.clone());
             candidate.kernels.extend(
@@ -125,6 +174,7 @@ pub(crate) fn candidate(view: &View, name: &str, lock: Option<&Lock>) -> Lock {
                 .map(|k| k.source.clone())
         });
     }
+    candidate.flags = Some(flags);
     candidate
 }
 

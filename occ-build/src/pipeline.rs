@@ -83,7 +83,14 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
                 .retain(|k| inputs.sources.contains(&k.source));
             manifest.device_code =
                 embed::placeholders(build.embed_mode(), &inputs.archs, &inputs.sources);
-            let view = parts::record(&inputs.out_dir, build.part(), &inputs.sources, &manifest);
+            let flags = plan::recorded_flags(build, &inputs);
+            let view = parts::record(
+                &inputs.out_dir,
+                build.part(),
+                &inputs.sources,
+                &flags,
+                &manifest,
+            )?;
             emit::write_all(&view.merged, &inputs.out_dir)?;
             status::mark(&inputs.out_dir, BuildState::Finished)?;
             return Ok(Outcome {
@@ -169,7 +176,14 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
         &inputs.out_dir,
     )?;
     // With several `Build`s in the build script, the files hold them all.
-    let view = parts::record(&inputs.out_dir, build.part(), &inputs.sources, &manifest);
+    let flags = plan::recorded_flags(build, &inputs);
+    let view = parts::record(
+        &inputs.out_dir,
+        build.part(),
+        &inputs.sources,
+        &flags,
+        &manifest,
+    )?;
     if let Some(note) = &view.clash {
         directives.warn(note.clone());
     }

@@ -96,8 +96,10 @@ pub(crate) fn jobs(
     let prefix = crate::parts::prefix(part);
     let mut jobs = Vec::new();
     for (source, name) in inputs.sources.iter().zip(&names) {
+        let mut source_args = args.clone();
+        source_args.extend(folder_free_names(source));
         if let Some(host) = host {
-            let mut args = args.clone();
+            let mut args = source_args.clone();
             if let Some(cap) = caps.get(source) {
                 args.extend(["-maxrregcount".to_string(), cap.to_string()]);
             }
@@ -115,7 +117,7 @@ pub(crate) fn jobs(
             continue;
         }
         for arch in &inputs.archs {
-            let mut args = args.clone();
+            let mut args = source_args.clone();
             if let Some(cap) = caps.get(source) {
                 args.extend(["-maxrregcount".to_string(), cap.to_string()]);
             }
@@ -129,6 +131,37 @@ pub(crate) fn jobs(
         }
     }
     Ok(jobs)
+}
+
+/// The flags that keep the checkout folder out of the kernels' symbols.
+///
+/// cicc and cudafe++ name an anonymous namespace `_GLOBAL__N__<hash>_…`
+/// with a hash of `--orig_src_path_name`, which nvcc sets to the source's
+/// absolute path: a kernel in `namespace { … }` would get another symbol in
+/// every checkout, and the lock, measurements and `get()` would miss it.
+/// Both are given the path relative to the crate root instead (both: the
+/// host stub of a host-code library registers the name cudafe++ computes,
+/// the cubin holds cicc's). nvcc splits `-X` values at commas and runs its
+/// steps through `sh`, so the name keeps only characters that survive both;
+/// it seeds a hash and names nothing on disk.
+fn folder_free_names(source: &str) -> [String; 4] {
+    let name: String = source
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let flag = format!("--orig_src_path_name={name}");
+    [
+        "-Xcicc".to_string(),
+        flag.clone(),
+        "-Xcudafe".to_string(),
+        flag,
+    ]
 }
 
 /// nvcc flags that occ sets itself for every job, with the builder method
@@ -257,6 +290,36 @@ fn common_args(build: &Build, inputs: &Inputs) -> Vec<String> {
     }
     args.extend(build.flags.iter().cloned());
     args
+}
+
+/// What decides a build's numbers besides the sources and the toolkit, as
+/// the lock records it (`Lock::flags`): the user's flags every job gets
+/// (`-G`, `.define()`s, `.flag()`s) and nvcc's own flag variables, in the
+/// order nvcc sees them. Include folders (paths of one checkout) and
+/// `-lineinfo` (which changes no number) are left out.
+pub(crate) fn recorded_flags(build: &Build, inputs: &Inputs) -> Vec<String> {
+    let var = |name: &str| {
+        inputs
+            .nvcc_vars
+            .iter()
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, v)| v.as_deref())
+            .filter(|v| !v.trim().is_empty())
+            .map(|v| format!("{name}={}", v.trim()))
+    };
+    let mut flags: Vec<String> = var("NVCC_PREPEND_FLAGS").into_iter().collect();
+    if build.debug {
+        flags.push("-G".into());
+    }
+    for (name, value) in &build.defines {
+        flags.push(match value {
+            Some(v) => format!("-D{name}={v}"),
+            None => format!("-D{name}"),
+        });
+    }
+    flags.extend(build.flags.iter().cloned());
+    flags.extend(var("NVCC_APPEND_FLAGS"));
+    flags
 }
 
 /// The longest stem a job name keeps before it is shortened with a hash.

@@ -45,6 +45,7 @@ fn kernel_arch() -> impl Strategy<Value = KernelArch> {
                     launch_bounds: LaunchBounds::default(),
                     maxrregcount: None,
                     declared: None,
+                    cubin_hash: String::new(),
                     best: Best {
                         block_size: 256,
                         active_blocks_per_sm: 4,
@@ -59,7 +60,6 @@ fn kernel_arch() -> impl Strategy<Value = KernelArch> {
                 warnings: vec![],
                 cubin: format!("{file}.cubin"),
                 ptx: format!("{file}.ptx"),
-                cubin_hash: String::new(),
                 lines: None,
             },
         )
@@ -199,6 +199,7 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
             launch_bounds: LaunchBounds::default(),
             maxrregcount: None,
             declared: None,
+            cubin_hash: String::new(),
             best: Best {
                 block_size: 256,
                 active_blocks_per_sm: 8,
@@ -213,7 +214,6 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
         warnings: vec![],
         cubin: "2d.sm_80.cubin".into(),
         ptx: "2d.sm_80.ptx".into(),
-        cubin_hash: String::new(),
         lines: None,
     };
     m.kernels.push(Kernel {

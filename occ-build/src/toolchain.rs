@@ -52,6 +52,15 @@ pub(crate) fn select(build: &Build, env: &Env, inputs: &Inputs) -> Result<Toolch
         },
     };
     match &inputs.lock {
+        // A CI run of the crate's own build that stood on its lock would
+        // check nothing and pass: it fails, unless the user said so
+        // (`OCC_NO_NVCC`, `DOCS_RS`) or the crate is a dependency.
+        Some(_) if inputs.ci && inputs.no_nvcc.is_none() && !inputs.dependency => {
+            Err(Error::NvccNotFoundInCi {
+                looked,
+                install_dir,
+            })
+        }
         Some(lock) => Ok(Toolchain::Lock {
             lock: lock.clone(),
             reason: looked.last().cloned().unwrap_or_default(),

@@ -127,6 +127,7 @@ pub fn build_manifest<'a>(
                 launch_bounds,
                 maxrregcount: maxrregcount(job.args),
                 declared: None,
+                cubin_hash: String::new(),
                 best: Best {
                     block_size: 0,
                     active_blocks_per_sm: 0,
@@ -153,7 +154,6 @@ pub fn build_manifest<'a>(
                 warnings,
                 cubin: format!("{}.cubin", job.name),
                 ptx: format!("{}.ptx", job.name),
-                cubin_hash: String::new(),
                 lines: None,
             };
             let key = (job.source.to_string(), record.name.clone());

@@ -251,6 +251,10 @@ pub struct Diff {
     pub findings: Vec<Finding>,
     /// Archs in the lock that this build did not build (not a regression).
     pub dropped_archs: Vec<String>,
+    /// What decided the numbers besides the sources and changed since the
+    /// lock was blessed (`nvcc 13.4.1 -> 13.5.37`, ``flags +`-Ofc max` ``),
+    /// said before the kernels: one such change moves many of them.
+    pub settings: Vec<String>,
 }
 
 impl Diff {
@@ -330,6 +334,51 @@ fn pair<'a>(
         }
     }
     pairs
+}
+
+/// The changes of what decided the numbers besides the sources: the
+/// toolkit's version, and each `Build`'s flags (only when both locks record
+/// them: a lock from before occ kept flags says nothing about them).
+pub fn settings_changes(lock: &Lock, candidate: &Lock) -> Vec<String> {
+    let mut changes = Vec::new();
+    if !lock.nvcc.is_empty() && !candidate.nvcc.is_empty() && lock.nvcc != candidate.nvcc {
+        changes.push(format!("nvcc {} -> {}", lock.nvcc, candidate.nvcc));
+    }
+    let (Some(before), Some(after)) = (&lock.flags, &candidate.flags) else {
+        return changes;
+    };
+    for (part, now) in after {
+        // A part the lock does not know yet has no flags to compare.
+        let Some(then) = before.get(part) else {
+            continue;
+        };
+        if then == now {
+            continue;
+        }
+        let mut parts: Vec<String> = now
+            .iter()
+            .filter(|f| !then.contains(f))
+            .map(|f| format!("+`{f}`"))
+            .collect();
+        parts.extend(
+            then.iter()
+                .filter(|f| !now.contains(f))
+                .map(|f| format!("-`{f}`")),
+        );
+        if parts.is_empty() {
+            parts.push(format!(
+                "the same flags in another order ({})",
+                now.join(" ")
+            ));
+        }
+        let whose = if part.is_empty() {
+            String::new()
+        } else {
+            format!(" of Build `{part}`")
+        };
+        changes.push(format!("flags{whose} {}", parts.join(" ")));
+    }
+    changes
 }
 
 /// Compares a candidate (this build) with the committed lock.
@@ -424,6 +473,7 @@ pub fn compare(lock: &Lock, candidate: &Lock, thresholds: &Thresholds) -> Diff {
     Diff {
         findings,
         dropped_archs,
+        settings: settings_changes(lock, candidate),
     }
 }
 
@@ -575,7 +625,13 @@ fn judge(
     if !better.is_empty() {
         return Some((Verdict::Improvement, better, texts(neutral).collect()));
     }
-    if before != after {
+    // The cubin's hash changes with any edit of the code; it matters only
+    // to a measurement, which the build checks (`gate::measured_code`).
+    let numbers = |r: &Resources| Resources {
+        cubin_hash: String::new(),
+        ..r.clone()
+    };
+    if numbers(before) != numbers(after) {
         if neutral.is_empty() {
             neutral.push((Cause::Details, "recorded details changed".into()));
         }
@@ -792,6 +848,12 @@ pub fn render_diff_bounded(diff: &Diff, verdicts: &[Verdict], rows: usize, rest:
 
 fn render(diff: &Diff, verdicts: &[Verdict], limit: Option<(usize, &str)>) -> String {
     let mut out = String::new();
+    if !diff.settings.is_empty() {
+        out.push_str(&format!(
+            "changed since the lock was blessed, before any kernel: {}\n",
+            diff.settings.join("; ")
+        ));
+    }
     for group in groups(diff, verdicts) {
         let n = group.findings.len();
         out.push_str(&format!(
@@ -909,6 +971,7 @@ pub(crate) mod tests {
             cumulative_stack: Some(0),
             maxrregcount: None,
             declared: None,
+            cubin_hash: String::new(),
             barriers: Some(0),
             launch_bounds: LaunchBounds::default(),
             best: Best {
@@ -928,6 +991,7 @@ pub(crate) mod tests {
             package: "p".into(),
             nvcc: "V13.5".into(),
             archs: vec!["sm_80".into()],
+            flags: None,
             kernels: kernels
                 .iter()
                 .map(|(name, a)| Kernel {

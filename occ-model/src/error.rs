@@ -46,7 +46,9 @@ pub enum Error {
         kernel: String,
         /// The arch.
         arch: String,
-        /// The launch, as written (`1024`, `16x16 + 4 B/thread smem`).
+        /// The launch in words and who declared it (`a block of 256 threads
+        /// with 300000 bytes of dynamic shared memory, declared by build.rs
+        /// `hot``).
         launch: String,
         /// Why not.
         detail: String,
@@ -87,7 +89,7 @@ impl fmt::Display for Error {
                 detail,
             } => write!(
                 f,
-                "the declared launch of {kernel} ({launch} threads) cannot run it on {arch}: {detail}; \
+                "kernel `{kernel}` cannot launch on {arch} as declared ({launch}): {detail}; \
                  fix the launch in build.rs or the kernel's launch bounds"
             ),
         }

@@ -96,6 +96,44 @@ impl Launch {
         occupancy::Launch::new(self.threads()).with_dynamic_smem(bytes)
     }
 
+    /// The launch in words, for messages: `a block of 256 threads with
+    /// 300000 bytes of dynamic shared memory`, `a 32x8 block (256 threads)`.
+    pub fn in_words(&self) -> String {
+        let [x, y, z] = self.block;
+        let threads = u64::from(x) * u64::from(y) * u64::from(z);
+        let mut out = if y > 1 || z > 1 {
+            format!("a {} block ({threads} threads)", self.describe_block())
+        } else {
+            format!("a block of {x} threads")
+        };
+        match self.dynamic_smem {
+            DynamicSmem::Fixed(0) => {}
+            DynamicSmem::Fixed(b) => {
+                out.push_str(&format!(" with {b} bytes of dynamic shared memory"));
+            }
+            DynamicSmem::PerThread { .. } => out.push_str(&format!(
+                " with {} bytes of dynamic shared memory ({})",
+                self.dynamic_smem_bytes(),
+                self.describe()
+                    .split_once(" + ")
+                    .map_or("", |(_, smem)| smem)
+            )),
+        }
+        out
+    }
+
+    /// The block as written: `256`, `32x8`, `8x8x4`.
+    fn describe_block(&self) -> String {
+        let [x, y, z] = self.block;
+        if z > 1 {
+            format!("{x}x{y}x{z}")
+        } else if y > 1 {
+            format!("{x}x{y}")
+        } else {
+            x.to_string()
+        }
+    }
+
     /// The shape as written: `1024`, `16x16`, `8x8x4`, plus the dynamic
     /// shared memory when there is some (`256 + 4 B/thread + 512 B smem`).
     pub fn describe(&self) -> String {
@@ -373,16 +411,17 @@ pub fn declare(manifest: &mut Manifest, stated: &[(String, Launch)]) -> Result<(
                 None => from_bounds(&k.launch_bounds),
             };
             k.resources.declared = match choice {
-                Some((launch, by)) => Some(
+                Some((launch, by)) => Some({
+                    let by_text = by.describe();
                     declared(arch_name, &k.resources, &launch, by).map_err(|detail| {
                         Error::BadLaunch {
                             kernel: kernel.base_name.clone(),
                             arch: arch_name.clone(),
-                            launch: launch.describe(),
+                            launch: format!("{}, declared by {}", launch.in_words(), by_text),
                             detail,
                         }
-                    })?,
-                ),
+                    })?
+                }),
                 None => None,
             };
         }
@@ -478,6 +517,34 @@ mod tests {
         assert_eq!(
             lift.describe().as_deref(),
             Some("2 fewer registers (at most 32), or __launch_bounds__(1024, 2) -> 100.0%")
+        );
+    }
+
+    #[test]
+    fn a_launch_that_cannot_run_says_what_was_declared_in_words() {
+        // Issue 23 item 11: not "(256 + 300000 B smem threads)".
+        let mut m = crate::compare::tests::lock(&[("hot", resources(32, 0, 0))])
+            .to_manifest(&[], std::path::Path::new("occ.lock"))
+            .expect("a manifest");
+        let e = declare(
+            &mut m,
+            &[("hot".into(), Launch::block(256).dynamic_smem(300_000))],
+        )
+        .expect_err("300000 bytes are more than sm_80 has");
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with(
+                "kernel `hot` cannot launch on sm_80 as declared (a block of 256 threads with \
+                 300000 bytes of dynamic shared memory, declared by build.rs `hot`): "
+            ),
+            "{msg}"
+        );
+        assert!(!msg.contains("smem threads"), "{msg}");
+        assert_eq!(
+            Launch::block_2d(32, 8)
+                .dynamic_smem_per_thread(4)
+                .in_words(),
+            "a 32x8 block (256 threads) with 1024 bytes of dynamic shared memory (4 B/thread smem)"
         );
     }
 

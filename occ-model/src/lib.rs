@@ -29,6 +29,7 @@ pub mod analyze;
 pub mod arch;
 pub mod ci;
 pub mod cliff;
+mod code_hash;
 pub mod compare;
 pub mod error;
 pub mod launch;

@@ -58,6 +58,14 @@ pub struct Lock {
     pub nvcc: String,
     /// Target archs in build order.
     pub archs: Vec<String>,
+    /// What decided the numbers besides the sources and the toolkit, per
+    /// `Build` (the default one under `""`, named ones by name): the nvcc
+    /// flags every job of it got from the user (`.flag()`, `.define()`,
+    /// `-G`) and the flag variables nvcc reads itself
+    /// (`NVCC_APPEND_FLAGS=…`), in order. Absent in locks from before occ
+    /// kept them (then nothing is said about flags).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flags: Option<BTreeMap<String, Vec<String>>>,
     /// Kernels, sorted by symbol then source.
     pub kernels: Vec<LockKernel>,
     /// The sources of each named part (the `Build`s of one build script
@@ -99,6 +107,7 @@ impl Lock {
             package: m.package.clone(),
             nvcc: m.nvcc.clone(),
             archs: m.archs.clone(),
+            flags: None,
             kernels,
             parts: BTreeMap::new(),
             measured: Vec::new(),

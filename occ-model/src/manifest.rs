@@ -161,6 +161,14 @@ pub struct Resources {
     /// judge the kernel at this launch when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub declared: Option<crate::launch::Declared>,
+    /// [`crate::measured::cubin_hash`] of the cubin (its sections less the
+    /// debug ones), which a measurement is checked against. The lock keeps
+    /// it too, so that a build from the lock judges a measurement exactly
+    /// as a build with nvcc of the same sources does. Empty in locks from
+    /// before occ kept it; never compared by the gate as a change of
+    /// numbers (the gate checks measured kernels' separately).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cubin_hash: String,
 }
 
 impl Resources {
@@ -249,11 +257,6 @@ pub struct KernelArch {
     /// The PTX holding this kernel, relative to `$OUT_DIR/occ`; empty in a
     /// build from the lock.
     pub ptx: String,
-    /// [`crate::measured::cubin_hash`] of the cubin (its sections less the
-    /// debug ones), which a measurement is checked against; empty in a
-    /// build from the lock.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub cubin_hash: String,
     /// Where it spills and where its register pressure peaks, by source
     /// line (from nvdisasm); absent without nvdisasm, in a build from the
     /// lock, and never in the lock (lines move with every edit).
@@ -285,7 +288,6 @@ impl KernelArch {
             warnings: Vec::new(),
             cubin: String::new(),
             ptx: String::new(),
-            cubin_hash: String::new(),
             lines: None,
         }
     }

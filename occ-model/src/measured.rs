@@ -219,47 +219,18 @@ pub fn content_hash(bytes: &[u8]) -> String {
 }
 
 /// The hash of a cubin that a measurement and a build compare:
-/// [`content_hash`] over its sections' names and contents, less the debug
-/// sections (`.debug_*`, `.nv_debug_*` and their relocations). `-lineinfo`,
-/// which occ-build compiles with, puts the crate's absolute folder into
-/// `.debug_line`, so the whole file differs between two checkouts of the
-/// same code; the code, its resources and its symbols do not. Bytes that
-/// are not a 64-bit ELF file are hashed whole.
+/// [`content_hash`] of what it runs (`code_hash`): its sections and symbols
+/// by name, less the debug sections, the tables of names and the toolkit's
+/// note of the options, with each reference to a symbol by index replaced
+/// by the symbol's name. `-lineinfo`, which occ-build compiles with unless
+/// told not to, adds sections that name the crate's absolute folder and
+/// shifts every symbol index; the hash is the same with and without it, in
+/// any folder. Bytes that are not a 64-bit ELF file are hashed whole.
 pub fn cubin_hash(bytes: &[u8]) -> String {
-    use object::read::elf::{ElfFile64, FileHeader as _, SectionHeader as _};
-    let Ok(file) = ElfFile64::<object::Endianness>::parse(bytes) else {
-        return content_hash(bytes);
-    };
-    let (header, endian) = (file.elf_header(), file.endian());
-    let Ok(sections) = header.sections(endian, bytes) else {
-        return content_hash(bytes);
-    };
-    let mut text = Vec::with_capacity(bytes.len());
-    for section in sections.iter() {
-        let name = sections.section_name(endian, section).unwrap_or_default();
-        // The section names are hashed with each section; the table of
-        // them would bring back the debug sections' names.
-        if is_debug_section(name) || name == b".shstrtab" {
-            continue;
-        }
-        let data = section.data(endian, bytes).unwrap_or_default();
-        // Name and length first, so that two sections cannot run together.
-        text.extend_from_slice(name);
-        text.push(0);
-        text.extend_from_slice(&section.sh_type(endian).to_le_bytes());
-        text.extend_from_slice(&(data.len() as u64).to_le_bytes());
-        text.extend_from_slice(data);
+    match crate::code_hash::code_bytes(bytes) {
+        Some(code) => content_hash(&code),
+        None => content_hash(bytes),
     }
-    content_hash(&text)
-}
-
-/// `.debug_line`, `.nv_debug_line_sass`, `.rela.debug_frame`, ...
-fn is_debug_section(name: &[u8]) -> bool {
-    let name = name
-        .strip_prefix(b".rela")
-        .or_else(|| name.strip_prefix(b".rel"))
-        .unwrap_or(name);
-    name.starts_with(b".debug") || name.starts_with(b".nv_debug")
 }
 
 /// The hash of a candidate set: [`content_hash`] of its block sizes,

@@ -868,6 +868,32 @@ fn split_target(s: &str) -> (&str, Option<&str>) {
     (s, None)
 }
 
+/// ptxas's refusal of a kernel's static shared memory: `Entry function
+/// 'k' uses too much shared data (0xf400 bytes, 0xc000 max)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TooMuchShared {
+    /// The kernel's symbol.
+    pub kernel: String,
+    /// Its static shared memory, bytes.
+    pub bytes: u64,
+    /// The most a block may hold statically (48 KiB), bytes.
+    pub max: u64,
+}
+
+/// Reads a [`TooMuchShared`] error line of a ptxas log; `None` for any
+/// other line.
+pub fn too_much_shared(line: &str) -> Option<TooMuchShared> {
+    let rest = line.split_once("Entry function '")?.1;
+    let (kernel, rest) = rest.split_once("' uses too much shared data (0x")?;
+    let (bytes, rest) = rest.split_once(" bytes, 0x")?;
+    let max = rest.split_once(" max)")?.0;
+    Some(TooMuchShared {
+        kernel: kernel.to_string(),
+        bytes: u64::from_str_radix(bytes, 16).ok()?,
+        max: u64::from_str_radix(max, 16).ok()?,
+    })
+}
+
 /// Splits the log of one nvcc run that compiled several archs (`nvcc -c
 /// -Xptxas -v -gencode … -gencode …`) into one log per arch of `archs`, in
 /// that order, each as if nvcc had compiled that arch alone.
@@ -1212,6 +1238,30 @@ ptxas info    : Used 10 registers, used 1 barriers, 1024 bytes smem, 380 bytes c
         assert_eq!(log.errors().count(), 2);
         assert_eq!(log.diagnostics[2].symbol.as_deref(), Some("_Z3fibi"));
         assert_eq!(log.diagnostics[4].symbol, None);
+    }
+
+    #[test]
+    fn too_much_static_shared_memory_is_read() {
+        assert_eq!(
+            too_much_shared(
+                "ptxas error   : Entry function '_Z3bigPf' uses too much shared data (0xf400 bytes, 0xc000 max)"
+            ),
+            Some(TooMuchShared {
+                kernel: "_Z3bigPf".into(),
+                bytes: 0xf400,
+                max: 0xc000,
+            })
+        );
+        assert_eq!(
+            too_much_shared("ptxas fatal   : Ptx assembly aborted due to errors"),
+            None
+        );
+        assert_eq!(
+            too_much_shared(
+                "Entry function 'k' uses too much shared data (0xzz bytes, 0xc000 max)"
+            ),
+            None
+        );
     }
 
     #[test]

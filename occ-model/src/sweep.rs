@@ -268,6 +268,7 @@ mod tests {
             },
             maxrregcount: None,
             declared: None,
+            cubin_hash: String::new(),
         }
     }
 

@@ -10,7 +10,8 @@
 //! - A warm build reads the records and writes the same manifest, byte for
 //!   byte, as a cold one; a changed record is recomputed.
 //! - A toolkit without nvdisasm (the real one, hard-linked without it)
-//!   builds today's manifest with one note.
+//!   builds today's manifest with one note, watching the folder nvdisasm
+//!   would be installed into; installed, it gives lines and is watched.
 
 use occ_build::manifest::Manifest;
 use occ_tests::{build_env, fixture, nvcc, Scratch};
@@ -301,6 +302,40 @@ fn a_toolkit_without_nvdisasm_builds_without_lines_and_one_note() {
         notes[0].contains("no nvdisasm") && notes[0].contains("install"),
         "{}",
         notes[0]
+    );
+    // Issue 23 item 5: nvdisasm is watched as nvcc is. Without it, the
+    // folder it would be installed into is watched, so that cargo reruns
+    // the script once it appears; with it, the program itself.
+    let bin = toolkit.join("bin");
+    let watched = |r: &occ_build::Report, p: &Path| {
+        r.directives
+            .rerun_if_changed
+            .contains(&p.display().to_string())
+    };
+    assert!(
+        watched(&report, &bin),
+        "the folder nvdisasm would appear in must be watched: {:?}",
+        report.directives.rerun_if_changed
+    );
+    std::fs::hard_link(home.join("bin/nvdisasm"), bin.join("nvdisasm"))
+        .or_else(|_| std::fs::copy(home.join("bin/nvdisasm"), bin.join("nvdisasm")).map(|_| ()))
+        .expect("install nvdisasm");
+    let report = build
+        .try_compile_with(&build_env(&[("NVCC", Some(&nvcc_var))]))
+        .unwrap_or_else(|e| panic!("build with nvdisasm: {e}"));
+    assert!(
+        report
+            .manifest
+            .kernels
+            .iter()
+            .flat_map(|k| k.archs.values())
+            .any(|a| a.lines.is_some()),
+        "nvdisasm installed since: the build must find lines"
+    );
+    assert!(
+        watched(&report, &bin.join("nvdisasm")),
+        "nvdisasm must be watched: {:?}",
+        report.directives.rerun_if_changed
     );
     let _ = std::fs::remove_dir_all(&toolkit);
 }

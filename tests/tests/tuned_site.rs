@@ -3,8 +3,9 @@
 //! block; a results file (written by the test: recorded timings, not a
 //! measurement) imported into occ.lock makes the next build bake the
 //! measured block on that arch and bucket, also when the crate is checked
-//! out in another folder; a kernel edited since (its cubin changed) falls
-//! back to the model with one build warning.
+//! out in another folder; a kernel edited since (its cubin changed) fails
+//! the gate until blessed, then falls back to the model with one build
+//! warning, with nvcc and without (issue 23 item 2).
 
 use occ_build::analyze::resources;
 use occ_build::arch;
@@ -185,7 +186,18 @@ fn tuned_sites_bake_the_measured_block_and_fall_back_when_stale() {
             "{k}\nextern \"C\" __global__ void extra(float *p) {{ p[threadIdx.x] = 1.0f; }}\n"
         ),
     );
-    let (out, err) = run(&krate, false, "build after an edit");
+    // The gate fails first: the lock's numbers no longer describe the
+    // measured code, and a build without nvcc would still use them.
+    let failed = occ_tests::fail(&mut krate.cargo(&["build"]), "build after an edit");
+    let err = String::from_utf8_lossy(&failed.stderr);
+    assert!(
+        err.contains("measured kernel")
+            && err.contains("wide on sm_80")
+            && err.contains("cargo occ bless"),
+        "{err}"
+    );
+    // Accepted: one warning, and the tuned site is back on the model.
+    let (out, err) = run(&krate, true, "bless after an edit");
     assert_eq!(
         line(&out, "tuned"),
         [model.to_string().as_str(), "false", &model.to_string()]
@@ -196,4 +208,21 @@ fn tuned_sites_bake_the_measured_block_and_fall_back_when_stale() {
         .collect();
     assert_eq!(warnings.len(), 1, "{err}");
     assert!(warnings[0].contains("wide on sm_80"), "{err}");
+
+    // 5. Issue 23 item 2: the same sources and lock without nvcc bake the
+    // same block (the lock keeps each kernel × arch's cubin hash, so the
+    // measurement is stale there too), and so does a build with nvcc again.
+    for (what, var) in [("without nvcc", Some("OCC_NO_NVCC")), ("with nvcc", None)] {
+        let mut cmd = krate.cargo(&["run"]);
+        if let Some(var) = var {
+            cmd.env(var, "1");
+        }
+        let out = succeed(&mut cmd, what);
+        let out = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            line(&out, "tuned"),
+            [model.to_string().as_str(), "false", &model.to_string()],
+            "{what}"
+        );
+    }
 }
