@@ -1,8 +1,14 @@
 //! Issue 12, the CLI parts of items 7, 14, 16 and 19: `cargo occ` on a
 //! build from the lock, blessing through a symlink or into a read-only lock,
 //! `report` after a failed build, `parse` of a huge input and `sweep` with
-//! a hung ptxas.
+//! a hung ptxas. Issue 23, items 12, 13, 14, 17 and 18 (`issue23_*`): a
+//! results file's compute capability, `diff` of two packages, SARIF without
+//! a lock, what `check` and `bless` say after a failed build, a closed
+//! stdout; these run on builds written by hand (no nvcc).
 
+use occ_build::compare::GateSettings;
+use occ_build::lock::{Lock, LOCK_SCHEMA};
+use occ_build::manifest::{Manifest, Origin};
 use occ_build::Build;
 use occ_tests::trust::{scratch_toolkit, script, LIGHT};
 use occ_tests::{build_env, Scratch};
@@ -229,5 +235,90 @@ fn item19_sweep_times_out_a_hung_ptxas() {
     assert!(
         err.contains("ptxas") && (err.contains("timed out") || err.contains("timeout")),
         "the message must say ptxas timed out: {err}"
+    );
+}
+
+/// example-app's committed lock: five kernels on sm_80, sm_86 and sm_90.
+const EXAMPLE_LOCK: &str = include_str!("../../example-app/occ.lock");
+
+/// A build of example-app written by hand, with no nvcc: its lock as the
+/// manifest of an nvcc build (changed by `edit`) in `out/occ`, with the
+/// candidate lock and `gate.json` (naming `occ.lock` in the folder) beside
+/// it; `occ.lock` itself when `lock`; `status.json` saying `status` when
+/// given. Returns the folder and the manifest's path.
+fn hand_build(
+    edit: impl FnOnce(&mut Manifest),
+    lock: bool,
+    status: Option<&str>,
+) -> (Scratch, String) {
+    let s = Scratch::new();
+    let lock_path = s.path().join("occ.lock");
+    let mut m = Lock::from_text(EXAMPLE_LOCK, &lock_path)
+        .and_then(|l| l.to_manifest(&[], &lock_path))
+        .expect("example-app's lock");
+    m.origin = Origin::Nvcc;
+    for k in &mut m.kernels {
+        let stem = Path::new(&k.source)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        for (arch, a) in &mut k.archs {
+            a.cubin = format!("{stem}.{arch}.cubin");
+            a.ptx = format!("{stem}.{arch}.ptx");
+        }
+    }
+    edit(&mut m);
+    let manifest = s.write("out/occ/manifest.json", &m.to_json());
+    s.write("out/occ/occ.lock.new", &Lock::from_manifest(&m).to_text());
+    let gate = GateSettings {
+        schema: LOCK_SCHEMA,
+        lock_file: lock_path,
+        thresholds: Default::default(),
+        crate_root: Some(s.path().to_path_buf()),
+        deny_spills: false,
+    };
+    s.write(
+        "out/occ/gate.json",
+        &occ_build::manifest::to_json_pretty(&gate),
+    );
+    if lock {
+        s.write("occ.lock", EXAMPLE_LOCK);
+    }
+    if let Some(state) = status {
+        s.write(
+            "out/occ/status.json",
+            &format!("{{\n  \"schema\": 1,\n  \"build\": \"{state}\"\n}}\n"),
+        );
+    }
+    (s, manifest.display().to_string())
+}
+
+#[test]
+fn issue23_item12_tune_import_refuses_a_compute_capability_that_names_no_arch() {
+    let (s, m) = hand_build(|_| {}, true, None);
+    let manifest = occ_build::emit::read_manifest(Path::new(&m)).expect("manifest");
+    let mut results = occ_tests::recorded_results(
+        &manifest,
+        "saxpy",
+        "sm_80",
+        "n=1M",
+        &[(128, 2.0), (256, 3.0)],
+        0.01,
+    );
+    results.device.compute_capability = "abc".into();
+    let file = s.write("occ-tune.json", &results.to_json());
+    let file = file.display().to_string();
+    let (code, out) = occ(s.path(), &["tune", "import", &file, "--manifest", &m], &[]);
+    assert_eq!(
+        s.read("occ.lock"),
+        EXAMPLE_LOCK,
+        "a results file of compute capability \"abc\" was imported:\n{out}"
+    );
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("occ-tune.json")
+            && out.contains("compute_capability")
+            && out.contains("\"abc\""),
+        "the error must name the file, the field and its value: {out}"
     );
 }
