@@ -322,3 +322,28 @@ fn issue23_item12_tune_import_refuses_a_compute_capability_that_names_no_arch() 
         "the error must name the file, the field and its value: {out}"
     );
 }
+
+#[test]
+fn issue23_item13_diff_refuses_locks_of_two_packages() {
+    let s = Scratch::new();
+    let old = s.write("old.lock", EXAMPLE_LOCK);
+    let renamed = EXAMPLE_LOCK.replacen(
+        "\"package\": \"example-app\"",
+        "\"package\": \"other-app\"",
+        1,
+    );
+    assert_ne!(renamed, EXAMPLE_LOCK);
+    let new = s.write("new.lock", &renamed);
+    let (old, new) = (old.display().to_string(), new.display().to_string());
+    for args in [[&old, &new], [&new, &old]] {
+        let (code, out) = occ(s.path(), &["diff", args[0], args[1]], &[]);
+        assert_eq!(
+            code, 2,
+            "`cargo occ diff` compared the locks of two packages:\n{out}"
+        );
+        assert!(
+            out.contains("`example-app`") && out.contains("`other-app`"),
+            "the refusal must name both packages: {out}"
+        );
+    }
+}
