@@ -293,6 +293,12 @@ fn hand_build(
     (s, manifest.display().to_string())
 }
 
+/// `cargo occ ARGS` in `dir`: exit code, stdout, stderr apart.
+fn occ_apart(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let mut cmd = occ_tests::cargo_occ(env!("CARGO_BIN_EXE_cargo-occ"), dir, args, &[]);
+    occ_tests::code_and_text(&cmd.output().expect("run cargo-occ"))
+}
+
 #[test]
 fn issue23_item12_tune_import_refuses_a_compute_capability_that_names_no_arch() {
     let (s, m) = hand_build(|_| {}, true, None);
@@ -346,4 +352,39 @@ fn issue23_item13_diff_refuses_locks_of_two_packages() {
             "the refusal must name both packages: {out}"
         );
     }
+}
+
+#[test]
+fn issue23_item14_check_sarif_without_a_lock_has_the_spill_results() {
+    let (s, m) = hand_build(
+        |m| {
+            let saxpy = m.kernels.iter_mut().find(|k| k.name == "saxpy");
+            if let Some(a) = saxpy.and_then(|k| k.archs.get_mut("sm_80")) {
+                a.resources.spill_stores = 16;
+                a.resources.spill_loads = 16;
+            }
+        },
+        false,
+        None,
+    );
+    let (code, out, err) = occ_apart(s.path(), &["check", "--format", "sarif", "--manifest", &m]);
+    assert_eq!(code, 2, "no lock is an input error\n{out}\n{err}");
+    assert!(
+        err.contains("no lock"),
+        "stderr must say there is no lock: {err}"
+    );
+    let log: serde_json::Value = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("stdout is no SARIF log ({e}):\n{out}\nstderr: {err}"));
+    let results = log["runs"][0]["results"].as_array().expect("results");
+    assert!(
+        results.iter().any(|r| r["ruleId"] == "occ/spill"
+            && r["message"]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("saxpy") && t.contains("sm_80"))),
+        "{out}"
+    );
+    assert!(
+        results.iter().all(|r| r["ruleId"] == "occ/spill"),
+        "without a lock there is nothing to regress against: {out}"
+    );
 }
