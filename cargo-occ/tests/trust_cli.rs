@@ -439,3 +439,50 @@ fn issue23_item17_a_real_gate_failure_is_not_called_an_unfinished_build() {
         "{out}"
     );
 }
+
+#[cfg(unix)]
+#[test]
+fn issue23_item18_a_closed_stdout_ends_every_subcommand_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let (s, m) = hand_build(|_| {}, true, None);
+    let cases: [&[&str]; 7] = [
+        &["explain", "saxpy", "--manifest", &m],
+        &["tune", "--plan", "--manifest", &m],
+        &["report", "--manifest", &m],
+        &["check", "--manifest", &m],
+        &["diff", &m, &m],
+        &[
+            "calc",
+            "--arch",
+            "sm_80",
+            "--regs",
+            "40",
+            "--threads",
+            "256",
+        ],
+        &["report", "--help"],
+    ];
+    for args in cases {
+        // The reading end is closed before cargo-occ writes a byte.
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_cargo-occ"))
+            .arg("occ")
+            .args(args)
+            .current_dir(s.path())
+            .env_remove("CI")
+            .env_remove("GITHUB_ACTIONS")
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run cargo-occ");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let quiet = out.status.success() || out.status.signal() == Some(13);
+        assert!(
+            quiet && !err.contains("panicked") && !err.contains("backtrace"),
+            "`cargo occ {}` with a closed stdout: {:?}\n{err}",
+            args.join(" "),
+            out.status
+        );
+    }
+}
