@@ -18,14 +18,14 @@ use std::path::{Path, PathBuf};
 pub enum Format {
     /// The verdict and the before/after table.
     Text,
-    /// A SARIF 2.1.0 log (for github/codeql-action/upload-sarif): one result per spill, regression or near-cliff warning, at its source line.
+    /// A SARIF 2.1.0 log (for github/codeql-action/upload-sarif): one result per spill, regression or near-cliff warning, at its source line; without a lock, the spills only.
     Sarif,
 }
 
 /// Arguments of `cargo occ check`.
 #[derive(Debug, Clone, clap::Args)]
 #[command(
-    after_help = "Exit status:\n  0  no regression (improvements and new kernels are listed)\n  1  a regression: occupancy down, new or more spills, registers up past the threshold, a kernel gone\n  2  usage or input error: no build found, no lock, unreadable files\n\nUnder GitHub Actions (GITHUB_ACTIONS=true) it also appends the Markdown report to $GITHUB_STEP_SUMMARY and prints each finding as a workflow command (::error file=..,line=..::), on stderr with --format sarif."
+    after_help = "Exit status:\n  0  no regression (improvements and new kernels are listed)\n  1  a regression: occupancy down, new or more spills, registers up past the threshold, a kernel gone\n  2  usage or input error: no build found, no lock (the SARIF log then holds the spills only), unreadable files\n\nUnder GitHub Actions (GITHUB_ACTIONS=true) it also appends the Markdown report to $GITHUB_STEP_SUMMARY and prints each finding as a workflow command (::error file=..,line=..::), on stderr with --format sarif."
 )]
 pub struct CheckArgs {
     #[command(flatten)]
@@ -147,10 +147,19 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     }
     let (path, lock) = found.lock(args.lock.as_deref())?;
     let Some(lock) = lock else {
-        anyhow::bail!(
+        // Nothing to compare with, but spills need no baseline: the SARIF
+        // log, annotations and step summary still show them.
+        let why = format!(
             "no lock at {}; record one with `cargo occ bless` and commit it",
             path.display()
         );
+        let report = Report {
+            root: crate_root(&found, Some(&path)),
+            found: &found,
+            actions: Actions::from_env(&env),
+        };
+        report.emit(args.format, None, Baseline::NotCompared(why.clone()))?;
+        anyhow::bail!("{why}");
     };
     let mut thresholds = found
         .gate

@@ -23,7 +23,7 @@ pub enum Format {
 /// Arguments of `cargo occ diff`.
 #[derive(Debug, Clone, clap::Args)]
 #[command(
-    after_help = "OLD and NEW: an occ.lock, a build's occ.lock.new or manifest.json, or a build's $OUT_DIR/occ folder.\n\nExit status:\n  0  NEW has no regression against OLD\n  1  NEW regressed: occupancy down, new or more spills, registers up past the threshold, a kernel gone\n  2  usage or input error: a file that cannot be read or is neither a lock nor a manifest"
+    after_help = "OLD and NEW: an occ.lock, a build's occ.lock.new or manifest.json, or a build's $OUT_DIR/occ folder.\n\nExit status:\n  0  NEW has no regression against OLD\n  1  NEW regressed: occupancy down, new or more spills, registers up past the threshold, a kernel gone\n  2  usage or input error: a file that cannot be read or is neither a lock nor a manifest, or OLD and NEW of two packages"
 )]
 pub struct DiffArgs {
     /// The baseline: a lock, a manifest or a build's occ folder.
@@ -51,6 +51,18 @@ pub fn run(args: DiffArgs) -> anyhow::Result<i32> {
             return Ok(2);
         }
     };
+    // As the build's gate: another package's kernels are not this one's
+    // gone and new kernels.
+    if !old.package.is_empty() && !new.package.is_empty() && old.package != new.package {
+        eprintln!(
+            "error: {} is of package `{}` and {} of package `{}`; compare two builds or locks of one package",
+            args.old.display(),
+            old.package,
+            args.new.display(),
+            new.package
+        );
+        return Ok(2);
+    }
     let thresholds = Thresholds {
         registers: args.register_threshold,
         cliff_margin: args.cliff_margin,

@@ -1,6 +1,8 @@
 //! Finding the latest build's `$OUT_DIR/occ` of a package: the newest
 //! `target/**/build/<package>-<hash>/out/occ/manifest.json`, with the target
-//! folder and packages from `cargo metadata`.
+//! folder and packages from `cargo metadata`; what the last build's
+//! `status.json` says about its numbers (an unfinished build, a failure at
+//! the gate) goes to stderr.
 
 use anyhow::{bail, Context, Result};
 use occ_build::compare::{GateSettings, GATE_FILE};
@@ -67,12 +69,23 @@ impl Locate {
             .clone()
             .unwrap_or_else(|| occ_dir.join(occ_build::manifest::FILE_NAME));
         let manifest = occ_build::emit::read_manifest(&manifest_file)?;
-        if status::last_build(&occ_dir) == Some(BuildState::Running) {
-            eprintln!(
-                "warning: the last build of {} did not finish (it failed, or was stopped); the numbers \
-                 below may be from an earlier build: fix the build and run `cargo build` again",
+        match status::last_build(&occ_dir) {
+            Some(BuildState::GateFailed) => eprintln!(
+                "note: the last build of {} failed at occ's gate (a regression against the lock); \
+                 the numbers below are current, that build's own: change the kernel, or accept them \
+                 with `cargo occ bless`",
                 manifest.package
-            );
+            ),
+            // An occ-build that does not mark the gate's failure leaves
+            // `running` for it too.
+            Some(BuildState::Running) => eprintln!(
+                "warning: the last build of {} did not finish. If it failed at occ's gate (a \
+                 regression against the lock), the numbers below are its own: change the kernel, or \
+                 accept them with `cargo occ bless`; if it failed before (a compile error) or was \
+                 stopped, they may be an earlier build's: fix the build and run `cargo build` again",
+                manifest.package
+            ),
+            Some(BuildState::Finished) | None => {}
         }
         let gate = gate::read_settings(&occ_dir.join(GATE_FILE))?;
         Ok(Located {

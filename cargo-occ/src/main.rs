@@ -4,6 +4,9 @@
 //! Each subcommand lives in its own module with `pub fn run(args) ->
 //! anyhow::Result<i32>`; the value is the exit code: 0 ok, 1 failure or
 //! regression, 2 usage or input error. An `Err` is printed and exits with 1.
+//!
+//! On Unix a closed stdout (`cargo occ explain k | head`) ends the process
+//! by SIGPIPE, quietly, as it ends `cat` ([`quiet_on_closed_pipe`]).
 
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
@@ -66,7 +69,26 @@ fn args() -> Vec<OsString> {
     args
 }
 
+/// Restores SIGPIPE's default action, which the Rust runtime sets to
+/// "ignore" before `main`: a write to a closed pipe then fails with
+/// `EPIPE`, and `println!` panics on it. With the default action the
+/// process ends at that write, without a message, as a command-line tool
+/// does; every subcommand and every thread at once.
+#[cfg(unix)]
+fn quiet_on_closed_pipe() {
+    // SAFETY: sets a signal's disposition to its default, before any
+    // thread is started; no handler runs our code.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// Windows has no SIGPIPE.
+#[cfg(not(unix))]
+fn quiet_on_closed_pipe() {}
+
 fn main() -> ExitCode {
+    quiet_on_closed_pipe();
     let cli = match Cli::try_parse_from(args()) {
         Ok(cli) => cli,
         // Prints help/version (exit 0) or the usage error (exit 2).

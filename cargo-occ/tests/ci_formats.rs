@@ -28,8 +28,8 @@ fn line_starting(text: &str, prefix: &str) -> u32 {
 
 /// Where the results for `kernel` on sm_80 must stand, as (uri, line): the
 /// lines the manifest records when the build recorded them (each spill
-/// site for a spill; the pressure peak, else the first site, for a
-/// regression or a cliff), else the kernel's `definition` line.
+/// site's line, once, for a spill; the pressure peak, else the first site,
+/// for a regression or a cliff), else the kernel's `definition` line.
 fn expected(manifest: &Path, kernel: &str, spill: bool, definition: u32) -> Vec<(String, u64)> {
     let m = occ_build::emit::read_manifest(manifest).expect("manifest");
     let k = m
@@ -40,11 +40,15 @@ fn expected(manifest: &Path, kernel: &str, spill: bool, definition: u32) -> Vec<
     let uri = |file: &str| format!("crate/{file}");
     let lines = k.archs["sm_80"].lines.clone().unwrap_or_default();
     let recorded: Vec<(String, u64)> = if spill {
-        lines
+        // Sorted by file, line and loop: a line in and out of a loop is
+        // two sites and one result.
+        let mut at: Vec<(String, u64)> = lines
             .spills
             .iter()
             .map(|s| (uri(&s.file), u64::from(s.line)))
-            .collect()
+            .collect();
+        at.dedup();
+        at
     } else {
         lines
             .peak_pressure

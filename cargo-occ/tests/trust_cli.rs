@@ -1,10 +1,16 @@
 //! Issue 12, the CLI parts of items 7, 14, 16 and 19: `cargo occ` on a
 //! build from the lock, blessing through a symlink or into a read-only lock,
 //! `report` after a failed build, `parse` of a huge input and `sweep` with
-//! a hung ptxas.
+//! a hung ptxas. Issue 23, items 12, 13, 14, 17 and 18 (`issue23_*`): a
+//! results file's compute capability, `diff` of two packages, SARIF without
+//! a lock, what `check` and `bless` say after a failed build, a closed
+//! stdout; these run on builds written by hand (no nvcc).
 
+use occ_build::compare::GateSettings;
+use occ_build::lock::{Lock, LOCK_SCHEMA};
+use occ_build::manifest::{Manifest, Origin};
 use occ_build::Build;
-use occ_tests::trust::{scratch_toolkit, script, LIGHT};
+use occ_tests::trust::{scratch_toolkit, script, HEAVY, LIGHT};
 use occ_tests::{build_env, Scratch};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -230,4 +236,253 @@ fn item19_sweep_times_out_a_hung_ptxas() {
         err.contains("ptxas") && (err.contains("timed out") || err.contains("timeout")),
         "the message must say ptxas timed out: {err}"
     );
+}
+
+/// example-app's committed lock: five kernels on sm_80, sm_86 and sm_90.
+const EXAMPLE_LOCK: &str = include_str!("../../example-app/occ.lock");
+
+/// A build of example-app written by hand, with no nvcc: its lock as the
+/// manifest of an nvcc build (changed by `edit`) in `out/occ`, with the
+/// candidate lock and `gate.json` (naming `occ.lock` in the folder) beside
+/// it; `occ.lock` itself when `lock`; `status.json` saying `status` when
+/// given. Returns the folder and the manifest's path.
+fn hand_build(
+    edit: impl FnOnce(&mut Manifest),
+    lock: bool,
+    status: Option<&str>,
+) -> (Scratch, String) {
+    let s = Scratch::new();
+    let lock_path = s.path().join("occ.lock");
+    let mut m = Lock::from_text(EXAMPLE_LOCK, &lock_path)
+        .and_then(|l| l.to_manifest(&[], &lock_path))
+        .expect("example-app's lock");
+    m.origin = Origin::Nvcc;
+    for k in &mut m.kernels {
+        let stem = Path::new(&k.source)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        for (arch, a) in &mut k.archs {
+            a.cubin = format!("{stem}.{arch}.cubin");
+            a.ptx = format!("{stem}.{arch}.ptx");
+        }
+    }
+    edit(&mut m);
+    let manifest = s.write("out/occ/manifest.json", &m.to_json());
+    s.write("out/occ/occ.lock.new", &Lock::from_manifest(&m).to_text());
+    let gate = GateSettings {
+        schema: LOCK_SCHEMA,
+        lock_file: lock_path,
+        thresholds: Default::default(),
+        crate_root: Some(s.path().to_path_buf()),
+        deny_spills: false,
+    };
+    s.write(
+        "out/occ/gate.json",
+        &occ_build::manifest::to_json_pretty(&gate),
+    );
+    if lock {
+        s.write("occ.lock", EXAMPLE_LOCK);
+    }
+    if let Some(state) = status {
+        s.write(
+            "out/occ/status.json",
+            &format!("{{\n  \"schema\": 1,\n  \"build\": \"{state}\"\n}}\n"),
+        );
+    }
+    (s, manifest.display().to_string())
+}
+
+/// `cargo occ ARGS` in `dir`: exit code, stdout, stderr apart.
+fn occ_apart(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let mut cmd = occ_tests::cargo_occ(env!("CARGO_BIN_EXE_cargo-occ"), dir, args, &[]);
+    occ_tests::code_and_text(&cmd.output().expect("run cargo-occ"))
+}
+
+#[test]
+fn issue23_item12_tune_import_refuses_a_compute_capability_that_names_no_arch() {
+    let (s, m) = hand_build(|_| {}, true, None);
+    let manifest = occ_build::emit::read_manifest(Path::new(&m)).expect("manifest");
+    let mut results = occ_tests::recorded_results(
+        &manifest,
+        "saxpy",
+        "sm_80",
+        "n=1M",
+        &[(128, 2.0), (256, 3.0)],
+        0.01,
+    );
+    results.device.compute_capability = "abc".into();
+    let file = s.write("occ-tune.json", &results.to_json());
+    let file = file.display().to_string();
+    let (code, out) = occ(s.path(), &["tune", "import", &file, "--manifest", &m], &[]);
+    assert_eq!(
+        s.read("occ.lock"),
+        EXAMPLE_LOCK,
+        "a results file of compute capability \"abc\" was imported:\n{out}"
+    );
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("occ-tune.json")
+            && out.contains("compute_capability")
+            && out.contains("\"abc\""),
+        "the error must name the file, the field and its value: {out}"
+    );
+}
+
+#[test]
+fn issue23_item13_diff_refuses_locks_of_two_packages() {
+    let s = Scratch::new();
+    let old = s.write("old.lock", EXAMPLE_LOCK);
+    let renamed = EXAMPLE_LOCK.replacen(
+        "\"package\": \"example-app\"",
+        "\"package\": \"other-app\"",
+        1,
+    );
+    assert_ne!(renamed, EXAMPLE_LOCK);
+    let new = s.write("new.lock", &renamed);
+    let (old, new) = (old.display().to_string(), new.display().to_string());
+    for args in [[&old, &new], [&new, &old]] {
+        let (code, out) = occ(s.path(), &["diff", args[0], args[1]], &[]);
+        assert_eq!(
+            code, 2,
+            "`cargo occ diff` compared the locks of two packages:\n{out}"
+        );
+        assert!(
+            out.contains("`example-app`") && out.contains("`other-app`"),
+            "the refusal must name both packages: {out}"
+        );
+    }
+}
+
+#[test]
+fn issue23_item14_check_sarif_without_a_lock_has_the_spill_results() {
+    let (s, m) = hand_build(
+        |m| {
+            let saxpy = m.kernels.iter_mut().find(|k| k.name == "saxpy");
+            if let Some(a) = saxpy.and_then(|k| k.archs.get_mut("sm_80")) {
+                a.resources.spill_stores = 16;
+                a.resources.spill_loads = 16;
+            }
+        },
+        false,
+        None,
+    );
+    let (code, out, err) = occ_apart(s.path(), &["check", "--format", "sarif", "--manifest", &m]);
+    assert_eq!(code, 2, "no lock is an input error\n{out}\n{err}");
+    assert!(
+        err.contains("no lock"),
+        "stderr must say there is no lock: {err}"
+    );
+    let log: serde_json::Value = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("stdout is no SARIF log ({e}):\n{out}\nstderr: {err}"));
+    let results = log["runs"][0]["results"].as_array().expect("results");
+    assert!(
+        results.iter().any(|r| r["ruleId"] == "occ/spill"
+            && r["message"]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("saxpy") && t.contains("sm_80"))),
+        "{out}"
+    );
+    assert!(
+        results.iter().all(|r| r["ruleId"] == "occ/spill"),
+        "without a lock there is nothing to regress against: {out}"
+    );
+}
+
+#[test]
+fn issue23_item17_after_a_gate_failure_check_and_bless_say_the_numbers_are_current() {
+    let (s, m) = hand_build(|_| {}, true, Some("gate_failed"));
+    for cmd in ["check", "bless"] {
+        let (code, out) = occ(s.path(), &[cmd, "--manifest", &m], &[]);
+        assert_eq!(code, 0, "{out}");
+        let lower = out.to_ascii_lowercase();
+        assert!(
+            !lower.contains("did not finish") && !lower.contains("fix the build"),
+            "`cargo occ {cmd}` after a gate failure: {out}"
+        );
+        assert!(
+            lower.contains("failed at occ's gate") && lower.contains("current"),
+            "`cargo occ {cmd}` must say the build failed at the gate on these numbers: {out}"
+        );
+    }
+}
+
+#[test]
+fn issue23_item17_after_an_unfinished_build_the_warning_gives_both_next_steps() {
+    // A build that did not finish may have failed at the gate (its numbers
+    // are current: change the kernel or bless) or before (fix the build).
+    let (s, m) = hand_build(|_| {}, true, Some("running"));
+    let (_, out) = occ(s.path(), &["check", "--manifest", &m], &[]);
+    assert!(
+        out.contains("fix the build") && out.contains("cargo occ bless"),
+        "{out}"
+    );
+}
+
+#[test]
+#[ignore = "needs occ-build's pipeline to mark a failure at the baseline gate (status::BuildState::GateFailed): issue 23 item 17"]
+fn issue23_item17_a_real_gate_failure_is_not_called_an_unfinished_build() {
+    let s = Scratch::new();
+    s.write("kernels/k.cu", LIGHT);
+    build(&s)
+        .try_compile_with(&build_env(&[("OCC_BLESS", Some("1"))]))
+        .expect("bless");
+    s.write("kernels/k.cu", HEAVY);
+    assert!(
+        build(&s).try_compile_with(&build_env(&[])).is_err(),
+        "the heavier kernel must fail the gate"
+    );
+    let (code, out) = occ(s.path(), &["check", "--manifest", &manifest(&s)], &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        !out.contains("fix the build") && out.contains("failed at occ's gate"),
+        "{out}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn issue23_item18_a_closed_stdout_ends_every_subcommand_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let (s, m) = hand_build(|_| {}, true, None);
+    let cases: [&[&str]; 7] = [
+        &["explain", "saxpy", "--manifest", &m],
+        &["tune", "--plan", "--manifest", &m],
+        &["report", "--manifest", &m],
+        &["check", "--manifest", &m],
+        &["diff", &m, &m],
+        &[
+            "calc",
+            "--arch",
+            "sm_80",
+            "--regs",
+            "40",
+            "--threads",
+            "256",
+        ],
+        &["report", "--help"],
+    ];
+    for args in cases {
+        // The reading end is closed before cargo-occ writes a byte.
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_cargo-occ"))
+            .arg("occ")
+            .args(args)
+            .current_dir(s.path())
+            .env_remove("CI")
+            .env_remove("GITHUB_ACTIONS")
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run cargo-occ");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let quiet = out.status.success() || out.status.signal() == Some(13);
+        assert!(
+            quiet && !err.contains("panicked") && !err.contains("backtrace"),
+            "`cargo occ {}` with a closed stdout: {:?}\n{err}",
+            args.join(" "),
+            out.status
+        );
+    }
 }

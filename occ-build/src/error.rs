@@ -565,7 +565,7 @@ impl fmt::Display for Error {
                  nvcc version it does not know: please report it with the line above"
             ),
             Error::Spills { kernels } => {
-                writeln!(f, "kernels spill registers to local memory and this build denies spills:")?;
+                writeln!(f, "register spills to local memory, which this build denies:")?;
                 for k in kernels {
                     writeln!(f, "  {k}")?;
                 }

@@ -3,7 +3,9 @@
 //! A build marks itself `running` as soon as it knows its `$OUT_DIR/occ`
 //! and `finished` after its last stage. A build that fails (or is killed)
 //! leaves `running`, so `cargo occ` can say that the manifest it reads may
-//! be an earlier build's. The marker is written atomically and is not an
+//! be an earlier build's; one that the baseline gate failed, after it wrote
+//! its numbers, is `gate_failed`: its numbers are current, and the next step
+//! is to change the kernel or bless them, not to fix the build. The marker is written atomically and is not an
 //! input of anything: cargo does not watch it and no cache key holds it.
 
 use crate::compile::write_atomic;
@@ -26,6 +28,10 @@ pub enum BuildState {
     Running,
     /// The build ran every stage.
     Finished,
+    /// The build wrote its numbers (`manifest.json`, the candidate lock,
+    /// `gate.json`), then the baseline gate failed it (a regression against
+    /// the lock): the numbers are this build's.
+    GateFailed,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -66,6 +72,11 @@ mod tests {
         assert_eq!(last_build(&dir), Some(BuildState::Running));
         mark(&dir, BuildState::Finished).expect("mark finished");
         assert_eq!(last_build(&dir), Some(BuildState::Finished));
+        mark(&dir, BuildState::GateFailed).expect("mark gate_failed");
+        assert_eq!(last_build(&dir), Some(BuildState::GateFailed));
+        assert!(std::fs::read_to_string(dir.join(STATUS_FILE))
+            .expect("marker")
+            .contains("\"gate_failed\""));
         std::fs::write(dir.join(STATUS_FILE), "not json").expect("write");
         assert_eq!(last_build(&dir), None);
         let _ = std::fs::remove_dir_all(&dir);

@@ -91,10 +91,10 @@ pub(crate) fn write(
         actions.append_summary(&format!("{md}{note}"))?;
     }
     let mut text = format!(
-        "occupancy of {} ({} kernels x {} archs, nvcc {})\n\n{}",
+        "occupancy of {} ({} x {}, nvcc {})\n\n{}",
         manifest.package,
-        manifest.kernels.len(),
-        manifest.archs.len(),
+        table::count(manifest.kernels.len(), "kernel"),
+        table::count(manifest.archs.len(), "arch"),
         manifest.nvcc,
         table::table_without_cliffs(manifest)
     );
@@ -228,10 +228,15 @@ fn line(manifest: &Manifest, report: &Path) -> Option<String> {
         })
         .unwrap_or_default();
     Some(format!(
-        "occ: {} kernels x {} archs; {} spill registers: {}{more}{lowest}; report: {}",
-        manifest.kernels.len(),
-        manifest.archs.len(),
-        spilling.len(),
+        "occ: {} x {}; {} {} registers: {}{more}{lowest}; report: {}",
+        table::count(manifest.kernels.len(), "kernel"),
+        table::count(manifest.archs.len(), "arch"),
+        table::count(spilling.len(), "kernel"),
+        if spilling.len() == 1 {
+            "spills"
+        } else {
+            "spill"
+        },
         named.join(", "),
         report.display()
     ))
@@ -257,6 +262,36 @@ fn lowest(manifest: &Manifest) -> Option<(String, String, f64, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn issue23_item20_one_spilling_kernel_is_singular() {
+        let path = Path::new("occ.lock");
+        let lock =
+            occ_model::lock::Lock::from_text(include_str!("../../fuzz/seeds/occ.lock"), path)
+                .expect("lock");
+        let mut m = lock.to_manifest(&["sm_80".into()], path).expect("manifest");
+        m.kernels.truncate(1);
+        assert!(line(&m, Path::new("report.txt")).is_none());
+        if let Some(a) = m.kernels[0].archs.get_mut("sm_80") {
+            a.resources.spill_stores = 8;
+        }
+        let one = line(&m, Path::new("report.txt")).expect("a spill line");
+        assert!(
+            one.starts_with("occ: 1 kernel x 1 arch; 1 kernel spills registers: "),
+            "{one}"
+        );
+        let mut two = lock.to_manifest(&[], path).expect("manifest");
+        for k in &mut two.kernels[..2] {
+            if let Some(a) = k.archs.get_mut("sm_90") {
+                a.resources.spill_loads = 4;
+            }
+        }
+        let two = line(&two, Path::new("report.txt")).expect("a spill line");
+        assert!(
+            two.starts_with("occ: 5 kernels x 3 archs; 2 kernels spill registers: "),
+            "{two}"
+        );
+    }
 
     #[test]
     fn the_stable_path_is_beside_cargos_build_folder() {

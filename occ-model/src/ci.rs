@@ -12,7 +12,7 @@
 //! [`Located::File`] say which).
 //!
 //! Rule ids ([`Rule::id`]): `occ/spill`, `occ/regression`,
-//! `occ/near-cliff`.
+//! `occ/near-cliff`. A source line has at most one alert per rule.
 
 use crate::compare::{Cause, Diff, Verdict};
 use crate::manifest::{Kernel, Manifest};
@@ -114,9 +114,10 @@ pub struct Alert {
     pub rule: Rule,
     /// Its severity.
     pub level: Level,
-    /// The kernel's base name.
+    /// The kernel's base name (several, joined by `, `, when the alert is
+    /// at a line where several kernels hit the rule).
     pub kernel: String,
-    /// The arch.
+    /// The arch (several, joined by `, `, as `kernel`).
     pub arch: String,
     /// The file, relative to the crate (as the manifest names it).
     pub file: String,
@@ -219,9 +220,10 @@ fn tokens(source: &str) -> Vec<(String, u32)> {
     out
 }
 
-/// The alerts of a build: one per spill (per spill site when the manifest
+/// The alerts of a build: one per spill (per spill line when the manifest
 /// records them, else per kernel × arch), one per regression and one per
-/// near-cliff warning of `diff`. `source_text` gives a `.cu` file's text
+/// near-cliff warning of `diff`; then one per rule and line: the alerts of
+/// one rule at one line are one alert naming each kernel and arch. `source_text` gives a `.cu` file's text
 /// (relative to the crate) when it can be read, for the definition line.
 /// Spills are errors when `deny_spills`, else warnings.
 pub fn alerts(
@@ -271,22 +273,17 @@ pub fn alerts(
                     message: format!("{head}; `cargo occ explain {}` says why", k.short_name),
                 });
             }
-            for site in sites {
-                let in_loop = site
-                    .loop_line
-                    .map(|l| format!(" (loop at :{l})"))
-                    .unwrap_or_default();
+            for (file, line, stores, loads, in_loop) in by_line(sites) {
                 out.push(Alert {
                     rule: Rule::Spill,
                     level: spill_level,
                     kernel: k.base_name.clone(),
                     arch: arch.clone(),
-                    file: site.file.clone(),
-                    line: site.line.max(1),
+                    file,
+                    line,
                     located: Located::Recorded,
                     message: format!(
-                        "{head}: {} B stored and {} B loaded at this line{in_loop}",
-                        site.stores, site.loads
+                        "{head}: {stores} B stored and {loads} B loaded at this line{in_loop}"
                     ),
                 });
             }
@@ -330,11 +327,103 @@ pub fn alerts(
             message,
         });
     }
+    let mut out = one_per_line(out);
     for a in out.iter_mut().filter(|a| a.located == Located::File) {
         a.message
             .push_str(" (at line 1: the kernel's __global__ definition was not found in the file)");
     }
     out
+}
+
+/// The spill sites of one kernel × arch by line: the file, the line, the
+/// bytes stored and loaded there, and where the line is in loops
+/// (` (loop at :10)`, ` (loop at :10 and outside it)`, empty outside
+/// any). A line in and out of a loop is two sites in the manifest
+/// (`SpillSite` is per line and loop) and one place in the source.
+fn by_line(sites: &[crate::lines::SpillSite]) -> Vec<(String, u32, u32, u32, String)> {
+    type Line = (u32, u32, Vec<u32>, bool);
+    let mut lines: Vec<((String, u32), Line)> = Vec::new();
+    for site in sites {
+        let key = (site.file.clone(), site.line.max(1));
+        let at = match lines.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                lines.push((key, (0, 0, Vec::new(), false)));
+                lines.len() - 1
+            }
+        };
+        let (stores, loads, loops, outside) = &mut lines[at].1;
+        *stores = stores.saturating_add(site.stores);
+        *loads = loads.saturating_add(site.loads);
+        match site.loop_line {
+            Some(l) if !loops.contains(&l) => loops.push(l),
+            Some(_) => {}
+            None => *outside = true,
+        }
+    }
+    lines
+        .into_iter()
+        .map(|((file, line), (stores, loads, loops, outside))| {
+            let at: Vec<String> = loops.iter().map(|l| format!(":{l}")).collect();
+            let in_loop = match (at.len(), outside) {
+                (0, _) => String::new(),
+                (1, false) => format!(" (loop at {})", at[0]),
+                (_, false) => format!(" (loops at {})", at.join(", ")),
+                (1, true) => format!(" (loop at {} and outside it)", at[0]),
+                (_, true) => format!(" (loops at {} and outside them)", at.join(", ")),
+            };
+            (file, line, stores, loads, in_loop)
+        })
+        .collect()
+}
+
+/// One alert per rule and source line: alerts of one rule at one line
+/// (several kernels or archs there, such as a header's line inlined into
+/// each) become one, with every kernel and arch named, every distinct
+/// message joined by `; `, and the most severe level. Code scanning and
+/// the runner's annotations show one entry per result, so two results at
+/// one line would say the same place twice. In order of first appearance.
+fn one_per_line(alerts: Vec<Alert>) -> Vec<Alert> {
+    fn add(list: &mut Vec<String>, item: String) {
+        if !list.contains(&item) {
+            list.push(item);
+        }
+    }
+    let mut groups: Vec<(Alert, [Vec<String>; 3])> = Vec::new();
+    for a in alerts {
+        let same = groups
+            .iter_mut()
+            .find(|(o, _)| o.rule == a.rule && o.file == a.file && o.line == a.line);
+        let Some((first, [kernels, archs, messages])) = same else {
+            let lists = [
+                vec![a.kernel.clone()],
+                vec![a.arch.clone()],
+                vec![a.message.clone()],
+            ];
+            groups.push((a, lists));
+            continue;
+        };
+        if a.level == Level::Error {
+            first.level = Level::Error;
+        }
+        first.located = match (first.located, a.located) {
+            (Located::Recorded, _) | (_, Located::Recorded) => Located::Recorded,
+            (Located::Definition, _) | (_, Located::Definition) => Located::Definition,
+            _ => Located::File,
+        };
+        add(kernels, a.kernel);
+        add(archs, a.arch);
+        add(messages, a.message);
+    }
+    groups
+        .into_iter()
+        .map(|(a, [kernels, archs, messages])| Alert {
+            kernel: kernels.join(", "),
+            arch: archs.join(", "),
+            message: messages.join("; "),
+            ..a
+        })
+        .collect()
 }
 
 /// The line the manifest records for a kernel on an arch: its peak
@@ -513,6 +602,76 @@ mod tests {
             12
         );
         assert_eq!(r["properties"]["located"], "recorded");
+    }
+
+    #[test]
+    fn issue23_item15_one_result_per_line_and_rule() {
+        use crate::compare::tests::{arch, lock};
+        use crate::lines::{SourceLines, SpillSite};
+        let l = lock(&[("k", arch(32, 64, 24)), ("j", arch(32, 64, 4))]);
+        let mut m = l
+            .to_manifest(&[], std::path::Path::new("occ.lock"))
+            .expect("manifest");
+        let site = |line, loop_line, bytes| SpillSite {
+            file: "kernels/h.cuh".into(),
+            line,
+            loop_line,
+            stores: bytes,
+            loads: bytes,
+        };
+        // k spills at h.cuh:12 in the loop at :10 and after it, and at :20;
+        // j, which inlines the same header, at :12 too.
+        let sites = [
+            (
+                "k",
+                vec![site(12, Some(10), 8), site(12, None, 4), site(20, None, 12)],
+            ),
+            ("j", vec![site(12, None, 4)]),
+        ];
+        for (name, spills) in sites {
+            let k = m.kernels.iter_mut().find(|k| k.name == name).expect(name);
+            if let Some(a) = k.archs.get_mut("sm_80") {
+                a.lines = Some(SourceLines {
+                    spills,
+                    peak_pressure: None,
+                });
+            }
+        }
+        let a = alerts(&m, None, false, &|_: &str| None);
+        let at: Vec<(&str, u32)> = a.iter().map(|a| (a.file.as_str(), a.line)).collect();
+        assert_eq!(at, [("kernels/h.cuh", 12), ("kernels/h.cuh", 20)], "{a:#?}");
+        let twelve = &a[0];
+        assert_eq!(twelve.kernel, "k, j", "{twelve:#?}");
+        assert!(
+            twelve.message.contains("k spills 48 B on sm_80")
+                && twelve.message.contains(
+                    "12 B stored and 12 B loaded at this line (loop at :10 and outside it)"
+                )
+                && twelve.message.contains("j spills 8 B on sm_80"),
+            "{}",
+            twelve.message
+        );
+        let log: Value =
+            serde_json::from_str(&sarif(&a, "0.1.0", &|f| f.to_string())).expect("json");
+        let results = log["runs"][0]["results"].as_array().expect("results");
+        let lines: Vec<(String, u64)> = results
+            .iter()
+            .map(|r| {
+                let at = &r["locations"][0]["physicalLocation"];
+                (
+                    format!("{} {}", r["ruleId"], at["artifactLocation"]["uri"]),
+                    at["region"]["startLine"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect();
+        let mut unique = lines.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(
+            lines.len(),
+            unique.len(),
+            "two results at one line: {lines:?}"
+        );
     }
 
     #[test]

@@ -196,6 +196,22 @@ impl Measured {
     }
 }
 
+/// Whether `cc` is a compute capability as the driver reports it:
+/// `major.minor`, the major one or two digits without a leading zero, the
+/// minor one digit (`9.0`, `12.1`), so that `sm_` and its digits name an
+/// arch.
+pub fn is_compute_capability(cc: &str) -> bool {
+    let Some((major, minor)) = cc.split_once('.') else {
+        return false;
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    digits(major)
+        && major.len() <= 2
+        && !major.starts_with('0')
+        && digits(minor)
+        && minor.len() == 1
+}
+
 /// The fastest timing: the smallest median, ties to the larger block (as
 /// the occupancy search keeps the larger block on a tie).
 pub fn fastest(timings: &[Timing]) -> Option<&Timing> {
@@ -277,6 +293,13 @@ impl Results {
     pub fn validate(&self) -> std::result::Result<(), String> {
         if self.package.is_empty() {
             return Err("names no package".into());
+        }
+        if !is_compute_capability(&self.device.compute_capability) {
+            return Err(format!(
+                "device.compute_capability {:?} is not a compute capability `major.minor` (such as \"9.0\"); \
+                 write the file again with the tuner, or set the device's (`nvidia-smi --query-gpu=compute_cap --format=csv`)",
+                self.device.compute_capability
+            ));
         }
         let mut seen = std::collections::BTreeSet::new();
         for m in &self.measurements {
@@ -583,6 +606,32 @@ mod tests {
             .expect_err("hash of another set")
             .to_string();
         assert!(err.contains("candidates_hash"), "{err}");
+    }
+
+    #[test]
+    fn issue23_item12_a_compute_capability_that_names_no_arch_is_refused() {
+        for good in ["9.0", "8.6", "12.1", "10.0"] {
+            let mut r = results("a", &[(128, 2.0)]);
+            r.device.compute_capability = good.into();
+            Results::from_json(&r.to_json(), Path::new("t.json"))
+                .unwrap_or_else(|e| panic!("{good} refused: {e}"));
+        }
+        for bad in [
+            "abc", "", "9", "9.", ".0", "90", "9.0.1", "9.10", "09.0", "x9.0", " 9.0",
+        ] {
+            let mut r = results("a", &[(128, 2.0)]);
+            r.device.compute_capability = bad.into();
+            let err = Results::from_json(&r.to_json(), Path::new("t.json"))
+                .expect_err(bad)
+                .to_string();
+            assert!(
+                err.contains("t.json")
+                    && err.contains("compute_capability")
+                    && err.contains(&format!("{bad:?}"))
+                    && err.contains("write the file again"),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -15,6 +15,12 @@ pub fn percent(occupancy: f64) -> String {
     format!("{:.1}%", occupancy * 100.0)
 }
 
+/// A count and its noun, singular for one: `1 kernel`, `2 kernels` (the
+/// noun's plural is its `s` form: `arch`, `kernel`, `line`).
+pub fn count(n: usize, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
+}
+
 /// Aligns rows into columns separated by two spaces (the first row is the
 /// header and is underlined); numbers are right-aligned.
 pub fn align<const N: usize>(rows: &[[String; N]]) -> String {
@@ -278,6 +284,13 @@ pub fn table_without_cliffs(m: &Manifest) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_count_of_one_is_singular() {
+        assert_eq!(count(0, "kernel"), "0 kernels");
+        assert_eq!(count(1, "kernel"), "1 kernel");
+        assert_eq!(count(2, "arch"), "2 archs");
+    }
 
     #[test]
     fn align_pads_text_left_and_numbers_right() {

@@ -130,7 +130,7 @@ fn a_header_template_spills_at_the_header_line_and_the_sites_add_up() {
             .directives
             .warnings
             .iter()
-            .any(|w| w.contains("spill registers") && w.contains(" at kernels/")),
+            .any(|w| w.contains(" registers: ") && w.contains(" at kernels/")),
         "{:?}",
         report.directives.warnings
     );

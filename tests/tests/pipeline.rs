@@ -109,7 +109,7 @@ fn zoo_module_gives_every_kernel_its_resources() {
         .directives
         .warnings
         .iter()
-        .filter(|w| w.contains("spill registers"))
+        .filter(|w| w.contains("kernel spills registers") || w.contains("kernels spill registers"))
         .collect();
     assert_eq!(summary.len(), 1, "{:?}", report.directives.warnings);
     assert!(

@@ -187,7 +187,7 @@ fn two_hundred_kernels_give_grouped_warnings_bounded_errors_and_a_compact_lock()
         .collect();
     assert_eq!(spill_lines.len(), 1, "{:#?}", r.directives.warnings);
     assert!(
-        spill_lines[0].contains(&format!("{SPILLING} spill registers"))
+        spill_lines[0].contains(&format!("{SPILLING} kernels spill registers"))
             && spill_lines[0].contains(&format!("and {} more", SPILLING - 5)),
         "{spill_lines:?}"
     );
