@@ -25,7 +25,7 @@ pub enum Format {
 /// Arguments of `cargo occ check`.
 #[derive(Debug, Clone, clap::Args)]
 #[command(
-    after_help = "Exit status:\n  0  no regression (improvements and new kernels are listed)\n  1  a regression: occupancy down, new or more spills, registers up past the threshold, a kernel gone\n  2  usage or input error: no build found, no lock (the SARIF log then holds the spills only), unreadable files\n\nUnder GitHub Actions (GITHUB_ACTIONS=true) it also appends the Markdown report to $GITHUB_STEP_SUMMARY and prints each finding as a workflow command (::error file=..,line=..::), on stderr with --format sarif."
+    after_help = "Exit status:\n  0  no regression (improvements and new kernels are listed)\n  1  a regression: occupancy down, new or more spills, registers up past the threshold, a kernel gone\n  2  usage or input error: no build found, a build from the lock without nvcc (nothing was checked), no lock (the SARIF log then holds the spills only), unreadable files\n\nUnder GitHub Actions (GITHUB_ACTIONS=true) it also appends the Markdown report to $GITHUB_STEP_SUMMARY and prints each finding as a workflow command (::error file=..,line=..::), on stderr with --format sarif."
 )]
 pub struct CheckArgs {
     #[command(flatten)]
@@ -128,7 +128,9 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
             .clone()
             .or_else(|| found.gate.as_ref().map(|g| g.lock_file.clone()));
         let note = format!(
-            "note: the last build had no nvcc and used {}; nothing to compare: build with nvcc to check",
+            "nothing was checked: the last build had no nvcc and took its numbers from {}, so \
+             comparing them with it says nothing; build with nvcc (`cargo occ toolkit install`, \
+             or NVCC=/path/to/nvcc), then run `cargo occ check` again",
             lock.as_ref()
                 .map_or("occ.lock".to_string(), |p| p.display().to_string())
         );
@@ -137,13 +139,10 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
             found: &found,
             actions: Actions::from_env(&env),
         };
-        if text {
-            println!("{note}");
-        } else {
-            eprintln!("{note}");
-        }
-        report.emit(args.format, None, Baseline::NotCompared(note))?;
-        return Ok(0);
+        report.emit(args.format, None, Baseline::NotCompared(note.clone()))?;
+        // A CI step that checked nothing must not look green.
+        eprintln!("error: {note}");
+        return Ok(2);
     }
     let (path, lock) = found.lock(args.lock.as_deref())?;
     let Some(lock) = lock else {

@@ -106,6 +106,7 @@ pub(crate) fn baseline(
     build: &Build,
     inputs: &Inputs,
     candidate: &Lock,
+    manifest: &Manifest,
     scope: &[String],
     details: &mut Details,
     directives: &mut Directives,
@@ -209,7 +210,14 @@ pub(crate) fn baseline(
     if diff.has_regressions() {
         details.failed = true;
         return Err(Error::Regression {
-            report: regression_report(&diff, &lock_name, &settings.thresholds, inputs.ci, details),
+            report: regression_report(
+                &diff,
+                manifest,
+                &lock_name,
+                &settings.thresholds,
+                inputs.ci,
+                details,
+            ),
         });
     }
     measured_code(lock, candidate, &lock_name, details)?;
@@ -335,6 +343,7 @@ fn stale_params(
 /// the report), and what to do.
 fn regression_report(
     diff: &compare::Diff,
+    manifest: &Manifest,
     lock_name: &str,
     thresholds: &Thresholds,
     ci: bool,
@@ -342,7 +351,8 @@ fn regression_report(
 ) -> String {
     let regressions = diff.regressions().count();
     let rest = format!("see {}", details.report().display());
-    let table = compare::render_diff_bounded(diff, &Verdict::ALL, ROWS, &rest);
+    let mut table = compare::render_diff_bounded(diff, &Verdict::ALL, ROWS, &rest);
+    table.push_str(&spill_places(diff, manifest));
     let mut hints = Vec::new();
     let past_threshold = diff
         .regressions()
@@ -365,6 +375,43 @@ fn regression_report(
         if regressions == 1 { "" } else { "s" },
         hints.join("\n")
     )
+}
+
+/// Where each regression's new or grown spills are, by source line (stage
+/// 5½), at most [`ROWS`] lines: `spills: scale on sm_80 at kernels/k.cu:13
+/// (loop at :10) ...`; the `.cu` file when nvdisasm found no line.
+fn spill_places(diff: &compare::Diff, manifest: &Manifest) -> String {
+    let mut lines: Vec<String> = diff
+        .regressions()
+        .filter(|f| {
+            f.causes
+                .iter()
+                .any(|c| matches!(c, Cause::NewSpills | Cause::MoreSpills))
+        })
+        .filter_map(|f| {
+            let kernel = manifest
+                .kernels
+                .iter()
+                .find(|k| k.base_name == f.kernel && k.source == f.source)?;
+            let at = kernel
+                .archs
+                .get(&f.arch)
+                .and_then(|a| a.lines.as_ref())
+                .map(|l| l.describe())
+                .filter(|at| !at.is_empty())
+                .unwrap_or_else(|| format!("in {} (no line: see `cargo occ explain`)", f.source));
+            Some(format!("  {} on {} spills {at}", f.kernel, f.arch))
+        })
+        .collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let more = lines.len().saturating_sub(ROWS);
+    lines.truncate(ROWS);
+    if more > 0 {
+        lines.push(format!("  ... and {more} more"));
+    }
+    format!("where the spills are:\n{}\n", lines.join("\n"))
 }
 
 /// `n kernel(s)` and the verb for `n`.

@@ -208,11 +208,16 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
         build,
         &inputs,
         &candidate,
+        &view.merged,
         &inputs.sources,
         &mut details,
         directives,
     );
     summary::write(&view.merged, &details, &inputs, directives)?;
+    if gated.is_err() && details.failed {
+        // The numbers are this build's; only the gate said no.
+        status::mark(&inputs.out_dir, BuildState::GateFailed)?;
+    }
     gated?;
     status::mark(&inputs.out_dir, BuildState::Finished)?;
     Ok(Outcome {

@@ -448,3 +448,38 @@ fn item20_a_launcher_that_wrote_nothing_is_named_as_too_old() {
     );
     assert!(!msg.contains("dropping -keep"), "{msg}");
 }
+
+#[test]
+fn item09_a_spill_regression_names_the_source_line() {
+    let s = Scratch::new();
+    s.write("kernels/k.cu", occ_tests::trust::LIGHT);
+    let capped = |root: &Path| {
+        let mut b = light_build(root);
+        b.max_registers("kernels/k.cu", 16);
+        b
+    };
+    capped(s.path())
+        .try_compile_with(&build_env(&[("OCC_BLESS", Some("1"))]))
+        .expect("bless");
+    s.write("kernels/k.cu", occ_tests::trust::HEAVY);
+    let e = capped(s.path())
+        .try_compile_with(&build_env(&[]))
+        .expect_err("new spills regress");
+    let msg = e.to_string();
+    assert!(msg.contains("new spills"), "{msg}");
+    let place = msg
+        .lines()
+        .find(|l| {
+            l.trim_start()
+                .starts_with("scale on sm_80 spills at kernels/k.cu:")
+        })
+        .unwrap_or_else(|| panic!("the spill's source line must be named: {msg}"));
+    let line: u32 = place
+        .split("kernels/k.cu:")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a line number: {place}"));
+    let lines = occ_tests::trust::HEAVY.lines().count() as u32;
+    assert!((1..=lines).contains(&line), "{place}");
+}
