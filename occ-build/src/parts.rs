@@ -53,19 +53,13 @@ fn describe(name: &str) -> String {
     }
 }
 
-/// Records `manifest` as the part `name` of the builds into `out`; a file
-/// that another part of this process compiled too is refused
-/// ([`Error::FileInTwoBuilds`]): its kernels' numbers would come from one
-/// compile and their code from the other.
-pub(crate) fn record(
-    out: &Path,
-    name: &str,
-    sources: &[String],
-    flags: &[String],
-    manifest: &Manifest,
-) -> Result<View> {
-    let mut parts = PARTS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((other, file)) = parts
+/// Refuses a file that another part of this process compiled into `out`
+/// too ([`Error::FileInTwoBuilds`]): its kernels' numbers would come from
+/// one compile and their code from the other. Checked before anything is
+/// compiled, and again when the part is recorded.
+pub(crate) fn check_sources(out: &Path, name: &str, sources: &[String]) -> Result<()> {
+    let parts = PARTS.lock().unwrap_or_else(|e| e.into_inner());
+    let shared = parts
         .iter()
         .filter(|p| p.out == out && p.name != name)
         .find_map(|p| {
@@ -73,14 +67,28 @@ pub(crate) fn record(
                 .iter()
                 .find(|s| p.sources.contains(s))
                 .map(|file| (p, file))
-        })
-    {
-        return Err(Error::FileInTwoBuilds {
+        });
+    match shared {
+        Some((other, file)) => Err(Error::FileInTwoBuilds {
             file: file.clone(),
             first: describe(&other.name),
             second: describe(name),
-        });
+        }),
+        None => Ok(()),
     }
+}
+
+/// Records `manifest` as the part `name` of the builds into `out` (a file
+/// another part compiled is refused, see [`check_sources`]).
+pub(crate) fn record(
+    out: &Path,
+    name: &str,
+    sources: &[String],
+    flags: &[String],
+    manifest: &Manifest,
+) -> Result<View> {
+    check_sources(out, name, sources)?;
+    let mut parts = PARTS.lock().unwrap_or_else(|e| e.into_inner());
     let mut clash = None;
     if let Some(i) = parts.iter().position(|p| p.out == out && p.name == name) {
         let old = parts.remove(i);

@@ -260,6 +260,7 @@ pub fn manifest_registers(occ_dir: &Path, arch: &str) -> u64 {
 /// A scratch crate's compiled build script, run directly with the
 /// environment cargo gives a build script, so that a test chooses `OUT_DIR`
 /// (a warm one kept between runs, a cold empty one) and sees every run.
+#[derive(Clone)]
 pub struct BuildScript {
     /// The `build-script-build` executable.
     pub exe: PathBuf,

@@ -14,12 +14,25 @@
 //! it either, and the last warm output must still equal the cold one (else
 //! cargo would serve stale output).
 //!
+//! Issue 23 added steps and checks where silent errors lived: source lines
+//! toggled (`DIFF_LINES`); a second `Build` (`.name("two")`) over another
+//! file, or over the same file, which must fail in warm and cold builds
+//! alike, naming both (`DIFF_SECOND`); a check that a build from the lock
+//! (`OCC_NO_NVCC`, the warm candidate blessed, with a measurement imported
+//! against an earlier build, so sometimes stale) has the same numbers,
+//! hashes and verdict on each measurement as the warm build; and every
+//! few cold builds, the same inputs built in a second folder, whose
+//! manifest, `kernels.rs` and candidate lock (and, without source lines,
+//! device code) must equal the warm build's.
+//!
 //! `OCC_DIFF_SEED` and `OCC_DIFF_STEPS` (default 200) choose the run; a
 //! failure prints the seed and the steps that led to it. Cold builds are
 //! memoised by the full input state (nvcc is deterministic), which keeps
 //! 200 steps within a few minutes on two cores. `scripts/differential` runs
 //! thousands of steps.
 
+use occ_build::lock::Lock;
+use occ_build::Manifest;
 use occ_tests::trust::{
     cargo_toml, outputs, reswap, scratch_toolkit, script_ok, text, BuildScript,
 };
@@ -34,6 +47,8 @@ const PACKAGE: &str = "occ-differential";
 const BUILD_RS: &str = r#"fn main() {
     println!("cargo::rerun-if-env-changed=DIFF_DEFINES");
     println!("cargo::rerun-if-env-changed=DIFF_FLAGS");
+    println!("cargo::rerun-if-env-changed=DIFF_LINES");
+    println!("cargo::rerun-if-env-changed=DIFF_SECOND");
     let mut b = occ_build::Build::new();
     b.file("kernels/a.cu")
         .file("kernels/b.cu")
@@ -50,9 +65,21 @@ const BUILD_RS: &str = r#"fn main() {
     for f in std::env::var("DIFF_FLAGS").unwrap_or_default().split_whitespace() {
         b.flag(f);
     }
+    if std::env::var("DIFF_LINES").as_deref() == Ok("0") {
+        b.source_lines(false);
+    }
     b.compile();
+    let second = match std::env::var("DIFF_SECOND").as_deref() {
+        Ok("other") => "kernels/c.cu",
+        Ok("same") => "kernels/b.cu",
+        _ => return,
+    };
+    occ_build::Build::new().name("two").file(second).arch("sm_80").compile();
 }
 "#;
+
+/// The second Build's own file.
+const C_CU: &str = "extern \"C\" __global__ void kc(int* p) { p[threadIdx.x] += 3; }\n";
 
 fn a_cu(k: u64) -> String {
     format!(
@@ -121,12 +148,15 @@ enum Step {
     Kill(u64),
     /// Touch a file without changing it.
     Touch(&'static str),
+    /// Check a build from the lock against the warm build (no input
+    /// changes).
+    LockMode,
     /// Nothing.
     Noop,
 }
 
 fn draw(rng: &mut Rng) -> Step {
-    match rng.below(14) {
+    match rng.below(16) {
         0 | 1 => Step::EditSource(["a.cu", "b.cu"][rng.below(2) as usize], rng.below(3)),
         2 => Step::WriteHeader(
             ["inc/common.cuh", "inc/util.cuh"][rng.below(2) as usize],
@@ -160,6 +190,15 @@ fn draw(rng: &mut Rng) -> Step {
         11 => {
             Step::Touch(["kernels/a.cu", "inc/common.cuh", "kernels/b.cu"][rng.below(3) as usize])
         }
+        12 => Step::SetVar(
+            "DIFF_LINES",
+            [None, Some("0")][rng.below(2) as usize].map(str::to_string),
+        ),
+        13 => Step::SetVar(
+            "DIFF_SECOND",
+            [None, Some("other"), Some("same")][rng.below(3) as usize].map(str::to_string),
+        ),
+        14 => Step::LockMode,
         _ => Step::Noop,
     }
 }
@@ -188,6 +227,7 @@ impl World {
         s.write("src/lib.rs", "");
         s.write("kernels/a.cu", &a_cu(2));
         s.write("kernels/b.cu", &b_cu(1));
+        s.write("kernels/c.cu", C_CU);
         s.write("inc/common.cuh", &common(1));
         s.write("inc/util.cuh", &util(1));
         std::fs::create_dir_all(s.path().join("inc0")).expect("inc0");
@@ -261,7 +301,7 @@ impl World {
                 }
                 change.paths.push(path);
             }
-            Step::Kill(_) | Step::Noop => {}
+            Step::Kill(_) | Step::Noop | Step::LockMode => {}
         }
         change
     }
@@ -274,6 +314,8 @@ impl World {
         for name in [
             "DIFF_DEFINES",
             "DIFF_FLAGS",
+            "DIFF_LINES",
+            "DIFF_SECOND",
             "NVCC_APPEND_FLAGS",
             "NVCC_PREPEND_FLAGS",
         ] {
@@ -387,6 +429,115 @@ fn differ(warm: &BTreeMap<String, Vec<u8>>, cold: &BTreeMap<String, Vec<u8>>) ->
         .collect()
 }
 
+/// Copies the crate's inputs (sources, headers, build script) into `to`.
+fn mirror_sync(from: &Path, to: &Path) {
+    let _ = std::fs::remove_dir_all(to);
+    for dir in ["kernels", "inc", "inc0"] {
+        std::fs::create_dir_all(to.join(dir)).expect("mirror folder");
+        for entry in std::fs::read_dir(from.join(dir))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            std::fs::copy(entry.path(), to.join(dir).join(entry.file_name())).expect("copy");
+        }
+    }
+}
+
+/// The outputs that must not depend on the folder: all but the CLI's
+/// settings (`gate.json` names the crate root), the report and the status;
+/// with source lines, not the device code either (its line table names
+/// the folder by design).
+fn folder_free(files: &BTreeMap<String, Vec<u8>>, lines_off: bool) -> BTreeMap<String, Vec<u8>> {
+    files
+        .iter()
+        .filter(|(name, _)| !matches!(name.as_str(), "gate.json" | "report.txt" | "status.json"))
+        .filter(|(name, _)| {
+            lines_off
+                || !(name.ends_with(".cubin")
+                    || name.ends_with(".ptx")
+                    || name.ends_with(".fatbin"))
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn read_manifest(warm_dir: &Path) -> Manifest {
+    let path = warm_dir.join("occ/manifest.json");
+    let text = std::fs::read_to_string(&path).expect("warm manifest");
+    Manifest::from_json(&text, &path).expect("warm manifest parses")
+}
+
+/// The warm build's candidate blessed (with a measurement of `ka` imported,
+/// taken on the cubin of `earlier`, so stale when `ka` changed since) and
+/// built from without nvcc: the same numbers and cubin hashes as the warm
+/// build, and each measurement judged the same (which is what a `tuned`
+/// site bakes).
+fn lock_mode_agrees(
+    script: &BuildScript,
+    world: &World,
+    warm_dir: &Path,
+    earlier: Option<&Manifest>,
+    run: &Run,
+) {
+    let warm = read_manifest(warm_dir);
+    let candidate = warm_dir.join("occ/occ.lock.new");
+    let blessed = std::fs::read_to_string(&candidate).expect("candidate lock");
+    let mut lock = Lock::from_text(&blessed, &candidate).expect("candidate lock parses");
+    if let Some(earlier) = earlier.filter(|m| m.kernels.iter().any(|k| k.name == "ka")) {
+        let results = occ_tests::recorded_results(
+            earlier,
+            "ka",
+            "sm_80",
+            "default",
+            &[(128, 2.0), (256, 1.0)],
+            0.01,
+        );
+        lock.import(&results).expect("import a measurement");
+    }
+    let lock_path = world.root().join("occ.lock");
+    std::fs::write(&lock_path, lock.to_text()).expect("write the lock");
+    let dir = tempfile::tempdir().expect("lock-mode OUT_DIR");
+    let mut env = world.env();
+    env.push(("OCC_NO_NVCC", Some("1")));
+    let out = script.run(dir.path(), &env);
+    let _ = std::fs::remove_file(&lock_path);
+    if !script_ok(&out) {
+        run.fail(&format!("a build from the lock failed:\n{}", text(&out)));
+    }
+    let from_lock = read_manifest(dir.path());
+    let numbers = |m: &Manifest| -> Vec<(String, String, occ_build::manifest::Resources)> {
+        m.kernels
+            .iter()
+            .flat_map(|k| {
+                k.archs
+                    .iter()
+                    .map(|(arch, a)| (k.name.clone(), arch.clone(), a.resources.clone()))
+            })
+            .collect()
+    };
+    if numbers(&warm) != numbers(&from_lock) {
+        run.fail("a build from the lock has other numbers than the nvcc build it was blessed from");
+    }
+    let hash = |m: &Manifest, kernel: &str| {
+        m.kernels
+            .iter()
+            .find(|k| k.name == kernel)
+            .and_then(|k| k.archs.get("sm_80"))
+            .map(|a| a.cubin_hash.clone())
+    };
+    for m in &from_lock.measured {
+        let with_nvcc = m.staleness(hash(&warm, &m.kernel).as_deref());
+        let without = m.staleness(hash(&from_lock, &m.kernel).as_deref());
+        if with_nvcc != without {
+            run.fail(&format!(
+                "the measurement of {} is {with_nvcc:?} with nvcc but {without:?} from the lock",
+                m.kernel
+            ));
+        }
+    }
+}
+
 fn env_u64(name: &str) -> Option<u64> {
     #[allow(clippy::disallowed_methods)]
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
@@ -419,20 +570,71 @@ fn warm_build_equals_cold_build_after_every_step() {
         run.fail(&format!("the first build failed:\n{}", text(&first)));
     }
     let mut watched = Watched::from_stdout(&first.stdout);
+    // The same crate in another folder (another depth), for cold builds.
+    let mirror = Scratch::new();
+    let mirror_root = mirror.path().join("elsewhere/deeper");
+    let mirror_script = BuildScript {
+        root: mirror_root.clone(),
+        ..script.clone()
+    };
+    let mut last_failed = false;
+    let mut earlier: Option<Manifest> = None;
     for _ in 0..count {
         let step = draw(&mut rng);
         run.steps.push(step.clone());
         let change = world.apply(&step);
         let env = world.env();
+        // A second Build over b.cu: every build fails, naming both Builds.
+        let refused = world.vars.get("DIFF_SECOND").map(String::as_str) == Some("same");
+        let refusal = |out: &std::process::Output, what: &str| {
+            let said = String::from_utf8_lossy(&out.stdout);
+            if script_ok(out) || !said.contains("kernels/b.cu is compiled by two Builds") {
+                run.fail(&format!(
+                    "{what} of a second Build over kernels/b.cu must fail naming both:\n{}",
+                    text(out)
+                ));
+            }
+        };
+        let lines_off = world.vars.get("DIFF_LINES").map(String::as_str) == Some("0");
         let cold = colds.entry(world.state()).or_insert_with(|| {
             cold_runs += 1;
             let dir = tempfile::tempdir().expect("cold OUT_DIR");
             let out = script.run(dir.path(), &env);
-            if !script_ok(&out) {
+            if refused {
+                refusal(&out, "a cold build");
+            } else if !script_ok(&out) {
                 run.fail(&format!("a cold build failed:\n{}", text(&out)));
             }
-            outputs(&dir.path().join("occ"))
+            let cold = outputs(&dir.path().join("occ"));
+            if !refused && cold_runs % 6 == 1 {
+                mirror_sync(world.root(), &mirror_root);
+                let there = tempfile::tempdir().expect("mirror OUT_DIR");
+                let out = mirror_script.run(there.path(), &env);
+                if !script_ok(&out) {
+                    run.fail(&format!(
+                        "a build in a second folder failed:\n{}",
+                        text(&out)
+                    ));
+                }
+                let diff = differ(
+                    &folder_free(&cold, lines_off),
+                    &folder_free(&outputs(&there.path().join("occ")), lines_off),
+                );
+                if !diff.is_empty() {
+                    run.fail(&format!(
+                        "the same inputs in a second folder gave other outputs:\n  {}",
+                        diff.join("\n  ")
+                    ));
+                }
+            }
+            cold
         });
+        if let Step::LockMode = step {
+            if !last_failed && !refused {
+                lock_mode_agrees(&script, &world, &warm_dir, earlier.as_ref(), &run);
+                earlier = Some(read_manifest(&warm_dir));
+            }
+        }
         let rerun = match step {
             Step::Kill(ms) => {
                 let mut child = script
@@ -447,15 +649,23 @@ fn warm_build_equals_cold_build_after_every_step() {
                 // A killed build script failed: cargo reruns it next time.
                 true
             }
-            _ => watched.covers(&change, world.root()),
+            // Cargo reruns a build script that failed.
+            _ => last_failed || watched.covers(&change, world.root()),
         };
         if rerun {
             warm_runs += 1;
             let out = script.run(&warm_dir, &env);
-            if !script_ok(&out) {
+            watched = Watched::from_stdout(&out.stdout);
+            last_failed = refused;
+            if refused {
+                refusal(&out, "a warm build");
+                continue;
+            } else if !script_ok(&out) {
                 run.fail(&format!("a warm build failed:\n{}", text(&out)));
             }
-            watched = Watched::from_stdout(&out.stdout);
+        }
+        if refused {
+            continue;
         }
         let warm = outputs(&warm_dir.join("occ"));
         let diff = differ(&warm, cold);
