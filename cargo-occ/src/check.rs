@@ -171,7 +171,12 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     if let Some(n) = args.cliff_margin {
         thresholds.cliff_margin = n;
     }
-    let candidate = Lock::from_manifest(&found.manifest);
+    // The build's own candidate also holds the flags it was built with.
+    let mut candidate = Lock::from_manifest(&found.manifest);
+    candidate.flags = std::fs::read_to_string(found.occ_dir.join(occ_build::lock::CANDIDATE_FILE))
+        .ok()
+        .and_then(|text| Lock::from_text(&text, &found.occ_dir).ok())
+        .and_then(|built| built.flags);
     let diff = compare::compare(&lock, &candidate, &thresholds);
     let name = path.display();
     let report = Report {
@@ -191,7 +196,16 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
             );
             println!("if this is intended, accept it with `cargo occ bless` and commit {name}");
         } else if diff.findings.is_empty() {
-            println!("ok: {} kernels match {name}", candidate.kernels.len());
+            if !diff.settings.is_empty() {
+                println!(
+                    "changed since the lock was blessed: {}",
+                    diff.settings.join("; ")
+                );
+            }
+            println!(
+                "ok: {} match {name}",
+                occ_build::table::count(candidate.kernels.len(), "kernel")
+            );
         } else {
             let others = [Verdict::Improvement, Verdict::New, Verdict::Changed];
             print!(

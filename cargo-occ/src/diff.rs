@@ -71,12 +71,17 @@ pub fn run(args: DiffArgs) -> anyhow::Result<i32> {
     let diff = compare::compare(&old, &new, &thresholds);
     let old_name = args.old.display().to_string();
     match args.format {
-        Format::Table if diff.findings.is_empty() && diff.dropped_archs.is_empty() => println!(
-            "no difference: {} kernels, the same numbers in {} and {}",
-            new.kernels.len(),
-            old_name,
-            args.new.display()
-        ),
+        Format::Table if diff.findings.is_empty() && diff.dropped_archs.is_empty() => {
+            if !diff.settings.is_empty() {
+                println!("changed: {}", diff.settings.join("; "));
+            }
+            println!(
+                "no difference in numbers: {}, the same in {} and {}",
+                occ_build::table::count(new.kernels.len(), "kernel"),
+                old_name,
+                args.new.display()
+            )
+        }
         Format::Table => {
             print!("{}", compare::render_diff(&diff, &Verdict::ALL));
             if !diff.dropped_archs.is_empty() {

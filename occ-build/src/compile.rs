@@ -315,6 +315,14 @@ impl Runner<'_> {
                 argument: arg.clone(),
             });
         }
+        // A host-code library's `-c` run hands each arch's cubin to
+        // `fatbinary` as `--image3=…,file=<name>`: a comma in the file's name
+        // splits that list (nvcc 13.5: "is not in 'keyword=value' format").
+        if matches!(job.kind, JobKind::Library { .. }) && job.source.contains(',') {
+            return Err(Error::CommaInLibrarySource {
+                file: job.source.clone(),
+            });
+        }
         let source = self.root.join(&job.source);
         // The snapshot before nvcc: the source's bytes now.
         let started = SystemTime::now();

@@ -190,6 +190,9 @@ pub enum Error {
         kernels: Vec<String>,
         /// How many in all.
         count: usize,
+        /// Whether the lock records no hash for some of them (it was
+        /// written before occ kept them).
+        unrecorded: bool,
     },
     /// A `.glob()` pattern that is not a valid glob.
     BadGlob {
@@ -215,7 +218,13 @@ pub enum Error {
         /// The argument (a path or a flag).
         argument: String,
     },
-    /// nvcc succeeded but left no PTX (a launcher dropped `-keep`?).
+    /// A host-code library's source has a comma in its path, which nvcc's
+    /// `fatbinary` step cannot take.
+    CommaInLibrarySource {
+        /// The `.cu` file.
+        file: String,
+    },
+    /// nvcc exited 0 but left no PTX (a launcher too old for this nvcc).
     NoPtx {
         /// The `.cu` file.
         file: String,
@@ -590,6 +599,25 @@ impl fmt::Display for Error {
                 lock,
                 kernels,
                 count,
+                unrecorded: true,
+            } => write!(
+                f,
+                "{lock} holds measurements of {} but no hash of their code: it was written before \
+                 occ recorded one ({}); accept today's code with `cargo occ bless` (or \
+                 OCC_BLESS=1 cargo build), then measure again: until then `tuned` sites use the \
+                 model's block, with nvcc and without",
+                if *count == 1 {
+                    "1 kernel".to_string()
+                } else {
+                    format!("{count} kernels")
+                },
+                kernels.join(", ")
+            ),
+            Error::MeasuredCodeChanged {
+                lock,
+                kernels,
+                count,
+                unrecorded: false,
             } => {
                 let more = count.saturating_sub(kernels.len());
                 let more = if more > 0 {
@@ -599,8 +627,9 @@ impl fmt::Display for Error {
                 };
                 write!(
                     f,
-                    "the code of {} changed since {lock} was blessed: {}{more}; the measurements \
-                     were taken on the old code, and a build without nvcc (docs.rs, OCC_NO_NVCC) \
+                    "the cubin of {} changed since {lock} was blessed: {}{more} (any edit of a \
+                     kernel in the same .cu file changes it); the measurements were taken on the \
+                     old code, and a build without nvcc (docs.rs, OCC_NO_NVCC) \
                      would still use them: measure again and run `cargo occ tune import`, or accept \
                      the change with `cargo occ bless` (or OCC_BLESS=1 cargo build), after which \
                      `tuned` sites use the model's block there until measured again",
@@ -630,6 +659,12 @@ impl fmt::Display for Error {
                 "cannot compile {file} for {arch}: the nvcc argument `{argument}` holds `$`, a backquote or a \
                  double quote, which nvcc's own shell would expand or misread; rename the file \
                  or folder (or change the flag) so that it has none of them"
+            ),
+            Error::CommaInLibrarySource { file } => write!(
+                f,
+                "cannot build {file} into the host-code library: nvcc passes each arch's code to \
+                 fatbinary as a comma-separated list, which a comma in the file's name breaks; \
+                 rename the file or folder so that it has no comma"
             ),
             Error::NoPtx {
                 file,

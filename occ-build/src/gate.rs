@@ -273,12 +273,14 @@ fn measured_code(
             .map(|a| a.cubin_hash.clone())
     };
     let mut changed: Vec<String> = Vec::new();
+    let mut unrecorded = false;
     for m in &lock.measured {
         let (Some(before), Some(now)) = (hash(lock, m), hash(candidate, m)) else {
             continue;
         };
         let what = format!("{} on {}", m.kernel, m.arch);
         if before != now && !changed.contains(&what) {
+            unrecorded |= before.is_empty();
             changed.push(what);
         }
     }
@@ -296,6 +298,7 @@ fn measured_code(
         lock: lock_name.to_string(),
         kernels: changed,
         count,
+        unrecorded,
     })
 }
 

@@ -23,6 +23,9 @@ struct Part {
     out: PathBuf,
     name: String,
     sources: Vec<String>,
+    /// The sources as the file system resolves them (`a/../k.cu`, a
+    /// symlink): one file however it is spelled.
+    files: Vec<PathBuf>,
     flags: Vec<String>,
     manifest: Manifest,
 }
@@ -57,16 +60,18 @@ fn describe(name: &str) -> String {
 /// too ([`Error::FileInTwoBuilds`]): its kernels' numbers would come from
 /// one compile and their code from the other. Checked before anything is
 /// compiled, and again when the part is recorded.
-pub(crate) fn check_sources(out: &Path, name: &str, sources: &[String]) -> Result<()> {
+pub(crate) fn check_sources(out: &Path, name: &str, root: &Path, sources: &[String]) -> Result<()> {
     let parts = PARTS.lock().unwrap_or_else(|e| e.into_inner());
+    let files = resolved(root, sources);
     let shared = parts
         .iter()
         .filter(|p| p.out == out && p.name != name)
         .find_map(|p| {
             sources
                 .iter()
-                .find(|s| p.sources.contains(s))
-                .map(|file| (p, file))
+                .zip(&files)
+                .find(|(_, f)| p.files.contains(f))
+                .map(|(file, _)| (p, file))
         });
     match shared {
         Some((other, file)) => Err(Error::FileInTwoBuilds {
@@ -78,16 +83,28 @@ pub(crate) fn check_sources(out: &Path, name: &str, sources: &[String]) -> Resul
     }
 }
 
+/// `sources` (relative to `root`) as the file system resolves them.
+fn resolved(root: &Path, sources: &[String]) -> Vec<PathBuf> {
+    sources
+        .iter()
+        .map(|s| {
+            let path = root.join(s);
+            std::fs::canonicalize(&path).unwrap_or(path)
+        })
+        .collect()
+}
+
 /// Records `manifest` as the part `name` of the builds into `out` (a file
 /// another part compiled is refused, see [`check_sources`]).
 pub(crate) fn record(
     out: &Path,
     name: &str,
+    root: &Path,
     sources: &[String],
     flags: &[String],
     manifest: &Manifest,
 ) -> Result<View> {
-    check_sources(out, name, sources)?;
+    check_sources(out, name, root, sources)?;
     let mut parts = PARTS.lock().unwrap_or_else(|e| e.into_inner());
     let mut clash = None;
     if let Some(i) = parts.iter().position(|p| p.out == out && p.name == name) {
@@ -112,6 +129,7 @@ pub(crate) fn record(
         out: out.to_path_buf(),
         name: name.to_string(),
         sources: sources.to_vec(),
+        files: resolved(root, sources),
         flags: flags.to_vec(),
         manifest: manifest.clone(),
     });

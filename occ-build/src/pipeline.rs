@@ -58,7 +58,7 @@ pub(crate) struct Outcome {
 /// Runs the build's stages in order, gathering cargo directives on the way.
 pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Result<Outcome> {
     let inputs = inputs::resolve(build, env, directives)?;
-    parts::check_sources(&inputs.out_dir, build.part(), &inputs.sources)?;
+    parts::check_sources(&inputs.out_dir, build.part(), &inputs.root, &inputs.sources)?;
     status::mark(&inputs.out_dir, BuildState::Running)?;
     let nvcc = match toolchain::select(build, env, &inputs)? {
         Toolchain::Nvcc(nvcc) => nvcc,
@@ -88,6 +88,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
             let view = parts::record(
                 &inputs.out_dir,
                 build.part(),
+                &inputs.root,
                 &inputs.sources,
                 &flags,
                 &manifest,
@@ -105,6 +106,11 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     // the last build's manifest, or by this build's first pass.
     let previous = emit::read_manifest(&inputs.out_dir.join(crate::manifest::FILE_NAME)).ok();
     let mut caps = plan::register_caps(build, &inputs, previous.as_ref());
+    // The header every job pre-includes (`plan::folder_free_names`).
+    let anchor = inputs.out_dir.join(plan::ANCHOR_FILE);
+    if std::fs::read_to_string(&anchor).ok().as_deref() != Some(plan::ANCHOR) {
+        compile::write_atomic(&anchor, plan::ANCHOR.as_bytes())?;
+    }
     let host = hostlib::prepare(build, &inputs, env)?;
     let mut jobs = plan::jobs(build, &inputs, &caps.by_file, host.as_ref())?;
     let toolkit = compile::toolkit(&nvcc, &inputs, &jobs)?;
@@ -181,6 +187,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     let view = parts::record(
         &inputs.out_dir,
         build.part(),
+        &inputs.root,
         &inputs.sources,
         &flags,
         &manifest,

@@ -97,13 +97,18 @@ fn section_headers(bytes: &[u8]) -> Option<Vec<Section>> {
         .collect()
 }
 
-/// The NUL-terminated string at `at` of `table`.
+/// The longest name read (symbol names of real cubins are far shorter): a
+/// crafted table without NULs cannot make each key a copy of the file.
+const MAX_NAME: usize = 4096;
+
+/// The NUL-terminated string at `at` of `table`, at most [`MAX_NAME`] bytes.
 fn string_at(table: &[u8], at: u32) -> &[u8] {
     let rest = usize::try_from(at)
         .ok()
         .and_then(|at| table.get(at..))
         .unwrap_or_default();
-    rest.split(|&b| b == 0).next().unwrap_or_default()
+    let name = rest.split(|&b| b == 0).next().unwrap_or_default();
+    &name[..name.len().min(MAX_NAME)]
 }
 
 /// The bytes of what `bytes` (a cubin) runs; `None` when it is not a
@@ -196,6 +201,15 @@ pub(crate) fn code_bytes(bytes: &[u8]) -> Option<Vec<u8>> {
             relocations(data, kind == SHT_RELA, &key)
         } else if name == b".nv.callgraph" {
             callgraph(data, &key)
+        } else if name.starts_with(b".nv.capmerc.") && data.len() >= 4 {
+            // sm_100+: the Mercury copy of a kernel's code, which starts
+            // with the index of its `.text` section.
+            let index = u32_at(data, 0).map_or(usize::MAX, |i| i as usize);
+            let mut canonical = b"section ".to_vec();
+            canonical.extend_from_slice(section_name(index));
+            canonical.push(0);
+            canonical.extend_from_slice(&data[4..]);
+            canonical
         } else {
             data.to_vec()
         };
@@ -221,8 +235,18 @@ pub(crate) fn code_bytes(bytes: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// `.debug_line`, `.nv_debug_line_sass`, `.rela.debug_frame`, ...
+/// The sections left out: debug ones (`.debug_line`, `.nv_debug_line_sass`,
+/// `.rela.debug_frame`, ...), and on sm_100 and later the `.nv.merc.*`
+/// ones, a second copy of the file's tables in the Mercury encoding (their
+/// own symbol table, `.nv.info`, relocations and debug sections, which
+/// refer to their own symbol numbering and change with line info and the
+/// folder). The code they describe is the `.text.*` sections', which are
+/// hashed, as are the `.nv.capmerc.*` sections (that code in Mercury form,
+/// each led by its `.text` section's index, which is taken by name).
 fn is_debug_section(name: &[u8]) -> bool {
+    if name.starts_with(b".nv.merc.") {
+        return true;
+    }
     let name = name
         .strip_prefix(b".rela")
         .or_else(|| name.strip_prefix(b".rel"))

@@ -355,16 +355,31 @@ pub fn settings_changes(lock: &Lock, candidate: &Lock) -> Vec<String> {
         if then == now {
             continue;
         }
-        let mut parts: Vec<String> = now
+        // By count, so that a flag given twice is one more, not a reorder.
+        fn counts(flags: &[String]) -> BTreeMap<&str, i64> {
+            let mut n: BTreeMap<&str, i64> = BTreeMap::new();
+            for f in flags {
+                *n.entry(f.as_str()).or_default() += 1;
+            }
+            n
+        }
+        let (was, is) = (counts(then), counts(now));
+        let mut parts: Vec<String> = Vec::new();
+        for f in now
             .iter()
-            .filter(|f| !then.contains(f))
-            .map(|f| format!("+`{f}`"))
-            .collect();
-        parts.extend(
-            then.iter()
-                .filter(|f| !now.contains(f))
-                .map(|f| format!("-`{f}`")),
-        );
+            .map(String::as_str)
+            .chain(then.iter().map(String::as_str))
+        {
+            let more = is.get(f).copied().unwrap_or(0) - was.get(f).copied().unwrap_or(0);
+            let entry = match more {
+                0 => continue,
+                1.. => format!("+`{f}`"),
+                _ => format!("-`{f}`"),
+            };
+            if !parts.contains(&entry) {
+                parts.push(entry);
+            }
+        }
         if parts.is_empty() {
             parts.push(format!(
                 "the same flags in another order ({})",
@@ -983,6 +998,50 @@ pub(crate) mod tests {
                 dynamic_smem_headroom: 0,
             },
         }
+    }
+
+    #[test]
+    fn changed_flags_and_toolkit_are_said_in_words() {
+        let flagged = |nvcc: &str, flags: &[&str]| Lock {
+            nvcc: nvcc.into(),
+            flags: Some(BTreeMap::from([(
+                String::new(),
+                flags.iter().map(|f| f.to_string()).collect(),
+            )])),
+            ..lock(&[])
+        };
+        let said = |a: &Lock, b: &Lock| settings_changes(a, b).join("; ");
+        assert_eq!(
+            said(
+                &flagged("13.4", &["-DA"]),
+                &flagged("13.5", &["-DA", "-Ofc=max"])
+            ),
+            "nvcc 13.4 -> 13.5; flags +`-Ofc=max`"
+        );
+        assert_eq!(
+            said(
+                &flagged("13.5", &["-DA"]),
+                &flagged("13.5", &["-DA", "-DA"])
+            ),
+            "flags +`-DA`"
+        );
+        assert_eq!(
+            said(
+                &flagged("13.5", &["-DA", "-DB"]),
+                &flagged("13.5", &["-DB", "-DA"])
+            ),
+            "flags the same flags in another order (-DB -DA)"
+        );
+        assert_eq!(
+            said(&flagged("13.5", &["-DA"]), &flagged("13.5", &["-DA"])),
+            ""
+        );
+        // A lock from before occ kept flags says nothing about them.
+        let old = Lock {
+            flags: None,
+            ..flagged("13.5", &[])
+        };
+        assert_eq!(said(&old, &flagged("13.5", &["-DA"])), "");
     }
 
     pub(crate) fn lock(kernels: &[(&str, Resources)]) -> Lock {

@@ -232,8 +232,9 @@ impl LineInfo {
             if let Some((path, tail)) = rest.split_once("\", line ") {
                 let digits: String = tail.chars().take_while(char::is_ascii_digit).collect();
                 if let Ok(n) = digits.parse::<u32>() {
-                    // One id per file however the line table spells it.
-                    let path = normalize(path);
+                    // One id per file however the line table spells it;
+                    // nvdisasm escapes bytes outside ASCII (`j\303\274rgen`).
+                    let path = normalize(&unescape(path));
                     let id = match self.file_ids.get(&path) {
                         Some(id) => *id,
                         None => {
@@ -353,6 +354,46 @@ impl LifeRanges {
 }
 
 /// Joins the two disassemblies of one cubin: each function's
+/// A path as nvdisasm quotes it, unescaped: C's escapes (`\\`, `\"`,
+/// `\n`, `\t`, and `\ooo`, one byte in octal, which is how it writes each
+/// byte of a non-ASCII name), the bytes read as UTF-8.
+pub fn unescape(quoted: &str) -> String {
+    if !quoted.contains('\\') {
+        return quoted.to_string();
+    }
+    let bytes = quoted.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'\\' || i + 1 == bytes.len() {
+            out.push(bytes[i]);
+            i += 1;
+            continue;
+        }
+        let next = bytes[i + 1];
+        let octal = bytes[i + 1..]
+            .iter()
+            .take(3)
+            .take_while(|b| (b'0'..=b'7').contains(b))
+            .count();
+        if octal > 0 {
+            let value = bytes[i + 1..i + 1 + octal]
+                .iter()
+                .fold(0u32, |v, b| v * 8 + u32::from(b - b'0'));
+            out.push(u8::try_from(value).unwrap_or(b'?'));
+            i += 1 + octal;
+            continue;
+        }
+        out.push(match next {
+            b'n' => b'\n',
+            b't' => b'\t',
+            other => other,
+        });
+        i += 2;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// [`SourceLines`], by symbol. `roots` are the crate root as spelled
 /// (and as the OS resolves it): a file below one is named relative to it.
 pub fn source_lines(
@@ -684,6 +725,20 @@ k:
         };
         assert_eq!(no_spills.describe(), "peak pressure 255 at kernels/h.cuh:9");
         assert_eq!(SourceLines::default().describe(), "");
+    }
+
+    #[test]
+    fn escaped_non_ascii_paths_are_decoded_and_made_relative() {
+        // Issue 23 item 6: nvdisasm writes `ü` as `\303\274`.
+        let quoted = "/home/j\\303\\274rgen/sp ace/kernels/k.cu";
+        assert_eq!(unescape(quoted), "/home/jürgen/sp ace/kernels/k.cu");
+        assert_eq!(
+            relative_path(&unescape(quoted), &["/home/jürgen/sp ace"]),
+            "kernels/k.cu"
+        );
+        assert_eq!(unescape(r#"a\"b\\c"#), r#"a"b\c"#);
+        assert_eq!(unescape("plain/k.cu"), "plain/k.cu");
+        assert_eq!(unescape("trailing\\"), "trailing\\");
     }
 
     #[test]

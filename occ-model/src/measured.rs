@@ -186,7 +186,14 @@ impl Measured {
     /// build has none).
     pub fn staleness(&self, current_cubin_hash: Option<&str>) -> Staleness {
         match current_cubin_hash {
-            None | Some("") => Staleness::Unknown,
+            None => Staleness::Unknown,
+            // No hash for the code of today (a lock from before occ kept
+            // them): not known to be the measured code, so not used, as a
+            // build with nvcc would not use it either.
+            Some("") => Staleness::Stale {
+                measured: self.cubin_hash.clone(),
+                current: String::new(),
+            },
             Some(h) if h == self.cubin_hash => Staleness::Current,
             Some(h) => Staleness::Stale {
                 measured: self.cubin_hash.clone(),
@@ -502,6 +509,17 @@ mod tests {
             out.extend_from_slice(&h);
         }
         out
+    }
+
+    #[test]
+    fn no_hash_of_todays_code_is_stale_not_unknown() {
+        // A lock from before occ kept cubin hashes: a build from it must
+        // not bake the measured block that a build with nvcc would not.
+        let r = results("a", &[(128, 2.0), (256, 3.0)]);
+        let m = &r.to_measured()[0];
+        assert!(matches!(m.staleness(Some("")), Staleness::Stale { .. }));
+        assert_eq!(m.staleness(None), Staleness::Unknown);
+        assert_eq!(m.staleness(Some(&m.cubin_hash)), Staleness::Current);
     }
 
     #[test]

@@ -19,14 +19,15 @@ template <typename T> __global__ void tmpl_k(T* p) { p[threadIdx.x].v = 3; }\n\
 template __global__ void tmpl_k<Tag>(Tag*);\n\
 __global__ void plain_k(float* p) { p[threadIdx.x] = 0.0f; }\n";
 
-/// One build of `kernels/k.cu` in `dir` into `dir/out`, without source
-/// lines (whose line table names the folder by design).
+/// One build of `kernels/k.cu` in `dir` into `dir/out`, for sm_80 and
+/// sm_100 (whose cubins carry a second, Mercury copy of their tables),
+/// without source lines (whose line table names the folder by design).
 fn build_in(dir: &Path, env: &[(&str, Option<&str>)]) -> occ_build::Report {
     let mut b = Build::new();
     b.root(dir)
         .out_dir(dir.join("out"))
         .file("kernels/k.cu")
-        .arch("sm_80")
+        .archs(["sm_80", "sm_100"])
         .source_lines(false);
     b.try_compile_with(&build_env(env))
         .unwrap_or_else(|e| panic!("build in {}: {e}", dir.display()))
@@ -88,6 +89,64 @@ fn item03_internal_linkage_kernels_have_the_same_identity_in_any_folder() {
         .expect("copy the lock");
     let gated = build_in(&b_root, &[("CI", Some("true"))]);
     assert_eq!(names(&gated), names(&first));
+    // With source lines (the default) too: the same candidate lock, cubin
+    // hashes included, in both folders.
+    let lines = |root: &Path| {
+        let mut b = Build::new();
+        b.root(root)
+            .out_dir(root.join("lines"))
+            .file("kernels/k.cu")
+            .archs(["sm_80", "sm_100"]);
+        b.try_compile_with(&build_env(&[]))
+            .unwrap_or_else(|e| panic!("build with lines in {}: {e}", root.display()));
+        read(&root.join("lines/occ/occ.lock.new"))
+    };
+    assert!(
+        lines(a.path()) == lines(&b_root),
+        "the candidate lock (with cubin hashes) differs between two folders"
+    );
+}
+
+/// The anonymous namespace's kernel of a file, as built in `root`.
+fn anon_symbol(root: &Path) -> String {
+    let r = build_in(root, &[]);
+    r.manifest
+        .kernels
+        .iter()
+        .map(|k| k.name.clone())
+        .find(|n| n.contains("_GLOBAL__N_"))
+        .unwrap_or_else(|| panic!("no anonymous-namespace kernel: {:?}", r.manifest.kernels))
+}
+
+#[test]
+fn item03_a_file_of_anonymous_namespace_kernels_alone_has_one_symbol() {
+    // No external function in the file: cicc used the process id.
+    let only = "namespace {\n__global__ void anon_k(float* p, int n) { if (threadIdx.x < n) p[threadIdx.x] = 1.0f; }\n}\n";
+    let a = Scratch::new();
+    let b = Scratch::new();
+    a.write("kernels/k.cu", only);
+    b.write("elsewhere/kernels/k.cu", only);
+    let first = anon_symbol(a.path());
+    std::fs::remove_dir_all(a.path().join("out")).expect("a cold OUT_DIR");
+    assert_eq!(anon_symbol(a.path()), first, "a second cold build");
+    assert_eq!(
+        anon_symbol(&b.path().join("elsewhere")),
+        first,
+        "another folder"
+    );
+}
+
+#[test]
+fn item03_a_kernel_added_above_leaves_anonymous_symbols_alone() {
+    // cicc took the second hash from the file's first external function.
+    let s = Scratch::new();
+    s.write("kernels/k.cu", INTERNAL);
+    let before = anon_symbol(s.path());
+    s.write(
+        "kernels/k.cu",
+        &format!("__global__ void new_k(int* p) {{ p[0] = 1; }}\n{INTERNAL}"),
+    );
+    assert_eq!(anon_symbol(s.path()), before);
 }
 
 /// The environment of a machine with no nvcc anywhere occ looks, on top of
@@ -283,6 +342,24 @@ fn item01_two_builds_of_one_file_are_refused_naming_both() {
             && msg.contains("#include"),
         "the error must name the file, both Builds and the fix: {msg}"
     );
+    // However the second Build spells the file.
+    std::os::unix::fs::symlink(s.path().join("kernels"), s.path().join("alias")).expect("symlink");
+    for spelled in ["kernels/../kernels/k.cu", "alias/k.cu"] {
+        let mut other = Build::new();
+        other
+            .root(s.path())
+            .out_dir(s.path().join("out"))
+            .file(spelled)
+            .arch("sm_80")
+            .name("c");
+        let e = other
+            .try_compile_with(&env)
+            .expect_err("the same file by another name");
+        assert!(
+            e.to_string().contains("compiled by two Builds"),
+            "{spelled}: {e}"
+        );
+    }
     // Nothing of the second Build was written over the first's table.
     let manifest = s.read("out/occ/manifest.json");
     assert!(manifest.contains("\"static_smem\": 16384"), "{manifest}");
@@ -346,7 +423,7 @@ fn item04_source_lines_on_or_off_give_the_same_cubin_hashes() {
         b.root(s.path())
             .out_dir(s.path().join(if lines { "with" } else { "without" }))
             .glob("kernels/**/*.cu")
-            .archs(["sm_80", "sm_90"])
+            .archs(["sm_80", "sm_90", "sm_100", "sm_120"])
             .source_lines(lines);
         let r = b
             .try_compile_with(&build_env(&[]))
