@@ -140,14 +140,27 @@ fn schema() -> Value {
 }
 
 /// `src/schema.json` of the serde-sarif package this workspace locks.
+/// Offline, for this platform only: the packages of other platforms
+/// (`anstyle-wincon`) may never have been downloaded on this machine.
 fn serde_sarif_schema() -> PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let version = std::process::Command::new(rustc)
+        .arg("-vV")
+        .output()
+        .expect("run rustc -vV");
+    let host = String::from_utf8_lossy(&version.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
+        .expect("rustc -vV names the host");
     let out = std::process::Command::new(cargo)
         .args([
             "metadata",
             "--format-version",
             "1",
             "--offline",
+            "--filter-platform",
+            &host,
             "--manifest-path",
         ])
         .arg(occ_tests::workspace_root().join("Cargo.toml"))
