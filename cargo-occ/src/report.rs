@@ -70,6 +70,9 @@ pub struct ReportArgs {
     /// HTML only: which kernels get charts.
     #[arg(long, value_enum, default_value = "auto", value_name = "WHICH")]
     pub charts: Charts,
+    /// The GPU the build is for, as the driver names it (`NVIDIA H100 80GB HBM3`): measurements taken on another GPU are said so (default: OCC_GPU).
+    #[arg(long, value_name = "NAME", env = "OCC_GPU")]
+    pub gpu: Option<String>,
 }
 
 /// Prints or writes the report.
@@ -77,7 +80,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     let found = args.locate.find()?;
     let m = &found.manifest;
     let text = match args.format {
-        Format::Table => report::table(m) + &crate::tune::measured_section(m),
+        Format::Table => report::table(m) + &crate::tune::measured_section(m, args.gpu.as_deref()),
         Format::Markdown => report::markdown(m, &baseline(&found)),
         Format::Json => report::json(m),
         Format::Html => html(m, &baseline(&found), args.charts)?,

@@ -291,10 +291,11 @@ fn plural(n: usize, what: &str) -> String {
 /// per kernel × arch × bucket, the fastest measured block and its time,
 /// the max-occupancy block and its time, the speed-up, and the time at
 /// each candidate. Empty when the build has no measurements.
-pub fn measured_section(m: &occ_build::Manifest) -> String {
+pub fn measured_section(m: &occ_build::Manifest, gpu: Option<&str>) -> String {
     if m.measured.is_empty() {
         return String::new();
     }
+    let other_gpu = |device: &str| gpu.is_some_and(|g| !g.eq_ignore_ascii_case(device.trim()));
     let us = |t: Option<f64>| t.map_or("-".to_string(), |t| format!("{t:.2} us"));
     let mut rows = vec![[
         "kernel".to_string(),
@@ -353,8 +354,26 @@ pub fn measured_section(m: &occ_build::Manifest) -> String {
             each.join(", ")
         ));
     }
+    // GPUs of one arch differ (SM count, clocks, memory): a measurement
+    // taken on another GPU than the one the build is for is said so.
+    let mut elsewhere: Vec<String> = m
+        .measured
+        .iter()
+        .filter(|e| other_gpu(&e.device))
+        .map(|e| format!("{} on {} (measured on {})", e.kernel, e.arch, e.device))
+        .collect();
+    elsewhere.dedup();
+    let note = match (gpu, elsewhere.is_empty()) {
+        (Some(g), false) => format!(
+            "note: the GPU this build is for is {g} (--gpu / OCC_GPU), and these were measured on \
+             another: {}; timings differ between GPUs of one arch: measure on {g} \
+             (example-app --tune style) and run `cargo occ tune import`\n",
+            elsewhere.join(", ")
+        ),
+        _ => String::new(),
+    };
     format!(
-        "\nMeasured launches (occ.lock, cargo occ tune import):\n{}\nTime at each candidate (block size, median):\n{times}",
+        "\nMeasured launches (occ.lock, cargo occ tune import):\n{}\nTime at each candidate (block size, median):\n{times}{note}",
         align(&rows)
     )
 }
@@ -363,6 +382,31 @@ pub fn measured_section(m: &occ_build::Manifest) -> String {
 mod import_tests {
     use super::*;
     use occ_build::measured::{Device, Measurement, Timing, RESULTS_SCHEMA};
+
+    #[test]
+    fn a_measurement_of_another_gpu_than_the_builds_is_said_so() {
+        // Issue 23 item 10: GPUs of one arch differ.
+        let m = occ_build::Manifest {
+            schema: occ_build::manifest::SCHEMA_VERSION,
+            package: "app".into(),
+            origin: occ_build::manifest::Origin::Lock,
+            nvcc: "13.5".into(),
+            archs: vec!["sm_80".into()],
+            kernels: Vec::new(),
+            device_code: Vec::new(),
+            measured: results("sm_80", "8.0", 0.01).to_measured(),
+        };
+        let plain = measured_section(&m, None);
+        assert!(plain.contains("GPU (8.0, 1 SMs)"), "{plain}");
+        assert!(!plain.contains("note:"), "{plain}");
+        assert!(!measured_section(&m, Some("gpu")).contains("note:"));
+        let other = measured_section(&m, Some("NVIDIA A30"));
+        assert!(
+            other.contains("the GPU this build is for is NVIDIA A30")
+                && other.contains("k on sm_80 (measured on GPU)"),
+            "{other}"
+        );
+    }
 
     fn results(arch: &str, cc: &str, noise: f64) -> Results {
         let timing = |block_size| Timing {
