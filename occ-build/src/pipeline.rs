@@ -84,15 +84,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
                 .retain(|k| inputs.sources.contains(&k.source));
             manifest.device_code =
                 embed::placeholders(build.embed_mode(), &inputs.archs, &inputs.sources);
-            let flags = plan::recorded_flags(build, &inputs);
-            let view = parts::record(
-                &inputs.out_dir,
-                build.part(),
-                &inputs.root,
-                &inputs.sources,
-                &flags,
-                &manifest,
-            )?;
+            let view = record_part(build, &inputs, &manifest)?;
             emit::write_all(&view.merged, &inputs.out_dir)?;
             status::mark(&inputs.out_dir, BuildState::Finished)?;
             return Ok(Outcome {
@@ -183,15 +175,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
         &inputs.out_dir,
     )?;
     // With several `Build`s in the build script, the files hold them all.
-    let flags = plan::recorded_flags(build, &inputs);
-    let view = parts::record(
-        &inputs.out_dir,
-        build.part(),
-        &inputs.root,
-        &inputs.sources,
-        &flags,
-        &manifest,
-    )?;
+    let view = record_part(build, &inputs, &manifest)?;
     if let Some(note) = &view.clash {
         directives.warn(note.clone());
     }
@@ -233,4 +217,18 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
         out_dir: inputs.out_dir,
         nvcc_runs: outputs.iter().filter(|o| o.ran).count(),
     })
+}
+
+/// Stage 7½: records this part's manifest among the parts of this process
+/// (`parts::record`), with the flags the lock keeps for it.
+fn record_part(build: &Build, inputs: &inputs::Inputs, manifest: &Manifest) -> Result<parts::View> {
+    let flags = plan::recorded_flags(build, inputs);
+    parts::record(
+        &inputs.out_dir,
+        build.part(),
+        &inputs.root,
+        &inputs.sources,
+        &flags,
+        manifest,
+    )
 }
