@@ -563,3 +563,33 @@ fn item09_a_spill_regression_names_the_source_line() {
     let lines = occ_tests::trust::HEAVY.lines().count() as u32;
     assert!((1..=lines).contains(&line), "{place}");
 }
+
+#[test]
+fn item06_a_crate_under_a_non_ascii_folder_names_its_spill_lines_relative() {
+    // nvdisasm writes the folder's bytes as octal escapes (`j\303\274rgen`).
+    let s = Scratch::new();
+    let root = s.path().join("jürgen/sp ace");
+    s.copy_cu("lines", "jürgen/sp ace/kernels");
+    let mut b = Build::new();
+    b.root(&root)
+        .out_dir(root.join("out"))
+        .file("kernels/tmpl.cu")
+        .arch("sm_80")
+        .deny_spills();
+    let e = b
+        .try_compile_with(&build_env(&[]))
+        .expect_err("the fixture's kernel spills");
+    let msg = e.to_string();
+    assert!(
+        msg.contains(" at kernels/"),
+        "spill sites relative to the crate: {msg}"
+    );
+    assert!(
+        !msg.contains("\\3") && !msg.contains("/303/"),
+        "no escaped bytes: {msg}"
+    );
+    assert!(
+        !msg.contains(&*root.to_string_lossy()),
+        "no absolute path: {msg}"
+    );
+}
