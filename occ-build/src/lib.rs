@@ -115,8 +115,9 @@
 //! | `CPATH`, `CPLUS_INCLUDE_PATH`, `C_INCLUDE_PATH`, `GCC_EXEC_PREFIX`, `COMPILER_PATH` | the host compiler nvcc preprocesses with; occ-build watches them and keys its cache on them | where it finds headers and its programs |
 //! | `OCC_NVCC_LAUNCHER` | occ-build, `cargo occ` | a wrapper for every nvcc call (e.g. `sccache`) |
 //! | `OCC_BLESS` | occ-build | `1`: write the build's numbers to `occ.lock` (never when `CI` is set) |
-//! | `CI` | occ-build, `cargo occ bless` | set (not `0`/`false`/`no`/`off`): `occ.lock` is never written |
+//! | `CI` | occ-build, `cargo occ bless` | set (not `0`/`false`/`no`/`off`): `occ.lock` is never written, and the crate's own build fails when it finds no nvcc (unless `OCC_NO_NVCC=1`) |
 //! | `OCC_NO_NVCC` | occ-build | `1`: do not look for nvcc; build from `occ.lock` |
+//! | `OCC_GPU` | `cargo occ report` | the GPU the build is for (as the driver names it; also `--gpu`): measurements taken on another GPU are said so |
 //! | `DOCS_RS` | occ-build | set by docs.rs: build from `occ.lock` |
 //! | `OCC_PTXAS_TIMEOUT` | `cargo occ sweep` | seconds a ptxas run may take before it is killed (default 60; `--ptxas-timeout`) |
 //! | `OCC_MANIFEST` | occ-macros | the `manifest.json` `#[launch_config]` reads instead of `$OUT_DIR/occ/manifest.json` (relative to the crate) |
