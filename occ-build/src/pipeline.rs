@@ -99,10 +99,10 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     let previous = emit::read_manifest(&inputs.out_dir.join(crate::manifest::FILE_NAME)).ok();
     let mut caps = plan::register_caps(build, &inputs, previous.as_ref());
     // The header every job pre-includes (`plan::folder_free_names`).
-    let anchor = inputs.out_dir.join(plan::ANCHOR_FILE);
-    if std::fs::read_to_string(&anchor).ok().as_deref() != Some(plan::ANCHOR) {
-        compile::write_atomic(&anchor, plan::ANCHOR.as_bytes())?;
-    }
+    compile::write_atomic(
+        &inputs.out_dir.join(plan::ANCHOR_FILE),
+        plan::ANCHOR.as_bytes(),
+    )?;
     let host = hostlib::prepare(build, &inputs, env)?;
     let mut jobs = plan::jobs(build, &inputs, &caps.by_file, host.as_ref())?;
     let toolkit = compile::toolkit(&nvcc, &inputs, &jobs)?;

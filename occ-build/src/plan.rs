@@ -138,9 +138,10 @@ pub(crate) fn jobs(
     Ok(jobs)
 }
 
-/// The header every job pre-includes (`$OUT_DIR/occ/<ANCHOR_FILE>`), see
+/// The header every job pre-includes, relative to `$OUT_DIR/occ` (beside
+/// the job records, not among the build's outputs), see
 /// [`folder_free_names`].
-pub(crate) const ANCHOR_FILE: &str = "anchor.cuh";
+pub(crate) const ANCHOR_FILE: &str = "cache/anchor.cuh";
 
 /// The text of [`ANCHOR_FILE`]: one external device function, named by the
 /// `-D` of each job, which nothing calls (so no cubin keeps it).
