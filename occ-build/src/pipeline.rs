@@ -58,6 +58,7 @@ pub(crate) struct Outcome {
 /// Runs the build's stages in order, gathering cargo directives on the way.
 pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Result<Outcome> {
     let inputs = inputs::resolve(build, env, directives)?;
+    plan::check_part_name(build.part())?;
     parts::check_sources(&inputs.out_dir, build.part(), &inputs.root, &inputs.sources)?;
     status::mark(&inputs.out_dir, BuildState::Running)?;
     let nvcc = match toolchain::select(build, env, &inputs)? {

@@ -84,14 +84,6 @@ pub(crate) fn jobs(
         }
     }
     let part = build.part();
-    if !part
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
-        return Err(Error::BadBuildName {
-            name: part.to_string(),
-        });
-    }
     let args = common_args(build, inputs);
     let names = job_names(&inputs.sources);
     let prefix = crate::parts::prefix(part);
@@ -136,6 +128,21 @@ pub(crate) fn jobs(
         }
     }
     Ok(jobs)
+}
+
+/// Refuses a part name (`Build::name`) that could not name files in
+/// `OUT_DIR`; checked first, before the part meets any other.
+pub(crate) fn check_part_name(part: &str) -> Result<()> {
+    if part
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        Ok(())
+    } else {
+        Err(Error::BadBuildName {
+            name: part.to_string(),
+        })
+    }
 }
 
 /// The header every job pre-includes, relative to `$OUT_DIR/occ` (beside
