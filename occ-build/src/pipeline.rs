@@ -122,7 +122,14 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
         }
     }
     for output in &outputs {
-        for dep in &output.deps {
+        // Not the files occ writes into OUT_DIR itself (the anchor header):
+        // written after cargo started the script, they would make the next
+        // no-op build rerun it.
+        for dep in output
+            .deps
+            .iter()
+            .filter(|d| !d.starts_with(&inputs.out_dir))
+        {
             directives.watch(dep);
         }
         // A header created in a folder the includes search reruns the

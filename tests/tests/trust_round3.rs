@@ -593,3 +593,22 @@ fn item06_a_crate_under_a_non_ascii_folder_names_its_spill_lines_relative() {
         "no absolute path: {msg}"
     );
 }
+
+#[test]
+fn review_the_anchor_header_works_under_a_quote_and_is_not_watched() {
+    // nvcc escapes a `'` of an absolute -include path wrongly; and a file
+    // the build script writes into OUT_DIR must not be watched (the next
+    // no-op build would rerun the script).
+    let s = Scratch::new();
+    let root = s.path().join("bob's crate");
+    s.write("bob's crate/kernels/k.cu", INTERNAL);
+    let r = build_in(&root, &[]);
+    assert!(r.manifest.kernels.len() >= 4);
+    let watched: Vec<&String> = r
+        .directives
+        .rerun_if_changed
+        .iter()
+        .filter(|p| p.contains("anchor"))
+        .collect();
+    assert!(watched.is_empty(), "{watched:?}");
+}
