@@ -58,6 +58,10 @@ pub(crate) struct Outcome {
 /// Runs the build's stages in order, gathering cargo directives on the way.
 pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Result<Outcome> {
     let inputs = inputs::resolve(build, env, directives)?;
+    // Names first: a library's says more than the part name it gives.
+    if let Some(name) = &build.static_lib {
+        hostlib::check_name(name)?;
+    }
     plan::check_part_name(build.part())?;
     parts::check_sources(&inputs.out_dir, build.part(), &inputs.root, &inputs.sources)?;
     status::mark(&inputs.out_dir, BuildState::Running)?;
