@@ -380,8 +380,12 @@ fn regression_report(
     )
 }
 
+/// How many spill places a regression's error names (the table above it
+/// has the kernels; `explain` has every place).
+const SPILL_PLACES: usize = 3;
+
 /// Where each regression's new or grown spills are, by source line (stage
-/// 5½), at most [`ROWS`] lines: `spills: scale on sm_80 at kernels/k.cu:13
+/// 5½), at most [`SPILL_PLACES`] lines: `spills: scale on sm_80 at kernels/k.cu:13
 /// (loop at :10) ...`; the `.cu` file when nvdisasm found no line.
 fn spill_places(diff: &compare::Diff, manifest: &Manifest) -> String {
     let mut lines: Vec<String> = diff
@@ -403,16 +407,18 @@ fn spill_places(diff: &compare::Diff, manifest: &Manifest) -> String {
                 .map(|l| l.describe())
                 .filter(|at| !at.is_empty())
                 .unwrap_or_else(|| format!("in {} (no line: see `cargo occ explain`)", f.source));
-            Some(format!("  {} on {} spills {at}", f.kernel, f.arch))
+            Some(format!("  - {} on {} spills {at}", f.kernel, f.arch))
         })
         .collect();
     if lines.is_empty() {
         return String::new();
     }
-    let more = lines.len().saturating_sub(ROWS);
-    lines.truncate(ROWS);
+    let more = lines.len().saturating_sub(SPILL_PLACES);
+    lines.truncate(SPILL_PLACES);
     if more > 0 {
-        lines.push(format!("  ... and {more} more"));
+        lines.push(format!(
+            "  ... and {more} more (`cargo occ explain KERNEL` names each)"
+        ));
     }
     format!("where the spills are:\n{}\n", lines.join("\n"))
 }

@@ -551,7 +551,7 @@ fn item09_a_spill_regression_names_the_source_line() {
         .lines()
         .find(|l| {
             l.trim_start()
-                .starts_with("scale on sm_80 spills at kernels/k.cu:")
+                .starts_with("- scale on sm_80 spills at kernels/k.cu:")
         })
         .unwrap_or_else(|| panic!("the spill's source line must be named: {msg}"));
     let line: u32 = place
