@@ -228,4 +228,23 @@ fn bad_library_names_and_a_missing_host_compiler_fail_with_clear_messages() {
         .try_compile_with(&build_env(&[("TARGET", None)]))
         .expect_err("no TARGET");
     assert!(err.to_string().contains("TARGET"), "{err}");
+    // A comma in a library source's name: nvcc's fatbinary step would fail
+    // with its own words (issue 23 review); refused up front, naming it.
+    let comma = Scratch::new();
+    comma.write(
+        "kernels/a,b.cu",
+        "__global__ void k(int* p) { p[0] = 1; }\n",
+    );
+    let mut b = occ_build::Build::new();
+    b.root(comma.path())
+        .out_dir(comma.path().join("out"))
+        .file("kernels/a,b.cu")
+        .arch("sm_80")
+        .static_lib("moe");
+    let err = b.try_compile_with(&env(&[])).expect_err("a comma");
+    let text = err.to_string();
+    assert!(
+        text.contains("kernels/a,b.cu") && text.contains("comma") && text.contains("rename"),
+        "{text}"
+    );
 }
