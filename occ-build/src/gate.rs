@@ -385,8 +385,9 @@ fn regression_report(
 const SPILL_PLACES: usize = 3;
 
 /// Where each regression's new or grown spills are, by source line (stage
-/// 5½), at most [`SPILL_PLACES`] lines: `spills: scale on sm_80 at kernels/k.cu:13
-/// (loop at :10) ...`; the `.cu` file when nvdisasm found no line.
+/// 5½), at most [`SPILL_PLACES`] lines: `- scale on sm_80 spills at
+/// kernels/k.cu:13 (loop at :10) ...`; the `.cu` file when nvdisasm found
+/// no line.
 fn spill_places(diff: &compare::Diff, manifest: &Manifest) -> String {
     let mut lines: Vec<String> = diff
         .regressions()
@@ -417,7 +418,7 @@ fn spill_places(diff: &compare::Diff, manifest: &Manifest) -> String {
     lines.truncate(SPILL_PLACES);
     if more > 0 {
         lines.push(format!(
-            "  ... and {more} more (`cargo occ explain KERNEL` names each)"
+            "  - and {more} more (`cargo occ explain KERNEL` names each)"
         ));
     }
     format!("where the spills are:\n{}\n", lines.join("\n"))

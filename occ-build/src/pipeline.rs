@@ -89,7 +89,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
                 .retain(|k| inputs.sources.contains(&k.source));
             manifest.device_code =
                 embed::placeholders(build.embed_mode(), &inputs.archs, &inputs.sources);
-            let view = record_part(build, &inputs, &manifest)?;
+            let view = record_part(build, &inputs, &manifest);
             emit::write_all(&view.merged, &inputs.out_dir)?;
             status::mark(&inputs.out_dir, BuildState::Finished)?;
             return Ok(Outcome {
@@ -187,7 +187,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
         &inputs.out_dir,
     )?;
     // With several `Build`s in the build script, the files hold them all.
-    let view = record_part(build, &inputs, &manifest)?;
+    let view = record_part(build, &inputs, &manifest);
     if let Some(note) = &view.clash {
         directives.warn(note.clone());
     }
@@ -233,7 +233,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
 
 /// Stage 7½: records this part's manifest among the parts of this process
 /// (`parts::record`), with the flags the lock keeps for it.
-fn record_part(build: &Build, inputs: &inputs::Inputs, manifest: &Manifest) -> Result<parts::View> {
+fn record_part(build: &Build, inputs: &inputs::Inputs, manifest: &Manifest) -> parts::View {
     let flags = plan::recorded_flags(build, inputs);
     parts::record(
         &inputs.out_dir,

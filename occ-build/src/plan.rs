@@ -353,10 +353,11 @@ fn common_args(build: &Build, inputs: &Inputs) -> Vec<String> {
 }
 
 /// What decides a build's numbers besides the sources and the toolkit, as
-/// the lock records it (`Lock::flags`): the user's flags every job gets
-/// (`-G`, `.define()`s, `.flag()`s) and nvcc's own flag variables, in the
-/// order nvcc sees them. Include folders (paths of one checkout) and
-/// `-lineinfo` (which changes no number) are left out.
+/// the lock records it (`Lock::flags`): the arguments every job gets from
+/// the build ([`common_args`]: `-G`, `.define()`s, `.flag()`s) and nvcc's
+/// own flag variables, in the order nvcc sees them, less what names a
+/// folder or program of one machine ([`without_paths`]) and `-lineinfo`
+/// (which changes no number).
 pub(crate) fn recorded_flags(build: &Build, inputs: &Inputs) -> Vec<String> {
     let var = |name: &str| {
         inputs
@@ -371,25 +372,21 @@ pub(crate) fn recorded_flags(build: &Build, inputs: &Inputs) -> Vec<String> {
             .filter(|v| !v.is_empty())
             .map(|v| format!("{name}={v}"))
     };
+    let args = common_args(build, inputs);
+    let args: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| !matches!(*a, "-lineinfo" | "--generate-line-info"))
+        .collect();
     let mut flags: Vec<String> = var("NVCC_PREPEND_FLAGS").into_iter().collect();
-    if build.debug {
-        flags.push("-G".into());
-    }
-    for (name, value) in &build.defines {
-        flags.push(match value {
-            Some(v) => format!("-D{name}={v}"),
-            None => format!("-D{name}"),
-        });
-    }
-    let own: Vec<&str> = build.flags.iter().map(String::as_str).collect();
-    flags.extend(without_paths(&own).into_iter().map(str::to_string));
+    flags.extend(without_paths(&args).into_iter().map(str::to_string));
     flags.extend(var("NVCC_APPEND_FLAGS"));
     flags
 }
 
 /// `flags` less those that name a folder or program of one machine or
-/// checkout (`-I`, `-isystem`, `-L`, `-ccbin`, `-odir`, with their value
-/// attached or next): the lock is the same in every checkout.
+/// checkout (`-I`, `-isystem`, `-L`, `-ccbin`, with their value attached or
+/// next): the lock is the same in every checkout.
 fn without_paths<'a>(flags: &[&'a str]) -> Vec<&'a str> {
     const WITH_PATH: [&str; 8] = [
         "-I",

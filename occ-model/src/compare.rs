@@ -336,6 +336,15 @@ fn pair<'a>(
     pairs
 }
 
+/// How many times each flag is given.
+fn counts(flags: &[String]) -> BTreeMap<&str, i64> {
+    let mut n: BTreeMap<&str, i64> = BTreeMap::new();
+    for f in flags {
+        *n.entry(f.as_str()).or_default() += 1;
+    }
+    n
+}
+
 /// The changes of what decided the numbers besides the sources: the
 /// toolkit's version, and each `Build`'s flags (only when both locks record
 /// them: a lock from before occ kept flags says nothing about them).
@@ -356,13 +365,6 @@ pub fn settings_changes(lock: &Lock, candidate: &Lock) -> Vec<String> {
             continue;
         }
         // By count, so that a flag given twice is one more, not a reorder.
-        fn counts(flags: &[String]) -> BTreeMap<&str, i64> {
-            let mut n: BTreeMap<&str, i64> = BTreeMap::new();
-            for f in flags {
-                *n.entry(f.as_str()).or_default() += 1;
-            }
-            n
-        }
         let (was, is) = (counts(then), counts(now));
         let mut parts: Vec<String> = Vec::new();
         for f in now
