@@ -174,12 +174,8 @@ fn without_nvcc<'a>(
 fn blessed_light_crate() -> Scratch {
     let s = Scratch::new();
     s.write("kernels/k.cu", occ_tests::trust::LIGHT);
-    let mut b = Build::new();
-    b.root(s.path())
-        .out_dir(s.path().join("out"))
-        .file("kernels/k.cu")
-        .arch("sm_80");
-    b.try_compile_with(&build_env(&[("OCC_BLESS", Some("1"))]))
+    light_build(s.path())
+        .try_compile_with(&build_env(&[("OCC_BLESS", Some("1"))]))
         .expect("bless with nvcc");
     assert!(s.path().join("occ.lock").is_file(), "no occ.lock written");
     s
