@@ -2,7 +2,7 @@
 //! pressure peaks, by source line.
 //!
 //! The jobs compile with `-lineinfo` (which leaves the SASS and ptxas's
-//! numbers unchanged: `tests/tests/lineinfo.rs`), so each cubin maps its
+//! numbers unchanged: `tests/tests/it/lineinfo.rs`), so each cubin maps its
 //! instructions to files and lines. For every cubin of the build the
 //! toolkit's `nvdisasm` runs twice, `-c -g` (lines and spill marks) and
 //! `-c -plr -lrm count` (live registers), its output read line by line into

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// The devices the harness sees (as in `tests/tests/oracle.rs`): every arch,
+/// The devices the harness sees (as in `tests/oracle/tests/oracle.rs`): every arch,
 /// then 10.1 with 11.0's figures.
 fn devices() -> Vec<(u32, u32, &'static Arch)> {
     let mut v: Vec<_> = arch::all().iter().map(|a| (a.major, a.minor, a)).collect();

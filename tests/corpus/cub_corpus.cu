@@ -1,4 +1,4 @@
-// Real-world corpus for tests/tests/corpus.rs: CUB device algorithms from the
+// Real-world corpus for tests/tests/it/corpus.rs: CUB device algorithms from the
 // CCCL headers shipped with the toolkit, instantiated for a few types. Only
 // device code matters; the host functions exist to instantiate the kernels.
 #include <cub/device/device_histogram.cuh>

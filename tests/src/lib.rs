@@ -54,6 +54,16 @@ pub fn fixture(rel: &str) -> String {
         .unwrap_or_else(|e| panic!("cannot read fixture {}: {e}", path.display()))
 }
 
+/// Whether this is the full, corpus-scale run (`OCC_TEST_FULL=1`, which
+/// `scripts/release-check` sets) rather than the sample that CI and
+/// `scripts/test` run. The tests sized by it (`lineinfo`, `corpus`,
+/// `differential`) say what their sample leaves to the full run; each sample
+/// still fails for the bugs its full run caught (BENCHMARKS.md, "The test
+/// suite").
+pub fn full_run() -> bool {
+    std::env::var("OCC_TEST_FULL").is_ok_and(|v| v == "1")
+}
+
 /// A temporary folder holding files.
 pub struct Scratch {
     dir: tempfile::TempDir,
@@ -425,36 +435,57 @@ pub fn code_and_text(out: &Output) -> (i32, String, String) {
 /// against the installed header, and the device table it reads.
 pub mod oracle {
     use occ_build::arch::Arch;
+    use std::hash::{Hash, Hasher};
     use std::path::{Path, PathBuf};
     use std::process::Command;
     use std::sync::OnceLock;
 
     /// Compiles `tests/oracle/harness.cpp` against the installed
-    /// `cuda_occupancy.h` into `out_dir`, once per test binary. Panics with
-    /// the fix when the header or a C++ compiler is missing.
+    /// `cuda_occupancy.h` into `out_dir`, once per process, and returns the
+    /// executable. Panics with the fix when the header or a C++ compiler is
+    /// missing.
+    ///
+    /// The executable's name carries a hash of the harness, the header and
+    /// the compiler, and it is written under a name of its own and then
+    /// renamed into place: tests that run as processes of their own at once
+    /// (cargo-nextest) may each compile it, and none runs a half-written or
+    /// stale harness.
     pub fn harness(out_dir: &Path) -> &'static Path {
         static BIN: OnceLock<PathBuf> = OnceLock::new();
         BIN.get_or_init(|| {
             let src = super::workspace_root().join("tests/oracle/harness.cpp");
-            let inc = super::cuda_include();
-            assert!(
-                inc.join("cuda_occupancy.h").is_file(),
-                "cuda_occupancy.h not found in {}; run scripts/cuda-toolkit or set CUDA_HOME",
-                inc.display()
-            );
-            let out = out_dir.join("occ-oracle-harness");
+            let cuda_include = super::cuda_include();
+            let header = cuda_include.join("cuda_occupancy.h");
+            let header_text = std::fs::read(&header).unwrap_or_else(|e| {
+                panic!(
+                    "cannot read {}: {e}; run scripts/cuda-toolkit or set CUDA_HOME",
+                    header.display()
+                )
+            });
+            let source_text = std::fs::read(&src)
+                .unwrap_or_else(|e| panic!("cannot read {}: {e}", src.display()));
             let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            (&header_text, &source_text, &cxx).hash(&mut hasher);
+            std::fs::create_dir_all(out_dir).expect("create the harness folder");
+            let out = out_dir.join(format!("occ-oracle-harness-{:016x}", hasher.finish()));
+            if out.is_file() {
+                return out;
+            }
+            let partial =
+                out_dir.join(format!("occ-oracle-harness.{}.partial", std::process::id()));
             let status = Command::new(&cxx)
                 .args(["-O2", "-std=c++14", "-Wall", "-Wno-unused-function", "-I"])
-                .arg(&inc)
+                .arg(&cuda_include)
                 .arg(&src)
                 .arg("-o")
-                .arg(&out)
+                .arg(&partial)
                 .status()
                 .unwrap_or_else(|e| {
                     panic!("cannot run the C++ compiler `{cxx}`: {e}; install g++ or set CXX")
                 });
             assert!(status.success(), "compiling {} failed", src.display());
+            std::fs::rename(&partial, &out).expect("move the harness into place");
             out
         })
     }

@@ -1,0 +1,14 @@
+//! cargo-occ's integration tests: the `cargo-occ` binary run as a process
+//! over real builds, one module per command or subject, in one test binary.
+//! `cargo test -p cargo-occ --test it <module>::` runs one module.
+
+mod calc;
+mod ci_formats;
+mod explain;
+mod gate_cli;
+mod parse;
+mod report_golden;
+mod sweep;
+mod toolkit;
+mod trust_cli;
+mod tune;

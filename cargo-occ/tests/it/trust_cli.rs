@@ -1,0 +1,499 @@
+//! Issue 12, the CLI parts of items 7, 14, 16 and 19: `cargo occ` on a
+//! build from the lock, blessing through a symlink or into a read-only lock,
+//! `report` after a failed build, `parse` of a huge input and `sweep` with
+//! a hung ptxas. Issue 23, items 12, 13, 14, 17 and 18 (`issue23_*`): a
+//! results file's compute capability, `diff` of two packages, SARIF without
+//! a lock, what `check` and `bless` say after a failed build, a closed
+//! stdout; these run on builds written by hand (no nvcc).
+
+use occ_build::compare::GateSettings;
+use occ_build::lock::{Lock, LOCK_SCHEMA};
+use occ_build::manifest::{Manifest, Origin};
+use occ_build::Build;
+use occ_tests::trust::{scratch_toolkit, script, HEAVY, LIGHT};
+use occ_tests::{build_env, Scratch};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn occ(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cargo-occ"));
+    cmd.arg("occ").args(args).current_dir(dir).env_remove("CI");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run cargo-occ");
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+fn build(s: &Scratch) -> Build {
+    let mut b = Build::new();
+    b.root(s.path())
+        .out_dir(s.path().join("out"))
+        .glob("kernels/*.cu")
+        .arch("sm_80");
+    b
+}
+
+fn manifest(s: &Scratch) -> String {
+    s.path().join("out/occ/manifest.json").display().to_string()
+}
+
+/// A crate whose lock was blessed with nvcc and whose last build stood on
+/// the lock (`OCC_NO_NVCC=1`).
+fn lock_mode_build() -> Scratch {
+    let s = Scratch::new();
+    s.write("kernels/k.cu", LIGHT);
+    build(&s)
+        .try_compile_with(&build_env(&[("OCC_BLESS", Some("1"))]))
+        .expect("bless");
+    std::fs::remove_dir_all(s.path().join("out")).expect("clean");
+    build(&s)
+        .try_compile_with(&build_env(&[("OCC_NO_NVCC", Some("1"))]))
+        .expect("a build from the lock");
+    s
+}
+
+fn lock_mode_command_works(args: &[&str]) {
+    let s = lock_mode_build();
+    let m = manifest(&s);
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--manifest", &m]);
+    let (code, out) = occ(s.path(), &all, &[]);
+    assert_eq!(
+        code,
+        0,
+        "`cargo occ {}` on a build from occ.lock failed:\n{out}",
+        args.join(" ")
+    );
+}
+
+#[test]
+fn item07_report_works_on_a_build_from_the_lock() {
+    lock_mode_command_works(&["report"]);
+}
+
+/// Issue 23 item 7: a build that stood on the lock checked nothing, so
+/// `cargo occ check` must not pass it (it did, "nothing to compare", exit 0).
+#[test]
+fn issue23_item07_check_of_a_build_from_the_lock_says_nothing_was_checked() {
+    let s = lock_mode_build();
+    let m = manifest(&s);
+    let (code, out) = occ(s.path(), &["check", "--manifest", &m], &[]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("nothing was checked") && out.contains("nvcc"),
+        "{out}"
+    );
+}
+
+#[test]
+fn item07_explain_works_on_a_build_from_the_lock() {
+    lock_mode_command_works(&["explain", "scale"]);
+}
+
+const OTHER: &str = "extern \"C\" __global__ void other(int* p) { p[threadIdx.x] += 1; }\n";
+
+/// A blessed crate, then a build with a new kernel (its candidate waits in
+/// `OUT_DIR` for `cargo occ bless`).
+fn crate_with_candidate() -> Scratch {
+    let s = Scratch::new();
+    s.write("kernels/k.cu", LIGHT);
+    build(&s)
+        .try_compile_with(&build_env(&[("OCC_BLESS", Some("1"))]))
+        .expect("bless");
+    s.write("kernels/other.cu", OTHER);
+    build(&s)
+        .try_compile_with(&build_env(&[]))
+        .expect("a build with a new kernel");
+    s
+}
+
+#[cfg(unix)]
+#[test]
+fn item14_cli_bless_writes_through_a_symlinked_lock() {
+    let s = crate_with_candidate();
+    std::fs::create_dir_all(s.path().join("locks")).expect("locks");
+    std::fs::rename(s.path().join("occ.lock"), s.path().join("locks/real.lock")).expect("move");
+    std::os::unix::fs::symlink("locks/real.lock", s.path().join("occ.lock")).expect("link");
+    let (code, out) = occ(s.path(), &["bless", "--manifest", &manifest(&s)], &[]);
+    assert_eq!(code, 0, "{out}");
+    let is_link = std::fs::symlink_metadata(s.path().join("occ.lock"))
+        .expect("occ.lock")
+        .file_type()
+        .is_symlink();
+    assert!(
+        is_link,
+        "cargo occ bless replaced the symlink occ.lock with a plain file"
+    );
+    assert!(
+        s.read("locks/real.lock").contains("\"other\""),
+        "the lock the symlink points to was not updated"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn item14_cli_bless_refuses_a_read_only_lock() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = crate_with_candidate();
+    let lock = s.path().join("occ.lock");
+    let before = s.read("occ.lock");
+    std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o444)).expect("chmod");
+    let (code, out) = occ(s.path(), &["bless", "--manifest", &manifest(&s)], &[]);
+    assert_eq!(
+        s.read("occ.lock"),
+        before,
+        "cargo occ bless overwrote a read-only occ.lock"
+    );
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        out.contains("read-only"),
+        "the refusal must say the lock is read-only: {out}"
+    );
+}
+
+#[test]
+fn item16_report_after_a_failed_build_says_so() {
+    let s = Scratch::new();
+    s.write("kernels/k.cu", LIGHT);
+    build(&s)
+        .try_compile_with(&build_env(&[]))
+        .expect("first build");
+    s.write(
+        "kernels/k.cu",
+        "extern \"C\" __global__ void scale(float* p) { p[0] = undefined_name; }\n",
+    );
+    assert!(build(&s).try_compile_with(&build_env(&[])).is_err());
+    let (code, out) = occ(s.path(), &["report", "--manifest", &manifest(&s)], &[]);
+    let lower = out.to_ascii_lowercase();
+    assert!(
+        lower.contains("fail") || lower.contains("stale"),
+        "`cargo occ report` (exit {code}) shows the numbers of the build before the failed one \
+         without saying so:\n{out}"
+    );
+}
+
+#[test]
+fn item19_parse_does_not_hold_its_whole_input_in_memory() {
+    // 1 GiB of zeros under a 512 MiB address-space limit.
+    let exe = env!("CARGO_BIN_EXE_cargo-occ");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "head -c 1073741824 /dev/zero | (ulimit -v 524288; exec '{exe}' occ parse -)"
+        ))
+        .output()
+        .expect("run cargo occ parse");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code().is_some_and(|c| c <= 2) && !err.contains("memory"),
+        "cargo occ parse of 1 GiB of zeros under a 512 MiB memory limit: {:?}\n{err}",
+        out.status
+    );
+}
+
+#[test]
+fn item19_sweep_times_out_a_hung_ptxas() {
+    let s = Scratch::new();
+    s.write("kernels/k.cu", LIGHT);
+    build(&s).try_compile_with(&build_env(&[])).expect("build");
+    let tk = s.path().join("toolkit");
+    let nvcc = scratch_toolkit(&tk, &[("bin/ptxas", "")]);
+    let pids = s.path().join("hung-pids");
+    script(
+        &tk.join("bin/ptxas"),
+        &format!("echo $$ >> '{}'\nexec sleep 900", pids.display()),
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cargo-occ"))
+        .args(["occ", "sweep", "--manifest", &manifest(&s)])
+        .current_dir(s.path())
+        .env("NVCC", &nvcc)
+        // The limit a user sets (the default is a minute, which this test
+        // would spend waiting); it must still be the hung ptxas that ends.
+        .env("OCC_PTXAS_TIMEOUT", "5")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run cargo occ sweep");
+    let limit = Duration::from_secs(120);
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    for pid in std::fs::read_to_string(&pids).unwrap_or_default().lines() {
+        let _ = Command::new("kill").arg("-9").arg(pid.trim()).status();
+    }
+    let status = status
+        .unwrap_or_else(|| panic!("cargo occ sweep still waited on a hung ptxas after {limit:?}"));
+    let out = child.wait_with_output().expect("output");
+    let err = String::from_utf8_lossy(&out.stderr).to_ascii_lowercase();
+    assert!(!status.success(), "a sweep whose ptxas hung cannot succeed");
+    assert!(
+        err.contains("ptxas") && (err.contains("timed out") || err.contains("timeout")),
+        "the message must say ptxas timed out: {err}"
+    );
+}
+
+/// example-app's committed lock: five kernels on sm_80, sm_86 and sm_90.
+const EXAMPLE_LOCK: &str = include_str!("../../../example-app/occ.lock");
+
+/// A build of example-app written by hand, with no nvcc: its lock as the
+/// manifest of an nvcc build (changed by `edit`) in `out/occ`, with the
+/// candidate lock and `gate.json` (naming `occ.lock` in the folder) beside
+/// it; `occ.lock` itself when `lock`; `status.json` saying `status` when
+/// given. Returns the folder and the manifest's path.
+fn hand_build(
+    edit: impl FnOnce(&mut Manifest),
+    lock: bool,
+    status: Option<&str>,
+) -> (Scratch, String) {
+    let s = Scratch::new();
+    let lock_path = s.path().join("occ.lock");
+    let mut m = Lock::from_text(EXAMPLE_LOCK, &lock_path)
+        .and_then(|l| l.to_manifest(&[], &lock_path))
+        .expect("example-app's lock");
+    m.origin = Origin::Nvcc;
+    for k in &mut m.kernels {
+        let stem = Path::new(&k.source)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        for (arch, a) in &mut k.archs {
+            a.cubin = format!("{stem}.{arch}.cubin");
+            a.ptx = format!("{stem}.{arch}.ptx");
+        }
+    }
+    edit(&mut m);
+    let manifest = s.write("out/occ/manifest.json", &m.to_json());
+    s.write("out/occ/occ.lock.new", &Lock::from_manifest(&m).to_text());
+    let gate = GateSettings {
+        schema: LOCK_SCHEMA,
+        lock_file: lock_path,
+        thresholds: Default::default(),
+        crate_root: Some(s.path().to_path_buf()),
+        deny_spills: false,
+    };
+    s.write(
+        "out/occ/gate.json",
+        &occ_build::manifest::to_json_pretty(&gate),
+    );
+    if lock {
+        s.write("occ.lock", EXAMPLE_LOCK);
+    }
+    if let Some(state) = status {
+        s.write(
+            "out/occ/status.json",
+            &format!("{{\n  \"schema\": 1,\n  \"build\": \"{state}\"\n}}\n"),
+        );
+    }
+    (s, manifest.display().to_string())
+}
+
+/// `cargo occ ARGS` in `dir`: exit code, stdout, stderr apart.
+fn occ_apart(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let mut cmd = occ_tests::cargo_occ(env!("CARGO_BIN_EXE_cargo-occ"), dir, args, &[]);
+    occ_tests::code_and_text(&cmd.output().expect("run cargo-occ"))
+}
+
+#[test]
+fn issue23_item12_tune_import_refuses_a_compute_capability_that_names_no_arch() {
+    let (s, m) = hand_build(|_| {}, true, None);
+    let manifest = occ_build::emit::read_manifest(Path::new(&m)).expect("manifest");
+    let mut results = occ_tests::recorded_results(
+        &manifest,
+        "saxpy",
+        "sm_80",
+        "n=1M",
+        &[(128, 2.0), (256, 3.0)],
+        0.01,
+    );
+    results.device.compute_capability = "abc".into();
+    let file = s.write("occ-tune.json", &results.to_json());
+    let file = file.display().to_string();
+    let (code, out) = occ(s.path(), &["tune", "import", &file, "--manifest", &m], &[]);
+    assert_eq!(
+        s.read("occ.lock"),
+        EXAMPLE_LOCK,
+        "a results file of compute capability \"abc\" was imported:\n{out}"
+    );
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("occ-tune.json")
+            && out.contains("compute_capability")
+            && out.contains("\"abc\""),
+        "the error must name the file, the field and its value: {out}"
+    );
+}
+
+#[test]
+fn issue23_item13_diff_refuses_locks_of_two_packages() {
+    let s = Scratch::new();
+    let old = s.write("old.lock", EXAMPLE_LOCK);
+    let renamed = EXAMPLE_LOCK.replacen(
+        "\"package\": \"example-app\"",
+        "\"package\": \"other-app\"",
+        1,
+    );
+    assert_ne!(renamed, EXAMPLE_LOCK);
+    let new = s.write("new.lock", &renamed);
+    let (old, new) = (old.display().to_string(), new.display().to_string());
+    for args in [[&old, &new], [&new, &old]] {
+        let (code, out) = occ(s.path(), &["diff", args[0], args[1]], &[]);
+        assert_eq!(
+            code, 2,
+            "`cargo occ diff` compared the locks of two packages:\n{out}"
+        );
+        assert!(
+            out.contains("`example-app`") && out.contains("`other-app`"),
+            "the refusal must name both packages: {out}"
+        );
+    }
+}
+
+#[test]
+fn issue23_item14_check_sarif_without_a_lock_has_the_spill_results() {
+    let (s, m) = hand_build(
+        |m| {
+            let saxpy = m.kernels.iter_mut().find(|k| k.name == "saxpy");
+            if let Some(a) = saxpy.and_then(|k| k.archs.get_mut("sm_80")) {
+                a.resources.spill_stores = 16;
+                a.resources.spill_loads = 16;
+            }
+        },
+        false,
+        None,
+    );
+    let (code, out, err) = occ_apart(s.path(), &["check", "--format", "sarif", "--manifest", &m]);
+    assert_eq!(code, 2, "no lock is an input error\n{out}\n{err}");
+    assert!(
+        err.contains("no lock"),
+        "stderr must say there is no lock: {err}"
+    );
+    let log: serde_json::Value = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("stdout is no SARIF log ({e}):\n{out}\nstderr: {err}"));
+    let results = log["runs"][0]["results"].as_array().expect("results");
+    assert!(
+        results.iter().any(|r| r["ruleId"] == "occ/spill"
+            && r["message"]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("saxpy") && t.contains("sm_80"))),
+        "{out}"
+    );
+    assert!(
+        results.iter().all(|r| r["ruleId"] == "occ/spill"),
+        "without a lock there is nothing to regress against: {out}"
+    );
+}
+
+#[test]
+fn issue23_item17_after_a_gate_failure_check_and_bless_say_the_numbers_are_current() {
+    let (s, m) = hand_build(|_| {}, true, Some("gate_failed"));
+    for cmd in ["check", "bless"] {
+        let (code, out) = occ(s.path(), &[cmd, "--manifest", &m], &[]);
+        assert_eq!(code, 0, "{out}");
+        let lower = out.to_ascii_lowercase();
+        assert!(
+            !lower.contains("did not finish") && !lower.contains("fix the build"),
+            "`cargo occ {cmd}` after a gate failure: {out}"
+        );
+        assert!(
+            lower.contains("failed at occ's gate") && lower.contains("current"),
+            "`cargo occ {cmd}` must say the build failed at the gate on these numbers: {out}"
+        );
+    }
+}
+
+#[test]
+fn issue23_item17_after_an_unfinished_build_the_warning_gives_both_next_steps() {
+    // A build that did not finish may have failed at the gate (its numbers
+    // are current: change the kernel or bless) or before (fix the build).
+    let (s, m) = hand_build(|_| {}, true, Some("running"));
+    let (_, out) = occ(s.path(), &["check", "--manifest", &m], &[]);
+    assert!(
+        out.contains("fix the build") && out.contains("cargo occ bless"),
+        "{out}"
+    );
+}
+
+#[test]
+fn issue23_item17_a_real_gate_failure_is_not_called_an_unfinished_build() {
+    let s = Scratch::new();
+    s.write("kernels/k.cu", LIGHT);
+    build(&s)
+        .try_compile_with(&build_env(&[("OCC_BLESS", Some("1"))]))
+        .expect("bless");
+    s.write("kernels/k.cu", HEAVY);
+    assert!(
+        build(&s).try_compile_with(&build_env(&[])).is_err(),
+        "the heavier kernel must fail the gate"
+    );
+    let (code, out) = occ(s.path(), &["check", "--manifest", &manifest(&s)], &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        !out.contains("fix the build") && out.contains("failed at occ's gate"),
+        "{out}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn issue23_item18_a_closed_stdout_ends_every_subcommand_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let (s, m) = hand_build(|_| {}, true, None);
+    let cases: [&[&str]; 7] = [
+        &["explain", "saxpy", "--manifest", &m],
+        &["tune", "--plan", "--manifest", &m],
+        &["report", "--manifest", &m],
+        &["check", "--manifest", &m],
+        &["diff", &m, &m],
+        &[
+            "calc",
+            "--arch",
+            "sm_80",
+            "--regs",
+            "40",
+            "--threads",
+            "256",
+        ],
+        &["report", "--help"],
+    ];
+    for args in cases {
+        // The reading end is closed before cargo-occ writes a byte.
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_cargo-occ"))
+            .arg("occ")
+            .args(args)
+            .current_dir(s.path())
+            .env_remove("CI")
+            .env_remove("GITHUB_ACTIONS")
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run cargo-occ");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let quiet = out.status.success() || out.status.signal() == Some(13);
+        assert!(
+            quiet && !err.contains("panicked") && !err.contains("backtrace"),
+            "`cargo occ {}` with a closed stdout: {:?}\n{err}",
+            args.join(" "),
+            out.status
+        );
+    }
+}

@@ -1,0 +1,192 @@
+//! `cargo occ tune` as a process on a real build (the real nvcc): `--plan`
+//! prints the model's candidates, `import` merges a results file into
+//! occ.lock (refusing one of another package or kernel set), and the next
+//! build carries the measurement into its manifest and its candidate lock.
+//! The timings are written by the test: this checks the flow of recorded
+//! results, not a measurement.
+
+use occ_build::analyze::resources;
+use occ_build::arch;
+use occ_build::lock::Lock;
+use occ_build::measured::{self, Results};
+use occ_build::tune::{self, TuneRequest};
+use occ_build::Manifest;
+use occ_tests::{build_env, Scratch};
+use std::path::{Path, PathBuf};
+
+const KERNELS: &str = include_str!("../../../tests/fixtures/cu/explain/k.cu");
+
+/// Builds `kernels/k.cu` for sm_80 in-process (blessing when asked).
+fn build(s: &Scratch, bless: bool) -> (Manifest, PathBuf) {
+    let env = build_env(&[("OCC_BLESS", bless.then_some("1"))]);
+    let report = s
+        .build(["sm_80"])
+        .try_compile_with(&env)
+        .unwrap_or_else(|e| panic!("build failed: {e}"));
+    (report.manifest, report.out_dir.join("manifest.json"))
+}
+
+fn occ(s: &Scratch, args: &[&str]) -> (i32, String, String) {
+    let mut cmd = occ_tests::cargo_occ(env!("CARGO_BIN_EXE_cargo-occ"), s.path(), args, &[]);
+    let out = occ_tests::code_and_text(&cmd.output().expect("run cargo-occ"));
+    println!("$ cargo occ {}\n{}{}", args.join(" "), out.1, out.2);
+    out
+}
+
+/// A results file timing `kernel`'s candidates on sm_80: `fastest` is
+/// fastest, every other block takes longer the further it is from it.
+fn results(m: &Manifest, kernel: &str, sizes: &[u32], fastest: u32) -> Results {
+    let times: Vec<(u32, f64)> = sizes
+        .iter()
+        .map(|&b| (b, 10.0 + f64::from(b.abs_diff(fastest)) / 32.0))
+        .collect();
+    occ_tests::recorded_results(m, kernel, "sm_80", "n=1M", &times, 0.02)
+}
+
+fn write(s: &Scratch, name: &str, r: &Results) -> String {
+    s.write(name, &r.to_json()).to_string_lossy().into_owned()
+}
+
+#[test]
+fn plan_import_and_rebuild_carry_the_measurement() {
+    let s = Scratch::new();
+    s.write("kernels/k.cu", KERNELS);
+    let (m, mf) = build(&s, true);
+    let mf = mf.to_string_lossy().into_owned();
+    let lock_path: &Path = &s.path().join("occ.lock");
+    let blessed = std::fs::read_to_string(lock_path).expect("the build blessed occ.lock");
+
+    // --plan: the model's candidates, each with its occupancy.
+    let (code, out, _) = occ(&s, &["tune", "--plan", "--manifest", &mf]);
+    assert_eq!(code, 0);
+    let wide = &m
+        .kernels
+        .iter()
+        .find(|k| k.name == "wide")
+        .expect("wide")
+        .archs["sm_80"];
+    let sm80 = arch::lookup("sm_80").expect("sm_80");
+    let cands = tune::candidates(sm80, &resources(wide), &TuneRequest::default()).expect("model");
+    assert!(cands.len() >= 3, "{cands:?}");
+    let section: String = out
+        .split("wide on sm_80")
+        .nth(1)
+        .expect("a section for wide")
+        .split(" on sm_80")
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let listed: Vec<u32> = section
+        .lines()
+        .skip(3)
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect();
+    let sizes: Vec<u32> = cands.iter().map(|c| c.block_size).collect();
+    assert_eq!(listed, sizes, "{section}");
+    for c in &cands {
+        let row = section
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(&c.block_size.to_string()))
+            .expect("a row per candidate");
+        assert!(
+            row.contains(&occ_build::table::percent(c.occupancy.occupancy)),
+            "{row}"
+        );
+    }
+    assert!(section.contains(&measured::candidates_hash(&sizes)));
+    // heavy has __launch_bounds__(1024, 2): nothing above 1024, all launch.
+    assert!(out.contains("heavy on sm_80"));
+
+    // import: the smallest candidate is fastest.
+    let fastest = sizes[0];
+    let file = write(&s, "occ-tune.json", &results(&m, "wide", &sizes, fastest));
+    let (code, out, err) = occ(&s, &["tune", "import", &file, "--manifest", &mf]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("1 measurement added"), "{out}");
+    let text = std::fs::read_to_string(lock_path).expect("lock");
+    let lock = Lock::from_text(&text, lock_path).expect("reads");
+    assert_eq!(lock.measured.len(), 1);
+    assert_eq!(lock.measured[0].best, fastest);
+    // The kernels' lines are as blessed; the measurement is one more line.
+    let measured_lines: Vec<&str> = text.lines().filter(|l| l.contains("\"bucket\"")).collect();
+    assert_eq!(measured_lines.len(), 1, "{text}");
+    assert_eq!(text.lines().count(), blessed.lines().count() + 3, "{text}");
+    // Importing again changes nothing, byte for byte.
+    let (code, out, _) = occ(&s, &["tune", "import", &file, "--manifest", &mf]);
+    assert_eq!((code, out.contains("up to date")), (0, true), "{out}");
+    assert_eq!(std::fs::read_to_string(lock_path).expect("lock"), text);
+
+    // Refused: another package, a kernel the lock lacks, a broken file.
+    let mut other = results(&m, "wide", &sizes, fastest);
+    other.package = "someone-else".into();
+    let file = write(&s, "other.json", &other);
+    let (code, _, err) = occ(&s, &["tune", "import", &file, "--manifest", &mf]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("someone-else") && err.contains("package"),
+        "{err}"
+    );
+    let mut gone = results(&m, "wide", &sizes, fastest);
+    gone.measurements[0].kernel = "narrow".into();
+    let file = write(&s, "gone.json", &gone);
+    let (code, _, err) = occ(&s, &["tune", "import", &file, "--manifest", &mf]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("\"narrow\"") && err.contains("does not have"),
+        "{err}"
+    );
+    let file = s
+        .write("broken.json", "{\"schema\": 1}")
+        .to_string_lossy()
+        .into_owned();
+    let (code, _, err) = occ(&s, &["tune", "import", &file, "--manifest", &mf]);
+    assert_eq!(code, 2);
+    assert!(err.contains("broken.json"), "{err}");
+    assert_eq!(std::fs::read_to_string(lock_path).expect("lock"), text);
+
+    // The next build carries the measurement into the manifest (the macro
+    // bakes it from there) and into the candidate lock (bless keeps it).
+    let (m2, _) = build(&s, false);
+    assert_eq!(m2.measured, lock.measured);
+    let wide2 = &m2
+        .kernels
+        .iter()
+        .find(|k| k.name == "wide")
+        .expect("wide")
+        .archs["sm_80"];
+    assert!(
+        wide2.cubin_hash.starts_with("fnv1a64:"),
+        "{}",
+        wide2.cubin_hash
+    );
+    assert_eq!(
+        m2.measured[0].staleness(Some(&wide2.cubin_hash)),
+        measured::Staleness::Current
+    );
+    let candidate = s.read("out/occ/occ.lock.new");
+    assert_eq!(candidate, text, "the candidate lock keeps the measurement");
+
+    // The report shows the measurement beside the model's choice.
+    let (code, out, _) = occ(&s, &["report", "--manifest", &mf]);
+    assert_eq!(code, 0);
+    let e = &lock.measured[0];
+    let model = wide2.best.block_size;
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("wide ") && l.contains("n=1M"))
+        .unwrap_or_else(|| panic!("no measured row in\n{out}"));
+    let speedup = e.speedup_over(model).expect("both timed");
+    assert!(speedup > 1.0);
+    for cell in [
+        format!("{fastest}"),
+        format!("{:.2} us", e.time_at(fastest).unwrap_or_default()),
+        format!("{model}"),
+        format!("{speedup:.2}x"),
+    ] {
+        assert!(row.contains(&cell), "{cell} in {row}");
+    }
+    assert!(out.contains(&format!(
+        "{fastest} {:.2}",
+        e.time_at(fastest).unwrap_or_default()
+    )));
+}

@@ -1,0 +1,258 @@
+//! Declared launches and the build-script API around them, with the real
+//! nvcc: `Build::launch` and `__launch_bounds__` as declarations, the
+//! occupancy at that launch and what would lift it, patterns that match
+//! nothing; recursive globs with excludes, `Build::resolved_archs` and the
+//! arch-suffix policy, nvcc's warnings as cargo warnings.
+
+use occ_build::arch::{self, Variant};
+use occ_build::launch::DeclaredBy;
+use occ_build::occupancy::{occupancy, KernelResources, Launch as At};
+use occ_build::{analyze, Build, Error, Launch, Manifest};
+use occ_tests::{build_env, Scratch};
+
+const DECLARED: &str = include_str!("../../fixtures/cu/declared/k.cu");
+
+fn kernel<'a>(m: &'a Manifest, name: &str) -> &'a occ_build::manifest::Kernel {
+    m.kernels
+        .iter()
+        .find(|k| k.name == name)
+        .unwrap_or_else(|| panic!("no kernel {name}"))
+}
+
+#[test]
+fn a_declared_block_is_judged_at_that_launch_and_says_what_lifts_it() {
+    let s = Scratch::new();
+    s.write("kernels/k.cu", DECLARED);
+    let report = s
+        .build(["sm_80", "sm_90"])
+        .launch("fast_argmin_*", Launch::block(1024))
+        .try_compile_with(&build_env(&[]))
+        .unwrap_or_else(|e| panic!("build failed: {e}"));
+    let m = &report.manifest;
+    for name in ["fast_argmin_f32", "fast_argmin_f64"] {
+        for (arch_name, k) in &kernel(m, name).archs {
+            assert_eq!(
+                k.static_smem, 4096,
+                "test premise: __shared__ float s[1024]"
+            );
+            let d = k.declared.as_ref().expect("declared by build.rs");
+            assert_eq!(
+                d.by,
+                DeclaredBy::Build {
+                    pattern: "fast_argmin_*".into()
+                }
+            );
+            assert_eq!((d.block_size, d.dynamic_smem), (1024, 0));
+            // The model at the declared launch, not at the best block size.
+            let a = arch::lookup(arch_name).expect("arch");
+            let res = analyze::resources(k);
+            let model = occupancy(a, &res, &At::new(1024)).expect("launchable");
+            assert_eq!(
+                d.active_blocks_per_sm, model.active_blocks,
+                "{name} {arch_name}"
+            );
+            assert_eq!(d.occupancy, model.occupancy, "{name} {arch_name}");
+            assert_eq!(k.judged().occupancy, d.occupancy);
+            if arch_name == "sm_80" {
+                assert!(k.registers > 32, "test premise: {} registers", k.registers);
+                assert!(k.best.block_size < 1024, "the best block is another one");
+                assert_eq!(d.active_blocks_per_sm, 1);
+                let lift = d.lift.as_ref().expect("50%: a step up exists");
+                assert_eq!(lift.target_blocks, 2);
+                assert_eq!(lift.occupancy, 1.0);
+                // The register hint is the most that reaches two blocks.
+                let hint = lift.registers.expect("fewer registers reach it");
+                let with = |registers: u32| {
+                    let r = KernelResources { registers, ..res };
+                    occupancy(a, &r, &At::new(1024)).expect("ok").active_blocks
+                };
+                assert!(with(hint.max_registers) >= 2 && with(hint.max_registers + 1) < 2);
+                assert_eq!(hint.drop, k.registers - hint.max_registers);
+                let lb = lift.launch_bounds.expect("a launch bound caps registers");
+                assert_eq!((lb.max_threads, lb.min_blocks), (1024, 2));
+                assert!(lb.reaches_target);
+            }
+        }
+    }
+    // Nothing stated: __launch_bounds__(256) is the declaration.
+    let bounded = &kernel(m, "bounded").archs["sm_80"];
+    let d = bounded.declared.as_ref().expect("declared by its bounds");
+    assert_eq!(
+        (d.by.clone(), d.block_size),
+        (DeclaredBy::LaunchBounds, 256)
+    );
+    // report.txt shows the launch column and the lift line.
+    let text = std::fs::read_to_string(report.out_dir.join("report.txt")).expect("report.txt");
+    let k80 = &kernel(m, "fast_argmin_f32").archs["sm_80"];
+    let drop = k80
+        .declared
+        .as_ref()
+        .and_then(|d| d.lift.as_ref())
+        .and_then(|l| l.registers)
+        .map(|r| r.drop)
+        .expect("a register hint");
+    let line = text
+        .lines()
+        .find(|l| l.contains("fast_argmin_f32 on sm_80 at block 1024 (50.0%)"))
+        .unwrap_or_else(|| panic!("no lift line in\n{text}"));
+    assert!(
+        line.contains(&format!("{drop} fewer registers"))
+            && line.contains("__launch_bounds__(1024, 2) -> 100.0%"),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_launch_pattern_that_matches_no_kernel_names_the_closest() {
+    let s = Scratch::new();
+    s.write("kernels/k.cu", DECLARED);
+    let e = s
+        .build(["sm_80"])
+        .launch("fast_argmni_*", Launch::block(1024))
+        .try_compile_with(&build_env(&[]))
+        .expect_err("matches nothing");
+    let text = e.to_string();
+    assert!(matches!(e, Error::UnmatchedLaunch { .. }), "{e:?}");
+    assert!(
+        text.contains("fast_argmni_*") && text.contains("fast_argmin_f32"),
+        "{text}"
+    );
+    // A launch the kernel cannot take (above its bounds) is refused too.
+    let e = s
+        .build(["sm_80"])
+        .launch("bounded", Launch::block_2d(32, 16))
+        .try_compile_with(&build_env(&[]))
+        .expect_err("512 > 256");
+    let text = e.to_string();
+    assert!(text.contains("bounded") && text.contains("32x16"), "{text}");
+}
+
+#[test]
+fn a_recursive_glob_leaves_out_what_exclude_names() {
+    let s = Scratch::new();
+    let tiny = "extern \"C\" __global__ void NAME(float *p) { p[threadIdx.x] = 1.0f; }\n";
+    for (path, name) in [
+        ("src/a.cu", "a"),
+        ("src/sub/b.cu", "b"),
+        ("src/moe/c.cu", "c"),
+        ("src/moe/deep/d.cu", "d"),
+    ] {
+        s.write(path, &tiny.replace("NAME", name));
+    }
+    let build = |excludes: &[&str]| {
+        let mut b = Build::new();
+        b.root(s.path())
+            .out_dir(s.path().join("out"))
+            .glob("src/**/*.cu")
+            .arch("sm_80");
+        for e in excludes {
+            b.exclude(*e);
+        }
+        b.execute(&build_env(&[]))
+    };
+    let (report, directives) = build(&["src/moe/**", "nothing/*.cu"]);
+    let m = report.expect("build").manifest;
+    let sources: Vec<&str> = m.kernels.iter().map(|k| k.source.as_str()).collect();
+    assert_eq!(sources, ["src/a.cu", "src/sub/b.cu"]);
+    // The glob's folder is watched, so a new file reruns the build script.
+    let src = s.path().join("src").display().to_string();
+    assert!(directives.rerun_if_changed.contains(&src), "{directives:?}");
+    // `*` stays within its folder.
+    let (report, _) = build(&["src/*.cu"]);
+    let m = report.expect("build").manifest;
+    let mut names: Vec<&str> = m.kernels.iter().map(|k| k.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["b", "c", "d"]);
+    // Excluding every match is the no-match error, naming the excludes.
+    let (report, _) = build(&["src/**"]);
+    let e = report.expect_err("nothing left");
+    assert!(matches!(e, Error::NoSources { .. }), "{e:?}");
+    let text = e.to_string();
+    assert!(
+        text.contains("src/**/*.cu") && text.contains("\"src/**\"") && text.contains("removed"),
+        "{text}"
+    );
+}
+
+#[test]
+fn resolved_archs_are_the_builds_and_watch_what_they_read() {
+    let mut b = Build::new();
+    b.archs(["sm_80", "sm_90"])
+        .arch_specific(["sm_90", "sm_100"]);
+    let names = |env: &occ_build::env::Env| -> Vec<String> {
+        b.resolved_archs_with(env)
+            .expect("archs")
+            .iter()
+            .map(|t| t.nvcc_name())
+            .collect()
+    };
+    let env = build_env(&[]);
+    assert_eq!(names(&env), ["sm_80", "sm_90a"]);
+    let read = env.read_vars();
+    assert!(
+        read.iter().any(|v| v == "OCC_ARCHS") && read.iter().any(|v| v == "CUDA_COMPUTE_CAP"),
+        "{read:?}"
+    );
+    // The environment's list gets the same policy; 75 < 80 is what a
+    // build script tests to define NO_BF16_KERNEL.
+    let env = build_env(&[("CUDA_COMPUTE_CAP", Some("75,90,100"))]);
+    let targets = b.resolved_archs_with(&env).expect("archs");
+    assert_eq!(
+        targets.iter().map(|t| t.nvcc_name()).collect::<Vec<_>>(),
+        ["sm_75", "sm_90a", "sm_100a"]
+    );
+    assert!(targets.iter().any(|t| t.cc < 80));
+    assert_eq!(targets[1].variant, Variant::Specific);
+    // The same errors as the build's.
+    let env = build_env(&[("OCC_ARCHS", Some("sm_77"))]);
+    assert!(matches!(
+        b.resolved_archs_with(&env),
+        Err(Error::UnknownArch { .. })
+    ));
+    let mut bad = Build::new();
+    bad.arch("sm_80").arch_specific(["sm_80"]);
+    let e = bad
+        .resolved_archs_with(&build_env(&[]))
+        .expect_err("no sm_80a");
+    assert!(matches!(e, Error::NoArchVariant { .. }), "{e:?}");
+    assert!(e.to_string().contains("sm_90a"), "{e}");
+    let mut family = Build::new();
+    family.arch("sm_100").arch_family(["100"]);
+    let t = family.resolved_archs_with(&build_env(&[])).expect("archs");
+    assert_eq!(t[0].nvcc_name(), "sm_100f");
+}
+
+#[test]
+fn the_suffix_policy_reaches_nvcc_and_nvcc_warnings_are_shown_once() {
+    let s = Scratch::new();
+    s.write(
+        "kernels/w.cu",
+        "extern \"C\" __global__ void w(float *p) { int unused_here = 3; p[threadIdx.x] = 1.0f; }\n",
+    );
+    let (report, directives) = s
+        .build(["sm_80", "sm_90"])
+        .arch_specific(["sm_90"])
+        .execute(&build_env(&[]));
+    let m = report
+        .unwrap_or_else(|e| panic!("build failed: {e}"))
+        .manifest;
+    assert_eq!(m.archs, ["sm_80", "sm_90a"]);
+    assert_eq!(
+        m.kernels[0].archs.keys().collect::<Vec<_>>(),
+        ["sm_80", "sm_90a"]
+    );
+    let warned: Vec<&String> = directives
+        .warnings
+        .iter()
+        .filter(|w| w.contains("unused_here"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{:#?}", directives.warnings);
+    assert!(
+        warned[0].starts_with("nvcc: ") && warned[0].contains("kernels/w.cu"),
+        "{warned:?}"
+    );
+    assert!(directives
+        .lines()
+        .iter()
+        .any(|l| l.starts_with("cargo::warning=nvcc: ") && l.contains("unused_here")));
+}

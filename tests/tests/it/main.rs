@@ -1,0 +1,35 @@
+//! occ's integration tests, one module per subject, in one test binary (one
+//! link instead of one per file). `tests/ui.rs` is a binary of its own: it
+//! sets process environment variables for trybuild's builds of the macro.
+//! `scripts/test` runs every test as a process of its own (cargo-nextest),
+//! so no test sees another's state; `cargo test -p occ-tests --test it
+//! <module>::` runs one module while working on it.
+
+mod bad_input;
+mod baseline;
+mod baseline_crate;
+mod corpus;
+mod declared;
+mod determinism;
+mod differential;
+mod embed;
+mod golden;
+mod hostlib;
+mod lineinfo;
+mod lines;
+mod macro_new_user;
+mod new_user;
+mod parser_fixtures;
+mod parser_lines;
+mod parser_ptx;
+mod parser_speed;
+mod parser_support;
+mod pipeline;
+mod publish;
+mod scale;
+mod trust_build;
+mod trust_cache;
+mod trust_gate;
+mod trust_round3;
+mod tune_results;
+mod tuned_site;
