@@ -2,9 +2,9 @@
 //! [`occ_model::analyze`]) or, without nvcc, from the committed lock.
 
 use crate::cargo::Directives;
-use crate::compile::JobOutput;
 use crate::error::Result;
 use crate::inputs::Inputs;
+use crate::job::JobOutput;
 use crate::manifest::Manifest;
 use occ_model::analyze::{self, JobText};
 use occ_model::lock::Lock;

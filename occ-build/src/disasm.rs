@@ -18,7 +18,7 @@
 
 use crate::cache::{self, Stat};
 use crate::cargo::Directives;
-use crate::compile::write_atomic;
+use crate::files::write_atomic;
 use crate::manifest::Manifest;
 use crate::toolkit::{exe, Nvcc};
 use occ_model::lines::{source_lines, LifeRanges, LineInfo, SourceLines};

@@ -12,8 +12,9 @@
 //! is already formatted. Sorted, free of absolute paths and timestamps,
 //! and written only when it changes.
 
-use crate::compile::write_atomic;
 use crate::error::Result;
+pub use crate::files::read_manifest;
+use crate::files::write_atomic;
 use crate::manifest::{self, KernelArch, Manifest, Origin};
 use crate::manifest::{DeviceCode, Embed};
 use std::collections::BTreeMap;
@@ -22,13 +23,6 @@ use std::path::Path;
 
 /// The generated Rust file's name inside `$OUT_DIR/occ`.
 pub const KERNELS_RS: &str = "kernels.rs";
-
-/// Reads and parses a manifest file (`$OUT_DIR/occ/manifest.json`).
-pub fn read_manifest(path: &Path) -> Result<Manifest> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| crate::Error::io(format!("cannot read {}", path.display()), e))?;
-    Ok(Manifest::from_json(&text, path)?)
-}
 
 /// Writes `manifest.json` and `kernels.rs`.
 pub fn write_all(manifest: &Manifest, out: &Path) -> Result<()> {

@@ -836,7 +836,7 @@ fn not_found_fix(f: &mut fmt::Formatter<'_>, install_dir: Option<&Path>) -> fmt:
         );
     };
     let mut wheels = String::new();
-    for set in crate::toolkit::wheel_sets().iter().filter(|s| !s.legacy) {
+    for set in crate::wheels::wheel_sets().iter().filter(|s| !s.legacy) {
         wheels.push_str(&format!(
             "\n    python3 -m pip install --no-deps --target {} {}",
             dir.join(set.name).display(),

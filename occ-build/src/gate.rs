@@ -20,7 +20,7 @@
 //!   watched (`rerun-if-changed`) once it exists: cargo treats a watched
 //!   missing file as always stale, so a crate with no lock yet does not
 //!   watch it, and a lock created by `cargo occ bless` is picked up by the
-//!   next build that reruns the script. Both writers use [`write_lock`]:
+//!   next build that reruns the script. Both writers use [`crate::files::write_lock`]:
 //!   through a symlinked lock, never over a read-only one.
 //! - A crate built as a dependency (`inputs::is_dependency`) is never
 //!   gated: its lock is its own CI's baseline, not its dependents'.
@@ -31,11 +31,14 @@
 //!   no longer launch, are one warning per kind; `tuned` sites then bake
 //!   the model's block (or the fastest measured one that still launches).
 
+// Kept where cargo-occ finds them until the public surface is cut.
+pub use crate::env::is_ci;
+pub use crate::files::{read_lock, read_settings, write_lock};
+
 use crate::builder::Build;
 use crate::cargo::Directives;
-use crate::compile::write_atomic;
-use crate::env::Env;
 use crate::error::{Error, Result};
+use crate::files::write_atomic;
 use crate::inputs::Inputs;
 use crate::manifest::{self, Manifest};
 use crate::summary::{self, Details};
@@ -44,7 +47,7 @@ use occ_model::compare::{
     DEFAULT_REGISTER_THRESHOLD, GATE_FILE,
 };
 use occ_model::lock::{Lock, CANDIDATE_FILE, LOCK_SCHEMA};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The most rows per cause an error's table shows; the report has them all.
 pub(crate) const ROWS: usize = 10;
@@ -551,106 +554,4 @@ fn warning(group: &Group<'_>, lock_name: &str, report: &Path) -> Option<String> 
         _ => return None,
     };
     Some(format!("occ: {head}: {names}; {record} them ({all})"))
-}
-
-/// Writes `text` as the lock at `path`, the one way both `OCC_BLESS=1`
-/// and `cargo occ bless` write it: through a symlink (the file it points
-/// to is replaced, atomically, and the link stays), keeping the file's
-/// permissions, and never over a read-only lock ([`Error::LockReadOnly`]:
-/// the permission bits are checked, so running as root does not override
-/// them).
-pub fn write_lock(path: &Path, text: &str) -> Result<()> {
-    let target = resolve_links(path)?;
-    let permissions = match std::fs::metadata(&target) {
-        Ok(m) => {
-            if m.permissions().readonly() {
-                return Err(Error::LockReadOnly { path: target });
-            }
-            Some(m.permissions())
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(Error::io(format!("cannot read {}", target.display()), e)),
-    };
-    write_atomic(&target, text.as_bytes())?;
-    if let Some(p) = permissions {
-        std::fs::set_permissions(&target, p).map_err(|e| {
-            Error::io(
-                format!("cannot set the permissions of {}", target.display()),
-                e,
-            )
-        })?;
-    }
-    Ok(())
-}
-
-/// The file `path` names after following every symlink (a dangling link
-/// names the file it would create).
-fn resolve_links(path: &Path) -> Result<PathBuf> {
-    let mut current = path.to_path_buf();
-    // A loop of links ends here instead of spinning.
-    for _ in 0..40 {
-        match std::fs::symlink_metadata(&current) {
-            Ok(m) if m.file_type().is_symlink() => {
-                let link = std::fs::read_link(&current).map_err(|e| {
-                    Error::io(format!("cannot read the symlink {}", current.display()), e)
-                })?;
-                current = match current.parent() {
-                    Some(dir) if link.is_relative() => dir.join(link),
-                    _ => link,
-                };
-            }
-            _ => return Ok(current),
-        }
-    }
-    Err(Error::io(
-        format!("cannot follow the symlink {}", path.display()),
-        std::io::Error::other("too many levels of symbolic links"),
-    ))
-}
-
-/// Whether `CI` says this is a CI run (set, non-empty, not `false`/`0`).
-pub fn is_ci(env: &Env) -> bool {
-    env.var("CI").is_some_and(|v| {
-        !matches!(
-            v.trim().to_ascii_lowercase().as_str(),
-            "" | "0" | "false" | "no" | "off"
-        )
-    })
-}
-
-/// Reads a lock file; `Ok(None)` when it does not exist.
-pub fn read_lock(path: &Path) -> Result<Option<Lock>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(Lock::from_text(&text, path)?)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io(format!("cannot read {}", path.display()), e)),
-    }
-}
-
-/// Reads `gate.json`; `Ok(None)` when missing.
-pub fn read_settings(path: &Path) -> Result<Option<GateSettings>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(GateSettings::from_json(&text, path)?)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io(format!("cannot read {}", path.display()), e)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ci_is_read_like_ci_systems_set_it() {
-        let env = |v: Option<&str>| {
-            Env::with_overrides(vec![("CI".into(), v.map(std::ffi::OsString::from))])
-        };
-        assert!(is_ci(&env(Some("true"))));
-        assert!(is_ci(&env(Some("1"))));
-        assert!(is_ci(&env(Some("woodpecker"))));
-        assert!(!is_ci(&env(Some("false"))));
-        assert!(!is_ci(&env(Some("0"))));
-        assert!(!is_ci(&env(Some(""))));
-        assert!(!is_ci(&env(None)));
-    }
 }

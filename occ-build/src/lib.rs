@@ -186,16 +186,19 @@ mod assemble;
 mod builder;
 mod cache;
 pub mod cargo;
-pub mod compile;
+mod compile;
 mod disasm;
 mod embed;
 pub mod emit;
 pub mod env;
 pub mod error;
+mod files;
 pub mod gate;
 pub mod github;
 mod hostlib;
 mod inputs;
+mod job;
+mod nvcc_text;
 mod parts;
 mod pipeline;
 mod plan;
@@ -205,12 +208,13 @@ pub mod status;
 mod summary;
 mod toolchain;
 pub mod toolkit;
+mod wheels;
 
-pub use builder::{Build, Report};
+pub use builder::{Build, Cudart};
 pub use error::{Error, Result};
-pub use hostlib::Cudart;
 pub use occ_model::launch::Launch;
 pub use occ_model::manifest::{Embed, Manifest};
+pub use pipeline::Report;
 
 // The pure core, re-exported so that a build script needs one dependency.
 pub use occ_model::{

@@ -4,10 +4,10 @@
 //! on the files they apply to.
 
 use crate::builder::Build;
-use crate::compile::{Job, JobKind};
 use crate::error::{Error, Result};
 use crate::hostlib::HostLib;
 use crate::inputs::Inputs;
+use crate::job::{Job, JobKind};
 use crate::manifest::{Lookup, Manifest};
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -15,8 +15,8 @@
 //! lines come from [`crate::gate`].)
 
 use crate::cargo::Directives;
-use crate::compile::write_atomic;
 use crate::error::Result;
+use crate::files::write_atomic;
 use crate::inputs::Inputs;
 use crate::manifest::Manifest;
 use crate::markdown::Baseline;
