@@ -199,14 +199,6 @@ const RESERVED: [&str; 8] = [
 /// source (`arg{i}` when it has none, `{name}_` for a Rust keyword or a
 /// [`RESERVED`] name).
 fn rust_param_name(i: usize, name: &str) -> String {
-    const KEYWORDS: [&str; 52] = [
-        "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum",
-        "extern", "false", "fn", "for", "if", "impl", "in", "let", "loop", "match", "mod", "move",
-        "mut", "pub", "ref", "return", "self", "Self", "static", "struct", "super", "trait",
-        "true", "type", "unsafe", "use", "where", "while", "abstract", "become", "box", "do",
-        "final", "macro", "override", "priv", "typeof", "unsized", "virtual", "yield", "try",
-        "gen",
-    ];
     let valid = name
         .chars()
         .next()
@@ -216,7 +208,7 @@ fn rust_param_name(i: usize, name: &str) -> String {
     if !valid {
         return format!("arg{i}");
     }
-    if KEYWORDS.contains(&name) || RESERVED.contains(&name) || name.starts_with("__occ") {
+    if occ_model::names::is_keyword(name) || RESERVED.contains(&name) || name.starts_with("__occ") {
         return format!("{name}_");
     }
     name.to_string()

@@ -177,14 +177,14 @@ pub(crate) fn baseline(
                 &format!("replaced the lock of package `{}`", lock.package),
             );
         }
-        return Err(Error::Corrupt {
+        return Err(Error::Model(occ_model::Error::Corrupt {
             path: inputs.lock_path.clone(),
             detail: format!(
                 "is the lock of package `{}`, not of `{}`; point .lock_file() at this crate's own lock, \
                  or, if the package was renamed, accept it with `cargo occ bless` (or OCC_BLESS=1 cargo build)",
                 lock.package, candidate.package
             ),
-        });
+        }));
     }
     let diff = compare::compare(lock, candidate, &settings.thresholds);
     details.baseline = Some(crate::markdown::Baseline::Compared {

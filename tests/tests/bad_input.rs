@@ -232,7 +232,10 @@ fn a_corrupt_manifest_names_the_file_and_says_rebuild() {
         let path = s.write("out/occ/manifest.json", text);
         let err = occ_build::emit::read_manifest(&path).expect_err("corrupt");
         let msg = err.to_string();
-        assert!(matches!(err, Error::Corrupt { .. }), "{msg}");
+        assert!(
+            matches!(err, Error::Model(occ_model::Error::Corrupt { .. })),
+            "{msg}"
+        );
         assert!(
             msg.starts_with(&path.display().to_string()) && msg.contains(needle),
             "{text:?}: {msg}"

@@ -112,7 +112,10 @@ fn a_launch_pattern_that_matches_no_kernel_names_the_closest() {
         .try_compile_with(&build_env(&[]))
         .expect_err("matches nothing");
     let text = e.to_string();
-    assert!(matches!(e, Error::UnmatchedLaunch { .. }), "{e:?}");
+    assert!(
+        matches!(e, Error::Model(occ_model::Error::UnmatchedLaunch { .. })),
+        "{e:?}"
+    );
     assert!(
         text.contains("fast_argmni_*") && text.contains("fast_argmin_f32"),
         "{text}"
