@@ -8,12 +8,12 @@
 use crate::locate::{unknown_kernel, Locate};
 use crate::source::{has_bounds, written};
 use anyhow::anyhow;
-use occ_build::analyze::resources;
-use occ_build::arch::Arch;
-use occ_build::manifest::{KernelArch, LaunchBounds, Lookup, SourceLines, SpillSite};
-use occ_build::occupancy::{occupancy, KernelResources, Launch, Limiter};
-use occ_build::table::percent;
-use occ_build::{arch, cliff, tune};
+use occ_model::analyze::resources;
+use occ_model::arch::Arch;
+use occ_model::manifest::{KernelArch, LaunchBounds, Lookup, SourceLines, SpillSite};
+use occ_model::occupancy::{occupancy, KernelResources, Launch, Limiter};
+use occ_model::table::percent;
+use occ_model::{arch, cliff, tune};
 
 /// Arguments of `cargo occ explain`.
 #[derive(Debug, Clone, clap::Args)]

@@ -14,13 +14,13 @@
 use crate::locate::{Locate, Located};
 use crate::render as report;
 use anyhow::Context;
-use occ_build::analyze::resources;
-use occ_build::arch;
-use occ_build::compare::{self, Verdict};
-use occ_build::lock::Lock;
-use occ_build::manifest::{Kernel, KernelArch, Manifest, Origin};
-use occ_build::occupancy::{occupancy, KernelResources, Launch};
-use occ_build::table::percent;
+use occ_model::analyze::resources;
+use occ_model::arch;
+use occ_model::compare::{self, Verdict};
+use occ_model::lock::Lock;
+use occ_model::manifest::{Kernel, KernelArch, Manifest, Origin};
+use occ_model::occupancy::{occupancy, KernelResources, Launch};
+use occ_model::table::percent;
 use plotters::prelude::*;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -93,7 +93,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-pub use occ_build::markdown::Baseline;
+pub use occ_model::markdown::Baseline;
 
 /// The build compared with its lock, exactly as `cargo occ check` compares
 /// them (the lock and thresholds from the build's `gate.json`).
@@ -884,8 +884,8 @@ pub fn html(m: &Manifest, baseline: &Baseline, charts: Charts) -> anyhow::Result
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use occ_build::analyze::best_launch;
-    use occ_build::manifest::{Best, LaunchBounds, Resources};
+    use occ_model::analyze::best_launch;
+    use occ_model::manifest::{Best, LaunchBounds, Resources};
 
     fn arch_entry(arch: &str, registers: u32, static_smem: u32, spill: u32) -> KernelArch {
         bounded(arch, registers, static_smem, spill, LaunchBounds::default())
@@ -945,7 +945,7 @@ pub(crate) mod tests {
             ..LaunchBounds::default()
         };
         Manifest {
-            schema: occ_build::manifest::SCHEMA_VERSION,
+            schema: occ_model::manifest::SCHEMA_VERSION,
             package: "demo".into(),
             origin: Origin::Nvcc,
             nvcc: "V13.5.37".into(),

@@ -1,13 +1,13 @@
 //! The sweep runner: ptxas at each register cap the model proposes
-//! ([`occ_build::sweep::caps`]), in parallel threads, parsed into
-//! [`occ_build::sweep::Sweep`] points. The CLI's only process pool.
+//! ([`occ_model::sweep::caps`]), in parallel threads, parsed into
+//! [`occ_model::sweep::Sweep`] points. The CLI's only process pool.
 
 use anyhow::{anyhow, Context, Result};
-use occ_build::manifest::{Kernel, LaunchBounds, Lookup, Manifest};
-use occ_build::sweep::{
+use occ_model::manifest::{Kernel, LaunchBounds, Lookup, Manifest};
+use occ_model::sweep::{
     caps, overrides_global_cap, point, with_maxnreg, KernelSweep, Method, Sweep, SCHEMA_VERSION,
 };
-use occ_build::{arch, ptx, ptxas};
+use occ_model::{arch, ptx, ptxas};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -123,7 +123,7 @@ pub fn sweep_kernel(
     let scratch = Scratch(std::env::temp_dir().join(format!(
         "occ-sweep-{}-{}",
         std::process::id(),
-        occ_build::names::short_hash(&format!("{}{arch}{}", kernel.name, ptx_path.display()))
+        occ_model::names::short_hash(&format!("{}{arch}{}", kernel.name, ptx_path.display()))
     )));
     std::fs::create_dir_all(&scratch.0)
         .with_context(|| format!("cannot create {}", scratch.0.display()))?;
@@ -404,7 +404,7 @@ pub fn sweep_manifest(
             Lookup::Ambiguous(candidates) => {
                 return Err(anyhow!(format!(
                 "kernel `{query}` is ambiguous; it matches {}; give the name of the one you mean",
-                occ_build::manifest::describe_candidates(&candidates)
+                occ_model::manifest::describe_candidates(&candidates)
             )))
             }
             Lookup::Unknown(close) => {

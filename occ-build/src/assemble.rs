@@ -5,9 +5,9 @@ use crate::cargo::Directives;
 use crate::error::Result;
 use crate::inputs::Inputs;
 use crate::job::JobOutput;
-use crate::manifest::Manifest;
 use occ_model::analyze::{self, JobText};
 use occ_model::lock::Lock;
+use occ_model::manifest::Manifest;
 use occ_model::measured;
 use occ_model::{cliff, launch};
 

@@ -1,8 +1,8 @@
 //! [`Build`]: the build-script API, in the shape of `cc::Build`.
 
-use crate::arch;
-use crate::launch::Launch;
-use crate::manifest::Embed;
+use occ_model::arch;
+use occ_model::launch::Launch;
+use occ_model::manifest::Embed;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -295,7 +295,7 @@ impl Build {
     }
 
     /// The baseline file, relative to the crate root (default `occ.lock`).
-    /// See [`crate::gate`].
+    /// See the crate docs, "Updating the baseline".
     pub fn lock_file(&mut self, path: impl AsRef<Path>) -> &mut Self {
         self.lock_file = Some(path.as_ref().to_path_buf());
         self
@@ -303,7 +303,7 @@ impl Build {
 
     /// How many registers per thread a kernel may grow by, compared with the
     /// lock, before the build fails (default
-    /// [`crate::compare::DEFAULT_REGISTER_THRESHOLD`]). An occupancy drop fails
+    /// [`occ_model::compare::DEFAULT_REGISTER_THRESHOLD`]). An occupancy drop fails
     /// regardless.
     pub fn register_threshold(&mut self, registers: u32) -> &mut Self {
         self.register_threshold = Some(registers);

@@ -13,9 +13,9 @@ use crate::cache::Stat;
 use crate::error::{Error, Result};
 use crate::files::write_atomic;
 use crate::job::JobOutput;
-use crate::manifest::{DeviceCode, Embed};
 use crate::toolkit::{exe, Nvcc};
 use occ_model::arch::{self, Variant};
+use occ_model::manifest::{DeviceCode, Embed};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 

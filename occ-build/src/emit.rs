@@ -13,10 +13,9 @@
 //! and written only when it changes.
 
 use crate::error::Result;
-pub use crate::files::read_manifest;
 use crate::files::write_atomic;
-use crate::manifest::{self, KernelArch, Manifest, Origin};
-use crate::manifest::{DeviceCode, Embed};
+use occ_model::manifest::{self, KernelArch, Manifest, Origin};
+use occ_model::manifest::{DeviceCode, Embed};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;

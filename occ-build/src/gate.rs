@@ -31,22 +31,18 @@
 //!   no longer launch, are one warning per kind; `tuned` sites then bake
 //!   the model's block (or the fastest measured one that still launches).
 
-// Kept where cargo-occ finds them until the public surface is cut.
-pub use crate::env::is_ci;
-pub use crate::files::{read_lock, read_settings, write_lock};
-
 use crate::builder::Build;
 use crate::cargo::Directives;
 use crate::error::{Error, Result};
-use crate::files::write_atomic;
+use crate::files::{write_atomic, write_lock};
 use crate::inputs::Inputs;
-use crate::manifest::{self, Manifest};
 use crate::summary::{self, Details};
 use occ_model::compare::{
     self, Cause, GateSettings, Group, Thresholds, Verdict, DEFAULT_CLIFF_MARGIN,
     DEFAULT_REGISTER_THRESHOLD, GATE_FILE,
 };
 use occ_model::lock::{Lock, CANDIDATE_FILE, LOCK_SCHEMA};
+use occ_model::manifest::{self, Manifest};
 use std::path::Path;
 
 /// The most rows per cause an error's table shows; the report has them all.
@@ -132,7 +128,7 @@ pub(crate) fn baseline(
     if inputs.dependency {
         // The lock is its authors' gate: a dependent's build (another
         // toolkit, other archs) never fails on it, nor writes it.
-        details.baseline = Some(crate::markdown::Baseline::NotCompared(format!(
+        details.baseline = Some(occ_model::markdown::Baseline::NotCompared(format!(
             "built as a dependency (from a registry, git or a vendor folder): {lock_name} \
              gates its own crate's builds, not its dependents'"
         )));
@@ -156,7 +152,7 @@ pub(crate) fn baseline(
         Ok(())
     };
     let Some(lock) = &inputs.lock else {
-        details.baseline = Some(crate::markdown::Baseline::NotCompared(format!(
+        details.baseline = Some(occ_model::markdown::Baseline::NotCompared(format!(
             "no {lock_name} yet (record one with `cargo occ bless`)"
         )));
         if blessing {
@@ -187,7 +183,7 @@ pub(crate) fn baseline(
         }));
     }
     let diff = compare::compare(lock, candidate, &settings.thresholds);
-    details.baseline = Some(crate::markdown::Baseline::Compared {
+    details.baseline = Some(occ_model::markdown::Baseline::Compared {
         lock: inputs
             .lock_path
             .file_name()

@@ -3,12 +3,12 @@
 //! setting read from the environment (all through [`Env`], so each is
 //! watched).
 
-use crate::arch;
 use crate::builder::Build;
 use crate::cargo::Directives;
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::files::{self, relative};
+use occ_model::arch;
 use occ_model::lock::{Lock, DEFAULT_LOCK_FILE};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -88,7 +88,7 @@ pub(crate) struct Inputs {
     /// `PATH`, where nvcc finds the host compiler and its tools.
     pub path_var: Option<String>,
     /// The launches of `Build::launch`, `(pattern, launch)` in order.
-    pub launches: Vec<(String, crate::launch::Launch)>,
+    pub launches: Vec<(String, occ_model::launch::Launch)>,
     /// GitHub Actions' settings, under `GITHUB_ACTIONS=true`.
     pub github: Option<crate::github::Actions>,
 }

@@ -41,7 +41,6 @@ use crate::files;
 use crate::hostlib::HostLib;
 use crate::inputs::Inputs;
 use crate::job::{Job, JobOutput};
-use crate::manifest::Manifest;
 use crate::status::{self, BuildState};
 use crate::toolchain::Toolchain;
 use crate::toolkit::Nvcc;
@@ -49,6 +48,7 @@ use crate::{
     assemble, compile, disasm, embed, emit, gate, hostlib, inputs, parts, plan, summary, toolchain,
 };
 use occ_model::lock::Lock;
+use occ_model::manifest::Manifest;
 use std::path::PathBuf;
 
 /// What a successful build produced.
@@ -243,7 +243,7 @@ fn plan_and_compile(
     nvcc: &Nvcc,
     directives: &mut Directives,
 ) -> Result<Compiled> {
-    let previous = files::read_manifest(&inputs.out_dir.join(crate::manifest::FILE_NAME)).ok();
+    let previous = files::read_manifest(&inputs.out_dir.join(occ_model::manifest::FILE_NAME)).ok();
     let mut caps = plan::register_caps(build, inputs, previous.as_ref());
     // The header every job pre-includes (`plan::folder_free_names`).
     files::write_atomic(

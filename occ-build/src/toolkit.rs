@@ -13,8 +13,6 @@ pub const SCRIPT_INSTALL_DIR: &str = ".cuda/cu13/nvidia/cu13/bin";
 /// `OCC_CUDA_DIR`, the per-user cache): one layout for every installer.
 pub const INSTALL_BIN: &str = "cu13/nvidia/cu13/bin";
 
-pub use crate::wheels::{wheel_sets, WheelSet, WHEELS};
-
 /// A toolkit dir: where `cargo occ toolkit install` puts nvcc, and where
 /// [`find_nvcc`] looks for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -288,6 +286,7 @@ pub fn short_version(line: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wheels::{wheel_sets, WheelSet};
     use std::ffi::OsString;
 
     fn env(vars: &[(&str, Option<&str>)]) -> Env {

@@ -31,8 +31,8 @@
 //! 200 steps within a few minutes on two cores. `scripts/differential` runs
 //! thousands of steps.
 
-use occ_build::lock::Lock;
-use occ_build::Manifest;
+use occ_model::lock::Lock;
+use occ_model::manifest::Manifest;
 use occ_tests::trust::{
     cargo_toml, outputs, reswap, scratch_toolkit, script_ok, text, BuildScript,
 };
@@ -511,7 +511,7 @@ fn lock_mode_agrees(
         run.fail(&format!("a build from the lock failed:\n{}", text(&out)));
     }
     let from_lock = read_manifest(dir.path());
-    let numbers = |m: &Manifest| -> Vec<(String, String, occ_build::manifest::Resources)> {
+    let numbers = |m: &Manifest| -> Vec<(String, String, occ_model::manifest::Resources)> {
         m.kernels
             .iter()
             .flat_map(|k| {

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use occ_build::ptxas::parse_log;
+use occ_model::ptxas::parse_log;
 use occ_tests::workspace_root;
 use parser_support::cuda_tool;
 

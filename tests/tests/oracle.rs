@@ -17,11 +17,11 @@
 //! with the 11.0 figures (occ maps `sm_101` to 11.0). Every field of every
 //! answer must match; a failure prints the count and the first mismatches.
 
-use occ_build::arch::{self, Arch};
-use occ_build::occupancy::{
+use occ_model::arch::{self, Arch};
+use occ_model::occupancy::{
     occupancy, CachePref, KernelResources, Launch, OccupancyError, PartitionedGc,
 };
-use occ_build::tune::{available_dynamic_smem, best_block_size, DynamicSmem, TuneRequest};
+use occ_model::tune::{available_dynamic_smem, best_block_size, DynamicSmem, TuneRequest};
 use std::fmt::Write as _;
 use std::io::{BufReader, Read, Write};
 use std::path::Path;

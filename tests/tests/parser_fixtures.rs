@@ -9,7 +9,7 @@ mod parser_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use occ_build::ptxas::{parse_log, KernelRecord, Log, Severity};
+use occ_model::ptxas::{parse_log, KernelRecord, Log, Severity};
 use parser_support::{fixture, parse_res_usage, sm_number};
 
 /// Parses `<stem>.log` and checks every kernel against `<stem>.res-usage.txt`.

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use occ_build::ptx::{parse_entries, target, Linkage, PtxEntry};
-use occ_build::ptxas::parse_log;
+use occ_model::ptx::{parse_entries, target, Linkage, PtxEntry};
+use occ_model::ptxas::parse_log;
 use parser_support::cuda_tool;
 
 fn src(name: &str) -> PathBuf {

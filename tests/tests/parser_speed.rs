@@ -6,7 +6,7 @@ mod parser_support;
 
 use std::time::Instant;
 
-use occ_build::{ptx, ptxas};
+use occ_model::{ptx, ptxas};
 use parser_support::fixture;
 
 /// The 13.5 multi-arch fixture repeated with renamed kernels until it has `n` entries.
