@@ -45,7 +45,7 @@ pub fn run(args: BlessArgs) -> anyhow::Result<i32> {
         }
         Some(old) => {
             let diff = compare::compare(old, &candidate, &Default::default());
-            print!("{}", compare::render_diff(&diff, &Verdict::ALL));
+            print!("{}", occ_model::table::render_diff(&diff, &Verdict::ALL));
         }
         None => {}
     }

@@ -192,7 +192,7 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
         if diff.has_regressions() {
             print!(
                 "occupancy regression against {name}:\n{}",
-                compare::render_diff(&diff, &Verdict::ALL)
+                occ_model::table::render_diff(&diff, &Verdict::ALL)
             );
             println!("if this is intended, accept it with `cargo occ bless` and commit {name}");
         } else if diff.findings.is_empty() {
@@ -210,7 +210,7 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
             let others = [Verdict::Improvement, Verdict::New, Verdict::Changed];
             print!(
                 "ok, no regression; differences from {name}:\n{}",
-                compare::render_diff(&diff, &others)
+                occ_model::table::render_diff(&diff, &others)
             );
             println!("run `cargo occ bless` to record them");
         }

@@ -83,7 +83,7 @@ pub fn run(args: DiffArgs) -> anyhow::Result<i32> {
             )
         }
         Format::Table => {
-            print!("{}", compare::render_diff(&diff, &Verdict::ALL));
+            print!("{}", occ_model::table::render_diff(&diff, &Verdict::ALL));
             if !diff.dropped_archs.is_empty() {
                 println!(
                     "archs in {old_name} only: {}",

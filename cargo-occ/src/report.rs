@@ -16,7 +16,7 @@ use crate::render as report;
 use anyhow::Context;
 use occ_model::analyze::resources;
 use occ_model::arch;
-use occ_model::compare::{self, Verdict};
+use occ_model::compare::{self, Reason, Verdict};
 use occ_model::lock::Lock;
 use occ_model::manifest::{Kernel, KernelArch, Manifest, Origin};
 use occ_model::occupancy::{occupancy, KernelResources, Launch};
@@ -168,7 +168,7 @@ struct Marks<'a> {
     spills: bool,
     low: bool,
     /// The regression's reasons, when it regressed.
-    regressed: Option<&'a [String]>,
+    regressed: Option<&'a [Reason]>,
 }
 
 impl Marks<'_> {
@@ -193,7 +193,7 @@ impl Marks<'_> {
 }
 
 /// Regressions by (base name, source, arch).
-type Regressed<'a> = BTreeMap<(&'a str, &'a str, &'a str), &'a [String]>;
+type Regressed<'a> = BTreeMap<(&'a str, &'a str, &'a str), &'a [Reason]>;
 
 fn marks<'a>(kernel: &Kernel, arch: &str, k: &KernelArch, regressed: &Regressed<'a>) -> Marks<'a> {
     Marks {
@@ -529,7 +529,11 @@ fn kernel_section(
             let _ = writeln!(
                 out,
                 "<p class=\"regression\">regressed: {}</p>",
-                esc(&reasons.join("; "))
+                esc(&reasons
+                    .iter()
+                    .map(|r| r.text.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; "))
             );
         }
         if draw {
@@ -762,7 +766,7 @@ pub fn html(m: &Manifest, baseline: &Baseline, charts: Charts) -> anyhow::Result
                     "<code>{}</code> on {}: {}",
                     esc(&f.kernel),
                     esc(&f.arch),
-                    esc(&f.reasons.join("; "))
+                    esc(&f.texts().join("; "))
                 );
                 match target {
                     Some(k) => items.push((arch_id(k, &f.arch), text)),

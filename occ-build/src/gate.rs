@@ -194,7 +194,7 @@ pub(crate) fn baseline(
     if !diff.findings.is_empty() {
         details.add(
             format!("differences from {lock_name}"),
-            compare::render_diff(&diff, &Verdict::ALL),
+            occ_model::table::render_diff(&diff, &Verdict::ALL),
         );
     }
     if blessing {
@@ -353,12 +353,12 @@ fn regression_report(
 ) -> String {
     let regressions = diff.regressions().count();
     let rest = format!("see {}", details.report().display());
-    let mut table = compare::render_diff_bounded(diff, &Verdict::ALL, ROWS, &rest);
+    let mut table = occ_model::table::render_diff_bounded(diff, &Verdict::ALL, ROWS, &rest);
     table.push_str(&spill_places(diff, manifest));
     let mut hints = Vec::new();
     let past_threshold = diff
         .regressions()
-        .any(|f| f.causes.contains(&Cause::RegistersPastThreshold));
+        .any(|f| f.has(Cause::RegistersPastThreshold));
     if past_threshold {
         hints.push(format!(
             "registers may grow by the threshold in the note column before the gate fails; if the growth \
@@ -391,8 +391,7 @@ fn spill_places(diff: &compare::Diff, manifest: &Manifest) -> String {
     let mut lines: Vec<String> = diff
         .regressions()
         .filter(|f| {
-            f.causes
-                .iter()
+            f.causes()
                 .any(|c| matches!(c, Cause::NewSpills | Cause::MoreSpills))
         })
         .filter_map(|f| {

@@ -290,7 +290,7 @@ pub fn alerts(
         }
     }
     for f in diff.into_iter().flat_map(|d| &d.findings) {
-        let near = f.causes.contains(&Cause::NearCliff);
+        let near = f.has(Cause::NearCliff);
         let rule = match f.verdict {
             Verdict::Regression => Rule::Regression,
             _ if near => Rule::NearCliff,
@@ -308,7 +308,7 @@ pub fn alerts(
                 (f.source.clone(), line, located)
             }
         };
-        let mut message = format!("{} on {}: {}", f.kernel, f.arch, f.reasons.join(", "));
+        let mut message = format!("{} on {}: {}", f.kernel, f.arch, f.texts().join(", "));
         if !f.also.is_empty() {
             message.push_str(&format!("; also {}", f.also.join(", ")));
         }

@@ -364,7 +364,8 @@ pub fn changes(lock: &str, diff: &Diff, room: usize) -> String {
             names.join(", ")
         ));
     }
-    let mut text = compare::render_diff_bounded(diff, &Verdict::ALL, DIFF_ROWS, "see report.txt");
+    let mut text =
+        crate::table::render_diff_bounded(diff, &Verdict::ALL, DIFF_ROWS, "see report.txt");
     let open = "\n<details><summary>Before and after</summary>\n\n```text\n";
     let close = "```\n\n</details>\n";
     let cut = "... (cut here: the rest is in report.txt)\n";

@@ -36,20 +36,8 @@ use crate::occupancy::{
     CachePref, KernelResources, Launch, Occupancy, OccupancyError, PartitionedGc,
 };
 
-/// Dynamic shared memory as a function of the block size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DynamicSmem {
-    /// The same number of bytes for every block size.
-    Fixed(u32),
-    /// `per_thread × block size + fixed` bytes.
-    PerThread {
-        /// Bytes per thread.
-        per_thread: u32,
-        /// Bytes per block on top.
-        fixed: u32,
-    },
-}
+/// The manifest schema's types this module fills (defined in [`crate::manifest`]).
+pub use crate::manifest::{DynamicSmem, LaunchBoundsHint, RegisterHint, SmemHint};
 
 impl Default for DynamicSmem {
     fn default() -> Self {
@@ -445,40 +433,6 @@ pub fn min_carveout(
         }
     }
     Ok(None)
-}
-
-/// Registers to drop to reach the next occupancy step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct RegisterHint {
-    /// The most registers per thread that reach the target.
-    pub max_registers: u32,
-    /// How many fewer than now.
-    pub drop: u32,
-}
-
-/// Shared memory to shed to reach the next occupancy step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct SmemHint {
-    /// The most static + dynamic bytes per block that reach the target.
-    pub max_bytes: u32,
-    /// How many bytes fewer than now.
-    pub shed: u32,
-}
-
-/// What `__launch_bounds__(max_threads, min_blocks)` would do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct LaunchBoundsHint {
-    /// The first argument: the launch's block size.
-    pub max_threads: u32,
-    /// The second argument: the target blocks per SM.
-    pub min_blocks: u32,
-    /// The most registers per thread for which the register file alone
-    /// fits `min_blocks` blocks (ptxas caps the kernel near this; it may
-    /// spill).
-    pub register_cap: u32,
-    /// Whether the launch reaches `min_blocks` with that cap (false when
-    /// something other than registers limits it).
-    pub reaches_target: bool,
 }
 
 /// What-if hints for the next occupancy step.
