@@ -15,36 +15,57 @@ use std::path::Path;
 /// The views: text for people and tools, made from what the analyses found.
 const VIEWS: &[&str] = &["table", "markdown", "ci"];
 
-/// Each module of `src/` (by file stem) with its library text: before the
-/// first inline test module, comments dropped.
+/// Each module of `src/` (by file stem, or folder for a module of several
+/// files) with its library text: before the first inline test module,
+/// comments dropped.
 fn modules() -> BTreeMap<String, String> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut out = BTreeMap::new();
+    let mut out: BTreeMap<String, String> = BTreeMap::new();
     for entry in std::fs::read_dir(&src).expect("read src/") {
         let path = entry.expect("dir entry").path();
         let Some(stem) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
             continue;
         };
-        if path.extension().is_none_or(|e| e != "rs") || stem == "lib" || stem == "proptests" {
+        let files: Vec<std::path::PathBuf> = if path.is_dir() {
+            std::fs::read_dir(&path)
+                .expect("read a module folder")
+                .map(|e| e.expect("dir entry").path())
+                .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+                .collect()
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            vec![path]
+        } else {
+            continue;
+        };
+        if stem == "lib" || stem == "proptests" {
             continue;
         }
-        let text = std::fs::read_to_string(&path).expect("read a source");
-        let library = [
-            "#[cfg(test)]\nmod tests",
-            "#[cfg(test)]\npub(crate) mod tests",
-        ]
-        .iter()
-        .filter_map(|m| text.find(m))
-        .min()
-        .map_or(text.as_str(), |i| &text[..i]);
-        let code: String = library
-            .lines()
-            .map(|l| l.split("//").next().unwrap_or(""))
-            .collect::<Vec<_>>()
-            .join("\n");
-        out.insert(stem, code);
+        for file in files {
+            let text = std::fs::read_to_string(&file).expect("read a source");
+            out.entry(stem.clone())
+                .or_default()
+                .push_str(&library(&text));
+        }
     }
     out
+}
+
+/// A source's library code: before its inline test module, comments dropped.
+fn library(text: &str) -> String {
+    let library = [
+        "#[cfg(test)]\nmod tests",
+        "#[cfg(test)]\npub(crate) mod tests",
+    ]
+    .iter()
+    .filter_map(|m| text.find(m))
+    .min()
+    .map_or(text, |i| &text[..i]);
+    library
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
 }
 
 /// The modules a module's code names: `crate::m` and `crate::{m, ..}`.
