@@ -31,6 +31,24 @@
 //! build killed (or out of disk) before the record leaves the old record,
 //! whose outputs no longer match, or none: either way the job runs again.
 //!
+//! Where and by whom: the record is `$OUT_DIR/occ/cache/<job>.json`
+//! (`<stem>.lib.json` for a host-code library, whose outputs are all of
+//! its files). The key also holds the source's absolute path (two
+//! checkouts sharing a target dir get the same `OUT_DIR`) and the host
+//! compiler's variables (`CPATH`, `CPLUS_INCLUDE_PATH`, ...); the toolkit's
+//! identity is each program `nvcc --dryrun` runs, its profile, libdevice
+//! and the launcher, by path, link target and stat. Inputs are the
+//! preprocessed sources' flag-1 line markers (`#line` names read no file);
+//! the include search covers the includers' folders and the `-I` folders
+//! before each input's (those of `NVCC_*_FLAGS` too), and those folders are
+//! watched, so cargo reruns the script when a shadowing header appears
+//! (one that appeared during the job makes it unstable). One build at a
+//! time checks and commits a job ([`JobLock`] on `cache/<job>.lock`): a
+//! second build into the same `OUT_DIR` waits, then reuses the first's
+//! result. The next build removes the scratch folders and temporary files
+//! of killed builds. The toolkit's files are watched, so a new ptxas
+//! reruns the build script.
+//!
 //! What the cache assumes: files are changed through the file system (a
 //! change keeps size, mtime, ctime and inode only if nothing was written);
 //! the file system keeps sub-second timestamps (ext4, XFS, btrfs, tmpfs,
@@ -41,7 +59,9 @@
 //! output nvcc would; a wrapper script given as `NVCC` picks its real nvcc
 //! the same way on each run (it is seen through `--dryrun`); the host
 //! compiler's own headers (`/usr/include`) are not shadowed by files created
-//! later in system folders.
+//! later in system folders; cargo reruns the script by mtimes, so a
+//! symlink retargeted outside the watched folders (or a toolkit switched
+//! that way) is seen only at the next rerun.
 
 use crate::error::{Error, Result};
 use crate::files::write_atomic;
