@@ -117,6 +117,8 @@ impl Report<'_> {
     }
 }
 
+/// Long because each output (text, SARIF, step summary, workflow commands) is
+/// written from one comparison.
 fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     let found = args.locate.find()?;
     let env = Env::new();

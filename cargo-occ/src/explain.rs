@@ -377,6 +377,9 @@ fn how_to_cap(name: &str, lb: &LaunchBounds, cap: u32) -> String {
 /// Why a spilling kernel has the registers it has, and what would give
 /// ptxas more: fewer min blocks or a smaller block bound, a higher
 /// `__maxnreg__` or `-maxrregcount`, each with the occupancy at its cap.
+///
+/// Long because the spill sites, the loop and the pressure peak are said in the
+/// order a reader acts on them.
 fn spill_hints(a: &Arch, name: &str, k: &KernelArch, res: &KernelResources, smem: u32) {
     let lb = &k.launch_bounds;
     // The occupancy if ptxas used all `registers` at `block` threads.

@@ -94,6 +94,8 @@ impl Locate {
         })
     }
 
+    /// Long because each place a build may have left its folder is tried in order,
+    /// with the reason kept for the error.
     fn newest_occ_dir(&self) -> Result<PathBuf> {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);

@@ -266,6 +266,10 @@ struct PtxasJob<'a> {
 
 impl PtxasJob<'_> {
     /// One ptxas run; `Ok(None)` when it was stopped because another failed.
+    ///
+    /// Long because one ptxas run is followed from start to end in order:
+    /// the PTX it reads (rewritten with `.maxnreg` when needed), the process,
+    /// the timeout that kills it, and its log.
     fn run(&self, cap: Option<u32>) -> Result<Option<Run>> {
         let PtxasJob {
             stop,

@@ -292,6 +292,8 @@ fn plural(n: usize, what: &str) -> String {
 /// per kernel × arch × bucket, the fastest measured block and its time,
 /// the max-occupancy block and its time, the speed-up, and the time at
 /// each candidate. Empty when the build has no measurements.
+///
+/// Long because the table is written top to bottom in the order it reads.
 pub fn measured_section(m: &occ_model::manifest::Manifest, gpu: Option<&str>) -> String {
     if m.measured.is_empty() {
         return String::new();

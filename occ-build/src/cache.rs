@@ -516,6 +516,8 @@ impl Toolkit {
         Ok(toolkit)
     }
 
+    /// Long because it reads the dry run's settings and programs in the order nvcc
+    /// prints them, and each program it finds is part of the identity.
     fn from_dryrun(
         nvcc: &Nvcc,
         vars: &NvccVars,

@@ -238,6 +238,9 @@ fn rust_param_names(params: &[occ_model::params::Param]) -> Vec<String> {
 /// rustc refuses a wrong count, a wrong scalar or a buffer of the wrong
 /// element type at the argument. Wrapped in `occ::__if_cudarc!`: it exists
 /// when the `occ` crate's `cudarc` feature is on.
+///
+/// Long because it writes the launcher's Rust text in the order the generated
+/// file reads.
 fn launcher(kernel: &manifest::Kernel) -> String {
     use occ_model::params::RustArg;
     let mut generics = Vec::new();

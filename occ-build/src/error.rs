@@ -331,6 +331,8 @@ impl Error {
 }
 
 impl fmt::Display for Error {
+    /// Long: one arm per variant, so that every message is written whole in
+    /// one place (the unit test below renders each).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::NvccNotFound {

@@ -101,6 +101,10 @@ fn thresholds(build: &Build) -> Thresholds {
 /// holds the other parts', see `parts`; one line per kind), and writes the
 /// lock only on `OCC_BLESS` outside CI. Every difference goes to the
 /// report (`details`).
+///
+/// Long because each early return is one state of the gate (a dependency, no
+/// lock yet, another package's lock, a bless, a regression), read in the order
+/// they are decided.
 pub(crate) fn baseline(
     build: &Build,
     inputs: &Inputs,
@@ -110,20 +114,7 @@ pub(crate) fn baseline(
     details: &mut Details,
     directives: &mut Directives,
 ) -> Result<()> {
-    let out = &inputs.out_dir;
-    let text = candidate.to_text();
-    write_atomic(&out.join(CANDIDATE_FILE), text.as_bytes())?;
-    let settings = GateSettings {
-        schema: LOCK_SCHEMA,
-        lock_file: inputs.lock_path.clone(),
-        thresholds: thresholds(build),
-        crate_root: Some(inputs.root.clone()),
-        deny_spills: build.deny_spills,
-    };
-    write_atomic(
-        &out.join(GATE_FILE),
-        manifest::to_json_pretty(&settings).as_bytes(),
-    )?;
+    let (text, settings) = write_candidate(build, inputs, candidate)?;
     let lock_name = inputs.display(&inputs.lock_path);
     if inputs.dependency {
         // The lock is its authors' gate: a dependent's build (another
@@ -220,6 +211,49 @@ pub(crate) fn baseline(
         });
     }
     measured_code(lock, candidate, &lock_name, details)?;
+    warn_changes(
+        lock, candidate, &diff, scope, &lock_name, details, directives,
+    );
+    Ok(())
+}
+
+/// Writes the candidate lock and `gate.json` into `$OUT_DIR/occ` for
+/// `cargo occ bless` and `check`; returns the candidate's text and the
+/// settings.
+fn write_candidate(
+    build: &Build,
+    inputs: &Inputs,
+    candidate: &Lock,
+) -> Result<(String, GateSettings)> {
+    let out = &inputs.out_dir;
+    let text = candidate.to_text();
+    write_atomic(&out.join(CANDIDATE_FILE), text.as_bytes())?;
+    let settings = GateSettings {
+        schema: LOCK_SCHEMA,
+        lock_file: inputs.lock_path.clone(),
+        thresholds: thresholds(build),
+        crate_root: Some(inputs.root.clone()),
+        deny_spills: build.deny_spills,
+    };
+    write_atomic(
+        &out.join(GATE_FILE),
+        manifest::to_json_pretty(&settings).as_bytes(),
+    )?;
+    Ok((text, settings))
+}
+
+/// The warnings of a passing gate: settings changed since the bless, one
+/// line per kind of finding in this part's sources, archs the lock has and
+/// the build does not, parameter lists the lock holds stale.
+fn warn_changes(
+    lock: &Lock,
+    candidate: &Lock,
+    diff: &compare::Diff,
+    scope: &[String],
+    lock_name: &str,
+    details: &Details,
+    directives: &mut Directives,
+) {
     let in_scope = compare::Diff {
         findings: diff
             .findings
@@ -240,7 +274,7 @@ pub(crate) fn baseline(
         &in_scope,
         &[Verdict::Improvement, Verdict::New, Verdict::Changed],
     ) {
-        if let Some(line) = warning(&group, &lock_name, details.report()) {
+        if let Some(line) = warning(&group, lock_name, details.report()) {
             directives.warn(line);
         }
     }
@@ -250,10 +284,9 @@ pub(crate) fn baseline(
             diff.dropped_archs.join(", ")
         ));
     }
-    if let Some(line) = stale_params(lock, candidate, scope, &lock_name) {
+    if let Some(line) = stale_params(lock, candidate, scope, lock_name) {
         directives.warn(line);
     }
-    Ok(())
 }
 
 /// Fails when the code of a kernel × arch the lock holds a measurement of

@@ -96,6 +96,9 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
 }
 
 /// The host-code library of a build, or `None` when it makes none.
+///
+/// Long because it configures cc for the target once, reading each variable cc
+/// would, so the host compiler and its flags match what cc builds.
 pub(crate) fn prepare(build: &Build, inputs: &Inputs, env: &Env) -> Result<Option<HostLib>> {
     let Some(name) = &build.static_lib else {
         return Ok(None);

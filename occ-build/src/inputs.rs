@@ -280,6 +280,9 @@ pub(crate) fn variant_suffix(variant: arch::Variant) -> &'static str {
 /// once, relative to `root`; watches each file and each glob's folder (the
 /// part of the pattern before its first wildcard, unless it holds
 /// `out_dir`: that would rerun the build script on every build).
+///
+/// Long because files, globs and excludes are resolved, checked and watched in
+/// one pass, with an error for each way a source can be wrong.
 fn sources(
     build: &Build,
     root: &Path,

@@ -90,6 +90,9 @@ impl Nvcc {
 /// it), then the per-user toolkit dir of `cargo occ toolkit install`
 /// ([`toolkit_dir`]; the same as `OCC_CUDA_DIR` when that is set). The
 /// error lists every place looked and how to install nvcc.
+///
+/// Long because one step per place looked, in the documented order, each
+/// recorded for the not-found message.
 pub fn find_nvcc(env: &Env, explicit: Option<&Path>, start: Option<&Path>) -> Result<Nvcc> {
     let launcher = env.var("OCC_NVCC_LAUNCHER").map(PathBuf::from);
     let mut looked = Vec::new();

@@ -44,6 +44,9 @@ pub struct Plan {
 }
 
 /// Checks the site and computes its launches; every error is collected.
+///
+/// Long because it gathers every arch's row and every error of a site before
+/// one expansion.
 pub fn plan(args: &Args, manifest: &Manifest, errors: &mut Errors) -> Option<Plan> {
     let site = Span::call_site();
     check_options(args, errors);
@@ -635,6 +638,9 @@ fn check_min_occupancy(
 /// one block size tried; a free last dimension makes every size a multiple
 /// of the fixed ones. A kernel with a required shape (`.reqntid`) must
 /// agree with it.
+///
+/// Long because each way a block shape can disagree with the kernel or the
+/// other options is its own spanned error.
 fn apply_shape(
     kernel: &Kernel,
     ka: &KernelArch,

@@ -226,6 +226,9 @@ fn tokens(source: &str) -> Vec<(String, u32)> {
 /// one rule at one line are one alert naming each kernel and arch. `source_text` gives a `.cu` file's text
 /// (relative to the crate) when it can be read, for the definition line.
 /// Spills are errors when `deny_spills`, else warnings.
+///
+/// Long because each rule (spill, regression, near cliff) places its alerts at
+/// source lines in one pass, so one line gets one alert per rule.
 pub fn alerts(
     m: &Manifest,
     diff: Option<&Diff>,

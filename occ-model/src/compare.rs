@@ -520,6 +520,9 @@ pub fn settings_changes(lock: &Lock, candidate: &Lock) -> Vec<String> {
 /// one on the same arch is named as a likely rename on both findings. Each
 /// finding lists the changes that decided its verdict and every other
 /// change, good or bad.
+///
+/// Long because the pairing of kernels (same file, moved file, gone, new, new
+/// arch) is one walk over both locks.
 pub fn compare(lock: &Lock, candidate: &Lock, thresholds: &Thresholds) -> Diff {
     let mut findings = Vec::new();
     let built = &candidate.archs;
@@ -663,6 +666,9 @@ type Reasons = Vec<Reason>;
 
 /// The verdict on one kernel × arch, the changes that decided it, and every
 /// other change; `None` when nothing the lock records changed.
+///
+/// Long because every change the lock records is weighed in one place, so that
+/// the order of the verdict's rules is visible.
 fn judge(
     arch: &str,
     before: &Resources,

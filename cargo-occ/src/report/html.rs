@@ -123,6 +123,8 @@ fn launch_bounds(k: &KernelArch) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join(", "))
 }
 
+/// Long because one kernel's section is written top to bottom in the order it
+/// reads.
 fn kernel_section(
     kernel: &Kernel,
     regressed: &Regressed<'_>,
@@ -358,6 +360,8 @@ fn link_list(items: &[(String, String)], limit: usize) -> String {
 
 /// The HTML report: the summary, the table (each row linking to its
 /// section), then one `<details>` section per kernel.
+///
+/// Long because the page is written top to bottom in the order it reads.
 pub fn html(m: &Manifest, baseline: &Baseline, charts: Charts) -> anyhow::Result<String> {
     let regressions = baseline.regressions();
     let regressed: Regressed<'_> = regressions

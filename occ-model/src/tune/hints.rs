@@ -22,6 +22,9 @@ pub struct WhatIf {
 
 /// How to get one more resident block per SM: registers to drop, shared
 /// memory to shed (dynamic first, then static), or launch bounds to add.
+///
+/// Long because the three hints (registers, shared memory, launch bounds) share
+/// the launch's limits, computed once.
 pub fn what_if(
     arch: &Arch,
     kernel: &KernelResources,
