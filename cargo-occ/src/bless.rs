@@ -2,11 +2,11 @@
 
 use crate::locate::Locate;
 use anyhow::{bail, Context};
-use occ_build::compare::{self, Verdict};
-use occ_build::env::Env;
-use occ_build::gate;
-use occ_build::lock::{Lock, CANDIDATE_FILE};
-use occ_build::manifest::Origin;
+use occ_build::cli;
+use occ_build::cli::Env;
+use occ_model::compare::{self, Verdict};
+use occ_model::lock::{Lock, CANDIDATE_FILE};
+use occ_model::manifest::Origin;
 use std::path::PathBuf;
 
 /// Arguments of `cargo occ bless`.
@@ -21,7 +21,7 @@ pub struct BlessArgs {
 
 /// Copies `$OUT_DIR/occ/occ.lock.new` of the latest build over the lock.
 pub fn run(args: BlessArgs) -> anyhow::Result<i32> {
-    if gate::is_ci(&Env::new()) {
+    if cli::is_ci(&Env::new()) {
         eprintln!("error: CI is set; occ.lock is never written in CI: bless on a developer machine and commit it");
         return Ok(2);
     }
@@ -45,11 +45,11 @@ pub fn run(args: BlessArgs) -> anyhow::Result<i32> {
         }
         Some(old) => {
             let diff = compare::compare(old, &candidate, &Default::default());
-            print!("{}", compare::render_diff(&diff, &Verdict::ALL));
+            print!("{}", occ_model::table::render_diff(&diff, &Verdict::ALL));
         }
         None => {}
     }
-    gate::write_lock(&path, &text)?;
+    cli::write_lock(&path, &text)?;
     println!(
         "wrote {} ({} kernels, {}); commit it",
         path.display(),

@@ -4,13 +4,13 @@
 //! near-cliff warning at its source line.
 
 use crate::locate::{Locate, Located};
-use occ_build::ci::{self, Alert};
-use occ_build::compare::{self, Diff, Verdict};
-use occ_build::env::Env;
-use occ_build::github::{self, Actions};
-use occ_build::lock::Lock;
-use occ_build::manifest::Origin;
-use occ_build::markdown::{self, Baseline};
+use occ_build::cli::Env;
+use occ_build::cli::{self, Actions};
+use occ_model::ci::{self, Alert};
+use occ_model::compare::{self, Diff, Verdict};
+use occ_model::lock::Lock;
+use occ_model::manifest::Origin;
+use occ_model::markdown::{self, Baseline};
 use std::path::{Path, PathBuf};
 
 /// Output formats of `cargo occ check`.
@@ -81,14 +81,14 @@ impl Report<'_> {
             &self.found.manifest,
             diff,
             deny,
-            &github::source_reader(&self.root),
+            &cli::source_reader(&self.root),
         )
     }
 
     fn path(&self, file: &str) -> String {
         match &self.actions {
             Some(a) => a.path(&self.root, file),
-            None => github::repo_path(&self.root, file, None),
+            None => cli::repo_path(&self.root, file, None),
         }
     }
 
@@ -117,6 +117,8 @@ impl Report<'_> {
     }
 }
 
+/// Long because each output (text, SARIF, step summary, workflow commands) is
+/// written from one comparison.
 fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     let found = args.locate.find()?;
     let env = Env::new();
@@ -173,7 +175,7 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     }
     // The build's own candidate also holds the flags it was built with.
     let mut candidate = Lock::from_manifest(&found.manifest);
-    candidate.flags = std::fs::read_to_string(found.occ_dir.join(occ_build::lock::CANDIDATE_FILE))
+    candidate.flags = std::fs::read_to_string(found.occ_dir.join(occ_model::lock::CANDIDATE_FILE))
         .ok()
         .and_then(|text| Lock::from_text(&text, &found.occ_dir).ok())
         .and_then(|built| built.flags);
@@ -192,7 +194,7 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
         if diff.has_regressions() {
             print!(
                 "occupancy regression against {name}:\n{}",
-                compare::render_diff(&diff, &Verdict::ALL)
+                occ_model::table::render_diff(&diff, &Verdict::ALL)
             );
             println!("if this is intended, accept it with `cargo occ bless` and commit {name}");
         } else if diff.findings.is_empty() {
@@ -204,13 +206,13 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
             }
             println!(
                 "ok: {} match {name}",
-                occ_build::table::count(candidate.kernels.len(), "kernel")
+                occ_model::table::count(candidate.kernels.len(), "kernel")
             );
         } else {
             let others = [Verdict::Improvement, Verdict::New, Verdict::Changed];
             print!(
                 "ok, no regression; differences from {name}:\n{}",
-                compare::render_diff(&diff, &others)
+                occ_model::table::render_diff(&diff, &others)
             );
             println!("run `cargo occ bless` to record them");
         }

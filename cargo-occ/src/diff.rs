@@ -1,12 +1,12 @@
 //! `cargo occ diff OLD NEW`: two builds compared as the gate compares a
-//! build with its lock ([`occ_build::compare`]), each side a lock
+//! build with its lock ([`occ_model::compare`]), each side a lock
 //! (`occ.lock`, a build's `occ.lock.new`), a build's `manifest.json`, or a
 //! build's `$OUT_DIR/occ` folder (its manifest). OLD is the baseline.
 
 use anyhow::{anyhow, Context};
-use occ_build::compare::{self, Thresholds, Verdict};
-use occ_build::lock::Lock;
-use occ_build::manifest::{self, Manifest};
+use occ_model::compare::{self, Thresholds, Verdict};
+use occ_model::lock::Lock;
+use occ_model::manifest::{self, Manifest};
 use std::path::{Path, PathBuf};
 
 /// Output formats of `cargo occ diff`.
@@ -77,13 +77,13 @@ pub fn run(args: DiffArgs) -> anyhow::Result<i32> {
             }
             println!(
                 "no difference in numbers: {}, the same in {} and {}",
-                occ_build::table::count(new.kernels.len(), "kernel"),
+                occ_model::table::count(new.kernels.len(), "kernel"),
                 old_name,
                 args.new.display()
             )
         }
         Format::Table => {
-            print!("{}", compare::render_diff(&diff, &Verdict::ALL));
+            print!("{}", occ_model::table::render_diff(&diff, &Verdict::ALL));
             if !diff.dropped_archs.is_empty() {
                 println!(
                     "archs in {old_name} only: {}",
@@ -100,10 +100,10 @@ pub fn run(args: DiffArgs) -> anyhow::Result<i32> {
             if diff.findings.is_empty() {
                 md.push_str("\nno difference\n");
             } else {
-                md.push_str(&occ_build::markdown::changes(
+                md.push_str(&occ_model::markdown::changes(
                     &old_name,
                     &diff,
-                    occ_build::markdown::MARKDOWN_BUDGET,
+                    occ_model::markdown::MARKDOWN_BUDGET,
                 ));
             }
             print!("{md}");

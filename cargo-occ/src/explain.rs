@@ -8,12 +8,15 @@
 use crate::locate::{unknown_kernel, Locate};
 use crate::source::{has_bounds, written};
 use anyhow::anyhow;
-use occ_build::analyze::resources;
-use occ_build::arch::Arch;
-use occ_build::manifest::{KernelArch, LaunchBounds, Lookup, SourceLines, SpillSite};
-use occ_build::occupancy::{occupancy, KernelResources, Launch, Limiter};
-use occ_build::table::percent;
-use occ_build::{arch, cliff, tune};
+use occ_model::analyze::resources;
+use occ_model::arch::Arch;
+use occ_model::manifest::{
+    Cliffs, Declared, Kernel, KernelArch, LaunchBounds, Lookup, Manifest, SourceLines, SpillSite,
+};
+use occ_model::occupancy::{occupancy, KernelResources, Launch, Limiter, Occupancy};
+use occ_model::table::percent;
+use occ_model::tune::{self, WhatIf};
+use occ_model::{arch, cliff};
 
 /// Arguments of `cargo occ explain`.
 #[derive(Debug, Clone, clap::Args)]
@@ -34,7 +37,9 @@ pub struct ExplainArgs {
     pub locate: Locate,
 }
 
-/// Prints the breakdown.
+/// Prints the breakdown: the kernel's resources, the launch and its
+/// occupancy with each block limit, the cliffs there, and what would reach
+/// the next step (or, at full occupancy, what its spills cost).
 pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     let found = args.locate.find()?;
     let m = &found.manifest;
@@ -42,14 +47,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
         Lookup::Found(k) => k,
         _ => return Err(unknown_kernel(m, &args.kernel)),
     };
-    let arch_name = match &args.arch {
-        Some(a) => arch::canonical_name(a).map_err(|e| anyhow!("{e}"))?,
-        None => m
-            .archs
-            .first()
-            .cloned()
-            .ok_or_else(|| anyhow!("the manifest lists no arch; rebuild"))?,
-    };
+    let arch_name = arch_of(&args, m)?;
     let k = kernel.archs.get(&arch_name).ok_or_else(|| {
         anyhow!(
             "{} was not built for {arch_name}; its archs: {}",
@@ -69,6 +67,46 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     let smem = args.smem.or(declared.map(|d| d.dynamic_smem)).unwrap_or(0);
     let launch = Launch::new(block).with_dynamic_smem(smem);
     let occ = occupancy(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;
+    print_resources(kernel, &arch_name, a, k);
+    print_launch(block, smem, declared, args.block.is_none(), &occ);
+    let c = cliff::cliffs(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;
+    print_cliffs(&c);
+    let hints = tune::what_if(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;
+    if occ.active_warps >= occ.max_warps {
+        if k.spills() {
+            println!(
+                "  full occupancy at this block size, but it spills {} B per thread",
+                k.spill_bytes()
+            );
+            spill_hints(a, kernel.base_name.as_str(), k, &res, smem);
+        } else {
+            println!("  full occupancy: nothing to gain at this block size");
+        }
+        return Ok(0);
+    }
+    print_what_if(kernel.base_name.as_str(), a, k, block, &occ, &hints);
+    if k.spills() {
+        println!();
+        println!("  it spills {} B per thread", k.spill_bytes());
+        spill_hints(a, kernel.base_name.as_str(), k, &res, smem);
+    }
+    Ok(0)
+}
+
+/// The arch to explain: `--arch`, else the manifest's first.
+fn arch_of(args: &ExplainArgs, m: &Manifest) -> anyhow::Result<String> {
+    match &args.arch {
+        Some(a) => arch::canonical_name(a).map_err(|e| anyhow!("{e}")),
+        None => m
+            .archs
+            .first()
+            .cloned()
+            .ok_or_else(|| anyhow!("the manifest lists no arch; rebuild")),
+    }
+}
+
+/// The kernel's resources, launch bounds, spills and where they are.
+fn print_resources(kernel: &Kernel, arch_name: &str, a: &Arch, k: &KernelArch) {
     println!("{} on {arch_name} ({})", kernel.base_name, kernel.source);
     println!(
         "  resources: {} registers/thread, {} B static smem, {} B spills, {} B stack",
@@ -91,6 +129,17 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
             println!("{line}");
         }
     }
+}
+
+/// The launch and its occupancy, then each block limit, marking those
+/// that limit it.
+fn print_launch(
+    block: u32,
+    smem: u32,
+    declared: Option<&Declared>,
+    default_block: bool,
+    occ: &Occupancy,
+) {
     println!(
         "  launch: {block} threads/block, {smem} B dynamic smem{}",
         match declared {
@@ -99,7 +148,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
                 d.launch.describe(),
                 d.by.describe()
             ),
-            None if args.block.is_none() => " (the best block size)".to_string(),
+            None if default_block => " (the best block size)".to_string(),
             None => String::new(),
         }
     );
@@ -126,7 +175,10 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
         println!("  {:<18} {value:>10}{mark}", l.as_str());
     }
     println!();
-    let c = cliff::cliffs(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;
+}
+
+/// The register and shared-memory cliffs at this launch.
+fn print_cliffs(c: &Cliffs) {
     println!(
         "  cliffs at this launch ({} blocks per SM now):",
         c.active_blocks
@@ -169,19 +221,17 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
         println!("    {what}: {}", parts.join("; "));
     }
     println!();
-    let hints = tune::what_if(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;
-    if occ.active_warps >= occ.max_warps {
-        if k.spills() {
-            println!(
-                "  full occupancy at this block size, but it spills {} B per thread",
-                k.spill_bytes()
-            );
-            spill_hints(a, kernel.base_name.as_str(), k, &res, smem);
-        } else {
-            println!("  full occupancy: nothing to gain at this block size");
-        }
-        return Ok(0);
-    }
+}
+
+/// What would give one more resident block per SM.
+fn print_what_if(
+    name: &str,
+    a: &Arch,
+    k: &KernelArch,
+    block: u32,
+    occ: &Occupancy,
+    hints: &WhatIf,
+) {
     let next_warps = (hints.target_blocks * block.div_ceil(a.warp_size)).min(occ.max_warps);
     println!(
         "  what if (one more block per SM: {} -> {}, occupancy {} -> {}):",
@@ -197,7 +247,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
             "    registers: use at most {} per thread ({} fewer): {}",
             r.max_registers,
             r.drop,
-            how_to_cap(kernel.base_name.as_str(), &k.launch_bounds, r.max_registers)
+            how_to_cap(name, &k.launch_bounds, r.max_registers)
         );
     }
     if let Some(s) = hints.shared_memory {
@@ -233,12 +283,6 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
             "    no single change of registers or shared memory reaches it; try another block size"
         );
     }
-    if k.spills() {
-        println!();
-        println!("  it spills {} B per thread", k.spill_bytes());
-        spill_hints(a, kernel.base_name.as_str(), k, &res, smem);
-    }
-    Ok(0)
 }
 
 /// How many spill sites `explain` names; the rest are counted.
@@ -333,6 +377,9 @@ fn how_to_cap(name: &str, lb: &LaunchBounds, cap: u32) -> String {
 /// Why a spilling kernel has the registers it has, and what would give
 /// ptxas more: fewer min blocks or a smaller block bound, a higher
 /// `__maxnreg__` or `-maxrregcount`, each with the occupancy at its cap.
+///
+/// Long because the spill sites, the loop and the pressure peak are said in the
+/// order a reader acts on them.
 fn spill_hints(a: &Arch, name: &str, k: &KernelArch, res: &KernelResources, smem: u32) {
     let lb = &k.launch_bounds;
     // The occupancy if ptxas used all `registers` at `block` threads.

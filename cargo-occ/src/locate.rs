@@ -5,11 +5,10 @@
 //! the gate) goes to stderr.
 
 use anyhow::{bail, Context, Result};
-use occ_build::compare::{GateSettings, GATE_FILE};
-use occ_build::gate;
-use occ_build::lock::Lock;
-use occ_build::status::{self, BuildState};
-use occ_build::Manifest;
+use occ_build::cli::{self, BuildState};
+use occ_model::compare::{GateSettings, GATE_FILE};
+use occ_model::lock::Lock;
+use occ_model::manifest::Manifest;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -49,7 +48,7 @@ impl Located {
                 self.occ_dir.display()
             ),
         };
-        let lock = gate::read_lock(&path)?;
+        let lock = cli::read_lock(&path)?;
         Ok((path, lock))
     }
 }
@@ -67,9 +66,9 @@ impl Locate {
         let manifest_file = self
             .manifest
             .clone()
-            .unwrap_or_else(|| occ_dir.join(occ_build::manifest::FILE_NAME));
-        let manifest = occ_build::emit::read_manifest(&manifest_file)?;
-        match status::last_build(&occ_dir) {
+            .unwrap_or_else(|| occ_dir.join(occ_model::manifest::FILE_NAME));
+        let manifest = cli::read_manifest(&manifest_file)?;
+        match cli::last_build(&occ_dir) {
             Some(BuildState::GateFailed) => eprintln!(
                 "note: the last build of {} failed at occ's gate (a regression against the lock); \
                  the numbers below are current, that build's own: change the kernel, or accept them \
@@ -87,7 +86,7 @@ impl Locate {
             ),
             Some(BuildState::Finished) | None => {}
         }
-        let gate = gate::read_settings(&occ_dir.join(GATE_FILE))?;
+        let gate = cli::read_settings(&occ_dir.join(GATE_FILE))?;
         Ok(Located {
             occ_dir,
             manifest,
@@ -95,6 +94,8 @@ impl Locate {
         })
     }
 
+    /// Long because each place a build may have left its folder is tried in order,
+    /// with the reason kept for the error.
     fn newest_occ_dir(&self) -> Result<PathBuf> {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
@@ -169,7 +170,7 @@ impl Locate {
                     continue;
                 };
                 let occ = entry.path().join("out").join("occ");
-                let manifest = occ.join(occ_build::manifest::FILE_NAME);
+                let manifest = occ.join(occ_model::manifest::FILE_NAME);
                 if let Ok(time) = std::fs::metadata(&manifest).and_then(|m| m.modified()) {
                     found.push((time, pkg.clone(), occ));
                 }
@@ -233,11 +234,11 @@ fn is_build_dir_of(dir: &str, package: &str) -> bool {
 /// Prints a kernel-lookup failure with did-you-mean.
 pub fn unknown_kernel(m: &Manifest, query: &str) -> anyhow::Error {
     match m.lookup(query) {
-        occ_build::manifest::Lookup::Ambiguous(candidates) => anyhow::anyhow!(
+        occ_model::manifest::Lookup::Ambiguous(candidates) => anyhow::anyhow!(
             "kernel `{query}` is ambiguous; it matches {}; give the name of the one you mean",
-            occ_build::manifest::describe_candidates(&candidates)
+            occ_model::manifest::describe_candidates(&candidates)
         ),
-        occ_build::manifest::Lookup::Unknown(names) if !names.is_empty() => anyhow::anyhow!(
+        occ_model::manifest::Lookup::Unknown(names) if !names.is_empty() => anyhow::anyhow!(
             "unknown kernel `{query}`; did you mean `{}`?",
             names.join("`, `")
         ),

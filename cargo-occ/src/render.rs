@@ -1,12 +1,12 @@
 //! The report's renderers: the JSON here; the terminal table and its rows
-//! are `occ_build::table`'s and the Markdown `occ_build::markdown`'s (the
+//! are `occ_model::table`'s and the Markdown `occ_model::markdown`'s (the
 //! build writes the same table to `report.txt` and the same Markdown to a
 //! GitHub step summary). The Markdown tests stay here, beside the report's
 //! test manifest.
 
-use occ_build::manifest::Manifest;
-pub use occ_build::markdown::markdown;
-pub use occ_build::table::{rows, table, Row};
+use occ_model::manifest::Manifest;
+pub use occ_model::markdown::markdown;
+pub use occ_model::table::{rows, table, Row};
 use serde::Serialize;
 
 /// The JSON report: `{"schema": 1, "package", "nvcc", "rows": [...]}`.
@@ -18,7 +18,7 @@ pub fn json(m: &Manifest) -> String {
         nvcc: &'a str,
         rows: Vec<Row>,
     }
-    occ_build::manifest::to_json_pretty(&Doc {
+    occ_model::manifest::to_json_pretty(&Doc {
         schema: 1,
         package: &m.package,
         nvcc: &m.nvcc,
@@ -31,9 +31,9 @@ mod tests {
     use super::*;
     use crate::report::tests::manifest;
     use crate::report::Baseline;
-    use occ_build::compare::{self, Thresholds};
-    use occ_build::lock::Lock;
-    use occ_build::markdown::{markdown_within, MARKDOWN_BUDGET};
+    use occ_model::compare::{self, Thresholds};
+    use occ_model::lock::Lock;
+    use occ_model::markdown::{markdown_within, MARKDOWN_BUDGET};
 
     /// `n` kernels with long template names on the test manifest's two
     /// archs, every seventh one spilling (from the test manifest's kernels).

@@ -4,9 +4,9 @@
 //! `__launch_bounds__` ("cannot be applied to the same kernel"), and ptxas
 //! ignores `-maxrregcount` for a kernel with either.
 
-use occ_build::arch::Arch;
-use occ_build::manifest::LaunchBounds;
-use occ_build::tune;
+use occ_model::arch::Arch;
+use occ_model::manifest::LaunchBounds;
+use occ_model::tune;
 
 /// Whether the kernel has `__launch_bounds__` (`.maxntid`, `.reqntid` or
 /// `.minnctapersm`), which nvcc refuses beside `__maxnreg__`.

@@ -1,13 +1,14 @@
 //! The sweep runner: ptxas at each register cap the model proposes
-//! ([`occ_build::sweep::caps`]), in parallel threads, parsed into
-//! [`occ_build::sweep::Sweep`] points. The CLI's only process pool.
+//! ([`occ_model::sweep::caps`]), in parallel threads, parsed into
+//! [`occ_model::sweep::Sweep`] points. The CLI's only process pool.
 
 use anyhow::{anyhow, Context, Result};
-use occ_build::manifest::{Kernel, LaunchBounds, Lookup, Manifest};
-use occ_build::sweep::{
-    caps, overrides_global_cap, point, with_maxnreg, KernelSweep, Method, Sweep, SCHEMA_VERSION,
+use occ_model::manifest::{Kernel, KernelArch, LaunchBounds, Lookup, Manifest};
+use occ_model::sweep::{
+    caps, overrides_global_cap, point, with_maxnreg, KernelSweep, Method, Sweep, SweepPoint,
+    SCHEMA_VERSION,
 };
-use occ_build::{arch, ptx, ptxas};
+use occ_model::{arch, ptx, ptxas};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -78,7 +79,61 @@ pub fn sweep_kernel(
             ptx_path.display()
         )
     })?;
-    let bounds = ptx::parse_entries(&ptx_text)
+    let bounds = launch_bounds(&ptx_text, kernel, ptx_path)?;
+    let method = method.resolve(&bounds);
+    let notes = notes(method, &bounds, k);
+    let scratch = Scratch(std::env::temp_dir().join(format!(
+        "occ-sweep-{}-{}",
+        std::process::id(),
+        occ_model::names::short_hash(&format!("{}{arch}{}", kernel.name, ptx_path.display()))
+    )));
+    std::fs::create_dir_all(&scratch.0)
+        .with_context(|| format!("cannot create {}", scratch.0.display()))?;
+    // Index 0 is the baseline.
+    let settings: Vec<Option<u32>> = std::iter::once(None)
+        .chain(caps.iter().copied().map(Some))
+        .collect();
+    let stop = AtomicBool::new(false);
+    let job = PtxasJob {
+        stop: &stop,
+        timeout: runner.timeout,
+        ptxas_path,
+        ptx_path,
+        ptx_text: &ptx_text,
+        scratch: &scratch.0,
+        kernel,
+        arch,
+        build_cap: k.maxrregcount,
+        method,
+    };
+    let runs = run_all(&job, &settings, runner.jobs)?;
+    let mut points = Vec::with_capacity(runs.len());
+    for (cap, run) in settings.iter().zip(runs) {
+        points.push(point(
+            arch,
+            k,
+            *cap,
+            &run.record,
+            run.overridden,
+            run.diagnostics,
+        )?);
+    }
+    let baseline = mark(&mut points);
+    Ok(KernelSweep {
+        name: kernel.name.clone(),
+        base_name: kernel.base_name.clone(),
+        source: kernel.source.clone(),
+        arch: arch.to_string(),
+        method,
+        notes,
+        baseline,
+        points,
+    })
+}
+
+/// The kernel's launch bounds as its PTX entry states them.
+fn launch_bounds(ptx_text: &str, kernel: &Kernel, ptx_path: &Path) -> Result<LaunchBounds> {
+    let bounds = ptx::parse_entries(ptx_text)
         .into_iter()
         .find(|e| e.name == kernel.name)
         .map(|e| LaunchBounds {
@@ -95,9 +150,15 @@ pub fn sweep_kernel(
                 kernel.name
             ))
         })?;
-    let method = method.resolve(&bounds);
+    Ok(bounds)
+}
+
+/// What the sweep's rows cannot say: a kernel whose launch bounds make
+/// ptxas ignore `-maxrregcount` (its caps go into the PTX), and a build
+/// cap the uncapped row keeps.
+fn notes(method: Method, bounds: &LaunchBounds, k: &KernelArch) -> Vec<String> {
     let mut notes = Vec::new();
-    if method == Method::Maxnreg && overrides_global_cap(&bounds) {
+    if method == Method::Maxnreg && overrides_global_cap(bounds) {
         let mut what = Vec::new();
         if let Some(n) = bounds.max_registers {
             what.push(format!(".maxnreg {n}"));
@@ -120,36 +181,17 @@ pub fn sweep_kernel(
             "the build gives this kernel's file -maxrregcount {c}; the uncapped row uses it too"
         ));
     }
-    let scratch = Scratch(std::env::temp_dir().join(format!(
-        "occ-sweep-{}-{}",
-        std::process::id(),
-        occ_build::names::short_hash(&format!("{}{arch}{}", kernel.name, ptx_path.display()))
-    )));
-    std::fs::create_dir_all(&scratch.0)
-        .with_context(|| format!("cannot create {}", scratch.0.display()))?;
+    notes
+}
 
-    // Index 0 is the baseline.
-    let settings: Vec<Option<u32>> = std::iter::once(None)
-        .chain(caps.iter().copied().map(Some))
-        .collect();
+/// Runs ptxas at each setting, `jobs` at a time; the first failure stops
+/// the others. The runs come back in the order of `settings`.
+fn run_all(job: &PtxasJob<'_>, settings: &[Option<u32>], jobs: usize) -> Result<Vec<Run>> {
+    let stop = job.stop;
     let next = AtomicUsize::new(0);
-    let stop = AtomicBool::new(false);
     let results: Mutex<Vec<Option<Result<Run>>>> =
         Mutex::new(settings.iter().map(|_| None).collect());
-    let workers = runner.jobs.clamp(1, settings.len());
-    let job = PtxasJob {
-        stop: &stop,
-        timeout: runner.timeout,
-        ptxas_path,
-        ptx_path,
-        ptx_text: &ptx_text,
-        scratch: &scratch.0,
-        kernel,
-        arch,
-        build_cap: k.maxrregcount,
-        method,
-    };
-    let job = &job;
+    let workers = jobs.clamp(1, settings.len());
     std::thread::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|| loop {
@@ -185,38 +227,24 @@ pub fn sweep_kernel(
     if unfinished {
         return Err(anyhow!("a ptxas run did not finish"));
     }
+    Ok(runs)
+}
 
-    let mut points = Vec::with_capacity(runs.len());
-    for (cap, run) in settings.iter().zip(runs) {
-        points.push(point(
-            arch,
-            k,
-            *cap,
-            &run.record,
-            run.overridden,
-            run.diagnostics,
-        )?);
-    }
+/// Takes the baseline (the first point, marked applied) out of `points`
+/// and marks the others: free (more occupancy, no spills) and the first
+/// that spills more than the baseline.
+fn mark(points: &mut Vec<SweepPoint>) -> SweepPoint {
     let mut baseline = points.remove(0);
     baseline.applied = true;
     let mut spilled = false;
-    for p in &mut points {
+    for p in points.iter_mut() {
         p.free = p.spill_bytes == 0 && p.occupancy > baseline.occupancy;
         if !spilled && p.spill_bytes > baseline.spill_bytes {
             p.first_spill = true;
             spilled = true;
         }
     }
-    Ok(KernelSweep {
-        name: kernel.name.clone(),
-        base_name: kernel.base_name.clone(),
-        source: kernel.source.clone(),
-        arch: arch.to_string(),
-        method,
-        notes,
-        baseline,
-        points,
-    })
+    baseline
 }
 
 /// Everything a ptxas run of the sweep needs but the cap.
@@ -238,6 +266,10 @@ struct PtxasJob<'a> {
 
 impl PtxasJob<'_> {
     /// One ptxas run; `Ok(None)` when it was stopped because another failed.
+    ///
+    /// Long because one ptxas run is followed from start to end in order:
+    /// the PTX it reads (rewritten with `.maxnreg` when needed), the process,
+    /// the timeout that kills it, and its log.
     fn run(&self, cap: Option<u32>) -> Result<Option<Run>> {
         let PtxasJob {
             stop,
@@ -404,7 +436,7 @@ pub fn sweep_manifest(
             Lookup::Ambiguous(candidates) => {
                 return Err(anyhow!(format!(
                 "kernel `{query}` is ambiguous; it matches {}; give the name of the one you mean",
-                occ_build::manifest::describe_candidates(&candidates)
+                occ_model::manifest::describe_candidates(&candidates)
             )))
             }
             Lookup::Unknown(close) => {

@@ -4,13 +4,14 @@
 
 use crate::locate::{unknown_kernel, Locate};
 use anyhow::{anyhow, Context};
-use occ_build::analyze::resources;
-use occ_build::lock::Lock;
-use occ_build::manifest::{Kernel, Lookup};
-use occ_build::measured::{candidates_hash, Results, NOISY};
-use occ_build::table::{align, percent};
-use occ_build::tune::{self, CandidateWhy, DynamicSmem, TuneRequest};
-use occ_build::{arch, gate};
+use occ_build::cli;
+use occ_model::analyze::resources;
+use occ_model::arch;
+use occ_model::lock::Lock;
+use occ_model::manifest::{Kernel, Lookup};
+use occ_model::measured::{candidates_hash, Results, NOISY};
+use occ_model::table::{align, percent};
+use occ_model::tune::{self, CandidateWhy, DynamicSmem, TuneRequest};
 use std::path::PathBuf;
 
 /// Arguments of `cargo occ tune`.
@@ -82,7 +83,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<i32> {
 
 /// The site's request for one kernel × arch: the flags, else the declared
 /// launch's dynamic shared memory; a `.reqntid` kernel has one block size.
-fn request(args: &TuneArgs, k: &occ_build::manifest::KernelArch) -> TuneRequest {
+fn request(args: &TuneArgs, k: &occ_model::manifest::KernelArch) -> TuneRequest {
     let dynamic_smem = match (args.dynamic_smem, args.smem_per_thread) {
         (Some(bytes), _) => DynamicSmem::Fixed(bytes),
         (None, Some(per_thread)) => DynamicSmem::PerThread {
@@ -225,7 +226,7 @@ fn import(args: &ImportArgs) -> anyhow::Result<i32> {
         println!("{} is up to date", path.display());
         return Ok(0);
     }
-    gate::write_lock(&path, &after)?;
+    cli::write_lock(&path, &after)?;
     println!(
         "wrote {}: {} measurement{} added, {} replaced (on {}); commit it",
         path.display(),
@@ -291,7 +292,9 @@ fn plural(n: usize, what: &str) -> String {
 /// per kernel × arch × bucket, the fastest measured block and its time,
 /// the max-occupancy block and its time, the speed-up, and the time at
 /// each candidate. Empty when the build has no measurements.
-pub fn measured_section(m: &occ_build::Manifest, gpu: Option<&str>) -> String {
+///
+/// Long because the table is written top to bottom in the order it reads.
+pub fn measured_section(m: &occ_model::manifest::Manifest, gpu: Option<&str>) -> String {
     if m.measured.is_empty() {
         return String::new();
     }
@@ -325,7 +328,7 @@ pub fn measured_section(m: &occ_build::Manifest, gpu: Option<&str>) -> String {
         let stale = match kernel.and_then(|k| k.archs.get(&e.arch)) {
             Some(ka) => matches!(
                 e.staleness(Some(&ka.cubin_hash)),
-                occ_build::measured::Staleness::Stale { .. }
+                occ_model::measured::Staleness::Stale { .. }
             ),
             None => false,
         };
@@ -381,15 +384,15 @@ pub fn measured_section(m: &occ_build::Manifest, gpu: Option<&str>) -> String {
 #[cfg(test)]
 mod import_tests {
     use super::*;
-    use occ_build::measured::{Device, Measurement, Timing, RESULTS_SCHEMA};
+    use occ_model::measured::{Device, Measurement, Timing, RESULTS_SCHEMA};
 
     #[test]
     fn a_measurement_of_another_gpu_than_the_builds_is_said_so() {
         // Issue 23 item 10: GPUs of one arch differ.
-        let m = occ_build::Manifest {
-            schema: occ_build::manifest::SCHEMA_VERSION,
+        let m = occ_model::manifest::Manifest {
+            schema: occ_model::manifest::SCHEMA_VERSION,
             package: "app".into(),
-            origin: occ_build::manifest::Origin::Lock,
+            origin: occ_model::manifest::Origin::Lock,
             nvcc: "13.5".into(),
             archs: vec!["sm_80".into()],
             kernels: Vec::new(),

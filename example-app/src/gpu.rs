@@ -8,9 +8,9 @@ use occ::cuda::cudarc::driver::result::{self, function as cu_function, occupancy
 use occ::cuda::cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use occ::cuda::{CudaContext, CudaSlice, CudaStream, Function, Loader};
 use occ::select::How;
-use occ_build::manifest::KernelArch;
-use occ_build::occupancy::{occupancy, Launch};
-use occ_build::Manifest;
+use occ_model::manifest::KernelArch;
+use occ_model::manifest::Manifest;
+use occ_model::occupancy::{occupancy, Launch};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -81,7 +81,7 @@ pub fn check(ctx: &Arc<CudaContext>, manifest: &Manifest) -> Result<(String, boo
         u32::try_from(minor).context("compute capability")?,
     );
     let arch = format!("sm_{major}{minor}");
-    let spec = occ_build::arch::lookup(&arch).map_err(|e| anyhow!("{arch}: {e}"))?;
+    let spec = occ_model::arch::lookup(&arch).map_err(|e| anyhow!("{arch}: {e}"))?;
     let name = ctx.name().unwrap_or_else(|_| "device 0".into());
     let optin = ctx
         .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
@@ -179,7 +179,7 @@ struct Gpu<'a> {
     loader: &'a Loader,
     manifest: &'a Manifest,
     arch: &'a str,
-    spec: &'static occ_build::arch::Arch,
+    spec: &'static occ_model::arch::Arch,
     optin: i32,
     stream: &'a Arc<CudaStream>,
 }
@@ -244,7 +244,7 @@ fn check_site(gpu: &Gpu<'_>, site: &Site) -> Result<Check> {
     // Our blocks per SM at that launch, on this arch.
     let ours = occupancy(
         spec,
-        &occ_build::analyze::resources(&k),
+        &occ_model::analyze::resources(&k),
         &Launch {
             dynamic_smem: launch.1,
             ..Launch::new(launch.0)

@@ -5,15 +5,15 @@
 //! A site is one line: it returns the table the attribute baked
 //! (`LAUNCH`, an [`occ::Baked`]); [`crate::gpu`] takes the row of the code
 //! it loaded (`LAUNCH.for_function(&f)`) and hands it to the kernel's typed
-//! launcher. [`Site::plan`] runs occ's model (`occ_build::tune`) on the
+//! launcher. [`Site::plan`] runs occ's model (`occ_model::tune`) on the
 //! manifest at run time: for the limiters (which the macro does not bake)
 //! and for the tests, which check that it agrees with what the macro baked.
 
 use crate::kernels;
 use occ::launch_config;
-use occ_build::manifest::KernelArch;
-use occ_build::occupancy::Limiter;
-use occ_build::tune::{DynamicSmem, TuneRequest};
+use occ_model::manifest::KernelArch;
+use occ_model::occupancy::Limiter;
+use occ_model::tune::{DynamicSmem, TuneRequest};
 
 /// How a kernel is launched and what holds it back there.
 #[derive(Debug, Clone, Copy)]
@@ -189,9 +189,9 @@ impl Site {
     /// The best launch of this site on `arch` for a kernel with resources `k`.
     pub fn plan(&self, arch: &str, k: &KernelArch) -> anyhow::Result<LaunchPlan> {
         let spec =
-            occ_build::arch::lookup(arch).map_err(|e| anyhow::anyhow!("{}: {e}", self.ident))?;
-        let res = occ_build::analyze::resources(k);
-        let best = occ_build::tune::best_block_size(spec, &res, &self.request())
+            occ_model::arch::lookup(arch).map_err(|e| anyhow::anyhow!("{}: {e}", self.ident))?;
+        let res = occ_model::analyze::resources(k);
+        let best = occ_model::tune::best_block_size(spec, &res, &self.request())
             .map_err(|e| anyhow::anyhow!("{} on {arch}: {e}", self.ident))?
             .ok_or_else(|| anyhow::anyhow!("{} cannot launch on {arch}", self.ident))?;
         Ok(LaunchPlan {
@@ -210,7 +210,7 @@ impl Site {
     /// The manifest's entry for this kernel on `arch`.
     pub fn resources<'m>(
         &self,
-        manifest: &'m occ_build::Manifest,
+        manifest: &'m occ_model::manifest::Manifest,
         arch: &str,
     ) -> anyhow::Result<&'m KernelArch> {
         manifest

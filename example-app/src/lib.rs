@@ -23,7 +23,10 @@ pub mod tune;
 pub const MANIFEST_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/occ/manifest.json"));
 
 /// The parsed [`MANIFEST_JSON`].
-pub fn manifest() -> anyhow::Result<occ_build::Manifest> {
-    occ_build::Manifest::from_json(MANIFEST_JSON, std::path::Path::new("occ/manifest.json"))
-        .map_err(|e| anyhow::anyhow!("embedded manifest: {e}"))
+pub fn manifest() -> anyhow::Result<occ_model::manifest::Manifest> {
+    occ_model::manifest::Manifest::from_json(
+        MANIFEST_JSON,
+        std::path::Path::new("occ/manifest.json"),
+    )
+    .map_err(|e| anyhow::anyhow!("embedded manifest: {e}"))
 }

@@ -31,7 +31,7 @@ fn main() -> ExitCode {
                 };
                 tune =
                     Some(PathBuf::from(file.unwrap_or_else(|| {
-                        occ_build::measured::RESULTS_FILE.to_string()
+                        occ_model::measured::RESULTS_FILE.to_string()
                     })));
             }
             "-h" | "--help" => {

@@ -2,7 +2,7 @@
 //! the launch the model picks at each kernel's launch site.
 
 use crate::launches::{LaunchPlan, Site, SITES};
-use occ_build::Manifest;
+use occ_model::manifest::Manifest;
 use std::fmt::Write as _;
 
 /// One row of the plan.
@@ -64,7 +64,7 @@ pub fn rows(manifest: &Manifest) -> anyhow::Result<Vec<Row>> {
 }
 
 /// `a + b` of the limiters, or "none".
-pub fn limiters(l: &[occ_build::occupancy::Limiter]) -> String {
+pub fn limiters(l: &[occ_model::occupancy::Limiter]) -> String {
     if l.is_empty() {
         return "none".into();
     }

@@ -4,9 +4,9 @@
 
 use example_app::kernels;
 use example_app::launches::{Site, SITES};
-use occ_build::occupancy::Limiter;
+use occ_model::occupancy::Limiter;
 
-fn manifest() -> occ_build::Manifest {
+fn manifest() -> occ_model::manifest::Manifest {
     match example_app::manifest() {
         Ok(m) => m,
         Err(e) => panic!("{e:#}"),

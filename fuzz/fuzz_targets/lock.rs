@@ -4,8 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use occ_build::lock::Lock;
-use occ_build::emit;
+use occ_model::lock::Lock;
+use occ_build::cli;
 use std::path::Path;
 
 fuzz_target!(|data: &[u8]| {
@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     if let Ok(manifest) = lock.to_manifest(&lock.archs, path) {
-        let _ = emit::kernels_rs(&manifest);
+        let _ = cli::kernels_rs(&manifest);
     }
     let again = Lock::from_text(&lock.to_text(), path);
     assert!(again.is_ok(), "a lock that was read must read back: {again:?}");

@@ -4,9 +4,9 @@
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use occ_build::arch;
-use occ_build::occupancy::{occupancy, CachePref, KernelResources, Launch, PartitionedGc};
-use occ_build::tune::{self, DynamicSmem, TuneRequest};
+use occ_model::arch;
+use occ_model::occupancy::{occupancy, CachePref, KernelResources, Launch, PartitionedGc};
+use occ_model::tune::{self, DynamicSmem, TuneRequest};
 
 #[derive(Debug, Arbitrary)]
 struct Input {

@@ -2,12 +2,12 @@
 //! [`occ_model::analyze`]) or, without nvcc, from the committed lock.
 
 use crate::cargo::Directives;
-use crate::compile::JobOutput;
 use crate::error::Result;
 use crate::inputs::Inputs;
-use crate::manifest::Manifest;
+use crate::job::JobOutput;
 use occ_model::analyze::{self, JobText};
 use occ_model::lock::Lock;
+use occ_model::manifest::Manifest;
 use occ_model::measured;
 use occ_model::{cliff, launch};
 

@@ -1,11 +1,8 @@
 //! [`Build`]: the build-script API, in the shape of `cc::Build`.
 
-use crate::cargo::{self, Directives};
-use crate::env::Env;
-use crate::error::Result;
-use crate::launch::Launch;
-use crate::manifest::{Embed, Manifest};
-use crate::{arch, inputs, pipeline};
+use occ_model::arch;
+use occ_model::launch::Launch;
+use occ_model::manifest::Embed;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -38,20 +35,23 @@ pub struct Build {
     pub(crate) embed: Option<Embed>,
     pub(crate) name: String,
     pub(crate) static_lib: Option<String>,
-    pub(crate) cudart: crate::hostlib::Cudart,
+    pub(crate) cudart: Cudart,
 }
 
-/// What a successful build produced.
-#[derive(Debug, Clone)]
-pub struct Report {
-    /// The manifest written to `$OUT_DIR/occ/manifest.json`.
-    pub manifest: Manifest,
-    /// `$OUT_DIR/occ`.
-    pub out_dir: PathBuf,
-    /// How many nvcc jobs ran (the rest were unchanged and reused).
-    pub nvcc_runs: usize,
-    /// The cargo directives of the build (printed by [`Build::compile`]).
-    pub directives: Directives,
+/// Which CUDA runtime library a host-code library links ([`Build::cudart`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Cudart {
+    /// `libcudart_static.a` (nvcc's own default): the binary needs only the
+    /// driver (`libcuda.so`) at run time. On Linux it also links `rt`,
+    /// `pthread` and `dl`.
+    #[default]
+    Static,
+    /// `libcudart.so`: the binary needs the runtime library at run time
+    /// (on `LD_LIBRARY_PATH`, or installed system-wide).
+    Shared,
+    /// No CUDA runtime: the crate links one itself.
+    None,
 }
 
 impl Build {
@@ -166,40 +166,6 @@ impl Build {
                 .push((name.into(), arch::Variant::Family));
         }
         self
-    }
-
-    /// The archs this build will compile for, before compiling: `OCC_ARCHS`,
-    /// else `CUDA_COMPUTE_CAP`, else [`Build::arch`], with the suffixes of
-    /// [`Build::arch_specific`] and [`Build::arch_family`] applied, exactly
-    /// as the build computes them (and with the same errors). Prints
-    /// `cargo::rerun-if-env-changed` for each variable read, so a build
-    /// script that decides on the list is rerun when it changes. Use it to
-    /// adapt the build to its archs:
-    ///
-    /// ```no_run
-    /// let mut build = occ_build::Build::new();
-    /// build.glob("kernels/*.cu").archs(["sm_75", "sm_90"]);
-    /// let archs = build.resolved_archs().expect("valid archs");
-    /// if archs.iter().any(|t| t.cc < 80) {
-    ///     build.define("NO_BF16_KERNEL", None);
-    /// }
-    /// build.compile();
-    /// ```
-    pub fn resolved_archs(&self) -> Result<Vec<arch::Target>> {
-        let env = Env::new();
-        let archs = self.resolved_archs_with(&env);
-        Directives {
-            rerun_if_env_changed: env.read_vars().into_iter().collect(),
-            ..Directives::default()
-        }
-        .print();
-        archs
-    }
-
-    /// [`Build::resolved_archs`] with a given environment reader; prints
-    /// nothing (the variables read are in [`Env::read_vars`]).
-    pub fn resolved_archs_with(&self, env: &Env) -> Result<Vec<arch::Target>> {
-        inputs::targets(self, env)
     }
 
     /// Declares the launch of the kernels whose symbol, name, short name or
@@ -329,7 +295,7 @@ impl Build {
     }
 
     /// The baseline file, relative to the crate root (default `occ.lock`).
-    /// See [`crate::gate`].
+    /// See the crate docs, "Updating the baseline".
     pub fn lock_file(&mut self, path: impl AsRef<Path>) -> &mut Self {
         self.lock_file = Some(path.as_ref().to_path_buf());
         self
@@ -337,7 +303,7 @@ impl Build {
 
     /// How many registers per thread a kernel may grow by, compared with the
     /// lock, before the build fails (default
-    /// [`crate::compare::DEFAULT_REGISTER_THRESHOLD`]). An occupancy drop fails
+    /// [`occ_model::compare::DEFAULT_REGISTER_THRESHOLD`]). An occupancy drop fails
     /// regardless.
     pub fn register_threshold(&mut self, registers: u32) -> &mut Self {
         self.register_threshold = Some(registers);
@@ -409,49 +375,8 @@ impl Build {
     /// [`Cudart::Static`]: crate::Cudart::Static
     /// [`Cudart::Shared`]: crate::Cudart::Shared
     /// [`Cudart::None`]: crate::Cudart::None
-    pub fn cudart(&mut self, cudart: crate::hostlib::Cudart) -> &mut Self {
+    pub fn cudart(&mut self, cudart: Cudart) -> &mut Self {
         self.cudart = cudart;
         self
-    }
-
-    /// Runs the build in a build script: prints the cargo directives and, on
-    /// failure, each line of the error as `cargo::error=` (cargo then fails the
-    /// build). Never panics. Returns the report when the build succeeded.
-    pub fn compile(&self) -> Option<Report> {
-        let (result, directives) = self.execute(&Env::new());
-        directives.print();
-        match result {
-            Ok(report) => Some(report),
-            Err(error) => {
-                cargo::print_error(&format!("occ: {error}"));
-                None
-            }
-        }
-    }
-
-    /// Runs the build and returns what it made. Prints nothing.
-    pub fn try_compile(&self) -> Result<Report> {
-        self.try_compile_with(&Env::new())
-    }
-
-    /// [`Build::try_compile`] with a given environment reader.
-    pub fn try_compile_with(&self, env: &Env) -> Result<Report> {
-        self.execute(env).0
-    }
-
-    /// Runs the build; returns its result and the cargo directives gathered,
-    /// also on failure (the files and variables read are still watched, so
-    /// fixing them reruns the build script). This is what [`Build::compile`] prints.
-    pub fn execute(&self, env: &Env) -> (Result<Report>, Directives) {
-        let mut directives = Directives::default();
-        let result = pipeline::run(self, env, &mut directives);
-        directives.rerun_if_env_changed.extend(env.read_vars());
-        let result = result.map(|outcome| Report {
-            manifest: outcome.manifest,
-            out_dir: outcome.out_dir,
-            nvcc_runs: outcome.nvcc_runs,
-            directives: directives.clone(),
-        });
-        (result, directives)
     }
 }

@@ -31,6 +31,24 @@
 //! build killed (or out of disk) before the record leaves the old record,
 //! whose outputs no longer match, or none: either way the job runs again.
 //!
+//! Where and by whom: the record is `$OUT_DIR/occ/cache/<job>.json`
+//! (`<stem>.lib.json` for a host-code library, whose outputs are all of
+//! its files). The key also holds the source's absolute path (two
+//! checkouts sharing a target dir get the same `OUT_DIR`) and the host
+//! compiler's variables (`CPATH`, `CPLUS_INCLUDE_PATH`, ...); the toolkit's
+//! identity is each program `nvcc --dryrun` runs, its profile, libdevice
+//! and the launcher, by path, link target and stat. Inputs are the
+//! preprocessed sources' flag-1 line markers (`#line` names read no file);
+//! the include search covers the includers' folders and the `-I` folders
+//! before each input's (those of `NVCC_*_FLAGS` too), and those folders are
+//! watched, so cargo reruns the script when a shadowing header appears
+//! (one that appeared during the job makes it unstable). One build at a
+//! time checks and commits a job ([`JobLock`] on `cache/<job>.lock`): a
+//! second build into the same `OUT_DIR` waits, then reuses the first's
+//! result. The next build removes the scratch folders and temporary files
+//! of killed builds. The toolkit's files are watched, so a new ptxas
+//! reruns the build script.
+//!
 //! What the cache assumes: files are changed through the file system (a
 //! change keeps size, mtime, ctime and inode only if nothing was written);
 //! the file system keeps sub-second timestamps (ext4, XFS, btrfs, tmpfs,
@@ -41,10 +59,14 @@
 //! output nvcc would; a wrapper script given as `NVCC` picks its real nvcc
 //! the same way on each run (it is seen through `--dryrun`); the host
 //! compiler's own headers (`/usr/include`) are not shadowed by files created
-//! later in system folders.
+//! later in system folders; cargo reruns the script by mtimes, so a
+//! symlink retargeted outside the watched folders (or a toolkit switched
+//! that way) is seen only at the next rerun.
 
 use crate::error::{Error, Result};
+use crate::files::write_atomic;
 use crate::toolkit::{exe, Nvcc};
+use occ_model::params::Signatures;
 use serde::{Deserialize, Serialize};
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -201,7 +223,7 @@ pub(crate) struct Record {
     /// The kernels' signatures from nvcc's intermediate files
     /// (`occ_model::params`), which are gone once the job is done.
     #[serde(default)]
-    pub signatures: occ_model::params::Signatures,
+    pub signatures: Signatures,
 }
 
 impl Record {
@@ -243,7 +265,159 @@ impl Record {
             probes,
             outputs,
             log,
-            signatures: occ_model::params::Signatures::default(),
+            signatures: Signatures::default(),
+        }
+    }
+}
+
+/// The snapshot before nvcc starts: when, and the source's bytes.
+#[derive(Debug)]
+pub(crate) struct Before {
+    started: SystemTime,
+    source: Input,
+}
+
+impl Before {
+    /// Takes the snapshot of `source` (absolute); `None` when it is gone.
+    pub fn take(source: &Path) -> Option<Before> {
+        let started = SystemTime::now();
+        Some(Before {
+            started,
+            source: Input::read(source)?,
+        })
+    }
+}
+
+/// A finished nvcc run of one job, as [`commit`] takes it.
+#[derive(Debug)]
+pub(crate) struct Finished<'a> {
+    /// The job's key.
+    pub key: &'a str,
+    /// The crate root.
+    pub root: &'a Path,
+    /// The job's source, absolute.
+    pub source: &'a Path,
+    /// Every input nvcc read (the source among them), absolute and sorted.
+    pub deps: &'a [PathBuf],
+    /// The user's folders the includes search ([`search_dirs`]).
+    pub search: &'a [PathBuf],
+    /// The toolkit's root: its headers are covered by its identity.
+    pub toolkit_top: Option<&'a Path>,
+    /// Each file nvcc left in its scratch folder, with its name in `out`.
+    pub moves: &'a [(PathBuf, String)],
+    /// `$OUT_DIR/occ`.
+    pub out: &'a Path,
+    /// The job's record, `cache/<job>.json`.
+    pub record: &'a Path,
+    /// nvcc's log.
+    pub log: &'a str,
+    /// The kernels' signatures from nvcc's intermediate files.
+    pub signatures: &'a Signatures,
+}
+
+/// Commits a finished job, in the order the module doc gives: the
+/// snapshot after nvcc (every input's bytes and stat, and the include
+/// probes), the outputs renamed into place, then the record, written last
+/// and atomically — or, when an input changed while nvcc ran (its bytes,
+/// or a stat not older than the job's start, or a shadowing header that
+/// appeared), no record. Returns that changed input, if any: the result
+/// is good for this build only.
+pub(crate) fn commit(before: &Before, run: &Finished<'_>) -> Result<Option<PathBuf>> {
+    let inputs: Vec<Option<Input>> = run.deps.iter().map(|d| Input::read(d)).collect();
+    let changed = run
+        .deps
+        .iter()
+        .zip(&inputs)
+        .find(|(path, input)| match input {
+            None => true,
+            Some(i) => {
+                i.stat.not_older_than(before.started)
+                    || (*path == run.source && i.hash != before.source.hash)
+            }
+        });
+    // The include search as it stands now: a shadowing header that
+    // exists now but was no input appeared while nvcc ran.
+    let (mut probes, appeared) = shadow_probes(
+        run.root,
+        run.deps,
+        run.search,
+        run.toolkit_top,
+        before.started,
+    );
+    probes.extend(has_include_probes(
+        run.root,
+        run.deps,
+        run.search,
+        run.toolkit_top,
+    ));
+    let unstable = changed.map(|(p, _)| p).or(appeared.first()).cloned();
+    let mut outputs = Vec::new();
+    for (from, to) in run.moves {
+        let dest = run.out.join(to);
+        std::fs::rename(from, &dest)
+            .map_err(|e| Error::io(format!("cannot write {}", dest.display()), e))?;
+        let stat = Stat::of(&dest).ok_or_else(|| {
+            Error::io(
+                format!("cannot read {}", dest.display()),
+                std::io::Error::from(std::io::ErrorKind::NotFound),
+            )
+        })?;
+        outputs.push(Output {
+            file: to.clone(),
+            stat,
+        });
+    }
+    if unstable.is_some() {
+        // The old record's outputs were just replaced: it cannot match
+        // again, but leave nothing that looks like a result.
+        let _ = std::fs::remove_file(run.record);
+        return Ok(unstable);
+    }
+    let mut record = Record::new(
+        run.key.to_string(),
+        inputs.into_iter().flatten().collect(),
+        probes,
+        outputs,
+        run.log.to_string(),
+    );
+    record.signatures = run.signatures.clone();
+    let text = serde_json::to_vec(&record).map_err(|e| {
+        Error::io(
+            format!("cannot write {}", run.record.display()),
+            std::io::Error::other(e),
+        )
+    })?;
+    write_atomic(run.record, &text)?;
+    Ok(None)
+}
+
+/// An exclusive advisory lock on `cache/<job>.lock`, released on drop.
+///
+/// Cargo never runs two build scripts in one `OUT_DIR`, but two builds
+/// given the same `OUT_DIR` by hand (or a script run twice) may. Where the
+/// file system has no locks (some network mounts) the job runs unlocked:
+/// a record whose outputs were replaced under it then fails its output
+/// check and the job runs again, which costs time but is never stale.
+pub(crate) struct JobLock(Option<std::fs::File>);
+
+impl JobLock {
+    /// Takes the lock beside `record`, waiting for a build that holds it.
+    pub fn take(record: &Path) -> JobLock {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(record.with_extension("lock"))
+            .ok()
+            .filter(|f| f.lock().is_ok());
+        JobLock(file)
+    }
+}
+
+impl Drop for JobLock {
+    fn drop(&mut self) {
+        if let Some(file) = &self.0 {
+            let _ = file.unlock();
         }
     }
 }
@@ -337,11 +511,13 @@ impl Toolkit {
         let toolkit = Toolkit::from_dryrun(nvcc, vars, args, root, probe)?;
         if let Ok(text) = serde_json::to_vec(&toolkit) {
             // A cache of the identity only: failing to write it costs a dry run.
-            let _ = crate::compile::write_atomic(cache, &text);
+            let _ = write_atomic(cache, &text);
         }
         Ok(toolkit)
     }
 
+    /// Long because it reads the dry run's settings and programs in the order nvcc
+    /// prints them, and each program it finds is part of the identity.
     fn from_dryrun(
         nvcc: &Nvcc,
         vars: &NvccVars,

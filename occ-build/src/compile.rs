@@ -1,27 +1,30 @@
 //! Stage 4: one nvcc job per (file, arch): run it (in parallel, under
-//! cargo's jobserver), or reuse its last result when the cache (`cache.rs`) says
-//! nothing that can change it has changed.
+//! cargo's jobserver), or reuse its last result when the cache says nothing
+//! that can change it has changed.
 //!
-//! Each job leaves `<job>.cubin` and `<job>.ptx` in `$OUT_DIR/occ` and its
-//! record (key, inputs, log) in `cache/<job>.json`. nvcc writes into a
-//! scratch folder of this run; the outputs are renamed into place, then the
-//! record is written, last.
+//! This module runs nvcc in a scratch folder of the run and gathers the
+//! files it left (cubin, PTX, preprocessed sources, host stubs); the cache
+//! (`cache.rs`) decides reuse and commits a result ([`cache::commit`]: the
+//! snapshot after nvcc, the outputs into `$OUT_DIR/occ`, the record last).
+//! What nvcc printed is read by the pure `nvcc_text`.
 //!
-//! A host-code library job ([`JobKind::Library`], `hostlib.rs`) is one
+//! A host-code library job (`JobKind::Library`, `hostlib.rs`) is one
 //! `nvcc -c` of a file for every arch: it leaves `<stem>.o` and, per arch,
 //! the same `<stem>.<arch>.cubin` and `.ptx` a device-only job leaves, under
 //! one record (`cache/<stem>.lib.json`) whose outputs are all of them; its
-//! result comes back as one [`JobOutput`] per arch.
+//! result comes back as one `JobOutput` per arch.
 
-use crate::cache::{self, Input, NvccVars, Output, Record, Stat, Toolkit};
+use crate::cache::{self, NvccVars, Toolkit};
 use crate::error::{Error, Result};
+use crate::files::{remove_stale_scratch, unique_sibling};
 use crate::inputs::Inputs;
+use crate::job::{Job, JobKind, JobOutput};
+use crate::nvcc_text::{self, deps_from_preprocessed, Failure};
 use crate::toolkit::Nvcc;
 use occ_model::params::{self, Signatures};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
-use std::time::SystemTime;
 
 /// Stage 4: runs (or reuses) every job, under cargo's jobserver when the
 /// build script has one; results come back in the order of `jobs`.
@@ -80,104 +83,10 @@ pub(crate) fn toolkit(nvcc: &Nvcc, inputs: &Inputs, jobs: &[Job]) -> Result<Tool
     )
 }
 
-/// Removes what killed builds left in `dir`: scratch folders and
-/// half-written files named `<name>.tmp<pid>.<n>` whose process is gone
-/// (two live builds into one `OUT_DIR` keep theirs), and in `tmp/` the
-/// canonical per-job folders no run owns.
-fn remove_stale_scratch(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let me = std::process::id();
-    let in_tmp = dir.file_name().is_some_and(|n| n == "tmp");
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let pid = name
-            .rsplit_once(".tmp")
-            .and_then(|(_, rest)| rest.split_once('.'))
-            .and_then(|(p, n)| n.parse::<u64>().ok().and(p.parse::<u32>().ok()));
-        let stale = match pid {
-            Some(pid) if pid == me => false,
-            Some(pid) => !process_alive(pid),
-            None => in_tmp,
-        };
-        if stale {
-            let path = entry.path();
-            let _ = std::fs::remove_dir_all(&path).or_else(|_| std::fs::remove_file(&path));
-        }
-    }
-}
-
-fn process_alive(pid: u32) -> bool {
-    if cfg!(target_os = "linux") {
-        Path::new(&format!("/proc/{pid}")).exists()
-    } else {
-        // No cheap portable check: keep it (a later build on Linux or a
-        // `cargo clean` removes it).
-        true
-    }
-}
-
 fn jobserver_client() -> Option<jobserver::Client> {
     // SAFETY: cargo passes the jobserver's file descriptors to the build
     // script; nothing else in this process uses or closes them.
     unsafe { jobserver::Client::from_env() }
-}
-
-/// What one job compiles.
-#[derive(Debug, Clone)]
-pub struct Job {
-    /// The source, relative to the crate root (`/` separators).
-    pub source: String,
-    /// The target arch as given to nvcc (`sm_90a`).
-    pub arch: String,
-    /// The stem of every file this job writes (`kernels_saxpy.sm_90a`).
-    pub name: String,
-    /// Extra nvcc arguments (includes, defines, flags), in order.
-    pub args: Vec<String>,
-    /// What nvcc makes of the file.
-    pub kind: JobKind,
-}
-
-/// What a job compiles a file into.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JobKind {
-    /// `nvcc --cubin` for one arch: the cubin, the PTX and the ptxas log.
-    Device,
-    /// `nvcc -c` for every arch at once, for a host-code library: the
-    /// object with the host code and the fatbin, and each arch's cubin, PTX
-    /// and ptxas log. The job's `arch` is the archs joined by `,`.
-    Library {
-        /// The archs, in build order.
-        archs: Vec<String>,
-        /// The stem of the per-arch files (`kernels_moe`: `kernels_moe.sm_80.cubin`).
-        stem: String,
-    },
-}
-
-/// What one job produced.
-#[derive(Debug, Clone)]
-pub struct JobOutput {
-    /// The job.
-    pub job: Job,
-    /// nvcc's stderr and stdout (the ptxas `-v` log).
-    pub log: String,
-    /// The PTX text.
-    pub ptx: String,
-    /// Every file nvcc read, as absolute paths (the source and its headers).
-    pub deps: Vec<PathBuf>,
-    /// The user's folders its `#include`s search (the source's, each `-I`).
-    pub search: Vec<PathBuf>,
-    /// Why this result is not cached (an input changed while nvcc ran).
-    pub unstable: Option<String>,
-    /// Whether nvcc ran (false: reused from the cache).
-    pub ran: bool,
-    /// The object of a host-code library job (`$OUT_DIR/occ/<stem>.o`),
-    /// on each of its per-arch outputs.
-    pub object: Option<PathBuf>,
-    /// The kernels' signatures (host stubs, declarations), from nvcc's
-    /// intermediate files or the job's record.
-    pub signatures: Signatures,
 }
 
 /// The settings shared by all jobs of a build.
@@ -291,12 +200,11 @@ impl Runner<'_> {
 
     fn run_one(&self, job: &Job) -> Result<Vec<JobOutput>> {
         let mut paths = self.paths(job);
-        let args = nvcc_args(job, &paths.tmp);
-        let key = self.key(job, &args);
+        let key = self.key(job, &nvcc_args(job, &paths.tmp));
         // One build at a time checks and commits a job: a second build into
         // the same OUT_DIR waits here, then reuses the first one's result
         // instead of replacing its outputs under its record.
-        let _lock = JobLock::take(&paths.record);
+        let _lock = cache::JobLock::take(&paths.record);
         if let Some(output) = self.cached(job, &key, &paths) {
             return Ok(output);
         }
@@ -304,51 +212,76 @@ impl Runner<'_> {
         // OUT_DIR at once (or a killed one's leftovers) never share one.
         paths.tmp = unique_sibling(&paths.tmp);
         let run_args = nvcc_args(job, &paths.tmp);
-        // occ starts nvcc without a shell, but nvcc itself hands file names
-        // to `sh`, in double quotes, when it runs the host compiler: a `$`, a
-        // backquote or a double quote in one would run as a command or break
-        // the line (nvcc 13.5; spaces, `;`, `&`, `'`, `|`, `()` are safe).
-        if let Some(arg) = run_args.iter().find(|a| a.contains(['$', '`', '"'])) {
-            return Err(Error::ShellUnsafeArgument {
-                file: job.source.clone(),
-                arch: job.arch.clone(),
-                argument: arg.clone(),
-            });
-        }
-        // A host-code library's `-c` run hands each arch's cubin to
-        // `fatbinary` as `--image3=…,file=<name>`: a comma in the file's name
-        // splits that list (nvcc 13.5: "is not in 'keyword=value' format").
-        if matches!(job.kind, JobKind::Library { .. }) && job.source.contains(',') {
-            return Err(Error::CommaInLibrarySource {
-                file: job.source.clone(),
-            });
-        }
+        check_args(job, &run_args)?;
         let source = self.root.join(&job.source);
-        // The snapshot before nvcc: the source's bytes now.
-        let started = SystemTime::now();
-        let before = Input::read(&source).ok_or_else(|| Error::MissingSource {
+        let before = cache::Before::take(&source).ok_or_else(|| Error::MissingSource {
             path: PathBuf::from(&job.source),
             reason: "it disappeared before nvcc could read it".into(),
         })?;
         let _ = std::fs::remove_dir_all(&paths.tmp);
         std::fs::create_dir_all(&paths.tmp)
             .map_err(|e| Error::io(format!("cannot create {}", paths.tmp.display()), e))?;
-        let result = self.compile(job, &run_args, &paths, &key, &before, started);
+        let result = self.compile(job, &run_args, &paths, &key, &before);
         let _ = std::fs::remove_dir_all(&paths.tmp);
         result
     }
 
-    /// Runs nvcc for `job` in `paths.tmp`, puts its outputs in place and,
-    /// when no input changed while it ran, writes the job's record.
+    /// Runs nvcc for `job` in `paths.tmp`, gathers the files it left and
+    /// hands them to the cache to commit ([`cache::commit`]).
     fn compile(
         &self,
         job: &Job,
         run_args: &[String],
         paths: &JobPaths,
         key: &str,
-        before: &Input,
-        started: SystemTime,
+        before: &cache::Before,
     ) -> Result<Vec<JobOutput>> {
+        let log = self.run_nvcc(job, run_args)?;
+        let kept = self.gather(job, paths)?;
+        let source = self.root.join(&job.source);
+        // The same folders the probes use: occ's own arguments add no -I.
+        let search = cache::search_dirs(self.root, &source, &self.search_args(run_args));
+        let changed = cache::commit(
+            before,
+            &cache::Finished {
+                key,
+                root: self.root,
+                source: &source,
+                deps: &kept.deps,
+                search: &search,
+                toolkit_top: self.toolkit.top.as_deref(),
+                moves: &kept.moves,
+                out: self.out,
+                record: &paths.record,
+                log: &log,
+                signatures: &kept.signatures,
+            },
+        )?;
+        let unstable = changed.map(|p| {
+            format!(
+                "occ: {} changed while nvcc compiled {} for {}; its numbers are refreshed on the next build",
+                p.strip_prefix(self.root).unwrap_or(&p).display(),
+                job.source,
+                job.arch
+            )
+        });
+        self.outputs(
+            job,
+            paths,
+            Gathered {
+                log,
+                ptx: kept.ptx,
+                deps: kept.deps,
+                search,
+                signatures: kept.signatures,
+                unstable,
+                ran: true,
+            },
+        )
+    }
+
+    /// Runs nvcc; its log (stderr, then stdout) when it succeeded.
+    fn run_nvcc(&self, job: &Job, run_args: &[String]) -> Result<String> {
         let mut cmd = self.nvcc.command();
         cache::nvcc_vars(&mut cmd, self.vars);
         let output = cmd
@@ -370,8 +303,13 @@ impl Runner<'_> {
         if !output.status.success() {
             return Err(nvcc_failure(self.nvcc, job, &log, output.status));
         }
-        // What nvcc left, by the name each file takes in `$OUT_DIR/occ`,
-        // and each arch's PTX text.
+        Ok(log)
+    }
+
+    /// What nvcc left in `paths.tmp`: each file with the name it takes in
+    /// `$OUT_DIR/occ`, each arch's PTX text, every input the preprocessed
+    /// sources name and the kernels' signatures.
+    fn gather(&self, job: &Job, paths: &JobPaths) -> Result<Kept> {
         let no_ptx = |arch: &str| Error::NoPtx {
             file: job.source.clone(),
             arch: arch.to_string(),
@@ -401,131 +339,36 @@ impl Runner<'_> {
         if let Some(object) = &paths.object {
             moves.push((paths.tmp.join("out.o"), object.clone()));
         }
-        let source = self.root.join(&job.source);
         // A library job preprocesses the file once for the host and once
         // per arch (`#ifdef __CUDA_ARCH__` may include other headers): its
         // inputs are those of every `.ii`.
         let all = matches!(job.kind, JobKind::Library { .. });
-        let mut deps: Vec<PathBuf> = Vec::new();
-        let mut signatures = Signatures::default();
-        for ii in find_preprocessed(&paths.tmp, all) {
-            let Ok(bytes) = std::fs::read(&ii) else {
-                continue;
-            };
-            deps.extend(deps_from_preprocessed(&bytes, self.root));
-            signatures.decls.extend(params::scan_decls(&bytes));
-        }
-        signatures
-            .decls
-            .sort_by(|a, b| (&a.name, &a.params).cmp(&(&b.name, &b.params)));
-        signatures.decls.dedup();
-        signatures.stubs = find_stubs(&paths.tmp);
-        deps.sort();
-        deps.dedup();
-        if !deps.contains(&source) {
-            // No preprocessed file (an unusual launcher or flags): the
-            // source alone is known.
-            deps.push(source.clone());
-            deps.sort();
-        }
-        // The snapshot after nvcc: every input's bytes and stat now.
-        let inputs: Vec<Option<Input>> = deps.iter().map(|d| Input::read(d)).collect();
-        let changed: Vec<&PathBuf> = deps
-            .iter()
-            .zip(&inputs)
-            .filter(|(path, input)| match input {
-                None => true,
-                Some(i) => {
-                    i.stat.not_older_than(started) || (**path == source && i.hash != before.hash)
-                }
-            })
-            .map(|(path, _)| path)
-            .collect();
-        // The include search as it stands now: a shadowing header that
-        // exists now but was no input appeared while nvcc ran.
-        let search = cache::search_dirs(self.root, &source, &self.search_args(run_args));
-        let top = self.toolkit.top.as_deref();
-        let (mut probes, appeared) = cache::shadow_probes(self.root, &deps, &search, top, started);
-        probes.extend(cache::has_include_probes(self.root, &deps, &search, top));
-        let unstable = changed.first().copied().or(appeared.first()).map(|p| {
-            format!(
-                "occ: {} changed while nvcc compiled {} for {}; its numbers are refreshed on the next build",
-                p.strip_prefix(self.root).unwrap_or(p).display(),
-                job.source,
-                job.arch
-            )
-        });
-        let mut outputs = Vec::new();
-        for (from, to) in &moves {
-            let dest = self.out.join(to);
-            std::fs::rename(from, &dest)
-                .map_err(|e| Error::io(format!("cannot write {}", dest.display()), e))?;
-            let stat = Stat::of(&dest).ok_or_else(|| {
-                Error::io(
-                    format!("cannot read {}", dest.display()),
-                    std::io::Error::from(std::io::ErrorKind::NotFound),
-                )
-            })?;
-            outputs.push(Output {
-                file: to.clone(),
-                stat,
-            });
-        }
-        if unstable.is_none() {
-            let mut record = Record::new(
-                key.to_string(),
-                inputs.into_iter().flatten().collect(),
-                probes,
-                outputs,
-                log.clone(),
-            );
-            record.signatures = signatures.clone();
-            let text = serde_json::to_vec(&record).map_err(|e| {
-                Error::io(
-                    format!("cannot write {}", paths.record.display()),
-                    std::io::Error::other(e),
-                )
-            })?;
-            write_atomic(&paths.record, &text)?;
-        } else {
-            // The old record's outputs were just replaced: it cannot match
-            // again, but leave nothing that looks like a result.
-            let _ = std::fs::remove_file(&paths.record);
-        }
-        // The same folders the probes used: occ's own arguments add no -I.
-        let mut outputs = self.outputs(job, paths, &log, ptx, deps, search, unstable, true)?;
-        for o in &mut outputs {
-            o.signatures = signatures.clone();
-        }
-        Ok(outputs)
+        let (deps, signatures) = read_preprocessed(&paths.tmp, all, self.root, &job.source);
+        Ok(Kept {
+            moves,
+            ptx,
+            deps,
+            signatures,
+        })
     }
 
     /// A job's result as the per-arch outputs the manifest is assembled
     /// from: itself for a device-only job, one per arch (its share of the
     /// log, its PTX) for a library job.
-    #[allow(clippy::too_many_arguments)]
-    fn outputs(
-        &self,
-        job: &Job,
-        paths: &JobPaths,
-        log: &str,
-        ptx: Vec<String>,
-        deps: Vec<PathBuf>,
-        search: Vec<PathBuf>,
-        unstable: Option<String>,
-        ran: bool,
-    ) -> Result<Vec<JobOutput>> {
+    fn outputs(&self, job: &Job, paths: &JobPaths, g: Gathered) -> Result<Vec<JobOutput>> {
         let (archs, logs) = match &job.kind {
-            JobKind::Device => (vec![job.arch.clone()], vec![log.to_string()]),
+            JobKind::Device => (vec![job.arch.clone()], vec![g.log]),
             JobKind::Library { archs, .. } => {
-                let logs = crate::ptxas::split_by_arch(log, archs).ok_or_else(|| Error::Parse {
-                    file: job.source.clone(),
-                    arch: job.arch.clone(),
-                    detail: format!(
-                        "the ptxas log of the multi-arch nvcc run does not have one run per arch \
-                         of {}",
-                        archs.join(", ")
-                    ),
+                let logs = occ_model::ptxas::split_by_arch(&g.log, archs).ok_or_else(|| {
+                    Error::Model(occ_model::Error::Parse {
+                        file: job.source.clone(),
+                        arch: job.arch.clone(),
+                        detail: format!(
+                            "the ptxas log of the multi-arch nvcc run does not have one \
+                                 run per arch of {}",
+                            archs.join(", ")
+                        ),
+                    })
                 })?;
                 (archs.clone(), logs)
             }
@@ -534,7 +377,7 @@ impl Runner<'_> {
         Ok(archs
             .into_iter()
             .zip(logs)
-            .zip(ptx)
+            .zip(g.ptx)
             .zip(&paths.files)
             .map(|(((arch, log), ptx), (_, cubin, _))| JobOutput {
                 job: match &job.kind {
@@ -550,12 +393,12 @@ impl Runner<'_> {
                 },
                 log,
                 ptx,
-                deps: deps.clone(),
-                search: search.clone(),
-                unstable: unstable.clone(),
-                ran,
+                deps: g.deps.clone(),
+                search: g.search.clone(),
+                unstable: g.unstable.clone(),
+                ran: g.ran,
                 object: object.clone(),
-                signatures: Signatures::default(),
+                signatures: g.signatures.clone(),
             })
             .collect())
     }
@@ -577,8 +420,10 @@ impl Runner<'_> {
         all
     }
 
+    /// The job's last result, when its record still holds
+    /// ([`cache::Record::valid`]) and its PTX can be read.
     fn cached(&self, job: &Job, key: &str, paths: &JobPaths) -> Option<Vec<JobOutput>> {
-        let record = Record::read(&paths.record)?;
+        let record = cache::Record::read(&paths.record)?;
         if !record.valid(key, self.out) {
             return None;
         }
@@ -589,15 +434,107 @@ impl Runner<'_> {
             .collect::<Option<Vec<String>>>()?;
         let source = self.root.join(&job.source);
         let search = cache::search_dirs(self.root, &source, &self.search_args(&job.args));
-        let deps = record.inputs.into_iter().map(|i| i.path).collect();
-        let mut outputs = self
-            .outputs(job, paths, &record.log, ptx, deps, search, None, false)
-            .ok()?;
-        for o in &mut outputs {
-            o.signatures = record.signatures.clone();
-        }
-        Some(outputs)
+        let gathered = Gathered {
+            log: record.log,
+            ptx,
+            deps: record.inputs.into_iter().map(|i| i.path).collect(),
+            search,
+            signatures: record.signatures,
+            unstable: None,
+            ran: false,
+        };
+        self.outputs(job, paths, gathered).ok()
     }
+}
+
+/// What nvcc left in a job's scratch folder ([`Runner::gather`]).
+struct Kept {
+    /// Each file to put in place, with its name in `$OUT_DIR/occ`.
+    moves: Vec<(PathBuf, String)>,
+    /// Each arch's PTX text, in the order of the job's archs.
+    ptx: Vec<String>,
+    /// Every input, absolute and sorted (the source at least).
+    deps: Vec<PathBuf>,
+    /// The kernels' signatures.
+    signatures: Signatures,
+}
+
+/// A job's result before it is split per arch: from a run of nvcc or from
+/// the job's record.
+struct Gathered {
+    /// nvcc's log.
+    log: String,
+    /// Each arch's PTX text.
+    ptx: Vec<String>,
+    /// Every input.
+    deps: Vec<PathBuf>,
+    /// The user's include search folders.
+    search: Vec<PathBuf>,
+    /// The kernels' signatures.
+    signatures: Signatures,
+    /// Why the result is not cached, if so.
+    unstable: Option<String>,
+    /// Whether nvcc ran.
+    ran: bool,
+}
+
+/// Refuses the arguments nvcc cannot pass on safely.
+fn check_args(job: &Job, run_args: &[String]) -> Result<()> {
+    // occ starts nvcc without a shell, but nvcc itself hands file names
+    // to `sh`, in double quotes, when it runs the host compiler: a `$`, a
+    // backquote or a double quote in one would run as a command or break
+    // the line (nvcc 13.5; spaces, `;`, `&`, `'`, `|`, `()` are safe).
+    if let Some(arg) = run_args.iter().find(|a| a.contains(['$', '`', '"'])) {
+        return Err(Error::ShellUnsafeArgument {
+            file: job.source.clone(),
+            arch: job.arch.clone(),
+            argument: arg.clone(),
+        });
+    }
+    // A host-code library's `-c` run hands each arch's cubin to
+    // `fatbinary` as `--image3=…,file=<name>`: a comma in the file's name
+    // splits that list (nvcc 13.5: "is not in 'keyword=value' format").
+    if matches!(job.kind, JobKind::Library { .. }) && job.source.contains(',') {
+        return Err(Error::CommaInLibrarySource {
+            file: job.source.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// The inputs (absolute, sorted, the source among them) and the kernels'
+/// declarations the preprocessed sources in `dir` name, and the host
+/// stubs nvcc left there.
+fn read_preprocessed(
+    dir: &Path,
+    all: bool,
+    root: &Path,
+    source: &str,
+) -> (Vec<PathBuf>, Signatures) {
+    let mut deps: Vec<PathBuf> = Vec::new();
+    let mut signatures = Signatures::default();
+    for ii in find_preprocessed(dir, all) {
+        let Ok(bytes) = std::fs::read(&ii) else {
+            continue;
+        };
+        deps.extend(deps_from_preprocessed(&bytes, root));
+        signatures.decls.extend(params::scan_decls(&bytes));
+    }
+    signatures
+        .decls
+        .sort_by(|a, b| (&a.name, &a.params).cmp(&(&b.name, &b.params)));
+    signatures.decls.dedup();
+    signatures.stubs = find_stubs(dir);
+    deps.sort();
+    deps.dedup();
+    let source = root.join(source);
+    if !deps.contains(&source) {
+        // No preprocessed file (an unusual launcher or flags): the
+        // source alone is known.
+        deps.push(source);
+        deps.sort();
+    }
+    (deps, signatures)
 }
 
 /// nvcc's arguments for `job`, with its scratch files in `tmp`.
@@ -643,36 +580,6 @@ fn nvcc_args(job: &Job, tmp: &Path) -> Vec<String> {
     args
 }
 
-/// An exclusive advisory lock on `cache/<job>.lock`, released on drop.
-///
-/// Cargo never runs two build scripts in one `OUT_DIR`, but two builds
-/// given the same `OUT_DIR` by hand (or a script run twice) may. Where the
-/// file system has no locks (some network mounts) the job runs unlocked:
-/// a record whose outputs were replaced under it then fails its output
-/// check and the job runs again, which costs time but is never stale.
-struct JobLock(Option<std::fs::File>);
-
-impl JobLock {
-    fn take(record: &Path) -> JobLock {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(record.with_extension("lock"))
-            .ok()
-            .filter(|f| f.lock().is_ok());
-        JobLock(file)
-    }
-}
-
-impl Drop for JobLock {
-    fn drop(&mut self) {
-        if let Some(file) = &self.0 {
-            let _ = file.unlock();
-        }
-    }
-}
-
 struct JobPaths {
     /// Per arch: the arch, its `<job>.cubin` and `<job>.ptx` in `$OUT_DIR/occ`.
     files: Vec<(String, String, String)>,
@@ -682,38 +589,6 @@ struct JobPaths {
     record: PathBuf,
     /// The job's scratch folder.
     tmp: PathBuf,
-}
-
-/// Writes a file through a temporary sibling and a rename, and only when its
-/// content changes (so the modification time of unchanged output stays).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    if std::fs::read(path).is_ok_and(|old| old == bytes) {
-        return Ok(());
-    }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
-    }
-    let tmp = unique_sibling(path);
-    std::fs::write(&tmp, bytes).map_err(|e| {
-        // A full disk leaves a truncated file: never leave it behind.
-        let _ = std::fs::remove_file(&tmp);
-        Error::io(format!("cannot write {}", path.display()), e)
-    })?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::io(format!("cannot write {}", path.display()), e)
-    })
-}
-
-/// `path` with a suffix unique to this process and call (`.tmp<pid>.<n>`):
-/// a temporary name no other thread or process writes to.
-pub(crate) fn unique_sibling(path: &Path) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let mut name = path.as_os_str().to_owned();
-    name.push(format!(".tmp{}.{n}", std::process::id()));
-    PathBuf::from(name)
 }
 
 fn find_ptx(dir: &Path, source: &str) -> Option<PathBuf> {
@@ -734,9 +609,6 @@ fn find_ptx(dir: &Path, source: &str) -> Option<PathBuf> {
     found.into_iter().next()
 }
 
-/// The device-side preprocessed source that `-keep` leaves (`<stem>.cpp1.ii`),
-/// or with `all` every preprocessed source (a library job's host side,
-/// `<stem>.cpp4.ii`, and each arch's `<stem>.compute_XX.cpp1.ii`).
 /// The host stubs' mangled names in the `.cudafe1.stub.c` files nvcc
 /// left in `dir` (`occ_model::params::scan_stubs`).
 fn find_stubs(dir: &Path) -> Vec<String> {
@@ -754,6 +626,9 @@ fn find_stubs(dir: &Path) -> Vec<String> {
     stubs
 }
 
+/// The device-side preprocessed source that `-keep` leaves (`<stem>.cpp1.ii`),
+/// or with `all` every preprocessed source (a library job's host side,
+/// `<stem>.cpp4.ii`, and each arch's `<stem>.compute_XX.cpp1.ii`).
 fn find_preprocessed(dir: &Path, all: bool) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
@@ -772,86 +647,10 @@ fn find_preprocessed(dir: &Path, all: bool) -> Vec<PathBuf> {
     found
 }
 
-/// Every file a preprocessed source (`.ii`) was made from, from its line
-/// markers, as absolute paths (relative ones are taken from `root`),
-/// sorted: the main file (the first marker's) and every file the
-/// preprocessor entered (`# 1 "kernels/common.cuh" 1`: flag 1). A marker
-/// without flag 1 that names a new file comes from a `#line` directive
-/// (generated sources name their grammar or template that way), which reads
-/// no file; `<built-in>` and the like are skipped. The same set as nvcc's
-/// `-MD` gives, without its second preprocessor pass.
-pub fn deps_from_preprocessed(text: &[u8], root: &Path) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = Vec::new();
-    let mut main_seen = false;
-    let mut rest = text;
-    loop {
-        let line_end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
-        let line = &rest[..line_end];
-        if let Some((name, flags)) = marker(line) {
-            if !name.starts_with(b"<")
-                && (!main_seen || flags.split(|b| *b == b' ').any(|f| f == b"1"))
-            {
-                main_seen = true;
-                let path = PathBuf::from(unescape(name));
-                out.push(if path.is_absolute() {
-                    path
-                } else {
-                    root.join(path)
-                });
-            }
-        }
-        if line_end >= rest.len() {
-            break;
-        }
-        rest = &rest[line_end + 1..];
-    }
-    out.sort();
-    out.dedup();
-    out
-}
-
-/// `# 12 "file" 1 3` (or `#line 12 "file"`) → (`file`, still escaped; the
-/// flags after it).
-fn marker(line: &[u8]) -> Option<(&[u8], &[u8])> {
-    let rest = line.strip_prefix(b"#")?;
-    let rest = rest.strip_prefix(b"line").unwrap_or(rest);
-    let rest = rest.strip_prefix(b" ")?;
-    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-    if digits == 0 {
-        return None;
-    }
-    let rest = rest[digits..].strip_prefix(b" \"")?;
-    let mut i = 0;
-    while i < rest.len() {
-        match rest[i] {
-            b'\\' => i += 2,
-            b'"' => {
-                let flags = rest.get(i + 1..).unwrap_or(b"");
-                return Some((&rest[..i], flags.trim_ascii()));
-            }
-            _ => i += 1,
-        }
-    }
-    None
-}
-
-fn unescape(name: &[u8]) -> String {
-    let mut out = Vec::with_capacity(name.len());
-    let mut i = 0;
-    while i < name.len() {
-        if name[i] == b'\\' && i + 1 < name.len() {
-            i += 1;
-        }
-        out.push(name[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Turns a failed nvcc run into the error a user can act on.
+/// Turns a failed nvcc run into the error a user can act on (the log's
+/// class from [`nvcc_text::classify`]).
 fn nvcc_failure(nvcc: &Nvcc, job: &Job, log: &str, status: std::process::ExitStatus) -> Error {
-    let code = status.code();
-    if code.is_none() {
+    let Some(code) = status.code() else {
         #[cfg(unix)]
         let signal = std::os::unix::process::ExitStatusExt::signal(&status);
         #[cfg(not(unix))]
@@ -861,128 +660,51 @@ fn nvcc_failure(nvcc: &Nvcc, job: &Job, log: &str, status: std::process::ExitSta
             arch: job.arch.clone(),
             signal,
         };
-    }
-    let lower = log.to_ascii_lowercase();
-    if lower.contains("failed to preprocess host compiler properties")
-        || lower.contains("cannot find compiler")
-        || lower.contains("host compiler targets unsupported")
-        || lower.contains("unsupported gnu version")
-        || lower.contains("unsupported clang version")
-    {
-        let detail: Vec<&str> = log
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with("ptxas"))
-            .take(4)
-            .collect();
-        let compiler = ccbin(&job.args).unwrap_or_else(|| "nvcc's default (gcc)".to_string());
-        return Error::HostCompiler {
-            compiler,
-            detail: format!("nvcc said: {}", detail.join(" / ")),
-        };
-    }
-    if let Some(line) = log.lines().find(|l| {
-        let l = l.to_ascii_lowercase();
-        l.contains("no space left on device") || l.contains("disk quota exceeded")
-    }) {
-        return Error::DiskFull {
+    };
+    match nvcc_text::classify(log) {
+        Failure::HostCompiler { detail } => Error::HostCompiler {
+            compiler: nvcc_text::ccbin(&job.args)
+                .unwrap_or_else(|| "nvcc's default (gcc)".to_string()),
+            detail,
+        },
+        Failure::DiskFull { line } => Error::DiskFull {
             file: job.source.clone(),
             arch: job.arch.clone(),
-            detail: line.trim().to_string(),
-        };
-    }
-    if lower.contains("unsupported gpu architecture")
-        || (lower.contains("is not defined for option") && lower.contains("gpu-name"))
-    {
-        let detail = log
-            .lines()
-            .find(|l| {
-                let l = l.to_ascii_lowercase();
-                l.contains("unsupported gpu architecture")
-                    || l.contains("is not defined for option")
-            })
-            .unwrap_or("unsupported gpu architecture")
-            .trim()
-            .to_string();
-        return Error::UnsupportedArch {
+            detail: line,
+        },
+        Failure::UnsupportedArch { line } => Error::UnsupportedArch {
             arch: job.arch.clone(),
             nvcc_version: nvcc
                 .version()
                 .unwrap_or_else(|_| nvcc.path.display().to_string()),
-            detail,
-        };
-    }
-    let mut diagnostics: Vec<String> = log
-        .lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with("ptxas info") && !l.starts_with("    "))
-        .map(|l| l.trim_end().to_string())
-        .collect();
-    if diagnostics.is_empty() {
-        if let Some(launcher) = &nvcc.launcher {
-            return Error::LauncherFailed {
+            detail: line,
+        },
+        Failure::Diagnostics(lines) if lines.is_empty() => match &nvcc.launcher {
+            Some(launcher) => Error::LauncherFailed {
                 launcher: launcher.clone(),
                 file: job.source.clone(),
                 arch: job.arch.clone(),
-                code,
-            };
-        }
-        diagnostics.push(format!(
-            "nvcc exited with {} and printed nothing",
-            code.map_or("a signal".to_string(), |c| format!("status {c}"))
-        ));
+                code: Some(code),
+            },
+            None => Error::Compile {
+                file: job.source.clone(),
+                arch: job.arch.clone(),
+                diagnostics: vec![format!(
+                    "nvcc exited with status {code} and printed nothing"
+                )],
+            },
+        },
+        Failure::Diagnostics(diagnostics) => Error::Compile {
+            file: job.source.clone(),
+            arch: job.arch.clone(),
+            diagnostics,
+        },
     }
-    const MAX: usize = 40;
-    if diagnostics.len() > MAX {
-        let more = diagnostics.len() - MAX;
-        diagnostics.truncate(MAX);
-        diagnostics.push(format!("... and {more} more lines"));
-    }
-    Error::Compile {
-        file: job.source.clone(),
-        arch: job.arch.clone(),
-        diagnostics,
-    }
-}
-
-/// The `-ccbin` of nvcc arguments, if any.
-fn ccbin(args: &[String]) -> Option<String> {
-    let mut iter = args.iter();
-    let mut found = None;
-    while let Some(a) = iter.next() {
-        if a == "-ccbin" || a == "--compiler-bindir" {
-            found = iter.next().cloned();
-        } else if let Some(v) = a
-            .strip_prefix("-ccbin=")
-            .or_else(|| a.strip_prefix("--compiler-bindir="))
-        {
-            found = Some(v.to_string());
-        }
-    }
-    found
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn deps_from_line_markers() {
-        let text = b"# 1 \"kernels/k.cu\"\n# 1 \"<built-in>\"\n# 1 \"<command-line>\"\n\
-            # 1 \"/usr/include/stdc-predef.h\" 1 3 4\n# 1 \"kernels/k.cu\"\nint x;\n\
-            # 1 \"kernels/common.cuh\" 1\n#pragma once\n# 3 \"kernels/k.cu\" 2\n\
-            # 7 \"/opt/a \\\"q\\\" \\\\b.h\" 1\n#line 4 \"inc/x.cuh\"\n";
-        let deps = deps_from_preprocessed(text, Path::new("/crate"));
-        // `#line 4 "inc/x.cuh"` names a file the preprocessor never read.
-        assert_eq!(
-            deps,
-            vec![
-                PathBuf::from("/crate/kernels/common.cuh"),
-                PathBuf::from("/crate/kernels/k.cu"),
-                PathBuf::from("/opt/a \"q\" \\b.h"),
-                PathBuf::from("/usr/include/stdc-predef.h"),
-            ]
-        );
-    }
 
     /// An exit status with `code`, from a real process.
     fn exit_status(code: i32) -> std::process::ExitStatus {

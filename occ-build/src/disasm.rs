@@ -18,10 +18,10 @@
 
 use crate::cache::{self, Stat};
 use crate::cargo::Directives;
-use crate::compile::write_atomic;
-use crate::manifest::Manifest;
+use crate::files::write_atomic;
 use crate::toolkit::{exe, Nvcc};
 use occ_model::lines::{source_lines, LifeRanges, LineInfo, SourceLines};
+use occ_model::manifest::Manifest;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};

@@ -10,11 +10,12 @@
 //! `cache/<file>.fatbin.json`, checked by stat as the job records are).
 
 use crate::cache::Stat;
-use crate::compile::{write_atomic, JobOutput};
 use crate::error::{Error, Result};
-use crate::manifest::{DeviceCode, Embed};
+use crate::files::write_atomic;
+use crate::job::JobOutput;
 use crate::toolkit::{exe, Nvcc};
 use occ_model::arch::{self, Variant};
+use occ_model::manifest::{DeviceCode, Embed};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -159,7 +160,7 @@ fn fatbin(
     }
     // Unique to this process and call: two builds into one OUT_DIR at once
     // (threads of one process too) never write the same temporary file.
-    let tmp = crate::compile::unique_sibling(&out.join("tmp").join(file));
+    let tmp = crate::files::unique_sibling(&out.join("tmp").join(file));
     let output = std::process::Command::new(&tool)
         .arg(format!("--create={}", tmp.display()))
         .args(&args)

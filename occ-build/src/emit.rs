@@ -12,23 +12,16 @@
 //! is already formatted. Sorted, free of absolute paths and timestamps,
 //! and written only when it changes.
 
-use crate::compile::write_atomic;
 use crate::error::Result;
-use crate::manifest::{self, KernelArch, Manifest, Origin};
-use crate::manifest::{DeviceCode, Embed};
+use crate::files::write_atomic;
+use occ_model::manifest::{self, KernelArch, Manifest, Origin};
+use occ_model::manifest::{DeviceCode, Embed};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
 /// The generated Rust file's name inside `$OUT_DIR/occ`.
 pub const KERNELS_RS: &str = "kernels.rs";
-
-/// Reads and parses a manifest file (`$OUT_DIR/occ/manifest.json`).
-pub fn read_manifest(path: &Path) -> Result<Manifest> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| crate::Error::io(format!("cannot read {}", path.display()), e))?;
-    Ok(Manifest::from_json(&text, path)?)
-}
 
 /// Writes `manifest.json` and `kernels.rs`.
 pub fn write_all(manifest: &Manifest, out: &Path) -> Result<()> {
@@ -205,14 +198,6 @@ const RESERVED: [&str; 8] = [
 /// source (`arg{i}` when it has none, `{name}_` for a Rust keyword or a
 /// [`RESERVED`] name).
 fn rust_param_name(i: usize, name: &str) -> String {
-    const KEYWORDS: [&str; 52] = [
-        "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum",
-        "extern", "false", "fn", "for", "if", "impl", "in", "let", "loop", "match", "mod", "move",
-        "mut", "pub", "ref", "return", "self", "Self", "static", "struct", "super", "trait",
-        "true", "type", "unsafe", "use", "where", "while", "abstract", "become", "box", "do",
-        "final", "macro", "override", "priv", "typeof", "unsized", "virtual", "yield", "try",
-        "gen",
-    ];
     let valid = name
         .chars()
         .next()
@@ -222,7 +207,7 @@ fn rust_param_name(i: usize, name: &str) -> String {
     if !valid {
         return format!("arg{i}");
     }
-    if KEYWORDS.contains(&name) || RESERVED.contains(&name) || name.starts_with("__occ") {
+    if occ_model::names::is_keyword(name) || RESERVED.contains(&name) || name.starts_with("__occ") {
         return format!("{name}_");
     }
     name.to_string()
@@ -253,6 +238,9 @@ fn rust_param_names(params: &[occ_model::params::Param]) -> Vec<String> {
 /// rustc refuses a wrong count, a wrong scalar or a buffer of the wrong
 /// element type at the argument. Wrapped in `occ::__if_cudarc!`: it exists
 /// when the `occ` crate's `cudarc` feature is on.
+///
+/// Long because it writes the launcher's Rust text in the order the generated
+/// file reads.
 fn launcher(kernel: &manifest::Kernel) -> String {
     use occ_model::params::RustArg;
     let mut generics = Vec::new();

@@ -62,3 +62,30 @@ impl Env {
         self.read.borrow().iter().cloned().collect()
     }
 }
+
+/// Whether `CI` says this is a CI run (set, non-empty, not `false`/`0`).
+pub fn is_ci(env: &Env) -> bool {
+    env.var("CI").is_some_and(|v| {
+        !matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "" | "0" | "false" | "no" | "off"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ci_is_read_like_ci_systems_set_it() {
+        let env = |v: Option<&str>| Env::with_overrides(vec![("CI".into(), v.map(OsString::from))]);
+        assert!(is_ci(&env(Some("true"))));
+        assert!(is_ci(&env(Some("1"))));
+        assert!(is_ci(&env(Some("woodpecker"))));
+        assert!(!is_ci(&env(Some("false"))));
+        assert!(!is_ci(&env(Some("0"))));
+        assert!(!is_ci(&env(Some(""))));
+        assert!(!is_ci(&env(None)));
+    }
+}

@@ -86,25 +86,6 @@ pub enum Error {
         /// when it matched nothing).
         excluded: Vec<String>,
     },
-    /// A [`crate::Build::launch`] pattern that matches no kernel.
-    UnmatchedLaunch {
-        /// The pattern given.
-        pattern: String,
-        /// The closest kernel names, best first.
-        closest: Vec<String>,
-    },
-    /// A [`crate::Build::launch`] (or a kernel's own launch bounds) that
-    /// cannot run the kernel on an arch.
-    BadLaunch {
-        /// The kernel.
-        kernel: String,
-        /// The arch.
-        arch: String,
-        /// The launch in words and who declared it.
-        launch: String,
-        /// Why not.
-        detail: String,
-    },
     /// A virtual arch (`compute_90`) among the archs: PTX only, no ptxas
     /// numbers to report.
     VirtualArch {
@@ -130,28 +111,10 @@ pub enum Error {
         /// The operating system's reason.
         reason: String,
     },
-    /// ptxas output or PTX that occ could not read.
-    Parse {
-        /// The `.cu` file whose output it was.
-        file: String,
-        /// The target arch.
-        arch: String,
-        /// What did not parse, quoting the line.
-        detail: String,
-    },
     /// A kernel spills and the build denies spills.
     Spills {
         /// One line per spilling kernel × arch.
         kernels: Vec<String>,
-    },
-    /// The occupancy model rejected an input.
-    Occupancy {
-        /// The kernel.
-        kernel: String,
-        /// The arch.
-        arch: String,
-        /// The model's reason.
-        detail: String,
     },
     /// A required environment variable (set by cargo) is missing or invalid.
     Env {
@@ -167,15 +130,9 @@ pub enum Error {
         /// The operating system's error.
         source: std::io::Error,
     },
-    /// An error of the pure core with no variant of its own here.
+    /// An error of the pure core (a corrupt manifest or lock, ptxas output
+    /// occ cannot read, a launch the model refuses), as occ-model words it.
     Model(occ_model::Error),
-    /// A manifest or lock file that cannot be read.
-    Corrupt {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong with it, and what to do.
-        detail: String,
-    },
     /// The baseline gate found regressions (the text is the before/after table).
     Regression {
         /// The rendered before/after table and the hint line.
@@ -359,35 +316,7 @@ pub enum Error {
 
 impl From<occ_model::Error> for Error {
     fn from(e: occ_model::Error) -> Self {
-        match e {
-            occ_model::Error::Corrupt { path, detail } => Error::Corrupt { path, detail },
-            occ_model::Error::Parse { file, arch, detail } => Error::Parse { file, arch, detail },
-            occ_model::Error::Occupancy {
-                kernel,
-                arch,
-                detail,
-            } => Error::Occupancy {
-                kernel,
-                arch,
-                detail,
-            },
-            occ_model::Error::UnmatchedLaunch { pattern, closest } => {
-                Error::UnmatchedLaunch { pattern, closest }
-            }
-            occ_model::Error::BadLaunch {
-                kernel,
-                arch,
-                launch,
-                detail,
-            } => Error::BadLaunch {
-                kernel,
-                arch,
-                launch,
-                detail,
-            },
-            // `occ_model::Error` is non-exhaustive; a new kind keeps its message.
-            other => Error::Model(other),
-        }
+        Error::Model(e)
     }
 }
 
@@ -402,6 +331,8 @@ impl Error {
 }
 
 impl fmt::Display for Error {
+    /// Long: one arm per variant, so that every message is written whole in
+    /// one place (the unit test below renders each).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::NvccNotFound {
@@ -498,7 +429,7 @@ impl fmt::Display for Error {
                 known,
             } => write!(
                 f,
-                "unknown CUDA arch `{name}` (from {origin}); known archs: {}",
+                "unknown CUDA arch `{name}` (from {origin}); use one of the known archs: {}",
                 known.join(", ")
             ),
             Error::NoArch => write!(
@@ -524,30 +455,6 @@ impl fmt::Display for Error {
                     )
                 }
             }
-            // The core words these; one text for both crates.
-            Error::UnmatchedLaunch { pattern, closest } => write!(
-                f,
-                "{}",
-                occ_model::Error::UnmatchedLaunch {
-                    pattern: pattern.clone(),
-                    closest: closest.clone(),
-                }
-            ),
-            Error::BadLaunch {
-                kernel,
-                arch,
-                launch,
-                detail,
-            } => write!(
-                f,
-                "{}",
-                occ_model::Error::BadLaunch {
-                    kernel: kernel.clone(),
-                    arch: arch.clone(),
-                    launch: launch.clone(),
-                    detail: detail.clone(),
-                }
-            ),
             Error::VirtualArch { origin, name, real } => write!(
                 f,
                 "{name} (from {origin}) is a virtual arch: nvcc makes PTX for it and runs no ptxas, so \
@@ -568,11 +475,6 @@ impl fmt::Display for Error {
                 "cannot read CUDA source {}: {reason}; check the path (relative paths are from the crate root)",
                 path.display()
             ),
-            Error::Parse { file, arch, detail } => write!(
-                f,
-                "cannot read the ptxas output for {file} ({arch}): {detail}; this is an occ bug or an \
-                 nvcc version it does not know: please report it with the line above"
-            ),
             Error::Spills { kernels } => {
                 writeln!(f, "register spills to local memory, which this build denies:")?;
                 for k in kernels {
@@ -583,17 +485,14 @@ impl fmt::Display for Error {
                     "reduce live values, add __launch_bounds__ with a smaller minBlocks, or drop .deny_spills()"
                 )
             }
-            Error::Occupancy {
-                kernel,
-                arch,
-                detail,
-            } => write!(f, "cannot compute occupancy of {kernel} on {arch}: {detail}"),
             Error::Env { var, detail } => write!(
                 f,
                 "environment variable {var} {detail}; occ-build must run from a cargo build script"
             ),
-            Error::Io { action, source } => write!(f, "{action}: {source}"),
-            Error::Corrupt { path, detail } => write!(f, "{}: {detail}", path.display()),
+            Error::Io { action, source } => write!(
+                f,
+                "{action}: {source}; check the path, its permissions and the free space"
+            ),
             Error::Regression { report } => write!(f, "{report}"),
             Error::MeasuredCodeChanged {
                 lock,
@@ -761,7 +660,7 @@ impl fmt::Display for Error {
             ),
             Error::BadBuildName { name } => write!(
                 f,
-                "the build name {name:?} (`.name()`) may hold only letters, digits, `_` and `-`: it names files in OUT_DIR"
+                "the build name {name:?} (`.name()`) may hold only letters, digits, `_` and `-`: it names files in OUT_DIR; rename it"
             ),
             Error::FileInTwoBuilds {
                 file,
@@ -781,7 +680,8 @@ impl fmt::Display for Error {
             ),
             Error::ToolFailed { tool, what, log } => write!(
                 f,
-                "{} failed making {what}:\n{log}",
+                "{} failed making {what}; check the toolkit (reinstall it, or embed cubins with \
+                 .embed(Embed::Cubin)); it said:\n{log}",
                 tool.display()
             ),
             Error::BadLibraryName { name, why } => write!(
@@ -790,7 +690,8 @@ impl fmt::Display for Error {
             ),
             Error::HostCompiler { compiler, detail } => write!(
                 f,
-                "the host compiler {compiler} cannot be used: {detail}; install a C++ compiler                  nvcc supports (g++ or clang++), or point NVCC_CCBIN (or CXX) at one"
+                "the host compiler {compiler} cannot be used: {detail}; install a C++ compiler \
+                 nvcc supports (g++ or clang++), or point NVCC_CCBIN (or CXX) at one"
             ),
             Error::Archive { name, detail } => write!(
                 f,
@@ -836,7 +737,7 @@ fn not_found_fix(f: &mut fmt::Formatter<'_>, install_dir: Option<&Path>) -> fmt:
         );
     };
     let mut wheels = String::new();
-    for set in crate::toolkit::wheel_sets().iter().filter(|s| !s.legacy) {
+    for set in crate::wheels::wheel_sets().iter().filter(|s| !s.legacy) {
         wheels.push_str(&format!(
             "\n    python3 -m pip install --no-deps --target {} {}",
             dir.join(set.name).display(),
@@ -851,4 +752,340 @@ fn not_found_fix(f: &mut fmt::Formatter<'_>, install_dir: Option<&Path>) -> fmt:
          or, for an nvcc already installed, set NVCC=/path/to/nvcc or CUDA_HOME=/path/to/cuda",
         dir.display()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One value of every variant (the `match` below fails to compile when
+    /// a variant is added without one here).
+    fn every_variant() -> Vec<Error> {
+        let s = |t: &str| t.to_string();
+        let looked = vec![s("NVCC: unset"), s("PATH: no nvcc")];
+        let all = vec![
+            Error::NvccNotFound {
+                looked: looked.clone(),
+                install_dir: Some(PathBuf::from("/home/u/.cache/occ/cuda")),
+            },
+            Error::NvccNotFound {
+                looked: looked.clone(),
+                install_dir: None,
+            },
+            Error::NvccNotFoundInCi {
+                looked,
+                install_dir: None,
+            },
+            Error::NvccNotRunnable {
+                nvcc: PathBuf::from("/x/nvcc"),
+                reason: s("permission denied"),
+            },
+            Error::LauncherNotRunnable {
+                launcher: PathBuf::from("sccache"),
+                reason: s("not found"),
+            },
+            Error::NotAnNvcc {
+                nvcc: PathBuf::from("/bin/true"),
+                origin: s("NVCC"),
+                detail: s("it printed nothing for --dryrun"),
+            },
+            Error::Compile {
+                file: s("kernels/k.cu"),
+                arch: s("sm_80"),
+                diagnostics: vec![s("kernels/k.cu(3): error: identifier \"x\" is undefined")],
+            },
+            Error::UnsupportedArch {
+                arch: s("sm_52"),
+                nvcc_version: s("13.0"),
+                detail: s("nvcc fatal: Unsupported gpu architecture 'compute_52'"),
+            },
+            Error::UnknownArch {
+                origin: s("OCC_ARCHS"),
+                name: s("sm_99"),
+                known: vec![s("sm_80"), s("sm_90")],
+            },
+            Error::NoArch,
+            Error::NoSources {
+                what: String::new(),
+                excluded: vec![],
+            },
+            Error::NoSources {
+                what: s("kernels/*.cu"),
+                excluded: vec![],
+            },
+            Error::NoSources {
+                what: s("kernels/*.cu"),
+                excluded: vec![s("kernels/**")],
+            },
+            Error::VirtualArch {
+                origin: s("OCC_ARCHS"),
+                name: s("compute_90"),
+                real: s("sm_90"),
+            },
+            Error::NoArchVariant {
+                arch: s("sm_80"),
+                variant: s("a"),
+            },
+            Error::NoArchVariant {
+                arch: s("sm_90"),
+                variant: s("f"),
+            },
+            Error::MissingSource {
+                path: PathBuf::from("kernels/k.cu"),
+                reason: s("no such file"),
+            },
+            Error::Spills {
+                kernels: vec![s("k on sm_80: 8 bytes stored, 8 loaded")],
+            },
+            Error::Env {
+                var: s("OUT_DIR"),
+                detail: s("is not set"),
+            },
+            Error::io("cannot write /o/x", std::io::Error::other("disk full")),
+            Error::Model(occ_model::Error::Corrupt {
+                path: PathBuf::from("occ.lock"),
+                detail: s("is not JSON; run `cargo occ bless`"),
+            }),
+            Error::Model(occ_model::Error::Parse {
+                file: s("k.cu"),
+                arch: s("sm_80"),
+                detail: s("line 3"),
+            }),
+            Error::Model(occ_model::Error::Occupancy {
+                kernel: s("k"),
+                arch: s("sm_80"),
+                detail: s("block size 0"),
+            }),
+            Error::Model(occ_model::Error::UnmatchedLaunch {
+                pattern: s("fast_*"),
+                closest: vec![s("fast_k")],
+            }),
+            Error::Model(occ_model::Error::UnmatchedLaunch {
+                pattern: s("fast_*"),
+                closest: vec![],
+            }),
+            Error::Model(occ_model::Error::BadLaunch {
+                kernel: s("k"),
+                arch: s("sm_80"),
+                launch: s("a block of 2048 threads"),
+                detail: s("above 1024 threads"),
+            }),
+            Error::Regression {
+                report: s("occ: 1 kernel lost occupancy\nrun `cargo occ bless` to accept"),
+            },
+            Error::MeasuredCodeChanged {
+                lock: s("occ.lock"),
+                kernels: vec![s("k (sm_80)")],
+                count: 1,
+                unrecorded: true,
+            },
+            Error::MeasuredCodeChanged {
+                lock: s("occ.lock"),
+                kernels: vec![s("k (sm_80)")],
+                count: 3,
+                unrecorded: false,
+            },
+            Error::BadGlob {
+                pattern: s("[a"),
+                detail: s("invalid range pattern"),
+            },
+            Error::UnknownCapTarget {
+                target: s("kk"),
+                hint: s("closest: k; name a source file or a kernel"),
+            },
+            Error::ShellUnsafeArgument {
+                file: s("k.cu"),
+                arch: s("sm_80"),
+                argument: s("-I$HOME"),
+            },
+            Error::CommaInLibrarySource { file: s("a,b.cu") },
+            Error::NoPtx {
+                file: s("k.cu"),
+                arch: s("sm_80"),
+                dir: PathBuf::from("/o/tmp"),
+                launcher: Some(PathBuf::from("sccache")),
+            },
+            Error::NoPtx {
+                file: s("k.cu"),
+                arch: s("sm_80"),
+                dir: PathBuf::from("/o/tmp"),
+                launcher: None,
+            },
+            Error::WorkerPanicked,
+            Error::ReservedFlag {
+                flag: s("--cubin"),
+                origin: s(".flag()"),
+                instead: Some(s(".embed()")),
+            },
+            Error::ReservedFlag {
+                flag: s("-o"),
+                origin: s(".flag()"),
+                instead: None,
+            },
+            Error::RelocatableDeviceCode {
+                flag: s("-rdc=true"),
+                origin: s(".flag()"),
+            },
+            Error::NvccMissing {
+                origin: s("NVCC"),
+                path: PathBuf::from("/x/nvcc"),
+            },
+            Error::NvccKilled {
+                file: s("k.cu"),
+                arch: s("sm_80"),
+                signal: Some(9),
+            },
+            Error::NvccKilled {
+                file: s("k.cu"),
+                arch: s("sm_80"),
+                signal: None,
+            },
+            Error::DiskFull {
+                file: s("k.cu"),
+                arch: s("sm_80"),
+                detail: s("No space left on device"),
+            },
+            Error::LauncherFailed {
+                launcher: PathBuf::from("sccache"),
+                file: s("k.cu"),
+                arch: s("sm_80"),
+                code: Some(2),
+            },
+            Error::LockReadOnly {
+                path: PathBuf::from("occ.lock"),
+            },
+            Error::BadBuildName { name: s("a b") },
+            Error::FileInTwoBuilds {
+                file: s("k.cu"),
+                first: s("the unnamed Build"),
+                second: s("Build `fast`"),
+            },
+            Error::ToolNotFound {
+                tool: s("fatbinary"),
+                near: PathBuf::from("/cuda/bin/nvcc"),
+                todo: s("install the toolkit's fatbinary, or embed cubins"),
+            },
+            Error::ToolFailed {
+                tool: PathBuf::from("/cuda/bin/fatbinary"),
+                what: s("k.fatbin"),
+                log: s("fatbinary fatal: bad input"),
+            },
+            Error::BadLibraryName {
+                name: s("a b"),
+                why: s("a space; use letters, digits and `_`"),
+            },
+            Error::HostCompiler {
+                compiler: s("g++-99"),
+                detail: s("nvcc said: unsupported GNU version"),
+            },
+            Error::Archive {
+                name: s("kernels"),
+                detail: s("ar failed"),
+            },
+            Error::NoCudart {
+                library: s("cudart_static.a"),
+                looked: vec![],
+            },
+        ];
+        for e in &all {
+            match e {
+                Error::NvccNotFound { .. }
+                | Error::NvccNotFoundInCi { .. }
+                | Error::NvccNotRunnable { .. }
+                | Error::LauncherNotRunnable { .. }
+                | Error::NotAnNvcc { .. }
+                | Error::Compile { .. }
+                | Error::UnsupportedArch { .. }
+                | Error::UnknownArch { .. }
+                | Error::NoArch
+                | Error::NoSources { .. }
+                | Error::VirtualArch { .. }
+                | Error::NoArchVariant { .. }
+                | Error::MissingSource { .. }
+                | Error::Spills { .. }
+                | Error::Env { .. }
+                | Error::Io { .. }
+                | Error::Model(_)
+                | Error::Regression { .. }
+                | Error::MeasuredCodeChanged { .. }
+                | Error::BadGlob { .. }
+                | Error::UnknownCapTarget { .. }
+                | Error::ShellUnsafeArgument { .. }
+                | Error::CommaInLibrarySource { .. }
+                | Error::NoPtx { .. }
+                | Error::WorkerPanicked
+                | Error::ReservedFlag { .. }
+                | Error::RelocatableDeviceCode { .. }
+                | Error::NvccMissing { .. }
+                | Error::NvccKilled { .. }
+                | Error::DiskFull { .. }
+                | Error::LauncherFailed { .. }
+                | Error::LockReadOnly { .. }
+                | Error::BadBuildName { .. }
+                | Error::FileInTwoBuilds { .. }
+                | Error::ToolNotFound { .. }
+                | Error::ToolFailed { .. }
+                | Error::BadLibraryName { .. }
+                | Error::HostCompiler { .. }
+                | Error::Archive { .. }
+                | Error::NoCudart { .. } => {}
+            }
+        }
+        all
+    }
+
+    /// Words that start what a message tells the user to do.
+    const FIXES: &[&str] = &[
+        "set ",
+        "install",
+        "remove",
+        "point ",
+        "use ",
+        "fix ",
+        "rename",
+        "build again",
+        "check",
+        "add ",
+        "report it",
+        "reduce",
+        "accept",
+        "narrow",
+        "choose",
+        "free ",
+        "make it",
+        "measure",
+        "give ",
+        "call ",
+        "compile it",
+        "must run from",
+        "bless",
+        "drop ",
+        "see ",
+        "name a",
+    ];
+
+    #[test]
+    fn every_message_reads_as_one_sentence_with_a_fix() {
+        let mut wrong = Vec::new();
+        for e in every_variant() {
+            let text = e.to_string();
+            if text.trim().is_empty() || text != text.trim_end() {
+                wrong.push(format!("empty or trailing whitespace: {e:?}"));
+            }
+            for line in text.lines() {
+                // Indentation starts a list item; inside a line, one space.
+                if line != line.trim_end()
+                    || line.trim_start().contains("  ")
+                    || line.contains('\t')
+                {
+                    wrong.push(format!("stray whitespace in {line:?}"));
+                }
+            }
+            let lower = text.to_lowercase();
+            if !FIXES.iter().any(|f| lower.contains(f)) {
+                wrong.push(format!("states no fix: {text}"));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
 }

@@ -20,7 +20,7 @@
 //!   watched (`rerun-if-changed`) once it exists: cargo treats a watched
 //!   missing file as always stale, so a crate with no lock yet does not
 //!   watch it, and a lock created by `cargo occ bless` is picked up by the
-//!   next build that reruns the script. Both writers use [`write_lock`]:
+//!   next build that reruns the script. Both writers use [`crate::files::write_lock`]:
 //!   through a symlinked lock, never over a read-only one.
 //! - A crate built as a dependency (`inputs::is_dependency`) is never
 //!   gated: its lock is its own CI's baseline, not its dependents'.
@@ -33,18 +33,17 @@
 
 use crate::builder::Build;
 use crate::cargo::Directives;
-use crate::compile::write_atomic;
-use crate::env::Env;
 use crate::error::{Error, Result};
+use crate::files::{write_atomic, write_lock};
 use crate::inputs::Inputs;
-use crate::manifest::{self, Manifest};
 use crate::summary::{self, Details};
 use occ_model::compare::{
     self, Cause, GateSettings, Group, Thresholds, Verdict, DEFAULT_CLIFF_MARGIN,
     DEFAULT_REGISTER_THRESHOLD, GATE_FILE,
 };
 use occ_model::lock::{Lock, CANDIDATE_FILE, LOCK_SCHEMA};
-use std::path::{Path, PathBuf};
+use occ_model::manifest::{self, Manifest};
+use std::path::Path;
 
 /// The most rows per cause an error's table shows; the report has them all.
 pub(crate) const ROWS: usize = 10;
@@ -102,6 +101,10 @@ fn thresholds(build: &Build) -> Thresholds {
 /// holds the other parts', see `parts`; one line per kind), and writes the
 /// lock only on `OCC_BLESS` outside CI. Every difference goes to the
 /// report (`details`).
+///
+/// Long because each early return is one state of the gate (a dependency, no
+/// lock yet, another package's lock, a bless, a regression), read in the order
+/// they are decided.
 pub(crate) fn baseline(
     build: &Build,
     inputs: &Inputs,
@@ -111,25 +114,12 @@ pub(crate) fn baseline(
     details: &mut Details,
     directives: &mut Directives,
 ) -> Result<()> {
-    let out = &inputs.out_dir;
-    let text = candidate.to_text();
-    write_atomic(&out.join(CANDIDATE_FILE), text.as_bytes())?;
-    let settings = GateSettings {
-        schema: LOCK_SCHEMA,
-        lock_file: inputs.lock_path.clone(),
-        thresholds: thresholds(build),
-        crate_root: Some(inputs.root.clone()),
-        deny_spills: build.deny_spills,
-    };
-    write_atomic(
-        &out.join(GATE_FILE),
-        manifest::to_json_pretty(&settings).as_bytes(),
-    )?;
+    let (text, settings) = write_candidate(build, inputs, candidate)?;
     let lock_name = inputs.display(&inputs.lock_path);
     if inputs.dependency {
         // The lock is its authors' gate: a dependent's build (another
         // toolkit, other archs) never fails on it, nor writes it.
-        details.baseline = Some(crate::markdown::Baseline::NotCompared(format!(
+        details.baseline = Some(occ_model::markdown::Baseline::NotCompared(format!(
             "built as a dependency (from a registry, git or a vendor folder): {lock_name} \
              gates its own crate's builds, not its dependents'"
         )));
@@ -153,7 +143,7 @@ pub(crate) fn baseline(
         Ok(())
     };
     let Some(lock) = &inputs.lock else {
-        details.baseline = Some(crate::markdown::Baseline::NotCompared(format!(
+        details.baseline = Some(occ_model::markdown::Baseline::NotCompared(format!(
             "no {lock_name} yet (record one with `cargo occ bless`)"
         )));
         if blessing {
@@ -174,17 +164,17 @@ pub(crate) fn baseline(
                 &format!("replaced the lock of package `{}`", lock.package),
             );
         }
-        return Err(Error::Corrupt {
+        return Err(Error::Model(occ_model::Error::Corrupt {
             path: inputs.lock_path.clone(),
             detail: format!(
                 "is the lock of package `{}`, not of `{}`; point .lock_file() at this crate's own lock, \
                  or, if the package was renamed, accept it with `cargo occ bless` (or OCC_BLESS=1 cargo build)",
                 lock.package, candidate.package
             ),
-        });
+        }));
     }
     let diff = compare::compare(lock, candidate, &settings.thresholds);
-    details.baseline = Some(crate::markdown::Baseline::Compared {
+    details.baseline = Some(occ_model::markdown::Baseline::Compared {
         lock: inputs
             .lock_path
             .file_name()
@@ -195,7 +185,7 @@ pub(crate) fn baseline(
     if !diff.findings.is_empty() {
         details.add(
             format!("differences from {lock_name}"),
-            compare::render_diff(&diff, &Verdict::ALL),
+            occ_model::table::render_diff(&diff, &Verdict::ALL),
         );
     }
     if blessing {
@@ -221,6 +211,49 @@ pub(crate) fn baseline(
         });
     }
     measured_code(lock, candidate, &lock_name, details)?;
+    warn_changes(
+        lock, candidate, &diff, scope, &lock_name, details, directives,
+    );
+    Ok(())
+}
+
+/// Writes the candidate lock and `gate.json` into `$OUT_DIR/occ` for
+/// `cargo occ bless` and `check`; returns the candidate's text and the
+/// settings.
+fn write_candidate(
+    build: &Build,
+    inputs: &Inputs,
+    candidate: &Lock,
+) -> Result<(String, GateSettings)> {
+    let out = &inputs.out_dir;
+    let text = candidate.to_text();
+    write_atomic(&out.join(CANDIDATE_FILE), text.as_bytes())?;
+    let settings = GateSettings {
+        schema: LOCK_SCHEMA,
+        lock_file: inputs.lock_path.clone(),
+        thresholds: thresholds(build),
+        crate_root: Some(inputs.root.clone()),
+        deny_spills: build.deny_spills,
+    };
+    write_atomic(
+        &out.join(GATE_FILE),
+        manifest::to_json_pretty(&settings).as_bytes(),
+    )?;
+    Ok((text, settings))
+}
+
+/// The warnings of a passing gate: settings changed since the bless, one
+/// line per kind of finding in this part's sources, archs the lock has and
+/// the build does not, parameter lists the lock holds stale.
+fn warn_changes(
+    lock: &Lock,
+    candidate: &Lock,
+    diff: &compare::Diff,
+    scope: &[String],
+    lock_name: &str,
+    details: &Details,
+    directives: &mut Directives,
+) {
     let in_scope = compare::Diff {
         findings: diff
             .findings
@@ -241,7 +274,7 @@ pub(crate) fn baseline(
         &in_scope,
         &[Verdict::Improvement, Verdict::New, Verdict::Changed],
     ) {
-        if let Some(line) = warning(&group, &lock_name, details.report()) {
+        if let Some(line) = warning(&group, lock_name, details.report()) {
             directives.warn(line);
         }
     }
@@ -251,10 +284,9 @@ pub(crate) fn baseline(
             diff.dropped_archs.join(", ")
         ));
     }
-    if let Some(line) = stale_params(lock, candidate, scope, &lock_name) {
+    if let Some(line) = stale_params(lock, candidate, scope, lock_name) {
         directives.warn(line);
     }
-    Ok(())
 }
 
 /// Fails when the code of a kernel × arch the lock holds a measurement of
@@ -354,12 +386,12 @@ fn regression_report(
 ) -> String {
     let regressions = diff.regressions().count();
     let rest = format!("see {}", details.report().display());
-    let mut table = compare::render_diff_bounded(diff, &Verdict::ALL, ROWS, &rest);
+    let mut table = occ_model::table::render_diff_bounded(diff, &Verdict::ALL, ROWS, &rest);
     table.push_str(&spill_places(diff, manifest));
     let mut hints = Vec::new();
     let past_threshold = diff
         .regressions()
-        .any(|f| f.causes.contains(&Cause::RegistersPastThreshold));
+        .any(|f| f.has(Cause::RegistersPastThreshold));
     if past_threshold {
         hints.push(format!(
             "registers may grow by the threshold in the note column before the gate fails; if the growth \
@@ -392,8 +424,7 @@ fn spill_places(diff: &compare::Diff, manifest: &Manifest) -> String {
     let mut lines: Vec<String> = diff
         .regressions()
         .filter(|f| {
-            f.causes
-                .iter()
+            f.causes()
                 .any(|c| matches!(c, Cause::NewSpills | Cause::MoreSpills))
         })
         .filter_map(|f| {
@@ -551,106 +582,4 @@ fn warning(group: &Group<'_>, lock_name: &str, report: &Path) -> Option<String> 
         _ => return None,
     };
     Some(format!("occ: {head}: {names}; {record} them ({all})"))
-}
-
-/// Writes `text` as the lock at `path`, the one way both `OCC_BLESS=1`
-/// and `cargo occ bless` write it: through a symlink (the file it points
-/// to is replaced, atomically, and the link stays), keeping the file's
-/// permissions, and never over a read-only lock ([`Error::LockReadOnly`]:
-/// the permission bits are checked, so running as root does not override
-/// them).
-pub fn write_lock(path: &Path, text: &str) -> Result<()> {
-    let target = resolve_links(path)?;
-    let permissions = match std::fs::metadata(&target) {
-        Ok(m) => {
-            if m.permissions().readonly() {
-                return Err(Error::LockReadOnly { path: target });
-            }
-            Some(m.permissions())
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(Error::io(format!("cannot read {}", target.display()), e)),
-    };
-    write_atomic(&target, text.as_bytes())?;
-    if let Some(p) = permissions {
-        std::fs::set_permissions(&target, p).map_err(|e| {
-            Error::io(
-                format!("cannot set the permissions of {}", target.display()),
-                e,
-            )
-        })?;
-    }
-    Ok(())
-}
-
-/// The file `path` names after following every symlink (a dangling link
-/// names the file it would create).
-fn resolve_links(path: &Path) -> Result<PathBuf> {
-    let mut current = path.to_path_buf();
-    // A loop of links ends here instead of spinning.
-    for _ in 0..40 {
-        match std::fs::symlink_metadata(&current) {
-            Ok(m) if m.file_type().is_symlink() => {
-                let link = std::fs::read_link(&current).map_err(|e| {
-                    Error::io(format!("cannot read the symlink {}", current.display()), e)
-                })?;
-                current = match current.parent() {
-                    Some(dir) if link.is_relative() => dir.join(link),
-                    _ => link,
-                };
-            }
-            _ => return Ok(current),
-        }
-    }
-    Err(Error::io(
-        format!("cannot follow the symlink {}", path.display()),
-        std::io::Error::other("too many levels of symbolic links"),
-    ))
-}
-
-/// Whether `CI` says this is a CI run (set, non-empty, not `false`/`0`).
-pub fn is_ci(env: &Env) -> bool {
-    env.var("CI").is_some_and(|v| {
-        !matches!(
-            v.trim().to_ascii_lowercase().as_str(),
-            "" | "0" | "false" | "no" | "off"
-        )
-    })
-}
-
-/// Reads a lock file; `Ok(None)` when it does not exist.
-pub fn read_lock(path: &Path) -> Result<Option<Lock>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(Lock::from_text(&text, path)?)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io(format!("cannot read {}", path.display()), e)),
-    }
-}
-
-/// Reads `gate.json`; `Ok(None)` when missing.
-pub fn read_settings(path: &Path) -> Result<Option<GateSettings>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(GateSettings::from_json(&text, path)?)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io(format!("cannot read {}", path.display()), e)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ci_is_read_like_ci_systems_set_it() {
-        let env = |v: Option<&str>| {
-            Env::with_overrides(vec![("CI".into(), v.map(std::ffi::OsString::from))])
-        };
-        assert!(is_ci(&env(Some("true"))));
-        assert!(is_ci(&env(Some("1"))));
-        assert!(is_ci(&env(Some("woodpecker"))));
-        assert!(!is_ci(&env(Some("false"))));
-        assert!(!is_ci(&env(Some("0"))));
-        assert!(!is_ci(&env(Some(""))));
-        assert!(!is_ci(&env(None)));
-    }
 }

@@ -91,7 +91,7 @@ pub fn repo_path(crate_root: &Path, source: &str, workspace: Option<&Path>) -> S
         .chain(git.map(Path::to_path_buf));
     for base in bases {
         if let Ok(rel) = canonical(&full).strip_prefix(&base) {
-            return crate::inputs::relative(Path::new(""), rel);
+            return crate::files::relative(Path::new(""), rel);
         }
     }
     source.to_string()

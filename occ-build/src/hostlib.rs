@@ -17,28 +17,13 @@
 //! occ prints the link directives itself (`cargo.rs` is the one place that
 //! prints): cc is told to print nothing.
 
+use crate::builder::{Build, Cudart};
 use crate::cargo::Directives;
-use crate::compile::JobOutput;
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::inputs::Inputs;
+use crate::job::JobOutput;
 use std::path::{Path, PathBuf};
-
-/// Which CUDA runtime library a host-code library links ([`crate::Build::cudart`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Cudart {
-    /// `libcudart_static.a` (nvcc's own default): the binary needs only the
-    /// driver (`libcuda.so`) at run time. On Linux it also links `rt`,
-    /// `pthread` and `dl`.
-    #[default]
-    Static,
-    /// `libcudart.so`: the binary needs the runtime library at run time
-    /// (on `LD_LIBRARY_PATH`, or installed system-wide).
-    Shared,
-    /// No CUDA runtime: the crate links one itself.
-    None,
-}
 
 /// The settings of a build's host-code library, resolved before the jobs
 /// are planned.
@@ -111,7 +96,10 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
 }
 
 /// The host-code library of a build, or `None` when it makes none.
-pub(crate) fn prepare(build: &crate::Build, inputs: &Inputs, env: &Env) -> Result<Option<HostLib>> {
+///
+/// Long because it configures cc for the target once, reading each variable cc
+/// would, so the host compiler and its flags match what cc builds.
+pub(crate) fn prepare(build: &Build, inputs: &Inputs, env: &Env) -> Result<Option<HostLib>> {
     let Some(name) = &build.static_lib else {
         return Ok(None);
     };

@@ -7,10 +7,47 @@ use crate::builder::Build;
 use crate::cargo::Directives;
 use crate::env::Env;
 use crate::error::{Error, Result};
-use crate::{arch, gate};
+use crate::files::{self, relative};
+use occ_model::arch;
 use occ_model::lock::{Lock, DEFAULT_LOCK_FILE};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+
+impl Build {
+    /// The archs this build will compile for, before compiling: `OCC_ARCHS`,
+    /// else `CUDA_COMPUTE_CAP`, else [`Build::arch`], with the suffixes of
+    /// [`Build::arch_specific`] and [`Build::arch_family`] applied, exactly
+    /// as the build computes them (and with the same errors). Prints
+    /// `cargo::rerun-if-env-changed` for each variable read, so a build
+    /// script that decides on the list is rerun when it changes. Use it to
+    /// adapt the build to its archs:
+    ///
+    /// ```no_run
+    /// let mut build = occ_build::Build::new();
+    /// build.glob("kernels/*.cu").archs(["sm_75", "sm_90"]);
+    /// let archs = build.resolved_archs().expect("valid archs");
+    /// if archs.iter().any(|t| t.cc < 80) {
+    ///     build.define("NO_BF16_KERNEL", None);
+    /// }
+    /// build.compile();
+    /// ```
+    pub fn resolved_archs(&self) -> Result<Vec<arch::Target>> {
+        let env = Env::new();
+        let archs = self.resolved_archs_with(&env);
+        Directives {
+            rerun_if_env_changed: env.read_vars().into_iter().collect(),
+            ..Directives::default()
+        }
+        .print();
+        archs
+    }
+
+    /// [`Build::resolved_archs`] with a given environment reader; prints
+    /// nothing (the variables read are in [`Env::read_vars`]).
+    pub fn resolved_archs_with(&self, env: &Env) -> Result<Vec<arch::Target>> {
+        targets(self, env)
+    }
+}
 
 /// A build's resolved inputs.
 #[derive(Debug)]
@@ -51,7 +88,7 @@ pub(crate) struct Inputs {
     /// `PATH`, where nvcc finds the host compiler and its tools.
     pub path_var: Option<String>,
     /// The launches of `Build::launch`, `(pattern, launch)` in order.
-    pub launches: Vec<(String, crate::launch::Launch)>,
+    pub launches: Vec<(String, occ_model::launch::Launch)>,
     /// GitHub Actions' settings, under `GITHUB_ACTIONS=true`.
     pub github: Option<crate::github::Actions>,
 }
@@ -94,7 +131,7 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
             .unwrap_or(Path::new(DEFAULT_LOCK_FILE)),
     );
     let bless = env.flag("OCC_BLESS");
-    let ci = gate::is_ci(env);
+    let ci = crate::env::is_ci(env);
     let dependency = is_dependency(&root);
     let docs_rs = env.var_os("DOCS_RS").is_some();
     let no_nvcc = env.flag("OCC_NO_NVCC");
@@ -105,7 +142,7 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
     } else {
         None
     };
-    let lock = gate::read_lock(&lock_path)?;
+    let lock = files::read_lock(&lock_path)?;
     if lock.is_some() {
         // A missing file would rerun the build script on every build.
         directives.watch(&lock_path);
@@ -243,6 +280,9 @@ pub(crate) fn variant_suffix(variant: arch::Variant) -> &'static str {
 /// once, relative to `root`; watches each file and each glob's folder (the
 /// part of the pattern before its first wildcard, unless it holds
 /// `out_dir`: that would rerun the build script on every build).
+///
+/// Long because files, globs and excludes are resolved, checked and watched in
+/// one pass, with an error for each way a source can be wrong.
 fn sources(
     build: &Build,
     root: &Path,
@@ -378,14 +418,4 @@ fn split_list(value: &str) -> Vec<String> {
         .filter(|s| !s.is_empty())
         .map(str::to_string)
         .collect()
-}
-
-/// `root/kernels/a.cu` → `kernels/a.cu` (with `/`), or the path as given
-/// when it lies outside the crate.
-pub(crate) fn relative(root: &Path, path: &Path) -> String {
-    let rel = path.strip_prefix(root).unwrap_or(path);
-    rel.components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join("/")
 }

@@ -75,7 +75,7 @@
 //! [`Build::launch`] states the launch a kernel is written for; without
 //! one its `__launch_bounds__` or `.reqntid` is its declared launch. The
 //! manifest records the occupancy there and what would lift it
-//! ([`launch::Declared`]); reports, `cargo occ explain` and the gate judge
+//! ([`occ_model::launch::Declared`]); reports, `cargo occ explain` and the gate judge
 //! the kernel at that launch.
 //!
 //! ## Finding nvcc
@@ -84,7 +84,7 @@
 //! `PATH`, `/usr/local/cuda`, `OCC_CUDA_DIR`, `.cuda/` of the crate or any
 //! folder above it (where the workspace's `scripts/cuda-toolkit` installs
 //! NVIDIA's nvcc wheels), then occ's per-user toolkit dir
-//! ([`toolkit::toolkit_dir`]: `$XDG_CACHE_HOME/occ/cuda`, else
+//! ([`cli::toolkit_dir`]: `$XDG_CACHE_HOME/occ/cuda`, else
 //! `~/.cache/occ/cuda`), where
 //!
 //! ```sh
@@ -92,7 +92,7 @@
 //! cargo occ toolkit install
 //! ```
 //!
-//! puts the pinned wheels ([`toolkit::WHEELS`]) for any crate, without
+//! puts the pinned wheels ([`cli::WHEELS`]) for any crate, without
 //! root. nvcc needs no GPU. A build that found none watches these places
 //! and reruns once nvcc appears in one of them.
 //!
@@ -185,35 +185,34 @@
 mod assemble;
 mod builder;
 mod cache;
-pub mod cargo;
-pub mod compile;
+mod cargo;
+pub mod cli;
+mod compile;
 mod disasm;
 mod embed;
-pub mod emit;
-pub mod env;
-pub mod error;
-pub mod gate;
-pub mod github;
+mod emit;
+mod env;
+mod error;
+mod files;
+mod gate;
+mod github;
 mod hostlib;
 mod inputs;
+mod job;
+mod nvcc_text;
 mod parts;
 mod pipeline;
 mod plan;
 #[cfg(test)]
 mod proptests;
-pub mod status;
+mod status;
 mod summary;
 mod toolchain;
-pub mod toolkit;
+mod toolkit;
+mod wheels;
 
-pub use builder::{Build, Report};
+pub use builder::{Build, Cudart};
 pub use error::{Error, Result};
-pub use hostlib::Cudart;
 pub use occ_model::launch::Launch;
-pub use occ_model::manifest::{Embed, Manifest};
-
-// The pure core, re-exported so that a build script needs one dependency.
-pub use occ_model::{
-    analyze, arch, ci, cliff, compare, launch, lines, lock, manifest, markdown, measured, names,
-    occupancy, ptx, ptxas, sweep, table, tune,
-};
+pub use occ_model::manifest::Embed;
+pub use pipeline::Report;

@@ -13,9 +13,9 @@
 //! script that compiles the same part twice) replaces its earlier self.
 
 use crate::error::{Error, Result};
-use crate::manifest::Manifest;
 use occ_model::analyze;
 use occ_model::lock::Lock;
+use occ_model::manifest::Manifest;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 

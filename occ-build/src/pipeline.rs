@@ -33,16 +33,79 @@
 //! (`status::mark`), so `cargo occ` can tell a failed build's leftovers.
 
 use crate::builder::Build;
-use crate::cargo::Directives;
+use crate::cache::Toolkit;
+use crate::cargo::{self, Directives};
 use crate::env::Env;
 use crate::error::Result;
-use crate::manifest::Manifest;
+use crate::files;
+use crate::hostlib::HostLib;
+use crate::inputs::Inputs;
+use crate::job::{Job, JobOutput};
 use crate::status::{self, BuildState};
 use crate::toolchain::Toolchain;
+use crate::toolkit::Nvcc;
 use crate::{
     assemble, compile, disasm, embed, emit, gate, hostlib, inputs, parts, plan, summary, toolchain,
 };
+use occ_model::lock::Lock;
+use occ_model::manifest::Manifest;
 use std::path::PathBuf;
+
+/// What a successful build produced.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The manifest written to `$OUT_DIR/occ/manifest.json`.
+    pub manifest: Manifest,
+    /// `$OUT_DIR/occ`.
+    pub out_dir: PathBuf,
+    /// How many nvcc jobs ran (the rest were unchanged and reused).
+    pub nvcc_runs: usize,
+    /// The cargo directives of the build (printed by [`Build::compile`]).
+    pub directives: Directives,
+}
+
+impl Build {
+    /// Runs the build in a build script: prints the cargo directives and, on
+    /// failure, each line of the error as `cargo::error=` (cargo then fails the
+    /// build). Never panics. Returns the report when the build succeeded.
+    pub fn compile(&self) -> Option<Report> {
+        let (result, directives) = self.execute(&Env::new());
+        directives.print();
+        match result {
+            Ok(report) => Some(report),
+            Err(error) => {
+                cargo::print_error(&format!("occ: {error}"));
+                None
+            }
+        }
+    }
+
+    /// Runs the build and returns what it made. Prints nothing.
+    pub fn try_compile(&self) -> Result<Report> {
+        self.try_compile_with(&Env::new())
+    }
+
+    /// [`Build::try_compile`] with a given environment reader.
+    pub fn try_compile_with(&self, env: &Env) -> Result<Report> {
+        self.execute(env).0
+    }
+
+    /// Runs the build; returns its result and the cargo directives gathered,
+    /// also on failure (the files and variables read are still watched, so
+    /// fixing them reruns the build script). This is what [`Build::compile`] prints.
+    pub fn execute(&self, env: &Env) -> (Result<Report>, Directives) {
+        let mut directives = Directives::default();
+        let result = run(self, env, &mut directives);
+        directives.rerun_if_env_changed.extend(env.read_vars());
+        let result = result.map(|outcome| Report {
+            manifest: outcome.manifest,
+            out_dir: outcome.out_dir,
+            nvcc_runs: outcome.nvcc_runs,
+            directives: directives.clone(),
+        });
+        (result, directives)
+    }
+}
 
 /// What a build made.
 #[derive(Debug)]
@@ -58,12 +121,7 @@ pub(crate) struct Outcome {
 /// Runs the build's stages in order, gathering cargo directives on the way.
 pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Result<Outcome> {
     let inputs = inputs::resolve(build, env, directives)?;
-    // Names first: a library's says more than the part name it gives.
-    if let Some(name) = &build.static_lib {
-        hostlib::check_name(name)?;
-    }
-    plan::check_part_name(build.part())?;
-    parts::check_sources(&inputs.out_dir, build.part(), &inputs.root, &inputs.sources)?;
+    check_names(build, &inputs)?;
     status::mark(&inputs.out_dir, BuildState::Running)?;
     let nvcc = match toolchain::select(build, env, &inputs)? {
         Toolchain::Nvcc(nvcc) => nvcc,
@@ -71,103 +129,11 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
             lock,
             reason,
             watch,
-        } => {
-            for place in &watch {
-                directives.watch(place);
-            }
-            if let Some(name) = &build.static_lib {
-                hostlib::check_name(name)?;
-                directives.warn(format!(
-                    "occ: the host-code library lib{name}.a is not built without nvcc ({reason}); \
-                     checking and documenting the crate work, linking it does not"
-                ));
-            }
-            let mut manifest = assemble::from_lock(&inputs, &lock, &reason, directives)?;
-            // This part's kernels only: the lock holds every part's.
-            manifest
-                .kernels
-                .retain(|k| inputs.sources.contains(&k.source));
-            manifest.device_code =
-                embed::placeholders(build.embed_mode(), &inputs.archs, &inputs.sources);
-            let view = record_part(build, &inputs, &manifest);
-            emit::write_all(&view.merged, &inputs.out_dir)?;
-            status::mark(&inputs.out_dir, BuildState::Finished)?;
-            return Ok(Outcome {
-                manifest: view.merged,
-                out_dir: inputs.out_dir,
-                nvcc_runs: 0,
-            });
-        }
+        } => return from_lock(build, &inputs, &lock, &reason, &watch, directives),
     };
-    // Register caps name files or kernels; a kernel is placed in its file by
-    // the last build's manifest, or by this build's first pass.
-    let previous = emit::read_manifest(&inputs.out_dir.join(crate::manifest::FILE_NAME)).ok();
-    let mut caps = plan::register_caps(build, &inputs, previous.as_ref());
-    // The header every job pre-includes (`plan::folder_free_names`).
-    compile::write_atomic(
-        &inputs.out_dir.join(plan::ANCHOR_FILE),
-        plan::ANCHOR.as_bytes(),
-    )?;
-    let host = hostlib::prepare(build, &inputs, env)?;
-    let mut jobs = plan::jobs(build, &inputs, &caps.by_file, host.as_ref())?;
-    let toolkit = compile::toolkit(&nvcc, &inputs, &jobs)?;
-    // A new ptxas, cicc, host compiler or profile reruns the build script.
-    for tool in &toolkit.tools {
-        directives.watch(&tool.path);
-    }
-    let mut outputs = compile::run(&nvcc, &toolkit, &inputs, &jobs)?;
-    if caps.needs_second_look(previous.is_some()) {
-        let found = assemble::manifest(&inputs, "", &outputs)?;
-        let placed = plan::place_caps(build, &inputs, &found)?;
-        if placed.by_file != caps.by_file {
-            caps = placed;
-            jobs = plan::jobs(build, &inputs, &caps.by_file, host.as_ref())?;
-            outputs = compile::run(&nvcc, &toolkit, &inputs, &jobs)?;
-        }
-    }
-    for output in &outputs {
-        // Not the files occ writes into OUT_DIR itself (the anchor header):
-        // written after cargo started the script, they would make the next
-        // no-op build rerun it.
-        for dep in output
-            .deps
-            .iter()
-            .filter(|d| !d.starts_with(&inputs.out_dir))
-        {
-            directives.watch(dep);
-        }
-        // A header created in a folder the includes search reruns the
-        // build script (cargo scans a watched folder's files); a folder that
-        // holds OUT_DIR would rerun it on every build.
-        for dir in &output.search {
-            if dir.is_dir() && !inputs.out_dir.starts_with(dir) {
-                directives.watch(dir);
-            }
-        }
-        if let Some(note) = &output.unstable {
-            directives.warn(note.clone());
-        }
-    }
-    for warning in assemble::nvcc_warnings(&outputs) {
-        directives.warn(warning);
-    }
-    let version = toolchain::version(&nvcc, &toolkit, &inputs.out_dir)?;
-    let mut manifest = assemble::manifest(&inputs, &version, &outputs)?;
-    if !build.no_source_lines {
-        let settings = disasm::Settings {
-            root: &inputs.root,
-            out: &inputs.out_dir,
-            part: build.part(),
-            parallel: inputs.parallel,
-        };
-        disasm::annotate(
-            &nvcc,
-            toolkit.top.as_deref(),
-            &settings,
-            &mut manifest,
-            directives,
-        );
-    }
+    let compiled = plan_and_compile(build, env, &inputs, &nvcc, directives)?;
+    watch_inputs(&inputs, &compiled.outputs, directives);
+    let mut manifest = assemble(build, &inputs, &nvcc, &compiled, directives)?;
     // The report holds every finding of the gates, also when one fails.
     let mut details = summary::Details::new(&inputs.out_dir, &inputs.package);
     if let Err(e) = gate::spills(build, &manifest, &mut details) {
@@ -175,38 +141,15 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
         return Err(e);
     }
     gate::measured(&manifest, &mut details, directives);
-    if let Some(host) = &host {
-        hostlib::archive(host, &toolkit.lib_dirs(), &outputs, directives)?;
+    if let Some(host) = &compiled.host {
+        hostlib::archive(
+            host,
+            &compiled.toolkit.lib_dirs(),
+            &compiled.outputs,
+            directives,
+        )?;
     }
-    manifest.device_code = embed::write(
-        build.embed_mode(),
-        &inputs.archs,
-        &outputs,
-        &nvcc,
-        toolkit.top.as_deref(),
-        &inputs.out_dir,
-    )?;
-    // With several `Build`s in the build script, the files hold them all.
-    let view = record_part(build, &inputs, &manifest);
-    if let Some(note) = &view.clash {
-        directives.warn(note.clone());
-    }
-    emit::write_all(&view.merged, &inputs.out_dir)?;
-    // A library job's files are also named per arch (`<stem>.<arch>.cubin`).
-    let names: Vec<String> = jobs
-        .iter()
-        .flat_map(|j| {
-            let per_arch: Vec<String> = match &j.kind {
-                compile::JobKind::Library { archs, stem } => {
-                    archs.iter().map(|a| format!("{stem}.{a}")).collect()
-                }
-                compile::JobKind::Device => Vec::new(),
-            };
-            per_arch.into_iter().chain([j.name.clone()])
-        })
-        .collect();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    emit::remove_stale(&inputs.out_dir, build.part(), &names, &manifest.device_code);
+    let view = emit(build, &inputs, &nvcc, &compiled, &mut manifest, directives)?;
     let candidate = parts::candidate(&view, build.part(), inputs.lock.as_ref());
     let gated = gate::baseline(
         build,
@@ -227,13 +170,206 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     Ok(Outcome {
         manifest: view.merged,
         out_dir: inputs.out_dir,
-        nvcc_runs: outputs.iter().filter(|o| o.ran).count(),
+        nvcc_runs: compiled.outputs.iter().filter(|o| o.ran).count(),
     })
+}
+
+/// Checks the names a build gives before anything is written: the
+/// host-code library's first (it says more than the part name it gives),
+/// the part's, and that no other part of this process owns a source.
+fn check_names(build: &Build, inputs: &Inputs) -> Result<()> {
+    if let Some(name) = &build.static_lib {
+        hostlib::check_name(name)?;
+    }
+    plan::check_part_name(build.part())?;
+    parts::check_sources(&inputs.out_dir, build.part(), &inputs.root, &inputs.sources)
+}
+
+/// A build without nvcc: the manifest from the committed lock, device code
+/// placeholders, and `manifest.json` and `kernels.rs` written from them.
+fn from_lock(
+    build: &Build,
+    inputs: &Inputs,
+    lock: &Lock,
+    reason: &str,
+    watch: &[PathBuf],
+    directives: &mut Directives,
+) -> Result<Outcome> {
+    for place in watch {
+        directives.watch(place);
+    }
+    if let Some(name) = &build.static_lib {
+        directives.warn(format!(
+            "occ: the host-code library lib{name}.a is not built without nvcc ({reason}); \
+             checking and documenting the crate work, linking it does not"
+        ));
+    }
+    let mut manifest = assemble::from_lock(inputs, lock, reason, directives)?;
+    // This part's kernels only: the lock holds every part's.
+    manifest
+        .kernels
+        .retain(|k| inputs.sources.contains(&k.source));
+    manifest.device_code = embed::placeholders(build.embed_mode(), &inputs.archs, &inputs.sources);
+    let view = record_part(build, inputs, &manifest);
+    emit::write_all(&view.merged, &inputs.out_dir)?;
+    status::mark(&inputs.out_dir, BuildState::Finished)?;
+    Ok(Outcome {
+        manifest: view.merged,
+        out_dir: inputs.out_dir.clone(),
+        nvcc_runs: 0,
+    })
+}
+
+/// The jobs of stages 3 and 4 and what they made.
+struct Compiled {
+    /// The host-code library's settings, when the build makes one.
+    host: Option<HostLib>,
+    /// The jobs, as last planned.
+    jobs: Vec<Job>,
+    /// The toolkit's identity.
+    toolkit: Toolkit,
+    /// Each job's outputs (per arch), in the order of `jobs`.
+    outputs: Vec<JobOutput>,
+}
+
+/// Stages 3 and 4: plans the jobs and runs them. Register caps name files
+/// or kernels; a kernel is placed in its file by the last build's
+/// manifest, or by this build's first pass, after which the jobs whose
+/// caps moved are planned and run again.
+fn plan_and_compile(
+    build: &Build,
+    env: &Env,
+    inputs: &Inputs,
+    nvcc: &Nvcc,
+    directives: &mut Directives,
+) -> Result<Compiled> {
+    let previous = files::read_manifest(&inputs.out_dir.join(occ_model::manifest::FILE_NAME)).ok();
+    let mut caps = plan::register_caps(build, inputs, previous.as_ref());
+    // The header every job pre-includes (`plan::folder_free_names`).
+    files::write_atomic(
+        &inputs.out_dir.join(plan::ANCHOR_FILE),
+        plan::ANCHOR.as_bytes(),
+    )?;
+    let host = hostlib::prepare(build, inputs, env)?;
+    let mut jobs = plan::jobs(build, inputs, &caps.by_file, host.as_ref())?;
+    let toolkit = compile::toolkit(nvcc, inputs, &jobs)?;
+    // A new ptxas, cicc, host compiler or profile reruns the build script.
+    for tool in &toolkit.tools {
+        directives.watch(&tool.path);
+    }
+    let mut outputs = compile::run(nvcc, &toolkit, inputs, &jobs)?;
+    if caps.needs_second_look(previous.is_some()) {
+        let found = assemble::manifest(inputs, "", &outputs)?;
+        let placed = plan::place_caps(build, inputs, &found)?;
+        if placed.by_file != caps.by_file {
+            caps = placed;
+            jobs = plan::jobs(build, inputs, &caps.by_file, host.as_ref())?;
+            outputs = compile::run(nvcc, &toolkit, inputs, &jobs)?;
+        }
+    }
+    Ok(Compiled {
+        host,
+        jobs,
+        toolkit,
+        outputs,
+    })
+}
+
+/// Watches what the jobs read: every input, and every folder the includes
+/// search (cargo scans a watched folder's files, so a header created there
+/// reruns the build script); warns of jobs whose inputs changed while
+/// nvcc ran.
+fn watch_inputs(inputs: &Inputs, outputs: &[JobOutput], directives: &mut Directives) {
+    for output in outputs {
+        // Not the files occ writes into OUT_DIR itself (the anchor header):
+        // written after cargo started the script, they would make the next
+        // no-op build rerun it.
+        for dep in output
+            .deps
+            .iter()
+            .filter(|d| !d.starts_with(&inputs.out_dir))
+        {
+            directives.watch(dep);
+        }
+        // A folder that holds OUT_DIR would rerun the script on every build.
+        for dir in &output.search {
+            if dir.is_dir() && !inputs.out_dir.starts_with(dir) {
+                directives.watch(dir);
+            }
+        }
+        if let Some(note) = &output.unstable {
+            directives.warn(note.clone());
+        }
+    }
+}
+
+/// Stages 5 and 5½: the manifest from the jobs' outputs (with nvcc's
+/// warnings passed on), then the source lines of spills and pressure.
+fn assemble(
+    build: &Build,
+    inputs: &Inputs,
+    nvcc: &Nvcc,
+    compiled: &Compiled,
+    directives: &mut Directives,
+) -> Result<Manifest> {
+    for warning in assemble::nvcc_warnings(&compiled.outputs) {
+        directives.warn(warning);
+    }
+    let version = toolchain::version(nvcc, &compiled.toolkit, &inputs.out_dir)?;
+    let mut manifest = assemble::manifest(inputs, &version, &compiled.outputs)?;
+    if !build.no_source_lines {
+        let settings = disasm::Settings {
+            root: &inputs.root,
+            out: &inputs.out_dir,
+            part: build.part(),
+            parallel: inputs.parallel,
+        };
+        disasm::annotate(
+            nvcc,
+            compiled.toolkit.top.as_deref(),
+            &settings,
+            &mut manifest,
+            directives,
+        );
+    }
+    Ok(manifest)
+}
+
+/// Stage 7: the device code to embed, then `manifest.json` and
+/// `kernels.rs` of every part of this process; removes the files of jobs
+/// gone from the build. Returns the parts' view the baseline is judged on.
+fn emit(
+    build: &Build,
+    inputs: &Inputs,
+    nvcc: &Nvcc,
+    compiled: &Compiled,
+    manifest: &mut Manifest,
+    directives: &mut Directives,
+) -> Result<parts::View> {
+    manifest.device_code = embed::write(
+        build.embed_mode(),
+        &inputs.archs,
+        &compiled.outputs,
+        nvcc,
+        compiled.toolkit.top.as_deref(),
+        &inputs.out_dir,
+    )?;
+    // With several `Build`s in the build script, the files hold them all.
+    let view = record_part(build, inputs, manifest);
+    if let Some(note) = &view.clash {
+        directives.warn(note.clone());
+    }
+    emit::write_all(&view.merged, &inputs.out_dir)?;
+    // A library job's files are also named per arch (`<stem>.<arch>.cubin`).
+    let names: Vec<String> = compiled.jobs.iter().flat_map(Job::file_stems).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    emit::remove_stale(&inputs.out_dir, build.part(), &names, &manifest.device_code);
+    Ok(view)
 }
 
 /// Stage 7½: records this part's manifest among the parts of this process
 /// (`parts::record`), with the flags the lock keeps for it.
-fn record_part(build: &Build, inputs: &inputs::Inputs, manifest: &Manifest) -> parts::View {
+fn record_part(build: &Build, inputs: &Inputs, manifest: &Manifest) -> parts::View {
     let flags = plan::recorded_flags(build, inputs);
     parts::record(
         &inputs.out_dir,

@@ -4,11 +4,11 @@
 //! on the files they apply to.
 
 use crate::builder::Build;
-use crate::compile::{Job, JobKind};
 use crate::error::{Error, Result};
 use crate::hostlib::HostLib;
 use crate::inputs::Inputs;
-use crate::manifest::{Lookup, Manifest};
+use crate::job::{Job, JobKind};
+use occ_model::manifest::{Lookup, Manifest};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -454,10 +454,10 @@ fn job_names(sources: &[String]) -> Vec<String> {
                 format!(
                     "{}_{}",
                     tail.trim_start_matches('_'),
-                    crate::names::short_hash(source)
+                    occ_model::names::short_hash(source)
                 )
             } else if clashes {
-                format!("{name}_{}", crate::names::short_hash(source))
+                format!("{name}_{}", occ_model::names::short_hash(source))
             } else {
                 name.clone()
             }
@@ -472,7 +472,7 @@ fn unknown_cap_target(target: &str, manifest: &Manifest) -> Error {
         Lookup::Ambiguous(candidates) => {
             format!(
                 "it names several kernels ({}); write one of those, or name the file",
-                crate::manifest::describe_candidates(&candidates)
+                occ_model::manifest::describe_candidates(&candidates)
             )
         }
         Lookup::Unknown(close) if !close.is_empty() => {

@@ -5,7 +5,7 @@
 //! the end.
 
 use crate::emit;
-use crate::manifest::{
+use occ_model::manifest::{
     self, Best, DeviceCode, Embed, Kernel, KernelArch, LaunchBounds, Manifest, Origin, Resources,
 };
 use proptest::prelude::*;

@@ -8,8 +8,8 @@
 //! is to change the kernel or bless them, not to fix the build. The marker is written atomically and is not an
 //! input of anything: cargo does not watch it and no cache key holds it.
 
-use crate::compile::write_atomic;
 use crate::error::Result;
+use crate::files::write_atomic;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 

@@ -15,12 +15,12 @@
 //! lines come from [`crate::gate`].)
 
 use crate::cargo::Directives;
-use crate::compile::write_atomic;
 use crate::error::Result;
+use crate::files::write_atomic;
 use crate::inputs::Inputs;
-use crate::manifest::Manifest;
-use crate::markdown::Baseline;
-use crate::table;
+use occ_model::manifest::Manifest;
+use occ_model::markdown::Baseline;
+use occ_model::table;
 use std::path::{Path, PathBuf};
 
 /// The report file's name.
@@ -85,7 +85,7 @@ pub(crate) fn write(
                 "the build did not compare with the lock".into()
             })
         });
-        let md = crate::markdown::markdown(manifest, &baseline);
+        let md = occ_model::markdown::markdown(manifest, &baseline);
         let note = "\n_Annotations at the source lines: run `cargo occ check` in a later step \
                     (a build script's workflow commands do not reach the runner)._\n";
         actions.append_summary(&format!("{md}{note}"))?;

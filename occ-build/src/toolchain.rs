@@ -93,6 +93,6 @@ pub(crate) fn version(nvcc: &Nvcc, toolkit: &Toolkit, out: &Path) -> Result<Stri
         }
     }
     let version = toolkit::short_version(&nvcc.version()?).to_string();
-    crate::compile::write_atomic(&cache, format!("{id}\n{version}\n").as_bytes())?;
+    crate::files::write_atomic(&cache, format!("{id}\n{version}\n").as_bytes())?;
     Ok(version)
 }

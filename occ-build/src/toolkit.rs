@@ -13,55 +13,6 @@ pub const SCRIPT_INSTALL_DIR: &str = ".cuda/cu13/nvidia/cu13/bin";
 /// `OCC_CUDA_DIR`, the per-user cache): one layout for every installer.
 pub const INSTALL_BIN: &str = "cu13/nvidia/cu13/bin";
 
-/// The pinned wheel list (`occ-build/toolkit-wheels.txt`), shared with
-/// `scripts/cuda-toolkit`; read it through [`wheel_sets`].
-pub const WHEELS: &str = include_str!("../toolkit-wheels.txt");
-
-/// Wheels installed together into one folder of a toolkit dir.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WheelSet {
-    /// The folder below the toolkit dir, e.g. `cu13`.
-    pub name: &'static str,
-    /// Installed only on request (`--legacy`: ptxas 12.9 and 11.8).
-    pub legacy: bool,
-    /// pip requirements, each pinned: `nvidia-cuda-nvcc==13.5.37`.
-    pub requirements: Vec<&'static str>,
-}
-
-impl WheelSet {
-    /// What `<set>/.stamp` holds once the set is installed: its pinned
-    /// requirements in order, joined by `+` (the rule `scripts/cuda-toolkit`
-    /// follows, so either installer sees the other's install as done). A
-    /// wheel added to the set, or a new pin, installs the set again.
-    pub fn stamp(&self) -> String {
-        self.requirements.join("+")
-    }
-}
-
-/// The wheel sets of [`WHEELS`], in file order: the default set (`cu13`)
-/// first, then the legacy ones.
-pub fn wheel_sets() -> Vec<WheelSet> {
-    let mut sets: Vec<WheelSet> = Vec::new();
-    for line in WHEELS.lines() {
-        let mut words = line.split_whitespace();
-        let (Some(kind), Some(name), Some(req)) = (words.next(), words.next(), words.next()) else {
-            continue;
-        };
-        if kind.starts_with('#') {
-            continue;
-        }
-        match sets.iter_mut().find(|s| s.name == name) {
-            Some(set) => set.requirements.push(req),
-            None => sets.push(WheelSet {
-                name,
-                legacy: kind == "legacy",
-                requirements: vec![req],
-            }),
-        }
-    }
-    sets
-}
-
 /// A toolkit dir: where `cargo occ toolkit install` puts nvcc, and where
 /// [`find_nvcc`] looks for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,6 +90,9 @@ impl Nvcc {
 /// it), then the per-user toolkit dir of `cargo occ toolkit install`
 /// ([`toolkit_dir`]; the same as `OCC_CUDA_DIR` when that is set). The
 /// error lists every place looked and how to install nvcc.
+///
+/// Long because one step per place looked, in the documented order, each
+/// recorded for the not-found message.
 pub fn find_nvcc(env: &Env, explicit: Option<&Path>, start: Option<&Path>) -> Result<Nvcc> {
     let launcher = env.var("OCC_NVCC_LAUNCHER").map(PathBuf::from);
     let mut looked = Vec::new();
@@ -335,6 +289,7 @@ pub fn short_version(line: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wheels::{wheel_sets, WheelSet};
     use std::ffi::OsString;
 
     fn env(vars: &[(&str, Option<&str>)]) -> Env {

@@ -191,35 +191,31 @@ pub fn parse(tokens: proc_macro2::TokenStream) -> (Args, Errors) {
     (args, errors)
 }
 
+/// Parses one `key = value` of the attribute into `args`: each option once,
+/// its value checked by the parser of its kind.
 fn one(args: &mut Args, meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
     let path = &meta.path;
     let Some(key) = path.get_ident().map(|i| i.to_string()) else {
         return Err(meta.error(unknown_option_message(&quote::quote!(#path).to_string())));
     };
     let span = path.span();
-    let duplicate = || syn::Error::new(span, format!("`{key}` is given twice; keep one"));
+    let once = |given: bool| {
+        if given {
+            Err(syn::Error::new(
+                span,
+                format!("`{key}` is given twice; keep one"),
+            ))
+        } else {
+            Ok(())
+        }
+    };
     match key.as_str() {
         KERNEL => {
-            if args.kernel.is_some() {
-                return Err(duplicate());
-            }
-            let lit = string(meta, &key, "kernel = \"saxpy\"")?;
-            let name = lit.value();
-            if name.trim().is_empty() {
-                return Err(syn::Error::new(
-                    lit.span(),
-                    "`kernel` is empty; name the kernel: its extern \"C\" name, its demangled name without parameters, or its base name",
-                ));
-            }
-            args.kernel = Some(At {
-                value: name,
-                span: lit.span(),
-            });
+            once(args.kernel.is_some())?;
+            args.kernel = Some(kernel_name(meta, &key)?);
         }
         ARCH => {
-            if args.arch.is_some() {
-                return Err(duplicate());
-            }
+            once(args.arch.is_some())?;
             let lit = string(meta, &key, "arch = \"sm_90\"")?;
             args.arch = Some(At {
                 value: lit.value(),
@@ -227,36 +223,8 @@ fn one(args: &mut Args, meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
             });
         }
         DYNAMIC_SMEM => {
-            if args.dynamic_smem.is_some() {
-                return Err(duplicate());
-            }
-            let expr = value(meta, &key, "dynamic_smem = 4096 or dynamic_smem = \"max\"")?;
-            let value = match &expr {
-                Expr::Lit(ExprLit {
-                    lit: Lit::Str(s), ..
-                }) => {
-                    if s.value() == "max" {
-                        DynamicSmemArg::Max
-                    } else {
-                        return Err(syn::Error::new(
-                            s.span(),
-                            format!(
-                                "`dynamic_smem = \"{}\"` is not a size; use a number of bytes (dynamic_smem = 4096) or \"max\"",
-                                s.value()
-                            ),
-                        ));
-                    }
-                }
-                _ => DynamicSmemArg::Bytes(integer(
-                    &expr,
-                    &key,
-                    "dynamic_smem = 4096 or dynamic_smem = \"max\"",
-                )?),
-            };
-            args.dynamic_smem = Some(At {
-                value,
-                span: expr.span(),
-            });
+            once(args.dynamic_smem.is_some())?;
+            args.dynamic_smem = Some(dynamic_smem(meta, &key)?);
         }
         SMEM_PER_THREAD | SMEM_FIXED | MAX_BLOCK_SIZE | BLOCK_MULTIPLE | MAX_SPILL_BYTES => {
             let slot = match key.as_str() {
@@ -266,57 +234,15 @@ fn one(args: &mut Args, meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
                 BLOCK_MULTIPLE => &mut args.block_multiple,
                 _ => &mut args.max_spill_bytes,
             };
-            if slot.is_some() {
-                return Err(duplicate());
-            }
-            let example = format!("{key} = 256");
-            let expr = value(meta, &key, &example)?;
-            let n = integer(&expr, &key, &example)?;
-            let positive = matches!(key.as_str(), MAX_BLOCK_SIZE | BLOCK_MULTIPLE);
-            if positive && n == 0 {
-                return Err(syn::Error::new(
-                    expr.span(),
-                    format!("`{key} = 0` allows no block size; use a positive number such as 32"),
-                ));
-            }
-            *slot = Some(At {
-                value: n,
-                span: expr.span(),
-            });
+            once(slot.is_some())?;
+            *slot = Some(count(meta, &key)?);
         }
         MIN_OCCUPANCY => {
-            if args.min_occupancy.is_some() {
-                return Err(duplicate());
-            }
-            let expr = value(meta, &key, "min_occupancy = 0.5")?;
-            let v = match &expr {
-                Expr::Lit(ExprLit {
-                    lit: Lit::Float(f), ..
-                }) => f.base10_parse::<f64>().ok(),
-                Expr::Lit(ExprLit {
-                    lit: Lit::Int(i), ..
-                }) => i.base10_parse::<f64>().ok(),
-                _ => None,
-            };
-            match v {
-                Some(v) if v > 0.0 && v <= 1.0 => {
-                    args.min_occupancy = Some(At {
-                        value: v,
-                        span: expr.span(),
-                    })
-                }
-                _ => {
-                    return Err(syn::Error::new(
-                        expr.span(),
-                        "`min_occupancy` is a fraction of the SM's warp slots above 0 and at most 1: min_occupancy = 0.5",
-                    ))
-                }
-            }
+            once(args.min_occupancy.is_some())?;
+            args.min_occupancy = Some(min_occupancy(meta, &key)?);
         }
         ALLOW_SPILLS => {
-            if args.allow_spills.is_some() {
-                return Err(duplicate());
-            }
+            once(args.allow_spills.is_some())?;
             if !meta.input.is_empty() && !meta.input.peek(syn::Token![,]) {
                 return Err(meta.error(
                     "`allow_spills` takes no value; write `allow_spills`, or `max_spill_bytes = N` for a budget",
@@ -325,9 +251,7 @@ fn one(args: &mut Args, meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
             args.allow_spills = Some(span);
         }
         BLOCK => {
-            if args.block.is_some() {
-                return Err(duplicate());
-            }
+            once(args.block.is_some())?;
             let example = "block = (16, 16), block = (32, _) or block = 256";
             let expr = value(meta, &key, example)?;
             args.block = Some(At {
@@ -336,49 +260,138 @@ fn one(args: &mut Args, meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
             });
         }
         TUNED => {
-            if args.tuned.is_some() {
-                return Err(duplicate());
-            }
-            if meta.input.peek(syn::Token![=]) {
-                let expr = value(meta, &key, "tuned = true")?;
-                match &expr {
-                    Expr::Lit(ExprLit {
-                        lit: Lit::Bool(b), ..
-                    }) => {
-                        if b.value {
-                            args.tuned = Some(expr.span());
-                        }
-                    }
-                    _ => {
-                        return Err(syn::Error::new(
-                            expr.span(),
-                            "`tuned` is true or false: tuned = true bakes the block measured on a GPU (cargo occ tune import)",
-                        ))
-                    }
-                }
-            } else {
-                args.tuned = Some(span);
-            }
+            once(args.tuned.is_some())?;
+            args.tuned = tuned(meta, &key, span)?;
         }
         BUCKET => {
-            if args.bucket.is_some() {
-                return Err(duplicate());
-            }
-            let lit = string(meta, &key, "bucket = \"n=1M\"")?;
-            if lit.value().is_empty() {
-                return Err(syn::Error::new(
-                    lit.span(),
-                    "`bucket` is empty; name the problem-size bucket the measurement was taken for, as the results file does",
-                ));
-            }
-            args.bucket = Some(At {
-                value: lit.value(),
-                span: lit.span(),
-            });
+            once(args.bucket.is_some())?;
+            args.bucket = Some(bucket(meta, &key)?);
         }
         other => return Err(syn::Error::new(span, unknown_option_message(other))),
     }
     Ok(())
+}
+
+/// `kernel = "saxpy"`: a name that is not empty.
+fn kernel_name(meta: &ParseNestedMeta<'_>, key: &str) -> syn::Result<At<String>> {
+    let lit = string(meta, key, "kernel = \"saxpy\"")?;
+    let name = lit.value();
+    if name.trim().is_empty() {
+        return Err(syn::Error::new(
+            lit.span(),
+            "`kernel` is empty; name the kernel: its extern \"C\" name, its demangled name without parameters, or its base name",
+        ));
+    }
+    Ok(At {
+        value: name,
+        span: lit.span(),
+    })
+}
+
+/// `dynamic_smem = 4096` or `dynamic_smem = "max"`.
+fn dynamic_smem(meta: &ParseNestedMeta<'_>, key: &str) -> syn::Result<At<DynamicSmemArg>> {
+    let expr = value(meta, key, "dynamic_smem = 4096 or dynamic_smem = \"max\"")?;
+    let value = match &expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) => {
+            if s.value() == "max" {
+                DynamicSmemArg::Max
+            } else {
+                return Err(syn::Error::new(
+                    s.span(),
+                    format!(
+                        "`dynamic_smem = \"{}\"` is not a size; use a number of bytes (dynamic_smem = 4096) or \"max\"",
+                        s.value()
+                    ),
+                ));
+            }
+        }
+        _ => DynamicSmemArg::Bytes(integer(
+            &expr,
+            key,
+            "dynamic_smem = 4096 or dynamic_smem = \"max\"",
+        )?),
+    };
+    Ok(At {
+        value,
+        span: expr.span(),
+    })
+}
+
+/// `key = 256`: a count of bytes or threads; positive for the block options.
+fn count(meta: &ParseNestedMeta<'_>, key: &str) -> syn::Result<At<u32>> {
+    let example = format!("{key} = 256");
+    let expr = value(meta, key, &example)?;
+    let n = integer(&expr, key, &example)?;
+    let positive = matches!(key, MAX_BLOCK_SIZE | BLOCK_MULTIPLE);
+    if positive && n == 0 {
+        return Err(syn::Error::new(
+            expr.span(),
+            format!("`{key} = 0` allows no block size; use a positive number such as 32"),
+        ));
+    }
+    Ok(At {
+        value: n,
+        span: expr.span(),
+    })
+}
+
+/// `min_occupancy = 0.5`: a fraction above 0 and at most 1.
+fn min_occupancy(meta: &ParseNestedMeta<'_>, key: &str) -> syn::Result<At<f64>> {
+    let expr = value(meta, key, "min_occupancy = 0.5")?;
+    let v = match &expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Float(f), ..
+        }) => f.base10_parse::<f64>().ok(),
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(i), ..
+        }) => i.base10_parse::<f64>().ok(),
+        _ => None,
+    };
+    match v {
+        Some(v) if v > 0.0 && v <= 1.0 => Ok(At {
+            value: v,
+            span: expr.span(),
+        }),
+        _ => Err(syn::Error::new(
+            expr.span(),
+            "`min_occupancy` is a fraction of the SM's warp slots above 0 and at most 1: min_occupancy = 0.5",
+        )),
+    }
+}
+
+/// `tuned` or `tuned = true|false`: where it was asked for, `None` for false.
+fn tuned(meta: &ParseNestedMeta<'_>, key: &str, span: Span) -> syn::Result<Option<Span>> {
+    if meta.input.peek(syn::Token![=]) {
+        let expr = value(meta, key, "tuned = true")?;
+        match &expr {
+            Expr::Lit(ExprLit {
+                lit: Lit::Bool(b), ..
+            }) => Ok(b.value.then(|| expr.span())),
+            _ => Err(syn::Error::new(
+                expr.span(),
+                "`tuned` is true or false: tuned = true bakes the block measured on a GPU (cargo occ tune import)",
+            )),
+        }
+    } else {
+        Ok(Some(span))
+    }
+}
+
+/// `bucket = "n=1M"`: a name that is not empty.
+fn bucket(meta: &ParseNestedMeta<'_>, key: &str) -> syn::Result<At<String>> {
+    let lit = string(meta, key, "bucket = \"n=1M\"")?;
+    if lit.value().is_empty() {
+        return Err(syn::Error::new(
+            lit.span(),
+            "`bucket` is empty; name the problem-size bucket the measurement was taken for, as the results file does",
+        ));
+    }
+    Ok(At {
+        value: lit.value(),
+        span: lit.span(),
+    })
 }
 
 /// `256`, `(16, 16)`, `(32, _)`, `(8, 8, _)`: at most three dimensions,

@@ -6,8 +6,8 @@ use crate::args::{Args, DynamicSmemArg, Errors};
 use occ_model::arch;
 use occ_model::manifest::{describe_candidates, Kernel, KernelArch, Lookup, Manifest};
 use occ_model::measured::{self, Measured, Staleness};
-use occ_model::occupancy::Launch;
-use occ_model::tune::{self, DynamicSmem, TuneRequest};
+use occ_model::occupancy::{KernelResources, Launch};
+use occ_model::tune::{self, BestBlock, DynamicSmem, TuneRequest};
 use proc_macro2::Span;
 
 /// The launch of one arch.
@@ -44,6 +44,9 @@ pub struct Plan {
 }
 
 /// Checks the site and computes its launches; every error is collected.
+///
+/// Long because it gathers every arch's row and every error of a site before
+/// one expansion.
 pub fn plan(args: &Args, manifest: &Manifest, errors: &mut Errors) -> Option<Plan> {
     let site = Span::call_site();
     check_options(args, errors);
@@ -351,9 +354,9 @@ fn measurement<'m>(
 fn measured_best(
     m: &Measured,
     limits: &arch::Arch,
-    resources: &occ_model::occupancy::KernelResources,
+    resources: &KernelResources,
     request: &TuneRequest,
-) -> Option<tune::BestBlock> {
+) -> Option<BestBlock> {
     let mut timings: Vec<&measured::Timing> = m.timings.iter().collect();
     timings.sort_by(|a, b| {
         a.median_us
@@ -367,6 +370,10 @@ fn measured_best(
     })
 }
 
+/// One arch's row of a site: the request the site's options make, the
+/// block (the fastest measured one the site allows when `tuned`, else the
+/// model's best), its dynamic shared memory, and the floor
+/// `min_occupancy` sets.
 fn tune_arch(
     args: &Args,
     kernel: &Kernel,
@@ -388,6 +395,52 @@ fn tune_arch(
     };
     let limits = target.arch;
     let resources = occ_model::analyze::resources(ka);
+    let mut request = site_request(args);
+    require_block(args, kernel, ka, &mut request)?;
+    if let Some(shape) = &args.block {
+        apply_shape(kernel, ka, shape, args, &mut request)?;
+    }
+    let from_measurement = measured.and_then(|m| measured_best(m, limits, &resources, &request));
+    let was_measured = from_measurement.is_some();
+    let best = match from_measurement.map_or_else(
+        || tune::best_block_size(limits, &resources, &request),
+        |b| Ok(Some(b)),
+    ) {
+        Ok(Some(best)) => best,
+        Ok(None) => return Err(no_block_fits(args, kernel, arch_name, ka, &request, limits)),
+        Err(e) => {
+            return Err(Failure::new(
+                kernel_span,
+                format!("kernel `{}` on {arch_name}: {e}", kernel.base_name),
+                String::new(),
+                String::new(),
+            ));
+        }
+    };
+    let occ = &best.occupancy;
+    let dynamic_smem = dynamic_smem_at(args, kernel, arch_name, limits, &resources, &best)?;
+    check_min_occupancy(args, kernel, arch_name, &best, was_measured)?;
+    let block = match (&args.block, ka.launch_bounds.req_threads) {
+        (Some(shape), _) => shape.value.with_threads(best.block_size),
+        (None, Some(req)) => req.map(|d| d.max(1)),
+        (None, None) => [best.block_size, 1, 1],
+    };
+    Ok(Row {
+        arch: arch_name.to_string(),
+        major: target.cc / 10,
+        minor: target.cc % 10,
+        block_size: best.block_size,
+        block,
+        dynamic_smem,
+        blocks_per_sm: occ.active_blocks,
+        occupancy: occ.occupancy,
+        measured: was_measured,
+    })
+}
+
+/// The tuning request of the site's options (dynamic shared memory, the
+/// largest block, the block multiple).
+fn site_request(args: &Args) -> TuneRequest {
     let dynamic = match (&args.dynamic_smem, &args.smem_per_thread) {
         (Some(d), _) => match d.value {
             DynamicSmemArg::Bytes(n) => DynamicSmem::Fixed(n),
@@ -399,12 +452,22 @@ fn tune_arch(
         },
         (None, None) => DynamicSmem::Fixed(0),
     };
-    let mut request = TuneRequest {
+    TuneRequest {
         dynamic_smem: dynamic,
         max_block_size: args.max_block_size.as_ref().map(|m| m.value),
         block_multiple: args.block_multiple.as_ref().map(|m| m.value),
         ..TuneRequest::default()
-    };
+    }
+}
+
+/// A `.reqntid` kernel launches with exactly that many threads: the
+/// request allows only that, and the site's options must allow it too.
+fn require_block(
+    args: &Args,
+    kernel: &Kernel,
+    ka: &KernelArch,
+    request: &mut TuneRequest,
+) -> Result<(), Failure> {
     if let Some(required) = ka.launch_bounds.required_block_size() {
         // A `.reqntid` kernel launches with exactly that many threads.
         if let Some(max) = &args.max_block_size {
@@ -436,80 +499,82 @@ fn tune_arch(
         request.max_block_size = Some(required);
         request.block_multiple = Some(required);
     }
-    if let Some(shape) = &args.block {
-        apply_shape(kernel, ka, shape, args, &mut request)?;
-    }
-    let from_measurement = measured.and_then(|m| measured_best(m, limits, &resources, &request));
-    let was_measured = from_measurement.is_some();
-    let best = match from_measurement.map_or_else(
-        || tune::best_block_size(limits, &resources, &request),
-        |b| Ok(Some(b)),
-    ) {
-        Ok(Some(best)) => best,
-        Ok(None) => {
-            let span = args
-                .dynamic_smem
-                .as_ref()
-                .map(|d| d.span)
-                .or(args.block.as_ref().map(|d| d.span))
-                .or(args.smem_per_thread.as_ref().map(|d| d.span))
-                .or(args.block_multiple.as_ref().map(|d| d.span))
-                .or(args.max_block_size.as_ref().map(|d| d.span))
-                .unwrap_or(kernel_span);
-            let sizes = match (&args.max_block_size, &args.block_multiple) {
-                (Some(m), Some(b)) => format!(
-                    "no block size up to {} that is a multiple of {}",
-                    m.value, b.value
-                ),
-                (Some(m), None) => format!("no block size up to {}", m.value),
-                (None, Some(b)) => format!("no block size that is a multiple of {}", b.value),
-                (None, None) => "no block size".to_string(),
-            };
-            let sizes = match &args.block {
-                Some(b) if !b.value.has_free() => {
-                    format!("no block but {} threads (`block`)", b.value.fixed_threads())
-                }
-                Some(b) => format!(
-                    "{sizes} (with block's fixed dimensions, a multiple of {})",
-                    b.value.fixed_threads()
-                ),
-                None => sizes,
-            };
-            return Err(Failure::new(
-                span,
-                format!("kernel `{}` cannot launch with these options:", kernel.base_name),
-                format!(
-                    "on {arch_name} ({} registers, {} bytes of static shared memory, {}{} bytes of shared memory per block at most)",
-                    ka.registers,
-                    ka.static_smem,
-                    match request.dynamic_smem {
-                        DynamicSmem::Fixed(0) => String::new(),
-                        d => format!("{} bytes of dynamic shared memory at 1 thread, ", d.bytes(1)),
-                    },
-                    limits.smem_per_block_optin,
-                ),
-                format!("; {sizes} fits; ask for less dynamic shared memory or allow more block sizes"),
-            ));
-        }
-        Err(e) => {
-            return Err(Failure::new(
-                kernel_span,
-                format!("kernel `{}` on {arch_name}: {e}", kernel.base_name),
-                String::new(),
-                String::new(),
-            ));
-        }
+    Ok(())
+}
+
+/// The error of a site whose options leave no block size that launches,
+/// spanned on the option that narrowed it most.
+fn no_block_fits(
+    args: &Args,
+    kernel: &Kernel,
+    arch_name: &str,
+    ka: &KernelArch,
+    request: &TuneRequest,
+    limits: &arch::Arch,
+) -> Failure {
+    let kernel_span = args.kernel.as_ref().map_or(Span::call_site(), |k| k.span);
+    let span = args
+        .dynamic_smem
+        .as_ref()
+        .map(|d| d.span)
+        .or(args.block.as_ref().map(|d| d.span))
+        .or(args.smem_per_thread.as_ref().map(|d| d.span))
+        .or(args.block_multiple.as_ref().map(|d| d.span))
+        .or(args.max_block_size.as_ref().map(|d| d.span))
+        .unwrap_or(kernel_span);
+    let sizes = match (&args.max_block_size, &args.block_multiple) {
+        (Some(m), Some(b)) => format!(
+            "no block size up to {} that is a multiple of {}",
+            m.value, b.value
+        ),
+        (Some(m), None) => format!("no block size up to {}", m.value),
+        (None, Some(b)) => format!("no block size that is a multiple of {}", b.value),
+        (None, None) => "no block size".to_string(),
     };
+    let sizes = match &args.block {
+        Some(b) if !b.value.has_free() => {
+            format!("no block but {} threads (`block`)", b.value.fixed_threads())
+        }
+        Some(b) => format!(
+            "{sizes} (with block's fixed dimensions, a multiple of {})",
+            b.value.fixed_threads()
+        ),
+        None => sizes,
+    };
+    Failure::new(
+        span,
+        format!("kernel `{}` cannot launch with these options:", kernel.base_name),
+        format!(
+            "on {arch_name} ({} registers, {} bytes of static shared memory, {}{} bytes of shared memory per block at most)",
+            ka.registers,
+            ka.static_smem,
+            match request.dynamic_smem {
+                DynamicSmem::Fixed(0) => String::new(),
+                d => format!("{} bytes of dynamic shared memory at 1 thread, ", d.bytes(1)),
+            },
+            limits.smem_per_block_optin,
+        ),
+        format!("; {sizes} fits; ask for less dynamic shared memory or allow more block sizes"),
+    )
+}
+
+/// The dynamic shared memory the site bakes: with `dynamic_smem = max`,
+/// all that still lets the block's resident count stand.
+fn dynamic_smem_at(
+    args: &Args,
+    kernel: &Kernel,
+    arch_name: &str,
+    limits: &arch::Arch,
+    resources: &KernelResources,
+    best: &BestBlock,
+) -> Result<u32, Failure> {
+    let kernel_span = args.kernel.as_ref().map_or(Span::call_site(), |k| k.span);
     let occ = &best.occupancy;
-    let dynamic_smem = match args.dynamic_smem.as_ref().map(|d| d.value) {
+    Ok(match args.dynamic_smem.as_ref().map(|d| d.value) {
         Some(DynamicSmemArg::Max) => {
             let launch = Launch::new(best.block_size);
-            match tune::available_dynamic_smem(
-                limits,
-                &resources,
-                &launch,
-                occ.active_blocks.max(1),
-            ) {
+            match tune::available_dynamic_smem(limits, resources, &launch, occ.active_blocks.max(1))
+            {
                 Ok(bytes) => bytes,
                 Err(e) => {
                     return Err(Failure::new(
@@ -522,7 +587,18 @@ fn tune_arch(
             }
         }
         _ => best.dynamic_smem,
-    };
+    })
+}
+
+/// The site's `min_occupancy` floor, at the block it launches.
+fn check_min_occupancy(
+    args: &Args,
+    kernel: &Kernel,
+    arch_name: &str,
+    best: &BestBlock,
+    was_measured: bool,
+) -> Result<(), Failure> {
+    let occ = &best.occupancy;
     if let Some(min) = &args.min_occupancy {
         if occ.occupancy + 1e-9 < min.value {
             return Err(Failure::new(
@@ -555,28 +631,16 @@ fn tune_arch(
             ));
         }
     }
-    let block = match (&args.block, ka.launch_bounds.req_threads) {
-        (Some(shape), _) => shape.value.with_threads(best.block_size),
-        (None, Some(req)) => req.map(|d| d.max(1)),
-        (None, None) => [best.block_size, 1, 1],
-    };
-    Ok(Row {
-        arch: arch_name.to_string(),
-        major: target.cc / 10,
-        minor: target.cc % 10,
-        block_size: best.block_size,
-        block,
-        dynamic_smem,
-        blocks_per_sm: occ.active_blocks,
-        occupancy: occ.occupancy,
-        measured: was_measured,
-    })
+    Ok(())
 }
 
 /// Narrows `request` to the site's `block = (...)`: a fixed shape is the
 /// one block size tried; a free last dimension makes every size a multiple
 /// of the fixed ones. A kernel with a required shape (`.reqntid`) must
 /// agree with it.
+///
+/// Long because each way a block shape can disagree with the kernel or the
+/// other options is its own spanned error.
 fn apply_shape(
     kernel: &Kernel,
     ka: &KernelArch,

@@ -79,6 +79,9 @@ pub struct JobText<'a> {
 }
 
 /// Builds the manifest of a live build from every job's output.
+///
+/// Long because it joins each job's log, PTX and signatures per kernel in one
+/// pass over the jobs.
 pub fn build_manifest<'a>(
     package: &str,
     nvcc_version: &str,

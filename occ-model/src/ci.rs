@@ -226,6 +226,9 @@ fn tokens(source: &str) -> Vec<(String, u32)> {
 /// one rule at one line are one alert naming each kernel and arch. `source_text` gives a `.cu` file's text
 /// (relative to the crate) when it can be read, for the definition line.
 /// Spills are errors when `deny_spills`, else warnings.
+///
+/// Long because each rule (spill, regression, near cliff) places its alerts at
+/// source lines in one pass, so one line gets one alert per rule.
 pub fn alerts(
     m: &Manifest,
     diff: Option<&Diff>,
@@ -290,7 +293,7 @@ pub fn alerts(
         }
     }
     for f in diff.into_iter().flat_map(|d| &d.findings) {
-        let near = f.causes.contains(&Cause::NearCliff);
+        let near = f.has(Cause::NearCliff);
         let rule = match f.verdict {
             Verdict::Regression => Rule::Regression,
             _ if near => Rule::NearCliff,
@@ -308,7 +311,7 @@ pub fn alerts(
                 (f.source.clone(), line, located)
             }
         };
-        let mut message = format!("{} on {}: {}", f.kernel, f.arch, f.reasons.join(", "));
+        let mut message = format!("{} on {}: {}", f.kernel, f.arch, f.texts().join(", "));
         if !f.also.is_empty() {
             message.push_str(&format!("; also {}", f.also.join(", ")));
         }

@@ -32,48 +32,14 @@ use crate::arch::{self, Arch};
 use crate::manifest::{Manifest, Resources};
 use crate::occupancy::{occupancy, KernelResources, Launch, OccupancyError};
 use crate::tune;
-use serde::{Deserialize, Serialize};
 
-/// The cliffs of one kernel × arch at one launch.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Cliffs {
-    /// Threads per block of the launch (the declared one, else the best).
-    pub block_size: u32,
-    /// Dynamic shared memory per block at that launch, bytes.
-    pub dynamic_smem: u32,
-    /// Resident blocks per SM there.
-    pub active_blocks: u32,
-    /// Registers per thread.
-    pub registers: Cliff,
-    /// Shared memory per block, static plus dynamic, bytes.
-    pub shared_memory: Cliff,
-}
+/// How close to a register cliff a kernel must be for the reports to name
+/// it (and the default of the gate's warning): 2 more registers per
+/// thread, or fewer, cost a block.
+pub const NEAR_CLIFF: u32 = 2;
 
-/// The steps around today's value of one resource.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Cliff {
-    /// Today's value.
-    pub now: u32,
-    /// The cliff ahead: the smallest value above `now` with fewer resident
-    /// blocks; `None` when no block is resident (nothing to lose).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub down: Option<Step>,
-    /// The step up: the largest value below `now` with more resident
-    /// blocks; `None` when no smaller value gives more.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub up: Option<Step>,
-}
-
-/// A value of a resource and the occupancy there.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Step {
-    /// The value (registers per thread, or bytes per block).
-    pub at: u32,
-    /// Resident blocks per SM there.
-    pub blocks: u32,
-    /// Resident warps / the SM's maximum there, 0..=1.
-    pub occupancy: f64,
-}
+/// The manifest schema's types this module fills (defined in [`crate::manifest`]).
+pub use crate::manifest::{Cliff, Cliffs, Step};
 
 impl Cliff {
     /// How much more the kernel can take and keep its blocks: one less than
@@ -97,7 +63,7 @@ impl Cliff {
     /// `+2 costs a block (6 -> 5, 75.0% -> 62.5%)`, `-8 gains a block (…)`:
     /// both steps in words, `unit` after each number (`" registers"`, `" B"`).
     pub fn describe(&self, unit: &str, blocks: u32, occupancy: f64) -> String {
-        let pct = crate::table::percent;
+        let pct = crate::units::percent;
         let count = |n: u32| {
             if n == 1 {
                 "a block".to_string()

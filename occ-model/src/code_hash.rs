@@ -113,6 +113,9 @@ fn string_at(table: &[u8], at: u32) -> &[u8] {
 
 /// The bytes of what `bytes` (a cubin) runs; `None` when it is not a
 /// little-endian 64-bit ELF file.
+///
+/// Long because it reads the ELF header, the section table and the symbol table
+/// in one pass, by hand.
 pub(crate) fn code_bytes(bytes: &[u8]) -> Option<Vec<u8>> {
     let sections = section_headers(bytes)?;
     let names_at = usize::from(u16_at(bytes, 0x3e)?);

@@ -6,7 +6,7 @@
 use crate::error::{Error, Result};
 use crate::lock::{Lock, LockKernel, LOCK_SCHEMA};
 use crate::manifest::{self, Resources};
-use crate::table::percent;
+use crate::units::percent;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -21,7 +21,7 @@ pub const DEFAULT_REGISTER_THRESHOLD: u32 = 8;
 
 /// The default cliff margin: a change that leaves a kernel this many
 /// registers per thread (or fewer) from losing a resident block warns.
-pub const DEFAULT_CLIFF_MARGIN: u32 = crate::table::NEAR_CLIFF;
+pub const DEFAULT_CLIFF_MARGIN: u32 = crate::cliff::NEAR_CLIFF;
 
 fn default_cliff_margin() -> u32 {
     DEFAULT_CLIFF_MARGIN
@@ -194,6 +194,7 @@ impl Cause {
 /// file moved is matched to its lock entry (`moved_from`), and a kernel
 /// gone beside a new one on the same arch is shown as a likely rename.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(into = "FindingRecord", from = "FindingRecord")]
 pub struct Finding {
     /// The kernel's base name.
     pub kernel: String,
@@ -203,11 +204,8 @@ pub struct Finding {
     pub arch: String,
     /// The verdict.
     pub verdict: Verdict,
-    /// Why, one phrase each (`occupancy 100.0% -> 50.0%`).
-    pub reasons: Vec<String>,
-    /// The cause of each of `reasons`, in the same order.
-    #[serde(default)]
-    pub causes: Vec<Cause>,
+    /// Why: the changes that decided the verdict, each with its cause.
+    pub reasons: Vec<Reason>,
     /// Every other change, good or bad, that did not decide the verdict
     /// (`spills 96 -> 0 bytes (better)` beside an occupancy drop).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -234,12 +232,129 @@ impl Finding {
             source: kernel.source.clone(),
             arch: arch.to_string(),
             verdict,
-            reasons: vec![reason],
-            causes: vec![cause],
+            reasons: vec![Reason::new(cause, reason)],
             also: Vec::new(),
             moved_from: None,
             before: None,
             after: None,
+        }
+    }
+}
+
+impl Finding {
+    /// The cause of each reason, in order.
+    pub fn causes(&self) -> impl Iterator<Item = Cause> + '_ {
+        self.reasons.iter().map(|r| r.cause)
+    }
+
+    /// Whether one of the reasons has `cause`.
+    pub fn has(&self, cause: Cause) -> bool {
+        self.causes().any(|c| c == cause)
+    }
+
+    /// Each reason in words, in order.
+    pub fn texts(&self) -> Vec<&str> {
+        self.reasons.iter().map(|r| r.text.as_str()).collect()
+    }
+}
+
+/// One change that decided a finding's verdict: its cause, its words and
+/// what a before/after table notes beside the numbers it shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reason {
+    /// What kind of change.
+    pub cause: Cause,
+    /// The change in words (`registers 32 -> 41 (+9, threshold 8)`).
+    pub text: String,
+    /// What the table's columns do not show (`+9, threshold 8`, `moved
+    /// from k.cu`, ``renamed? `a` -> `b` ``); `None` when they show it all.
+    pub note: Option<String>,
+}
+
+impl Reason {
+    /// A reason whose numbers the table shows.
+    pub fn new(cause: Cause, text: String) -> Reason {
+        Reason {
+            cause,
+            text,
+            note: None,
+        }
+    }
+
+    /// The reason with what a table row notes beside its numbers.
+    pub fn with_note(self, note: String) -> Reason {
+        Reason {
+            note: Some(note),
+            ..self
+        }
+    }
+}
+
+/// A [`Finding`] as JSON: its reasons' words and their causes as two lists
+/// in the same order (the form `cargo occ diff --format json` has always
+/// printed). Read back, a reason keeps the note of a move or rename (its
+/// words); a threshold's note is the table's only.
+#[derive(Serialize, Deserialize)]
+struct FindingRecord {
+    kernel: String,
+    source: String,
+    arch: String,
+    verdict: Verdict,
+    reasons: Vec<String>,
+    #[serde(default)]
+    causes: Vec<Cause>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    also: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    moved_from: Option<String>,
+    before: Option<Resources>,
+    after: Option<Resources>,
+}
+
+impl From<Finding> for FindingRecord {
+    fn from(f: Finding) -> Self {
+        FindingRecord {
+            causes: f.causes().collect(),
+            reasons: f.reasons.into_iter().map(|r| r.text).collect(),
+            kernel: f.kernel,
+            source: f.source,
+            arch: f.arch,
+            verdict: f.verdict,
+            also: f.also,
+            moved_from: f.moved_from,
+            before: f.before,
+            after: f.after,
+        }
+    }
+}
+
+impl From<FindingRecord> for Finding {
+    fn from(r: FindingRecord) -> Self {
+        let reasons = r
+            .reasons
+            .into_iter()
+            .zip(
+                r.causes
+                    .into_iter()
+                    .map(Some)
+                    .chain(std::iter::repeat(None)),
+            )
+            .map(|(text, cause)| {
+                let cause = cause.unwrap_or(Cause::Details);
+                let note = matches!(cause, Cause::Moved | Cause::Renamed).then(|| text.clone());
+                Reason { cause, text, note }
+            })
+            .collect();
+        Finding {
+            kernel: r.kernel,
+            source: r.source,
+            arch: r.arch,
+            verdict: r.verdict,
+            reasons,
+            also: r.also,
+            moved_from: r.moved_from,
+            before: r.before,
+            after: r.after,
         }
     }
 }
@@ -405,6 +520,9 @@ pub fn settings_changes(lock: &Lock, candidate: &Lock) -> Vec<String> {
 /// one on the same arch is named as a likely rename on both findings. Each
 /// finding lists the changes that decided its verdict and every other
 /// change, good or bad.
+///
+/// Long because the pairing of kernels (same file, moved file, gone, new, new
+/// arch) is one walk over both locks.
 pub fn compare(lock: &Lock, candidate: &Lock, thresholds: &Thresholds) -> Diff {
     let mut findings = Vec::new();
     let built = &candidate.archs;
@@ -436,19 +554,17 @@ pub fn compare(lock: &Lock, candidate: &Lock, thresholds: &Thresholds) -> Diff {
                 if let Some(from) = &moved_from {
                     let note = format!("moved from {from}");
                     if reasons.is_empty() {
-                        reasons.push((Cause::Moved, note));
+                        reasons.push(Reason::new(Cause::Moved, note.clone()).with_note(note));
                     } else {
                         also.push(note);
                     }
                 }
-                let (causes, reasons) = reasons.into_iter().unzip();
                 findings.push(Finding {
                     kernel: after_k.base_name.clone(),
                     source: after_k.source.clone(),
                     arch: arch.clone(),
                     verdict,
                     reasons,
-                    causes,
                     also,
                     moved_from: moved_from.clone(),
                     before: Some(before.clone()),
@@ -498,9 +614,15 @@ pub fn compare(lock: &Lock, candidate: &Lock, thresholds: &Thresholds) -> Diff {
 /// same source first, then the closest name), and says so on both:
 /// ``renamed? `old` -> `new` ``.
 fn name_renames(findings: &mut [Finding]) {
-    let is_gone = |f: &Finding| f.after.is_none() && f.reasons.first().is_some_and(|r| r == GONE);
-    let is_new =
-        |f: &Finding| f.before.is_none() && f.reasons.first().is_some_and(|r| r == NEW_KERNEL);
+    let is_gone = |f: &Finding| {
+        f.after.is_none() && f.reasons.first().is_some_and(|r| r.cause == Cause::Gone)
+    };
+    let is_new = |f: &Finding| {
+        f.before.is_none()
+            && f.reasons
+                .first()
+                .is_some_and(|r| r.cause == Cause::NewKernel)
+    };
     let mut gone: Vec<usize> = (0..findings.len())
         .filter(|&i| is_gone(&findings[i]))
         .collect();
@@ -531,18 +653,22 @@ fn name_renames(findings: &mut [Finding]) {
             taken[n] = true;
             let note = format!("renamed? `{}` -> `{}`", old.kernel, findings[n].kernel);
             for i in [g, n] {
-                findings[i].reasons.push(note.clone());
-                findings[i].causes.push(Cause::Renamed);
+                findings[i]
+                    .reasons
+                    .push(Reason::new(Cause::Renamed, note.clone()).with_note(note.clone()));
             }
         }
     }
 }
 
 /// The changes that decided a verdict, each with its cause.
-type Reasons = Vec<(Cause, String)>;
+type Reasons = Vec<Reason>;
 
 /// The verdict on one kernel × arch, the changes that decided it, and every
 /// other change; `None` when nothing the lock records changed.
+///
+/// Long because every change the lock records is weighed in one place, so that
+/// the order of the verdict's rules is visible.
 fn judge(
     arch: &str,
     before: &Resources,
@@ -557,14 +683,14 @@ fn judge(
     let ((bo, bw), (ao, aw), at) = judged_occupancy(arch, before, after);
     let occupancy = format!("occupancy{at} {} -> {}", percent(bo), percent(ao));
     if aw < bw || (aw == bw && ao + 1e-9 < bo) {
-        worse.push((Cause::OccupancyDown, occupancy));
+        worse.push(Reason::new(Cause::OccupancyDown, occupancy));
     } else if aw > bw || ao > bo + 1e-9 {
-        better.push((Cause::OccupancyUp, occupancy));
+        better.push(Reason::new(Cause::OccupancyUp, occupancy));
     }
     let launch = |r: &Resources| r.declared.as_ref().map(|d| d.launch.describe());
     if launch(before) != launch(after) {
         let show = |l: Option<String>| l.unwrap_or_else(|| "none".into());
-        neutral.push((
+        neutral.push(Reason::new(
             Cause::Details,
             format!(
                 "declared launch {} -> {}",
@@ -575,31 +701,46 @@ fn judge(
     }
     let (bs, as_) = (before.spill_bytes(), after.spill_bytes());
     if bs == 0 && as_ > 0 {
-        worse.push((Cause::NewSpills, format!("new spills: {as_} bytes")));
+        worse.push(Reason::new(
+            Cause::NewSpills,
+            format!("new spills: {as_} bytes"),
+        ));
     } else if as_ > bs {
-        worse.push((Cause::MoreSpills, format!("spills {bs} -> {as_} bytes")));
+        worse.push(Reason::new(
+            Cause::MoreSpills,
+            format!("spills {bs} -> {as_} bytes"),
+        ));
     } else if as_ < bs {
-        better.push((Cause::FewerSpills, format!("spills {bs} -> {as_} bytes")));
+        better.push(Reason::new(
+            Cause::FewerSpills,
+            format!("spills {bs} -> {as_} bytes"),
+        ));
     }
     let (br, ar) = (before.registers, after.registers);
     if ar > br.saturating_add(threshold) {
-        worse.push((
-            Cause::RegistersPastThreshold,
-            format!(
-                "registers {br} -> {ar} (+{}, threshold {threshold})",
-                ar - br
-            ),
-        ));
+        worse.push(
+            Reason::new(
+                Cause::RegistersPastThreshold,
+                format!(
+                    "registers {br} -> {ar} (+{}, threshold {threshold})",
+                    ar - br
+                ),
+            )
+            .with_note(format!("+{}, threshold {threshold}", ar - br)),
+        );
     } else if ar < br {
-        better.push((Cause::FewerRegisters, format!("registers {br} -> {ar}")));
+        better.push(Reason::new(
+            Cause::FewerRegisters,
+            format!("registers {br} -> {ar}"),
+        ));
     } else if ar > br {
-        neutral.push((
+        neutral.push(Reason::new(
             Cause::RegistersWithinThreshold,
             format!("registers {br} -> {ar} (within threshold {threshold})"),
         ));
     }
     if before.static_smem != after.static_smem {
-        neutral.push((
+        neutral.push(Reason::new(
             Cause::StaticSmem,
             format!(
                 "static smem {} -> {} bytes",
@@ -608,7 +749,7 @@ fn judge(
         ));
     }
     if before.best.block_size != after.best.block_size {
-        neutral.push((
+        neutral.push(Reason::new(
             Cause::BestBlock,
             format!(
                 "best block {} -> {}",
@@ -617,7 +758,7 @@ fn judge(
         ));
     }
     let near = near_cliff(arch, before, after, margin);
-    let texts = |r: Reasons| r.into_iter().map(|(_, text)| text);
+    let texts = |r: Reasons| r.into_iter().map(|r| r.text);
     if !worse.is_empty() {
         let mut also: Vec<String> = texts(better).map(|b| format!("{b} (better)")).collect();
         also.extend(texts(neutral));
@@ -636,7 +777,7 @@ fn judge(
         } else {
             (better, texts(neutral).collect())
         };
-        reasons.push((Cause::NearCliff, text));
+        reasons.push(Reason::new(Cause::NearCliff, text));
         return Some((verdict, reasons, also));
     }
     if !better.is_empty() {
@@ -650,7 +791,10 @@ fn judge(
     };
     if numbers(before) != numbers(after) {
         if neutral.is_empty() {
-            neutral.push((Cause::Details, "recorded details changed".into()));
+            neutral.push(Reason::new(
+                Cause::Details,
+                "recorded details changed".into(),
+            ));
         }
         return Some((Verdict::Changed, neutral, Vec::new()));
     }
@@ -781,12 +925,7 @@ pub fn groups<'a>(diff: &'a Diff, verdicts: &[Verdict]) -> Vec<Group<'a>> {
         .iter()
         .filter(|f| verdicts.contains(&f.verdict))
     {
-        let causes: Vec<Cause> = f
-            .causes
-            .iter()
-            .copied()
-            .filter(|c| *c != Cause::Renamed)
-            .collect();
+        let causes: Vec<Cause> = f.causes().filter(|c| *c != Cause::Renamed).collect();
         let arch = causes.contains(&Cause::NewArch).then(|| f.arch.clone());
         by_key.entry((f.verdict, causes, arch)).or_default().push(f);
     }
@@ -799,21 +938,6 @@ pub fn groups<'a>(diff: &'a Diff, verdicts: &[Verdict]) -> Vec<Group<'a>> {
             findings,
         })
         .collect()
-}
-
-/// How a verdict heads its groups.
-fn verdict_word(v: Verdict) -> &'static str {
-    match v {
-        Verdict::Regression => "regression",
-        Verdict::Improvement => "improvement",
-        Verdict::New => "new",
-        Verdict::Changed => "changed",
-    }
-}
-
-/// `n kernel x arch` with the noun for `n`.
-fn pairs(n: usize) -> String {
-    format!("{n} kernel x arch{}", if n == 1 { "" } else { "s" })
 }
 
 /// The (occupancy, resident warps) before and after that the gate
@@ -848,115 +972,6 @@ fn judged_occupancy(
     }
 }
 
-/// The before/after table of the findings with one of `verdicts`: per
-/// group of findings with the same causes, one header line (the verdict,
-/// the causes and how many) and one table, one row per kernel × arch
-/// (`before -> after` where a number changed). Every row is shown.
-pub fn render_diff(diff: &Diff, verdicts: &[Verdict]) -> String {
-    render(diff, verdicts, None)
-}
-
-/// [`render_diff`] with at most `rows` rows per group; each group that has
-/// more ends with `... and N more kernel x archs: {rest}` (`rest` says
-/// where the full table is).
-pub fn render_diff_bounded(diff: &Diff, verdicts: &[Verdict], rows: usize, rest: &str) -> String {
-    render(diff, verdicts, Some((rows, rest)))
-}
-
-fn render(diff: &Diff, verdicts: &[Verdict], limit: Option<(usize, &str)>) -> String {
-    let mut out = String::new();
-    if !diff.settings.is_empty() {
-        out.push_str(&format!(
-            "changed since the lock was blessed, before any kernel: {}\n",
-            diff.settings.join("; ")
-        ));
-    }
-    for group in groups(diff, verdicts) {
-        let n = group.findings.len();
-        out.push_str(&format!(
-            "{}: {} ({})\n",
-            verdict_word(group.verdict),
-            group.title(),
-            pairs(n)
-        ));
-        let shown = limit.map_or(n, |(rows, _)| rows.min(n));
-        let mut table: Vec<[String; 10]> = vec![[
-            "kernel".into(),
-            "arch".into(),
-            "source".into(),
-            "registers".into(),
-            "smem".into(),
-            "spills".into(),
-            "occupancy".into(),
-            "limiter".into(),
-            "best block".into(),
-            "note".into(),
-        ]];
-        table.extend(group.findings.iter().take(shown).map(|f| row(f)));
-        for line in crate::table::align(&table).lines() {
-            out.push_str("  ");
-            out.push_str(line);
-            out.push('\n');
-        }
-        if let Some((_, rest)) = limit.filter(|_| shown < n) {
-            let more = n - shown;
-            let s = if more == 1 { "" } else { "s" };
-            out.push_str(&format!("  ... and {more} more kernel x arch{s}: {rest}\n"));
-        }
-    }
-    out
-}
-
-/// One finding as a table row: the numbers before and after, and the notes
-/// the numbers do not show (a moved file, a likely rename).
-fn row(f: &Finding) -> [String; 10] {
-    fn cell<T: PartialEq + ToString>(
-        before: &Option<Resources>,
-        after: &Option<Resources>,
-        get: impl Fn(&Resources) -> T,
-    ) -> String {
-        match (before.as_ref().map(&get), after.as_ref().map(&get)) {
-            (Some(b), Some(a)) if b == a => a.to_string(),
-            (Some(b), Some(a)) => format!("{} -> {}", b.to_string(), a.to_string()),
-            (None, Some(a)) => a.to_string(),
-            (Some(b), None) => format!("{} -> -", b.to_string()),
-            (None, None) => "-".into(),
-        }
-    }
-    let (b, a) = (&f.before, &f.after);
-    let mut notes: Vec<&str> = f
-        .reasons
-        .iter()
-        .zip(&f.causes)
-        .filter_map(|(r, c)| match c {
-            Cause::Renamed | Cause::Moved => Some(r.as_str()),
-            // `registers 32 -> 41 (+9, threshold 8)`: the table has the numbers.
-            Cause::RegistersPastThreshold => {
-                r.split_once('(').map(|(_, t)| t.trim_end_matches(')'))
-            }
-            _ => None,
-        })
-        .collect();
-    notes.extend(
-        f.also
-            .iter()
-            .filter(|a| a.starts_with("moved from "))
-            .map(String::as_str),
-    );
-    [
-        f.kernel.clone(),
-        f.arch.clone(),
-        f.source.clone(),
-        cell(b, a, |r| r.registers),
-        cell(b, a, |r| r.static_smem),
-        cell(b, a, Resources::spill_bytes),
-        cell(b, a, |r| percent(r.best.occupancy)),
-        cell(b, a, |r| r.best.limiters.join(" + ")),
-        cell(b, a, |r| r.best.block_size),
-        notes.join("; "),
-    ]
-}
-
 /// One finding as a line: `kernel on arch (source): reasons; also: others`.
 pub fn note(f: &Finding) -> String {
     let mut line = format!(
@@ -964,7 +979,7 @@ pub fn note(f: &Finding) -> String {
         f.kernel,
         f.arch,
         f.source,
-        f.reasons.join(", ")
+        f.texts().join(", ")
     );
     if !f.also.is_empty() {
         line.push_str("; also ");
@@ -977,6 +992,7 @@ pub fn note(f: &Finding) -> String {
 pub(crate) mod tests {
     use super::*;
     use crate::manifest::{Best, Kernel, LaunchBounds};
+    use crate::table::{render_diff, render_diff_bounded};
 
     pub(crate) fn arch(registers: u32, warps: u32, spills: u32) -> Resources {
         Resources {
@@ -1108,11 +1124,13 @@ pub(crate) mod tests {
                 ("d".to_string(), Verdict::Regression),
             ]
         );
-        assert!(d.findings[0].reasons[0].starts_with("occupancy 100.0% -> 50.0%"));
-        assert!(d.findings[0].reasons[1].contains("registers 32 -> 64"));
-        assert_eq!(d.findings[1].reasons, ["new spills: 16 bytes"]);
-        assert_eq!(d.findings[2].reasons, ["spills 8 -> 16 bytes"]);
-        assert_eq!(d.findings[3].reasons, ["kernel gone"]);
+        assert!(d.findings[0].reasons[0]
+            .text
+            .starts_with("occupancy 100.0% -> 50.0%"));
+        assert!(d.findings[0].reasons[1].text.contains("registers 32 -> 64"));
+        assert_eq!(d.findings[1].texts(), ["new spills: 16 bytes"]);
+        assert_eq!(d.findings[2].texts(), ["spills 8 -> 16 bytes"]);
+        assert_eq!(d.findings[3].texts(), ["kernel gone"]);
         let table = render_diff(&d, &[Verdict::Regression]);
         // One header per cause, one row per kernel x arch with its numbers.
         for header in [
@@ -1156,7 +1174,7 @@ pub(crate) mod tests {
         let d = compare(&before, &after, &Thresholds::default());
         assert_eq!(verdicts(&d), [("a".to_string(), Verdict::Regression)]);
         assert_eq!(
-            d.findings[0].reasons,
+            d.findings[0].texts(),
             ["occupancy at block 1024 100.0% -> 50.0%"]
         );
         assert!(d.findings[0]
@@ -1226,7 +1244,7 @@ pub(crate) mod tests {
         assert!(!d.has_regressions(), "{d:?}");
         assert_eq!(verdicts(&d), [("b".to_string(), Verdict::Changed)]);
         assert_eq!(d.findings[0].moved_from.as_deref(), Some("k.cu"));
-        assert_eq!(d.findings[0].reasons, ["moved from k.cu"]);
+        assert_eq!(d.findings[0].texts(), ["moved from k.cu"]);
         assert_eq!(d.moved().count(), 1);
         // Moved and worse: the regression, and the move as another change.
         let worse = moved(
@@ -1265,7 +1283,7 @@ pub(crate) mod tests {
             ("beta", Verdict::Regression)
         );
         assert_eq!(
-            gone.reasons,
+            gone.texts(),
             ["kernel gone", "renamed? `beta` -> `beta_v2`"]
         );
         let new: Vec<&Finding> = d
@@ -1275,10 +1293,10 @@ pub(crate) mod tests {
             .collect();
         assert_eq!(new.len(), 2);
         assert_eq!(
-            new[0].reasons,
+            new[0].texts(),
             ["new kernel", "renamed? `beta` -> `beta_v2`"]
         );
-        assert_eq!(new[1].reasons, ["new kernel"]);
+        assert_eq!(new[1].texts(), ["new kernel"]);
         let table = render_diff(&d, &Verdict::ALL);
         assert!(
             table.contains("regression: kernel gone (1 kernel x arch)\n"),
@@ -1305,7 +1323,7 @@ pub(crate) mod tests {
         let d = compare(&before, &after, &Thresholds::default());
         let f = &d.findings[0];
         assert_eq!(f.verdict, Verdict::Regression);
-        assert_eq!(f.reasons[0], "occupancy 100.0% -> 50.0%");
+        assert_eq!(f.reasons[0].text, "occupancy 100.0% -> 50.0%");
         assert_eq!(
             f.also,
             ["spills 96 -> 0 bytes (better)", "best block 256 -> 512"]
@@ -1392,29 +1410,27 @@ pub(crate) mod tests {
         let f = &d.findings[0];
         assert_eq!(f.verdict, Verdict::Changed, "{f:?}");
         assert_eq!(
-            f.causes,
+            f.causes().collect::<Vec<_>>(),
             [Cause::RegistersWithinThreshold, Cause::NearCliff],
             "{f:?}"
         );
         assert!(
-            f.reasons[1].starts_with(
+            f.reasons[1].text.starts_with(
                 "1 register from an occupancy cliff at block 256 (+1 costs 2 blocks: 8 -> 6"
             ),
             "{}",
-            f.reasons[1]
+            f.reasons[1].text
         );
         // The margin is the setting: 0 turns it off.
         let off = Thresholds {
             cliff_margin: 0,
             ..Thresholds::default()
         };
-        assert!(!compare(&far, &near, &off).findings[0]
-            .causes
-            .contains(&Cause::NearCliff));
+        assert!(!compare(&far, &near, &off).findings[0].has(Cause::NearCliff));
         // Already near before: nothing new to say.
         let nearer = lock(&[("k", arch(31, 64, 0))]);
         let d = compare(&nearer, &near, &Thresholds::default());
-        assert!(!d.findings[0].causes.contains(&Cause::NearCliff), "{d:?}");
+        assert!(!d.findings[0].has(Cause::NearCliff), "{d:?}");
         // A regression names it among the other changes.
         let spilling = lock(&[("k", arch(32, 64, 4))]);
         let d = compare(&far, &spilling, &Thresholds::default());

@@ -68,7 +68,11 @@ impl fmt::Display for Error {
                 kernel,
                 arch,
                 detail,
-            } => write!(f, "cannot compute occupancy of {kernel} on {arch}: {detail}"),
+            } => write!(
+                f,
+                "cannot compute occupancy of {kernel} on {arch}: {detail}; check the kernel's \
+                 resources and launch bounds, or report it as an occ bug with its ptxas lines"
+            ),
             Error::UnmatchedLaunch { pattern, closest } => {
                 write!(f, "launch(\"{pattern}\", ..) in build.rs matches no kernel")?;
                 if closest.is_empty() {
@@ -78,8 +82,8 @@ impl fmt::Display for Error {
                 }
                 write!(
                     f,
-                    "; a pattern matches a kernel's symbol, name, short name or Rust identifier \
-                     (`*` any characters, `?` one)"
+                    "; fix the pattern: it matches a kernel's symbol, name, short name or Rust \
+                     identifier (`*` any characters, `?` one)"
                 )
             }
             Error::BadLaunch {

@@ -19,20 +19,11 @@
 use crate::error::{Error, Result};
 use crate::manifest::{LaunchBounds, Manifest, Resources};
 use crate::occupancy::{self, occupancy};
-use crate::tune::{self, DynamicSmem, LaunchBoundsHint, RegisterHint, SmemHint};
+use crate::tune::{self, DynamicSmem};
 use crate::{analyze, arch};
-use serde::{Deserialize, Serialize};
 
-/// The launch a kernel is written for: its block shape and its dynamic
-/// shared memory (fixed bytes, bytes per thread, or both).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Launch {
-    /// Threads per block in x, y, z.
-    pub block: [u32; 3],
-    /// Dynamic shared memory per block.
-    #[serde(default)]
-    pub dynamic_smem: DynamicSmem,
-}
+/// The manifest schema's types this module fills (defined in [`crate::manifest`]).
+pub use crate::manifest::{Declared, DeclaredBy, Launch, Lift};
 
 impl Launch {
     /// A 1-D block of `x` threads, no dynamic shared memory.
@@ -160,21 +151,6 @@ impl Launch {
     }
 }
 
-/// Who declared a kernel's launch.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DeclaredBy {
-    /// `Build::launch(pattern, ..)` in build.rs.
-    Build {
-        /// The pattern that matched the kernel.
-        pattern: String,
-    },
-    /// The kernel's `__launch_bounds__` (its max threads per block).
-    LaunchBounds,
-    /// The kernel's PTX `.reqntid` (its exact block shape).
-    Reqntid,
-}
-
 impl DeclaredBy {
     /// A phrase for reports: ``build.rs `reduce_*` ``, `__launch_bounds__`, `.reqntid`.
     pub fn describe(&self) -> String {
@@ -184,52 +160,6 @@ impl DeclaredBy {
             DeclaredBy::Reqntid => ".reqntid".into(),
         }
     }
-}
-
-/// A kernel's occupancy at its declared launch on one arch, and what would
-/// reach the next step.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Declared {
-    /// The launch.
-    pub launch: Launch,
-    /// Who declared it.
-    pub by: DeclaredBy,
-    /// Threads per block.
-    pub block_size: u32,
-    /// Dynamic shared memory per block at that launch, bytes.
-    pub dynamic_smem: u32,
-    /// Resident blocks per SM.
-    pub active_blocks_per_sm: u32,
-    /// Resident warps per SM.
-    pub active_warps_per_sm: u32,
-    /// Resident warps / the SM's maximum, 0..=1.
-    pub occupancy: f64,
-    /// What limits it (the binding set, as in [`crate::manifest::Best`]).
-    pub limiters: Vec<String>,
-    /// What would give one more resident block per SM; `None` at full
-    /// occupancy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lift: Option<Lift>,
-}
-
-/// What would reach the next occupancy step at a declared launch
-/// ([`tune::what_if`], the hints `cargo occ explain` prints).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Lift {
-    /// Resident blocks per SM at the next step.
-    pub target_blocks: u32,
-    /// The occupancy there.
-    pub occupancy: f64,
-    /// The fewest registers to drop that reach it, if any do.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub registers: Option<RegisterHint>,
-    /// The least shared memory to shed that reaches it, if any does.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shared_memory: Option<SmemHint>,
-    /// `__launch_bounds__(block, target)`, when it would cap registers
-    /// below today's count.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub launch_bounds: Option<LaunchBoundsHint>,
 }
 
 impl Lift {
@@ -258,7 +188,7 @@ impl Lift {
             format!(
                 "{} -> {}",
                 ways.join(", or "),
-                crate::table::percent(self.occupancy)
+                crate::units::percent(self.occupancy)
             )
         })
     }

@@ -48,5 +48,6 @@ pub mod ptxas;
 pub mod sweep;
 pub mod table;
 pub mod tune;
+mod units;
 
 pub use error::{Error, Result};

@@ -43,7 +43,7 @@ pub struct Manifest {
     /// (`cargo occ tune import`), which `#[launch_config(tuned = true)]`
     /// bakes; absent when there are none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub measured: Vec<crate::measured::Measured>,
+    pub measured: Vec<Measured>,
 }
 
 /// What device code a build embeds in the crate (`Build::embed`).
@@ -160,7 +160,7 @@ pub struct Resources {
     /// lift it; absent when nothing declares one. Reports and the gate
     /// judge the kernel at this launch when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub declared: Option<crate::launch::Declared>,
+    pub declared: Option<Declared>,
     /// [`crate::measured::cubin_hash`] of the cubin (its sections less the
     /// debug ones), which a measurement is checked against. The lock keeps
     /// it too, so that a build from the lock judges a measurement exactly
@@ -216,7 +216,7 @@ pub struct Judged<'a> {
     /// What limits it.
     pub limiters: &'a [String],
     /// The declared launch, when it is one (else the best block size).
-    pub declared: Option<&'a crate::launch::Declared>,
+    pub declared: Option<&'a Declared>,
 }
 
 impl Judged<'_> {
@@ -246,7 +246,7 @@ pub struct KernelArch {
     /// a block, and what to drop to gain one; absent in manifests of older
     /// occs and for a kernel that cannot launch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cliffs: Option<crate::cliff::Cliffs>,
+    pub cliffs: Option<Cliffs>,
     /// Constant memory per bank, bytes (absent on sm_90+ where ptxas omits it).
     pub cmem: BTreeMap<String, u64>,
     /// ptxas warnings about this kernel, verbatim.
@@ -681,6 +681,221 @@ fn strip_templates(name: &str) -> String {
         }
     }
     out
+}
+
+// The types below are the parts of the schema that an analysis fills:
+// `launch::declare` (Declared), `cliff::record` (Cliffs), the measured
+// launches (Measured), with the types they hold. Their methods live with
+// the analysis that computes them.
+
+/// The launch a kernel is written for: its block shape and its dynamic
+/// shared memory (fixed bytes, bytes per thread, or both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Launch {
+    /// Threads per block in x, y, z.
+    pub block: [u32; 3],
+    /// Dynamic shared memory per block.
+    #[serde(default)]
+    pub dynamic_smem: DynamicSmem,
+}
+
+/// Who declared a kernel's launch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeclaredBy {
+    /// `Build::launch(pattern, ..)` in build.rs.
+    Build {
+        /// The pattern that matched the kernel.
+        pattern: String,
+    },
+    /// The kernel's `__launch_bounds__` (its max threads per block).
+    LaunchBounds,
+    /// The kernel's PTX `.reqntid` (its exact block shape).
+    Reqntid,
+}
+
+/// A kernel's occupancy at its declared launch on one arch, and what would
+/// reach the next step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Declared {
+    /// The launch.
+    pub launch: Launch,
+    /// Who declared it.
+    pub by: DeclaredBy,
+    /// Threads per block.
+    pub block_size: u32,
+    /// Dynamic shared memory per block at that launch, bytes.
+    pub dynamic_smem: u32,
+    /// Resident blocks per SM.
+    pub active_blocks_per_sm: u32,
+    /// Resident warps per SM.
+    pub active_warps_per_sm: u32,
+    /// Resident warps / the SM's maximum, 0..=1.
+    pub occupancy: f64,
+    /// What limits it (the binding set, as in [`crate::manifest::Best`]).
+    pub limiters: Vec<String>,
+    /// What would give one more resident block per SM; `None` at full
+    /// occupancy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lift: Option<Lift>,
+}
+
+/// What would reach the next occupancy step at a declared launch
+/// ([`crate::tune::what_if`], the hints `cargo occ explain` prints).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Lift {
+    /// Resident blocks per SM at the next step.
+    pub target_blocks: u32,
+    /// The occupancy there.
+    pub occupancy: f64,
+    /// The fewest registers to drop that reach it, if any do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registers: Option<RegisterHint>,
+    /// The least shared memory to shed that reaches it, if any does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_memory: Option<SmemHint>,
+    /// `__launch_bounds__(block, target)`, when it would cap registers
+    /// below today's count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_bounds: Option<LaunchBoundsHint>,
+}
+
+/// Dynamic shared memory as a function of the block size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DynamicSmem {
+    /// The same number of bytes for every block size.
+    Fixed(u32),
+    /// `per_thread × block size + fixed` bytes.
+    PerThread {
+        /// Bytes per thread.
+        per_thread: u32,
+        /// Bytes per block on top.
+        fixed: u32,
+    },
+}
+
+/// Registers to drop to reach the next occupancy step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RegisterHint {
+    /// The most registers per thread that reach the target.
+    pub max_registers: u32,
+    /// How many fewer than now.
+    pub drop: u32,
+}
+
+/// Shared memory to shed to reach the next occupancy step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SmemHint {
+    /// The most static + dynamic bytes per block that reach the target.
+    pub max_bytes: u32,
+    /// How many bytes fewer than now.
+    pub shed: u32,
+}
+
+/// What `__launch_bounds__(max_threads, min_blocks)` would do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LaunchBoundsHint {
+    /// The first argument: the launch's block size.
+    pub max_threads: u32,
+    /// The second argument: the target blocks per SM.
+    pub min_blocks: u32,
+    /// The most registers per thread for which the register file alone
+    /// fits `min_blocks` blocks (ptxas caps the kernel near this; it may
+    /// spill).
+    pub register_cap: u32,
+    /// Whether the launch reaches `min_blocks` with that cap (false when
+    /// something other than registers limits it).
+    pub reaches_target: bool,
+}
+
+/// The cliffs of one kernel × arch at one launch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cliffs {
+    /// Threads per block of the launch (the declared one, else the best).
+    pub block_size: u32,
+    /// Dynamic shared memory per block at that launch, bytes.
+    pub dynamic_smem: u32,
+    /// Resident blocks per SM there.
+    pub active_blocks: u32,
+    /// Registers per thread.
+    pub registers: Cliff,
+    /// Shared memory per block, static plus dynamic, bytes.
+    pub shared_memory: Cliff,
+}
+
+/// The steps around today's value of one resource.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Cliff {
+    /// Today's value.
+    pub now: u32,
+    /// The cliff ahead: the smallest value above `now` with fewer resident
+    /// blocks; `None` when no block is resident (nothing to lose).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub down: Option<Step>,
+    /// The step up: the largest value below `now` with more resident
+    /// blocks; `None` when no smaller value gives more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub up: Option<Step>,
+}
+
+/// A value of a resource and the occupancy there.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    /// The value (registers per thread, or bytes per block).
+    pub at: u32,
+    /// Resident blocks per SM there.
+    pub blocks: u32,
+    /// Resident warps / the SM's maximum there, 0..=1.
+    pub occupancy: f64,
+}
+
+/// One candidate's time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    /// Threads per block.
+    pub block_size: u32,
+    /// The median time of one launch, microseconds.
+    pub median_us: f64,
+    /// Timed runs (after warm-up).
+    pub runs: u32,
+    /// The spread of the runs: median absolute deviation / median.
+    pub noise: f64,
+}
+
+/// A measurement as the lock keeps it: one line per kernel × arch × bucket.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    /// The kernel's symbol.
+    pub kernel: String,
+    /// Its source, relative to the crate.
+    pub source: String,
+    /// The arch.
+    pub arch: String,
+    /// The problem-size bucket.
+    pub bucket: String,
+    /// The fastest block size of `timings`.
+    pub best: u32,
+    /// The device's name.
+    pub device: String,
+    /// Its compute capability, `major.minor`.
+    pub cc: String,
+    /// Its SM count.
+    pub sms: u32,
+    /// The toolkit that built the cubin.
+    pub toolkit: String,
+    /// [`crate::measured::cubin_hash`] of the cubin that ran.
+    pub cubin_hash: String,
+    /// [`crate::measured::candidates_hash`] of the block sizes timed.
+    pub candidates_hash: String,
+    /// The max-occupancy block of the site that was timed (the model's
+    /// choice under the site's options, which the speed-up is over), when
+    /// the tuner recorded it; without it the report compares with the
+    /// kernel's best block without options.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_occupancy: Option<u32>,
+    /// Each candidate's time, by block size.
+    pub timings: Vec<Timing>,
 }
 
 #[cfg(test)]

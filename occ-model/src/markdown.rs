@@ -87,6 +87,9 @@ pub fn markdown(m: &Manifest, baseline: &Baseline) -> String {
 /// The Markdown report in at most `budget` characters: the summary, the
 /// changes against the lock, the notable rows, then every row in a
 /// collapsed block, as many as fit, the rest counted.
+///
+/// Long because the report's sections are written in the order they appear,
+/// each checked against the one budget.
 pub fn markdown_within(m: &Manifest, baseline: &Baseline, budget: usize) -> String {
     let all = rows(m);
     let regressed: BTreeSet<(&str, &str, &str)> = match baseline {
@@ -238,6 +241,8 @@ pub fn markdown_within(m: &Manifest, baseline: &Baseline, budget: usize) -> Stri
 
 /// The summary lines: what the report covers, the comparison with the
 /// lock, the spills and the lowest occupancy.
+///
+/// Long because the summary's lines are written in the order they appear.
 fn summary(m: &Manifest, baseline: &Baseline, all: &[Row]) -> String {
     let origin = match m.origin {
         Origin::Nvcc => "nvcc",
@@ -364,7 +369,8 @@ pub fn changes(lock: &str, diff: &Diff, room: usize) -> String {
             names.join(", ")
         ));
     }
-    let mut text = compare::render_diff_bounded(diff, &Verdict::ALL, DIFF_ROWS, "see report.txt");
+    let mut text =
+        crate::table::render_diff_bounded(diff, &Verdict::ALL, DIFF_ROWS, "see report.txt");
     let open = "\n<details><summary>Before and after</summary>\n\n```text\n";
     let close = "```\n\n</details>\n";
     let cut = "... (cut here: the rest is in report.txt)\n";

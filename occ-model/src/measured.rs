@@ -31,6 +31,9 @@ use crate::manifest;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+/// The manifest schema's types this module fills (defined in [`crate::manifest`]).
+pub use crate::manifest::{Measured, Timing};
+
 /// The schema version of a results file.
 pub const RESULTS_SCHEMA: u32 = 1;
 
@@ -55,19 +58,6 @@ pub struct Device {
     /// The memory clock, kHz, when the driver reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_clock_khz: Option<u32>,
-}
-
-/// One candidate's time.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Timing {
-    /// Threads per block.
-    pub block_size: u32,
-    /// The median time of one launch, microseconds.
-    pub median_us: f64,
-    /// Timed runs (after warm-up).
-    pub runs: u32,
-    /// The spread of the runs: median absolute deviation / median.
-    pub noise: f64,
 }
 
 /// One kernel × arch × bucket timed on a device.
@@ -108,41 +98,6 @@ pub struct Results {
     pub toolkit: String,
     /// The measurements.
     pub measurements: Vec<Measurement>,
-}
-
-/// A measurement as the lock keeps it: one line per kernel × arch × bucket.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Measured {
-    /// The kernel's symbol.
-    pub kernel: String,
-    /// Its source, relative to the crate.
-    pub source: String,
-    /// The arch.
-    pub arch: String,
-    /// The problem-size bucket.
-    pub bucket: String,
-    /// The fastest block size of `timings`.
-    pub best: u32,
-    /// The device's name.
-    pub device: String,
-    /// Its compute capability, `major.minor`.
-    pub cc: String,
-    /// Its SM count.
-    pub sms: u32,
-    /// The toolkit that built the cubin.
-    pub toolkit: String,
-    /// [`cubin_hash`] of the cubin that ran.
-    pub cubin_hash: String,
-    /// [`candidates_hash`] of the block sizes timed.
-    pub candidates_hash: String,
-    /// The max-occupancy block of the site that was timed (the model's
-    /// choice under the site's options, which the speed-up is over), when
-    /// the tuner recorded it; without it the report compares with the
-    /// kernel's best block without options.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_occupancy: Option<u32>,
-    /// Each candidate's time, by block size.
-    pub timings: Vec<Timing>,
 }
 
 /// Whether a measurement still describes the kernel of this build.

@@ -156,14 +156,22 @@ fn short_name(base: &str) -> &str {
     s
 }
 
-/// Rust keywords (strict and reserved, 2021 edition) that cannot be identifiers.
-const KEYWORDS: &[&str] = &[
-    "abstract", "as", "async", "await", "become", "box", "break", "const", "continue", "crate",
-    "do", "dyn", "else", "enum", "extern", "false", "final", "fn", "for", "gen", "if", "impl",
-    "in", "let", "loop", "macro", "match", "mod", "move", "mut", "override", "priv", "pub", "ref",
-    "return", "self", "static", "struct", "super", "trait", "true", "try", "type", "typeof",
+/// Rust keywords (strict, reserved and weak-but-refused, 2021 edition:
+/// `Self`, `union`, `gen` included) that cannot be identifiers: the one
+/// list every generated Rust name is checked against ([`is_keyword`]).
+pub const KEYWORDS: &[&str] = &[
+    "Self", "abstract", "as", "async", "await", "become", "box", "break", "const", "continue",
+    "crate", "do", "dyn", "else", "enum", "extern", "false", "final", "fn", "for", "gen", "if",
+    "impl", "in", "let", "loop", "macro", "match", "mod", "move", "mut", "override", "priv", "pub",
+    "ref", "return", "self", "static", "struct", "super", "trait", "true", "try", "type", "typeof",
     "union", "unsafe", "unsized", "use", "virtual", "where", "while", "yield",
 ];
+
+/// Whether `word` is a Rust keyword ([`KEYWORDS`]): as an identifier it
+/// needs a suffix.
+pub fn is_keyword(word: &str) -> bool {
+    KEYWORDS.contains(&word)
+}
 
 /// Identifiers longer than this are shortened and given a hash suffix.
 const MAX_IDENT: usize = 64;
@@ -224,7 +232,7 @@ pub fn rust_ident(mangled: &str) -> String {
         }
         ident = format!("{cut}_{}", short_hash(mangled));
     }
-    if KEYWORDS.contains(&ident.as_str()) {
+    if is_keyword(&ident) {
         ident.push('_');
     }
     ident
@@ -364,6 +372,26 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_keyword_list_holds_both_spellings_that_differed() {
+        // `Self` (a type keyword) and `union` (a contextual one) were each
+        // missing from one of two lists; every Rust name checks this one.
+        assert!(is_keyword("Self") && is_keyword("self") && is_keyword("union"));
+        assert!(!is_keyword("kernel") && !is_keyword("self_"));
+        let mut sorted = KEYWORDS.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted, KEYWORDS, "sorted and unique");
+        for word in KEYWORDS
+            .iter()
+            .filter(|w| !["union", "gen", "macro"].contains(w))
+        {
+            // A strict or reserved keyword is no identifier for syn either
+            // (`union`, `gen` and `macro` are contextual, yet refused here).
+            assert!(syn::parse_str::<syn::Ident>(word).is_err(), "{word}");
+        }
+    }
 
     #[test]
     fn display_forms() {

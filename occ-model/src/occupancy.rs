@@ -716,6 +716,9 @@ fn regs_limit_u64(
 /// The header's computation without input validation. Inputs must satisfy
 /// [`validate`] except the launch-bounds and block-size checks, which the
 /// header does not make (a block above the arch maximum gives 0 warps).
+///
+/// Long because it follows `cudaOccMaxActiveBlocksPerMultiprocessor` step by
+/// step, so it can be read beside the header.
 #[inline]
 pub(crate) fn compute(arch: &Arch, kernel: &KernelResources, launch: &Launch) -> Occupancy {
     let block = launch.block_size;

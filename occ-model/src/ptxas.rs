@@ -912,6 +912,9 @@ pub fn too_much_shared(line: &str) -> Option<TooMuchShared> {
 /// Returns `None` when the runs do not match `archs` (more runs than archs,
 /// or a run naming an arch not in `archs`), which a caller reports as a
 /// log it cannot read.
+///
+/// Long because it walks the log once, line by line, naming each run by its
+/// arch.
 pub fn split_by_arch(text: &str, archs: &[String]) -> Option<Vec<String>> {
     // Lines before the first header, and after the last resource line of
     // a run, wait here for the next run (or the current one, at the end).

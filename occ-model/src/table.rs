@@ -2,24 +2,12 @@
 //! shares, and the per-kernel table (one row per kernel × arch) that the
 //! build writes to `report.txt` and `cargo occ report` prints.
 
+use crate::compare::{groups, Cause, Diff, Finding, Verdict};
 use crate::lines::SourceLines;
-use crate::manifest::Manifest;
+use crate::manifest::{Manifest, Resources};
 use serde::Serialize;
 
-/// Occupancy as a percentage with one decimal, as every report prints it
-/// (`?%` for a value that is not a number, which no valid file holds).
-pub fn percent(occupancy: f64) -> String {
-    if !occupancy.is_finite() {
-        return "?%".into();
-    }
-    format!("{:.1}%", occupancy * 100.0)
-}
-
-/// A count and its noun, singular for one: `1 kernel`, `2 kernels` (the
-/// noun's plural is its `s` form: `arch`, `kernel`, `line`).
-pub fn count(n: usize, noun: &str) -> String {
-    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
-}
+pub use crate::units::{count, percent};
 
 /// Aligns rows into columns separated by two spaces (the first row is the
 /// header and is underlined); numbers are right-aligned.
@@ -125,10 +113,7 @@ impl Row {
     }
 }
 
-/// How close to a register cliff a kernel must be for the reports to name
-/// it (and the default of the gate's warning): 2 more registers per
-/// thread, or fewer, cost a block.
-pub const NEAR_CLIFF: u32 = 2;
+pub use crate::cliff::NEAR_CLIFF;
 
 /// The report rows, in manifest order (kernels by symbol, archs sorted).
 pub fn rows(m: &Manifest) -> Vec<Row> {
@@ -279,6 +264,116 @@ pub fn table_without_cliffs(m: &Manifest) -> String {
         out.extend(spills);
     }
     out
+}
+
+/// How a verdict heads its groups.
+fn verdict_word(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Regression => "regression",
+        Verdict::Improvement => "improvement",
+        Verdict::New => "new",
+        Verdict::Changed => "changed",
+    }
+}
+
+/// `n kernel x arch` with the noun for `n`.
+fn pairs(n: usize) -> String {
+    format!("{n} kernel x arch{}", if n == 1 { "" } else { "s" })
+}
+
+/// The before/after table of the findings with one of `verdicts`: per
+/// group of findings with the same causes, one header line (the verdict,
+/// the causes and how many) and one table, one row per kernel × arch
+/// (`before -> after` where a number changed). Every row is shown.
+pub fn render_diff(diff: &Diff, verdicts: &[Verdict]) -> String {
+    render(diff, verdicts, None)
+}
+
+/// [`render_diff`] with at most `rows` rows per group; each group that has
+/// more ends with `... and N more kernel x archs: {rest}` (`rest` says
+/// where the full table is).
+pub fn render_diff_bounded(diff: &Diff, verdicts: &[Verdict], rows: usize, rest: &str) -> String {
+    render(diff, verdicts, Some((rows, rest)))
+}
+
+fn render(diff: &Diff, verdicts: &[Verdict], limit: Option<(usize, &str)>) -> String {
+    let mut out = String::new();
+    if !diff.settings.is_empty() {
+        out.push_str(&format!(
+            "changed since the lock was blessed, before any kernel: {}\n",
+            diff.settings.join("; ")
+        ));
+    }
+    for group in groups(diff, verdicts) {
+        let n = group.findings.len();
+        out.push_str(&format!(
+            "{}: {} ({})\n",
+            verdict_word(group.verdict),
+            group.title(),
+            pairs(n)
+        ));
+        let shown = limit.map_or(n, |(rows, _)| rows.min(n));
+        let mut table: Vec<[String; 10]> = vec![[
+            "kernel".into(),
+            "arch".into(),
+            "source".into(),
+            "registers".into(),
+            "smem".into(),
+            "spills".into(),
+            "occupancy".into(),
+            "limiter".into(),
+            "best block".into(),
+            "note".into(),
+        ]];
+        table.extend(group.findings.iter().take(shown).map(|f| row(f)));
+        for line in align(&table).lines() {
+            out.push_str("  ");
+            out.push_str(line);
+            out.push('\n');
+        }
+        if let Some((_, rest)) = limit.filter(|_| shown < n) {
+            let more = n - shown;
+            let s = if more == 1 { "" } else { "s" };
+            out.push_str(&format!("  ... and {more} more kernel x arch{s}: {rest}\n"));
+        }
+    }
+    out
+}
+
+/// One finding as a table row: the numbers before and after, and the notes
+/// the numbers do not show (a moved file, a likely rename).
+fn row(f: &Finding) -> [String; 10] {
+    fn cell<T: PartialEq + ToString>(
+        before: &Option<Resources>,
+        after: &Option<Resources>,
+        get: impl Fn(&Resources) -> T,
+    ) -> String {
+        match (before.as_ref().map(&get), after.as_ref().map(&get)) {
+            (Some(b), Some(a)) if b == a => a.to_string(),
+            (Some(b), Some(a)) => format!("{} -> {}", b.to_string(), a.to_string()),
+            (None, Some(a)) => a.to_string(),
+            (Some(b), None) => format!("{} -> -", b.to_string()),
+            (None, None) => "-".into(),
+        }
+    }
+    let (b, a) = (&f.before, &f.after);
+    let mut notes: Vec<&str> = f.reasons.iter().filter_map(|r| r.note.as_deref()).collect();
+    // A move that did not decide the verdict is still said.
+    let moved = f.moved_from.as_ref().filter(|_| !f.has(Cause::Moved));
+    let moved = moved.map(|from| format!("moved from {from}"));
+    notes.extend(moved.as_deref());
+    [
+        f.kernel.clone(),
+        f.arch.clone(),
+        f.source.clone(),
+        cell(b, a, |r| r.registers),
+        cell(b, a, |r| r.static_smem),
+        cell(b, a, Resources::spill_bytes),
+        cell(b, a, |r| percent(r.best.occupancy)),
+        cell(b, a, |r| r.best.limiters.join(" + ")),
+        cell(b, a, |r| r.best.block_size),
+        notes.join("; "),
+    ]
 }
 
 #[cfg(test)]

@@ -24,8 +24,8 @@ pub fn workspace_root() -> PathBuf {
 /// The nvcc that `scripts/cuda-toolkit` installed (or NVCC/CUDA_HOME/PATH).
 /// Panics with the fix when there is none: the live tests need a real nvcc.
 pub fn nvcc() -> PathBuf {
-    let env = occ_build::env::Env::new();
-    match occ_build::toolkit::find_nvcc(&env, None, Some(&workspace_root())) {
+    let env = occ_build::cli::Env::new();
+    match occ_build::cli::find_nvcc(&env, None, Some(&workspace_root())) {
         Ok(found) => found.path,
         Err(e) => panic!("the live tests need nvcc: {e}"),
     }
@@ -434,7 +434,7 @@ pub fn code_and_text(out: &Output) -> (i32, String, String) {
 /// The `cuda_occupancy.h` oracle: the C++ harness of `tests/oracle/` built
 /// against the installed header, and the device table it reads.
 pub mod oracle {
-    use occ_build::arch::Arch;
+    use occ_model::arch::Arch;
     use std::hash::{Hash, Hasher};
     use std::path::{Path, PathBuf};
     use std::process::Command;
@@ -519,7 +519,7 @@ pub mod oracle {
 /// `OCC_CUDA_DIR`, `XDG_CACHE_HOME`, `HOME`, so that a developer's own
 /// install is not found), `NVCC` is the installed nvcc, and `extra`
 /// sets or unsets (`None`) what a test needs on top.
-pub fn build_env(extra: &[(&str, Option<&str>)]) -> occ_build::env::Env {
+pub fn build_env(extra: &[(&str, Option<&str>)]) -> occ_build::cli::Env {
     use std::ffi::OsString;
     let mut vars: Vec<(String, Option<OsString>)> = [
         "OCC_ARCHS",
@@ -543,7 +543,7 @@ pub fn build_env(extra: &[(&str, Option<&str>)]) -> occ_build::env::Env {
         vars.retain(|(n, _)| n != name);
         vars.push((name.to_string(), value.map(OsString::from)));
     }
-    occ_build::env::Env::with_overrides(vars)
+    occ_build::cli::Env::with_overrides(vars)
 }
 
 /// A results file of recorded times (not a measurement) for `kernel` of
@@ -551,14 +551,14 @@ pub fn build_env(extra: &[(&str, Option<&str>)]) -> occ_build::env::Env {
 /// arch's compute capability: each `(block size, median µs)` of `times`
 /// with 30 runs and `noise`, against the manifest's cubin hash.
 pub fn recorded_results(
-    manifest: &occ_build::Manifest,
+    manifest: &occ_model::manifest::Manifest,
     kernel: &str,
     arch: &str,
     bucket: &str,
     times: &[(u32, f64)],
     noise: f64,
-) -> occ_build::measured::Results {
-    use occ_build::measured::{self, Device, Measurement, Results, Timing};
+) -> occ_model::measured::Results {
+    use occ_model::measured::{self, Device, Measurement, Results, Timing};
     let k = manifest
         .kernels
         .iter()

@@ -12,7 +12,7 @@
 //! wrong scalar, a wrong element type, an integer for a pointer, a shared
 //! borrow for a written buffer), included through `OCC_UI_KERNELS_RS`.
 
-use occ_build::manifest::Manifest;
+use occ_model::manifest::Manifest;
 use occ_tests::{nvcc, workspace_root};
 use std::path::Path;
 
@@ -102,7 +102,7 @@ fn ui() {
         .out_dir(&out)
         .try_compile()
         .unwrap_or_else(|e| panic!("building the ui kernels failed: {e}"));
-    let manifest = report.out_dir.join(occ_build::manifest::FILE_NAME);
+    let manifest = report.out_dir.join(occ_model::manifest::FILE_NAME);
     assert!(manifest.is_file(), "{}", manifest.display());
     let (spills, loop_line) = spill_lines_match_the_fixture(&report.manifest);
 

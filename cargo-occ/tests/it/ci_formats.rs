@@ -31,7 +31,7 @@ fn line_starting(text: &str, prefix: &str) -> u32 {
 /// site's line, once, for a spill; the pressure peak, else the first site,
 /// for a regression or a cliff), else the kernel's `definition` line.
 fn expected(manifest: &Path, kernel: &str, spill: bool, definition: u32) -> Vec<(String, u64)> {
-    let m = occ_build::emit::read_manifest(manifest).expect("manifest");
+    let m = occ_build::cli::read_manifest(manifest).expect("manifest");
     let k = m
         .kernels
         .iter()

@@ -6,10 +6,10 @@
 //! a lock, what `check` and `bless` say after a failed build, a closed
 //! stdout; these run on builds written by hand (no nvcc).
 
-use occ_build::compare::GateSettings;
-use occ_build::lock::{Lock, LOCK_SCHEMA};
-use occ_build::manifest::{Manifest, Origin};
 use occ_build::Build;
+use occ_model::compare::GateSettings;
+use occ_model::lock::{Lock, LOCK_SCHEMA};
+use occ_model::manifest::{Manifest, Origin};
 use occ_tests::trust::{scratch_toolkit, script, HEAVY, LIGHT};
 use occ_tests::{build_env, Scratch};
 use std::path::Path;
@@ -291,7 +291,7 @@ fn hand_build(
     };
     s.write(
         "out/occ/gate.json",
-        &occ_build::manifest::to_json_pretty(&gate),
+        &occ_model::manifest::to_json_pretty(&gate),
     );
     if lock {
         s.write("occ.lock", EXAMPLE_LOCK);
@@ -314,7 +314,7 @@ fn occ_apart(dir: &Path, args: &[&str]) -> (i32, String, String) {
 #[test]
 fn issue23_item12_tune_import_refuses_a_compute_capability_that_names_no_arch() {
     let (s, m) = hand_build(|_| {}, true, None);
-    let manifest = occ_build::emit::read_manifest(Path::new(&m)).expect("manifest");
+    let manifest = occ_build::cli::read_manifest(Path::new(&m)).expect("manifest");
     let mut results = occ_tests::recorded_results(
         &manifest,
         "saxpy",

@@ -5,12 +5,12 @@
 //! The timings are written by the test: this checks the flow of recorded
 //! results, not a measurement.
 
-use occ_build::analyze::resources;
-use occ_build::arch;
-use occ_build::lock::Lock;
-use occ_build::measured::{self, Results};
-use occ_build::tune::{self, TuneRequest};
-use occ_build::Manifest;
+use occ_model::analyze::resources;
+use occ_model::arch;
+use occ_model::lock::Lock;
+use occ_model::manifest::Manifest;
+use occ_model::measured::{self, Results};
+use occ_model::tune::{self, TuneRequest};
 use occ_tests::{build_env, Scratch};
 use std::path::{Path, PathBuf};
 
@@ -89,7 +89,7 @@ fn plan_import_and_rebuild_carry_the_measurement() {
             .find(|l| l.split_whitespace().next() == Some(&c.block_size.to_string()))
             .expect("a row per candidate");
         assert!(
-            row.contains(&occ_build::table::percent(c.occupancy.occupancy)),
+            row.contains(&occ_model::table::percent(c.occupancy.occupancy)),
             "{row}"
         );
     }

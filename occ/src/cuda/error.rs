@@ -161,6 +161,8 @@ fn load_hint(code: CUresult) -> &'static str {
 }
 
 impl fmt::Display for Error {
+    /// Long: one arm per variant, so that every message is written whole in
+    /// one place.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::NoCode(e) => e.fmt(f),

@@ -112,6 +112,9 @@ impl Loader {
     /// picks its device code for this GPU ([`select::pick_code`]: the
     /// newest cubin that runs, else PTX for the driver's JIT), loads the
     /// blob unless it is loaded already, and looks up the kernel's symbol.
+    ///
+    /// Long because the driver calls run in the order the driver requires, each
+    /// failure named.
     pub fn load(&self, kernel: &'static Kernel) -> Result<Function, Error> {
         let (major, minor) = self.gpu;
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);

@@ -10,7 +10,8 @@
 //! without kernels (`files_without_kernels_and_empty_files_build`); and
 //! tests/tests/it/new_user.rs for the compile error as cargo prints it.
 
-use occ_build::{Build, Error, Manifest};
+use occ_build::{Build, Error};
+use occ_model::manifest::Manifest;
 use occ_tests::{build_env, script, Scratch};
 use std::path::{Path, PathBuf};
 
@@ -24,7 +25,7 @@ fn build_in(root: &Path, out: &Path) -> Build {
 }
 
 fn manifest_in(out: &Path) -> Manifest {
-    occ_build::emit::read_manifest(&out.join("occ/manifest.json")).expect("manifest reads back")
+    occ_build::cli::read_manifest(&out.join("occ/manifest.json")).expect("manifest reads back")
 }
 
 #[test]
@@ -230,9 +231,12 @@ fn a_corrupt_manifest_names_the_file_and_says_rebuild() {
         ("{\"schema\": 0}", "written by an older occ"),
     ] {
         let path = s.write("out/occ/manifest.json", text);
-        let err = occ_build::emit::read_manifest(&path).expect_err("corrupt");
+        let err = occ_build::cli::read_manifest(&path).expect_err("corrupt");
         let msg = err.to_string();
-        assert!(matches!(err, Error::Corrupt { .. }), "{msg}");
+        assert!(
+            matches!(err, Error::Model(occ_model::Error::Corrupt { .. })),
+            "{msg}"
+        );
         assert!(
             msg.starts_with(&path.display().to_string()) && msg.contains(needle),
             "{text:?}: {msg}"
@@ -242,7 +246,7 @@ fn a_corrupt_manifest_names_the_file_and_says_rebuild() {
             "{msg}"
         );
     }
-    let err = occ_build::emit::read_manifest(&s.path().join("nope/manifest.json"))
+    let err = occ_build::cli::read_manifest(&s.path().join("nope/manifest.json"))
         .expect_err("missing")
         .to_string();
     assert!(
@@ -258,7 +262,7 @@ fn a_manifest_from_a_newer_schema_says_upgrade() {
         "manifest.json",
         "{\"schema\": 7, \"package\": \"p\", \"future\": {\"field\": true}}\n",
     );
-    let msg = occ_build::emit::read_manifest(&path)
+    let msg = occ_build::cli::read_manifest(&path)
         .expect_err("newer")
         .to_string();
     assert!(
@@ -282,7 +286,7 @@ fn a_manifest_pointing_outside_out_dir_is_rejected() {
         let text = good.replacen("\"kernels_a.sm_80.cubin\"", &format!("{bad:?}"), 1);
         assert_ne!(text, good, "the test edits the cubin field");
         std::fs::write(&path, &text).expect("write");
-        let msg = occ_build::emit::read_manifest(&path)
+        let msg = occ_build::cli::read_manifest(&path)
             .expect_err(bad)
             .to_string();
         assert!(
@@ -427,7 +431,12 @@ fn a_build_killed_midway_leaves_no_half_written_file() {
     );
     let exe = std::env::current_exe().expect("test binary");
     let mut child = std::process::Command::new(exe)
-        .args(["--exact", "bad_input::killed_build_child", "--ignored", "--nocapture"])
+        .args([
+            "--exact",
+            "bad_input::killed_build_child",
+            "--ignored",
+            "--nocapture",
+        ])
         .env(KILL_DIR, s.path())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -2,9 +2,9 @@
 //! improvements and new kernels, kernels gone, a custom lock file name, the
 //! files and variables watched, and builds from the lock without nvcc.
 
-use occ_build::compare::GATE_FILE;
-use occ_build::lock::{Lock, CANDIDATE_FILE};
 use occ_build::{Error, Report};
+use occ_model::compare::GATE_FILE;
+use occ_model::lock::{Lock, CANDIDATE_FILE};
 use occ_tests::{build_env, Scratch};
 
 const SMALL: &str = include_str!("../../fixtures/cu/baseline/small.cu");
@@ -256,7 +256,7 @@ fn without_nvcc_the_lock_stands_in() {
             ]))
             .expect("builds from the lock");
         assert_eq!(r.nvcc_runs, 0);
-        assert_eq!(r.manifest.origin, occ_build::manifest::Origin::Lock);
+        assert_eq!(r.manifest.origin, occ_model::manifest::Origin::Lock);
         assert_eq!(r.manifest.nvcc, live.manifest.nvcc);
         let w = warnings(&r);
         assert_eq!(w.len(), 1, "{w:#?}");

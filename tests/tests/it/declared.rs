@@ -4,15 +4,16 @@
 //! nothing; recursive globs with excludes, `Build::resolved_archs` and the
 //! arch-suffix policy, nvcc's warnings as cargo warnings.
 
-use occ_build::arch::{self, Variant};
-use occ_build::launch::DeclaredBy;
-use occ_build::occupancy::{occupancy, KernelResources, Launch as At};
-use occ_build::{analyze, Build, Error, Launch, Manifest};
+use occ_build::{Build, Error, Launch};
+use occ_model::arch::{self, Variant};
+use occ_model::launch::DeclaredBy;
+use occ_model::occupancy::{occupancy, KernelResources, Launch as At};
+use occ_model::{analyze, manifest::Manifest};
 use occ_tests::{build_env, Scratch};
 
 const DECLARED: &str = include_str!("../../fixtures/cu/declared/k.cu");
 
-fn kernel<'a>(m: &'a Manifest, name: &str) -> &'a occ_build::manifest::Kernel {
+fn kernel<'a>(m: &'a Manifest, name: &str) -> &'a occ_model::manifest::Kernel {
     m.kernels
         .iter()
         .find(|k| k.name == name)
@@ -112,7 +113,10 @@ fn a_launch_pattern_that_matches_no_kernel_names_the_closest() {
         .try_compile_with(&build_env(&[]))
         .expect_err("matches nothing");
     let text = e.to_string();
-    assert!(matches!(e, Error::UnmatchedLaunch { .. }), "{e:?}");
+    assert!(
+        matches!(e, Error::Model(occ_model::Error::UnmatchedLaunch { .. })),
+        "{e:?}"
+    );
     assert!(
         text.contains("fast_argmni_*") && text.contains("fast_argmin_f32"),
         "{text}"
@@ -179,7 +183,7 @@ fn resolved_archs_are_the_builds_and_watch_what_they_read() {
     let mut b = Build::new();
     b.archs(["sm_80", "sm_90"])
         .arch_specific(["sm_90", "sm_100"]);
-    let names = |env: &occ_build::env::Env| -> Vec<String> {
+    let names = |env: &occ_build::cli::Env| -> Vec<String> {
         b.resolved_archs_with(env)
             .expect("archs")
             .iter()

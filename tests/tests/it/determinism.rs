@@ -6,7 +6,7 @@
 //! names the folder. (tests/tests/it/pipeline.rs checks two folders with the
 //! zoo module.)
 
-use occ_build::env::Env;
+use occ_build::cli::Env;
 use occ_build::Build;
 use occ_tests::Scratch;
 use std::collections::BTreeMap;
@@ -40,7 +40,7 @@ fn outputs(out: &Path) -> BTreeMap<String, Vec<u8>> {
     std::fs::read_dir(out.join("occ"))
         .expect("out/occ")
         .map(|e| e.expect("entry").path())
-        .filter(|p| p.is_file() && !p.ends_with(occ_build::compare::GATE_FILE))
+        .filter(|p| p.is_file() && !p.ends_with(occ_model::compare::GATE_FILE))
         .map(|p| {
             let name = p
                 .file_name()

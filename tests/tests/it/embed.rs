@@ -2,7 +2,7 @@
 //! `cuobjdump`, and `kernels.rs` as a table that a crate looks kernels up
 //! in by name at run time.
 
-use occ_build::manifest::{DeviceCode, Embed};
+use occ_model::manifest::{DeviceCode, Embed};
 use occ_tests::{build_env, Scratch, ScratchCrate};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -226,7 +226,7 @@ fn a_crate_looks_kernels_up_by_name_and_handles_a_kernel_of_one_arch() {
         .cu("embed", "kernels")
         .file("src/main.rs", MAIN);
     let stdout = krate.run("build and run");
-    let manifest = occ_build::emit::read_manifest(
+    let manifest = occ_build::cli::read_manifest(
         &occ_tests::trust::newest_out_dir("embeduser").join("occ/manifest.json"),
     )
     .expect("manifest");
@@ -282,7 +282,7 @@ fn a_crate_looks_kernels_up_by_name_and_handles_a_kernel_of_one_arch() {
 
 /// Two `Build`s of one build script: the default one (`kernels/`) and one
 /// named `extra` (`extra/`), into `out`.
-fn two_parts(root: &Path, out: &Path, env: &occ_build::env::Env) -> [occ_build::Report; 2] {
+fn two_parts(root: &Path, out: &Path, env: &occ_build::cli::Env) -> [occ_build::Report; 2] {
     let mut ptx = occ_build::Build::new();
     ptx.root(root)
         .out_dir(out)
@@ -315,7 +315,7 @@ fn several_builds_in_one_build_script_share_kernels_rs_and_the_lock() {
     );
     let out = s.path().join("out");
     let [first, second] = two_parts(s.path(), &out, &build_env(&[("OCC_BLESS", Some("1"))]));
-    let names = |m: &occ_build::Manifest| -> Vec<(String, String)> {
+    let names = |m: &occ_model::manifest::Manifest| -> Vec<(String, String)> {
         m.kernels
             .iter()
             .map(|k| (k.name.clone(), k.source.clone()))
@@ -338,7 +338,7 @@ fn several_builds_in_one_build_script_share_kernels_rs_and_the_lock() {
     assert!(rs.contains("/occ/extra@extra_scale.fatbin"), "{rs}");
     // The lock holds both parts and says which sources are `extra`'s.
     let lock = s.read("occ.lock");
-    let lock = occ_build::lock::Lock::from_text(&lock, Path::new("occ.lock")).expect("lock");
+    let lock = occ_model::lock::Lock::from_text(&lock, Path::new("occ.lock")).expect("lock");
     assert_eq!(lock.kernels.len(), 3);
     assert_eq!(
         lock.parts.get("extra").map(Vec::as_slice),

@@ -8,7 +8,7 @@ use occ_tests::{build_env, Scratch};
 
 /// The build's environment: the package name fixed (it is in every file),
 /// the host compiler nvcc picks.
-fn env() -> occ_build::env::Env {
+fn env() -> occ_build::cli::Env {
     build_env(&[("CARGO_PKG_NAME", Some("golden")), ("NVCC_CCBIN", None)])
 }
 

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::parser_support::cuda_tool;
-use occ_build::ptxas::parse_log;
+use occ_model::ptxas::parse_log;
 use occ_tests::workspace_root;
 
 /// The small sources: one arch of each generation from Turing to Blackwell.

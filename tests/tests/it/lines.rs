@@ -13,7 +13,7 @@
 //!   builds today's manifest with one note, watching the folder nvdisasm
 //!   would be installed into; installed, it gives lines and is watched.
 
-use occ_build::manifest::Manifest;
+use occ_model::manifest::Manifest;
 use occ_tests::{build_env, fixture, nvcc, Scratch};
 use std::path::{Path, PathBuf};
 

@@ -6,10 +6,10 @@
 //! the manifest; a spilling kernel named by an attribute must fail the build
 //! with the kernel, the arch and the bytes that nvcc itself reports.
 
-use occ_build::manifest::{Lookup, Manifest};
-use occ_build::occupancy::Launch;
-use occ_build::tune::{self, DynamicSmem, TuneRequest};
-use occ_build::{analyze, arch};
+use occ_model::manifest::{Lookup, Manifest};
+use occ_model::occupancy::Launch;
+use occ_model::tune::{self, DynamicSmem, TuneRequest};
+use occ_model::{analyze, arch};
 use occ_tests::{nvcc, ScratchCrate, BUILD_RS};
 use std::path::Path;
 use std::process::Command;
@@ -185,7 +185,7 @@ fn baked_launches_equal_the_tuner_and_a_spilling_kernel_fails_the_build() {
         .lines()
         .find_map(|l| l.strip_prefix("manifest "))
         .expect("the manifest path");
-    let m = occ_build::emit::read_manifest(Path::new(manifest_path)).expect("read the manifest");
+    let m = occ_build::cli::read_manifest(Path::new(manifest_path)).expect("read the manifest");
     assert_eq!(m.archs, ["sm_80", "sm_90"]);
 
     let req = TuneRequest::default;

@@ -4,8 +4,8 @@
 //! the same build (`regen.sh` makes them). The lines are checked against the
 //! `occ-test:` comments of the sources and the bytes against ptxas.
 
-use occ_build::lines::{source_lines, LifeRanges, LineInfo, SourceLines};
-use occ_build::ptxas::parse_log;
+use occ_model::lines::{source_lines, LifeRanges, LineInfo, SourceLines};
+use occ_model::ptxas::parse_log;
 use occ_tests::fixture;
 use std::collections::BTreeMap;
 

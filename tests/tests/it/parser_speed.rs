@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use crate::parser_support::fixture;
-use occ_build::{ptx, ptxas};
+use occ_model::{ptx, ptxas};
 
 /// The 13.5 multi-arch fixture repeated with renamed kernels until it has `n` entries.
 fn big_log(n: usize) -> String {

@@ -1,6 +1,7 @@
 //! Live tests of the occ-build pipeline with the real nvcc.
 
-use occ_build::{Build, Error, Manifest};
+use occ_build::{Build, Error};
+use occ_model::manifest::Manifest;
 use occ_tests::{build_env, counting_launcher, launches, Scratch};
 
 /// `tests/fixtures/cu/pipeline/zoo`: zoo.cu, a module exercising every shape
@@ -16,7 +17,7 @@ const A: &str = include_str!("../../fixtures/cu/pipeline/a.cu");
 
 const ARCHS: [&str; 2] = ["sm_80", "sm_90"];
 
-fn kernel<'a>(m: &'a Manifest, name: &str) -> &'a occ_build::manifest::Kernel {
+fn kernel<'a>(m: &'a Manifest, name: &str) -> &'a occ_model::manifest::Kernel {
     m.kernels
         .iter()
         .find(|k| k.name == name || k.base_name == name)
@@ -121,7 +122,7 @@ fn zoo_module_gives_every_kernel_its_resources() {
     // Files written: manifest, kernels.rs, cubins.
     let out = s.path().join("out/occ");
     assert_eq!(
-        occ_build::emit::read_manifest(&out.join("manifest.json")).expect("manifest"),
+        occ_build::cli::read_manifest(&out.join("manifest.json")).expect("manifest"),
         *m
     );
     let rs = std::fs::read_to_string(out.join("kernels.rs")).expect("kernels.rs");

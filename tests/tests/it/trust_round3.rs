@@ -212,13 +212,13 @@ fn item07_ci_build_without_nvcc_fails_unless_opted_out() {
                 &[("CI", Some("true")), opt_out],
             )))
             .unwrap_or_else(|e| panic!("{opt_out:?} in CI: {e}"));
-        assert_eq!(r.manifest.origin, occ_build::manifest::Origin::Lock);
+        assert_eq!(r.manifest.origin, occ_model::manifest::Origin::Lock);
     }
     // Outside CI a machine without nvcc still builds from the lock.
     let r = light_build(s.path())
         .try_compile_with(&build_env(&without_nvcc(&nowhere, &[])))
         .expect("no CI, no nvcc: the lock stands in");
-    assert_eq!(r.manifest.origin, occ_build::manifest::Origin::Lock);
+    assert_eq!(r.manifest.origin, occ_model::manifest::Origin::Lock);
 }
 
 #[test]
@@ -238,7 +238,7 @@ fn item07_a_dependency_is_never_gated_with_or_without_nvcc() {
     let r = light_build(s.path())
         .try_compile_with(&build_env(&without_nvcc(&nowhere, &[("CI", Some("true"))])))
         .expect("a dependency stands on its lock in its dependent's CI");
-    assert_eq!(r.manifest.origin, occ_build::manifest::Origin::Lock);
+    assert_eq!(r.manifest.origin, occ_model::manifest::Origin::Lock);
 }
 
 /// The same through cargo: a crate whose kernel got heavier than its

@@ -1,7 +1,7 @@
 // `block = (x, y)`: a fixed 2-D shape is the one size tried; `(x, _)` leaves
 // y to the tuner, every size a multiple of x.
 use occ::launch_config;
-use occ_build::tune::TuneRequest;
+use occ_model::tune::TuneRequest;
 
 #[path = "support/expect.rs"]
 mod expect;

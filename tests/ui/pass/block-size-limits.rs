@@ -1,6 +1,6 @@
 // max_block_size and block_multiple narrow the search.
 use occ::launch_config;
-use occ_build::tune::TuneRequest;
+use occ_model::tune::TuneRequest;
 
 #[path = "support/expect.rs"]
 mod expect;

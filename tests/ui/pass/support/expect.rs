@@ -2,14 +2,14 @@
 // tuner of occ-build on the resources of the manifest that OCC_MANIFEST names.
 #![allow(dead_code)]
 
-use occ_build::manifest::{KernelArch, Lookup, Manifest};
-use occ_build::occupancy::Launch;
-use occ_build::tune::{self, BestBlock, DynamicSmem, TuneRequest};
-use occ_build::{analyze, arch};
+use occ_model::manifest::{KernelArch, Lookup, Manifest};
+use occ_model::occupancy::Launch;
+use occ_model::tune::{self, BestBlock, DynamicSmem, TuneRequest};
+use occ_model::{analyze, arch};
 use std::path::Path;
 
 pub fn manifest() -> Manifest {
-    occ_build::emit::read_manifest(Path::new(env!("OCC_MANIFEST"))).expect("read the ui manifest")
+    occ_build::cli::read_manifest(Path::new(env!("OCC_MANIFEST"))).expect("read the ui manifest")
 }
 
 pub fn kernel_arch(name: &str, arch_name: &str) -> KernelArch {

@@ -1,0 +1,303 @@
+//! Pure readers of what nvcc prints and leaves: the class of a failed run
+//! from its log ([`classify`]), and the files a preprocessed source was
+//! made from, from its line markers ([`deps_from_preprocessed`]).
+//!
+//! No process, file or environment access: `compile` runs nvcc, reads the
+//! files and turns a [`Failure`] into the [`crate::Error`] a user acts on.
+
+use std::path::{Path, PathBuf};
+
+/// What a failed nvcc run's log says went wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// nvcc could not use the host compiler; `detail` is the first lines
+    /// nvcc printed, joined by ` / `.
+    HostCompiler {
+        /// `nvcc said: …`.
+        detail: String,
+    },
+    /// The disk (or a quota) is full; `line` is the line that says so.
+    DiskFull {
+        /// nvcc's line, trimmed.
+        line: String,
+    },
+    /// The arch is not one this nvcc builds; `line` is nvcc's line.
+    UnsupportedArch {
+        /// nvcc's line, trimmed.
+        line: String,
+    },
+    /// A compile error: nvcc's diagnostics, at most [`MAX_DIAGNOSTICS`]
+    /// lines (then one line counting the rest); empty when nvcc printed
+    /// nothing but ptxas's information lines.
+    Diagnostics(Vec<String>),
+}
+
+/// The most lines of a compile error kept in its message.
+pub(crate) const MAX_DIAGNOSTICS: usize = 40;
+
+/// Classifies the log of an nvcc run that exited with a status.
+pub(crate) fn classify(log: &str) -> Failure {
+    let lower = log.to_ascii_lowercase();
+    if [
+        "failed to preprocess host compiler properties",
+        "cannot find compiler",
+        "host compiler targets unsupported",
+        "unsupported gnu version",
+        "unsupported clang version",
+    ]
+    .iter()
+    .any(|s| lower.contains(s))
+    {
+        let detail: Vec<&str> = log
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with("ptxas"))
+            .take(4)
+            .collect();
+        return Failure::HostCompiler {
+            detail: format!("nvcc said: {}", detail.join(" / ")),
+        };
+    }
+    let line_with = |needles: &[&str]| {
+        log.lines().find(|l| {
+            let l = l.to_ascii_lowercase();
+            needles.iter().any(|n| l.contains(n))
+        })
+    };
+    if let Some(line) = line_with(&["no space left on device", "disk quota exceeded"]) {
+        return Failure::DiskFull {
+            line: line.trim().to_string(),
+        };
+    }
+    if lower.contains("unsupported gpu architecture")
+        || (lower.contains("is not defined for option") && lower.contains("gpu-name"))
+    {
+        let line = line_with(&["unsupported gpu architecture", "is not defined for option"])
+            .unwrap_or("unsupported gpu architecture");
+        return Failure::UnsupportedArch {
+            line: line.trim().to_string(),
+        };
+    }
+    let mut diagnostics: Vec<String> = log
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("ptxas info") && !l.starts_with("    "))
+        .map(|l| l.trim_end().to_string())
+        .collect();
+    if diagnostics.len() > MAX_DIAGNOSTICS {
+        let more = diagnostics.len() - MAX_DIAGNOSTICS;
+        diagnostics.truncate(MAX_DIAGNOSTICS);
+        diagnostics.push(format!("... and {more} more lines"));
+    }
+    Failure::Diagnostics(diagnostics)
+}
+
+/// The `-ccbin` of nvcc arguments, if any (the last one wins).
+pub(crate) fn ccbin(args: &[String]) -> Option<String> {
+    let mut iter = args.iter();
+    let mut found = None;
+    while let Some(a) = iter.next() {
+        if a == "-ccbin" || a == "--compiler-bindir" {
+            found = iter.next().cloned();
+        } else if let Some(v) = a
+            .strip_prefix("-ccbin=")
+            .or_else(|| a.strip_prefix("--compiler-bindir="))
+        {
+            found = Some(v.to_string());
+        }
+    }
+    found
+}
+
+/// Every file a preprocessed source (`.ii`) was made from, from its line
+/// markers, as absolute paths (relative ones are taken from `root`),
+/// sorted: the main file (the first marker's) and every file the
+/// preprocessor entered (`# 1 "kernels/common.cuh" 1`: flag 1). A marker
+/// without flag 1 that names a new file comes from a `#line` directive
+/// (generated sources name their grammar or template that way), which reads
+/// no file; `<built-in>` and the like are skipped. The same set as nvcc's
+/// `-MD` gives, without its second preprocessor pass.
+pub(crate) fn deps_from_preprocessed(text: &[u8], root: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut main_seen = false;
+    let mut rest = text;
+    loop {
+        let line_end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+        let line = &rest[..line_end];
+        if let Some((name, flags)) = marker(line) {
+            if !name.starts_with(b"<")
+                && (!main_seen || flags.split(|b| *b == b' ').any(|f| f == b"1"))
+            {
+                main_seen = true;
+                let path = PathBuf::from(unescape(name));
+                out.push(if path.is_absolute() {
+                    path
+                } else {
+                    root.join(path)
+                });
+            }
+        }
+        if line_end >= rest.len() {
+            break;
+        }
+        rest = &rest[line_end + 1..];
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// `# 12 "file" 1 3` (or `#line 12 "file"`) → (`file`, still escaped; the
+/// flags after it).
+fn marker(line: &[u8]) -> Option<(&[u8], &[u8])> {
+    let rest = line.strip_prefix(b"#")?;
+    let rest = rest.strip_prefix(b"line").unwrap_or(rest);
+    let rest = rest.strip_prefix(b" ")?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 {
+        return None;
+    }
+    let rest = rest[digits..].strip_prefix(b" \"")?;
+    let mut i = 0;
+    while i < rest.len() {
+        match rest[i] {
+            b'\\' => i += 2,
+            b'"' => {
+                let flags = rest.get(i + 1..).unwrap_or(b"");
+                return Some((&rest[..i], flags.trim_ascii()));
+            }
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+fn unescape(name: &[u8]) -> String {
+    let mut out = Vec::with_capacity(name.len());
+    let mut i = 0;
+    while i < name.len() {
+        if name[i] == b'\\' && i + 1 < name.len() {
+            i += 1;
+        }
+        out.push(name[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deps_from_line_markers() {
+        let text = b"# 1 \"kernels/k.cu\"\n# 1 \"<built-in>\"\n# 1 \"<command-line>\"\n\
+            # 1 \"/usr/include/stdc-predef.h\" 1 3 4\n# 1 \"kernels/k.cu\"\nint x;\n\
+            # 1 \"kernels/common.cuh\" 1\n#pragma once\n# 3 \"kernels/k.cu\" 2\n\
+            # 7 \"/opt/a \\\"q\\\" \\\\b.h\" 1\n#line 4 \"inc/x.cuh\"\n";
+        let deps = deps_from_preprocessed(text, Path::new("/crate"));
+        // `#line 4 "inc/x.cuh"` names a file the preprocessor never read.
+        assert_eq!(
+            deps,
+            vec![
+                PathBuf::from("/crate/kernels/common.cuh"),
+                PathBuf::from("/crate/kernels/k.cu"),
+                PathBuf::from("/opt/a \"q\" \\b.h"),
+                PathBuf::from("/usr/include/stdc-predef.h"),
+            ]
+        );
+    }
+
+    #[test]
+    fn markers_are_read_with_their_flags_and_escapes() {
+        assert_eq!(
+            marker(b"# 12 \"a \\\"b\\\".h\" 1 3"),
+            Some((&b"a \\\"b\\\".h"[..], &b"1 3"[..]))
+        );
+        assert_eq!(
+            marker(b"#line 4 \"x.cuh\""),
+            Some((&b"x.cuh"[..], &b""[..]))
+        );
+        assert_eq!(marker(b"#pragma once"), None);
+        assert_eq!(marker(b"# \"no line\""), None);
+        assert_eq!(marker(b"# 3 \"unterminated"), None);
+        assert_eq!(unescape(b"a \\\"b\\\" \\\\c"), "a \"b\" \\c");
+        // Without markers, nothing is known.
+        assert!(deps_from_preprocessed(b"int x;\n", Path::new("/crate")).is_empty());
+    }
+
+    #[test]
+    fn host_compiler_failures_are_recognised() {
+        let log = "\nnvcc fatal   : Failed to preprocess host compiler properties.\n\
+                   ptxas info : x\n  second line\n";
+        assert_eq!(
+            classify(log),
+            Failure::HostCompiler {
+                detail: "nvcc said: nvcc fatal   : Failed to preprocess host compiler \
+                         properties. / second line"
+                    .into()
+            }
+        );
+        let log = "error -- unsupported GNU version! gcc versions later than 14 are not supported!";
+        assert!(matches!(classify(log), Failure::HostCompiler { .. }));
+    }
+
+    #[test]
+    fn a_full_disk_is_recognised() {
+        let log = "k.cu(1): warning: x\n  /tmp/x: No space left on device  \n";
+        assert_eq!(
+            classify(log),
+            Failure::DiskFull {
+                line: "/tmp/x: No space left on device".into()
+            }
+        );
+        assert!(matches!(
+            classify("write: Disk quota exceeded"),
+            Failure::DiskFull { .. }
+        ));
+    }
+
+    #[test]
+    fn unsupported_archs_are_recognised() {
+        let log = "nvcc fatal   : Unsupported gpu architecture 'compute_52'\n";
+        assert_eq!(
+            classify(log),
+            Failure::UnsupportedArch {
+                line: "nvcc fatal   : Unsupported gpu architecture 'compute_52'".into()
+            }
+        );
+        let log = "ptxas fatal : Value 'sm_52' is not defined for option 'gpu-name'\n";
+        assert!(matches!(classify(log), Failure::UnsupportedArch { .. }));
+    }
+
+    #[test]
+    fn diagnostics_drop_ptxas_information_and_are_bounded() {
+        let log = "ptxas info    : Used 8 registers\n    indented detail\n\n\
+                   k.cu(3): error: identifier \"x\" is undefined   \n";
+        assert_eq!(
+            classify(log),
+            Failure::Diagnostics(vec!["k.cu(3): error: identifier \"x\" is undefined".into()])
+        );
+        assert_eq!(classify("ptxas info : x\n"), Failure::Diagnostics(vec![]));
+        let long: String = (0..45).map(|i| format!("k.cu({i}): error: e\n")).collect();
+        let Failure::Diagnostics(lines) = classify(&long) else {
+            panic!("a compile error")
+        };
+        assert_eq!(lines.len(), MAX_DIAGNOSTICS + 1);
+        assert_eq!(lines[MAX_DIAGNOSTICS], "... and 5 more lines");
+    }
+
+    #[test]
+    fn the_last_ccbin_wins_in_every_spelling() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(ccbin(&args(&["-O3"])), None);
+        assert_eq!(ccbin(&args(&["-ccbin", "g++-12"])), Some("g++-12".into()));
+        assert_eq!(
+            ccbin(&args(&["-ccbin=a", "--compiler-bindir", "b"])),
+            Some("b".into())
+        );
+        assert_eq!(
+            ccbin(&args(&["--compiler-bindir=/usr/bin/clang"])),
+            Some("/usr/bin/clang".into())
+        );
+    }
+}
