@@ -1095,6 +1095,33 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_findings_json_keeps_its_two_lists_and_reads_back() {
+        let before = lock(&[("a", arch(32, 64, 0))]);
+        let after = lock(&[("a", arch(41, 32, 0))]);
+        let d = compare(&before, &after, &Thresholds::default());
+        let f = &d.findings[0];
+        assert!(f.has(Cause::RegistersPastThreshold), "{f:?}");
+        let json = serde_json::to_value(f).expect("serialize");
+        let texts: Vec<&str> = json["reasons"]
+            .as_array()
+            .expect("reasons")
+            .iter()
+            .map(|r| r.as_str().expect("a string"))
+            .collect();
+        assert_eq!(texts, f.texts());
+        assert_eq!(
+            json["causes"].as_array().map(Vec::len),
+            Some(f.reasons.len())
+        );
+        let back: Finding = serde_json::from_value(json).expect("read back");
+        assert_eq!(
+            back.causes().collect::<Vec<_>>(),
+            f.causes().collect::<Vec<_>>()
+        );
+        assert_eq!(back.texts(), f.texts());
+    }
+
+    #[test]
     fn equal_locks_give_no_findings() {
         let l = lock(&[("a", arch(32, 64, 0))]);
         assert!(compare(&l, &l, &Thresholds::default()).findings.is_empty());
