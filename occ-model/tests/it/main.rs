@@ -1,5 +1,7 @@
 //! occ-model's integration tests, in one test binary: the code hash over
-//! real cubins, and the check that the model stays pure.
+//! real cubins, the check that the model stays pure, and the check that
+//! its layers go one way.
 
 mod cubin_hash;
+mod layers;
 mod purity;
