@@ -3,98 +3,16 @@
 //! and the before/after table. The policy (when to fail, bless, or write)
 //! lives in occ-build's gate.
 
-use crate::error::{Error, Result};
-use crate::lock::{Lock, LockKernel, LOCK_SCHEMA};
-use crate::manifest::{self, Resources};
+use crate::lock::{Lock, LockKernel};
+use crate::manifest::Resources;
 use crate::units::percent;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
-/// The gate settings a build leaves in `$OUT_DIR/occ` for `cargo occ check`
-/// and `cargo occ bless` (the lock's path and the thresholds).
-pub const GATE_FILE: &str = "gate.json";
-
-/// The default register threshold: registers may grow by this many per
-/// thread before the gate fails (an occupancy drop fails regardless).
-pub const DEFAULT_REGISTER_THRESHOLD: u32 = 8;
-
-/// The default cliff margin: a change that leaves a kernel this many
-/// registers per thread (or fewer) from losing a resident block warns.
-pub const DEFAULT_CLIFF_MARGIN: u32 = crate::cliff::NEAR_CLIFF;
-
-fn default_cliff_margin() -> u32 {
-    DEFAULT_CLIFF_MARGIN
-}
-
-/// Register thresholds of the gate.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Thresholds {
-    /// Registers per thread may grow by this many before the gate fails.
-    pub registers: u32,
-    /// Per-kernel overrides, keyed by any name [`crate::manifest::Manifest::lookup`] accepts
-    /// (symbol, base name, short name, Rust identifier).
-    pub kernels: BTreeMap<String, u32>,
-    /// A change that leaves a kernel at most this many registers per
-    /// thread from its next occupancy cliff warns ([`Cause::NearCliff`]);
-    /// 0: never.
-    #[serde(default = "default_cliff_margin")]
-    pub cliff_margin: u32,
-}
-
-impl Default for Thresholds {
-    fn default() -> Self {
-        Thresholds {
-            registers: DEFAULT_REGISTER_THRESHOLD,
-            kernels: BTreeMap::new(),
-            cliff_margin: DEFAULT_CLIFF_MARGIN,
-        }
-    }
-}
-
-impl Thresholds {
-    /// The register threshold of one kernel.
-    pub fn for_kernel(&self, k: &LockKernel) -> u32 {
-        [&k.name, &k.base_name, &k.short_name, &k.ident]
-            .iter()
-            .find_map(|n| self.kernels.get(n.as_str()).copied())
-            .unwrap_or(self.registers)
-    }
-}
-
-/// What a build leaves in `$OUT_DIR/occ/gate.json` for the CLI.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GateSettings {
-    /// Schema version ([`LOCK_SCHEMA`]).
-    pub schema: u32,
-    /// The lock file this build compares with (absolute: `$OUT_DIR` is local).
-    pub lock_file: PathBuf,
-    /// The register thresholds.
-    pub thresholds: Thresholds,
-    /// The crate root (absolute), where the `.cu` files the manifest
-    /// names are: for the source lines of `cargo occ check`'s annotations.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub crate_root: Option<PathBuf>,
-    /// Whether the build fails on spills (`Build::deny_spills`): spills
-    /// are then errors in annotations and SARIF, else warnings.
-    #[serde(default)]
-    pub deny_spills: bool,
-}
-
-impl GateSettings {
-    /// Parses `gate.json`, checking its schema.
-    pub fn from_json(text: &str, path: &Path) -> Result<GateSettings> {
-        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| Error::Corrupt {
-            path: path.to_path_buf(),
-            detail: format!("not valid JSON ({e}); rebuild to regenerate it"),
-        })?;
-        manifest::check_schema(&value, path, LOCK_SCHEMA)?;
-        serde_json::from_value(value).map_err(|e| Error::Corrupt {
-            path: path.to_path_buf(),
-            detail: format!("not occ gate settings ({e}); rebuild to regenerate it"),
-        })
-    }
-}
+// The gate.json schema lives beside the lock's, whose version it carries.
+pub use crate::lock::{
+    GateSettings, Thresholds, DEFAULT_CLIFF_MARGIN, DEFAULT_REGISTER_THRESHOLD, GATE_FILE,
+};
 
 /// How one kernel × arch changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -991,6 +909,7 @@ pub fn note(f: &Finding) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::lock::LOCK_SCHEMA;
     use crate::manifest::{Best, Kernel, LaunchBounds};
     use crate::table::{render_diff, render_diff_bounded};
 
