@@ -1,5 +1,10 @@
 //! Stage 5: the manifest, from the jobs' output (parsed by the pure core,
 //! [`occ_model::analyze`]) or, without nvcc, from the committed lock.
+//!
+//! Then `occ_model::launch::declare` applies build.rs's launches of today
+//! (also over a lock), each cubin gets its `cubin_hash`, the lock's
+//! measurements of the kernels × archs built are attached
+//! (`Manifest::measured`), and nvcc's own warnings are deduplicated and capped.
 
 use crate::cargo::Directives;
 use crate::error::Result;

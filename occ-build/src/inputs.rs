@@ -2,6 +2,13 @@
 //! `$OUT_DIR/occ`, the target archs, the `.cu` files, the lock, and each
 //! setting read from the environment (all through [`Env`], so each is
 //! watched).
+//!
+//! Archs come from `OCC_ARCHS`, else `CUDA_COMPUTE_CAP`, else `.arch()`, then
+//! take the `.arch_specific`/`.arch_family` suffixes (`targets`, also
+//! `Build::resolved_archs`); sources are `.file()` and `.glob()` less
+//! `.exclude()`. A crate built as a dependency (`is_dependency`) is found by
+//! cargo's markers: `.cargo-ok` in a folder above it (a registry unpack or a
+//! git checkout) or `.cargo-checksum.json` (a vendored crate).
 
 use crate::builder::Build;
 use crate::cargo::Directives;

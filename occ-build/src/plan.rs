@@ -2,6 +2,18 @@
 //! source, for every arch, when the build makes a host-code library), each with
 //! its arguments, and the register caps of [`Build::max_registers`] placed
 //! on the files they apply to.
+//!
+//! Names are folder-free (`folder_free_names`): cicc and cudafe++ get
+//! `--orig_src_path_name` set to the source relative to the crate, and every
+//! job pre-includes `$OUT_DIR/occ/cache/anchor.cuh`, one unused external device
+//! function named per package and file. cicc names an anonymous namespace from
+//! a hash of that path and of the file's first external function (else of
+//! nvcc's process id), so every identity and the device code are the same in
+//! every build and folder, whatever kernels are added above. A `compute_XX`
+//! arch is refused (no ptxas numbers), as are `-rdc` and the flags occ sets
+//! itself. `recorded_flags` is what the lock's `flags` hold: the common
+//! arguments less paths and `-lineinfo`. A host-code library's job carries the
+//! host compiler and flags cc picks.
 
 use crate::builder::Build;
 use crate::error::{Error, Result};

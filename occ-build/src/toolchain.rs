@@ -1,6 +1,11 @@
 //! Stage 2: what this build compiles with. A [`Toolchain`] is a value that
 //! says whether the build has a live nvcc or stands on the committed lock,
 //! and why; nothing downstream learns it from an error.
+//!
+//! With no nvcc (`DOCS_RS`, `OCC_NO_NVCC`, or none found) the build stands
+//! on the lock and watches the places nvcc may appear. None found under `CI`
+//! in the crate's own build is an error (a lock-only CI run checks nothing);
+//! in a dependency's build it never is.
 
 use crate::builder::Build;
 use crate::cache::Toolkit;
