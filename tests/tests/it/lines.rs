@@ -236,23 +236,34 @@ fn a_warm_build_reads_the_records_and_writes_the_same_manifest() {
     assert!(record.exists());
 }
 
-/// Recreates `from` below `to` with hard links (symlinks as symlinks),
-/// leaving out the files named in `skip`.
-fn link_tree(from: &Path, to: &Path, skip: &[&str]) {
-    std::fs::create_dir_all(to).expect("create");
+/// Recreates the toolkit `from` at `to` without the files of its `bin/`
+/// named in `skip`: `bin/`'s files as copies (nvcc finds its tools beside
+/// its own path, and occ looks for nvdisasm there), every other entry as a
+/// symlink.
+/// Never a hard link: a hard link changes the real file's ctime, which the
+/// job cache's toolkit identity covers, so tests running at the same time
+/// would see a new toolkit and rerun their jobs.
+fn toolkit_without(from: &Path, to: &Path, skip: &[&str]) {
+    std::fs::create_dir_all(to.join("bin")).expect("create");
     for entry in std::fs::read_dir(from).expect("list").flatten() {
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        let kind = entry.file_type().expect("file type");
-        if skip.iter().any(|s| entry.file_name() == *s) {
+        let name = entry.file_name();
+        if name != "bin" {
+            std::os::unix::fs::symlink(entry.path(), to.join(&name)).expect("symlink");
             continue;
         }
-        if kind.is_symlink() {
-            let target = std::fs::read_link(&src).expect("read link");
-            std::os::unix::fs::symlink(target, &dst).expect("symlink");
-        } else if kind.is_dir() {
-            link_tree(&src, &dst, skip);
-        } else if std::fs::hard_link(&src, &dst).is_err() {
-            std::fs::copy(&src, &dst).expect("copy");
+        for tool in std::fs::read_dir(entry.path()).expect("list bin").flatten() {
+            let (src, dst) = (tool.path(), to.join("bin").join(tool.file_name()));
+            if skip.iter().any(|s| tool.file_name() == *s) {
+                continue;
+            }
+            if tool.file_type().expect("file type").is_symlink() {
+                let target = std::fs::read_link(&src).expect("read link");
+                std::os::unix::fs::symlink(target, &dst).expect("symlink");
+            } else if src.is_dir() {
+                std::os::unix::fs::symlink(&src, &dst).expect("symlink");
+            } else {
+                std::fs::copy(&src, &dst).expect("copy");
+            }
         }
     }
 }
@@ -271,7 +282,7 @@ fn a_toolkit_without_nvdisasm_builds_without_lines_and_one_note() {
     );
     let toolkit: PathBuf = Path::new(env!("CARGO_TARGET_TMPDIR")).join("occ-no-nvdisasm");
     let _ = std::fs::remove_dir_all(&toolkit);
-    link_tree(&home, &toolkit, &["nvdisasm"]);
+    toolkit_without(&home, &toolkit, &["nvdisasm"]);
     let nvcc = toolkit.join("bin/nvcc");
 
     let s = Scratch::new();
@@ -317,9 +328,7 @@ fn a_toolkit_without_nvdisasm_builds_without_lines_and_one_note() {
         "the folder nvdisasm would appear in must be watched: {:?}",
         report.directives.rerun_if_changed
     );
-    std::fs::hard_link(home.join("bin/nvdisasm"), bin.join("nvdisasm"))
-        .or_else(|_| std::fs::copy(home.join("bin/nvdisasm"), bin.join("nvdisasm")).map(|_| ()))
-        .expect("install nvdisasm");
+    std::fs::copy(home.join("bin/nvdisasm"), bin.join("nvdisasm")).expect("install nvdisasm");
     let report = build
         .try_compile_with(&build_env(&[("NVCC", Some(&nvcc_var))]))
         .unwrap_or_else(|e| panic!("build with nvdisasm: {e}"));
