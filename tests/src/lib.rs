@@ -56,10 +56,9 @@ pub fn fixture(rel: &str) -> String {
 
 /// Whether this is the full, corpus-scale run (`OCC_TEST_FULL=1`, which
 /// `scripts/release-check` sets) rather than the sample that CI and
-/// `scripts/test` run. The tests sized by it (`lineinfo`, `corpus`,
-/// `differential`) say what their sample leaves to the full run; each sample
-/// still fails for the bugs its full run caught (BENCHMARKS.md, "The test
-/// suite").
+/// `scripts/test` run. The tests sized by it (`lineinfo`, `differential`)
+/// say what their sample leaves to the full run; each sample still fails
+/// for the bug its full run caught (BENCHMARKS.md, "The test suite").
 pub fn full_run() -> bool {
     std::env::var("OCC_TEST_FULL").is_ok_and(|v| v == "1")
 }

@@ -2,10 +2,6 @@
 //! headers (tests/corpus/cub_corpus.cu) for five archs with nvcc 13.5, parse the
 //! `-Xptxas -v` output with `ptxas::parse_log`, and compare every kernel with
 //! `cuobjdump --dump-resource-usage` of the fatbin the same run produced.
-//!
-//! The full run (`OCC_TEST_FULL=1`, `scripts/release-check`) compiles all five
-//! archs; the sample that CI runs compiles the oldest and the newest, sm_75
-//! and sm_120 (ptxas's log and cuobjdump's format differ most between them).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -16,7 +12,6 @@ use occ_model::names;
 use occ_model::ptxas::parse_log;
 
 const ARCHS: [&str; 5] = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_120"];
-const SAMPLE_ARCHS: [&str; 2] = ["sm_75", "sm_120"];
 
 #[test]
 fn cub_corpus_matches_cuobjdump() {
@@ -27,11 +22,7 @@ fn cub_corpus_matches_cuobjdump() {
     std::fs::create_dir_all(&out_dir).expect("create the corpus output folder");
     let fatbin = out_dir.join("cub_corpus.fatbin");
 
-    let archs: &[&str] = if occ_tests::full_run() {
-        &ARCHS
-    } else {
-        &SAMPLE_ARCHS
-    };
+    let archs: &[&str] = &ARCHS;
     let mut cmd = Command::new(&nvcc);
     cmd.args(["-fatbin", "--threads", "2", "-Xptxas", "-v", "-o"])
         .arg(&fatbin)

@@ -164,6 +164,41 @@ fn item03_header_shadowing_in_an_earlier_include_folder_is_seen() {
     );
 }
 
+/// A header edit that keeps the file's size reruns its includer: a cache
+/// that judged headers by size would miss it (the differential test's
+/// sample meets that only late in its walk: BENCHMARKS.md, section 11).
+#[test]
+fn item03_a_header_edit_of_the_same_size_is_seen() {
+    let s = Scratch::new();
+    s.write("kernels/k.cu", SWITCHED);
+    let light = "#define LIGHT_KERNEL\n";
+    let heavy = "#define HEAVY_KERNEL\n";
+    assert_eq!(light.len(), heavy.len());
+    s.write("kernels/common.cuh", light);
+    let env = build_env(&[]);
+    build(&s, "warm")
+        .try_compile_with(&env)
+        .expect("first build");
+    let before = manifest_registers(&occ_dir(&s, "warm"), "sm_80");
+    s.write("kernels/common.cuh", heavy);
+    build(&s, "warm")
+        .try_compile_with(&env)
+        .expect("warm build");
+    build(&s, "cold")
+        .try_compile_with(&env)
+        .expect("cold build");
+    assert_same_outputs(
+        &occ_dir(&s, "warm"),
+        &occ_dir(&s, "cold"),
+        "a header edited to the same size",
+    );
+    let after = manifest_registers(&occ_dir(&s, "warm"), "sm_80");
+    assert!(
+        after > before,
+        "HEAVY_KERNEL must cost registers: {before} -> {after}"
+    );
+}
+
 #[test]
 fn item03_cargo_reruns_for_a_header_added_to_an_earlier_include_folder() {
     let s = scale_crate(
