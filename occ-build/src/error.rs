@@ -1064,6 +1064,25 @@ mod tests {
         "name a",
     ];
 
+    /// Whether `text` holds `words` as whole words ("use" is not in
+    /// "because", nor "check" in "checked").
+    fn says(text: &str, words: &str) -> bool {
+        let words = words.trim_end();
+        text.match_indices(words).any(|(at, _)| {
+            let before = text[..at].chars().next_back();
+            let after = text[at + words.len()..].chars().next();
+            !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
+        })
+    }
+
+    #[test]
+    fn says_matches_whole_words_only() {
+        assert!(says("then use `x`", "use "));
+        assert!(!says("because of it", "use "));
+        assert!(!says("it was checked", "check"));
+        assert!(says("check the file", "check"));
+    }
+
     #[test]
     fn every_message_reads_as_one_sentence_with_a_fix() {
         let mut wrong = Vec::new();
@@ -1082,7 +1101,7 @@ mod tests {
                 }
             }
             let lower = text.to_lowercase();
-            if !FIXES.iter().any(|f| lower.contains(f)) {
+            if !FIXES.iter().any(|f| says(&lower, f)) {
                 wrong.push(format!("states no fix: {text}"));
             }
         }
