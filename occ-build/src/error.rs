@@ -747,16 +747,60 @@ fn not_found_fix(f: &mut fmt::Formatter<'_>, install_dir: Option<&Path>) -> fmt:
     write!(
         f,
         "install nvcc without root (NVIDIA's wheels: about 130 MB to download, 347 MB on disk; into {}, where occ looks):\n    \
-         cargo install cargo-occ && cargo occ toolkit install\n  \
+         {} && cargo occ toolkit install\n  \
          or with pip:{wheels}\n  \
          or, for an nvcc already installed, set NVCC=/path/to/nvcc or CUDA_HOME=/path/to/cuda",
-        dir.display()
+        dir.display(),
+        install_cargo_occ()
     )
+}
+
+/// The command that installs `cargo occ` today: from the occ source tree
+/// this occ-build was built from when it has cargo-occ beside it (a path
+/// or git dependency: cargo checks out the whole repository), else from
+/// crates.io.
+pub(crate) fn install_cargo_occ() -> String {
+    let beside = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(|workspace| workspace.join("cargo-occ"))
+        .filter(|dir| dir.join("Cargo.toml").is_file());
+    match beside {
+        Some(dir) if dir.to_string_lossy().contains(char::is_whitespace) => {
+            format!("cargo install --path \"{}\"", dir.display())
+        }
+        Some(dir) => format!("cargo install --path {}", dir.display()),
+        None => "cargo install cargo-occ".into(),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_printed_install_command_names_a_cargo_occ_that_exists() {
+        // Built from this workspace, occ-build points at its own cargo-occ
+        // (the crates are not on crates.io, so `cargo install cargo-occ`
+        // would fail).
+        let command = install_cargo_occ();
+        let dir = command
+            .strip_prefix("cargo install --path ")
+            .unwrap_or_else(|| panic!("not the path form: {command}"))
+            .trim_matches('"');
+        assert!(
+            Path::new(dir).join("Cargo.toml").is_file()
+                && std::fs::read_to_string(Path::new(dir).join("Cargo.toml"))
+                    .expect("read")
+                    .contains("name = \"cargo-occ\""),
+            "{command}"
+        );
+        let message = Error::NvccNotFound {
+            looked: vec![],
+            install_dir: Some(PathBuf::from("/home/u/.cache/occ/cuda")),
+        }
+        .to_string();
+        assert!(message.contains(&command), "{message}");
+    }
 
     /// One value of every variant (the `match` below fails to compile when
     /// a variant is added without one here).

@@ -88,7 +88,7 @@
 //! `~/.cache/occ/cuda`), where
 //!
 //! ```sh
-//! cargo install cargo-occ
+//! cargo install --path <occ checkout>/cargo-occ   # once on crates.io: cargo install cargo-occ
 //! cargo occ toolkit install
 //! ```
 //!

@@ -312,9 +312,14 @@ fn missing_nvcc_lists_every_place_looked() {
     ] {
         assert!(text.contains(place), "{place} in {text}");
     }
-    // It ends with the two installs that work for any crate.
+    // It ends with the two installs that work for any crate, cargo-occ
+    // from the occ tree this occ-build came from (not on crates.io yet).
+    let cargo_occ = format!(
+        "cargo install --path {} && cargo occ toolkit install",
+        occ_tests::workspace_root().join("cargo-occ").display()
+    );
     for fix in [
-        "cargo install cargo-occ && cargo occ toolkit install",
+        cargo_occ.as_str(),
         "python3 -m pip install --no-deps --target /nonexistent/cache/occ/cuda/cu13 nvidia-cuda-nvcc==",
     ] {
         assert!(text.contains(fix), "{fix} in {text}");
