@@ -68,8 +68,8 @@ struct Header {
 /// offset its alignment allows (the header tables as ptxas leaves them,
 /// unaligned), so the result depends on what stays only: the same code
 /// built in two folders, whose line sections differ in length, gives the
-/// same file, laid out as ptxas lays out a cubin compiled without line
-/// information. Each program header (a segment the driver loads) covers
+/// same file, laid out by the rule ptxas's own cubins follow. Each program
+/// header (a segment the driver loads) covers
 /// the same sections as before, in the same order, at their new offsets;
 /// one that covered part of a section gives `None`.
 pub fn cubin_without_lines(cubin: &[u8]) -> Option<Vec<u8>> {
