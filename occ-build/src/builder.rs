@@ -33,6 +33,7 @@ pub struct Build {
     pub(crate) kernel_register_thresholds: BTreeMap<String, u32>,
     pub(crate) cliff_margin: Option<u32>,
     pub(crate) embed: Option<Embed>,
+    pub(crate) compress: Compress,
     pub(crate) name: String,
     pub(crate) static_lib: Option<String>,
     pub(crate) cudart: Cudart,
@@ -52,6 +53,40 @@ pub enum Cudart {
     Shared,
     /// No CUDA runtime: the crate links one itself.
     None,
+}
+
+/// How the fatbins occ embeds are compressed ([`Build::compress`]): which
+/// `fatbinary` options put them together. Chosen by measurement
+/// (BENCHMARKS.md section 12): the sizes of the modes differ by a few per
+/// cent, their cost by much more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Compress {
+    /// Every image compressed (`-compress-all`), in fatbinary's default
+    /// mode. Loading it needs driver 525.60.13 or newer with a CUDA 12
+    /// toolkit (the floor CUDA 12 itself has); CUDA 13's code needs 580 or
+    /// newer in any case.
+    #[default]
+    All,
+    /// Every image compressed for the smallest size
+    /// (`-compress-all -compress-mode=size`): a few per cent smaller than
+    /// [`Compress::All`], seconds more per file. Loading it needs driver
+    /// 550.54.14 or newer with a CUDA 12 toolkit (12.4's), 580 with CUDA 13.
+    Size,
+    /// Only PTX compressed, SASS as ptxas wrote it (`fatbinary`'s own
+    /// default): for drivers older than [`Compress::All`] needs.
+    PtxOnly,
+}
+
+impl Compress {
+    /// `fatbinary`'s options for it.
+    pub(crate) fn fatbinary_args(self) -> &'static [&'static str] {
+        match self {
+            Compress::All => &["-compress-all"],
+            Compress::Size => &["-compress-all", "-compress-mode=size"],
+            Compress::PtxOnly => &[],
+        }
+    }
 }
 
 impl Build {
@@ -244,6 +279,18 @@ impl Build {
 
     /// This build's part name ([`Build::name`], else its
     /// [`Build::static_lib`] name, else the default part's empty name).
+    /// Whether the build asked for line information itself (`-G`, or a
+    /// `-lineinfo` flag): then what it embeds keeps it.
+    pub(crate) fn keeps_line_info(&self) -> bool {
+        self.debug
+            || self.flags.iter().any(|f| {
+                matches!(
+                    f.as_str(),
+                    "-G" | "--device-debug" | "-lineinfo" | "--generate-line-info"
+                )
+            })
+    }
+
     pub(crate) fn part(&self) -> &str {
         match &self.static_lib {
             Some(lib) if self.name.is_empty() => lib,
@@ -263,6 +310,15 @@ impl Build {
         self
     }
 
+    /// How the embedded fatbins are compressed (default [`Compress::All`]:
+    /// every image, SASS too, as `nvcc -fatbin -Xfatbin=-compress-all`
+    /// does). Cubins and PTX embedded on their own ([`Embed::Cubin`],
+    /// [`Embed::Ptx`]) are never compressed: the driver loads them as they are.
+    pub fn compress(&mut self, compress: Compress) -> &mut Self {
+        self.compress = compress;
+        self
+    }
+
     /// Compiles device code with `-G` (debug; changes registers and spills).
     pub fn debug(&mut self, debug: bool) -> &mut Self {
         self.debug = debug;
@@ -274,9 +330,12 @@ impl Build {
     /// the toolkit's nvdisasm reads the cubins; the manifest, the spill
     /// warning and error, `#[launch_config]`'s errors, `cargo occ explain`
     /// and the reports name the lines. `-lineinfo` leaves the machine code
-    /// and every number unchanged, but the device code carries a line
-    /// table (and the crate's absolute path): the fatbins a crate embeds
-    /// grow 1.5 to 3.7 times. `false` compiles without it and runs no nvdisasm.
+    /// and every number unchanged, and what is embedded carries no line
+    /// information: the line sections are cut out of the cubins and the
+    /// `.loc` lines out of the PTX (the same code, byte for byte, and no
+    /// path of the build machine). A build that asks for line information
+    /// itself (a `-lineinfo` or `-G` flag, [`Build::debug`]) embeds it.
+    /// `false` compiles without it and runs no nvdisasm.
     pub fn source_lines(&mut self, on: bool) -> &mut Self {
         self.no_source_lines = !on;
         self

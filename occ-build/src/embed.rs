@@ -3,12 +3,19 @@
 //! nothing.
 //!
 //! The analysis has already compiled every (file, arch) job to a cubin and
-//! its PTX; a fatbin is put together from those files by the toolkit's
-//! `fatbinary` (as `nvcc -fatbin` does as its last step), so no device
-//! code is compiled twice. A fatbin is rebuilt only when one of its parts,
-//! or `fatbinary` itself, changed since the last build (a record in
-//! `cache/<file>.fatbin.json`, checked by stat as the job records are).
+//! its PTX; what is embedded is made from those files, so no device code
+//! is compiled twice. First each one's line information is taken out
+//! ([`occ_model::shipped`]: the same code, no line table, no path of the
+//! build machine), into `<job>.embed.cubin` and `<job>.embed.ptx`, written
+//! only when their bytes change; a build that asked for line information
+//! itself (`-lineinfo`, `-G`) embeds the files as they are. Then a fatbin
+//! is put together from them by the toolkit's `fatbinary` (as `nvcc
+//! -fatbin` does as its last step), compressed as [`Compress`] says. A
+//! fatbin is rebuilt only when one of its parts, or `fatbinary` itself,
+//! changed since the last build (a record in `cache/<file>.fatbin.json`,
+//! checked by stat as the job records are).
 
+use crate::builder::Compress;
 use crate::cache::Stat;
 use crate::error::{Error, Result};
 use crate::files::write_atomic;
@@ -16,19 +23,34 @@ use crate::job::JobOutput;
 use crate::toolkit::{exe, Nvcc};
 use occ_model::arch::{self, Variant};
 use occ_model::manifest::{DeviceCode, Embed};
+use occ_model::shipped;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+
+/// How the device code is embedded: what, whether its line information
+/// stays, how fatbins are compressed.
+pub(crate) struct Settings {
+    /// What `kernels.rs` embeds.
+    pub embed: Embed,
+    /// Whether the jobs' files carry line information occ added
+    /// (`-lineinfo` for source lines) to take out; not when the build
+    /// compiled without it or asked for it itself (`-lineinfo`, `-G`).
+    pub strip_lines: bool,
+    /// `fatbinary`'s compression.
+    pub compress: Compress,
+}
 
 /// The blobs of a live build, written into `out` (`$OUT_DIR/occ`) where
 /// they are not already there; sorted by source, then arch.
 pub(crate) fn write(
-    embed: Embed,
+    settings: &Settings,
     archs: &[String],
     outputs: &[JobOutput],
     nvcc: &Nvcc,
     toolkit_top: Option<&Path>,
     out: &Path,
 ) -> Result<Vec<DeviceCode>> {
+    let embed = settings.embed;
     let mut blobs = Vec::new();
     let mut sources: Vec<&str> = outputs.iter().map(|o| o.job.source.as_str()).collect();
     sources.sort();
@@ -41,11 +63,13 @@ pub(crate) fn write(
             Embed::Nothing => {}
             Embed::Cubin | Embed::Ptx => {
                 for job in jobs {
+                    let file =
+                        shipped(out, &job.job.name, embed.extension(), settings.strip_lines)?;
                     blobs.push(DeviceCode {
                         source: source.to_string(),
                         kind: embed,
                         arch: Some(job.job.arch.clone()),
-                        file: format!("{}.{}", job.job.name, embed.extension()),
+                        file,
                     });
                 }
             }
@@ -57,7 +81,7 @@ pub(crate) fn write(
                     .strip_suffix(&format!(".{}", first.job.arch))
                     .unwrap_or(&first.job.name);
                 let file = format!("{stem}.fatbin");
-                fatbin(&jobs, nvcc, toolkit_top, out, &file)?;
+                fatbin(settings, &jobs, nvcc, toolkit_top, out, &file)?;
                 blobs.push(DeviceCode {
                     source: source.to_string(),
                     kind: Embed::Fatbin,
@@ -111,6 +135,7 @@ struct FatbinRecord {
 /// cubin. A plain arch is preferred for it (`sm_90` over `sm_90a`): the
 /// PTX of an arch-specific target runs on that one compute capability only.
 fn fatbin(
+    settings: &Settings,
     jobs: &[&JobOutput],
     nvcc: &Nvcc,
     toolkit_top: Option<&Path>,
@@ -134,14 +159,22 @@ fn fatbin(
         .chain(newest.map(|j| ("ptx", j, "ptx")));
     let mut parts: Vec<PathBuf> = Vec::new();
     let mut args = vec!["-64".to_string()];
+    args.extend(
+        settings
+            .compress
+            .fatbinary_args()
+            .iter()
+            .map(|a| a.to_string()),
+    );
     for (kind, job, ext) in images {
-        let file = out.join(format!("{}.{ext}", job.job.name));
+        // By name, run in `out`: fatbinary records each image's file name
+        // in the fatbin, which must not name the build's folder.
+        let name = shipped(out, &job.job.name, ext, settings.strip_lines)?;
         args.push(format!(
-            "--image3=kind={kind},sm={},file={}",
+            "--image3=kind={kind},sm={},file={name}",
             sm(&job.job.arch),
-            file.display()
         ));
-        parts.push(file);
+        parts.push(out.join(name));
     }
     let dest = out.join(file);
     let record_path = out.join("cache").join(format!("{file}.json"));
@@ -162,6 +195,7 @@ fn fatbin(
     // (threads of one process too) never write the same temporary file.
     let tmp = crate::files::unique_sibling(&out.join("tmp").join(file));
     let output = std::process::Command::new(&tool)
+        .current_dir(out)
         .arg(format!("--create={}", tmp.display()))
         .args(&args)
         .output()
@@ -185,6 +219,32 @@ fn fatbin(
         )
     })?;
     write_atomic(&record_path, &text)
+}
+
+/// The file (in `out`) that embeds the job's `<job>.<ext>` (a cubin or
+/// PTX): `<job>.embed.<ext>`, the file less its line information, written
+/// only when its bytes change (so its stat, which a fatbin's record
+/// checks, changes only then); the file itself unless `strip_lines`.
+fn shipped(out: &Path, job: &str, ext: &str, strip_lines: bool) -> Result<String> {
+    let name = format!("{job}.{ext}");
+    if !strip_lines {
+        return Ok(name);
+    }
+    let path = out.join(&name);
+    let bytes = std::fs::read(&path)
+        .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
+    let stripped = if ext == "ptx" {
+        Some(shipped::ptx_without_lines(&String::from_utf8_lossy(&bytes)).into_bytes())
+    } else {
+        shipped::cubin_without_lines(&bytes)
+    };
+    let stripped = stripped.ok_or_else(|| Error::LineInfoLayout { file: path.clone() })?;
+    let file = format!("{job}.embed.{ext}");
+    let dest = out.join(&file);
+    if std::fs::read(&dest).ok().as_deref() != Some(stripped.as_slice()) {
+        write_atomic(&dest, &stripped)?;
+    }
+    Ok(file)
 }
 
 /// `sm_90a` → `90a`, as `fatbinary --image3` names an arch.

@@ -57,9 +57,12 @@ pub(crate) fn remove_stale(out: &Path, part: &str, jobs: &[&str], blobs: &[Devic
             .unwrap_or_default()
     };
     for (path, name) in listing(out) {
+        // `<job>.cubin`, `<job>.embed.cubin` (its copy less line
+        // information), likewise `.ptx`.
         let stem = [".cubin", ".ptx"]
             .iter()
-            .find_map(|ext| name.strip_suffix(ext));
+            .find_map(|ext| name.strip_suffix(ext))
+            .map(|stem| stem.strip_suffix(".embed").unwrap_or(stem));
         let stale = match stem {
             Some(stem) => !keep(stem),
             None => name.ends_with(".fatbin") && !keep(&name),

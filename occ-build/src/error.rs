@@ -284,6 +284,12 @@ pub enum Error {
         /// Its stderr.
         log: String,
     },
+    /// A cubin whose line information cannot be taken out without moving
+    /// its code (a layout occ does not know).
+    LineInfoLayout {
+        /// The cubin.
+        file: PathBuf,
+    },
     /// A [`crate::Build::static_lib`] name that cannot name a library.
     BadLibraryName {
         /// The name given.
@@ -684,6 +690,13 @@ impl fmt::Display for Error {
                  .embed(Embed::Cubin)); it said:\n{log}",
                 tool.display()
             ),
+            Error::LineInfoLayout { file } => write!(
+                f,
+                "cannot take the line information out of {} without moving its code (a cubin \
+                 layout occ does not know); use `.source_lines(false)` in build.rs (then there \
+                 is no line information to take out), and report the file to occ",
+                file.display()
+            ),
             Error::BadLibraryName { name, why } => write!(
                 f,
                 "`{name}` cannot name a static library (Build::static_lib): {why}"
@@ -1014,6 +1027,9 @@ mod tests {
                 what: s("k.fatbin"),
                 log: s("fatbinary fatal: bad input"),
             },
+            Error::LineInfoLayout {
+                file: PathBuf::from("k.sm_90.cubin"),
+            },
             Error::BadLibraryName {
                 name: s("a b"),
                 why: s("a space; use letters, digits and `_`"),
@@ -1069,6 +1085,7 @@ mod tests {
                 | Error::FileInTwoBuilds { .. }
                 | Error::ToolNotFound { .. }
                 | Error::ToolFailed { .. }
+                | Error::LineInfoLayout { .. }
                 | Error::BadLibraryName { .. }
                 | Error::HostCompiler { .. }
                 | Error::Archive { .. }

@@ -211,7 +211,7 @@ mod toolchain;
 mod toolkit;
 mod wheels;
 
-pub use builder::{Build, Cudart};
+pub use builder::{Build, Compress, Cudart};
 pub use error::{Error, Result};
 pub use occ_model::launch::Launch;
 pub use occ_model::manifest::Embed;

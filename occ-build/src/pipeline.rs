@@ -346,8 +346,13 @@ fn emit(
     manifest: &mut Manifest,
     directives: &mut Directives,
 ) -> Result<parts::View> {
+    let settings = embed::Settings {
+        embed: build.embed_mode(),
+        strip_lines: !build.no_source_lines && !build.keeps_line_info(),
+        compress: build.compress,
+    };
     manifest.device_code = embed::write(
-        build.embed_mode(),
+        &settings,
         &inputs.archs,
         &compiled.outputs,
         nvcc,

@@ -257,19 +257,19 @@ fn is_debug_section(name: &[u8]) -> bool {
     name.starts_with(b".debug") || name.starts_with(b".nv_debug")
 }
 
-fn u16_at(data: &[u8], at: usize) -> Option<u16> {
+pub(crate) fn u16_at(data: &[u8], at: usize) -> Option<u16> {
     data.get(at..at + 2)
         .and_then(|b| b.try_into().ok())
         .map(u16::from_le_bytes)
 }
 
-fn u32_at(data: &[u8], at: usize) -> Option<u32> {
+pub(crate) fn u32_at(data: &[u8], at: usize) -> Option<u32> {
     data.get(at..at + 4)
         .and_then(|b| b.try_into().ok())
         .map(u32::from_le_bytes)
 }
 
-fn u64_at(data: &[u8], at: usize) -> Option<u64> {
+pub(crate) fn u64_at(data: &[u8], at: usize) -> Option<u64> {
     data.get(at..at + 8)
         .and_then(|b| b.try_into().ok())
         .map(u64::from_le_bytes)

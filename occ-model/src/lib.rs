@@ -45,6 +45,7 @@ pub mod params;
 mod proptests;
 pub mod ptx;
 pub mod ptxas;
+pub mod shipped;
 pub mod sweep;
 pub mod table;
 pub mod tune;

@@ -3,6 +3,7 @@
 //! in by name at run time.
 
 use occ_model::manifest::{DeviceCode, Embed};
+use occ_model::measured;
 use occ_tests::{build_env, Scratch, ScratchCrate};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -34,6 +35,10 @@ fn files_in(dir: &Path, ext: &str) -> Vec<String> {
     names
 }
 
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
 /// PTX without comments, as whitespace-separated tokens per non-empty line.
 fn ptx_tokens(ptx: &str) -> Vec<String> {
     ptx.lines()
@@ -63,8 +68,17 @@ fn the_default_fatbin_holds_each_archs_cubin_and_the_newest_ptx_byte_for_byte() 
         ]
     );
     let out = s.path().join("out/occ");
+    let folder = s.path().to_string_lossy().into_owned();
+    // That the analysed code names the folder somewhere (so that the check
+    // of the embedded code's means something).
+    let mut named_folder = false;
     for blob in blobs {
         let fatbin = out.join(&blob.file);
+        assert!(
+            !contains(&std::fs::read(&fatbin).expect("fatbin"), folder.as_bytes()),
+            "{}: names the build's folder",
+            blob.file
+        );
         let stem = blob.file.trim_end_matches(".fatbin");
         let listing = dump(s.path(), &["-lelf", "-lptx"], &fatbin);
         let elves: Vec<&str> = listing.lines().filter(|l| l.starts_with("ELF")).collect();
@@ -79,7 +93,10 @@ fn the_default_fatbin_holds_each_archs_cubin_and_the_newest_ptx_byte_for_byte() 
             ptxs.len() == 1 && ptxs[0].ends_with("sm_90.ptx"),
             "{listing}"
         );
-        // What is inside is exactly what the analysis measured.
+        // What is inside is exactly what the analysis measured, less its
+        // line information: the `.embed.` copies byte for byte, whose code,
+        // constants, resources and symbols are the analysed cubin's
+        // (`cubin_hash`), with no line table and no path of this machine.
         let x = s.path().join(format!("x-{stem}"));
         std::fs::create_dir_all(&x).expect("mkdir");
         dump(&x, &["-xelf", "all"], &fatbin);
@@ -88,24 +105,58 @@ fn the_default_fatbin_holds_each_archs_cubin_and_the_newest_ptx_byte_for_byte() 
             let [got] = &files_in(&x, &format!("{arch}.cubin"))[..] else {
                 panic!("one {arch} cubin in {}", x.display())
             };
+            let embedded = std::fs::read(x.join(got)).expect("extracted");
             assert_eq!(
-                std::fs::read(x.join(got)).expect("extracted"),
-                std::fs::read(out.join(format!("{stem}.{arch}.cubin"))).expect("analysed"),
+                embedded,
+                std::fs::read(out.join(format!("{stem}.{arch}.embed.cubin"))).expect("shipped"),
                 "{got}"
+            );
+            let analysed =
+                std::fs::read(out.join(format!("{stem}.{arch}.cubin"))).expect("analysed");
+            assert_eq!(
+                measured::cubin_hash(&embedded),
+                measured::cubin_hash(&analysed),
+                "{got}: not the analysed code"
+            );
+            assert!(embedded.len() < analysed.len(), "{got}: lines not cut out");
+            named_folder |= contains(&analysed, folder.as_bytes());
+            assert!(
+                !contains(&embedded, folder.as_bytes()),
+                "{got}: the embedded cubin names the build's folder"
+            );
+            let lines = Command::new(occ_tests::nvcc().with_file_name("nvdisasm"))
+                .arg("-g")
+                .arg(x.join(got))
+                .output()
+                .expect("run nvdisasm");
+            assert!(lines.status.success(), "{}", occ_tests::text(&lines));
+            assert!(
+                !String::from_utf8_lossy(&lines.stdout).contains("//## File"),
+                "{got}: nvdisasm still finds lines"
             );
         }
         let [ptx] = &files_in(&x, ".ptx")[..] else {
             panic!("one PTX in {}", x.display())
         };
         // fatbinary drops PTX comments and indentation (as `nvcc -fatbin`
-        // does): the same code, token for token.
+        // does): the same code, token for token, less `.loc` and `.file`.
+        let analysed =
+            std::fs::read_to_string(out.join(format!("{stem}.sm_90.ptx"))).expect("analysed");
+        let extracted = std::fs::read_to_string(x.join(ptx)).expect("extracted");
         assert_eq!(
-            ptx_tokens(&std::fs::read_to_string(x.join(ptx)).expect("extracted")),
-            ptx_tokens(
-                &std::fs::read_to_string(out.join(format!("{stem}.sm_90.ptx"))).expect("analysed")
-            )
+            ptx_tokens(&extracted),
+            ptx_tokens(&analysed)
+                .into_iter()
+                .filter(|l| !l.starts_with(".loc ") && !l.starts_with(".file "))
+                .collect::<Vec<_>>()
+        );
+        named_folder |= analysed.contains(&folder);
+        assert!(
+            !extracted.contains(&folder),
+            "the embedded PTX names the folder"
         );
     }
+    assert!(named_folder, "the analysed code never names the folder");
     // A second build reuses the fatbins: same files, same bytes.
     let mtimes = || -> Vec<_> {
         blobs

@@ -7,7 +7,13 @@
 //! ptxas reports the same resources for every kernel.
 //!
 //! What does change is the size of the device code (a line table per cubin
-//! and `.loc` lines in the PTX); the test prints it.
+//! and `.loc` lines in the PTX); the test prints it. What occ-build embeds
+//! has that taken out again (`occ_model::shipped`), and the same corpus
+//! proves it exact: every cubin built with `-lineinfo`, less its line
+//! sections, has the code, constants, resources and symbols of the one
+//! built without (`cubin_hash`), the same SASS as `cuobjdump -sass` reads
+//! it, no line table left for nvdisasm and no path of the build; its PTX,
+//! less `.loc` and `.file`, is the PTX built without, byte for byte.
 //!
 //! The full run (`OCC_TEST_FULL=1`, `scripts/release-check`) builds the CUB
 //! corpus for three archs and every small source for four (or both cluster
@@ -21,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::parser_support::cuda_tool;
+use occ_model::measured::cubin_hash;
 use occ_model::ptxas::parse_log;
 use occ_tests::workspace_root;
 
@@ -122,9 +129,14 @@ fn resources(log: &str) -> BTreeMap<(String, String), String> {
 /// nvcc's output when it fails.
 fn build(src: &Path, archs: &[&str], line_info: bool, out: &Path) -> Result<Built, String> {
     let fatbin = out.join(if line_info { "li.fatbin" } else { "no.fatbin" });
+    let keep = out.join(if line_info { "keep-li" } else { "keep-no" });
+    std::fs::create_dir_all(&keep).expect("create the keep folder");
     let mut cmd = Command::new(cuda_tool("nvcc"));
     cmd.args(["-fatbin", "--threads", "2", "-Xptxas", "-v", "-o"])
-        .arg(&fatbin);
+        .arg(&fatbin)
+        .arg("-keep")
+        .arg("-keep-dir")
+        .arg(&keep);
     if line_info {
         cmd.arg("-lineinfo");
     }
@@ -156,6 +168,78 @@ fn build(src: &Path, archs: &[&str], line_info: bool, out: &Path) -> Result<Buil
     ))
 }
 
+/// What occ-build embeds of the `-lineinfo` build in `out` (its kept
+/// cubins and PTX, less their line information) against the build without
+/// it: how many cubins were compared, and every difference.
+fn compare_shipped(out: &Path) -> (usize, Vec<String>) {
+    let (li, no) = (out.join("keep-li"), out.join("keep-no"));
+    let mut names: Vec<String> = std::fs::read_dir(&no)
+        .expect("list the kept files")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".cubin") || n.ends_with(".ptx"))
+        .collect();
+    names.sort();
+    let folder = out.to_string_lossy().into_owned();
+    let (mut cubins, mut problems) = (0, Vec::new());
+    for name in names {
+        let plain = std::fs::read(no.join(&name)).expect("read the plain file");
+        let Ok(with) = std::fs::read(li.join(&name)) else {
+            problems.push(format!("{name}: not built with -lineinfo"));
+            continue;
+        };
+        if name.ends_with(".ptx") {
+            let shipped = occ_model::shipped::ptx_without_lines(&String::from_utf8_lossy(&with));
+            if shipped.as_bytes() != plain.as_slice() {
+                problems.push(format!(
+                    "{name}: the PTX less its lines is not the plain PTX"
+                ));
+            }
+            continue;
+        }
+        cubins += 1;
+        let Some(shipped) = occ_model::shipped::cubin_without_lines(&with) else {
+            problems.push(format!("{name}: the line sections could not be cut out"));
+            continue;
+        };
+        if cubin_hash(&shipped) != cubin_hash(&plain) {
+            problems.push(format!("{name}: not the code of the plain cubin"));
+        }
+        if shipped
+            .windows(folder.len())
+            .any(|w| w == folder.as_bytes())
+        {
+            problems.push(format!("{name}: names the build's folder"));
+        }
+        let path = out.join(format!("shipped-{name}"));
+        std::fs::write(&path, &shipped).expect("write the shipped cubin");
+        let sass_of = |file: &Path| {
+            let dump = Command::new(cuda_tool("cuobjdump"))
+                .arg("-sass")
+                .arg(file)
+                .output()
+                .expect("run cuobjdump");
+            dump.status
+                .success()
+                .then(|| sass(&String::from_utf8_lossy(&dump.stdout)))
+        };
+        match (sass_of(&path), sass_of(&no.join(&name))) {
+            (Some(a), Some(b)) if a == b => {}
+            (None, _) => problems.push(format!("{name}: cuobjdump cannot read it")),
+            _ => problems.push(format!("{name}: its SASS is not the plain cubin's")),
+        }
+        let lines = Command::new(cuda_tool("nvdisasm"))
+            .arg("-g")
+            .arg(&path)
+            .output()
+            .expect("run nvdisasm");
+        if !lines.status.success() || String::from_utf8_lossy(&lines.stdout).contains("//## File") {
+            problems.push(format!("{name}: nvdisasm fails on it or still finds lines"));
+        }
+    }
+    (cubins, problems)
+}
+
 fn cu_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
@@ -171,8 +255,14 @@ fn cu_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// What one source gave: its name, and the two builds (or nvcc's errors).
-type Pair = (String, Result<Built, String>, Result<Built, String>);
+/// What one source gave: its name, the two builds (or nvcc's errors), and
+/// the comparison of what occ-build would embed ([`compare_shipped`]).
+type Pair = (
+    String,
+    Result<Built, String>,
+    Result<Built, String>,
+    (usize, Vec<String>),
+);
 type Built = (Sass, BTreeMap<(String, String), String>, u64);
 
 #[test]
@@ -221,11 +311,14 @@ fn lineinfo_leaves_the_sass_and_the_resources_unchanged() {
                 let out = scratch.join(i.to_string());
                 std::fs::create_dir_all(&out).expect("create the scratch folder");
                 let name = src.strip_prefix(&root).unwrap_or(src).display().to_string();
-                let pair = (
-                    name,
-                    build(src, archs, false, &out),
-                    build(src, archs, true, &out),
-                );
+                let without = build(src, archs, false, &out);
+                let with = build(src, archs, true, &out);
+                let shipped = if without.is_ok() && with.is_ok() {
+                    compare_shipped(&out)
+                } else {
+                    (0, Vec::new())
+                };
+                let pair = (name, without, with, shipped);
                 let _ = std::fs::remove_dir_all(&out);
                 results.lock().expect("results").push((i, pair));
             });
@@ -237,7 +330,10 @@ fn lineinfo_leaves_the_sass_and_the_resources_unchanged() {
     let mut mismatches = Vec::new();
     let (mut compared, mut functions, mut instructions, mut kernels) = (0, 0, 0, 0);
     let (mut bytes_without, mut bytes_with) = (0u64, 0u64);
-    for (_, (name, without, with)) in results {
+    let mut shipped_cubins = 0;
+    for (_, (name, without, with, (cubins, problems))) in results {
+        shipped_cubins += cubins;
+        mismatches.extend(problems.into_iter().map(|p| format!("{name}: shipped {p}")));
         let not_alone = NOT_ALONE.iter().find(|(file, _)| *file == name);
         let ((sass_without, res_without, size_without), (sass_with, res_with, size_with)) =
             match (without, with, not_alone) {
@@ -292,7 +388,7 @@ fn lineinfo_leaves_the_sass_and_the_resources_unchanged() {
     eprintln!(
         "lineinfo: {compared} sources, {kernels} kernel x archs, {functions} functions, \
          {instructions} instructions identical; fatbins {bytes_without} B without -lineinfo, \
-         {bytes_with} B with it"
+         {bytes_with} B with it; {shipped_cubins} cubins less their lines equal to the plain ones"
     );
     assert!(
         mismatches.is_empty(),
@@ -301,6 +397,10 @@ fn lineinfo_leaves_the_sass_and_the_resources_unchanged() {
         mismatches.join("\n")
     );
     assert!(compared >= 40, "only {compared} sources compiled");
+    assert!(
+        shipped_cubins >= compared,
+        "only {shipped_cubins} cubins compared less their lines"
+    );
     let floor = if full { FULL_KERNELS } else { SAMPLE_KERNELS };
     assert!(kernels >= floor, "only {kernels} kernel x archs");
 }
