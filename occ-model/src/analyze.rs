@@ -131,14 +131,7 @@ pub fn build_manifest<'a>(
                 maxrregcount: maxrregcount(job.args),
                 declared: None,
                 cubin_hash: String::new(),
-                best: Best {
-                    block_size: 0,
-                    active_blocks_per_sm: 0,
-                    active_warps_per_sm: 0,
-                    occupancy: 0.0,
-                    limiters: Vec::new(),
-                    dynamic_smem_headroom: 0,
-                },
+                best: Best::default(),
             };
             resources.best =
                 best_launch(job.arch, &resources).map_err(|detail| Error::Occupancy {

@@ -336,8 +336,9 @@ impl LaunchBounds {
     }
 }
 
-/// The best launch found by the tuner (no dynamic shared memory).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The best launch found by the tuner (no dynamic shared memory); the
+/// default is none found yet (all zero), before the tuner runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Best {
     /// Threads per block.
     pub block_size: u32,

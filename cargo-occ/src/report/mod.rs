@@ -153,14 +153,7 @@ pub(crate) mod tests {
             maxrregcount: None,
             declared: None,
             cubin_hash: String::new(),
-            best: Best {
-                block_size: 0,
-                active_blocks_per_sm: 0,
-                active_warps_per_sm: 0,
-                occupancy: 0.0,
-                limiters: Vec::new(),
-                dynamic_smem_headroom: 0,
-            },
+            best: Best::default(),
         };
         r.best = best_launch(arch, &r).expect("best launch");
         KernelArch::from_resources(r)
