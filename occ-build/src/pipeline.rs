@@ -11,9 +11,9 @@
 //!    compiler cc picked, when the build makes a host-code library).
 //!    Then `compile::toolkit` identifies the toolkit (every program nvcc
 //!    runs).
-//!    3½. `memo::reuse`: when nothing the last finished build depended on
-//!    changed (its memo, `memo.rs`), the build prints that build's
-//!    directives and stops here, having written nothing.
+//!    3½. `memo::identity`, `memo::reuse`: when nothing the last finished
+//!    build depended on changed (its memo, `memo.rs`), the build prints
+//!    that build's directives and stops here, having written nothing.
 //! 4. `compile::run`: run the jobs or reuse their cached results.
 //! 5. `assemble::manifest`: parse each job's output into the manifest.
 //!    5½. `disasm::annotate`: nvdisasm over each cubin (cached by its
