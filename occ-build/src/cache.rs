@@ -49,6 +49,12 @@
 //! of killed builds. The toolkit's files are watched, so a new ptxas
 //! reruns the build script.
 //!
+//! Above the jobs, the build memo (`memo.rs`) serves a build in which
+//! nothing changed without reading any record: it keeps a copy of each
+//! record less nvcc's log, and reuses it while the record file has the
+//! stat it had (a job that ran rewrote it) and the copy is still
+//! [`Record::valid`] for today's key.
+//!
 //! What the cache assumes: files are changed through the file system (a
 //! change keeps size, mtime, ctime and inode only if nothing was written);
 //! the file system keeps sub-second timestamps (ext4, XFS, btrfs, tmpfs,
@@ -183,7 +189,7 @@ impl Input {
     /// Whether the file still holds the recorded bytes: its stat is the
     /// recorded one (and the record was not written in the same instant the
     /// file was), or its bytes hash the same.
-    fn unchanged(&self, recorded_at: i128) -> bool {
+    pub fn unchanged(&self, recorded_at: i128) -> bool {
         match Stat::of(&self.path) {
             None => false,
             Some(now) if now == self.stat && self.stat.mtime_ns < recorded_at => true,

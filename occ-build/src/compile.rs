@@ -83,6 +83,32 @@ pub(crate) fn toolkit(nvcc: &Nvcc, inputs: &Inputs, jobs: &[Job]) -> Result<Tool
     )
 }
 
+/// Each job's record file and cache key, exactly as [`run`] checks them:
+/// what the build memo (`memo.rs`) holds the records by.
+pub(crate) fn records(
+    nvcc: &Nvcc,
+    toolkit: &Toolkit,
+    inputs: &Inputs,
+    jobs: &[Job],
+) -> Vec<(PathBuf, String)> {
+    let runner = Runner {
+        nvcc,
+        toolkit,
+        vars: &inputs.nvcc_vars,
+        root: &inputs.root,
+        out: &inputs.out_dir,
+        jobs: 1,
+        jobserver: None,
+    };
+    jobs.iter()
+        .map(|job| {
+            let paths = runner.paths(job);
+            let key = runner.key(job, &nvcc_args(job, &paths.tmp));
+            (paths.record, key)
+        })
+        .collect()
+}
+
 fn jobserver_client() -> Option<jobserver::Client> {
     // SAFETY: cargo passes the jobserver's file descriptors to the build
     // script; nothing else in this process uses or closes them.

@@ -147,6 +147,11 @@ pub(crate) fn annotate(
 
 /// Where the toolkit's nvdisasm is looked for, in order: its `bin` folder,
 /// then beside nvcc.
+/// The nvdisasm this stage would run, if there is one.
+pub(crate) fn tool(nvcc: &Nvcc, top: Option<&Path>) -> Option<PathBuf> {
+    nvdisasm_places(nvcc, top).into_iter().find(|p| p.is_file())
+}
+
 fn nvdisasm_places(nvcc: &Nvcc, top: Option<&Path>) -> Vec<PathBuf> {
     top.map(|t| t.join("bin").join(exe("nvdisasm")))
         .into_iter()

@@ -253,7 +253,7 @@ fn sm(arch: &str) -> &str {
 }
 
 /// The toolkit's `fatbinary`: in its `bin` folder, else beside nvcc.
-fn fatbinary(nvcc: &Nvcc, top: Option<&Path>) -> Option<PathBuf> {
+pub(crate) fn fatbinary(nvcc: &Nvcc, top: Option<&Path>) -> Option<PathBuf> {
     top.map(|t| t.join("bin").join(exe("fatbinary")))
         .into_iter()
         .chain([nvcc.beside("fatbinary")])

@@ -14,7 +14,7 @@ use crate::builder::Build;
 use crate::cargo::Directives;
 use crate::env::Env;
 use crate::error::{Error, Result};
-use crate::files::{self, relative};
+use crate::files::relative;
 use occ_model::arch;
 use occ_model::lock::{Lock, DEFAULT_LOCK_FILE};
 use std::collections::BTreeSet;
@@ -71,7 +71,11 @@ pub(crate) struct Inputs {
     pub sources: Vec<String>,
     /// The lock file (read or not).
     pub lock_path: PathBuf,
-    /// The committed lock, when there is one.
+    /// The committed lock's text, when there is one.
+    pub lock_text: Option<String>,
+    /// The committed lock, once [`Inputs::parse_lock`] read `lock_text`
+    /// (after the memo, which compares bytes, missed: a big lock costs a
+    /// build script at opt-level 0 a good part of a second to parse).
     pub lock: Option<Lock>,
     /// `OCC_BLESS`: write the lock.
     pub bless: bool,
@@ -149,8 +153,12 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
     } else {
         None
     };
-    let lock = files::read_lock(&lock_path)?;
-    if lock.is_some() {
+    let lock_text = match std::fs::read_to_string(&lock_path) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Error::io(format!("cannot read {}", lock_path.display()), e)),
+    };
+    if lock_text.is_some() {
         // A missing file would rerun the build script on every build.
         directives.watch(&lock_path);
     }
@@ -166,7 +174,8 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
         archs,
         sources,
         lock_path,
-        lock,
+        lock_text,
+        lock: None,
         bless,
         ci,
         dependency,
@@ -192,6 +201,15 @@ pub(crate) fn is_dependency(root: &Path) -> bool {
 }
 
 impl Inputs {
+    /// Parses the committed lock's text into `lock`.
+    pub fn parse_lock(&mut self) -> Result<()> {
+        self.lock = match &self.lock_text {
+            Some(text) => Some(Lock::from_text(text, &self.lock_path)?),
+            None => None,
+        };
+        Ok(())
+    }
+
     /// A path for messages: relative to the crate root when inside it.
     pub fn display(&self, path: &Path) -> String {
         relative(&self.root, path)

@@ -199,6 +199,7 @@ mod github;
 mod hostlib;
 mod inputs;
 mod job;
+mod memo;
 mod nvcc_text;
 mod parts;
 mod pipeline;

@@ -11,6 +11,11 @@
 //!
 //! A part run again in the same process (a test rebuilding, or a build
 //! script that compiles the same part twice) replaces its earlier self.
+//!
+//! A part its memo served (`memo.rs`) is registered without its manifest
+//! ([`reused`]): it is the first part of the process (the memo serves no
+//! other), so `manifest.json` holds its kernels alone until a later part
+//! writes it, and a later part reads it from there ([`record`]).
 
 use crate::error::{Error, Result};
 use occ_model::analyze;
@@ -27,7 +32,8 @@ struct Part {
     /// symlink): one file however it is spelled.
     files: Vec<PathBuf>,
     flags: Vec<String>,
-    manifest: Manifest,
+    /// `None` for a part its memo served: its kernels are in `manifest.json`.
+    manifest: Option<Manifest>,
 }
 
 /// The parts built in this process.
@@ -94,8 +100,30 @@ fn resolved(root: &Path, sources: &[String]) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Whether a part other than `name` was built into `out` in this process.
+pub(crate) fn others(out: &Path, name: &str) -> bool {
+    let parts = PARTS.lock().unwrap_or_else(|e| e.into_inner());
+    parts.iter().any(|p| p.out == out && p.name != name)
+}
+
+/// Registers the part `name` that its memo served: like [`record`], with
+/// its manifest left in `out`'s `manifest.json`.
+pub(crate) fn reused(out: &Path, name: &str, root: &Path, sources: &[String], flags: &[String]) {
+    let mut parts = PARTS.lock().unwrap_or_else(|e| e.into_inner());
+    parts.retain(|p| !(p.out == out && p.name == name));
+    parts.push(Part {
+        out: out.to_path_buf(),
+        name: name.to_string(),
+        sources: sources.to_vec(),
+        files: resolved(root, sources),
+        flags: flags.to_vec(),
+        manifest: None,
+    });
+}
+
 /// Records `manifest` as the part `name` of the builds into `out` (its
-/// sources passed [`check_sources`]).
+/// sources passed [`check_sources`]). A part registered by [`reused`] is
+/// read from `manifest.json` here, before this part writes it.
 pub(crate) fn record(
     out: &Path,
     name: &str,
@@ -103,8 +131,14 @@ pub(crate) fn record(
     sources: &[String],
     flags: &[String],
     manifest: &Manifest,
-) -> View {
+) -> Result<View> {
     let mut parts = PARTS.lock().unwrap_or_else(|e| e.into_inner());
+    for part in parts.iter_mut().filter(|p| p.out == out && p.name != name) {
+        if part.manifest.is_none() {
+            let path = out.join(occ_model::manifest::FILE_NAME);
+            part.manifest = Some(crate::files::read_manifest(&path)?);
+        }
+    }
     let mut clash = None;
     if let Some(i) = parts.iter().position(|p| p.out == out && p.name == name) {
         let old = parts.remove(i);
@@ -130,7 +164,7 @@ pub(crate) fn record(
         sources: sources.to_vec(),
         files: resolved(root, sources),
         flags: flags.to_vec(),
-        manifest: manifest.clone(),
+        manifest: Some(manifest.clone()),
     });
     let mine: Vec<&Part> = parts.iter().filter(|p| p.out == out).collect();
     // One part (most crates): what the merge gives is the part itself with
@@ -140,7 +174,7 @@ pub(crate) fn record(
         analyze::assign_idents(&mut own.kernels);
         own
     } else {
-        let manifests: Vec<&Manifest> = mine.iter().map(|p| &p.manifest).collect();
+        let manifests: Vec<&Manifest> = mine.iter().filter_map(|p| p.manifest.as_ref()).collect();
         analyze::merge(&manifests).unwrap_or_else(|| manifest.clone())
     };
     let named = mine
@@ -152,12 +186,12 @@ pub(crate) fn record(
         .iter()
         .map(|p| (p.name.clone(), p.flags.clone()))
         .collect();
-    View {
+    Ok(View {
         merged,
         named,
         flags,
         clash,
-    }
+    })
 }
 
 /// The candidate lock: every part's kernels, plus the committed lock's

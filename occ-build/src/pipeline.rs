@@ -2,14 +2,19 @@
 //! does and in which order; each stage is a function in the module named
 //! for it, and ARCHITECTURE.md lists the same stages.
 //!
-//! 1. `inputs::resolve`: paths, archs, sources, and the settings read from
-//!    the environment.
+//! 1. `inputs::resolve`: paths, archs, sources, the lock's text, and the
+//!    settings read from the environment (the lock is parsed,
+//!    `Inputs::parse_lock`, once the memo of 3½ missed).
 //! 2. `toolchain::select`: a live nvcc, or the committed lock (and why).
 //! 3. `hostlib::prepare`, `plan::jobs`: one nvcc job per (source, arch),
 //!    with its arguments (per source, for all archs, with the host
 //!    compiler cc picked, when the build makes a host-code library).
-//! 4. `compile::toolkit`, `compile::run`: identify the toolkit (every
-//!    program nvcc runs), then run the jobs or reuse their cached results.
+//!    Then `compile::toolkit` identifies the toolkit (every program nvcc
+//!    runs).
+//!    3½. `memo::identity`, `memo::reuse`: when nothing the last finished
+//!    build depended on changed (its memo, `memo.rs`), the build prints
+//!    that build's directives and stops here, having written nothing.
+//! 4. `compile::run`: run the jobs or reuse their cached results.
 //! 5. `assemble::manifest`: parse each job's output into the manifest.
 //!    5½. `disasm::annotate`: nvdisasm over each cubin (cached by its
 //!    bytes): where each kernel spills and where its register pressure
@@ -24,13 +29,15 @@
 //! 8. `gate::baseline`: compare with `occ.lock`; bless on request.
 //! 9. `summary::write`: the report (table, spills, every finding of the
 //!    gates) to `report.txt`, also when a gate failed, and one warning when
-//!    something is notable.
+//!    something is notable; then `memo::record` writes the memo.
 //!
 //! A build that stands on the lock (no nvcc) runs 1, 2, then
 //! `assemble::from_lock`, `embed::placeholders` and `emit::write_all`.
 //!
-//! Between 1 and the end, `$OUT_DIR/occ/status.json` says `running`
-//! (`status::mark`), so `cargo occ` can tell a failed build's leftovers.
+//! From the memo's miss (or a failure before it) to the end,
+//! `$OUT_DIR/occ/status.json` says `running` (`status::mark`), so `cargo
+//! occ` can tell a failed build's leftovers; a build its memo served
+//! leaves it `finished`.
 
 use crate::builder::Build;
 use crate::cache::Toolkit;
@@ -45,7 +52,8 @@ use crate::status::{self, BuildState};
 use crate::toolchain::Toolchain;
 use crate::toolkit::Nvcc;
 use crate::{
-    assemble, compile, disasm, embed, emit, gate, hostlib, inputs, parts, plan, summary, toolchain,
+    assemble, compile, disasm, embed, emit, gate, hostlib, inputs, memo, parts, plan, summary,
+    toolchain,
 };
 use occ_model::lock::Lock;
 use occ_model::manifest::Manifest;
@@ -54,14 +62,45 @@ use std::path::PathBuf;
 /// What a successful build produced.
 #[derive(Debug, Clone)]
 pub struct Report {
-    /// The manifest written to `$OUT_DIR/occ/manifest.json`.
-    pub manifest: Manifest,
+    /// The manifest written to `$OUT_DIR/occ/manifest.json` ([`Report::manifest`]).
+    manifest: Made,
     /// `$OUT_DIR/occ`.
     pub out_dir: PathBuf,
     /// How many nvcc jobs ran (the rest were unchanged and reused).
     pub nvcc_runs: usize,
     /// The cargo directives of the build (printed by [`Build::compile`]).
     pub directives: Directives,
+}
+
+/// The manifest a build made: in hand, or, for a build its memo served,
+/// the text of `manifest.json` as the build checked it, parsed when first
+/// asked for (a build script rarely asks; parsing costs more than the rest
+/// of such a build).
+#[derive(Debug, Clone)]
+pub(crate) enum Made {
+    /// Assembled by this build.
+    Manifest(Manifest),
+    /// `manifest.json`'s text, and the manifest once parsed.
+    Text(String, std::sync::OnceLock<Manifest>),
+}
+
+impl Report {
+    /// The manifest written to `$OUT_DIR/occ/manifest.json`. A build that
+    /// changed nothing kept the manifest's text and parses it here, on the
+    /// first call: an error only if that text cannot be read as a manifest.
+    pub fn manifest(&self) -> Result<&Manifest> {
+        match &self.manifest {
+            Made::Manifest(m) => Ok(m),
+            Made::Text(text, parsed) => {
+                if let Some(m) = parsed.get() {
+                    return Ok(m);
+                }
+                let path = self.out_dir.join(occ_model::manifest::FILE_NAME);
+                let m = Manifest::from_json(text, &path)?;
+                Ok(parsed.get_or_init(|| m))
+            }
+        }
+    }
 }
 
 impl Build {
@@ -111,7 +150,7 @@ impl Build {
 #[derive(Debug)]
 pub(crate) struct Outcome {
     /// The manifest written to `$OUT_DIR/occ/manifest.json`.
-    pub manifest: Manifest,
+    pub manifest: Made,
     /// `$OUT_DIR/occ`.
     pub out_dir: PathBuf,
     /// How many nvcc jobs ran (the rest were reused).
@@ -120,18 +159,36 @@ pub(crate) struct Outcome {
 
 /// Runs the build's stages in order, gathering cargo directives on the way.
 pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Result<Outcome> {
-    let inputs = inputs::resolve(build, env, directives)?;
+    let mut inputs = inputs::resolve(build, env, directives)?;
     check_names(build, &inputs)?;
-    status::mark(&inputs.out_dir, BuildState::Running)?;
-    let nvcc = match toolchain::select(build, env, &inputs)? {
-        Toolchain::Nvcc(nvcc) => nvcc,
-        Toolchain::Lock {
+    let nvcc = match toolchain::select(build, env, &inputs) {
+        Ok(Toolchain::Nvcc(nvcc)) => nvcc,
+        Ok(Toolchain::Lock {
             lock,
             reason,
             watch,
-        } => return from_lock(build, &inputs, &lock, &reason, &watch, directives),
+        }) => {
+            status::mark(&inputs.out_dir, BuildState::Running)?;
+            return from_lock(build, &inputs, &lock, &reason, &watch, directives);
+        }
+        Err(e) => return failed(&inputs, e),
     };
-    let compiled = plan_and_compile(build, env, &inputs, &nvcc, directives)?;
+    let planned = match plan(build, env, &inputs, &nvcc, directives) {
+        Ok(planned) => planned,
+        Err(e) => return failed(&inputs, e),
+    };
+    // Nothing changed since the last build that finished: stop here.
+    let memo = memo::identity(build, &inputs, &nvcc, &planned.toolkit, &planned.jobs);
+    if let Some(manifest) = memo::reuse(memo.as_ref(), build, env, &inputs, directives) {
+        return Ok(Outcome {
+            manifest: Made::Text(manifest, std::sync::OnceLock::new()),
+            out_dir: inputs.out_dir,
+            nvcc_runs: 0,
+        });
+    }
+    status::mark(&inputs.out_dir, BuildState::Running)?;
+    inputs.parse_lock()?;
+    let compiled = compile(build, &inputs, &nvcc, planned)?;
     watch_inputs(&inputs, &compiled.outputs, directives);
     let mut manifest = assemble(build, &inputs, &nvcc, &compiled, directives)?;
     // The report holds every finding of the gates, also when one fails.
@@ -167,11 +224,21 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     }
     gated?;
     status::mark(&inputs.out_dir, BuildState::Finished)?;
+    let unstable = compiled.outputs.iter().any(|o| o.unstable.is_some());
+    memo::record(memo.as_ref(), build, env, &inputs, unstable, directives);
     Ok(Outcome {
-        manifest: view.merged,
+        manifest: Made::Manifest(view.merged),
         out_dir: inputs.out_dir,
         nvcc_runs: compiled.outputs.iter().filter(|o| o.ran).count(),
     })
+}
+
+/// A build that failed before its memo was checked: marked `running`, as
+/// any failed build is (its outputs may be an earlier build's).
+fn failed<T>(inputs: &Inputs, error: crate::error::Error) -> Result<T> {
+    // The build's own error says more than one about the marker.
+    let _ = status::mark(&inputs.out_dir, BuildState::Running);
+    Err(error)
 }
 
 /// Checks the names a build gives before anything is written: the
@@ -210,14 +277,28 @@ fn from_lock(
         .kernels
         .retain(|k| inputs.sources.contains(&k.source));
     manifest.device_code = embed::placeholders(build.embed_mode(), &inputs.archs, &inputs.sources);
-    let view = record_part(build, inputs, &manifest);
+    let view = record_part(build, inputs, &manifest)?;
     emit::write_all(&view.merged, &inputs.out_dir)?;
     status::mark(&inputs.out_dir, BuildState::Finished)?;
     Ok(Outcome {
-        manifest: view.merged,
+        manifest: Made::Manifest(view.merged),
         out_dir: inputs.out_dir.clone(),
         nvcc_runs: 0,
     })
+}
+
+/// The jobs of stage 3, and the toolkit they run.
+struct Planned {
+    /// The register caps by file.
+    caps: plan::Caps,
+    /// Whether the caps came from the last build's manifest.
+    caps_from_previous: bool,
+    /// The host-code library's settings, when the build makes one.
+    host: Option<HostLib>,
+    /// The jobs.
+    jobs: Vec<Job>,
+    /// The toolkit's identity.
+    toolkit: Toolkit,
 }
 
 /// The jobs of stages 3 and 4 and what they made.
@@ -232,33 +313,56 @@ struct Compiled {
     outputs: Vec<JobOutput>,
 }
 
-/// Stages 3 and 4: plans the jobs and runs them. Register caps name files
-/// or kernels; a kernel is placed in its file by the last build's
-/// manifest, or by this build's first pass, after which the jobs whose
-/// caps moved are planned and run again.
-fn plan_and_compile(
+/// Stage 3 and the toolkit's identity: the jobs, with their register
+/// caps. Caps name files or kernels; a kernel is placed in its file by the
+/// last build's manifest (read only when a cap is set), or by this build's
+/// first pass (stage 4).
+fn plan(
     build: &Build,
     env: &Env,
     inputs: &Inputs,
     nvcc: &Nvcc,
     directives: &mut Directives,
-) -> Result<Compiled> {
-    let previous = files::read_manifest(&inputs.out_dir.join(occ_model::manifest::FILE_NAME)).ok();
-    let mut caps = plan::register_caps(build, inputs, previous.as_ref());
+) -> Result<Planned> {
+    let previous = if build.max_registers.is_empty() {
+        None
+    } else {
+        files::read_manifest(&inputs.out_dir.join(occ_model::manifest::FILE_NAME)).ok()
+    };
+    let caps = plan::register_caps(build, inputs, previous.as_ref());
     // The header every job pre-includes (`plan::folder_free_names`).
     files::write_atomic(
         &inputs.out_dir.join(plan::ANCHOR_FILE),
         plan::ANCHOR.as_bytes(),
     )?;
     let host = hostlib::prepare(build, inputs, env)?;
-    let mut jobs = plan::jobs(build, inputs, &caps.by_file, host.as_ref())?;
+    let jobs = plan::jobs(build, inputs, &caps.by_file, host.as_ref())?;
     let toolkit = compile::toolkit(nvcc, inputs, &jobs)?;
     // A new ptxas, cicc, host compiler or profile reruns the build script.
     for tool in &toolkit.tools {
         directives.watch(&tool.path);
     }
+    Ok(Planned {
+        caps,
+        caps_from_previous: previous.is_some(),
+        host,
+        jobs,
+        toolkit,
+    })
+}
+
+/// Stage 4: runs the jobs; when a cap names a kernel, places it by this
+/// build's kernels and runs again the jobs whose caps moved.
+fn compile(build: &Build, inputs: &Inputs, nvcc: &Nvcc, planned: Planned) -> Result<Compiled> {
+    let Planned {
+        mut caps,
+        caps_from_previous,
+        host,
+        mut jobs,
+        toolkit,
+    } = planned;
     let mut outputs = compile::run(nvcc, &toolkit, inputs, &jobs)?;
-    if caps.needs_second_look(previous.is_some()) {
+    if caps.needs_second_look(caps_from_previous) {
         let found = assemble::manifest(inputs, "", &outputs)?;
         let placed = plan::place_caps(build, inputs, &found)?;
         if placed.by_file != caps.by_file {
@@ -360,7 +464,7 @@ fn emit(
         &inputs.out_dir,
     )?;
     // With several `Build`s in the build script, the files hold them all.
-    let view = record_part(build, inputs, manifest);
+    let view = record_part(build, inputs, manifest)?;
     if let Some(note) = &view.clash {
         directives.warn(note.clone());
     }
@@ -374,7 +478,7 @@ fn emit(
 
 /// Stage 7½: records this part's manifest among the parts of this process
 /// (`parts::record`), with the flags the lock keeps for it.
-fn record_part(build: &Build, inputs: &Inputs, manifest: &Manifest) -> parts::View {
+fn record_part(build: &Build, inputs: &Inputs, manifest: &Manifest) -> Result<parts::View> {
     let flags = plan::recorded_flags(build, inputs);
     parts::record(
         &inputs.out_dir,

@@ -48,7 +48,7 @@ impl Details {
     /// No sections yet, for a build into `out_dir` of `package`.
     pub(crate) fn new(out_dir: &Path, package: &str) -> Details {
         Details {
-            report: stable_path(out_dir, package).unwrap_or_else(|| out_dir.join(REPORT_FILE)),
+            report: report_path(out_dir, package),
             sections: Vec::new(),
             failed: false,
             baseline: None,
@@ -173,6 +173,12 @@ fn site_table(manifest: &Manifest) -> Option<String> {
         }
     }
     (rows.len() > 1).then(|| table::align(&rows))
+}
+
+/// Where the report of a build into `out_dir` of `package` is shown: the
+/// stable path when there is one, else `out_dir`'s `report.txt`.
+pub(crate) fn report_path(out_dir: &Path, package: &str) -> PathBuf {
+    stable_path(out_dir, package).unwrap_or_else(|| out_dir.join(REPORT_FILE))
 }
 
 /// `<target>/<profile>/occ/<package>/report.txt` for an `out_dir` of

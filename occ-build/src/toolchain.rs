@@ -56,7 +56,7 @@ pub(crate) fn select(build: &Build, env: &Env, inputs: &Inputs) -> Result<Toolch
             Err(other) => return Err(other),
         },
     };
-    match &inputs.lock {
+    match &inputs.lock_text {
         // A CI run of the crate's own build that stood on its lock would
         // check nothing and pass: it fails, unless the user said so
         // (`OCC_NO_NVCC`, `DOCS_RS`) or the crate is a dependency.
@@ -66,8 +66,8 @@ pub(crate) fn select(build: &Build, env: &Env, inputs: &Inputs) -> Result<Toolch
                 install_dir,
             })
         }
-        Some(lock) => Ok(Toolchain::Lock {
-            lock: lock.clone(),
+        Some(text) => Ok(Toolchain::Lock {
+            lock: Lock::from_text(text, &inputs.lock_path)?,
             reason: looked.last().cloned().unwrap_or_default(),
             watch,
         }),

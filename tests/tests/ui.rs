@@ -104,7 +104,7 @@ fn ui() {
         .unwrap_or_else(|e| panic!("building the ui kernels failed: {e}"));
     let manifest = report.out_dir.join(occ_model::manifest::FILE_NAME);
     assert!(manifest.is_file(), "{}", manifest.display());
-    let (spills, loop_line) = spill_lines_match_the_fixture(&report.manifest);
+    let (spills, loop_line) = spill_lines_match_the_fixture(report.manifest().expect("manifest"));
 
     // A cargo-run test has no OUT_DIR of its own, but be sure none leaks in.
     std::env::remove_var("OUT_DIR");

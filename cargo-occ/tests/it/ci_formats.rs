@@ -440,7 +440,8 @@ fn a_change_that_moves_a_kernel_near_a_cliff_warns_and_is_a_sarif_result() {
     build(24, true);
     let report = build(32, false);
     let wide = report
-        .manifest
+        .manifest()
+        .expect("manifest")
         .kernels
         .iter()
         .find(|k| k.short_name == "wide")

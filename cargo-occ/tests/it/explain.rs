@@ -18,7 +18,10 @@ fn build(s: &Scratch) -> (Manifest, PathBuf) {
     let report = kernels_build(s.path(), &s.path().join("out"), ["sm_80"])
         .try_compile_with(&build_env(&[]))
         .unwrap_or_else(|e| panic!("build failed: {e}"));
-    (report.manifest, report.out_dir.join("manifest.json"))
+    (
+        report.manifest().expect("manifest").clone(),
+        report.out_dir.join("manifest.json"),
+    )
 }
 
 /// `cargo occ explain KERNEL --arch sm_80 --manifest FILE`: exit code, stdout.
@@ -147,7 +150,7 @@ fn the_declared_launch_is_explained_with_its_lift() {
         .try_compile_with(&build_env(&[]))
         .unwrap_or_else(|e| panic!("build failed: {e}"));
     let mf = report.out_dir.join("manifest.json");
-    let k = arch(&report.manifest, "fast_argmin_f32");
+    let k = arch(report.manifest().expect("manifest"), "fast_argmin_f32");
     let d = k.declared.as_ref().expect("declared");
     let hint = d
         .lift

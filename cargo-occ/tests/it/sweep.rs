@@ -25,7 +25,7 @@ fn build(s: &Scratch, setup: impl FnOnce(&mut Build)) -> Manifest {
     let mut b = s.build(["sm_80"]);
     setup(&mut b);
     match b.try_compile_with(&build_env(&[])) {
-        Ok(report) => report.manifest,
+        Ok(report) => report.manifest().expect("manifest").clone(),
         Err(e) => panic!("build failed: {e}"),
     }
 }

@@ -23,7 +23,10 @@ fn build(s: &Scratch, bless: bool) -> (Manifest, PathBuf) {
         .build(["sm_80"])
         .try_compile_with(&env)
         .unwrap_or_else(|e| panic!("build failed: {e}"));
-    (report.manifest, report.out_dir.join("manifest.json"))
+    (
+        report.manifest().expect("manifest").clone(),
+        report.out_dir.join("manifest.json"),
+    )
 }
 
 fn occ(s: &Scratch, args: &[&str]) -> (i32, String, String) {

@@ -586,7 +586,7 @@ fn a_declared_launch_of_a_built_kernel_matches_header() {
     let devs = devices();
     // (what, case, the blocks the manifest says)
     let mut checks: Vec<(String, Case, u32)> = Vec::new();
-    for k in &report.manifest.kernels {
+    for k in &report.manifest().expect("manifest").kernels {
         for (arch_name, a) in &k.archs {
             let Some(d) = a.declared.as_ref() else {
                 continue;

@@ -111,7 +111,7 @@ fn paths_with_spaces_and_non_ascii_build() {
         .file("2d.cu")
         .try_compile_with(&build_env(&[]))
         .expect("spaces and non-ASCII must work");
-    let m = &report.manifest;
+    let m = report.manifest().expect("manifest");
     let mut names: Vec<&str> = m.kernels.iter().map(|k| k.name.as_str()).collect();
     names.sort();
     assert_eq!(names, ["spaced", "two_d", "umlaut_a", "umlaut_o"]);
@@ -171,8 +171,11 @@ fn nvcc_runs_without_a_shell_every_argument_arrives_whole() {
     let report = build_in(s.path(), &s.path().join("out"))
         .try_compile_with(&build_env(&[("OCC_NVCC_LAUNCHER", launcher.to_str())]))
         .expect("a strange file name builds");
-    assert_eq!(report.manifest.kernels.len(), 1);
-    assert_eq!(report.manifest.kernels[0].source, weird);
+    assert_eq!(report.manifest().expect("manifest").kernels.len(), 1);
+    assert_eq!(
+        report.manifest().expect("manifest").kernels[0].source,
+        weird
+    );
     let argv = std::fs::read_to_string(&log).expect("launcher ran");
     assert!(
         argv.lines().any(|a| a == weird),
@@ -351,7 +354,7 @@ fn two_builds_into_one_out_dir_at_once_both_succeed_and_agree() {
                     let mut b = build_in(root, out);
                     b.arch("sm_90");
                     b.try_compile_with(&build_env(&[("NUM_JOBS", Some("4"))]))
-                        .map(|r| (r.manifest, r.nvcc_runs))
+                        .map(|r| (r.manifest().expect("manifest").clone(), r.nvcc_runs))
                         .map_err(|e| e.to_string())
                 })
             })

@@ -21,7 +21,8 @@ fn warnings(r: &Report) -> &[String] {
 
 fn grow_registers(r: &Report, arch: &str) -> (u32, u32) {
     let k = r
-        .manifest
+        .manifest()
+        .expect("manifest")
         .kernels
         .iter()
         .find(|k| k.name == "grow")
@@ -193,7 +194,7 @@ fn improvements_new_and_gone_kernels() {
         candidate,
         Lock {
             flags: candidate.flags.clone(),
-            ..Lock::from_manifest(&r.manifest)
+            ..Lock::from_manifest(r.manifest().expect("manifest"))
         }
     );
     // A kernel gone fails, naming it.
@@ -256,14 +257,29 @@ fn without_nvcc_the_lock_stands_in() {
             ]))
             .expect("builds from the lock");
         assert_eq!(r.nvcc_runs, 0);
-        assert_eq!(r.manifest.origin, occ_model::manifest::Origin::Lock);
-        assert_eq!(r.manifest.nvcc, live.manifest.nvcc);
+        assert_eq!(
+            r.manifest().expect("manifest").origin,
+            occ_model::manifest::Origin::Lock
+        );
+        assert_eq!(
+            r.manifest().expect("manifest").nvcc,
+            live.manifest().expect("manifest").nvcc
+        );
         let w = warnings(&r);
         assert_eq!(w.len(), 1, "{w:#?}");
         assert!(w[0].contains(switch) && w[0].contains("occ.lock"), "{w:#?}");
         // Same kernels and numbers as the live build; no device code.
-        assert_eq!(r.manifest.kernels.len(), live.manifest.kernels.len());
-        for (a, b) in r.manifest.kernels.iter().zip(&live.manifest.kernels) {
+        assert_eq!(
+            r.manifest().expect("manifest").kernels.len(),
+            live.manifest().expect("manifest").kernels.len()
+        );
+        for (a, b) in r
+            .manifest()
+            .expect("manifest")
+            .kernels
+            .iter()
+            .zip(&live.manifest().expect("manifest").kernels)
+        {
             assert_eq!(
                 (&a.name, &a.ident, &a.source),
                 (&b.name, &b.ident, &b.source)

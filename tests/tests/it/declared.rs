@@ -29,7 +29,7 @@ fn a_declared_block_is_judged_at_that_launch_and_says_what_lifts_it() {
         .launch("fast_argmin_*", Launch::block(1024))
         .try_compile_with(&build_env(&[]))
         .unwrap_or_else(|e| panic!("build failed: {e}"));
-    let m = &report.manifest;
+    let m = report.manifest().expect("manifest");
     for name in ["fast_argmin_f32", "fast_argmin_f64"] {
         for (arch_name, k) in &kernel(m, name).archs {
             assert_eq!(
@@ -155,7 +155,7 @@ fn a_recursive_glob_leaves_out_what_exclude_names() {
         b.execute(&build_env(&[]))
     };
     let (report, directives) = build(&["src/moe/**", "nothing/*.cu"]);
-    let m = report.expect("build").manifest;
+    let m = report.expect("build").manifest().expect("manifest").clone();
     let sources: Vec<&str> = m.kernels.iter().map(|k| k.source.as_str()).collect();
     assert_eq!(sources, ["src/a.cu", "src/sub/b.cu"]);
     // The glob's folder is watched, so a new file reruns the build script.
@@ -163,7 +163,7 @@ fn a_recursive_glob_leaves_out_what_exclude_names() {
     assert!(directives.rerun_if_changed.contains(&src), "{directives:?}");
     // `*` stays within its folder.
     let (report, _) = build(&["src/*.cu"]);
-    let m = report.expect("build").manifest;
+    let m = report.expect("build").manifest().expect("manifest").clone();
     let mut names: Vec<&str> = m.kernels.iter().map(|k| k.name.as_str()).collect();
     names.sort();
     assert_eq!(names, ["b", "c", "d"]);
@@ -239,7 +239,9 @@ fn the_suffix_policy_reaches_nvcc_and_nvcc_warnings_are_shown_once() {
         .execute(&build_env(&[]));
     let m = report
         .unwrap_or_else(|e| panic!("build failed: {e}"))
-        .manifest;
+        .manifest()
+        .expect("manifest")
+        .clone();
     assert_eq!(m.archs, ["sm_80", "sm_90a"]);
     assert_eq!(
         m.kernels[0].archs.keys().collect::<Vec<_>>(),

@@ -20,7 +20,7 @@ fn kernels_rs_manifest_and_lock_match_their_golden_files() {
         .build(["sm_80", "sm_90"])
         .try_compile_with(&env())
         .unwrap_or_else(|e| panic!("build: {e}"));
-    assert_eq!(report.manifest.kernels.len(), 5);
+    assert_eq!(report.manifest().expect("manifest").kernels.len(), 5);
     let scratch = s.path().display().to_string();
     // The names users and the CLI know them by (not occ-build's constants,
     // so a rename there shows here).

@@ -66,7 +66,7 @@ fn device_only_manifest() -> Manifest {
         .build(["sm_80", "sm_90"])
         .try_compile_with(&build_env(&[("CARGO_PKG_NAME", Some("hostlib"))]))
         .expect("device-only build");
-    report.manifest
+    report.manifest().expect("manifest").clone()
 }
 
 #[test]

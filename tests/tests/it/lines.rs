@@ -63,7 +63,7 @@ fn a_header_template_spills_at_the_header_line_and_the_sites_add_up() {
     let report = build
         .try_compile_with(&build_env(&[]))
         .unwrap_or_else(|e| panic!("build: {e}"));
-    let m = &report.manifest;
+    let m = report.manifest().expect("manifest");
     sites_add_up(m);
     let spilling = m
         .kernels
@@ -213,7 +213,10 @@ fn a_warm_build_reads_the_records_and_writes_the_same_manifest() {
     assert_eq!(warm.nvcc_runs, 0);
     assert_eq!(s.read("out/occ/manifest.json"), manifest);
     assert_eq!(stamp(&record), written, "the record was rewritten");
-    assert_eq!(warm.manifest, cold.manifest);
+    assert_eq!(
+        warm.manifest().expect("manifest"),
+        cold.manifest().expect("manifest")
+    );
 
     // A record that no longer matches (another key) is recomputed, to the same bytes.
     let text = std::fs::read_to_string(&record).expect("read the record");
@@ -294,7 +297,7 @@ fn a_toolkit_without_nvdisasm_builds_without_lines_and_one_note() {
     let report = build
         .try_compile_with(&build_env(&[("NVCC", Some(&nvcc_var))]))
         .unwrap_or_else(|e| panic!("build: {e}"));
-    let m = &report.manifest;
+    let m = report.manifest().expect("manifest");
     assert!(m.kernels.len() >= 4);
     assert!(m
         .kernels
@@ -334,7 +337,8 @@ fn a_toolkit_without_nvdisasm_builds_without_lines_and_one_note() {
         .unwrap_or_else(|e| panic!("build with nvdisasm: {e}"));
     assert!(
         report
-            .manifest
+            .manifest()
+            .expect("manifest")
             .kernels
             .iter()
             .flat_map(|k| k.archs.values())

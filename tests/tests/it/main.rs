@@ -18,6 +18,7 @@ mod hostlib;
 mod lineinfo;
 mod lines;
 mod macro_new_user;
+mod memo;
 mod new_user;
 mod parser_fixtures;
 mod parser_lines;

@@ -36,7 +36,7 @@ fn zoo_module_gives_every_kernel_its_resources() {
         .build(ARCHS)
         .try_compile_with(&build_env(&[]))
         .expect("build");
-    let m = &report.manifest;
+    let m = report.manifest().expect("manifest");
     assert_eq!(m.archs, ["sm_80", "sm_90"]);
     // 9 entries in zoo.cu + 1 in plain.cu, each on both archs.
     assert_eq!(
@@ -191,7 +191,10 @@ fn unchanged_rebuild_runs_nvcc_zero_times_and_a_header_reruns_only_its_includers
         "{reruns:#?}"
     );
     // Byte-identical output for the same inputs.
-    assert_eq!(first.manifest.kernels.len(), third.manifest.kernels.len());
+    assert_eq!(
+        first.manifest().expect("manifest").kernels.len(),
+        third.manifest().expect("manifest").kernels.len()
+    );
 }
 
 #[test]
@@ -221,7 +224,7 @@ fn arch_list_comes_from_occ_archs_or_cuda_compute_cap() {
         .build(ARCHS)
         .try_compile_with(&build_env(&[("CUDA_COMPUTE_CAP", Some("86,90a"))]))
         .expect("build");
-    assert_eq!(r.manifest.archs, ["sm_86", "sm_90a"]);
+    assert_eq!(r.manifest().expect("manifest").archs, ["sm_86", "sm_90a"]);
     let r = s
         .build(ARCHS)
         .try_compile_with(&build_env(&[
@@ -229,7 +232,7 @@ fn arch_list_comes_from_occ_archs_or_cuda_compute_cap() {
             ("CUDA_COMPUTE_CAP", Some("86")),
         ]))
         .expect("build");
-    assert_eq!(r.manifest.archs, ["sm_75"]);
+    assert_eq!(r.manifest().expect("manifest").archs, ["sm_75"]);
     assert!(r.directives.rerun_if_env_changed.contains("OCC_ARCHS"));
     assert!(r
         .directives
@@ -386,5 +389,5 @@ fn files_without_kernels_and_empty_files_build() {
         .build(ARCHS)
         .try_compile_with(&build_env(&[]))
         .expect("build");
-    assert!(r.manifest.kernels.is_empty());
+    assert!(r.manifest().expect("manifest").kernels.is_empty());
 }

@@ -54,7 +54,7 @@ fn two_hundred_kernels_give_grouped_warnings_bounded_errors_and_a_compact_lock()
     let s = Scratch::new();
     write_kernels(&s, 0);
     let first = build(&s, ["sm_80"], true).expect("bless 200 kernels");
-    assert_eq!(first.manifest.kernels.len(), KERNELS);
+    assert_eq!(first.manifest().expect("manifest").kernels.len(), KERNELS);
 
     // The lock: one line per kernel x arch, read back to the same lock and
     // written back to the same bytes.
@@ -77,7 +77,7 @@ fn two_hundred_kernels_give_grouped_warnings_bounded_errors_and_a_compact_lock()
                 String::new(),
                 Vec::new()
             )])),
-            ..Lock::from_manifest(&first.manifest)
+            ..Lock::from_manifest(first.manifest().expect("manifest"))
         }
     );
     assert_eq!(lock.to_text(), text);

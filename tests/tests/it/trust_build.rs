@@ -209,7 +209,7 @@ fn item09_rdc_is_linked_or_refused_with_a_message() {
         Ok(report) => {
             // Linked: every cubin is an executable ELF (e_type 2), not a
             // relocatable one (e_type 1) with unresolved symbols.
-            for k in &report.manifest.kernels {
+            for k in &report.manifest().expect("manifest").kernels {
                 for (arch, ka) in &k.archs {
                     let cubin = std::fs::read(report.out_dir.join(&ka.cubin)).expect("cubin");
                     assert_eq!(
@@ -259,7 +259,7 @@ fn item11_crate_folder_with_glob_metacharacters_globs() {
         .arch("sm_80")
         .try_compile_with(&build_env(&[]));
     match report {
-        Ok(r) => assert_eq!(r.manifest.kernels.len(), 1),
+        Ok(r) => assert_eq!(r.manifest().expect("manifest").kernels.len(), 1),
         Err(e) => panic!("glob in a crate folder named `brk[v2]`: {e}"),
     }
 }

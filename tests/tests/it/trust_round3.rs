@@ -47,7 +47,8 @@ fn item03_internal_linkage_kernels_have_the_same_identity_in_any_folder() {
     b.write("deeper/checkout/kernels/k.cu", INTERNAL);
     let first = build_in(a.path(), &[]);
     let anon: Vec<&str> = first
-        .manifest
+        .manifest()
+        .expect("manifest")
         .kernels
         .iter()
         .map(|k| k.name.as_str())
@@ -57,11 +58,16 @@ fn item03_internal_linkage_kernels_have_the_same_identity_in_any_folder() {
         anon.len(),
         2,
         "the anonymous namespace's kernel and the template of its type: {:?}",
-        first.manifest.kernels
+        first.manifest().expect("manifest").kernels
     );
     let second = build_in(&b_root, &[]);
     let names = |r: &occ_build::Report| -> Vec<String> {
-        r.manifest.kernels.iter().map(|k| k.name.clone()).collect()
+        r.manifest()
+            .expect("manifest")
+            .kernels
+            .iter()
+            .map(|k| k.name.clone())
+            .collect()
     };
     assert_eq!(
         names(&first),
@@ -76,7 +82,7 @@ fn item03_internal_linkage_kernels_have_the_same_identity_in_any_folder() {
             "{file} differs between two folders"
         );
     }
-    for blob in &first.manifest.device_code {
+    for blob in &first.manifest().expect("manifest").device_code {
         let name = Path::new(&blob.file);
         assert!(
             read(&first.out_dir.join(name)) == read(&second.out_dir.join(name)),
@@ -110,12 +116,18 @@ fn item03_internal_linkage_kernels_have_the_same_identity_in_any_folder() {
 /// The anonymous namespace's kernel of a file, as built in `root`.
 fn anon_symbol(root: &Path) -> String {
     let r = build_in(root, &[]);
-    r.manifest
+    r.manifest()
+        .expect("manifest")
         .kernels
         .iter()
         .map(|k| k.name.clone())
         .find(|n| n.contains("_GLOBAL__N_"))
-        .unwrap_or_else(|| panic!("no anonymous-namespace kernel: {:?}", r.manifest.kernels))
+        .unwrap_or_else(|| {
+            panic!(
+                "no anonymous-namespace kernel: {:?}",
+                r.manifest().expect("manifest").kernels
+            )
+        })
 }
 
 #[test]
@@ -212,13 +224,19 @@ fn item07_ci_build_without_nvcc_fails_unless_opted_out() {
                 &[("CI", Some("true")), opt_out],
             )))
             .unwrap_or_else(|e| panic!("{opt_out:?} in CI: {e}"));
-        assert_eq!(r.manifest.origin, occ_model::manifest::Origin::Lock);
+        assert_eq!(
+            r.manifest().expect("manifest").origin,
+            occ_model::manifest::Origin::Lock
+        );
     }
     // Outside CI a machine without nvcc still builds from the lock.
     let r = light_build(s.path())
         .try_compile_with(&build_env(&without_nvcc(&nowhere, &[])))
         .expect("no CI, no nvcc: the lock stands in");
-    assert_eq!(r.manifest.origin, occ_model::manifest::Origin::Lock);
+    assert_eq!(
+        r.manifest().expect("manifest").origin,
+        occ_model::manifest::Origin::Lock
+    );
 }
 
 #[test]
@@ -238,7 +256,10 @@ fn item07_a_dependency_is_never_gated_with_or_without_nvcc() {
     let r = light_build(s.path())
         .try_compile_with(&build_env(&without_nvcc(&nowhere, &[("CI", Some("true"))])))
         .expect("a dependency stands on its lock in its dependent's CI");
-    assert_eq!(r.manifest.origin, occ_model::manifest::Origin::Lock);
+    assert_eq!(
+        r.manifest().expect("manifest").origin,
+        occ_model::manifest::Origin::Lock
+    );
 }
 
 /// The same through cargo: a crate whose kernel got heavier than its
@@ -424,7 +445,8 @@ fn item04_source_lines_on_or_off_give_the_same_cubin_hashes() {
         let r = b
             .try_compile_with(&build_env(&[]))
             .unwrap_or_else(|e| panic!("build (source lines {lines}): {e}"));
-        r.manifest
+        r.manifest()
+            .expect("manifest")
             .kernels
             .iter()
             .flat_map(|k| {
@@ -599,7 +621,7 @@ fn review_the_anchor_header_works_under_a_quote_and_is_not_watched() {
     let root = s.path().join("bob's crate");
     s.write("bob's crate/kernels/k.cu", INTERNAL);
     let r = build_in(&root, &[]);
-    assert!(r.manifest.kernels.len() >= 4);
+    assert!(r.manifest().expect("manifest").kernels.len() >= 4);
     let watched: Vec<&String> = r
         .directives
         .rerun_if_changed
