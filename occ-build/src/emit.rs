@@ -164,7 +164,14 @@ pub fn kernels_rs(manifest: &Manifest) -> String {
         }
     }
     out.push_str("\n/// The embedded device code, sorted by source, then arch.\n#[allow(dead_code)]\npub static DEVICE_CODE: &[DeviceCode] = &DEVICE_CODE_ARRAY;\n");
-    out.push_str("\n/// Every kernel, sorted by symbol (`get` looks them up).\n#[allow(dead_code)]\npub static KERNELS: &[Kernel] = &[\n");
+    // An array static again, for the `<ident>::KERNEL` consts to point into:
+    // `&KERNELS[i]` through the slice static costs rustc 0.4 s more at 705
+    // kernels (BENCHMARKS.md, kernels.rs at candle's size).
+    let _ = writeln!(
+        out,
+        "\n#[allow(dead_code)]\nstatic KERNELS_ARRAY: [Kernel; {}] = [",
+        manifest.kernels.len()
+    );
     for kernel in &manifest.kernels {
         let _ = writeln!(
             out,
@@ -192,11 +199,11 @@ pub fn kernels_rs(manifest: &Manifest) -> String {
         }
         out.push_str("        ],\n    },\n");
     }
-    out.push_str("];\n");
+    out.push_str("];\n\n/// Every kernel, sorted by symbol (`get` looks them up).\n#[allow(dead_code)]\npub static KERNELS: &[Kernel] = &KERNELS_ARRAY;\n");
     for (i, kernel) in manifest.kernels.iter().enumerate() {
         let _ = writeln!(
             out,
-            "\n/// `{}` from `{}`.\n#[allow(dead_code)]\npub mod {} {{\n    /// This kernel's entry in [`KERNELS`](super::KERNELS).\n    pub const KERNEL: &super::Kernel = &super::KERNELS[{i}];\n{}}}",
+            "\n/// `{}` from `{}`.\n#[allow(dead_code)]\npub mod {} {{\n    /// This kernel's entry in [`KERNELS`](super::KERNELS).\n    pub const KERNEL: &super::Kernel = &super::KERNELS_ARRAY[{i}];\n{}}}",
             kernel.base_name.replace('`', "'"),
             kernel.source.replace('`', "'"),
             kernel.ident,
