@@ -1,6 +1,7 @@
-//! Stage 7: writes what a build made into `$OUT_DIR/occ`: `manifest.json`
-//! and `kernels.rs` (the device code files are placed by the nvcc jobs and
-//! `embed`), and removes the files of jobs this build no longer has.
+//! Stage 7: writes what a build made into `$OUT_DIR/occ`: `manifest.json`,
+//! `kernels.rs` and `device_code.rs` (the device code files are placed by
+//! the nvcc jobs and `embed`), and removes the files of jobs this build no
+//! longer has.
 //!
 //! `kernels.rs` is data, not a forest of modules: one static table of
 //! kernels (names, source, per-arch resources and best launch, a reference
@@ -11,6 +12,17 @@
 //! several MB costs seconds at a build script's opt-level 0, and this text
 //! is already formatted. Sorted, free of absolute paths and timestamps,
 //! and written only when it changes.
+//!
+//! `device_code.rs`, which `kernels.rs` includes, holds the blobs' table
+//! (`DEVICE_CODE_ARRAY`): each blob by `occ::__device_code!`, which on
+//! Linux assembles the file into the crate's object code (`global_asm!`
+//! with `.incbin`) instead of making its bytes a `static`'s value, which
+//! rustc would also copy into the rlib's metadata (`include_bytes!`: an
+//! rlib of twice the code). The symbol and length it names change with
+//! the bytes, so that rustc's incremental cache and cargo see a new blob
+//! (the assembler's read of the file is tracked by neither); that is why
+//! they live in a file of their own, the same in two folders exactly when
+//! the device code is, and `kernels.rs` stays the same in any folder.
 
 use crate::error::Result;
 use crate::files::write_atomic;
@@ -23,8 +35,13 @@ use std::path::Path;
 /// The generated Rust file's name inside `$OUT_DIR/occ`.
 pub const KERNELS_RS: &str = "kernels.rs";
 
-/// Writes `manifest.json` and `kernels.rs`.
+/// The generated file of the blobs' table, which `kernels.rs` includes.
+pub const DEVICE_CODE_RS: &str = "device_code.rs";
+
+/// Writes `device_code.rs`, `kernels.rs` and `manifest.json`.
 pub fn write_all(manifest: &Manifest, out: &Path) -> Result<()> {
+    let text = device_code_rs(manifest, |blob| reach(out, blob));
+    write_atomic(&out.join(DEVICE_CODE_RS), text.as_bytes())?;
     write_atomic(&out.join(KERNELS_RS), kernels_rs(manifest).as_bytes())?;
     // The manifest goes last: its presence means the rest is complete.
     write_atomic(
@@ -121,23 +138,43 @@ pub fn kernels_rs(manifest: &Manifest) -> String {
          #[allow(dead_code)]\npub const HAS_DEVICE_CODE: bool = {has_device_code};\n"
     );
     out.push_str(PRELUDE);
-    // The blobs, and where each (source, arch) finds its own.
+    // Where each (source, arch) finds its blob in `DEVICE_CODE_ARRAY`
+    // (`device_code.rs`): an array static, which the table's rows point
+    // into: rows that index a slice static (`&DEVICE_CODE[i]`) make rustc's
+    // const evaluation walk the blobs once per kernel × arch (94 s instead
+    // of 6.6 s of rustc for 2000 kernels × 3 archs, BENCHMARKS.md item 8).
     let mut blob_of: BTreeMap<(&str, Option<&str>), usize> = BTreeMap::new();
-    // An array static, which the table's rows point into: rows that index a
-    // slice static (`&DEVICE_CODE[i]`) make rustc's const evaluation walk the
-    // blobs once per kernel × arch (94 s instead of 6.6 s of rustc for 2000
-    // kernels × 3 archs, BENCHMARKS.md item 8).
-    let _ = writeln!(
-        out,
-        "\n#[allow(dead_code)]\nstatic DEVICE_CODE_ARRAY: [DeviceCode; {}] = [",
-        manifest.device_code.len()
-    );
     for (i, blob) in manifest.device_code.iter().enumerate() {
         blob_of.insert((blob.source.as_str(), blob.arch.as_deref()), i);
-        let _ = writeln!(out, "    {},", device_code(blob));
     }
-    out.push_str("];\n\n/// The embedded device code, sorted by source, then arch.\n#[allow(dead_code)]\npub static DEVICE_CODE: &[DeviceCode] = &DEVICE_CODE_ARRAY;\n");
-    out.push_str("\n/// Every kernel, sorted by symbol (`get` looks them up).\n#[allow(dead_code)]\npub static KERNELS: &[Kernel] = &[\n");
+    if manifest.device_code.iter().any(|b| !b.file.is_empty()) {
+        out.push_str(
+            "\n// The blobs' table (`DEVICE_CODE_ARRAY`), in a file of its own: it\n\
+             // names each blob by the hash and length of its bytes.\n\
+             include!(concat!(env!(\"OUT_DIR\"), \"/occ/device_code.rs\"));\n",
+        );
+    } else {
+        // No file to embed (a build from the lock, `Embed::Nothing`): the
+        // table here, so that the file needs no `OUT_DIR`.
+        out.push('\n');
+        let table = device_code_rs(manifest, |_| Reach::Empty);
+        for line in table
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with("//"))
+        {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out.push_str("\n/// The embedded device code, sorted by source, then arch.\n#[allow(dead_code)]\npub static DEVICE_CODE: &[DeviceCode] = &DEVICE_CODE_ARRAY;\n");
+    // An array static again, for the `<ident>::KERNEL` consts to point into:
+    // `&KERNELS[i]` through the slice static costs rustc 0.4 s more at 705
+    // kernels (BENCHMARKS.md, kernels.rs at candle's size).
+    let _ = writeln!(
+        out,
+        "\n#[allow(dead_code)]\nstatic KERNELS_ARRAY: [Kernel; {}] = [",
+        manifest.kernels.len()
+    );
     for kernel in &manifest.kernels {
         let _ = writeln!(
             out,
@@ -165,11 +202,11 @@ pub fn kernels_rs(manifest: &Manifest) -> String {
         }
         out.push_str("        ],\n    },\n");
     }
-    out.push_str("];\n");
+    out.push_str("];\n\n/// Every kernel, sorted by symbol (`get` looks them up).\n#[allow(dead_code)]\npub static KERNELS: &[Kernel] = &KERNELS_ARRAY;\n");
     for (i, kernel) in manifest.kernels.iter().enumerate() {
         let _ = writeln!(
             out,
-            "\n/// `{}` from `{}`.\n#[allow(dead_code)]\npub mod {} {{\n    /// This kernel's entry in [`KERNELS`](super::KERNELS).\n    pub const KERNEL: &super::Kernel = &super::KERNELS[{i}];\n{}}}",
+            "\n/// `{}` from `{}`.\n#[allow(dead_code)]\npub mod {} {{\n    /// This kernel's entry in [`KERNELS`](super::KERNELS).\n    pub const KERNEL: &super::Kernel = &super::KERNELS_ARRAY[{i}];\n{}}}",
             kernel.base_name.replace('`', "'"),
             kernel.source.replace('`', "'"),
             kernel.ident,
@@ -343,7 +380,66 @@ fn opt(v: Option<u32>) -> String {
     }
 }
 
-fn device_code(blob: &DeviceCode) -> String {
+/// How `device_code.rs` reaches a blob's bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// No file (a build from the lock): empty bytes.
+    Empty,
+    /// `occ::__device_code!`: assembled from the file (`.incbin`) on
+    /// Linux under `symbol`, `len` bytes; `include_bytes!` elsewhere.
+    Assembled { symbol: String, len: u64 },
+    /// `include_bytes!`: the path cannot be written in an assembler string
+    /// (a `"`, `\`, `{`, `}` or control character in `OUT_DIR`), or the
+    /// file cannot be read now (rustc will say so).
+    Included,
+}
+
+/// How the blob `blob` in `out` (`$OUT_DIR/occ`) is reached: its file
+/// read, hashed and measured. The symbol is `occ_dc_` and a 128-bit hash
+/// of the file's name and bytes: unique to those bytes, so two crates
+/// (or `Build`s) never define one symbol with two contents, and the same
+/// file of the same bytes in two crates of one binary is one comdat group,
+/// kept once.
+fn reach(out: &Path, blob: &DeviceCode) -> Reach {
+    if blob.file.is_empty() {
+        return Reach::Empty;
+    }
+    let path = out.join(&blob.file);
+    let quotable = path.to_str().is_some_and(|p| {
+        !p.chars()
+            .any(|c| matches!(c, '"' | '\\' | '{' | '}') || c.is_control())
+    });
+    match std::fs::read(&path) {
+        Ok(bytes) if quotable => Reach::Assembled {
+            symbol: format!(
+                "occ_dc_{}",
+                crate::cache::hash_bytes(&[blob.file.as_bytes(), &bytes])
+            ),
+            len: bytes.len() as u64,
+        },
+        _ => Reach::Included,
+    }
+}
+
+/// The text of `device_code.rs`: `DEVICE_CODE_ARRAY`, one row per blob,
+/// each reached as `reach` says.
+pub(crate) fn device_code_rs(manifest: &Manifest, reach: impl Fn(&DeviceCode) -> Reach) -> String {
+    let mut out = String::with_capacity(512 + manifest.device_code.len() * 200);
+    out.push_str("// @generated by occ-build. Do not edit. Included by kernels.rs.\n");
+    out.push_str("// Each blob's symbol and length change with its bytes.\n\n");
+    let _ = writeln!(
+        out,
+        "#[allow(dead_code)]\nstatic DEVICE_CODE_ARRAY: [DeviceCode; {}] = [",
+        manifest.device_code.len()
+    );
+    for blob in &manifest.device_code {
+        let _ = writeln!(out, "    {},", device_code(blob, &reach(blob)));
+    }
+    out.push_str("];\n");
+    out
+}
+
+fn device_code(blob: &DeviceCode, reach: &Reach) -> String {
     let kind = match blob.kind {
         Embed::Fatbin | Embed::Nothing => "Fatbin",
         Embed::Cubin => "Cubin",
@@ -353,13 +449,13 @@ fn device_code(blob: &DeviceCode) -> String {
         Some(a) => format!("Some({})", lit(a)),
         None => "None".into(),
     };
-    let bytes = if blob.file.is_empty() {
-        "&[]".to_string()
-    } else {
-        format!(
-            "include_bytes!(concat!(env!(\"OUT_DIR\"), {}))",
-            lit(&format!("/occ/{}", blob.file))
-        )
+    let file = lit(&format!("/occ/{}", blob.file));
+    let bytes = match reach {
+        Reach::Empty => "&[]".to_string(),
+        Reach::Assembled { symbol, len } => {
+            format!("::occ::__device_code!({symbol}, {file}, {len})")
+        }
+        Reach::Included => format!("include_bytes!(concat!(env!(\"OUT_DIR\"), {file}))"),
     };
     format!(
         "DeviceCode {{ source: {}, kind: CodeKind::{kind}, arch: {arch}, bytes: {bytes} }}",
@@ -429,6 +525,115 @@ mod tests {
                 align: 4,
             })
             .collect()
+    }
+
+    fn blob(file: &str) -> DeviceCode {
+        DeviceCode {
+            source: "k.cu".into(),
+            kind: Embed::Fatbin,
+            arch: None,
+            file: file.into(),
+        }
+    }
+
+    #[test]
+    fn a_blob_is_assembled_under_a_symbol_of_its_name_and_bytes() {
+        let dir = std::env::temp_dir().join(format!("occ-emit-reach-{}", std::process::id()));
+        let out = dir.join("out dir");
+        std::fs::create_dir_all(&out).expect("mkdir");
+        let write =
+            |file: &str, bytes: &[u8]| std::fs::write(out.join(file), bytes).expect("write");
+        write("a.fatbin", b"0123456789");
+        write("b.fatbin", b"0123456789");
+        let Reach::Assembled { symbol: a, len } = reach(&out, &blob("a.fatbin")) else {
+            panic!("a.fatbin in a folder with a space is assembled");
+        };
+        assert_eq!(len, 10);
+        assert!(a.starts_with("occ_dc_") && a.len() == 7 + 32, "{a}");
+        assert!(a[7..].chars().all(|c| c.is_ascii_hexdigit()), "{a}");
+        // Another file of the same bytes: another symbol (one crate never
+        // defines a symbol twice).
+        let Reach::Assembled { symbol: b, .. } = reach(&out, &blob("b.fatbin")) else {
+            panic!("b.fatbin");
+        };
+        assert_ne!(a, b);
+        // New bytes of the same length: a new symbol, so that rustc and
+        // cargo see the change.
+        write("a.fatbin", b"0123456780");
+        let Reach::Assembled { symbol: a2, len } = reach(&out, &blob("a.fatbin")) else {
+            panic!("a.fatbin, changed");
+        };
+        assert_eq!(len, 10);
+        assert_ne!(a, a2);
+        // No file (a build from the lock), a file gone.
+        assert_eq!(reach(&out, &blob("")), Reach::Empty);
+        assert_eq!(reach(&out, &blob("gone.fatbin")), Reach::Included);
+        // A folder the assembler's string cannot name.
+        for bad in ["q\"uote", "back\\slash", "br{ace}"] {
+            let odd = dir.join(bad);
+            std::fs::create_dir_all(&odd).expect("mkdir");
+            std::fs::write(odd.join("a.fatbin"), b"x").expect("write");
+            assert_eq!(reach(&odd, &blob("a.fatbin")), Reach::Included, "{bad}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn device_code_rs_names_each_blob_as_it_is_reached() {
+        let m = Manifest {
+            schema: manifest::SCHEMA_VERSION,
+            package: "p".into(),
+            origin: Origin::Nvcc,
+            nvcc: "V13.5.37".into(),
+            archs: vec!["sm_80".into()],
+            kernels: vec![],
+            device_code: vec![blob("a.fatbin"), blob("b.fatbin"), blob("")],
+            measured: Vec::new(),
+        };
+        let text = device_code_rs(&m, |b| match b.file.as_str() {
+            "a.fatbin" => Reach::Assembled {
+                symbol: "occ_dc_00ff".into(),
+                len: 10,
+            },
+            "b.fatbin" => Reach::Included,
+            _ => Reach::Empty,
+        });
+        assert!(
+            text.contains("static DEVICE_CODE_ARRAY: [DeviceCode; 3] = ["),
+            "{text}"
+        );
+        assert!(
+            text.contains("bytes: ::occ::__device_code!(occ_dc_00ff, \"/occ/a.fatbin\", 10) }"),
+            "{text}"
+        );
+        assert!(
+            text.contains("bytes: include_bytes!(concat!(env!(\"OUT_DIR\"), \"/occ/b.fatbin\")) }"),
+            "{text}"
+        );
+        assert!(text.contains("arch: None, bytes: &[] }"), "{text}");
+        // kernels.rs includes it, and no file's bytes.
+        let rs = kernels_rs(&m);
+        assert!(
+            rs.contains("include!(concat!(env!(\"OUT_DIR\"), \"/occ/device_code.rs\"));"),
+            "{rs}"
+        );
+        assert!(
+            !rs.contains("include_bytes") && !rs.contains("a.fatbin"),
+            "{rs}"
+        );
+        // No file at all (a build from the lock): the table inline, so that
+        // kernels.rs needs no OUT_DIR.
+        let lock = Manifest {
+            device_code: vec![blob(""), blob("")],
+            ..m
+        };
+        let rs = kernels_rs(&lock);
+        assert!(!rs.contains("device_code.rs"), "{rs}");
+        assert!(
+            rs.contains("static DEVICE_CODE_ARRAY: [DeviceCode; 2] = [")
+                && rs.matches("bytes: &[] },").count() == 2,
+            "{rs}"
+        );
     }
 
     #[test]

@@ -118,6 +118,11 @@ proptest! {
         prop_assert_eq!(back.to_json(), json);
         let rs = emit::kernels_rs(&m);
         prop_assert!(syn::parse_file(&rs).is_ok(), "kernels.rs must parse:\n{rs}");
+        let dc = emit::device_code_rs(&m, |b| emit::Reach::Assembled {
+            symbol: format!("occ_dc_{}", b.file.len()),
+            len: 8,
+        });
+        prop_assert!(syn::parse_file(&dc).is_ok(), "device_code.rs must parse:\n{dc}");
     }
 
     #[test]
@@ -233,9 +238,17 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
         file: "2d.fatbin".into(),
     });
     let rs = emit::kernels_rs(&m);
-    assert!(rs.contains("\"/occ/2d.fatbin\""), "{rs}");
     assert!(rs.contains("code: Some(&DEVICE_CODE_ARRAY[0])"), "{rs}");
     assert!(syn::parse_file(&rs).is_ok(), "{rs}");
+    let assembled = emit::Reach::Assembled {
+        symbol: "occ_dc_0123".into(),
+        len: 12,
+    };
+    for reach in [assembled, emit::Reach::Included] {
+        let dc = emit::device_code_rs(&m, |_| reach.clone());
+        assert!(dc.contains("\"/occ/2d.fatbin\""), "{dc}");
+        assert!(syn::parse_file(&dc).is_ok(), "{dc}");
+    }
 }
 
 #[test]

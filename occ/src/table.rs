@@ -4,7 +4,10 @@
 //! `$OUT_DIR/occ/kernels.rs`: statics made of these types (`DEVICE_CODE`,
 //! `KERNELS`, one `<ident>::KERNEL` per kernel) and a `get(name)` lookup.
 //! Every field is public and every type is plain data, so the generated
-//! file builds its tables as `static`s with no code run at start-up.
+//! file builds its tables as `static`s with no code run at start-up. The
+//! blobs' bytes come from `device_code.rs` beside it, through the hidden
+//! `occ::__device_code!`: on Linux assembled into the object code, so
+//! that they are not also copied into the rlib's metadata.
 //!
 //! ```
 //! use occ::table::{CodeKind, DeviceCode, Kernel, KernelArch, Param};
@@ -102,6 +105,62 @@ impl fmt::Debug for DeviceCode {
             .field("bytes", &format_args!("<{} bytes>", self.bytes.len()))
             .finish()
     }
+}
+
+/// The bytes of a device-code file of `$len` bytes at `$file` under
+/// `OUT_DIR` (`"/occ/kernels_saxpy.fatbin"`), as `device_code.rs` embeds
+/// them (occ-build writes the calls; not for use by hand).
+///
+/// On Linux (ELF) the file is assembled into the crate's object code by
+/// `global_asm!` (`.incbin`), 16-byte aligned, in a read-only section of
+/// its own named for `$symbol` (occ-build's hash of the file's name and
+/// bytes) and in the comdat group of that name, and the bytes are an
+/// `extern` static: so rustc keeps them in the rlib's object only, where a
+/// `static`'s value (`include_bytes!`) would also be copied into the rlib's
+/// metadata; the linker drops them when nothing refers to them, and keeps
+/// one copy of the same file in two crates.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __device_code {
+    ($symbol:ident, $file:literal, $len:literal) => {{
+        mod __occ_device_code {
+            extern "C" {
+                #[link_name = ::core::stringify!($symbol)]
+                pub static BYTES: [u8; $len];
+            }
+            ::core::arch::global_asm!(
+                ".pushsection .rodata.{bytes},\"aG\",%progbits,{bytes},comdat",
+                ".balign 16",
+                ".globl {bytes}",
+                ".type {bytes},%object",
+                ::core::concat!(".size {bytes}, ", ::core::stringify!($len)),
+                "{bytes}:",
+                ::core::concat!(
+                    ".incbin \"", ::core::env!("OUT_DIR"), $file, "\", 0, ",
+                    ::core::stringify!($len)
+                ),
+                ".popsection",
+                bytes = sym BYTES,
+            );
+        }
+        // SAFETY: the symbol is the assembled file, exactly `$len` bytes
+        // (`.incbin` reads at most that many, and occ-build measured the
+        // file it names by its hash), never written.
+        unsafe { &__occ_device_code::BYTES }
+    }};
+}
+
+/// The bytes of a device-code file of `$len` bytes at `$file` under
+/// `OUT_DIR`, as `device_code.rs` embeds them: here (not Linux)
+/// `include_bytes!`.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __device_code {
+    ($symbol:ident, $file:literal, $len:literal) => {
+        ::core::include_bytes!(::core::concat!(::core::env!("OUT_DIR"), $file))
+    };
 }
 
 /// The launch a kernel is written for (build.rs `.launch()`,

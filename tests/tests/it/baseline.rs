@@ -301,6 +301,11 @@ fn without_nvcc_the_lock_stands_in() {
             rs.contains("registers: ") && rs.contains("bytes: &[]"),
             "{rs}"
         );
+        // Self-contained: no blob file, so nothing from OUT_DIR.
+        assert!(
+            !rs.contains("device_code.rs") && !rs.contains("__device_code!"),
+            "{rs}"
+        );
         assert!(s2.path().join("out/occ/manifest.json").exists());
     }
     // An arch the lock lacks cannot come from it.

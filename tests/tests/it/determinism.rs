@@ -68,11 +68,13 @@ fn assert_same(a: &BTreeMap<String, Vec<u8>>, b: &BTreeMap<String, Vec<u8>>, wha
 }
 
 /// Device code: its line table (`-lineinfo`, for `Build::source_lines`)
-/// names the folder the crate is in.
+/// names the folder the crate is in; and `device_code.rs`, which names
+/// each blob by the hash and length of its bytes (`kernels.rs` does not).
 fn is_device_code(name: &str) -> bool {
     [".cubin", ".ptx", ".fatbin"]
         .iter()
         .any(|e| name.ends_with(e))
+        || name == "device_code.rs"
 }
 
 /// What `kernels.rs` embeds: the fatbins and the copies less line

@@ -458,7 +458,8 @@ fn mirror_sync(from: &Path, to: &Path) {
 /// The outputs that must not depend on the folder: all but the CLI's
 /// settings (`gate.json` names the crate root), the report and the status;
 /// with source lines, not the device code either (its line table names
-/// the folder by design).
+/// the folder by design), nor `device_code.rs`, which names each blob by
+/// the hash and length of its bytes.
 fn folder_free(files: &BTreeMap<String, Vec<u8>>, lines_off: bool) -> BTreeMap<String, Vec<u8>> {
     files
         .iter()
@@ -467,7 +468,8 @@ fn folder_free(files: &BTreeMap<String, Vec<u8>>, lines_off: bool) -> BTreeMap<S
             lines_off
                 || !(name.ends_with(".cubin")
                     || name.ends_with(".ptx")
-                    || name.ends_with(".fatbin"))
+                    || name.ends_with(".fatbin")
+                    || *name == "device_code.rs")
         })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()

@@ -217,7 +217,7 @@ fn changing_what_is_embedded_or_the_archs_leaves_no_stale_file() {
     );
     assert!(files_in(&out, ".fatbin").is_empty());
     assert!(files_in(&out.join("cache"), ".fatbin.json").is_empty());
-    let rs = s.read("out/occ/kernels.rs");
+    let rs = s.read("out/occ/device_code.rs");
     assert_eq!(rs.matches("CodeKind::Ptx, arch: Some(").count(), 4, "{rs}");
     // sm_90 dropped: its cubins, PTX and records go; sm_80's stay.
     build(&["sm_80"], Embed::Fatbin);
@@ -391,7 +391,8 @@ fn several_builds_in_one_build_script_share_kernels_rs_and_the_lock() {
     for ident in ["affine_f32", "affine_f64", "scale2"] {
         assert!(rs.contains(&format!("pub mod {ident} {{")), "{ident}: {rs}");
     }
-    assert!(rs.contains("/occ/extra@extra_scale.fatbin"), "{rs}");
+    let dc = s.read("out/occ/device_code.rs");
+    assert!(dc.contains("/occ/extra@extra_scale.fatbin"), "{dc}");
     // The lock holds both parts and says which sources are `extra`'s.
     let lock = s.read("occ.lock");
     let lock = occ_model::lock::Lock::from_text(&lock, Path::new("occ.lock")).expect("lock");
@@ -427,4 +428,207 @@ fn several_builds_in_one_build_script_share_kernels_rs_and_the_lock() {
         .arch("sm_80");
     let e = bad.try_compile_with(&build_env(&[])).expect_err("bad name");
     assert!(e.to_string().contains("may hold only letters"), "{e}");
+}
+
+/// The build script of both crates of the two-crate test: one arch, no
+/// source lines (so that the same `.cu` file gives the same bytes in both).
+const DC_BUILD_RS: &str = r#"fn main() {
+    occ_build::Build::new().glob("kernels/*.cu").arch("sm_80").source_lines(false).compile();
+}
+"#;
+
+/// A kernel of `extra.cu` that scales by `by`: the two crates' files of
+/// that name differ.
+fn extra_cu(by: &str) -> String {
+    format!("extern \"C\" __global__ void scale(float* p) {{ p[threadIdx.x] *= {by}f; }}\n")
+}
+
+/// The binary: writes every blob of its own table and of its dependency's
+/// into the folder given as its argument (`app.<i>`, `dep.<i>`) and prints
+/// `<crate> <i> <source> <len> <address>` for each.
+const DC_MAIN: &str = r#"mod kernels {
+    include!(concat!(env!("OUT_DIR"), "/occ/kernels.rs"));
+}
+
+fn main() {
+    let dir = std::path::PathBuf::from(std::env::args().nth(1).expect("a folder"));
+    for (name, code) in [("app", kernels::DEVICE_CODE), ("dep", occdcdep::kernels::DEVICE_CODE)] {
+        for (i, c) in code.iter().enumerate() {
+            std::fs::write(dir.join(format!("{name}.{i}")), c.bytes).expect("write");
+            println!("{name} {i} {} {} {}", c.source, c.bytes.len(), c.bytes.as_ptr() as usize);
+        }
+    }
+}
+"#;
+
+/// The members of an `ar` archive (an rlib): (name, bytes).
+fn ar_members(bytes: &[u8]) -> Vec<(String, Vec<u8>)> {
+    assert!(bytes.starts_with(b"!<arch>\n"), "not an archive");
+    let (mut at, mut members) = (8, Vec::new());
+    while at + 60 <= bytes.len() {
+        let header = String::from_utf8_lossy(&bytes[at..at + 60]).into_owned();
+        let size: usize = header[48..58].trim().parse().expect("member size");
+        let name = header[..16].trim().trim_end_matches('/').to_string();
+        members.push((name, bytes[at + 60..at + 60 + size].to_vec()));
+        at += 60 + size + size % 2;
+    }
+    members
+}
+
+fn holds(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The newest `lib<name>-*.rlib` of the scratch target folder.
+fn newest_rlib(name: &str) -> PathBuf {
+    let deps = occ_tests::scratch_target_dir().join("debug/deps");
+    std::fs::read_dir(&deps)
+        .expect("deps")
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.starts_with(&format!("lib{name}-")) && n.ends_with(".rlib")
+        })
+        .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
+        .expect("an rlib")
+        .path()
+}
+
+/// Builds and runs the app with `cargo` (a [`occ_tests::cargo`]), then
+/// checks every blob it wrote against the file in its crate's OUT_DIR,
+/// byte for byte, and its address for 16-byte alignment; returns the
+/// printed lines.
+fn run_and_compare_with(mut cargo: Command, app: &Path, blobs: &Path) -> Vec<String> {
+    let _ = std::fs::remove_dir_all(blobs);
+    std::fs::create_dir_all(blobs).expect("mkdir");
+    let out = occ_tests::succeed(
+        cargo
+            .args(["run", "--quiet", "--"])
+            .arg(blobs)
+            .current_dir(app),
+        "build and run the app",
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    for (name, package) in [("app", "occdcapp"), ("dep", "occdcdep")] {
+        let out_dir = occ_tests::trust::newest_out_dir(package).join("occ");
+        let manifest =
+            occ_build::cli::read_manifest(&out_dir.join("manifest.json")).expect("manifest");
+        assert_eq!(manifest.device_code.len(), 2, "{name}");
+        for (i, blob) in manifest.device_code.iter().enumerate() {
+            let file = std::fs::read(out_dir.join(&blob.file)).expect("blob file");
+            let got = std::fs::read(blobs.join(format!("{name}.{i}"))).expect("written");
+            assert!(
+                got == file,
+                "{name}'s {}: the binary holds {} bytes, the file has {}\n{stdout}",
+                blob.file,
+                got.len(),
+                file.len()
+            );
+        }
+    }
+    let lines: Vec<String> = stdout.lines().map(str::to_string).collect();
+    for line in &lines {
+        let address: usize = line
+            .rsplit(' ')
+            .next()
+            .and_then(|a| a.parse().ok())
+            .expect("address");
+        assert_eq!(address % 16, 0, "16-byte aligned: {line}");
+    }
+    lines
+}
+
+#[test]
+fn two_crates_in_one_binary_hold_their_own_bytes_and_none_in_the_rmeta() {
+    // Both crates embed `affine.cu` (the same bytes) and an `extra.cu` of
+    // their own (other bytes, the same file name), into a target folder
+    // with a space in its name (OUT_DIR is written in an assembler string).
+    let s = Scratch::new();
+    let target = s.path().join("tar get");
+    std::os::unix::fs::symlink(occ_tests::scratch_target_dir(), &target).expect("symlink");
+    let affine = occ_tests::fixture("cu/embed/affine.cu");
+    let occ = occ_tests::path_dep("occ");
+    let occ_build = occ_tests::path_dep("occ-build");
+    s.write(
+        "dep/Cargo.toml",
+        &format!("[package]\nname = \"occdcdep\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n{occ}\n\n[build-dependencies]\n{occ_build}\n"),
+    );
+    s.write("dep/build.rs", DC_BUILD_RS);
+    s.write("dep/kernels/affine.cu", &affine);
+    s.write("dep/kernels/extra.cu", &extra_cu("2.0"));
+    s.write(
+        "dep/src/lib.rs",
+        "pub mod kernels {\n    include!(concat!(env!(\"OUT_DIR\"), \"/occ/kernels.rs\"));\n}\n",
+    );
+    s.write(
+        "app/Cargo.toml",
+        &format!("[package]\nname = \"occdcapp\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n\n[dependencies]\n{occ}\noccdcdep = {{ path = \"../dep\" }}\n\n[build-dependencies]\n{occ_build}\n"),
+    );
+    s.write("app/build.rs", DC_BUILD_RS);
+    s.write("app/kernels/affine.cu", &affine);
+    s.write("app/kernels/extra.cu", &extra_cu("3.0"));
+    s.write("app/src/main.rs", DC_MAIN);
+    let app = s.path().join("app");
+    let blobs = s.path().join("blobs");
+    let run = || -> Vec<String> {
+        // One job at a time: two occ-build scripts at once on two cores
+        // wait for each other's jobserver token (a worker takes a job, then
+        // waits for a token that the other script's implicit one holds).
+        let mut cmd = occ_tests::cargo();
+        cmd.env("CARGO_TARGET_DIR", &target)
+            .env("CARGO_BUILD_JOBS", "1");
+        run_and_compare_with(cmd, &app, &blobs)
+    };
+    let lines = run();
+    // The same file of the same bytes in both crates: one copy.
+    let address = |name: &str, source: &str| -> String {
+        lines
+            .iter()
+            .find(|l| l.starts_with(&format!("{name} ")) && l.contains(source))
+            .and_then(|l| l.rsplit(' ').next())
+            .expect("printed")
+            .to_string()
+    };
+    assert_eq!(
+        address("app", "affine.cu"),
+        address("dep", "affine.cu"),
+        "{lines:#?}"
+    );
+    assert_ne!(
+        address("app", "extra.cu"),
+        address("dep", "extra.cu"),
+        "{lines:#?}"
+    );
+    // The dependency's rlib holds each blob in its object code, not in
+    // its metadata.
+    let rlib = std::fs::read(newest_rlib("occdcdep")).expect("rlib");
+    let members = ar_members(&rlib);
+    let out_dir = occ_tests::trust::newest_out_dir("occdcdep").join("occ");
+    let manifest = occ_build::cli::read_manifest(&out_dir.join("manifest.json")).expect("manifest");
+    for blob in &manifest.device_code {
+        let bytes = std::fs::read(out_dir.join(&blob.file)).expect("blob");
+        // 64 bytes of the blob found nowhere by chance (not padding).
+        let probe = (bytes.len() / 2..bytes.len() - 64)
+            .map(|at| &bytes[at..at + 64])
+            .find(|w| w.iter().collect::<std::collections::BTreeSet<_>>().len() >= 32)
+            .expect("a varied window");
+        for (name, member) in &members {
+            if name.ends_with(".rmeta") {
+                assert!(!holds(member, probe), "{} is in {name}", blob.file);
+            }
+        }
+        assert!(
+            // Objects by their ELF magic: a long member name is an index
+            // into the archive's name table.
+            members
+                .iter()
+                .any(|(_, m)| m.starts_with(b"\x7fELF") && holds(m, probe)),
+            "{} is in no object of the rlib",
+            blob.file
+        );
+    }
+    // An edit of the dependency's kernel (bytes of the same length): the
+    // incremental rebuild embeds the new bytes, not its cached object's.
+    s.write("dep/kernels/extra.cu", &extra_cu("5.0"));
+    run();
 }
