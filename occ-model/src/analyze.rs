@@ -101,6 +101,8 @@ pub fn build_manifest<'a>(
             .into_iter()
             .map(|e| (e.name.clone(), e))
             .collect();
+        // Demangled once per job, when a kernel with C linkage needs them.
+        let stubs = std::cell::OnceCell::new();
         for record in &log.kernels {
             if record.arch.as_deref().is_some_and(|a| a != job.arch) {
                 continue;
@@ -156,8 +158,14 @@ pub fn build_manifest<'a>(
             let kernel = kernels.entry(key).or_insert_with(|| {
                 let n = names::kernel_name(&record.name);
                 let ptx_params = directives.map(|d| d.params.as_slice()).unwrap_or_default();
-                let params =
-                    params::kernel_params(&record.name, &n.short, ptx_params, job.signatures);
+                let stubs = stubs.get_or_init(|| params::StubNames::of(job.signatures));
+                let params = params::kernel_params(
+                    &record.name,
+                    &n.short,
+                    ptx_params,
+                    job.signatures,
+                    stubs,
+                );
                 Kernel {
                     params,
                     name: record.name.clone(),

@@ -520,14 +520,40 @@ pub fn c_param_types(mangled: &str) -> Option<Vec<String>> {
     )
 }
 
+/// The host stubs of one job's [`Signatures`] with their names demangled
+/// once: a file of 2,000 `extern "C"` kernels would otherwise demangle
+/// every stub for every kernel (4 million demangles).
+#[derive(Debug, Default)]
+pub struct StubNames<'a> {
+    /// (short name, base name, stub) per stub, in the order of `stubs`.
+    stubs: Vec<(String, String, &'a str)>,
+}
+
+impl<'a> StubNames<'a> {
+    /// Demangles each stub of `sigs`.
+    pub fn of(sigs: &'a Signatures) -> Self {
+        let stubs = sigs
+            .stubs
+            .iter()
+            .map(|stub| {
+                let n = names::kernel_name(stub);
+                (n.short, n.base, stub.as_str())
+            })
+            .collect();
+        StubNames { stubs }
+    }
+}
+
 /// A kernel's parameters: the PTX list, with the C++ types of its symbol
-/// (or of the host stub of an `extern "C"` kernel) and the names of its
-/// declaration when each matches the PTX list one to one.
+/// (or of the host stub of an `extern "C"` kernel, from `stubs`, the
+/// job's [`StubNames`]) and the names of its declaration when each matches
+/// the PTX list one to one.
 pub fn kernel_params(
     symbol: &str,
     short_name: &str,
     ptx: &[PtxParam],
     sigs: &Signatures,
+    stubs: &StubNames<'_>,
 ) -> Vec<Param> {
     let types = if symbol.starts_with("_Z") {
         c_param_types(symbol)
@@ -535,9 +561,8 @@ pub fn kernel_params(
         // The stubs of this name and arity; used only when they agree. A
         // function with C linkage is no template: the stub of a template
         // instantiation of the same name (`relu<double>`) is another kernel's.
-        let mut found = sigs.stubs.iter().filter_map(|stub| {
-            let n = names::kernel_name(stub);
-            (!n.base.ends_with('>') && (n.short == short_name || n.base == symbol))
+        let mut found = stubs.stubs.iter().filter_map(|(short, base, stub)| {
+            (!base.ends_with('>') && (short == short_name || base == symbol))
                 .then(|| c_param_types(stub))
                 .flatten()
                 .filter(|t| t.len() == ptx.len())
@@ -681,7 +706,7 @@ __attribute__((global)) void anon(int, const MyType, unsigned int);
                 params: vec!["a".into(), "x".into(), "n".into()],
             }],
         };
-        let got = kernel_params("saxpy", "saxpy", &ptx, &sigs);
+        let got = kernel_params("saxpy", "saxpy", &ptx, &sigs, &StubNames::of(&sigs));
         let d: Vec<String> = got.iter().map(Param::describe).collect();
         assert_eq!(d, ["float a", "float const* x", "int n"]);
         // Two declarations of one name and arity: names unknown, types kept.
@@ -690,7 +715,7 @@ __attribute__((global)) void anon(int, const MyType, unsigned int);
             name: "saxpy".into(),
             params: vec!["b".into(), "y".into(), "m".into()],
         });
-        let got = kernel_params("saxpy", "saxpy", &ptx, &two);
+        let got = kernel_params("saxpy", "saxpy", &ptx, &two, &StubNames::of(&two));
         assert!(got
             .iter()
             .all(|p| p.name.is_empty() && !p.c_type.is_empty()));
@@ -698,14 +723,20 @@ __attribute__((global)) void anon(int, const MyType, unsigned int);
         // stub is not the kernel's, and does not make the types ambiguous.
         let mut beside = sigs.clone();
         beside.stubs.push("_Z5saxpyIdEvdPKdi".into());
-        let got = kernel_params("saxpy", "saxpy", &ptx, &beside);
+        let got = kernel_params("saxpy", "saxpy", &ptx, &beside, &StubNames::of(&beside));
         assert_eq!(got[1].describe(), "float const* x");
         // Two non-template stubs of that name and arity that disagree: no types.
         beside.stubs.push("_ZN2ns5saxpyEdPKdi".into());
-        let got = kernel_params("saxpy", "saxpy", &ptx, &beside);
+        let got = kernel_params("saxpy", "saxpy", &ptx, &beside, &StubNames::of(&beside));
         assert!(got.iter().all(|p| p.c_type.is_empty()));
         // No stub: the PTX alone.
-        let got = kernel_params("saxpy", "saxpy", &ptx, &Signatures::default());
+        let got = kernel_params(
+            "saxpy",
+            "saxpy",
+            &ptx,
+            &Signatures::default(),
+            &StubNames::default(),
+        );
         assert_eq!(got[0].describe(), ".f32 (4 B)");
     }
 }
