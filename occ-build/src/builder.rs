@@ -277,20 +277,28 @@ impl Build {
         }
     }
 
-    /// This build's part name ([`Build::name`], else its
-    /// [`Build::static_lib`] name, else the default part's empty name).
-    /// Whether the build asked for line information itself (`-G`, or a
-    /// `-lineinfo` flag): then what it embeds keeps it.
-    pub(crate) fn keeps_line_info(&self) -> bool {
+    /// Whether the build asked for line information itself (`-G`, a
+    /// `-lineinfo` flag, or one passed to ptxas such as
+    /// `-Xptxas=-lineinfo`), in its flags or in nvcc's flag variables
+    /// (`NVCC_APPEND_FLAGS`, `NVCC_PREPEND_FLAGS`, as `vars` holds them):
+    /// then what it embeds keeps it.
+    pub(crate) fn keeps_line_info(&self, vars: &[(&str, Option<String>)]) -> bool {
+        let asks = |token: &str| {
+            matches!(token, "-G" | "--device-debug")
+                || token.contains("lineinfo")
+                || token.contains("generate-line-info")
+        };
         self.debug
-            || self.flags.iter().any(|f| {
-                matches!(
-                    f.as_str(),
-                    "-G" | "--device-debug" | "-lineinfo" | "--generate-line-info"
-                )
-            })
+            || self.flags.iter().any(|f| asks(f))
+            || vars
+                .iter()
+                .filter_map(|(_, value)| value.as_deref())
+                .flat_map(str::split_whitespace)
+                .any(asks)
     }
 
+    /// This build's part name ([`Build::name`], else its
+    /// [`Build::static_lib`] name, else the default part's empty name).
     pub(crate) fn part(&self) -> &str {
         match &self.static_lib {
             Some(lib) if self.name.is_empty() => lib,

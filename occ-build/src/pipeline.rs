@@ -452,7 +452,7 @@ fn emit(
 ) -> Result<parts::View> {
     let settings = embed::Settings {
         embed: build.embed_mode(),
-        strip_lines: !build.no_source_lines && !build.keeps_line_info(),
+        strip_lines: !build.no_source_lines && !build.keeps_line_info(&inputs.nvcc_vars),
         compress: build.compress,
     };
     manifest.device_code = embed::write(

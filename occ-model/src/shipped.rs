@@ -57,10 +57,13 @@ struct Header {
     size: u64,
     align: u64,
     line: bool,
+    /// `.debug_info`: the cubin was built for a debugger (`-G`).
+    debug_info: bool,
 }
 
 /// `cubin` with its line sections ([`is_line_section`]) emptied and their
-/// bytes cut out; the same bytes when it has none. `None` when it is not a
+/// bytes cut out; the same bytes when it has none, or when it was built
+/// for a debugger (`-G`: it has `.debug_info`, whose lines it keeps). `None` when it is not a
 /// little-endian 64-bit ELF file whose line sections can be cut out
 /// without changing anything else.
 ///
@@ -77,7 +80,9 @@ pub fn cubin_without_lines(cubin: &[u8]) -> Option<Vec<u8>> {
         return None;
     }
     let headers = headers(cubin)?;
-    if !headers.iter().any(|h| h.line) {
+    // A cubin built for a debugger keeps its line table: it belongs to the
+    // debug information the build asked for.
+    if !headers.iter().any(|h| h.line) || headers.iter().any(|h| h.debug_info) {
         return Some(cubin.to_vec());
     }
     let ph_offset = u64_at(cubin, 0x20)?;
@@ -98,20 +103,45 @@ pub fn cubin_without_lines(cubin: &[u8]) -> Option<Vec<u8>> {
         }
     }
     items.sort_by_key(|&(offset, ..)| offset);
-    // New offsets, and the bytes in their new places.
+    // Things that share bytes (on sm_100 and later ptxas lays some
+    // `.nv.merc.*` sections over others: `.nv.constant4`,
+    // `.nv.global.init`, even the section table) move together, as one
+    // block: (old start, old end, largest alignment, members).
+    let mut blocks: Vec<(u64, u64, u64, Vec<(u64, u64)>)> = Vec::new();
+    for &(old, size, align) in &items {
+        let end = old.checked_add(size)?;
+        match blocks.last_mut() {
+            Some(block) if old < block.1 => {
+                block.1 = block.1.max(end);
+                block.2 = block.2.max(align);
+                block.3.push((old, align));
+            }
+            _ => blocks.push((old, end, align, vec![(old, align)])),
+        }
+    }
+    // New offsets, and the bytes in their new places: each block at the
+    // next offset its alignment allows, or, when a member starts inside
+    // it at an offset that would then be misaligned, at the next offset
+    // that keeps the block's old offset modulo its alignment.
     let mut out = cubin.get(..64)?.to_vec();
     let mut moved: Vec<(u64, u64, u64)> = Vec::new(); // (old, new, size)
-    let mut last_end = 64;
-    for &(old, size, align) in &items {
-        if old < last_end {
-            return None; // overlapping items: not a layout to edit
+    if blocks.first().is_some_and(|b| b.0 < 64) {
+        return None; // something over the ELF header: not a layout to edit
+    }
+    for (start, end, align, members) in &blocks {
+        let cursor = out.len() as u64;
+        let mut new = cursor.next_multiple_of(*align);
+        if !members
+            .iter()
+            .all(|&(old, a)| (new + (old - start)).is_multiple_of(a))
+        {
+            new = cursor + (start % align + align - cursor % align) % align;
         }
-        last_end = old.checked_add(size)?;
-        let new = (out.len() as u64).next_multiple_of(align);
         out.resize(usize::try_from(new).ok()?, 0);
-        let from = usize::try_from(old).ok()?;
-        out.extend_from_slice(cubin.get(from..from.checked_add(usize::try_from(size).ok()?)?)?);
-        moved.push((old, new, size));
+        let from = usize::try_from(*start).ok()?;
+        let to = usize::try_from(*end).ok()?;
+        out.extend_from_slice(cubin.get(from..to)?);
+        moved.push((*start, new, end - start));
     }
     // Where an old offset is now. At or inside what stays: moved with it.
     // Elsewhere (padding, or a line section's old place): for the start of
@@ -147,7 +177,12 @@ pub fn cubin_without_lines(cubin: &[u8]) -> Option<Vec<u8>> {
             .copy_from_slice(&value.to_le_bytes());
         Some(())
     };
-    let new_of = |old: u64| moved.iter().find(|m| m.0 == old).map(|m| m.1);
+    let new_of = |offset: u64| {
+        moved
+            .iter()
+            .find(|&&(old, _, size)| offset >= old && offset < old + size)
+            .map(|&(old, new, _)| new + (offset - old))
+    };
     let new_sh = new_of(sh_offset)?;
     let new_ph = if ph_count > 0 {
         new_of(ph_offset)?
@@ -196,8 +231,22 @@ pub fn cubin_without_lines(cubin: &[u8]) -> Option<Vec<u8>> {
     for (at, value) in fields {
         put(&mut out, at, value)?;
     }
-    // The proof that nothing else changed: the same code, constants,
-    // resources and symbols.
+    // Every section that stays has its bytes, byte for byte, where its
+    // header now says (the tables of names and the Mercury copies too,
+    // which the code's hash leaves out) ...
+    for h in headers
+        .iter()
+        .filter(|h| !h.line && h.kind != SHT_NOBITS && h.size > 0)
+    {
+        let new = usize::try_from(new_of(h.offset)?).ok()?;
+        let old = usize::try_from(h.offset).ok()?;
+        let size = usize::try_from(h.size).ok()?;
+        if out.get(new..new.checked_add(size)?)? != cubin.get(old..old.checked_add(size)?)? {
+            return None;
+        }
+    }
+    // ... and the proof that nothing else changed: the same code,
+    // constants, resources and symbols.
     (code_bytes(&out)? == code_bytes(cubin)?).then_some(out)
 }
 
@@ -226,6 +275,7 @@ fn headers(cubin: &[u8]) -> Option<Vec<Header>> {
                 size: u64_at(cubin, at + 32)?,
                 align: u64_at(cubin, at + 48)?.max(1),
                 line: is_line_section(name),
+                debug_info: name.strip_prefix(b".nv.merc").unwrap_or(name) == b".debug_info",
             })
         })
         .collect()
@@ -233,16 +283,25 @@ fn headers(cubin: &[u8]) -> Option<Vec<Header>> {
 
 /// `ptx` less its line information: the `.loc` and `.file` directives and
 /// the `.section .debug_*` blocks (the names of inlined functions that
-/// `.loc … inlined_at` lines refer to). The blank lines of such a block
-/// stay: nvcc writes the module's last blank line inside it. An inline
-/// `asm` block that `-lineinfo` gave a `.loc` also got a blank line before
-/// its `// end inline asm`, which goes too.
+/// `.loc … inlined_at` lines refer to), never inside a `/* */` comment
+/// (an inline `asm` may hold one). The blank lines of such a block stay:
+/// nvcc writes the module's last blank line inside it. PTX built for a
+/// debugger (`-G`: a `.debug_info` section) is left as it is.
+///
+/// What is left is the PTX nvcc writes without `-lineinfo`, up to blank
+/// lines at the end of inline `asm` blocks, which `-lineinfo` adds for some
+/// targets (sm_120) and PTX ignores.
 pub fn ptx_without_lines(ptx: &str) -> String {
-    let lines: Vec<&str> = ptx.split_inclusive('\n').collect();
+    if ptx
+        .lines()
+        .any(|l| directive(l.trim(), ".section").is_some_and(|rest| rest.trim() == ".debug_info"))
+    {
+        return ptx.to_string();
+    }
     let mut out = String::with_capacity(ptx.len());
     let mut in_debug = false;
-    let mut asm_with_loc = false;
-    for (i, line) in lines.iter().enumerate() {
+    let mut in_comment = false;
+    for line in ptx.split_inclusive('\n') {
         let text = line.trim();
         if in_debug {
             if text == "}" {
@@ -252,29 +311,50 @@ pub fn ptx_without_lines(ptx: &str) -> String {
             }
             continue;
         }
-        if text == "// begin inline asm" {
-            asm_with_loc = lines
-                .get(i + 1)
-                .is_some_and(|next| directive(next.trim(), ".loc").is_some());
-        } else if text == "// end inline asm" {
-            asm_with_loc = false;
-        }
-        let before_asm_end = lines
-            .get(i + 1)
-            .is_some_and(|next| next.trim() == "// end inline asm");
-        if text.is_empty() && asm_with_loc && before_asm_end {
-            continue;
-        }
-        if directive(text, ".loc").is_some() || directive(text, ".file").is_some() {
-            continue;
-        }
-        if directive(text, ".section").is_some_and(|rest| rest.trim_start().starts_with(".debug")) {
-            in_debug = true;
-            continue;
+        let starts_in_comment = in_comment;
+        in_comment = ends_in_comment(line, in_comment);
+        if !starts_in_comment {
+            if directive(text, ".loc").is_some() || directive(text, ".file").is_some() {
+                continue;
+            }
+            if directive(text, ".section")
+                .is_some_and(|rest| rest.trim_start().starts_with(".debug"))
+            {
+                in_debug = true;
+                continue;
+            }
         }
         out.push_str(line);
     }
     out
+}
+
+/// Whether a `/* */` comment is open at the end of `line`, given whether
+/// one was at its start (a `//` outside one ends the line's code).
+fn ends_in_comment(line: &str, mut open: bool) -> bool {
+    let mut rest = line;
+    loop {
+        if open {
+            match rest.find("*/") {
+                Some(at) => {
+                    open = false;
+                    rest = &rest[at + 2..];
+                }
+                None => return true,
+            }
+        } else {
+            let block = rest.find("/*");
+            let to_end = rest.find("//");
+            match (block, to_end) {
+                (Some(b), Some(l)) if l < b => return false,
+                (Some(b), _) => {
+                    open = true;
+                    rest = &rest[b + 2..];
+                }
+                (None, _) => return false,
+            }
+        }
+    }
 }
 
 /// The rest of `line` after the directive `name` and the white space that
@@ -320,16 +400,17 @@ mod tests {
             ptx_without_lines(with),
             "\tld.param.u64 \t%rd1, [k_param_0];\n\tret;\n\n}\n\n"
         );
-        // The blank line `-lineinfo` adds to an inline asm block it gave a
-        // `.loc`; a block without one keeps its lines.
-        let asm =
-            "\t// begin inline asm\n\t.loc\t1 30 5\n\tbar.sync 1, %r88;\n\n\t// end inline asm\n";
+        // A `.loc` or `.file` inside a comment of an inline asm is the
+        // user's text, not line information.
+        let comment =
+            "\t/* see\n.loc 1 2 3 */\n\tadd.s32 %r1, %r1, 1;\n\t// .loc 1 2 3\n\t.loc\t1 5 3\n";
         assert_eq!(
-            ptx_without_lines(asm),
-            "\t// begin inline asm\n\tbar.sync 1, %r88;\n\t// end inline asm\n"
+            ptx_without_lines(comment),
+            "\t/* see\n.loc 1 2 3 */\n\tadd.s32 %r1, %r1, 1;\n\t// .loc 1 2 3\n"
         );
-        let plain = "\t// begin inline asm\n\tbar.sync 1, %r88;\n\n\t// end inline asm\n";
-        assert_eq!(ptx_without_lines(plain), plain);
+        // PTX built for a debugger keeps everything.
+        let debug = "\t.loc\t1 2 0\n\t.section\t.debug_info\n\t{\n\t}\n";
+        assert_eq!(ptx_without_lines(debug), debug);
         // A `.location`-like word or a data section is not line information.
         let other = "\t.local .align 4 .b8 __local_depot0[8];\n\t.section .nv.constant0\n";
         assert_eq!(ptx_without_lines(other), other);
