@@ -107,7 +107,7 @@ pub fn cubin_without_lines(cubin: &[u8]) -> Option<Vec<u8>> {
     // `.nv.merc.*` sections over others: `.nv.constant4`,
     // `.nv.global.init`, even the section table) move together, as one
     // block: (old start, old end, largest alignment, members).
-    let mut blocks: Vec<(u64, u64, u64, Vec<(u64, u64)>)> = Vec::new();
+    let mut blocks: Vec<Block> = Vec::new();
     for &(old, size, align) in &items {
         let end = old.checked_add(size)?;
         match blocks.last_mut() {
@@ -249,6 +249,10 @@ pub fn cubin_without_lines(cubin: &[u8]) -> Option<Vec<u8>> {
     // constants, resources and symbols.
     (code_bytes(&out)? == code_bytes(cubin)?).then_some(out)
 }
+
+/// Bytes that move together: old start, old end, the largest alignment of
+/// its members, and each member's (old offset, alignment).
+type Block = (u64, u64, u64, Vec<(u64, u64)>);
 
 /// The section headers of `cubin` (a little-endian 64-bit ELF file).
 fn headers(cubin: &[u8]) -> Option<Vec<Header>> {
