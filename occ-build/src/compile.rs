@@ -142,20 +142,21 @@ impl Runner<'_> {
         let results: Mutex<Vec<Option<Result<Vec<JobOutput>>>>> =
             Mutex::new((0..jobs.len()).map(|_| None).collect());
         let workers = self.jobs.clamp(1, jobs.len().max(1));
+        let tokens = crate::tokens::Tokens::new(self.jobserver);
         std::thread::scope(|scope| {
             for worker in 0..workers {
                 let next = &next;
                 let results = &results;
+                let tokens = &tokens;
                 scope.spawn(move || loop {
+                    // Worker 0 runs on the token cargo gave this build script;
+                    // the others take one from the jobserver per nvcc run,
+                    // before the job (`tokens`).
+                    let Some(_token) = tokens.before_next(worker, next, jobs.len()) else {
+                        break;
+                    };
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(job) = jobs.get(i) else { break };
-                    // Worker 0 runs on the token cargo gave this build script;
-                    // the others take one from the jobserver per nvcc run.
-                    let _token = if worker > 0 {
-                        self.jobserver.and_then(|c| c.acquire().ok())
-                    } else {
-                        None
-                    };
                     let result = self.run_one(job);
                     let failed = result.is_err();
                     if let Ok(mut slots) = results.lock() {

@@ -300,7 +300,7 @@ impl Pass {
 
 /// `f` over `items` on up to `parallel` threads, in order; the first thread
 /// runs on the build script's own jobserver token, the others each take
-/// one per item.
+/// one per item, before it (`tokens`).
 fn pool<T: Sync, R: Send>(
     parallel: usize,
     items: &[T],
@@ -313,17 +313,16 @@ fn pool<T: Sync, R: Send>(
     // script; nothing in this process closes them (the client opens its own).
     let jobserver = unsafe { jobserver::Client::from_env() };
     let workers = parallel.clamp(1, items.len().max(1));
+    let tokens = crate::tokens::Tokens::new(jobserver.as_ref());
     std::thread::scope(|scope| {
         for worker in 0..workers {
-            let (next, results, jobserver, f) = (&next, &results, jobserver.as_ref(), &f);
+            let (next, results, tokens, f) = (&next, &results, &tokens, &f);
             scope.spawn(move || loop {
+                let Some(_token) = tokens.before_next(worker, next, items.len()) else {
+                    break;
+                };
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(item) = items.get(i) else { break };
-                let _token = if worker > 0 {
-                    jobserver.and_then(|c| c.acquire().ok())
-                } else {
-                    None
-                };
                 let result = f(item);
                 if let Ok(mut slots) = results.lock() {
                     slots[i] = Some(result);

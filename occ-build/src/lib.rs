@@ -208,6 +208,7 @@ mod plan;
 mod proptests;
 mod status;
 mod summary;
+mod tokens;
 mod toolchain;
 mod toolkit;
 mod wheels;
