@@ -19,7 +19,7 @@
 //!   `-lineinfo`, byte for byte (checked over the test corpus).
 //!
 //! The ELF editing is written here, on the bounds-checked reading of
-//! [`crate::code_hash`], because no crate rewrites a cubin without
+//! `code_hash`, because no crate rewrites a cubin without
 //! renumbering its symbols: the `.nv.info` sections refer to symbols by
 //! index, so the symbol table must stay as it is. Sections are not removed
 //! (their indices are referred to by the others) but emptied, and what
