@@ -4,6 +4,7 @@
 
 use crate::args;
 use crate::manifest::{self, Loaded, Source, OVERRIDE_VAR};
+use crate::memo;
 use crate::validate::{self, Plan};
 use occ_model::manifest::FILE_NAME;
 use proc_macro2::{Delimiter, Group, Literal, Span, TokenStream, TokenTree};
@@ -12,10 +13,19 @@ use syn::spanned::Spanned;
 
 /// Expands `#[launch_config(attr)] item`.
 pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let (args, mut errors) = args::parse(attr);
     // The item is not parsed: its body is spliced as tokens, which keeps
     // hundreds of sites cheap (parsing whole functions dominated the cost).
     let func = split_body(&item);
+    // A site whose attribute an earlier error-free site wrote, against the
+    // same manifest, takes that site's plan (`memo`): no syn parse, no tuner.
+    let key = memo::key(&attr);
+    let loaded = manifest::load();
+    if let (Some((head, body)), Ok(loaded), Some(key)) = (&func, &loaded, &key) {
+        if let Some(plan) = memo::get(&loaded.manifest, key) {
+            return site(head.clone(), body, Ok(&plan), Some(loaded));
+        }
+    }
+    let (args, mut errors) = args::parse(attr);
     if func.is_none() {
         errors.at(
             item.span(),
@@ -23,7 +33,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         );
     }
     let span = args.kernel.as_ref().map_or(Span::call_site(), |k| k.span);
-    let (plan, loaded) = match manifest::load() {
+    let (plan, loaded) = match loaded {
         Ok(loaded) => (
             validate::plan(&args, &loaded.manifest, &mut errors),
             Some(loaded),
@@ -37,23 +47,54 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         let error = errors.into_error().map(|e| e.to_compile_error());
         return quote!(#error #item);
     };
-    let injected = match (errors.into_error(), plan) {
-        (None, Some(plan)) => consts(&plan, &Uses::of(&body.stream())),
+    match (errors.into_error(), plan) {
+        (None, Some(plan)) => {
+            if let (Some(key), Some(loaded)) = (key, &loaded) {
+                memo::put(&loaded.manifest, key, &plan);
+            }
+            site(head, &body, Ok(&plan), loaded.as_ref())
+        }
         (error, _) => {
             let error = error
                 .unwrap_or_else(|| syn::Error::new(span, "no launch could be computed; rebuild"))
                 .to_compile_error();
+            site(head, &body, Err(error), loaded.as_ref())
+        }
+    }
+}
+
+/// The function again: its head, then its body with the plan's consts (or
+/// the error and placeholders) and the manifest's tracking at the top.
+fn site(
+    mut head: TokenStream,
+    body: &Group,
+    plan: Result<&Plan, TokenStream>,
+    loaded: Option<&Loaded>,
+) -> TokenStream {
+    let mut inner = body.stream();
+    let injected = match plan {
+        Ok(plan) => {
+            let mut uses = Uses::of(&inner);
+            // `grid_for(n)` calls become `u32::div_ceil(n, BLOCK)`: no
+            // function item per site for rustc to check and generate.
+            if let (true, Some(row)) = (uses.inlines_grid(), plan.rows.first()) {
+                if let Some(rewritten) = inline_grid_calls(&inner, row.block_size) {
+                    inner = rewritten;
+                    uses.grid_inlined = true;
+                }
+            }
+            consts(plan, &uses)
+        }
+        Err(error) => {
             let placeholders = placeholders();
             quote!(#error #placeholders)
         }
     };
-    let tracking = tracking(loaded.as_ref());
-    let inner = body.stream();
+    let tracking = tracking(loaded);
     let mut new_body = Group::new(Delimiter::Brace, quote!(#injected #tracking #inner));
     new_body.set_span(body.span());
-    let mut out = head;
-    out.extend([TokenTree::Group(new_body)]);
-    out
+    head.extend([TokenTree::Group(new_body)]);
+    head
 }
 
 /// Splits a function item into everything before its body and the body (a
@@ -133,6 +174,8 @@ fn option_env_out_dir() -> String {
 struct Uses {
     all: bool,
     names: Vec<String>,
+    /// Every `grid_for(..)` of the body was rewritten ([`inline_grid_calls`]).
+    grid_inlined: bool,
 }
 
 /// std macros that only take the tokens they are given.
@@ -166,6 +209,7 @@ impl Uses {
         let mut uses = Uses {
             all: false,
             names: Vec::new(),
+            grid_inlined: false,
         };
         uses.scan(body.clone());
         uses
@@ -210,11 +254,97 @@ impl Uses {
     }
 
     fn wants(&self, name: &str) -> bool {
+        if self.grid_inlined && name == "grid_for" {
+            return false;
+        }
         self.all
             || self.names.iter().any(|n| n == name)
             // grid_for reads BLOCK_SIZE.
-            || (name == "BLOCK_SIZE" && self.names.iter().any(|n| n == "grid_for"))
+            || (name == "BLOCK_SIZE" && !self.grid_inlined && self.wants("grid_for"))
     }
+
+    /// Whether the body's `grid_for` calls may be rewritten: it names
+    /// `grid_for` and calls no macro that could name it unseen.
+    fn inlines_grid(&self) -> bool {
+        !self.all && self.names.iter().any(|n| n == "grid_for")
+    }
+}
+
+/// `grid_for(n)` → `::core::primitive::u32::div_ceil(n, BLOCK)` throughout
+/// `body`, or `None` (inject the function as before) unless every
+/// `grid_for` in it is a plain call of one argument: not after `.`, `::` or
+/// `fn` (someone else's `grid_for`), not a binding or a value (no local can
+/// then shadow the injected name), not in a literal (a format string's
+/// capture). The call keeps the name's span and the argument's group, so
+/// rustc's messages about the argument point where they did; `div_ceil`
+/// is a `const fn` of the same signature, so the calls mean the same in
+/// every context.
+fn inline_grid_calls(body: &TokenStream, block: u32) -> Option<TokenStream> {
+    rewrite_grid_calls(body, block).map(|(tokens, _)| tokens)
+}
+
+/// [`inline_grid_calls`], and whether anything was rewritten (a group
+/// without a call is kept whole).
+fn rewrite_grid_calls(body: &TokenStream, block: u32) -> Option<(TokenStream, bool)> {
+    let tokens: Vec<TokenTree> = body.clone().into_iter().collect();
+    let mut out: Vec<TokenTree> = Vec::with_capacity(tokens.len());
+    let mut changed = false;
+    let mut i = 0;
+    while i < tokens.len() {
+        match &tokens[i] {
+            TokenTree::Ident(name) if name == "grid_for" => {
+                let after_path = match out.last() {
+                    Some(TokenTree::Punct(p)) => matches!(p.as_char(), '.' | ':'),
+                    Some(TokenTree::Ident(k)) => k == "fn",
+                    _ => false,
+                };
+                let arg = match tokens.get(i + 1) {
+                    Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Parenthesis => g,
+                    _ => return None,
+                };
+                let one_arg = !arg.stream().is_empty()
+                    && !arg
+                        .stream()
+                        .into_iter()
+                        .any(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == ','));
+                if after_path || !one_arg {
+                    return None;
+                }
+                let (inner, _) = rewrite_grid_calls(&arg.stream(), block)?;
+                let lit = Literal::u32_suffixed(block);
+                let path = quote::quote_spanned!(name.span()=>
+                    ::core::primitive::u32::div_ceil);
+                let mut call = Group::new(Delimiter::Parenthesis, quote!(#inner, #lit));
+                call.set_span(arg.span());
+                out.extend(path);
+                out.push(TokenTree::Group(call));
+                changed = true;
+                i += 2;
+                continue;
+            }
+            TokenTree::Literal(l) if l.to_string().contains("grid_for") => return None,
+            TokenTree::Group(g) => {
+                let (inner, rewritten) = rewrite_grid_calls(&g.stream(), block)?;
+                if rewritten {
+                    let mut group = Group::new(g.delimiter(), inner);
+                    group.set_span(g.span());
+                    out.push(TokenTree::Group(group));
+                    changed = true;
+                } else {
+                    out.push(TokenTree::Group(g.clone()));
+                }
+            }
+            // `r#grid_for` names the same thing and may bind a local.
+            TokenTree::Ident(name) if name == "r#grid_for" => return None,
+            other => out.push(other.clone()),
+        }
+        i += 1;
+    }
+    Some(if changed {
+        (out.into_iter().collect(), true)
+    } else {
+        (body.clone(), false)
+    })
 }
 
 /// Every name the expansion can inject.
@@ -335,4 +465,61 @@ fn placeholders() -> TokenStream {
 fn f32_lit(v: f64) -> Literal {
     let v = v as f32;
     Literal::f32_suffixed(if v.is_finite() { v } else { 0.0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inlined(body: TokenStream) -> Option<String> {
+        inline_grid_calls(&body, 256).map(|t| t.to_string())
+    }
+
+    #[test]
+    fn grid_calls_become_div_ceil() {
+        let out = inlined(quote!(let g = grid_for(n + 1); (g, [grid_for(grid_for(m))])));
+        let expected = quote!(
+            let g = ::core::primitive::u32::div_ceil(n + 1, 256u32);
+            (g, [::core::primitive::u32::div_ceil(::core::primitive::u32::div_ceil(m, 256u32), 256u32)])
+        );
+        assert_eq!(out, Some(expected.to_string()));
+        // Inside a std macro's arguments too.
+        let out = inlined(quote!(assert_eq!(grid_for(n), 4);));
+        assert!(out.is_some_and(|o| o.contains("div_ceil (n , 256u32)")));
+    }
+
+    #[test]
+    fn other_grid_fors_keep_the_function() {
+        for body in [
+            quote!(let grid_for = |x: u32| x; grid_for(3)),
+            quote!(x.grid_for(n)),
+            quote!(other::grid_for(n)),
+            quote!(
+                fn grid_for(n: u32) -> u32 {
+                    n
+                }
+            ),
+            quote!(let f = grid_for; f(n)),
+            quote!(grid_for(n, 2)),
+            quote!(grid_for()),
+            quote!(println!("{}", "{grid_for}")),
+            quote!(let r#grid_for = 1; grid_for(n)),
+            quote!([1].map(grid_for)),
+        ] {
+            assert_eq!(inlined(body.clone()), None, "{body}");
+        }
+    }
+
+    #[test]
+    fn an_inlined_grid_leaves_block_size_to_the_body() {
+        let mut uses = Uses::of(&quote!(grid_for(n)));
+        assert!(uses.inlines_grid() && uses.wants("BLOCK_SIZE") && uses.wants("grid_for"));
+        uses.grid_inlined = true;
+        assert!(!uses.wants("BLOCK_SIZE") && !uses.wants("grid_for"));
+        let mut uses = Uses::of(&quote!((grid_for(n), BLOCK_SIZE)));
+        uses.grid_inlined = true;
+        assert!(uses.wants("BLOCK_SIZE") && !uses.wants("grid_for"));
+        // A macro of the user's may name it: nothing is rewritten.
+        assert!(!Uses::of(&quote!(my_launch!(grid_for(n)))).inlines_grid());
+    }
 }

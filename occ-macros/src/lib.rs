@@ -80,6 +80,10 @@
 //! Only the names the function's body uses are injected (its tokens are
 //! scanned, macro arguments included), so a site pays for what it reads; a
 //! body that calls a macro of its own, which may name them, gets them all.
+//! A body whose every `grid_for` is a call of one argument gets no function:
+//! each `grid_for(n)` becomes `u32::div_ceil(n, BLOCK_SIZE)` with the block
+//! size written out (the same `const fn`, so the same result, types and
+//! const contexts), which spares rustc one function per site.
 //!
 //! The rules that read the table (which row's code runs on a GPU: the
 //! newest cubin that runs there, else PTX for the driver's JIT) live once,
@@ -140,11 +144,14 @@
 //! crate's root; for tools and tests). It reads and parses the manifest once
 //! per compiler process however many sites there are, and the expansion
 //! `include_bytes!`es it so that rustc recompiles the crate when it changes.
+//! Sites that write the same attribute against the same manifest share one
+//! plan, computed at the first of them.
 #![deny(missing_docs)]
 
 mod args;
 mod expand;
 mod manifest;
+mod memo;
 mod validate;
 
 /// Bakes the best launch of a CUDA kernel into this function; see the
