@@ -57,19 +57,11 @@ TREES = {k: v for k, v in {"before": BEFORE, "after": AFTER}.items()
          if k in os.environ.get("TREES", "before,after").split(",")}
 
 sys.path.insert(0, str(HERE / "bench"))
-from candle import big_cu  # noqa: E402  (the kernels of BENCHMARKS.md item 8)
+from candle import big_cu, write  # noqa: E402  (the kernels of BENCHMARKS.md item 8)
 
 
 def say(msg):
     print(msg, file=sys.stderr, flush=True)
-
-
-def write(path, text, mode=None):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists() or path.read_text() != text:
-        path.write_text(text)
-    if mode:
-        path.chmod(mode)
 
 
 def env(tree):

@@ -36,6 +36,26 @@ struct Part {
     manifest: Option<Manifest>,
 }
 
+impl Part {
+    fn new(
+        out: &Path,
+        name: &str,
+        root: &Path,
+        sources: &[String],
+        flags: &[String],
+        manifest: Option<Manifest>,
+    ) -> Part {
+        Part {
+            out: out.to_path_buf(),
+            name: name.to_string(),
+            sources: sources.to_vec(),
+            files: resolved(root, sources),
+            flags: flags.to_vec(),
+            manifest,
+        }
+    }
+}
+
 /// The parts built in this process.
 static PARTS: Mutex<Vec<Part>> = Mutex::new(Vec::new());
 
@@ -111,14 +131,7 @@ pub(crate) fn others(out: &Path, name: &str) -> bool {
 pub(crate) fn reused(out: &Path, name: &str, root: &Path, sources: &[String], flags: &[String]) {
     let mut parts = PARTS.lock().unwrap_or_else(|e| e.into_inner());
     parts.retain(|p| !(p.out == out && p.name == name));
-    parts.push(Part {
-        out: out.to_path_buf(),
-        name: name.to_string(),
-        sources: sources.to_vec(),
-        files: resolved(root, sources),
-        flags: flags.to_vec(),
-        manifest: None,
-    });
+    parts.push(Part::new(out, name, root, sources, flags, None));
 }
 
 /// Records `manifest` as the part `name` of the builds into `out` (its
@@ -158,14 +171,14 @@ pub(crate) fn record(
             ));
         }
     }
-    parts.push(Part {
-        out: out.to_path_buf(),
-        name: name.to_string(),
-        sources: sources.to_vec(),
-        files: resolved(root, sources),
-        flags: flags.to_vec(),
-        manifest: Some(manifest.clone()),
-    });
+    parts.push(Part::new(
+        out,
+        name,
+        root,
+        sources,
+        flags,
+        Some(manifest.clone()),
+    ));
     let mine: Vec<&Part> = parts.iter().filter(|p| p.out == out).collect();
     // One part (most crates): what the merge gives is the part itself with
     // its identifiers made unique, without copying it through the merge.
