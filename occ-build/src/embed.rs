@@ -8,7 +8,8 @@
 //! ([`occ_model::shipped`]: the same code, no line table, no path of the
 //! build machine), into `<job>.embed.cubin` and `<job>.embed.ptx`, written
 //! only when their bytes change; a build that asked for line information
-//! itself (`-lineinfo`, `-G`) embeds the files as they are. Then a fatbin
+//! itself (`-lineinfo`, `-G`), or has none, embeds copies of the files as
+//! they are under the same names. Then a fatbin
 //! is put together from them by the toolkit's `fatbinary` (as `nvcc
 //! -fatbin` does as its last step), compressed as [`Compress`] says. A
 //! fatbin is rebuilt only when one of its parts, or `fatbinary` itself,
@@ -222,18 +223,18 @@ fn fatbin(
 }
 
 /// The file (in `out`) that embeds the job's `<job>.<ext>` (a cubin or
-/// PTX): `<job>.embed.<ext>`, the file less its line information, written
-/// only when its bytes change (so its stat, which a fatbin's record
-/// checks, changes only then); the file itself unless `strip_lines`.
+/// PTX): `<job>.embed.<ext>`, the file less its line information when
+/// `strip_lines`, else the same bytes, written only when its bytes change
+/// (so its stat, which a fatbin's record checks, changes only then). One
+/// name whatever the mode, so a build that turns source lines off leaves
+/// no copy of the last build's behind (the differential test's step).
 fn shipped(out: &Path, job: &str, ext: &str, strip_lines: bool) -> Result<String> {
-    let name = format!("{job}.{ext}");
-    if !strip_lines {
-        return Ok(name);
-    }
-    let path = out.join(&name);
+    let path = out.join(format!("{job}.{ext}"));
     let bytes = std::fs::read(&path)
         .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
-    let stripped = if ext == "ptx" {
+    let stripped = if !strip_lines {
+        Some(bytes)
+    } else if ext == "ptx" {
         Some(shipped::ptx_without_lines(&String::from_utf8_lossy(&bytes)).into_bytes())
     } else {
         shipped::cubin_without_lines(&bytes)
