@@ -27,6 +27,7 @@ mod parser_speed;
 mod parser_support;
 mod pipeline;
 mod publish;
+mod readme_snippet;
 mod scale;
 mod trust_build;
 mod trust_cache;
