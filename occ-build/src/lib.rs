@@ -16,7 +16,7 @@
 //!
 //! ```toml
 //! [build-dependencies]
-//! occ-build = "0.1"
+//! occ-build = { git = "https://github.com/occ-rs/occ" }   # not on crates.io yet
 //! ```
 //!
 //! `kernels/saxpy.cu`:
@@ -88,7 +88,7 @@
 //! `~/.cache/occ/cuda`), where
 //!
 //! ```sh
-//! cargo install --path <occ checkout>/cargo-occ   # once on crates.io: cargo install cargo-occ
+//! cargo install --locked --git https://github.com/occ-rs/occ cargo-occ   # or: cargo install --path <occ checkout>/cargo-occ
 //! cargo occ toolkit install
 //! ```
 //!

@@ -15,10 +15,13 @@
 //!
 //! ```toml
 //! [dependencies]
-//! occ = { version = "0.1", features = ["cudarc"] }
+//! occ = { git = "https://github.com/occ-rs/occ", features = ["cudarc"] }   # not on crates.io yet
+//! # cudarc's CUDA version (13.4, its newest; name yours if older): without one,
+//! # cudarc asks the nvcc on PATH and stops at 13.5.
+//! cudarc = { version = "0.19", default-features = false, features = ["cuda-13040"] }
 //!
 //! [build-dependencies]
-//! occ-build = "0.1"
+//! occ-build = { git = "https://github.com/occ-rs/occ" }
 //! ```
 //!
 //! `build.rs`:

@@ -26,6 +26,7 @@ mod parser_ptx;
 mod parser_speed;
 mod parser_support;
 mod pipeline;
+mod printed_commands;
 mod publish;
 mod readme_snippet;
 mod scale;
