@@ -15,6 +15,7 @@ use std::process::ExitCode;
 mod bless;
 mod calc;
 mod check;
+mod cudarc;
 mod diff;
 mod explain;
 mod locate;

@@ -7,6 +7,7 @@
 //! use; `doctor` reports everything a build depends on and what to do about
 //! each gap.
 
+use crate::cudarc;
 use crate::locate::Locate;
 use anyhow::{bail, Context, Result};
 use occ_build::cli::Env;
@@ -32,7 +33,8 @@ enum ToolkitCommand {
     /// Print the nvcc occ would use; exit 1, with how to install one, if none.
     Path,
     /// Report what occ would use (nvcc, its version and archs, the host
-    /// compiler, cuobjdump/nvdisasm, the lock) and what to do about each gap.
+    /// compiler, cuobjdump/nvdisasm, the lock, the CUDA version cudarc
+    /// would take) and what to do about each gap.
     Doctor(DoctorArgs),
 }
 
@@ -328,6 +330,9 @@ fn doctor(args: DoctorArgs) -> Result<i32> {
         }
     }
     lines.push(lock(&args.locate, &cwd, nvcc_version.as_deref()));
+    let cudarc = cudarc_lines(&args.locate, &cwd);
+    let cudarc_stops = cudarc.iter().any(|l| l.fix.is_some());
+    lines.extend(cudarc);
     let width = lines.iter().map(|l| l.label.len()).max().unwrap_or(0);
     for l in &lines {
         println!("{:width$}  {}", l.label, l.value);
@@ -340,11 +345,36 @@ fn doctor(args: DoctorArgs) -> Result<i32> {
     }
     if usable {
         println!("\nocc builds with this nvcc.");
-        Ok(0)
     } else {
         println!("\nocc cannot compile kernels here; builds stand on occ.lock if there is one.");
-        Ok(1)
     }
+    if cudarc_stops {
+        println!("cudarc's build script would stop this crate's build: see the fix above.");
+    }
+    Ok(if usable && !cudarc_stops { 0 } else { 1 })
+}
+
+/// One line per cudarc of the crate here (none when it has none): whether
+/// cudarc's build script would stop at the nvcc on `PATH`
+/// ([`cudarc::judge`]).
+fn cudarc_lines(locate: &Locate, cwd: &Path) -> Vec<Line> {
+    let in_package = cwd.ancestors().any(|d| d.join("Cargo.toml").is_file());
+    if locate.manifest_path.is_none() && !in_package {
+        return Vec::new();
+    }
+    let found = match cudarc::of_crate(locate.manifest_path.as_deref()) {
+        Ok(found) => found,
+        Err(e) => return vec![line("cudarc", format!("not checked: {e:#}"), None)],
+    };
+    let env = std::env::var("CUDARC_CUDA_VERSION").ok();
+    let nvcc = cudarc::nvcc_on_path();
+    found
+        .iter()
+        .map(|c| {
+            let v = cudarc::judge(c, env.as_deref(), nvcc.as_deref());
+            line("cudarc", v.value, v.fix)
+        })
+        .collect()
 }
 
 fn archs(nvcc: &Nvcc) -> Line {

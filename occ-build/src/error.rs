@@ -771,7 +771,7 @@ fn not_found_fix(f: &mut fmt::Formatter<'_>, install_dir: Option<&Path>) -> fmt:
 /// The command that installs `cargo occ` today: from the occ source tree
 /// this occ-build was built from when it has cargo-occ beside it (a path
 /// or git dependency: cargo checks out the whole repository), else from
-/// crates.io.
+/// the repository (the crates are not on crates.io yet).
 pub(crate) fn install_cargo_occ() -> String {
     let beside = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -782,7 +782,7 @@ pub(crate) fn install_cargo_occ() -> String {
             format!("cargo install --path \"{}\"", dir.display())
         }
         Some(dir) => format!("cargo install --path {}", dir.display()),
-        None => "cargo install cargo-occ".into(),
+        None => "cargo install --locked --git https://github.com/occ-rs/occ cargo-occ".into(),
     }
 }
 

@@ -18,10 +18,10 @@
 //!
 //! ```toml
 //! [dependencies]
-//! occ = "0.1"
+//! occ = { git = "https://github.com/occ-rs/occ" }   # not on crates.io yet
 //!
 //! [build-dependencies]
-//! occ-build = "0.1"
+//! occ-build = { git = "https://github.com/occ-rs/occ" }
 //! ```
 //!
 //! `kernels/saxpy.cu`:

@@ -49,7 +49,7 @@ pub fn load() -> Result<Loaded, String> {
     Ok(Loaded { manifest, source })
 }
 
-const BUILD_RS_HINT: &str = "#[launch_config] reads the manifest that occ-build writes in build.rs; add to Cargo.toml\n\n    [build-dependencies]\n    occ-build = \"0.1\"\n\nand a build.rs beside it:\n\n    fn main() {\n        occ_build::Build::new()\n            .glob(\"kernels/*.cu\")\n            .archs([\"sm_80\", \"sm_90\"])\n            .compile();\n    }";
+const BUILD_RS_HINT: &str = "#[launch_config] reads the manifest that occ-build writes in build.rs; add to Cargo.toml\n\n    [build-dependencies]\n    occ-build = { git = \"https://github.com/occ-rs/occ\" }\n\nand a build.rs beside it:\n\n    fn main() {\n        occ_build::Build::new()\n            .glob(\"kernels/*.cu\")\n            .archs([\"sm_80\", \"sm_90\"])\n            .compile();\n    }";
 
 fn locate() -> Result<(PathBuf, Source), String> {
     if let Some(value) = std::env::var_os(OVERRIDE_VAR).filter(|v| !v.is_empty()) {

@@ -15,10 +15,13 @@
 //!
 //! ```toml
 //! [dependencies]
-//! occ = { version = "0.1", features = ["cudarc"] }
+//! occ = { git = "https://github.com/occ-rs/occ", features = ["cudarc"] }   # not on crates.io yet
+//! # cudarc's CUDA version (13.4, its newest; name yours if older): without one,
+//! # cudarc asks the nvcc on PATH and stops at 13.5.
+//! cudarc = { version = "0.19", default-features = false, features = ["cuda-13040"] }
 //!
 //! [build-dependencies]
-//! occ-build = "0.1"
+//! occ-build = { git = "https://github.com/occ-rs/occ" }
 //! ```
 //!
 //! `build.rs`:
@@ -121,17 +124,21 @@
 //! `fallback-latest`, which cudarc's build script applies only when no
 //! version is named:
 //!
-//! 1. `CUDARC_CUDA_VERSION=12080` at build time, if set;
+//! 1. `CUDARC_CUDA_VERSION=13040` at build time, if set;
 //! 2. else a version feature of any crate of the build, yours included:
 //!    `cudarc = { version = "0.19", default-features = false, features =
-//!    ["cuda-12080"] }` in your `[dependencies]` — the setup to use when
-//!    the build must not depend on the machine;
-//! 3. else the version of the `nvcc` on `PATH` (only its version is read);
+//!    ["cuda-13040"] }` in your `[dependencies]` (the README's setup: CUDA
+//!    13.4, cudarc 0.19's newest; name yours if it is older) — the setup
+//!    to use when the build must not depend on the machine;
+//! 3. else the version of the `nvcc` on `PATH` (only its version is read;
+//!    `CUDA_HOME` is not asked);
 //! 4. with no nvcc there, cudarc's newest bindings.
 //!
-//! In step 3, an nvcc newer than cudarc knows (CUDA 13.5 for cudarc
-//! 0.19.10) makes cudarc's build script stop with "Unsupported cuda
-//! toolkit version"; name a version as in steps 1 or 2.
+//! In step 3, an nvcc newer than cudarc knows (CUDA 13.5, the toolkit
+//! occ installs, for cudarc 0.19.10) makes cudarc's build script panic
+//! with "Unsupported cuda toolkit version"; name a version as in steps 1
+//! or 2. `cargo occ toolkit doctor` checks this for the crate it runs in,
+//! and prints the line.
 //!
 //! The driver API being loaded at run time, bindings newer than the
 //! installed driver work as long as the functions called exist there;

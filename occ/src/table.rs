@@ -256,11 +256,19 @@ impl fmt::Display for Param {
 /// One `__global__` function and its numbers on each arch it was built for.
 #[derive(Debug, Clone, Copy)]
 pub struct Kernel {
-    /// The symbol to load (`cuModuleGetFunction`).
+    /// The symbol to load (`cuModuleGetFunction`): a C++ kernel's mangled
+    /// name (`_ZN5fluid9stencil1dIfLi3EEEvPKT_PS1_i`), an `extern "C"`
+    /// kernel's plain one (`saxpy`). To show a person, use
+    /// [`base_name`](Self::base_name) or [`demangled`](Self::demangled).
     pub name: &'static str,
-    /// The demangled name.
+    /// The demangled name with its parameter types
+    /// (`fluid::stencil1d<float, 3>(float const*, float*, int)`; `saxpy`
+    /// for an `extern "C"` kernel, whose symbol carries no types).
     pub demangled: &'static str,
-    /// The name without its parameter list.
+    /// The readable name: the demangled name without its parameter list
+    /// (`fluid::stencil1d<float, 3>`, `saxpy`); what the reports show, and
+    /// a name [`lookup`] (the generated `get`) accepts when one kernel has
+    /// it. [`signature`](Self::signature) adds the parameters.
     pub base_name: &'static str,
     /// The Rust identifier (`kernels::<ident>::KERNEL`).
     pub ident: &'static str,

@@ -341,3 +341,45 @@ fn every_variable_read_is_in_one_table_in_the_readme_and_the_crate_docs() {
     }
     assert!(missing.is_empty(), "not in the table: {missing:?}");
 }
+
+/// Issue 27: a crate that takes occ's cudarc with no CUDA version, with
+/// nvcc 13.5 on `PATH`, stops in cudarc's build script; doctor says so and
+/// prints the line that fixes it, and is content once the line is there.
+#[test]
+fn doctor_flags_cudarc_without_a_version_under_nvcc_13_5() {
+    let s = Scratch::new();
+    let dir = linked_toolkit_dir(&s);
+    let occ = workspace_root().join("occ");
+    let manifest = |extra: &str| {
+        format!(
+            "[package]\nname = \"cudarcuser\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+             [workspace]\n\n[dependencies]\nocc = {{ path = {:?}, features = [\"cudarc\"] }}\n{extra}",
+            occ.display().to_string()
+        )
+    };
+    s.write("Cargo.toml", &manifest(""));
+    s.write("src/main.rs", "fn main() {}\n");
+    let bin = toolkit_home().join("bin");
+    let mut path = OsString::from(&bin);
+    path.push(":");
+    path.push(path_without_nvcc());
+    let path = path.to_string_lossy().into_owned();
+    let env = [("PATH", path.as_str()), ("CARGO_NET_OFFLINE", "true")];
+    let (code, out, err) = toolkit(s.path(), &dir, &["doctor"], &env);
+    let fix =
+        "cudarc = { version = \"0.19\", default-features = false, features = [\"cuda-13040\"] }";
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.contains("Unsupported cuda toolkit version"),
+        "{out}\n{err}"
+    );
+    assert!(out.contains(fix), "{out}\n{err}");
+
+    s.write("Cargo.toml", &manifest(&format!("{fix}\n")));
+    let (code, out, err) = toolkit(s.path(), &dir, &["doctor"], &env);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("CUDA 13.4 (feature cuda-13040)"),
+        "{out}\n{err}"
+    );
+}

@@ -13,7 +13,7 @@
 //! - a crate built with occ-build (example-app) packages its `occ.lock` and
 //!   kernels, which docs.rs and users' builds need;
 //! - every `[profile.*.package.<name>]` of the root manifest names a crate
-//!   that `cargo install cargo-occ` builds, so the install prints no
+//!   that `cargo install --path cargo-occ` builds, so the install prints no
 //!   "did not match any packages" warning; the oracle's own crate is
 //!   optimised from `.cargo/config.toml` instead.
 
