@@ -198,19 +198,6 @@ def rustc_runs():
         return []
 
 
-def rlib_parts(path):
-    p = subprocess.run(["ar", "tv", str(path)], capture_output=True, text=True)
-    meta = objs = 0
-    for line in p.stdout.splitlines():
-        f = line.split()
-        size, name = int(f[2]), f[-1]
-        if name.endswith(".rmeta"):
-            meta += size
-        elif name.endswith(".o"):
-            objs += size
-    return meta, objs
-
-
 def measure(name, crate, forms, occ_dir):
     embedded = sum((occ_dir / f).stat().st_size for _, f in blobs(occ_dir))
     res = {f: {"walls": [], "mibs": []} for f in FORMS}
@@ -227,7 +214,7 @@ def measure(name, crate, forms, occ_dir):
                 res[form]["mibs"].append(runs[-1][1] / 1024)
             path = rlib(msgs)
             if path:
-                meta, objs = rlib_parts(path)
+                meta, objs = candle.rlib_parts(path)
                 res[form].update(rlib=path.stat().st_size, rmeta=meta, objects=objs)
     return {"embedded": embedded, "kernels_rs": (occ_dir / "kernels.rs").stat().st_size,
             "device_code_rs": (occ_dir / "device_code.rs").stat().st_size, "forms": res}

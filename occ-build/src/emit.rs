@@ -510,9 +510,26 @@ fn kernel_arch(arch: &str, k: &KernelArch, blob: Option<usize>) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use occ_model::params::Param;
+
+    /// A manifest of `kernels` and `device_code` for sm_80, as nvcc built it.
+    pub(crate) fn manifest(
+        kernels: Vec<manifest::Kernel>,
+        device_code: Vec<DeviceCode>,
+    ) -> Manifest {
+        Manifest {
+            schema: manifest::SCHEMA_VERSION,
+            package: "p".into(),
+            origin: Origin::Nvcc,
+            nvcc: "V13.5.37".into(),
+            archs: vec!["sm_80".into()],
+            kernels,
+            device_code,
+            measured: Vec::new(),
+        }
+    }
 
     fn named(names: &[&str]) -> Vec<Param> {
         names
@@ -580,16 +597,7 @@ mod tests {
 
     #[test]
     fn device_code_rs_names_each_blob_as_it_is_reached() {
-        let m = Manifest {
-            schema: manifest::SCHEMA_VERSION,
-            package: "p".into(),
-            origin: Origin::Nvcc,
-            nvcc: "V13.5.37".into(),
-            archs: vec!["sm_80".into()],
-            kernels: vec![],
-            device_code: vec![blob("a.fatbin"), blob("b.fatbin"), blob("")],
-            measured: Vec::new(),
-        };
+        let m = manifest(vec![], vec![blob("a.fatbin"), blob("b.fatbin"), blob("")]);
         let text = device_code_rs(&m, |b| match b.file.as_str() {
             "a.fatbin" => Reach::Assembled {
                 symbol: "occ_dc_00ff".into(),

@@ -6,7 +6,7 @@
 
 use crate::emit;
 use occ_model::manifest::{
-    self, Best, DeviceCode, Embed, Kernel, KernelArch, LaunchBounds, Manifest, Origin, Resources,
+    Best, DeviceCode, Embed, Kernel, KernelArch, LaunchBounds, Manifest, Resources,
 };
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -86,14 +86,8 @@ fn a_manifest() -> impl Strategy<Value = Manifest> {
             archs: archs.into_iter().map(|(a, k)| (a.to_string(), k)).collect(),
         });
     (any::<String>(), prop::collection::vec(kernel, 0..4)).prop_map(|(package, kernels)| Manifest {
-        schema: manifest::SCHEMA_VERSION,
         package,
-        origin: Origin::Nvcc,
-        nvcc: "V13.5.37".into(),
-        archs: vec!["sm_80".into()],
-        kernels,
-        device_code: Vec::new(),
-        measured: Vec::new(),
+        ..emit::tests::manifest(kernels, Vec::new())
     })
 }
 
@@ -182,16 +176,7 @@ impl FloorCharBoundary for str {
 fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
     // `2d.cu` at the crate root makes the job `2d.sm_80` and the fatbin
     // `2d.fatbin`: names kernels.rs only quotes, never makes items of.
-    let mut m = Manifest {
-        schema: manifest::SCHEMA_VERSION,
-        package: "p".into(),
-        origin: Origin::Nvcc,
-        nvcc: "V13.5.37".into(),
-        archs: vec!["sm_80".into()],
-        kernels: vec![],
-        device_code: Vec::new(),
-        measured: Vec::new(),
-    };
+    let mut m = emit::tests::manifest(vec![], Vec::new());
     let k = KernelArch {
         resources: Resources {
             registers: 8,

@@ -549,25 +549,40 @@ fn two_crates_in_one_binary_hold_their_own_bytes_and_none_in_the_rmeta() {
     let affine = occ_tests::fixture("cu/embed/affine.cu");
     let occ = occ_tests::path_dep("occ");
     let occ_build = occ_tests::path_dep("occ-build");
-    s.write(
-        "dep/Cargo.toml",
-        &format!("[package]\nname = \"occdcdep\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n{occ}\n\n[build-dependencies]\n{occ_build}\n"),
+    // One crate: its manifest's extra lines, its `extra.cu`'s constant,
+    // its Rust source.
+    let write_crate = |dir: &str,
+                       name: &str,
+                       extra: &str,
+                       value: &str,
+                       (rs, text): (&str, &str)| {
+        s.write(
+            &format!("{dir}/Cargo.toml"),
+            &format!("[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n{extra}\n[dependencies]\n{occ}\n{deps}\n[build-dependencies]\n{occ_build}\n",
+                deps = if extra.is_empty() { "" } else { "occdcdep = { path = \"../dep\" }\n" }),
+        );
+        s.write(&format!("{dir}/build.rs"), DC_BUILD_RS);
+        s.write(&format!("{dir}/kernels/affine.cu"), &affine);
+        s.write(&format!("{dir}/kernels/extra.cu"), &extra_cu(value));
+        s.write(&format!("{dir}/src/{rs}"), text);
+    };
+    write_crate(
+        "dep",
+        "occdcdep",
+        "",
+        "2.0",
+        (
+            "lib.rs",
+            "pub mod kernels {\n    include!(concat!(env!(\"OUT_DIR\"), \"/occ/kernels.rs\"));\n}\n",
+        ),
     );
-    s.write("dep/build.rs", DC_BUILD_RS);
-    s.write("dep/kernels/affine.cu", &affine);
-    s.write("dep/kernels/extra.cu", &extra_cu("2.0"));
-    s.write(
-        "dep/src/lib.rs",
-        "pub mod kernels {\n    include!(concat!(env!(\"OUT_DIR\"), \"/occ/kernels.rs\"));\n}\n",
+    write_crate(
+        "app",
+        "occdcapp",
+        "\n[workspace]\n",
+        "3.0",
+        ("main.rs", DC_MAIN),
     );
-    s.write(
-        "app/Cargo.toml",
-        &format!("[package]\nname = \"occdcapp\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n\n[dependencies]\n{occ}\noccdcdep = {{ path = \"../dep\" }}\n\n[build-dependencies]\n{occ_build}\n"),
-    );
-    s.write("app/build.rs", DC_BUILD_RS);
-    s.write("app/kernels/affine.cu", &affine);
-    s.write("app/kernels/extra.cu", &extra_cu("3.0"));
-    s.write("app/src/main.rs", DC_MAIN);
     let app = s.path().join("app");
     let blobs = s.path().join("blobs");
     let run = || -> Vec<String> {
