@@ -43,6 +43,7 @@ use occ_model::compare::{
 };
 use occ_model::lock::{Lock, CANDIDATE_FILE, LOCK_SCHEMA};
 use occ_model::manifest::{self, Manifest};
+use occ_model::table;
 use std::path::Path;
 
 /// The most rows per cause an error's table shows; the report has them all.
@@ -185,7 +186,7 @@ pub(crate) fn baseline(
     if !diff.findings.is_empty() {
         details.add(
             format!("differences from {lock_name}"),
-            occ_model::table::render_diff(&diff, &Verdict::ALL),
+            table::render_diff(&diff, &Verdict::ALL),
         );
     }
     if blessing {
@@ -386,8 +387,8 @@ fn regression_report(
 ) -> String {
     let regressions = diff.regressions().count();
     let rest = format!("see {}", details.report().display());
-    let mut table = occ_model::table::render_diff_bounded(diff, &Verdict::ALL, ROWS, &rest);
-    table.push_str(&spill_places(diff, manifest));
+    let mut text = table::render_diff_bounded(diff, &Verdict::ALL, ROWS, &rest);
+    text.push_str(&spill_places(diff, manifest));
     let mut hints = Vec::new();
     let past_threshold = diff
         .regressions()
@@ -406,7 +407,7 @@ fn regression_report(
         format!("if this is intended, accept it with `cargo occ bless` (or OCC_BLESS=1 cargo build) and commit {lock_name}")
     });
     format!(
-        "occupancy regression against {lock_name}: {regressions} kernel x arch{} worse\n{table}{}",
+        "occupancy regression against {lock_name}: {regressions} kernel x arch{} worse\n{text}{}",
         if regressions == 1 { "" } else { "s" },
         hints.join("\n")
     )
@@ -553,7 +554,7 @@ fn measurements(n: usize) -> String {
 fn warning(group: &Group<'_>, lock_name: &str, report: &Path) -> Option<String> {
     let n = group.kernels().len();
     let archs = group.archs().join(", ");
-    let names = group.names(summary::NAMED);
+    let names = table::group_names(group, summary::NAMED);
     let record = "run `cargo occ bless` to record";
     let all = format!("all in {}", report.display());
     if group.causes.contains(&Cause::NearCliff) {
@@ -573,7 +574,7 @@ fn warning(group: &Group<'_>, lock_name: &str, report: &Path) -> Option<String> 
         (Verdict::Improvement, _) => format!(
             "{} improved on {lock_name} ({archs}: {})",
             kernels(n, "has", "have"),
-            group.title()
+            table::group_title(group)
         ),
         (Verdict::Changed, Some(Cause::Moved)) if group.causes.len() == 1 => format!(
             "{} moved to another file with the same numbers ({archs})",

@@ -771,19 +771,6 @@ pub struct Group<'a> {
 }
 
 impl Group<'_> {
-    /// What the findings share, in a few words (`new spills`,
-    /// `occupancy down, registers up past the threshold`, `new arch sm_90`).
-    pub fn title(&self) -> String {
-        let mut words: Vec<String> = self.causes.iter().map(|c| c.phrase().to_string()).collect();
-        if let (Some(arch), Some(w)) = (&self.arch, words.first_mut()) {
-            *w = format!("{w} {arch}");
-        }
-        if words.is_empty() {
-            words.push(Cause::Details.phrase().into());
-        }
-        words.join(", ")
-    }
-
     /// The distinct kernels, in order, each with the archs it has in the group.
     pub fn kernels(&self) -> Vec<(&str, Vec<&str>)> {
         let mut out: Vec<(&str, Vec<&str>)> = Vec::new();
@@ -806,29 +793,6 @@ impl Group<'_> {
         archs.sort_unstable();
         archs.dedup();
         archs
-    }
-
-    /// `a, b (sm_90), c and 12 more`: the first `named` kernels (with their
-    /// archs when they lack some of the group's), then a count.
-    pub fn names(&self, named: usize) -> String {
-        let all = self.archs();
-        let kernels = self.kernels();
-        let shown: Vec<String> = kernels
-            .iter()
-            .take(named)
-            .map(|(k, archs)| {
-                if archs.len() == all.len() {
-                    k.to_string()
-                } else {
-                    format!("{k} ({})", archs.join(", "))
-                }
-            })
-            .collect();
-        let shown = shown.join(", ");
-        match kernels.len().saturating_sub(named) {
-            0 => shown,
-            n => format!("{shown} and {n} more"),
-        }
     }
 }
 
@@ -888,22 +852,6 @@ fn judged_occupancy(
         // The old resources cannot take the new launch: compare best to best.
         None => (best(before), best(after), String::new()),
     }
-}
-
-/// One finding as a line: `kernel on arch (source): reasons; also: others`.
-pub fn note(f: &Finding) -> String {
-    let mut line = format!(
-        "{} on {} ({}): {}",
-        f.kernel,
-        f.arch,
-        f.source,
-        f.texts().join(", ")
-    );
-    if !f.also.is_empty() {
-        line.push_str("; also ");
-        line.push_str(&f.also.join(", "));
-    }
-    line
 }
 
 #[cfg(test)]
@@ -1311,10 +1259,13 @@ pub(crate) mod tests {
         let d = compare(&before, &after, &Thresholds::default());
         let groups = groups(&d, &Verdict::ALL);
         assert_eq!(groups.len(), 2, "{groups:#?}");
-        assert_eq!(groups[0].title(), "new spills");
+        assert_eq!(crate::table::group_title(&groups[0]), "new spills");
         assert_eq!(groups[0].findings.len(), 50);
-        assert_eq!(groups[0].names(3), "k_0000, k_0001, k_0002 and 47 more");
-        assert_eq!(groups[1].title(), "new kernel");
+        assert_eq!(
+            crate::table::group_names(&groups[0], 3),
+            "k_0000, k_0001, k_0002 and 47 more"
+        );
+        assert_eq!(crate::table::group_title(&groups[1]), "new kernel");
         let full = render_diff(&d, &Verdict::ALL);
         // Two headers, two tables of a header and a rule each, a row per finding.
         assert_eq!(full.lines().count(), 2 + 2 * 2 + 51, "{full}");
@@ -1339,10 +1290,13 @@ pub(crate) mod tests {
             k.archs.insert("sm_100".into(), arch(32, 64, 0));
         }
         let d = compare(&before, &after, &Thresholds::default());
-        let titles: Vec<String> = groups(&d, &Verdict::ALL).iter().map(Group::title).collect();
+        let titles: Vec<String> = groups(&d, &Verdict::ALL)
+            .iter()
+            .map(crate::table::group_title)
+            .collect();
         assert_eq!(titles, ["new arch sm_100", "new arch sm_90"]);
         assert_eq!(
-            groups(&d, &Verdict::ALL)[1].names(2),
+            crate::table::group_names(&groups(&d, &Verdict::ALL)[1], 2),
             "k_0000, k_0001 and 28 more"
         );
     }

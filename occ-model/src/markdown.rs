@@ -364,7 +364,7 @@ pub fn changes(lock: &str, diff: &Diff, room: usize) -> String {
         }
         out.push_str(&format!(
             "- {verdict}: {} ({n} kernel x arch{}): {}\n",
-            esc(&group.title()),
+            esc(&crate::table::group_title(&group)),
             if n == 1 { "" } else { "s" },
             names.join(", ")
         ));

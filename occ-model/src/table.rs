@@ -2,7 +2,7 @@
 //! shares, and the per-kernel table (one row per kernel × arch) that the
 //! build writes to `report.txt` and `cargo occ report` prints.
 
-use crate::compare::{groups, Cause, Diff, Finding, Verdict};
+use crate::compare::{groups, Cause, Diff, Finding, Group, Verdict};
 use crate::lines::SourceLines;
 use crate::manifest::{Manifest, Resources};
 use serde::Serialize;
@@ -10,6 +10,46 @@ use serde::Serialize;
 pub use crate::units::{count, percent};
 
 /// Aligns rows into columns separated by two spaces (the first row is the
+/// What a group's findings share, in a few words (`new spills`,
+/// `occupancy down, registers up past the threshold`, `new arch sm_90`).
+pub fn group_title(group: &Group<'_>) -> String {
+    let mut words: Vec<String> = group
+        .causes
+        .iter()
+        .map(|c| c.phrase().to_string())
+        .collect();
+    if let (Some(arch), Some(w)) = (&group.arch, words.first_mut()) {
+        *w = format!("{w} {arch}");
+    }
+    if words.is_empty() {
+        words.push(Cause::Details.phrase().into());
+    }
+    words.join(", ")
+}
+
+/// `a, b (sm_90), c and 12 more`: the first `named` kernels of a group
+/// (with their archs when they lack some of the group's), then a count.
+pub fn group_names(group: &Group<'_>, named: usize) -> String {
+    let all = group.archs();
+    let kernels = group.kernels();
+    let shown: Vec<String> = kernels
+        .iter()
+        .take(named)
+        .map(|(k, archs)| {
+            if archs.len() == all.len() {
+                k.to_string()
+            } else {
+                format!("{k} ({})", archs.join(", "))
+            }
+        })
+        .collect();
+    let shown = shown.join(", ");
+    match kernels.len().saturating_sub(named) {
+        0 => shown,
+        n => format!("{shown} and {n} more"),
+    }
+}
+
 /// header and is underlined); numbers are right-aligned.
 pub fn align<const N: usize>(rows: &[[String; N]]) -> String {
     let mut widths = [0usize; N];
@@ -309,7 +349,7 @@ fn render(diff: &Diff, verdicts: &[Verdict], limit: Option<(usize, &str)>) -> St
         out.push_str(&format!(
             "{}: {} ({})\n",
             verdict_word(group.verdict),
-            group.title(),
+            group_title(&group),
             pairs(n)
         ));
         let shown = limit.map_or(n, |(rows, _)| rows.min(n));
