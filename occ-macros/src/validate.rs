@@ -3,6 +3,7 @@
 //! [`occ_model::tune::best_block_size`] on [`occ_model::analyze::resources`].
 
 use crate::args::{Args, DynamicSmemArg, Errors};
+use crate::declared;
 use occ_model::arch;
 use occ_model::manifest::{describe_candidates, Kernel, KernelArch, Lookup, Manifest};
 use occ_model::measured::{self, Measured, Staleness};
@@ -87,6 +88,12 @@ pub fn plan(args: &Args, manifest: &Manifest, errors: &mut Errors) -> Option<Pla
         return None;
     }
     check_spills(args, kernel, &archs, errors);
+    if let Some(decl) = declared::of_kernel(kernel) {
+        declared::check(args, kernel, decl, errors);
+        if !errors.is_empty() {
+            return None;
+        }
+    }
     let mut rows = Vec::new();
     let mut failures: Vec<Failure> = Vec::new();
     if let (Some(bucket), None) = (&args.bucket, &args.tuned) {
@@ -395,11 +402,23 @@ fn tune_arch(
     };
     let limits = target.arch;
     let resources = occ_model::analyze::resources(ka);
-    let mut request = site_request(args);
-    require_block(args, kernel, ka, &mut request)?;
-    if let Some(shape) = &args.block {
-        apply_shape(kernel, ka, shape, args, &mut request)?;
-    }
+    let by_build = declared::by_build(ka);
+    let request = match by_build {
+        // build.rs's launch, which `declared::check` found the site agrees with.
+        Some(decl) => declared::request(decl),
+        None => {
+            let mut request = site_request(args);
+            require_block(args, kernel, ka, &mut request)?;
+            if let Some(shape) = &args.block {
+                apply_shape(kernel, ka, shape, args, &mut request)?;
+            }
+            if let Some(message) = declared::undeclared_shape(args, kernel, ka) {
+                let span = args.block.as_ref().map_or(kernel_span, |b| b.span);
+                return Err(Failure::new(span, message, String::new(), String::new()));
+            }
+            request
+        }
+    };
     let from_measurement = measured.and_then(|m| measured_best(m, limits, &resources, &request));
     let was_measured = from_measurement.is_some();
     let best = match from_measurement.map_or_else(
@@ -419,11 +438,19 @@ fn tune_arch(
     };
     let occ = &best.occupancy;
     let dynamic_smem = dynamic_smem_at(args, kernel, arch_name, limits, &resources, &best)?;
-    check_min_occupancy(args, kernel, arch_name, &best, was_measured)?;
-    let block = match (&args.block, ka.launch_bounds.req_threads) {
-        (Some(shape), _) => shape.value.with_threads(best.block_size),
-        (None, Some(req)) => req.map(|d| d.max(1)),
-        (None, None) => [best.block_size, 1, 1],
+    check_min_occupancy(
+        args,
+        kernel,
+        arch_name,
+        &best,
+        was_measured,
+        by_build.is_some(),
+    )?;
+    let block = match (by_build, &args.block, ka.launch_bounds.req_threads) {
+        (Some(decl), _, _) => decl.launch.block,
+        (None, Some(shape), _) => shape.value.with_threads(best.block_size),
+        (None, None, Some(req)) => req.map(|d| d.max(1)),
+        (None, None, None) => [best.block_size, 1, 1],
     };
     Ok(Row {
         arch: arch_name.to_string(),
@@ -597,6 +624,7 @@ fn check_min_occupancy(
     arch_name: &str,
     best: &BestBlock,
     was_measured: bool,
+    declared: bool,
 ) -> Result<(), Failure> {
     let occ = &best.occupancy;
     if let Some(min) = &args.min_occupancy {
@@ -611,6 +639,8 @@ fn check_min_occupancy(
                     occ.max_warps,
                     if was_measured {
                         "fastest measured block size (tuned)"
+                    } else if declared {
+                        "block size declared in build.rs"
                     } else {
                         "best block size"
                     },
