@@ -1,5 +1,6 @@
 //! Step 3: check the site against the manifest and run the tuner for each
-//! arch the site launches on. The numbers come from occ-build's one model:
+//! arch the site launches on (at build.rs's declared launch when there is
+//! one: [`crate::declared`]). The numbers come from occ-build's one model:
 //! [`occ_model::tune::best_block_size`] on [`occ_model::analyze::resources`].
 
 use crate::args::{Args, DynamicSmemArg, Errors};
@@ -377,10 +378,10 @@ fn measured_best(
     })
 }
 
-/// One arch's row of a site: the request the site's options make, the
-/// block (the fastest measured one the site allows when `tuned`, else the
-/// model's best), its dynamic shared memory, and the floor
-/// `min_occupancy` sets.
+/// One arch's row of a site: the request the site's options make (or
+/// build.rs's declared launch), the block (the fastest measured one the
+/// site allows when `tuned`, else the model's best), its dynamic shared
+/// memory, and the floor `min_occupancy` sets.
 fn tune_arch(
     args: &Args,
     kernel: &Kernel,
@@ -403,22 +404,7 @@ fn tune_arch(
     let limits = target.arch;
     let resources = occ_model::analyze::resources(ka);
     let by_build = declared::by_build(ka);
-    let request = match by_build {
-        // build.rs's launch, which `declared::check` found the site agrees with.
-        Some(decl) => declared::request(decl),
-        None => {
-            let mut request = site_request(args);
-            require_block(args, kernel, ka, &mut request)?;
-            if let Some(shape) = &args.block {
-                apply_shape(kernel, ka, shape, args, &mut request)?;
-            }
-            if let Some(message) = declared::undeclared_shape(args, kernel, ka) {
-                let span = args.block.as_ref().map_or(kernel_span, |b| b.span);
-                return Err(Failure::new(span, message, String::new(), String::new()));
-            }
-            request
-        }
-    };
+    let request = arch_request(args, kernel, ka, by_build)?;
     let from_measurement = measured.and_then(|m| measured_best(m, limits, &resources, &request));
     let was_measured = from_measurement.is_some();
     let best = match from_measurement.map_or_else(
@@ -463,6 +449,32 @@ fn tune_arch(
         occupancy: occ.occupancy,
         measured: was_measured,
     })
+}
+
+/// What the tuner searches on one arch: build.rs's declared launch alone
+/// (`declared::check` found the site agrees with it), else the site's
+/// options narrowed by the kernel's `.reqntid` and the site's block shape;
+/// a fixed shape build.rs does not declare is an error.
+fn arch_request(
+    args: &Args,
+    kernel: &Kernel,
+    ka: &KernelArch,
+    by_build: Option<declared::ByBuild<'_>>,
+) -> Result<TuneRequest, Failure> {
+    if let Some(decl) = by_build {
+        return Ok(declared::request(decl));
+    }
+    let mut request = site_request(args);
+    require_block(args, kernel, ka, &mut request)?;
+    if let Some(shape) = &args.block {
+        apply_shape(kernel, ka, shape, args, &mut request)?;
+    }
+    if let Some(message) = declared::undeclared_shape(args, kernel, ka) {
+        let kernel_span = args.kernel.as_ref().map_or(Span::call_site(), |k| k.span);
+        let span = args.block.as_ref().map_or(kernel_span, |b| b.span);
+        return Err(Failure::new(span, message, String::new(), String::new()));
+    }
+    Ok(request)
 }
 
 /// The tuning request of the site's options (dynamic shared memory, the
