@@ -11,14 +11,15 @@ use occ_model::lock::Lock;
 use occ_model::manifest::{Kernel, Lookup};
 use occ_model::measured::{candidates_hash, Results, NOISY};
 use occ_model::table::{align, percent};
-use occ_model::tune::{self, CandidateWhy, DynamicSmem, TuneRequest};
+use occ_model::tune::{self, CandidateWhy, DynamicSmem, ShapedCandidate, TuneRequest};
 use std::path::PathBuf;
 
 /// Arguments of `cargo occ tune`.
 #[derive(Debug, Clone, clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct TuneArgs {
-    /// Print the block sizes worth timing per kernel × arch, with the occupancy at each.
+    /// Print the block sizes worth timing per kernel × arch, with the occupancy at each
+    /// (block shapes of the same dimensionality for a 2-D or 3-D declared launch).
     #[arg(long)]
     pub plan: bool,
     /// Only this kernel (its symbol, name, short name or Rust identifier).
@@ -108,6 +109,38 @@ fn request(args: &TuneArgs, k: &occ_model::manifest::KernelArch) -> TuneRequest 
     req
 }
 
+/// The candidates of one kernel × arch: block shapes of the declared
+/// launch's dimensionality (a 32x8 launch: 32 × y), else 1-D block sizes.
+fn candidates(
+    arch: &arch::Arch,
+    k: &occ_model::manifest::KernelArch,
+    req: &TuneRequest,
+) -> Result<Vec<ShapedCandidate>, occ_model::occupancy::OccupancyError> {
+    match k.declared.as_ref().map(|d| d.launch.block) {
+        Some(block @ [_, y, z]) if y > 1 || z > 1 => {
+            tune::shaped_candidates(arch, &resources(k), req, block)
+        }
+        _ => Ok(tune::candidates(arch, &resources(k), req)?
+            .into_iter()
+            .map(|c| ShapedCandidate {
+                block: [c.block_size, 1, 1],
+                candidate: c,
+            })
+            .collect()),
+    }
+}
+
+/// A block as the plan prints it, in `dims` dimensions: `256`,
+/// `32x8 (256)`, `32x1 (32)`, `8x8x4 (256)`.
+fn shape(block: [u32; 3], dims: usize) -> String {
+    let threads = block.iter().product::<u32>();
+    match (block, dims) {
+        ([x, _, _], ..=1) => x.to_string(),
+        ([x, y, _], 2) => format!("{x}x{y} ({threads})"),
+        ([x, y, z], _) => format!("{x}x{y}x{z} ({threads})"),
+    }
+}
+
 fn why(w: &[CandidateWhy]) -> String {
     w.iter()
         .map(|w| match w {
@@ -115,6 +148,7 @@ fn why(w: &[CandidateWhy]) -> String {
             CandidateWhy::PlateauMax => "plateau end",
             CandidateWhy::Usual => "usual",
             CandidateWhy::MaxOccupancy => "max occupancy (the model's choice)",
+            CandidateWhy::Declared => "declared launch",
         })
         .collect::<Vec<_>>()
         .join(", ")
@@ -145,9 +179,9 @@ fn plan(args: &TuneArgs) -> anyhow::Result<i32> {
             };
             let target = arch::parse_target(arch_name).map_err(|e| anyhow!("{e}"))?;
             let req = request(args, k);
-            let cands = tune::candidates(target.arch, &resources(k), &req)
+            let cands = candidates(target.arch, k, &req)
                 .map_err(|e| anyhow!("{} on {arch_name}: {e}", kernel.base_name))?;
-            let sizes: Vec<u32> = cands.iter().map(|c| c.block_size).collect();
+            let sizes: Vec<u32> = cands.iter().map(|c| c.candidate.block_size).collect();
             println!(
                 "{} on {arch_name} ({}): {} candidate{} [{}]",
                 kernel.base_name,
@@ -168,9 +202,20 @@ fn plan(args: &TuneArgs) -> anyhow::Result<i32> {
                     "limited by".into(),
                     "why".into(),
                 ]];
-                for c in &cands {
+                let dims = k.declared.as_ref().map_or(1, |d| {
+                    d.launch
+                        .block
+                        .iter()
+                        .rposition(|&n| n > 1)
+                        .map_or(1, |i| i + 1)
+                });
+                for ShapedCandidate {
+                    block,
+                    candidate: c,
+                } in &cands
+                {
                     rows.push([
-                        format!("  {}", c.block_size),
+                        format!("  {}", shape(*block, dims)),
                         c.dynamic_smem.to_string(),
                         c.occupancy.active_blocks.to_string(),
                         c.occupancy.active_warps.to_string(),

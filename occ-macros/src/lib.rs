@@ -69,9 +69,9 @@
 //! |---|---|
 //! | `const KERNEL_NAME: &str` | the kernel's symbol, what `cuModuleGetFunction` takes |
 //! | `const ARCH: &str` | the arch of the plain consts: the build's first arch, or `arch = "..."` |
-//! | `const BLOCK_SIZE: u32` | threads per block: the size with the most resident threads per SM (`cudaOccMaxPotentialOccupancyBlockSize`) |
-//! | `const BLOCK: (u32, u32, u32)` | the block's shape: `(BLOCK_SIZE, 1, 1)`, the site's `block = (..)`, or the kernel's `.reqntid` |
-//! | `const DYNAMIC_SMEM_BYTES: u32` | dynamic shared memory per block; 0 unless the site declares some |
+//! | `const BLOCK_SIZE: u32` | threads per block: build.rs's declared launch's, else the size with the most resident threads per SM (`cudaOccMaxPotentialOccupancyBlockSize`) |
+//! | `const BLOCK: (u32, u32, u32)` | the block's shape: build.rs's declared one, the site's `block = (x, _)`, the kernel's `.reqntid`, or `(BLOCK_SIZE, 1, 1)` |
+//! | `const DYNAMIC_SMEM_BYTES: u32` | dynamic shared memory per block: build.rs's declared launch's, or what the site asks for; else 0 |
 //! | `const BLOCKS_PER_SM: u32` | resident blocks per SM at that size (× the SM count = a full wave) |
 //! | `const OCCUPANCY: f32` | resident warps / the SM's warp slots |
 //! | `const LAUNCH: occ::Baked` | the same per arch of the build (`occ::BakedArch` rows): `LAUNCH.for_function(&f)` (the row of the code `occ::cuda` loaded), `LAUNCH.for_device(major, minor)`, `LAUNCH.on("sm_90")`; each row makes a `LaunchConfig` (`for_elements(n)`, `for_2d(w, h)`, `config(grid)`) |
@@ -95,19 +95,48 @@
 //! |---|---|
 //! | `kernel = "name"` | required: the extern "C" name, the demangled name without its parameter list (`"fluid::stencil1d<float, 3>"`), or a base name (`"stencil1d"`) when only one kernel has it; any of these prefixed with the kernel's source and a colon (`"kernels/a.cu:same"`) picks among kernels of one name in several files |
 //! | `arch = "sm_90"` | the site launches on this arch only: the plain consts and the table are for it alone |
-//! | `block = (16, 16)` | a fixed block shape (1 to 3 dimensions; its threads are the one block size tried), or `(32, _)` / `(8, 8, _)`: the last dimension left to the tuner, every block size a multiple of the fixed ones; a kernel's `.reqntid` must agree; CUDA's limits hold (x and y at most 1024, z at most 64, 1024 threads in all), a free dimension included |
-//! | `dynamic_smem = BYTES` | the same dynamic shared memory at every block size (integer literals and `+ - * / <<` of them: `48 * 1024`) |
-//! | `dynamic_smem = "max"` | the most a block can take without lowering the chosen occupancy (`cudaOccAvailableDynamicSMemPerBlock`) |
-//! | `smem_per_thread = BYTES` | dynamic shared memory of `BYTES × block size` (`…VariableSMem`), plus `smem_fixed = BYTES` per block |
-//! | `max_block_size = N` | no block larger than N |
-//! | `block_multiple = N` | only block sizes that are multiples of N |
+//! | `block = (32, _)` | `(32, _)` / `(8, 8, _)`: the last dimension left to the tuner, every block size a multiple of the fixed ones; CUDA's limits hold (x and y at most 1024, z at most 64, 1024 threads in all), a free dimension included. A fixed shape (`(32, 8)`, `256`) is declared in build.rs instead (see [One truth for a launch](#one-truth-for-a-launch)); here it may only repeat build.rs's or the kernel's `.reqntid` |
+//! | `dynamic_smem = BYTES` | the same dynamic shared memory at every block size (integer literals and `+ - * / <<` of them: `48 * 1024`); with a declared launch, build.rs's bytes |
+//! | `dynamic_smem = "max"` | the most a block can take without lowering the chosen occupancy (`cudaOccAvailableDynamicSMemPerBlock`); with a declared launch, its resident blocks |
+//! | `smem_per_thread = BYTES` | dynamic shared memory of `BYTES × block size` (`…VariableSMem`), plus `smem_fixed = BYTES` per block; with a declared launch, build.rs's bytes at its block |
+//! | `max_block_size = N` | no block larger than N; with a declared launch, a check of it |
+//! | `block_multiple = N` | only block sizes that are multiples of N; with a declared launch, a check of it |
 //! | `min_occupancy = 0.5` | a compile error when the best launch stays below it |
 //! | `allow_spills` | accept a kernel that spills registers |
 //! | `max_spill_bytes = N` | accept at most N bytes of spill stores + loads |
 //!
 //! Kernels with `.reqntid` (a required block size) get exactly that size.
+//! `tuned` with a declared launch bakes a measurement of that block only.
 //! Above 48 KiB of dynamic shared memory a launch must opt in with
 //! `cudaFuncSetAttribute(…MaxDynamicSharedMemorySize…)`; the model assumes it does.
+//!
+//! ## One truth for a launch
+//!
+//! The gate, the reports, `cargo occ explain`, `check` and `tune --plan`
+//! judge a kernel at its declared launch, which build.rs states once:
+//! `.launch("transpose_tiled", Launch::block_2d(32, 8))`. A site of that
+//! kernel launches there without saying so: `BLOCK` is `(32, 8, 1)`,
+//! `BLOCK_SIZE` 256, `DYNAMIC_SMEM_BYTES` the declared bytes, `grid_for`
+//! counts blocks of 256. What the site states besides is checked against
+//! it, never a second launch:
+//!
+//! - the same `block`, `dynamic_smem` or `smem_per_thread` bytes, a
+//!   `max_block_size` or `block_multiple` the block meets, a free
+//!   `(32, _)` whose fixed dimensions match: allowed (redundant);
+//! - anything else: a compile error at the option naming both, "this site
+//!   launches `transpose_tiled` at block (16, 16) but build.rs declares
+//!   block (32, 8) with `.launch("transpose*", ..)`; keep one: …";
+//! - a fixed `block` (every dimension given) for a kernel build.rs
+//!   declares nothing for, whose gate judged another block: a compile
+//!   error with the `.launch(..)` line to add and the site without it.
+//!
+//! `__launch_bounds__(N)` alone caps the block and the gate judges the
+//! kernel at N; a site still tunes below it (a cap is not a launch). A
+//! `.reqntid` shape is the launch: the site gets it, and may repeat it.
+//! Without any declaration, tuning options (`(32, _)`, `max_block_size`,
+//! `block_multiple`, `dynamic_smem`, `smem_per_thread`) choose the site's
+//! block, and the gate judges the kernel at its best block with no
+//! dynamic shared memory: declare the launch in build.rs to judge that one.
 //!
 //! ## Gates
 //!
@@ -119,6 +148,8 @@
 //!   the arch and the bytes, unless the site says `allow_spills` or
 //!   `max_spill_bytes = N`;
 //! - a launch below `min_occupancy`;
+//! - a site that contradicts build.rs's declared launch, or fixes a block
+//!   build.rs does not declare (above);
 //! - an unknown kernel (with a did-you-mean) or an ambiguous one (with each
 //!   candidate's source and the exact string that selects it);
 //! - no manifest (with the `build.rs` lines to add), or one of another schema;
@@ -149,6 +180,7 @@
 #![deny(missing_docs)]
 
 mod args;
+mod declared;
 mod expand;
 mod manifest;
 mod memo;

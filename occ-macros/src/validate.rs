@@ -1,8 +1,10 @@
 //! Step 3: check the site against the manifest and run the tuner for each
-//! arch the site launches on. The numbers come from occ-build's one model:
+//! arch the site launches on (at build.rs's declared launch when there is
+//! one: [`crate::declared`]). The numbers come from occ-build's one model:
 //! [`occ_model::tune::best_block_size`] on [`occ_model::analyze::resources`].
 
 use crate::args::{Args, DynamicSmemArg, Errors};
+use crate::declared;
 use occ_model::arch;
 use occ_model::manifest::{describe_candidates, Kernel, KernelArch, Lookup, Manifest};
 use occ_model::measured::{self, Measured, Staleness};
@@ -87,6 +89,12 @@ pub fn plan(args: &Args, manifest: &Manifest, errors: &mut Errors) -> Option<Pla
         return None;
     }
     check_spills(args, kernel, &archs, errors);
+    if let Some(decl) = declared::of_kernel(kernel) {
+        declared::check(args, kernel, decl, errors);
+        if !errors.is_empty() {
+            return None;
+        }
+    }
     let mut rows = Vec::new();
     let mut failures: Vec<Failure> = Vec::new();
     if let (Some(bucket), None) = (&args.bucket, &args.tuned) {
@@ -370,10 +378,10 @@ fn measured_best(
     })
 }
 
-/// One arch's row of a site: the request the site's options make, the
-/// block (the fastest measured one the site allows when `tuned`, else the
-/// model's best), its dynamic shared memory, and the floor
-/// `min_occupancy` sets.
+/// One arch's row of a site: the request the site's options make (or
+/// build.rs's declared launch), the block (the fastest measured one the
+/// site allows when `tuned`, else the model's best), its dynamic shared
+/// memory, and the floor `min_occupancy` sets.
 fn tune_arch(
     args: &Args,
     kernel: &Kernel,
@@ -395,11 +403,8 @@ fn tune_arch(
     };
     let limits = target.arch;
     let resources = occ_model::analyze::resources(ka);
-    let mut request = site_request(args);
-    require_block(args, kernel, ka, &mut request)?;
-    if let Some(shape) = &args.block {
-        apply_shape(kernel, ka, shape, args, &mut request)?;
-    }
+    let by_build = declared::by_build(ka);
+    let request = arch_request(args, kernel, ka, by_build)?;
     let from_measurement = measured.and_then(|m| measured_best(m, limits, &resources, &request));
     let was_measured = from_measurement.is_some();
     let best = match from_measurement.map_or_else(
@@ -419,11 +424,19 @@ fn tune_arch(
     };
     let occ = &best.occupancy;
     let dynamic_smem = dynamic_smem_at(args, kernel, arch_name, limits, &resources, &best)?;
-    check_min_occupancy(args, kernel, arch_name, &best, was_measured)?;
-    let block = match (&args.block, ka.launch_bounds.req_threads) {
-        (Some(shape), _) => shape.value.with_threads(best.block_size),
-        (None, Some(req)) => req.map(|d| d.max(1)),
-        (None, None) => [best.block_size, 1, 1],
+    check_min_occupancy(
+        args,
+        kernel,
+        arch_name,
+        &best,
+        was_measured,
+        by_build.is_some(),
+    )?;
+    let block = match (by_build, &args.block, ka.launch_bounds.req_threads) {
+        (Some(decl), _, _) => decl.launch.block,
+        (None, Some(shape), _) => shape.value.with_threads(best.block_size),
+        (None, None, Some(req)) => req.map(|d| d.max(1)),
+        (None, None, None) => [best.block_size, 1, 1],
     };
     Ok(Row {
         arch: arch_name.to_string(),
@@ -436,6 +449,32 @@ fn tune_arch(
         occupancy: occ.occupancy,
         measured: was_measured,
     })
+}
+
+/// What the tuner searches on one arch: build.rs's declared launch alone
+/// (`declared::check` found the site agrees with it), else the site's
+/// options narrowed by the kernel's `.reqntid` and the site's block shape;
+/// a fixed shape build.rs does not declare is an error.
+fn arch_request(
+    args: &Args,
+    kernel: &Kernel,
+    ka: &KernelArch,
+    by_build: Option<declared::ByBuild<'_>>,
+) -> Result<TuneRequest, Failure> {
+    if let Some(decl) = by_build {
+        return Ok(declared::request(decl));
+    }
+    let mut request = site_request(args);
+    require_block(args, kernel, ka, &mut request)?;
+    if let Some(shape) = &args.block {
+        apply_shape(kernel, ka, shape, args, &mut request)?;
+    }
+    if let Some(message) = declared::undeclared_shape(args, kernel, ka) {
+        let kernel_span = args.kernel.as_ref().map_or(Span::call_site(), |k| k.span);
+        let span = args.block.as_ref().map_or(kernel_span, |b| b.span);
+        return Err(Failure::new(span, message, String::new(), String::new()));
+    }
+    Ok(request)
 }
 
 /// The tuning request of the site's options (dynamic shared memory, the
@@ -597,6 +636,7 @@ fn check_min_occupancy(
     arch_name: &str,
     best: &BestBlock,
     was_measured: bool,
+    declared: bool,
 ) -> Result<(), Failure> {
     let occ = &best.occupancy;
     if let Some(min) = &args.min_occupancy {
@@ -611,6 +651,8 @@ fn check_min_occupancy(
                     occ.max_warps,
                     if was_measured {
                         "fastest measured block size (tuned)"
+                    } else if declared {
+                        "block size declared in build.rs"
                     } else {
                         "best block size"
                     },

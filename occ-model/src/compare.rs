@@ -827,7 +827,7 @@ pub fn groups<'a>(diff: &'a Diff, verdicts: &[Verdict]) -> Vec<Group<'a>> {
 /// launch when it has one (before's numbers recomputed at that launch from
 /// its resources when it recorded another launch or none), else at the
 /// best block size of each.
-fn judged_occupancy(
+pub(crate) fn judged_occupancy(
     arch: &str,
     before: &Resources,
     after: &Resources,
@@ -1074,6 +1074,16 @@ pub(crate) mod tests {
         assert!(d.findings[0]
             .also
             .contains(&"declared launch none -> 1024".to_string()));
+        // The table's row says the same: occupancy at that launch, named.
+        let table = render_diff(&d, &[Verdict::Regression]);
+        let row = table
+            .lines()
+            .find(|l| l.starts_with("  a "))
+            .unwrap_or_else(|| panic!("no row of a:\n{table}"));
+        assert!(
+            row.contains("100.0% -> 50.0%") && row.contains("at block 1024"),
+            "{row}"
+        );
         // Both recorded at the launch: compared as recorded.
         let d = compare(
             &lock(&[("a", at_1024(arch(32, 64, 0)))]),

@@ -381,7 +381,10 @@ fn render(diff: &Diff, verdicts: &[Verdict], limit: Option<(usize, &str)>) -> St
 }
 
 /// One finding as a table row: the numbers before and after, and the notes
-/// the numbers do not show (a moved file, a likely rename).
+/// the numbers do not show (a moved file, a likely rename). Occupancy and
+/// limiter are at the launch the gate judged (`compare`'s
+/// `judged_occupancy`: a declared launch, named in the notes, else the best
+/// block), so the row says what the verdict says.
 fn row(f: &Finding) -> [String; 10] {
     fn cell<T: PartialEq + ToString>(
         before: &Option<Resources>,
@@ -402,6 +405,32 @@ fn row(f: &Finding) -> [String; 10] {
     let moved = f.moved_from.as_ref().filter(|_| !f.has(Cause::Moved));
     let moved = moved.map(|from| format!("moved from {from}"));
     notes.extend(moved.as_deref());
+    // Occupancy where the gate judged it, and that launch in words.
+    let (occupancy, at) = match (b, a) {
+        (Some(before), Some(after)) => {
+            let ((was, _), (now, _), at) = crate::compare::judged_occupancy(&f.arch, before, after);
+            let (was, now) = (percent(was), percent(now));
+            let cell = if was == now {
+                now
+            } else {
+                format!("{was} -> {now}")
+            };
+            (cell, at.trim().to_string())
+        }
+        (one, other) => {
+            let r = other.as_ref().or(one.as_ref());
+            let at = r.and_then(|r| r.declared.as_ref());
+            (
+                cell(b, a, |r| percent(r.judged().occupancy)),
+                at.map_or(String::new(), |d| {
+                    format!("at block {}", d.launch.describe())
+                }),
+            )
+        }
+    };
+    if !at.is_empty() {
+        notes.push(&at);
+    }
     [
         f.kernel.clone(),
         f.arch.clone(),
@@ -409,8 +438,8 @@ fn row(f: &Finding) -> [String; 10] {
         cell(b, a, |r| r.registers),
         cell(b, a, |r| r.static_smem),
         cell(b, a, Resources::spill_bytes),
-        cell(b, a, |r| percent(r.best.occupancy)),
-        cell(b, a, |r| r.best.limiters.join(" + ")),
+        occupancy,
+        cell(b, a, |r| r.judged().limiters.join(" + ")),
         cell(b, a, |r| r.best.block_size),
         notes.join("; "),
     ]

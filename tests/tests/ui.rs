@@ -4,8 +4,10 @@
 //! `.stderr` files (`TRYBUILD=overwrite` to bless).
 //!
 //! The manifest is real: `tests/ui/kernels/ui.cu` built with occ-build and
-//! the installed nvcc for sm_80 and sm_90. trybuild's generated crate has no
-//! build script, so `OCC_MANIFEST` points the macro at it. One test function,
+//! the installed nvcc for sm_80 and sm_90, with one launch declared the
+//! way a build.rs does (`transpose_tiled` at 32x8). trybuild's generated
+//! crate has no build script, so `OCC_MANIFEST` points the macro at it.
+//! One test function,
 //! because the environment variable is process-wide.
 //!
 //! `ui/launch/` are the typed launchers of `kernels.rs` (a wrong count, a
@@ -98,6 +100,7 @@ fn ui() {
         .file("kernels/ui.cu")
         .file("kernels/loop.cu")
         .archs(["sm_80", "sm_90"])
+        .launch("transpose_tiled", occ_build::Launch::block_2d(32, 8))
         .nvcc(nvcc())
         .out_dir(&out)
         .try_compile()

@@ -193,3 +193,75 @@ fn plan_import_and_rebuild_carry_the_measurement() {
         e.time_at(fastest).unwrap_or_default()
     )));
 }
+
+/// A 32x8 tile transpose, declared so in the build.
+const TRANSPOSE: &str = r#"extern "C" __global__ void transpose_tiled(const float* in, float* out, int w, int h) {
+    __shared__ float tile[32][33];
+    int x = blockIdx.x * 32 + threadIdx.x;
+    int y = blockIdx.y * 32 + threadIdx.y;
+    for (int j = 0; j < 32; j += 8)
+        if (x < w && y + j < h) tile[threadIdx.y + j][threadIdx.x] = in[(y + j) * w + x];
+    __syncthreads();
+    x = blockIdx.y * 32 + threadIdx.x;
+    y = blockIdx.x * 32 + threadIdx.y;
+    for (int j = 0; j < 32; j += 8)
+        if (x < h && y + j < w) out[(y + j) * h + x] = tile[threadIdx.x][threadIdx.y + j];
+}
+"#;
+
+#[test]
+fn plan_offers_shapes_of_a_2d_declared_launch() {
+    let s = Scratch::new();
+    s.write("kernels/t.cu", TRANSPOSE);
+    let report = s
+        .build(["sm_80"])
+        .launch(
+            "transpose_tiled",
+            occ_build::Launch::block_2d(32, 8).dynamic_smem(1024),
+        )
+        .try_compile_with(&build_env(&[]))
+        .unwrap_or_else(|e| panic!("build failed: {e}"));
+    let m = report.manifest().expect("manifest");
+    let mf = report
+        .out_dir
+        .join("manifest.json")
+        .to_string_lossy()
+        .into_owned();
+    let (code, out, err) = occ(&s, &["tune", "--plan", "--manifest", &mf]);
+    assert_eq!(code, 0, "{err}");
+    let ka = &m.kernels[0].archs["sm_80"];
+    let sm80 = arch::lookup("sm_80").expect("sm_80");
+    // The declared launch's dynamic shared memory, x kept at 32, y varied.
+    let req = TuneRequest {
+        dynamic_smem: tune::DynamicSmem::Fixed(1024),
+        ..TuneRequest::default()
+    };
+    let shaped = tune::shaped_candidates(sm80, &resources(ka), &req, [32, 8, 1]).expect("model");
+    assert!(shaped.len() >= 3, "{shaped:?}");
+    let rows: Vec<&str> = out.lines().skip(3).collect();
+    assert_eq!(rows.len(), shaped.len(), "{out}");
+    for (row, c) in rows.iter().zip(&shaped) {
+        let [x, y, _] = c.block;
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(
+            cells[..3],
+            [
+                format!("{x}x{y}").as_str(),
+                format!("({})", x * y).as_str(),
+                "1024"
+            ],
+            "{row}"
+        );
+        assert!(
+            row.contains(&occ_model::table::percent(c.candidate.occupancy.occupancy)),
+            "{row}"
+        );
+    }
+    let declared = rows
+        .iter()
+        .find(|r| r.trim_start().starts_with("32x8 "))
+        .expect("the declared shape is a candidate");
+    assert!(declared.contains("declared launch"), "{declared}");
+    let sizes: Vec<u32> = shaped.iter().map(|c| c.candidate.block_size).collect();
+    assert!(out.contains(&measured::candidates_hash(&sizes)), "{out}");
+}

@@ -179,6 +179,8 @@ pub enum CandidateWhy {
     Usual,
     /// [`best_block_size`]'s pick, the baseline a measurement is compared with.
     MaxOccupancy,
+    /// The kernel's declared launch ([`shaped_candidates`]).
+    Declared,
 }
 
 /// A block size worth timing: one of [`candidates`].
@@ -299,4 +301,97 @@ pub fn candidates(
             })
         })
         .collect())
+}
+
+/// The most threads a block has along x, y and z on every GPU from
+/// compute capability 2.0 on (`maxThreadsDim`).
+const MAX_BLOCK_DIMS: [u32; 3] = [1024, 1024, 64];
+
+/// A candidate of [`shaped_candidates`]: a block shape and the
+/// [`TuneCandidate`] of its threads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShapedCandidate {
+    /// The block (x, y, z); `candidate.block_size` is its product.
+    pub block: [u32; 3],
+    /// The candidate at that many threads.
+    pub candidate: TuneCandidate,
+}
+
+/// [`candidates`] for a kernel launched with the block `shape`, as shapes
+/// of its dimensionality: the dimensions before its last one above 1 stay
+/// as they are and that one varies (32x8: 32 × y; 8x8x4: 8 × 8 × z). The
+/// occupancy depends on the threads alone, so each is [`candidates`]'s at
+/// that many threads, for `req` narrowed to whole warps that are multiples
+/// of the fixed dimensions and to CUDA's limit on the varied one
+/// (1024, 1024, 64). `shape` itself is one ([`CandidateWhy::Declared`])
+/// when it launches. A 1-D `shape` gives [`candidates`] as `[n, 1, 1]`.
+pub fn shaped_candidates(
+    arch: &Arch,
+    kernel: &KernelResources,
+    req: &TuneRequest,
+    shape: [u32; 3],
+) -> Result<Vec<ShapedCandidate>, OccupancyError> {
+    let shape = shape.map(|d| d.max(1));
+    let free = shape.iter().rposition(|&d| d > 1).unwrap_or(0);
+    if free == 0 {
+        return Ok(candidates(arch, kernel, req)?
+            .into_iter()
+            .map(|c| ShapedCandidate {
+                block: [c.block_size, 1, 1],
+                candidate: c,
+            })
+            .collect());
+    }
+    let fixed: u32 = shape[..free].iter().product();
+    let step = lcm(fixed, req.block_multiple.unwrap_or(arch.warp_size));
+    let cap = fixed.saturating_mul(MAX_BLOCK_DIMS[free]);
+    let narrowed = TuneRequest {
+        block_multiple: Some(step),
+        max_block_size: Some(req.max_block_size.map_or(cap, |m| m.min(cap))),
+        ..*req
+    };
+    let mut found = candidates(arch, kernel, &narrowed)?;
+    let declared: u32 = shape.iter().product();
+    match found.iter_mut().find(|c| c.block_size == declared) {
+        Some(c) => {
+            c.why.push(CandidateWhy::Declared);
+            c.why.sort();
+        }
+        None if declared <= block_limit(arch, kernel, req)? => {
+            let (occupancy, dynamic_smem) = candidate(arch, kernel, req, declared);
+            if occupancy.active_blocks > 0 {
+                found.push(TuneCandidate {
+                    block_size: declared,
+                    dynamic_smem,
+                    occupancy,
+                    why: vec![CandidateWhy::Declared],
+                });
+                found.sort_by_key(|c| c.block_size);
+            }
+        }
+        None => {}
+    }
+    Ok(found
+        .into_iter()
+        .map(|c| {
+            let mut block = shape;
+            block[free] = c.block_size / fixed;
+            ShapedCandidate {
+                block,
+                candidate: c,
+            }
+        })
+        .collect())
+}
+
+fn lcm(a: u32, b: u32) -> u32 {
+    fn gcd(a: u32, b: u32) -> u32 {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    let (a, b) = (a.max(1), b.max(1));
+    (a / gcd(a, b)).saturating_mul(b)
 }

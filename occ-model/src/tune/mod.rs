@@ -76,6 +76,58 @@ mod tests {
     }
 
     #[test]
+    fn shaped_candidates_keep_the_declared_dimensionality() {
+        for arch_name in ["sm_80", "sm_90"] {
+            let a = lookup(arch_name).unwrap();
+            for registers in [32, 64, 128] {
+                let kk = KernelResources {
+                    static_smem: 4224,
+                    ..k(registers)
+                };
+                let req = TuneRequest::default();
+                // 32x8: x stays 32, y varies; each is `candidates`' at its
+                // threads, among the multiples of 32 up to 1024.
+                let shaped = shaped_candidates(a, &kk, &req, [32, 8, 1]).unwrap();
+                let plain = candidates(a, &kk, &req).unwrap();
+                assert!(!shaped.is_empty());
+                for s in &shaped {
+                    let [x, y, z] = s.block;
+                    assert_eq!((x, z), (32, 1), "{s:?}");
+                    assert_eq!(x * y, s.candidate.block_size);
+                    let (o, _) = candidate(a, &kk, &req, s.candidate.block_size);
+                    assert_eq!(o, s.candidate.occupancy);
+                    if let Some(p) = plain.iter().find(|p| p.block_size == x * y) {
+                        assert_eq!(p.occupancy, s.candidate.occupancy);
+                    }
+                }
+                let declared = shaped.iter().find(|s| s.block == [32, 8, 1]).unwrap();
+                assert!(declared.candidate.why.contains(&CandidateWhy::Declared));
+                // 8x8x4: z varies, at most 16 (1024 threads).
+                let deep = shaped_candidates(a, &kk, &req, [8, 8, 4]).unwrap();
+                assert!(deep
+                    .iter()
+                    .all(|s| s.block[..2] == [8, 8] && s.block[2] <= 16));
+                assert!(deep.iter().any(|s| s.block == [8, 8, 4]));
+                // 16x3 (48 threads, not whole warps): still offered, as declared.
+                let odd = shaped_candidates(a, &kk, &req, [16, 3, 1]).unwrap();
+                assert!(odd
+                    .iter()
+                    .any(|s| s.block == [16, 3, 1] && s.candidate.why == [CandidateWhy::Declared]));
+                assert!(odd
+                    .iter()
+                    .all(|s| s.block[0] == 16
+                        && (s.block[1] == 3 || s.candidate.block_size % 32 == 0)));
+                // 1-D: `candidates` as they are.
+                let flat = shaped_candidates(a, &kk, &req, [256, 1, 1]).unwrap();
+                assert_eq!(
+                    flat.iter().map(|s| s.candidate.clone()).collect::<Vec<_>>(),
+                    plain
+                );
+            }
+        }
+    }
+
+    #[test]
     fn doc_vectors_best_block() {
         let a = lookup("sm_80").unwrap();
         let kk = KernelResources {

@@ -1,7 +1,8 @@
 //! Declared launches and the build-script API around them, with the real
 //! nvcc: `Build::launch` and `__launch_bounds__` as declarations, the
 //! occupancy at that launch and what would lift it, patterns that match
-//! nothing; recursive globs with excludes, `Build::resolved_archs` and the
+//! nothing; a 2-D launch declared once in build.rs, which the site bakes
+//! and the report and the gate judge (issue 27 item 1); recursive globs with excludes, `Build::resolved_archs` and the
 //! arch-suffix policy, nvcc's warnings as cargo warnings.
 
 use occ_build::{Build, Error, Launch};
@@ -9,7 +10,7 @@ use occ_model::arch::{self, Variant};
 use occ_model::launch::DeclaredBy;
 use occ_model::occupancy::{occupancy, KernelResources, Launch as At};
 use occ_model::{analyze, manifest::Manifest};
-use occ_tests::{build_env, Scratch};
+use occ_tests::{build_env, Scratch, ScratchCrate};
 
 const DECLARED: &str = include_str!("../../fixtures/cu/declared/k.cu");
 
@@ -100,6 +101,130 @@ fn a_declared_block_is_judged_at_that_launch_and_says_what_lifts_it() {
         line.contains(&format!("{drop} fewer registers"))
             && line.contains("__launch_bounds__(1024, 2) -> 100.0%"),
         "{line}"
+    );
+}
+
+/// A 32x8 tile transpose; `PAD` sizes its shared tile (33: no bank
+/// conflicts; larger: fewer resident blocks).
+const TRANSPOSE: &str = r#"#define PAD 33
+extern "C" __global__ void transpose_tiled(const float* in, float* out, int w, int h) {
+    __shared__ float tile[32][PAD];
+    int x = blockIdx.x * 32 + threadIdx.x;
+    int y = blockIdx.y * 32 + threadIdx.y;
+    for (int j = 0; j < 32; j += 8)
+        if (x < w && y + j < h) tile[threadIdx.y + j][threadIdx.x] = in[(y + j) * w + x];
+    __syncthreads();
+    x = blockIdx.y * 32 + threadIdx.x;
+    y = blockIdx.x * 32 + threadIdx.y;
+    for (int j = 0; j < 32; j += 8)
+        if (x < h && y + j < w) out[(y + j) * h + x] = tile[threadIdx.x][threadIdx.y + j + PAD - 33];
+}
+"#;
+
+const TRANSPOSE_BUILD: &str = r#"fn main() {
+    occ_build::Build::new()
+        .glob("kernels/*.cu")
+        .archs(["sm_80"])
+        .launch("transpose_tiled", occ_build::Launch::block_2d(32, 8).dynamic_smem(1024))
+        .compile();
+}
+"#;
+
+/// The site names no block: it launches at build.rs's.
+const TRANSPOSE_MAIN: &str = r#"
+use occ::launch_config;
+
+#[launch_config(kernel = "transpose_tiled")]
+fn site() {
+    println!(
+        "site {} {} {} {} {} {} {}",
+        BLOCK.0, BLOCK.1, BLOCK.2, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, grid_for(1000)
+    );
+}
+
+fn main() {
+    println!("out {}", env!("OUT_DIR"));
+    site();
+}
+"#;
+
+#[test]
+fn a_2d_launch_declared_in_build_rs_is_what_the_site_bakes_and_the_gate_judges() {
+    let krate = ScratchCrate::new("occ_declared_2d")
+        .dep("occ")
+        .build_dep("occ-build")
+        .build_rs(TRANSPOSE_BUILD)
+        .file("kernels/t.cu", TRANSPOSE)
+        .file("src/main.rs", TRANSPOSE_MAIN);
+    let mut bless = krate.cargo(&["run", "--quiet"]);
+    bless.env("OCC_BLESS", "1");
+    let out = occ_tests::succeed(&mut bless, "first build (blessed)");
+    let out = String::from_utf8_lossy(&out.stdout).into_owned();
+    let word = |w: &str| -> Vec<String> {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(w))
+            .unwrap_or_else(|| panic!("no `{w}` line in\n{out}"))
+            .split_whitespace()
+            .skip(1)
+            .map(str::to_string)
+            .collect()
+    };
+    let occ_dir = std::path::PathBuf::from(&word("out")[0]).join("occ");
+    let m = occ_build::cli::read_manifest(&occ_dir.join("manifest.json")).expect("manifest");
+    let ka = &kernel(&m, "transpose_tiled").archs["sm_80"];
+    let d = ka.declared.as_ref().expect("declared by build.rs");
+    assert_eq!(d.launch.block, [32, 8, 1]);
+    assert_eq!((d.block_size, d.dynamic_smem), (256, 1024));
+    // Judged there, by the model at that launch.
+    let a = arch::lookup("sm_80").expect("arch");
+    let model = occupancy(
+        a,
+        &analyze::resources(ka),
+        &At::new(256).with_dynamic_smem(1024),
+    )
+    .expect("launchable");
+    assert_eq!(d.active_blocks_per_sm, model.active_blocks);
+    let judged = ka.judged();
+    assert_eq!(
+        (judged.block_size, judged.occupancy),
+        (256, model.occupancy)
+    );
+    assert_eq!(judged.launch(), "32x8 + 1024 B smem");
+    // The site bakes the same launch and numbers, with no block of its own.
+    let site = [
+        32,
+        8,
+        1,
+        256,
+        1024,
+        model.active_blocks,
+        1000u32.div_ceil(256),
+    ];
+    assert_eq!(word("site"), site.map(|n| n.to_string()));
+    // The report (the table `cargo occ report` prints) shows the shape.
+    let report = std::fs::read_to_string(occ_dir.join("report.txt")).expect("report.txt");
+    let row = report
+        .lines()
+        .find(|l| l.contains("transpose_tiled") && l.contains("sm_80"))
+        .unwrap_or_else(|| panic!("no row in\n{report}"));
+    assert!(row.contains("32x8 + 1024 B smem"), "{row}");
+    // The gate judges against the blessed lock at the same launch: a tile
+    // of 33 KiB leaves half the blocks of 256 threads resident (a
+    // regression), while the best block, 1024 threads, stays at 100%; its
+    // table says so, naming the launch.
+    krate.write(
+        "kernels/t.cu",
+        &TRANSPOSE.replace("#define PAD 33", "#define PAD 264"),
+    );
+    let err = krate.build_fails("a larger tile");
+    assert!(err.contains("occupancy regression"), "{err}");
+    let row = err
+        .lines()
+        .find(|l| l.contains("transpose_tiled") && l.contains("sm_80"))
+        .unwrap_or_else(|| panic!("no row in\n{err}"));
+    assert!(
+        row.contains("100.0% -> 50.0%") && row.contains("at block 32x8 + 1024 B smem"),
+        "{row}"
     );
 }
 

@@ -52,3 +52,18 @@ extern "C" __global__ void __launch_bounds__(128) hoarder(const float* in, float
     __syncthreads();
     out[blockIdx.x * blockDim.x + threadIdx.x] = cache[(threadIdx.x * 77) % 10240];
 }
+
+// A 32x8 tile transpose: tests/tests/ui.rs declares its launch in the
+// build, `.launch("transpose_tiled", Launch::block_2d(32, 8))`.
+extern "C" __global__ void transpose_tiled(const float* in, float* out, int w, int h) {
+    __shared__ float tile[32][33];
+    int x = blockIdx.x * 32 + threadIdx.x;
+    int y = blockIdx.y * 32 + threadIdx.y;
+    for (int j = 0; j < 32; j += 8)
+        if (x < w && y + j < h) tile[threadIdx.y + j][threadIdx.x] = in[(y + j) * w + x];
+    __syncthreads();
+    x = blockIdx.y * 32 + threadIdx.x;
+    y = blockIdx.x * 32 + threadIdx.y;
+    for (int j = 0; j < 32; j += 8)
+        if (x < h && y + j < w) out[(y + j) * h + x] = tile[threadIdx.x][threadIdx.y + j];
+}

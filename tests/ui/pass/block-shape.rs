@@ -1,12 +1,12 @@
-// `block = (x, y)`: a fixed 2-D shape is the one size tried; `(x, _)` leaves
-// y to the tuner, every size a multiple of x.
+// `block = (x, y)`: a fixed 2-D shape is build.rs's (saying it again is
+// allowed); `(x, _)` leaves y to the tuner, every size a multiple of x.
 use occ::launch_config;
 use occ_model::tune::TuneRequest;
 
 #[path = "support/expect.rs"]
 mod expect;
 
-#[launch_config(kernel = "axpy", block = (16, 16))]
+#[launch_config(kernel = "transpose_tiled", block = (32, 8))]
 fn tile() -> ((u32, u32, u32), u32, u32, occ::Baked) {
     (BLOCK, BLOCK_SIZE, BLOCKS_PER_SM, LAUNCH)
 }
@@ -30,14 +30,14 @@ fn column() -> (u32, u32, u32) {
 fn main() {
     for arch in ["sm_80", "sm_90"] {
         let want = expect::best(
-            "axpy",
+            "transpose_tiled",
             arch,
             TuneRequest { max_block_size: Some(256), block_multiple: Some(256), ..TuneRequest::default() },
         );
         let (shape, threads, blocks, baked) = tile();
-        assert_eq!((shape, threads), ((16, 16, 1), 256));
+        assert_eq!((shape, threads), ((32, 8, 1), 256));
         let row = baked.on(arch).expect("row");
-        assert_eq!(row.block, (16, 16, 1));
+        assert_eq!(row.block, (32, 8, 1));
         assert_eq!(row.blocks_per_sm, want.occupancy.active_blocks, "{arch}");
         if arch == "sm_80" {
             assert_eq!(blocks, want.occupancy.active_blocks);
