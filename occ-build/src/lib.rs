@@ -98,7 +98,7 @@
 //!
 //! ## Environment variables
 //!
-//! Every variable occ reads (the same table is in the README):
+//! Every variable occ reads (the same table is in `docs/GUIDE.md`):
 //!
 //! | variable | read by | effect |
 //! |---|---|---|
@@ -117,7 +117,7 @@
 //! | `OCC_BLESS` | occ-build | `1`: write the build's numbers to `occ.lock` (never when `CI` is set) |
 //! | `CI` | occ-build, `cargo occ bless` | set (not `0`/`false`/`no`/`off`): `occ.lock` is never written, and the crate's own build fails when it finds no nvcc (unless `OCC_NO_NVCC=1`) |
 //! | `OCC_NO_NVCC` | occ-build | `1`: do not look for nvcc; build from `occ.lock` |
-//! | `CUDARC_CUDA_VERSION` | cudarc's build script; `cargo occ toolkit doctor` | the CUDA version of cudarc's bindings (`13040`), over a `cuda-XXXXX` feature and the nvcc on `PATH` (see the cudarc line of "Using occ in your crate") |
+//! | `CUDARC_CUDA_VERSION` | cudarc's build script; `cargo occ toolkit doctor` | the CUDA version of cudarc's bindings (`13040`), over a `cuda-XXXXX` feature and the nvcc on `PATH` (see the cudarc line of the README's `Cargo.toml`) |
 //! | `OCC_GPU` | `cargo occ report` | the GPU the build is for (as the driver names it; also `--gpu`): measurements taken on another GPU are said so |
 //! | `DOCS_RS` | occ-build | set by docs.rs: build from `occ.lock` |
 //! | `OCC_PTXAS_TIMEOUT` | `cargo occ sweep` | seconds a ptxas run may take before it is killed (default 60; `--ptxas-timeout`) |

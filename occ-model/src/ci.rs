@@ -480,7 +480,7 @@ pub fn sarif(alerts: &[Alert], version: &str, path: &dyn Fn(&str) -> String) -> 
                 "id": r.id(),
                 "name": r.name(),
                 "shortDescription": { "text": r.description() },
-                "helpUri": "https://github.com/occ-rs/occ#ci-on-github-actions",
+                "helpUri": "https://github.com/occ-rs/occ/blob/main/docs/GUIDE.md#gate-occupancy-in-ci",
                 "defaultConfiguration": {
                     "level": if *r == Rule::Regression { "error" } else { "warning" }
                 }

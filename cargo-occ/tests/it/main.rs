@@ -5,6 +5,7 @@
 mod calc;
 mod ci_formats;
 mod explain;
+mod first_page;
 mod gate_cli;
 mod parse;
 mod report_golden;

@@ -307,17 +307,17 @@ fn env_table(text: &str) -> Vec<String> {
 }
 
 #[test]
-fn every_variable_read_is_in_one_table_in_the_readme_and_the_crate_docs() {
+fn every_variable_read_is_in_one_table_in_the_guide_and_the_crate_docs() {
     let root = workspace_root();
     let read = |rel: &str| std::fs::read_to_string(root.join(rel)).expect(rel);
-    let readme = env_table(&read("README.md"));
+    let guide = env_table(&read("docs/GUIDE.md"));
     let crate_docs = env_table(&read("occ-build/src/lib.rs"));
-    assert!(readme.len() > 10, "{readme:?}");
+    assert!(guide.len() > 10, "{guide:?}");
     assert_eq!(
-        readme, crate_docs,
-        "README.md and occ-build's crate docs differ"
+        guide, crate_docs,
+        "docs/GUIDE.md and occ-build's crate docs differ"
     );
-    let table = readme.join("\n");
+    let table = guide.join("\n");
     // Every variable named in a read (`var("X")`, `var_os("X")`, `flag("X")`).
     let mut missing = Vec::new();
     for dir in ["occ-build/src", "cargo-occ/src", "occ-macros/src"] {

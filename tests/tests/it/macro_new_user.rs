@@ -57,7 +57,7 @@ fn sum_max_smem() {
     show("sum_max", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, &LAUNCH);
 }
 
-// A launch site as the README writes one: the baked row of the loaded
+// A launch site as docs/GUIDE.md writes one: the baked row of the loaded
 // code, and the kernel's typed launcher.
 #[launch_config(kernel = "block_sum")]
 fn sum_on_gpu(f: &Function, stream: &CudaStream, x: &CudaSlice<f32>, out: &mut CudaSlice<f32>) -> Result<(), occ::cuda::Error> {

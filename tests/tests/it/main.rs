@@ -28,7 +28,6 @@ mod parser_support;
 mod pipeline;
 mod printed_commands;
 mod publish;
-mod readme_snippet;
 mod scale;
 mod trust_build;
 mod trust_cache;

@@ -78,7 +78,7 @@ fn item07_readme_cubin_line_compiles_without_nvcc() {
     let out = run_cargo(&s, &["build"], &[("OCC_NO_NVCC", Some("1"))]);
     assert!(
         out.status.success(),
-        "`let code: &[u8] = sm_80.code.unwrap().bytes;` (the README's line) does not \
+        "`let code: &[u8] = sm_80.code.unwrap().bytes;` (docs/GUIDE.md's line) does not \
          compile in a build from occ.lock:\n{}",
         text(&out)
     );
