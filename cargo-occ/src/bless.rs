@@ -50,6 +50,12 @@ pub fn run(args: BlessArgs) -> anyhow::Result<i32> {
         None => {}
     }
     cli::write_lock(&path, &text)?;
+    // The build that had no lock watches this stamp in its stead: touched,
+    // the next build reruns its script and gates against the new lock.
+    let stamp = found.occ_dir.join(cli::BLESS_STAMP);
+    if stamp.is_file() {
+        let _ = std::fs::write(&stamp, b"");
+    }
     println!(
         "wrote {} ({} kernels, {}); commit it",
         path.display(),

@@ -159,8 +159,16 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
         Err(e) => return Err(Error::io(format!("cannot read {}", lock_path.display()), e)),
     };
     if lock_text.is_some() {
-        // A missing file would rerun the build script on every build.
         directives.watch(&lock_path);
+    } else {
+        // A missing file would rerun the build script on every build:
+        // watch the stamp `cargo occ bless` touches when it writes the lock.
+        let stamp = out_dir.join(crate::status::BLESS_STAMP);
+        let made = stamp.is_file()
+            || (std::fs::create_dir_all(&out_dir).is_ok() && std::fs::write(&stamp, b"").is_ok());
+        if made {
+            directives.watch(&stamp);
+        }
     }
     let parallel = env
         .var("NUM_JOBS")

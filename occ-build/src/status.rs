@@ -16,6 +16,14 @@ use std::path::Path;
 /// The marker's file name inside `$OUT_DIR/occ`.
 pub const STATUS_FILE: &str = "status.json";
 
+/// A file inside `$OUT_DIR/occ` that a build with no lock yet watches
+/// (`rerun-if-changed`) in the lock's stead, and that `cargo occ bless`
+/// touches when it writes the lock: cargo reruns a build script on every
+/// build while a file it watches is missing, so the missing lock itself
+/// cannot be watched, and without this the builds after a bless would keep
+/// their "no occ.lock yet" warning and not gate until a source changed.
+pub const BLESS_STAMP: &str = "bless.stamp";
+
 /// The marker's schema version.
 const STATUS_SCHEMA: u32 = 1;
 

@@ -217,8 +217,19 @@ fn the_first_page_builds_blesses_and_its_ci_gate_catches_a_heavier_kernel() {
     let lock = krate.read("occ.lock");
     assert!(lock.contains("\"transpose\""), "{lock}");
 
-    // Step 7 on the blessed crate: both CI steps pass.
-    succeed(&mut cargo(&krate, &["build"], true), "build with the lock");
+    // Step 7 on the blessed crate: both CI steps pass. The build script
+    // reruns (bless touched the stamp it watches in the lock's stead) and
+    // gates against the new lock: no stale "no occ.lock yet".
+    let out = text(&succeed(
+        &mut cargo(&krate, &["build"], true),
+        "build with the lock",
+    ));
+    assert!(
+        out.contains("first_page-")
+            && out.contains("build-script-build`")
+            && !out.contains("no occ.lock yet"),
+        "the build after bless did not rerun its script against the lock:\n{out}"
+    );
     let (code, stdout, stderr) = occ(krate.path(), &["check"]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     let at_32x8 = |blocks: &str| {
