@@ -779,9 +779,9 @@ pub(crate) fn install_cargo_occ() -> String {
         .filter(|dir| dir.join("Cargo.toml").is_file());
     match beside {
         Some(dir) if dir.to_string_lossy().contains(char::is_whitespace) => {
-            format!("cargo install --path \"{}\"", dir.display())
+            format!("cargo install --locked --path \"{}\"", dir.display())
         }
-        Some(dir) => format!("cargo install --path {}", dir.display()),
+        Some(dir) => format!("cargo install --locked --path {}", dir.display()),
         None => "cargo install --locked --git https://github.com/occ-rs/occ cargo-occ".into(),
     }
 }
@@ -797,7 +797,7 @@ mod tests {
         // would fail).
         let command = install_cargo_occ();
         let dir = command
-            .strip_prefix("cargo install --path ")
+            .strip_prefix("cargo install --locked --path ")
             .unwrap_or_else(|| panic!("not the path form: {command}"))
             .trim_matches('"');
         assert!(

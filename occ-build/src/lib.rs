@@ -88,7 +88,7 @@
 //! `~/.cache/occ/cuda`), where
 //!
 //! ```sh
-//! cargo install --locked --git https://github.com/occ-rs/occ cargo-occ   # or: cargo install --path <occ checkout>/cargo-occ
+//! cargo install --locked --git https://github.com/occ-rs/occ cargo-occ   # or: cargo install --locked --path <occ checkout>/cargo-occ
 //! cargo occ toolkit install
 //! ```
 //!

@@ -199,6 +199,8 @@ fn the_first_page_builds_blesses_and_its_ci_gate_catches_a_heavier_kernel() {
         "{main_rs}"
     );
     assert!(kernel.contains(TILE), "{kernel}");
+    // Step 7's heavier tile is the line the page shows.
+    assert_eq!(block("cuda", "    __shared__").trim(), HEAVY_TILE);
     let krate = ScratchCrate::new("first_page")
         .file("Cargo.toml", &manifest("first_page", &snippet()))
         .file("build.rs", &build_rs)

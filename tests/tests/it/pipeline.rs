@@ -320,7 +320,7 @@ fn missing_nvcc_lists_every_place_looked() {
     // It ends with the two installs that work for any crate, cargo-occ
     // from the occ tree this occ-build came from (not on crates.io yet).
     let cargo_occ = format!(
-        "cargo install --path {} && cargo occ toolkit install",
+        "cargo install --locked --path {} && cargo occ toolkit install",
         occ_tests::workspace_root().join("cargo-occ").display()
     );
     for fix in [

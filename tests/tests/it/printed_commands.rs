@@ -125,12 +125,31 @@ fn the_rule_catches_what_it_should() {
     }
     for line in [
         "cargo install --locked --git https://github.com/occ-rs/occ cargo-occ",
-        "cargo install --path <occ checkout>/cargo-occ",
+        "cargo install --locked --path <occ checkout>/cargo-occ",
         "occ = { git = \"https://github.com/occ-rs/occ\", features = [\"cudarc\"] }",
         "occ-model = { path = \"occ-model\", version = \"0.1.0\" }",
         "jobserver = \"0.1\"",
         "cargo install sccache --locked",
     ] {
         assert_eq!(fails_today(line), None, "{line}");
+    }
+}
+
+#[test]
+fn the_guides_pip_line_installs_every_pinned_wheel() {
+    // The guide's install by hand (`docs/GUIDE.md`, "Get nvcc") against the
+    // pinned list the build's own error message prints.
+    let guide = std::fs::read_to_string(workspace_root().join("docs/GUIDE.md")).expect("guide");
+    let at = guide
+        .find("python3 -m pip install --no-deps --target")
+        .expect("the guide's pip line");
+    let block = &guide[at..at + guide[at..].find("```").expect("its block's end")];
+    for set in occ_build::cli::wheel_sets().iter().filter(|s| !s.legacy) {
+        for req in &set.requirements {
+            assert!(
+                block.contains(req),
+                "the guide's pip line lacks {req}:\n{block}"
+            );
+        }
     }
 }
