@@ -57,9 +57,9 @@ pub fn run(args: BlessArgs) -> anyhow::Result<i32> {
         let _ = std::fs::write(&stamp, b"");
     }
     println!(
-        "wrote {} ({} kernels, {}); commit it",
+        "wrote {} ({}, {}); commit it",
         path.display(),
-        candidate.kernels.len(),
+        occ_model::units::count(candidate.kernels.len(), "kernel"),
         candidate.archs.join(", ")
     );
     Ok(0)

@@ -606,9 +606,9 @@ fn lock(locate: &Locate, cwd: &Path, nvcc_version: Option<&str>) -> Line {
         );
     };
     let value = format!(
-        "{}: {} kernels, {} ({}), made by nvcc {}",
+        "{}: {}, {} ({}), made by nvcc {}",
         path.display(),
-        lock.kernels.len(),
+        occ_model::units::count(lock.kernels.len(), "kernel"),
         lock.archs.join(" "),
         lock.package,
         lock.nvcc

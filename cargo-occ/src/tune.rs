@@ -299,7 +299,7 @@ pub fn import_warnings(results: &Results) -> Vec<String> {
     if !other.is_empty() {
         out.push(format!(
             "{} measured on {} ({device_arch}) for another arch: {}; the build bakes them for every GPU that runs that code",
-            plural(other.len(), "kernel"),
+            occ_model::units::count(other.len(), "kernel"),
             results.device.name,
             other.join(", ")
         ));
@@ -321,16 +321,12 @@ pub fn import_warnings(results: &Results) -> Vec<String> {
     if !noisy.is_empty() {
         out.push(format!(
             "{} spread more than {:.0} % of the median: {}; a busy GPU or too few runs, so the fastest block may be chance (measure again on an idle GPU)",
-            plural(noisy.len(), "timing"),
+            occ_model::units::count(noisy.len(), "timing"),
             NOISY * 100.0,
             noisy.join(", ")
         ));
     }
     out
-}
-
-fn plural(n: usize, what: &str) -> String {
-    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
 /// The report's section of measured launches beside the modelled ones:

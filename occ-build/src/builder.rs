@@ -211,10 +211,15 @@ impl Build {
     /// minBlocks)` that reaches the next step); reports, `cargo occ
     /// explain` and the gate judge the kernel there rather than at its best
     /// block size. Without a declaration, a kernel's `__launch_bounds__`
-    /// (its max threads) or `.reqntid` is its declared launch. The last
-    /// pattern that matches a kernel wins. A pattern that matches no kernel
-    /// is an error naming the closest ones, and so is a launch a kernel
-    /// cannot take (above its launch bounds, other than its `.reqntid`).
+    /// (its max threads) or `.reqntid` is its declared launch. A pattern
+    /// without wildcards (an exact name) wins over every pattern with them,
+    /// whatever their order, so `.launch("transpose", ..)` holds against a
+    /// later `.launch("*", ..)` for every other kernel. Two patterns of the
+    /// same kind (both exact, or both with wildcards) that give one kernel
+    /// different launches are an error naming the kernel and both; the same
+    /// launch twice is not. A pattern that matches no kernel is an error
+    /// naming the closest ones, and so is a launch a kernel cannot take
+    /// (above its launch bounds, other than its `.reqntid`).
     ///
     /// ```no_run
     /// use occ_build::{Build, Launch};

@@ -921,6 +921,16 @@ mod tests {
                 pattern: s("fast_*"),
                 closest: vec![],
             }),
+            Error::Model(occ_model::Error::ConflictingLaunches {
+                kernel: s("transpose"),
+                first: (s("trans*"), s("a 32x8 block (256 threads)")),
+                second: (s("*"), s("a block of 256 threads")),
+            }),
+            Error::Model(occ_model::Error::ConflictingLaunches {
+                kernel: s("transpose"),
+                first: (s("transpose"), s("a 32x8 block (256 threads)")),
+                second: (s("_Z9transposePfPKf"), s("a 16x16 block (256 threads)")),
+            }),
             Error::Model(occ_model::Error::BadLaunch {
                 kernel: s("k"),
                 arch: s("sm_80"),
@@ -1123,6 +1133,7 @@ mod tests {
         "drop ",
         "see ",
         "name a",
+        "keep one",
     ];
 
     /// Whether `text` holds `words` as whole words ("use" is not in

@@ -40,6 +40,18 @@ pub enum Error {
         /// The closest kernel names, best first.
         closest: Vec<String>,
     },
+    /// Two `Build::launch` patterns of the same kind (both exact names, or
+    /// both with wildcards) that give one kernel different launches.
+    ConflictingLaunches {
+        /// The kernel (its name without parameters).
+        kernel: String,
+        /// The first pattern, in build.rs's order, and its launch in words.
+        /// Both patterns are exact names (no `*` or `?`), or both have
+        /// wildcards.
+        first: (String, String),
+        /// The later pattern that disagrees with it, and its launch in words.
+        second: (String, String),
+    },
     /// A declared launch that cannot run a kernel it names.
     BadLaunch {
         /// The kernel (its name without parameters).
@@ -85,6 +97,27 @@ impl fmt::Display for Error {
                     "; fix the pattern: it matches a kernel's symbol, name, short name or Rust \
                      identifier (`*` any characters, `?` one)"
                 )
+            }
+            Error::ConflictingLaunches {
+                kernel,
+                first,
+                second,
+            } => {
+                write!(
+                    f,
+                    "kernel `{kernel}` is given two launches in build.rs: launch(\"{}\", ..) \
+                     declares {} and launch(\"{}\", ..) declares {}; ",
+                    first.0, first.1, second.0, second.1
+                )?;
+                if !first.0.contains(['*', '?']) {
+                    write!(f, "keep one of the two")
+                } else {
+                    write!(
+                        f,
+                        "keep one, or make the one meant for it exact, launch(\"{kernel}\", ..): \
+                         an exact name wins over every pattern with `*` or `?`"
+                    )
+                }
             }
             Error::BadLaunch {
                 kernel,

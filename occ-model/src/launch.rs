@@ -297,12 +297,13 @@ pub fn matches(pattern: &str, name: &str) -> bool {
 }
 
 /// Records every kernel's declared launch on every arch of the manifest:
-/// the last of `stated` (build.rs's `(pattern, launch)` pairs, in order)
-/// whose pattern matches one of its names (symbol, name without
+/// the launch [`by_build`] picks from `stated` (build.rs's `(pattern,
+/// launch)` pairs, in order) by the kernel's names (symbol, name without
 /// parameters, short name, Rust identifier), else the launch its
 /// `__launch_bounds__`/`.reqntid` declare, else none. A pattern that
-/// matches no kernel is an error naming the closest kernels; so is a
-/// launch that cannot run a kernel it matches.
+/// matches no kernel is an error naming the closest kernels; so are two
+/// patterns that give a kernel different launches, and a launch that
+/// cannot run a kernel it matches.
 pub fn declare(manifest: &mut Manifest, stated: &[(String, Launch)]) -> Result<()> {
     let names = |k: &crate::manifest::Kernel| {
         [
@@ -325,11 +326,7 @@ pub fn declare(manifest: &mut Manifest, stated: &[(String, Launch)]) -> Result<(
         }
     }
     for kernel in &mut manifest.kernels {
-        let kernel_names = names(kernel);
-        let by_build = stated
-            .iter()
-            .rev()
-            .find(|(p, _)| kernel_names.iter().any(|n| matches(p, n)));
+        let by_build = by_build(&kernel.base_name, &names(kernel), stated)?;
         for (arch_name, k) in &mut kernel.archs {
             let choice = match by_build {
                 Some((pattern, launch)) => Some((
@@ -357,6 +354,42 @@ pub fn declare(manifest: &mut Manifest, stated: &[(String, Launch)]) -> Result<(
         }
     }
     Ok(())
+}
+
+/// The `(pattern, launch)` of `stated` (build.rs's, in order) that
+/// declares the kernel called `kernel` with these `names`, if any: a
+/// pattern without wildcards (`*`, `?`) that equals one of the names wins
+/// over every pattern with wildcards, whatever their order. Two matching
+/// patterns of the kind that wins that give different launches are an
+/// error; the same launch twice is not (the last of them is returned).
+pub fn by_build<'a>(
+    kernel: &str,
+    names: &[String],
+    stated: &'a [(String, Launch)],
+) -> Result<Option<&'a (String, Launch)>> {
+    let exact = |pattern: &str| !pattern.contains(['*', '?']);
+    let hits = |want_exact: bool| -> Vec<&'a (String, Launch)> {
+        stated
+            .iter()
+            .filter(|(p, _)| exact(p) == want_exact && names.iter().any(|n| matches(p, n)))
+            .collect()
+    };
+    let winners = match hits(true) {
+        exact_hits if !exact_hits.is_empty() => exact_hits,
+        _ => hits(false),
+    };
+    let Some(&first) = winners.first() else {
+        return Ok(None);
+    };
+    if let Some(&second) = winners.iter().find(|(_, l)| *l != first.1) {
+        let said = |(p, l): &(String, Launch)| (p.clone(), l.in_words());
+        return Err(Error::ConflictingLaunches {
+            kernel: kernel.to_string(),
+            first: said(first),
+            second: said(second),
+        });
+    }
+    Ok(winners.last().copied())
 }
 
 /// The kernels closest to a pattern that matched none: by similarity of
@@ -401,6 +434,161 @@ mod tests {
         assert!(!matches("k", "kk"));
         assert!(matches("a*b*c", "aXbYbc"));
         assert!(!matches("a*b*c", "aXbYbd"));
+    }
+
+    /// `by_build` for a kernel `transpose` (symbol `_Z9transposePfPKf`)
+    /// given these `(pattern, launch)`s: the pattern it picks, or the
+    /// error's message.
+    fn pick(stated: &[(&str, Launch)]) -> std::result::Result<Option<String>, String> {
+        let names = ["_Z9transposePfPKf", "transpose", "transpose", "transpose"].map(String::from);
+        let stated: Vec<(String, Launch)> =
+            stated.iter().map(|(p, l)| (p.to_string(), *l)).collect();
+        by_build("transpose", &names, &stated)
+            .map(|hit| hit.map(|(p, l)| format!("{p} {}", l.describe())))
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn an_exact_name_wins_over_any_wildcard_in_either_order() {
+        let t = ("transpose", Launch::block_2d(32, 8));
+        let all = ("*", Launch::block(256));
+        let trans = ("trans*", Launch::block_2d(16, 16));
+        let one = ("transpos?", Launch::block(64));
+        let want = Ok(Some("transpose 32x8".to_string()));
+        assert_eq!(pick(&[t, all]), want);
+        assert_eq!(
+            pick(&[all, t]),
+            want,
+            "the review's build.rs: `*` after the exact name"
+        );
+        assert_eq!(pick(&[t, trans]), want);
+        assert_eq!(pick(&[trans, all, one, t]), want);
+        // The symbol is a name too, and exact.
+        let sym = ("_Z9transposePfPKf", Launch::block_2d(8, 8));
+        assert_eq!(pick(&[all, sym]), Ok(Some("_Z9transposePfPKf 8x8".into())));
+        // Nothing matches: no launch from build.rs.
+        assert_eq!(pick(&[("reduce*", Launch::block(128))]), Ok(None));
+        assert_eq!(pick(&[]), Ok(None));
+    }
+
+    #[test]
+    fn two_wildcards_with_different_launches_are_refused() {
+        let e = pick(&[
+            ("trans*", Launch::block_2d(32, 8)),
+            ("*", Launch::block(256)),
+        ])
+        .expect_err("two wildcards disagree");
+        assert_eq!(
+            e,
+            "kernel `transpose` is given two launches in build.rs: launch(\"trans*\", ..) \
+             declares a 32x8 block (256 threads) and launch(\"*\", ..) declares a block of 256 \
+             threads; keep one, or make the one meant for it exact, launch(\"transpose\", ..): \
+             an exact name wins over every pattern with `*` or `?`"
+        );
+        // Dynamic shared memory alone makes two launches differ.
+        let e = pick(&[
+            ("*", Launch::block(256)),
+            ("t*", Launch::block(256).dynamic_smem(1024)),
+        ])
+        .expect_err("the smem differs");
+        assert!(e.contains("a block of 256 threads with 1024 bytes"), "{e}");
+        // A wildcard that disagrees is no conflict once an exact name decides.
+        assert_eq!(
+            pick(&[
+                ("trans*", Launch::block_2d(32, 8)),
+                ("*", Launch::block(256)),
+                ("transpose", Launch::block(128)),
+            ]),
+            Ok(Some("transpose 128".into()))
+        );
+    }
+
+    #[test]
+    fn two_exact_names_with_different_launches_are_refused() {
+        let e = pick(&[
+            ("transpose", Launch::block_2d(32, 8)),
+            ("*", Launch::block(256)),
+            ("_Z9transposePfPKf", Launch::block_2d(16, 16)),
+        ])
+        .expect_err("two exact names disagree");
+        assert!(
+            e.starts_with(
+                "kernel `transpose` is given two launches in build.rs: launch(\"transpose\", ..) \
+                 declares a 32x8 block (256 threads) and launch(\"_Z9transposePfPKf\", ..)"
+            ),
+            "{e}"
+        );
+        assert!(e.ends_with("; keep one of the two"), "{e}");
+    }
+
+    #[test]
+    fn the_same_launch_twice_is_fine_and_the_last_pattern_is_recorded() {
+        let l = Launch::block_2d(32, 8).dynamic_smem_per_thread(4);
+        assert_eq!(
+            pick(&[("t*", l), ("*", l)]),
+            Ok(Some("* 32x8 + 4 B/thread smem".into()))
+        );
+        assert_eq!(
+            pick(&[("transpose", l), ("*", Launch::block(64)), ("transpose", l)]),
+            Ok(Some("transpose 32x8 + 4 B/thread smem".into()))
+        );
+    }
+
+    #[test]
+    fn declare_applies_the_precedence_to_the_manifest() {
+        let mut m = crate::compare::tests::lock(&[
+            ("hot", resources(32, 0, 0)),
+            ("cold", resources(32, 0, 0)),
+        ])
+        .to_manifest(&[], std::path::Path::new("occ.lock"))
+        .expect("a manifest");
+        declare(
+            &mut m,
+            &[
+                ("hot".into(), Launch::block_2d(32, 8)),
+                ("*".into(), Launch::block(128)),
+            ],
+        )
+        .expect("an exact name and a wildcard do not conflict");
+        let launch_of = |name: &str| {
+            let k = m.kernels.iter().find(|k| k.base_name == name).expect(name);
+            let d = k
+                .archs
+                .values()
+                .next()
+                .and_then(|a| a.resources.declared.clone());
+            d.map(|d| (d.launch, d.by))
+        };
+        assert_eq!(
+            launch_of("hot"),
+            Some((
+                Launch::block_2d(32, 8),
+                DeclaredBy::Build {
+                    pattern: "hot".into()
+                }
+            ))
+        );
+        assert_eq!(
+            launch_of("cold"),
+            Some((
+                Launch::block(128),
+                DeclaredBy::Build {
+                    pattern: "*".into()
+                }
+            ))
+        );
+        let e = declare(
+            &mut m,
+            &[
+                ("h*".into(), Launch::block_2d(32, 8)),
+                ("*".into(), Launch::block(128)),
+            ],
+        )
+        .expect_err("two wildcards give `hot` different launches");
+        assert!(
+            matches!(&e, Error::ConflictingLaunches { kernel, .. } if kernel == "hot"),
+            "{e}"
+        );
     }
 
     #[test]

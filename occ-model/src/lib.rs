@@ -49,6 +49,6 @@ pub mod shipped;
 pub mod sweep;
 pub mod table;
 pub mod tune;
-mod units;
+pub mod units;
 
 pub use error::{Error, Result};

@@ -116,6 +116,20 @@ fn crate_with_candidate() -> Scratch {
     s
 }
 
+/// `cargo occ bless` counts one kernel in the singular ("1 kernels", said
+/// the new-user review).
+#[test]
+fn bless_of_one_kernel_says_1_kernel() {
+    let s = Scratch::new();
+    s.write("kernels/k.cu", LIGHT);
+    build(&s)
+        .try_compile_with(&build_env(&[]))
+        .expect("a build without a lock");
+    let (code, out) = occ(s.path(), &["bless", "--manifest", &manifest(&s)], &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("(1 kernel, sm_80); commit it"), "{out}");
+}
+
 #[cfg(unix)]
 #[test]
 fn item14_cli_bless_writes_through_a_symlinked_lock() {

@@ -2,8 +2,10 @@
 //! nvcc: `Build::launch` and `__launch_bounds__` as declarations, the
 //! occupancy at that launch and what would lift it, patterns that match
 //! nothing; a 2-D launch declared once in build.rs, which the site bakes
-//! and the report and the gate judge (issue 27 item 1); recursive globs with excludes, `Build::resolved_archs` and the
-//! arch-suffix policy, nvcc's warnings as cargo warnings.
+//! and the report and the gate judge (issue 27 item 1); an exact name
+//! over wildcards, and two wildcards that disagree; recursive globs with
+//! excludes, `Build::resolved_archs` and the arch-suffix policy, nvcc's
+//! warnings as cargo warnings.
 
 use occ_build::{Build, Error, Launch};
 use occ_model::arch::{self, Variant};
@@ -254,6 +256,56 @@ fn a_launch_pattern_that_matches_no_kernel_names_the_closest() {
         .expect_err("512 > 256");
     let text = e.to_string();
     assert!(text.contains("bounded") && text.contains("32x16"), "{text}");
+}
+
+/// The new-user review's build.rs: an exact name, then `*` for "every
+/// other kernel". The exact name wins whatever the order; two wildcards
+/// that give a kernel different launches fail the build, naming both.
+#[test]
+fn an_exact_name_beats_a_later_wildcard_and_two_wildcards_that_disagree_fail() {
+    let s = Scratch::new();
+    s.write("kernels/k.cu", DECLARED);
+    let report = s
+        .build(["sm_80"])
+        .launch("fast_argmin_f32", Launch::block_2d(32, 8))
+        .launch("*", Launch::block(256))
+        .try_compile_with(&build_env(&[]))
+        .unwrap_or_else(|e| panic!("build failed: {e}"));
+    let m = report.manifest().expect("manifest");
+    let by = |name: &str| {
+        let d = kernel(m, name).archs["sm_80"].declared.clone();
+        d.map(|d| (d.launch.block, d.by))
+    };
+    let build = |pattern: &str| DeclaredBy::Build {
+        pattern: pattern.into(),
+    };
+    assert_eq!(
+        by("fast_argmin_f32"),
+        Some(([32, 8, 1], build("fast_argmin_f32")))
+    );
+    assert_eq!(by("fast_argmin_f64"), Some(([256, 1, 1], build("*"))));
+    assert_eq!(by("bounded"), Some(([256, 1, 1], build("*"))));
+    let e = s
+        .build(["sm_80"])
+        .launch("fast_*", Launch::block(1024))
+        .launch("*", Launch::block(256))
+        .try_compile_with(&build_env(&[]))
+        .expect_err("two wildcards disagree on fast_argmin_*");
+    assert!(
+        matches!(
+            e,
+            Error::Model(occ_model::Error::ConflictingLaunches { .. })
+        ),
+        "{e:?}"
+    );
+    let text = e.to_string();
+    assert!(
+        text.contains("kernel `fast_argmin_f")
+            && text.contains("launch(\"fast_*\", ..) declares a block of 1024 threads")
+            && text.contains("launch(\"*\", ..) declares a block of 256 threads")
+            && text.contains("keep one, or make the one meant for it exact"),
+        "{text}"
+    );
 }
 
 #[test]
