@@ -576,6 +576,10 @@ fn warning(group: &Group<'_>, lock_name: &str, report: &Path) -> Option<String> 
             kernels(n, "has", "have"),
             table::group_title(group)
         ),
+        (Verdict::Changed, _) if group.causes.contains(&Cause::LaunchChanged) => format!(
+            "{} another declared launch than {lock_name} records, with the same occupancy ({archs})",
+            kernels(n, "has", "have")
+        ),
         (Verdict::Changed, Some(Cause::Moved)) if group.causes.len() == 1 => format!(
             "{} moved to another file with the same numbers ({archs})",
             kernels(n, "has", "have")

@@ -73,6 +73,10 @@ pub enum Cause {
     StaticSmem,
     /// The best block size changed.
     BestBlock,
+    /// The declared launch the lock records changed or went, with the same
+    /// occupancy (a different one is [`Cause::OccupancyDown`] or
+    /// [`Cause::OccupancyUp`], its reason naming both launches).
+    LaunchChanged,
     /// The kernel's file moved.
     Moved,
     /// Something else the lock records changed.
@@ -99,6 +103,7 @@ impl Cause {
             Cause::NearCliff => "near an occupancy cliff",
             Cause::StaticSmem => "static smem changed",
             Cause::BestBlock => "best block changed",
+            Cause::LaunchChanged => "declared launch changed",
             Cause::Moved => "moved to another file",
             Cause::Details => "recorded details changed",
             Cause::Renamed => "renamed?",
@@ -598,15 +603,23 @@ fn judge(
     let mut better: Reasons = Vec::new();
     let mut neutral: Reasons = Vec::new();
     // Occupancy is a ratio of small integers; compare resident warps.
-    let ((bo, bw), (ao, aw), at) = judged_occupancy(arch, before, after);
-    let occupancy = format!("occupancy{at} {} -> {}", percent(bo), percent(ao));
+    let judged = judged_occupancy(arch, before, after);
+    let ((bo, bw), (ao, aw)) = (judged.before, judged.after);
+    let mut occupancy = format!("occupancy {} -> {}", percent(bo), percent(ao));
+    if !judged.at.is_empty() {
+        occupancy = format!("{occupancy} {}", judged.at);
+    }
     if aw < bw || (aw == bw && ao + 1e-9 < bo) {
         worse.push(Reason::new(Cause::OccupancyDown, occupancy));
     } else if aw > bw || ao > bo + 1e-9 {
         better.push(Reason::new(Cause::OccupancyUp, occupancy));
+    } else if let Some(change) = judged.launch_change.clone() {
+        // The same occupancy at another launch: the table's `at` note names both.
+        neutral.push(Reason::new(Cause::LaunchChanged, change));
     }
     let launch = |r: &Resources| r.declared.as_ref().map(|d| d.launch.describe());
-    if launch(before) != launch(after) {
+    // A recorded launch changed is said by the occupancy's reason above.
+    if judged.launch_change.is_none() && launch(before) != launch(after) {
         let show = |l: Option<String>| l.unwrap_or_else(|| "none".into());
         neutral.push(Reason::new(
             Cause::Details,
@@ -822,41 +835,100 @@ pub fn groups<'a>(diff: &'a Diff, verdicts: &[Verdict]) -> Vec<Group<'a>> {
         .collect()
 }
 
-/// The (occupancy, resident warps) before and after that the gate
-/// compares, and the phrase naming the launch: at the candidate's declared
-/// launch when it has one (before's numbers recomputed at that launch from
-/// its resources when it recorded another launch or none), else at the
-/// best block size of each.
+/// The occupancy the gate compares, before and after, and the launch
+/// each is judged at ([`judged_occupancy`]).
+pub(crate) struct JudgedOccupancy {
+    /// Before: (occupancy, resident warps).
+    pub before: (f64, u32),
+    /// After: (occupancy, resident warps).
+    pub after: (f64, u32),
+    /// Where, in words: `at block 1024`; `at block 32x8 -> 32x22` or `at
+    /// block 32x8 -> best block 1024` when the launch changed; empty when
+    /// both are at their best block.
+    pub at: String,
+    /// The change of a recorded launch, when before is judged at it and
+    /// after at another: `launch 32x8 -> 32x22`, `declared launch 32x8
+    /// removed: judged at its best block 1024`.
+    pub launch_change: Option<String>,
+}
+
+/// The occupancy the gate compares: the launch the application uses. The
+/// same declared launch: both as recorded there. A launch the lock records
+/// and the build changed or dropped: before at its recorded launch, after
+/// at its own (its declared launch, else its best block), the change named.
+/// A launch the lock does not record (an older lock, a launch newly
+/// declared): before's numbers recomputed at the build's launch from its
+/// resources. No declared launch: best block to best block.
 pub(crate) fn judged_occupancy(
     arch: &str,
     before: &Resources,
     after: &Resources,
-) -> ((f64, u32), (f64, u32), String) {
+) -> JudgedOccupancy {
+    use crate::launch::Declared;
     let best = |r: &Resources| (r.best.occupancy, r.best.active_warps_per_sm);
-    let Some(declared) = &after.declared else {
-        return (best(before), best(after), String::new());
+    let at = |d: &Declared| (d.occupancy, d.active_warps_per_sm);
+    let judged = |before, after, at: String, launch_change| JudgedOccupancy {
+        before,
+        after,
+        at,
+        launch_change,
     };
-    let at = |d: &crate::launch::Declared| (d.occupancy, d.active_warps_per_sm);
-    let then = match &before.declared {
-        Some(b) if b.launch == declared.launch => Some(at(b)),
-        _ => crate::launch::declared(arch, before, &declared.launch, declared.by.clone())
-            .ok()
-            .map(|b| at(&b)),
-    };
-    match then {
-        Some(then) => (
-            then,
-            at(declared),
-            format!(" at block {}", declared.launch.describe()),
+    match (&before.declared, &after.declared) {
+        (None, None) => judged(best(before), best(after), String::new(), None),
+        (Some(then), Some(now)) if then.launch == now.launch => judged(
+            at(then),
+            at(now),
+            format!("at block {}", now.launch.describe()),
+            None,
         ),
-        // The old resources cannot take the new launch: compare best to best.
-        None => (best(before), best(after), String::new()),
+        (Some(then), Some(now)) => {
+            let (was, is) = (then.launch.describe(), now.launch.describe());
+            let change = if then.by == now.by {
+                format!("launch {was} -> {is}")
+            } else {
+                format!(
+                    "launch {was} ({}) -> {is} ({})",
+                    then.by.describe(),
+                    now.by.describe()
+                )
+            };
+            judged(
+                at(then),
+                at(now),
+                format!("at block {was} -> {is}"),
+                Some(change),
+            )
+        }
+        (Some(then), None) => {
+            let (was, is) = (then.launch.describe(), after.best.block_size);
+            judged(
+                at(then),
+                best(after),
+                format!("at block {was} -> best block {is}"),
+                Some(format!(
+                    "declared launch {was} removed: judged at its best block {is}"
+                )),
+            )
+        }
+        (None, Some(now)) => {
+            match crate::launch::declared(arch, before, &now.launch, now.by.clone()) {
+                Ok(then) => judged(
+                    at(&then),
+                    at(now),
+                    format!("at block {}", now.launch.describe()),
+                    None,
+                ),
+                // The old resources cannot take the new launch: compare best to best.
+                Err(_) => judged(best(before), best(after), String::new(), None),
+            }
+        }
     }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::launch::{DeclaredBy, Launch};
     use crate::lock::LOCK_SCHEMA;
     use crate::manifest::{Best, Kernel, LaunchBounds};
     use crate::table::{render_diff, render_diff_bounded};
@@ -1047,7 +1119,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_declared_launch_is_judged_at_that_launch() {
-        use crate::launch::{declared, DeclaredBy, Launch};
+        use crate::launch::declared;
         let at_1024 = |mut r: Resources| {
             let by = DeclaredBy::Build {
                 pattern: "a".into(),
@@ -1069,7 +1141,7 @@ pub(crate) mod tests {
         assert_eq!(verdicts(&d), [("a".to_string(), Verdict::Regression)]);
         assert_eq!(
             d.findings[0].texts(),
-            ["occupancy at block 1024 100.0% -> 50.0%"]
+            ["occupancy 100.0% -> 50.0% at block 1024"]
         );
         assert!(d.findings[0]
             .also
@@ -1356,5 +1428,172 @@ pub(crate) mod tests {
         let old: Thresholds =
             serde_json::from_str(r#"{"registers": 8, "kernels": {}}"#).expect("old thresholds");
         assert_eq!(old.cliff_margin, DEFAULT_CLIFF_MARGIN);
+    }
+
+    /// `r` with a launch declared by `by` on sm_80.
+    fn launched(mut r: Resources, launch: Launch, by: &DeclaredBy) -> Resources {
+        let d = crate::launch::declared("sm_80", &r, &launch, by.clone()).expect("runs");
+        r.declared = Some(d);
+        r
+    }
+
+    /// A launch declared in build.rs by the pattern `t`.
+    fn build_rs() -> DeclaredBy {
+        DeclaredBy::Build {
+            pattern: "t".into(),
+        }
+    }
+
+    /// The one finding of `before` against `after` (kernel `t`, sm_80).
+    fn one(before: Resources, after: Resources) -> Finding {
+        let d = compare(
+            &lock(&[("t", before)]),
+            &lock(&[("t", after)]),
+            &Thresholds::default(),
+        );
+        assert_eq!(d.findings.len(), 1, "{d:#?}");
+        d.findings[0].clone()
+    }
+
+    /// The table row of `f`.
+    fn row_of(f: &Finding) -> String {
+        let d = Diff {
+            findings: vec![f.clone()],
+            ..Diff::default()
+        };
+        render_diff(&d, &Verdict::ALL)
+    }
+
+    #[test]
+    fn a_recorded_launch_changed_in_build_rs_compares_each_at_its_launch() {
+        // 24 registers on sm_80 (far from a cliff): 8 blocks of 32x8 fill
+        // the SM; of 32x22 (22 warps) only 2 fit.
+        let by = build_rs();
+        let at = |x, y| launched(arch(24, 64, 0), Launch::block_2d(x, y), &by);
+        // Worse: the kernel is untouched, the launch the application uses is not.
+        let f = one(at(32, 8), at(32, 22));
+        assert_eq!(f.verdict, Verdict::Regression, "{f:?}");
+        assert_eq!(
+            f.texts(),
+            ["occupancy 100.0% -> 68.8% at block 32x8 -> 32x22"]
+        );
+        assert!(f.also.is_empty(), "said once: {:?}", f.also);
+        let table = row_of(&f);
+        assert!(
+            table.contains("regression: occupancy down (1 kernel x arch)\n"),
+            "{table}"
+        );
+        assert!(
+            table.contains("100.0% -> 68.8%") && table.contains("at block 32x8 -> 32x22"),
+            "{table}"
+        );
+        // Better.
+        let f = one(at(32, 22), at(32, 8));
+        assert_eq!(f.verdict, Verdict::Improvement, "{f:?}");
+        assert_eq!(
+            f.texts(),
+            ["occupancy 68.8% -> 100.0% at block 32x22 -> 32x8"]
+        );
+        // The same occupancy: changed, the reason names both launches.
+        let f = one(at(32, 8), at(32, 16));
+        assert_eq!(f.verdict, Verdict::Changed, "{f:?}");
+        assert_eq!(f.causes().collect::<Vec<_>>(), [Cause::LaunchChanged]);
+        assert_eq!(f.texts(), ["launch 32x8 -> 32x16"]);
+        let table = row_of(&f);
+        assert!(
+            table.contains("changed: declared launch changed (1 kernel x arch)\n")
+                && table.contains("at block 32x8 -> 32x16"),
+            "{table}"
+        );
+        // Its JSON: the new cause as a snake_case string.
+        let json = serde_json::to_value(&f).expect("serialize");
+        assert_eq!(json["causes"], serde_json::json!(["launch_changed"]));
+        // The same launch stated by another declarer is said too.
+        let bounds = launched(
+            arch(24, 64, 0),
+            Launch::block(256),
+            &DeclaredBy::LaunchBounds,
+        );
+        let f = one(bounds, at(32, 8));
+        assert_eq!(
+            f.texts(),
+            ["launch 256 (__launch_bounds__) -> 32x8 (build.rs `t`)"]
+        );
+    }
+
+    #[test]
+    fn a_recorded_launch_from_launch_bounds_is_judged_like_one_from_build_rs() {
+        let bounds = |n| launched(arch(24, 64, 0), Launch::block(n), &DeclaredBy::LaunchBounds);
+        // __launch_bounds__(704): 2 blocks of 22 warps; 1024: 2 of 32.
+        let f = one(bounds(704), bounds(1024));
+        assert_eq!(f.verdict, Verdict::Improvement, "{f:?}");
+        assert_eq!(
+            f.texts(),
+            ["occupancy 68.8% -> 100.0% at block 704 -> 1024"]
+        );
+    }
+
+    #[test]
+    fn a_recorded_launch_removed_judges_the_build_at_its_best_block() {
+        let by = build_rs();
+        // Down from the launch to the best block: the drop is a regression.
+        let mut worse_best = arch(32, 32, 0);
+        worse_best.best.block_size = 1024;
+        let f = one(
+            launched(arch(32, 64, 0), Launch::block_2d(32, 8), &by),
+            worse_best,
+        );
+        assert_eq!(f.verdict, Verdict::Regression, "{f:?}");
+        assert_eq!(
+            f.texts()[0],
+            "occupancy 100.0% -> 50.0% at block 32x8 -> best block 1024"
+        );
+        // The same occupancy: changed, and said.
+        let f = one(
+            launched(arch(32, 64, 0), Launch::block_2d(32, 8), &by),
+            arch(32, 64, 0),
+        );
+        assert_eq!(f.verdict, Verdict::Changed, "{f:?}");
+        assert_eq!(
+            f.texts(),
+            ["declared launch 32x8 removed: judged at its best block 256"]
+        );
+        let table = row_of(&f);
+        assert!(
+            table.contains("changed: declared launch changed (1 kernel x arch)\n")
+                && table.contains("at block 32x8 -> best block 256"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn a_launch_the_lock_does_not_record_or_did_not_change_is_judged_as_before() {
+        let by = build_rs();
+        // Newly declared: before recomputed at the new launch, which the
+        // kernel, unchanged, has as well.
+        let f = one(
+            arch(32, 64, 0),
+            launched(arch(32, 64, 0), Launch::block_2d(32, 22), &by),
+        );
+        assert_eq!(f.verdict, Verdict::Changed, "{f:?}");
+        assert_eq!(f.causes().collect::<Vec<_>>(), [Cause::Details]);
+        assert_eq!(f.texts(), ["declared launch none -> 32x22"]);
+        // Newly declared on a heavier kernel: the drop at that launch.
+        let f = one(
+            arch(32, 64, 0),
+            launched(arch(40, 64, 0), Launch::block_2d(32, 8), &by),
+        );
+        assert_eq!(f.verdict, Verdict::Regression, "{f:?}");
+        assert_eq!(f.texts()[0], "occupancy 100.0% -> 75.0% at block 32x8");
+        // The same launch: as recorded; the same numbers, no finding.
+        let at_32x8 = |r| launched(r, Launch::block_2d(32, 8), &by);
+        let same = lock(&[("t", at_32x8(arch(32, 64, 0)))]);
+        assert!(compare(&same, &same, &Thresholds::default())
+            .findings
+            .is_empty());
+        // The same launch, a heavier kernel: the drop there.
+        let f = one(at_32x8(arch(32, 64, 0)), at_32x8(arch(40, 64, 0)));
+        assert_eq!(f.verdict, Verdict::Regression, "{f:?}");
+        assert_eq!(f.texts()[0], "occupancy 100.0% -> 75.0% at block 32x8");
     }
 }

@@ -383,8 +383,9 @@ fn render(diff: &Diff, verdicts: &[Verdict], limit: Option<(usize, &str)>) -> St
 /// One finding as a table row: the numbers before and after, and the notes
 /// the numbers do not show (a moved file, a likely rename). Occupancy and
 /// limiter are at the launch the gate judged (`compare`'s
-/// `judged_occupancy`: a declared launch, named in the notes, else the best
-/// block), so the row says what the verdict says.
+/// `judged_occupancy`: a declared launch, named in the notes with its
+/// change when the lock recorded another, else the best block), so the row
+/// says what the verdict says.
 fn row(f: &Finding) -> [String; 10] {
     fn cell<T: PartialEq + ToString>(
         before: &Option<Resources>,
@@ -408,14 +409,14 @@ fn row(f: &Finding) -> [String; 10] {
     // Occupancy where the gate judged it, and that launch in words.
     let (occupancy, at) = match (b, a) {
         (Some(before), Some(after)) => {
-            let ((was, _), (now, _), at) = crate::compare::judged_occupancy(&f.arch, before, after);
-            let (was, now) = (percent(was), percent(now));
+            let judged = crate::compare::judged_occupancy(&f.arch, before, after);
+            let (was, now) = (percent(judged.before.0), percent(judged.after.0));
             let cell = if was == now {
                 now
             } else {
                 format!("{was} -> {now}")
             };
-            (cell, at.trim().to_string())
+            (cell, judged.at)
         }
         (one, other) => {
             let r = other.as_ref().or(one.as_ref());

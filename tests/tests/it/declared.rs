@@ -228,6 +228,42 @@ fn a_2d_launch_declared_in_build_rs_is_what_the_site_bakes_and_the_gate_judges()
         row.contains("100.0% -> 50.0%") && row.contains("at block 32x8 + 1024 B smem"),
         "{row}"
     );
+    // The kernel as blessed, launched at 32x22 instead: the application's
+    // occupancy drops (22 warps a block, 2 blocks resident), so the gate
+    // compares the lock at its 32x8 with the build at its 32x22 and fails,
+    // naming both launches.
+    krate.write("kernels/t.cu", TRANSPOSE);
+    let relaunch = |shape: &str| {
+        krate.write(
+            "build.rs",
+            &TRANSPOSE_BUILD.replace("block_2d(32, 8)", &format!("block_2d({shape})")),
+        );
+    };
+    relaunch("32, 22");
+    let err = krate.build_fails("a 32x22 launch");
+    assert!(err.contains("occupancy regression"), "{err}");
+    assert!(err.contains("occupancy down"), "{err}");
+    let row = err
+        .lines()
+        .find(|l| l.contains("transpose_tiled") && l.contains("sm_80"))
+        .unwrap_or_else(|| panic!("no row in\n{err}"));
+    assert!(
+        row.contains("100.0% -> 68.8%")
+            && row.contains("at block 32x8 + 1024 B smem -> 32x22 + 1024 B smem"),
+        "{row}"
+    );
+    assert!(err.contains("cargo occ bless"), "{err}");
+    // At 32x16 the occupancy is the lock's: the build passes and says the
+    // launch is not the one recorded.
+    relaunch("32, 16");
+    let out = occ_tests::text(&occ_tests::succeed(
+        &mut krate.cargo(&["build"]),
+        "a 32x16 launch",
+    ));
+    assert!(
+        out.contains("another declared launch than occ.lock records, with the same occupancy"),
+        "{out}"
+    );
 }
 
 #[test]
