@@ -471,14 +471,15 @@ fn a_build_killed_midway_leaves_no_half_written_file() {
     assert_eq!(
         top,
         [
+            "bless.stamp",
             "cache",
             "kernels_a_fast.sm_80.cubin",
             "kernels_a_fast.sm_80.ptx",
             "status.json",
             "tmp"
         ],
-        "only the finished job's files, whole, and the marker of an unfinished build; \
-         no manifest, no kernels.rs, no temporaries"
+        "only the finished job's files, whole, the marker of an unfinished build and the \
+         empty stamp a crate with no lock watches; no manifest, no kernels.rs, no temporaries"
     );
     let status = std::fs::read_to_string(occ.join("status.json")).expect("status.json");
     assert!(status.contains("running"), "{status}");
