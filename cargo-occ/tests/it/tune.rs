@@ -194,25 +194,13 @@ fn plan_import_and_rebuild_carry_the_measurement() {
     )));
 }
 
-/// A 32x8 tile transpose, declared so in the build.
-const TRANSPOSE: &str = r#"extern "C" __global__ void transpose_tiled(const float* in, float* out, int w, int h) {
-    __shared__ float tile[32][33];
-    int x = blockIdx.x * 32 + threadIdx.x;
-    int y = blockIdx.y * 32 + threadIdx.y;
-    for (int j = 0; j < 32; j += 8)
-        if (x < w && y + j < h) tile[threadIdx.y + j][threadIdx.x] = in[(y + j) * w + x];
-    __syncthreads();
-    x = blockIdx.y * 32 + threadIdx.x;
-    y = blockIdx.x * 32 + threadIdx.y;
-    for (int j = 0; j < 32; j += 8)
-        if (x < h && y + j < w) out[(y + j) * h + x] = tile[threadIdx.x][threadIdx.y + j];
-}
-"#;
-
 #[test]
 fn plan_offers_shapes_of_a_2d_declared_launch() {
     let s = Scratch::new();
-    s.write("kernels/t.cu", TRANSPOSE);
+    s.write(
+        "kernels/t.cu",
+        &occ_tests::fixture("cu/declared/transpose_tiled.cu"),
+    );
     let report = s
         .build(["sm_80"])
         .launch(

@@ -108,20 +108,9 @@ fn a_declared_block_is_judged_at_that_launch_and_says_what_lifts_it() {
 
 /// A 32x8 tile transpose; `PAD` sizes its shared tile (33: no bank
 /// conflicts; larger: fewer resident blocks).
-const TRANSPOSE: &str = r#"#define PAD 33
-extern "C" __global__ void transpose_tiled(const float* in, float* out, int w, int h) {
-    __shared__ float tile[32][PAD];
-    int x = blockIdx.x * 32 + threadIdx.x;
-    int y = blockIdx.y * 32 + threadIdx.y;
-    for (int j = 0; j < 32; j += 8)
-        if (x < w && y + j < h) tile[threadIdx.y + j][threadIdx.x] = in[(y + j) * w + x];
-    __syncthreads();
-    x = blockIdx.y * 32 + threadIdx.x;
-    y = blockIdx.x * 32 + threadIdx.y;
-    for (int j = 0; j < 32; j += 8)
-        if (x < h && y + j < w) out[(y + j) * h + x] = tile[threadIdx.x][threadIdx.y + j + PAD - 33];
+fn transpose() -> String {
+    occ_tests::fixture("cu/declared/transpose_tiled.cu")
 }
-"#;
 
 const TRANSPOSE_BUILD: &str = r#"fn main() {
     occ_build::Build::new()
@@ -156,7 +145,7 @@ fn a_2d_launch_declared_in_build_rs_is_what_the_site_bakes_and_the_gate_judges()
         .dep("occ")
         .build_dep("occ-build")
         .build_rs(TRANSPOSE_BUILD)
-        .file("kernels/t.cu", TRANSPOSE)
+        .file("kernels/t.cu", &transpose())
         .file("src/main.rs", TRANSPOSE_MAIN);
     let mut bless = krate.cargo(&["run", "--quiet"]);
     bless.env("OCC_BLESS", "1");
@@ -216,7 +205,7 @@ fn a_2d_launch_declared_in_build_rs_is_what_the_site_bakes_and_the_gate_judges()
     // table says so, naming the launch.
     krate.write(
         "kernels/t.cu",
-        &TRANSPOSE.replace("#define PAD 33", "#define PAD 264"),
+        &transpose().replace("#define PAD 33", "#define PAD 264"),
     );
     let err = krate.build_fails("a larger tile");
     assert!(err.contains("occupancy regression"), "{err}");
@@ -232,7 +221,7 @@ fn a_2d_launch_declared_in_build_rs_is_what_the_site_bakes_and_the_gate_judges()
     // occupancy drops (22 warps a block, 2 blocks resident), so the gate
     // compares the lock at its 32x8 with the build at its 32x22 and fails,
     // naming both launches.
-    krate.write("kernels/t.cu", TRANSPOSE);
+    krate.write("kernels/t.cu", &transpose());
     let relaunch = |shape: &str| {
         krate.write(
             "build.rs",
