@@ -25,7 +25,7 @@ pub enum Format {
 /// Arguments of `cargo occ check`.
 #[derive(Debug, Clone, clap::Args)]
 #[command(
-    after_help = "Exit status:\n  0  no regression (improvements and new kernels are listed)\n  1  a regression: occupancy down, new or more spills, registers up past the threshold, a kernel gone\n  2  usage or input error: no build found, a build from the lock without nvcc (nothing was checked), no lock (the SARIF log then holds the spills only), unreadable files\n\nUnder GitHub Actions (GITHUB_ACTIONS=true) it also appends the Markdown report to $GITHUB_STEP_SUMMARY and prints each finding as a workflow command (::error file=..,line=..::), on stderr with --format sarif."
+    after_help = "Exit status:\n  0  no regression (improvements and new kernels are listed)\n  1  a regression: occupancy down, new or more spills, registers up past the threshold, a kernel gone\n  2  usage or input error: no build found, a build from the lock without nvcc or, under CI, a last build that did not finish (nothing was checked), no lock (the SARIF log then holds the spills only), unreadable files\n\nUnder GitHub Actions (GITHUB_ACTIONS=true) it also appends the Markdown report to $GITHUB_STEP_SUMMARY and prints each finding as a workflow command (::error file=..,line=..::), on stderr with --format sarif."
 )]
 pub struct CheckArgs {
     #[command(flatten)]
@@ -138,6 +138,24 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
         );
         let report = Report {
             root: crate_root(&found, lock.as_deref()),
+            found: &found,
+            actions: Actions::from_env(&env),
+        };
+        report.emit(args.format, None, Baseline::NotCompared(note.clone()))?;
+        // A CI step that checked nothing must not look green.
+        eprintln!("error: {note}");
+        return Ok(2);
+    }
+    if cli::is_ci(&env) && cli::last_build(&found.occ_dir) == Some(cli::BuildState::Running) {
+        // The last build stopped before its gate (a compile error, a
+        // build stopped): its folder may hold an earlier build's numbers.
+        let note = format!(
+            "nothing was checked: the last build of {} did not finish, so the numbers in {} may              be an earlier build's; fix the build (`cargo build`), then run `cargo occ check` again",
+            found.manifest.package,
+            found.occ_dir.display()
+        );
+        let report = Report {
+            root: crate_root(&found, args.lock.as_deref()),
             found: &found,
             actions: Actions::from_env(&env),
         };

@@ -446,6 +446,28 @@ fn issue23_item17_after_an_unfinished_build_the_warning_gives_both_next_steps() 
 }
 
 #[test]
+fn under_ci_check_after_an_unfinished_build_checks_nothing_and_fails() {
+    // Its folder may hold an earlier build's numbers: a CI step that ran
+    // `check` alone (or with `if: always()` for SARIF) must not look green.
+    let (s, m) = hand_build(|_| {}, true, Some("running"));
+    for format in ["text", "sarif"] {
+        let (code, out) = occ(
+            s.path(),
+            &["check", "--format", format, "--manifest", &m],
+            &[("CI", "true")],
+        );
+        assert_eq!(code, 2, "--format {format}: {out}");
+        assert!(
+            out.contains("nothing was checked") && out.contains("did not finish"),
+            "--format {format}: {out}"
+        );
+    }
+    // Outside CI a developer gets the warning and the comparison.
+    let (code, out) = occ(s.path(), &["check", "--manifest", &m], &[]);
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
 fn issue23_item17_a_real_gate_failure_is_not_called_an_unfinished_build() {
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
