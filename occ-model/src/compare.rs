@@ -54,6 +54,10 @@ pub enum Cause {
     RegistersPastThreshold,
     /// In the lock, not in the build.
     Gone,
+    /// The launch build.rs declared (`.launch`), which the lock records, is
+    /// declared no more: the kernel's sites now launch at its best block,
+    /// which a kernel written for one shape may not take.
+    LaunchRemoved,
     /// More resident warps.
     OccupancyUp,
     /// Fewer spilled bytes.
@@ -94,6 +98,7 @@ impl Cause {
             Cause::MoreSpills => "more spills",
             Cause::RegistersPastThreshold => "registers up past the threshold",
             Cause::Gone => "kernel gone",
+            Cause::LaunchRemoved => "declared launch removed from build.rs",
             Cause::OccupancyUp => "occupancy up",
             Cause::FewerSpills => "fewer spills",
             Cause::FewerRegisters => "fewer registers",
@@ -587,6 +592,15 @@ fn name_renames(findings: &mut [Finding]) {
 /// The changes that decided a verdict, each with its cause.
 type Reasons = Vec<Reason>;
 
+/// Whether the lock records a launch build.rs declared (`.launch`) that
+/// the build declares no more.
+fn removed_from_build(before: &Resources, after: &Resources) -> bool {
+    matches!(
+        (&before.declared, &after.declared),
+        (Some(d), None) if matches!(d.by, crate::manifest::DeclaredBy::Build { .. })
+    )
+}
+
 /// The verdict on one kernel × arch, the changes that decided it, and every
 /// other change; `None` when nothing the lock records changed.
 ///
@@ -615,7 +629,26 @@ fn judge(
         better.push(Reason::new(Cause::OccupancyUp, occupancy));
     } else if let Some(change) = judged.launch_change.clone() {
         // The same occupancy at another launch: the table's `at` note names both.
-        neutral.push(Reason::new(Cause::LaunchChanged, change));
+        if !removed_from_build(before, after) {
+            neutral.push(Reason::new(Cause::LaunchChanged, change));
+        }
+    }
+    if removed_from_build(before, after) {
+        // Its sites took the shape from build.rs: they now launch at the
+        // best block, which a kernel written for one shape may not take.
+        let was = before
+            .declared
+            .as_ref()
+            .map(|d| d.launch.describe())
+            .unwrap_or_default();
+        worse.push(Reason::new(
+            Cause::LaunchRemoved,
+            format!(
+                "declared launch {was} removed from build.rs: its sites now launch at the best \
+                 block {}; declare it again (`.launch(..)`), or bless if the kernel takes any block",
+                after.best.block_size
+            ),
+        ));
     }
     let launch = |r: &Resources| r.declared.as_ref().map(|d| d.launch.describe());
     // A recorded launch changed is said by the occupancy's reason above.
@@ -1548,21 +1581,41 @@ pub(crate) mod tests {
             f.texts()[0],
             "occupancy 100.0% -> 50.0% at block 32x8 -> best block 1024"
         );
-        // The same occupancy: changed, and said.
+        assert_eq!(
+            f.causes().collect::<Vec<_>>(),
+            [Cause::OccupancyDown, Cause::LaunchRemoved]
+        );
+        // The same occupancy: build.rs's launch gone is still a regression
+        // (its sites now launch at the best block, which a kernel written
+        // for one shape may not take), and says so.
         let f = one(
             launched(arch(32, 64, 0), Launch::block_2d(32, 8), &by),
             arch(32, 64, 0),
         );
-        assert_eq!(f.verdict, Verdict::Changed, "{f:?}");
+        assert_eq!(f.verdict, Verdict::Regression, "{f:?}");
         assert_eq!(
             f.texts(),
-            ["declared launch 32x8 removed: judged at its best block 256"]
+            ["declared launch 32x8 removed from build.rs: its sites now launch at the best block \
+              256; declare it again (`.launch(..)`), or bless if the kernel takes any block"]
         );
         let table = row_of(&f);
         assert!(
-            table.contains("changed: declared launch changed (1 kernel x arch)\n")
+            table.contains("regression: declared launch removed from build.rs (1 kernel x arch)\n")
                 && table.contains("at block 32x8 -> best block 256"),
             "{table}"
+        );
+        // A launch that came from `__launch_bounds__`, gone with them, binds
+        // no site: the same occupancy is a change, said.
+        let bounds = launched(
+            arch(32, 64, 0),
+            Launch::block(256),
+            &DeclaredBy::LaunchBounds,
+        );
+        let f = one(bounds, arch(32, 64, 0));
+        assert_eq!(f.verdict, Verdict::Changed, "{f:?}");
+        assert_eq!(
+            f.texts(),
+            ["declared launch 256 removed: judged at its best block 256"]
         );
     }
 
