@@ -163,9 +163,14 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
     } else {
         // A missing file would rerun the build script on every build:
         // watch the stamp `cargo occ bless` touches when it writes the lock.
+        // Made with an mtime of long ago: a watched file newer than the
+        // script's run would rerun the script once more for nothing.
         let stamp = out_dir.join(crate::status::BLESS_STAMP);
         let made = stamp.is_file()
-            || (std::fs::create_dir_all(&out_dir).is_ok() && std::fs::write(&stamp, b"").is_ok());
+            || (std::fs::create_dir_all(&out_dir).is_ok()
+                && std::fs::File::create(&stamp)
+                    .and_then(|f| f.set_modified(std::time::SystemTime::UNIX_EPOCH))
+                    .is_ok());
         if made {
             directives.watch(&stamp);
         }
