@@ -117,6 +117,25 @@ impl Report<'_> {
     }
 }
 
+/// Says `note` (nothing was checked) in every output the check writes and
+/// returns exit status 2: a CI step that checked nothing must not look green.
+fn nothing_checked(
+    args: &CheckArgs,
+    found: &Located,
+    env: &Env,
+    lock: Option<&Path>,
+    note: String,
+) -> anyhow::Result<i32> {
+    let report = Report {
+        root: crate_root(found, lock),
+        found,
+        actions: Actions::from_env(env),
+    };
+    report.emit(args.format, None, Baseline::NotCompared(note.clone()))?;
+    eprintln!("error: {note}");
+    Ok(2)
+}
+
 /// Long because each output (text, SARIF, step summary, workflow commands) is
 /// written from one comparison.
 fn check(args: &CheckArgs) -> anyhow::Result<i32> {
@@ -136,33 +155,18 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
             lock.as_ref()
                 .map_or("occ.lock".to_string(), |p| p.display().to_string())
         );
-        let report = Report {
-            root: crate_root(&found, lock.as_deref()),
-            found: &found,
-            actions: Actions::from_env(&env),
-        };
-        report.emit(args.format, None, Baseline::NotCompared(note.clone()))?;
-        // A CI step that checked nothing must not look green.
-        eprintln!("error: {note}");
-        return Ok(2);
+        return nothing_checked(args, &found, &env, lock.as_deref(), note);
     }
     if cli::is_ci(&env) && cli::last_build(&found.occ_dir) == Some(cli::BuildState::Running) {
         // The last build stopped before its gate (a compile error, a
         // build stopped): its folder may hold an earlier build's numbers.
         let note = format!(
-            "nothing was checked: the last build of {} did not finish, so the numbers in {} may              be an earlier build's; fix the build (`cargo build`), then run `cargo occ check` again",
+            "nothing was checked: the last build of {} did not finish, so the numbers in {} may \
+             be an earlier build's; fix the build (`cargo build`), then run `cargo occ check` again",
             found.manifest.package,
             found.occ_dir.display()
         );
-        let report = Report {
-            root: crate_root(&found, args.lock.as_deref()),
-            found: &found,
-            actions: Actions::from_env(&env),
-        };
-        report.emit(args.format, None, Baseline::NotCompared(note.clone()))?;
-        // A CI step that checked nothing must not look green.
-        eprintln!("error: {note}");
-        return Ok(2);
+        return nothing_checked(args, &found, &env, args.lock.as_deref(), note);
     }
     let (path, lock) = found.lock(args.lock.as_deref())?;
     let Some(lock) = lock else {

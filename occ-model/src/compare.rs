@@ -623,17 +623,16 @@ fn judge(
     if !judged.at.is_empty() {
         occupancy = format!("{occupancy} {}", judged.at);
     }
+    let removed = removed_from_build(before, after);
     if aw < bw || (aw == bw && ao + 1e-9 < bo) {
         worse.push(Reason::new(Cause::OccupancyDown, occupancy));
     } else if aw > bw || ao > bo + 1e-9 {
         better.push(Reason::new(Cause::OccupancyUp, occupancy));
-    } else if let Some(change) = judged.launch_change.clone() {
+    } else if let Some(change) = judged.launch_change.clone().filter(|_| !removed) {
         // The same occupancy at another launch: the table's `at` note names both.
-        if !removed_from_build(before, after) {
-            neutral.push(Reason::new(Cause::LaunchChanged, change));
-        }
+        neutral.push(Reason::new(Cause::LaunchChanged, change));
     }
-    if removed_from_build(before, after) {
+    if removed {
         // Its sites took the shape from build.rs: they now launch at the
         // best block, which a kernel written for one shape may not take.
         let was = before

@@ -461,6 +461,12 @@ fn under_ci_check_after_an_unfinished_build_checks_nothing_and_fails() {
             out.contains("nothing was checked") && out.contains("did not finish"),
             "--format {format}: {out}"
         );
+        assert!(
+            out.lines()
+                .filter(|l| l.starts_with("error: nothing was checked"))
+                .all(|l| !l.contains("  ")),
+            "one sentence, no stray whitespace: {out}"
+        );
     }
     // Outside CI a developer gets the warning and the comparison.
     let (code, out) = occ(s.path(), &["check", "--manifest", &m], &[]);
