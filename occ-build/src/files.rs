@@ -92,6 +92,27 @@ pub(crate) fn relative(root: &Path, path: &Path) -> String {
         .join("/")
 }
 
+/// `path` with each `..` taken away with the name before it, by text alone
+/// (no file system call, so a link is not followed): the spelling to compare
+/// two paths by when one names a file as nvcc's line markers do,
+/// `<crate root>/../target/…`.
+pub(crate) fn lexical(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::ParentDir
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) =>
+            {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
 /// Reads and parses a manifest file (`$OUT_DIR/occ/manifest.json`).
 pub fn read_manifest(path: &Path) -> Result<Manifest> {
     let text = std::fs::read_to_string(path)
@@ -170,4 +191,21 @@ fn resolve_links(path: &Path) -> Result<PathBuf> {
         format!("cannot follow the symlink {}", path.display()),
         std::io::Error::other("too many levels of symbolic links"),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lexical;
+    use std::path::Path;
+
+    #[test]
+    fn lexical_takes_each_parent_away_with_the_name_before_it() {
+        let out = Path::new("/ws/target/debug/build/k-1/out");
+        let dep = Path::new("/ws/crate/../target/debug/build/k-1/out/occ/cache/anchor.cuh");
+        assert!(lexical(dep).starts_with(out));
+        assert!(!dep.starts_with(out));
+        assert_eq!(lexical(Path::new("a/./b/../../c")), Path::new("c"));
+        assert_eq!(lexical(Path::new("../a/..")), Path::new(".."));
+        assert_eq!(lexical(Path::new("/../a")), Path::new("/a"));
+    }
 }

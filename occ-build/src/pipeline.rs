@@ -384,14 +384,16 @@ fn compile(build: &Build, inputs: &Inputs, nvcc: &Nvcc, planned: Planned) -> Res
 /// reruns the build script); warns of jobs whose inputs changed while
 /// nvcc ran.
 fn watch_inputs(inputs: &Inputs, outputs: &[JobOutput], directives: &mut Directives) {
+    let out_dir = files::lexical(&inputs.out_dir);
     for output in outputs {
         // Not the files occ writes into OUT_DIR itself (the anchor header):
         // written after cargo started the script, they would make the next
-        // no-op build rerun it.
+        // no-op build rerun it. nvcc names the anchor from the crate root,
+        // `<root>/../target/…` when the target folder is beside the crate.
         for dep in output
             .deps
             .iter()
-            .filter(|d| !d.starts_with(&inputs.out_dir))
+            .filter(|d| !files::lexical(d).starts_with(&out_dir))
         {
             directives.watch(dep);
         }

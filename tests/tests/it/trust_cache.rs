@@ -477,3 +477,64 @@ fn item20_killed_build_leaves_no_scratch_folders_after_the_next_build() {
         "the next build left the killed build's scratch folders: {still:?}"
     );
 }
+
+/// The status change time of `path`, in nanoseconds.
+fn ctime(path: &Path) -> i128 {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).unwrap_or_else(|e| panic!("stat {}: {e}", path.display()));
+    i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec())
+}
+
+#[test]
+fn scripts_cuda_toolkit_run_again_leaves_the_toolkit_as_it_was() {
+    // The job cache keys the toolkit by each tool's stat, ctime included:
+    // a `chmod +x` of every tool on each run of the script (found by a
+    // candle benchmark) made every job of every crate compile again. An
+    // installed toolkit as the script leaves it (its stamp), with a stand-in
+    // nvcc (this checks the script, not nvcc's numbers) and one tool that
+    // lost its executable bit, as some wheels do.
+    use std::os::unix::fs::PermissionsExt;
+    let s = Scratch::new();
+    let root = occ_tests::workspace_root();
+    let wheels = std::fs::read_to_string(root.join("occ-build/toolkit-wheels.txt"))
+        .expect("read occ-build/toolkit-wheels.txt");
+    let stamp: Vec<&str> = wheels
+        .lines()
+        .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
+            ["default", "cu13", req] => Some(req),
+            _ => None,
+        })
+        .collect();
+    assert!(!stamp.is_empty(), "no default cu13 wheels");
+    s.write("cuda/cu13/.stamp", &format!("{}\n", stamp.join("+")));
+    let bin = "cuda/cu13/nvidia/cu13/bin";
+    let nvcc = s.write(&format!("{bin}/nvcc"), "#!/bin/sh\necho one\necho two\n");
+    let ptxas = s.write(&format!("{bin}/ptxas"), "");
+    let lost = s.write(&format!("{bin}/cuobjdump"), "");
+    for exe in [&nvcc, &ptxas] {
+        std::fs::set_permissions(exe, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    std::fs::set_permissions(&lost, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let run = || {
+        let out = std::process::Command::new(root.join("scripts/cuda-toolkit"))
+            .env("OCC_CUDA_DIR", s.path().join("cuda"))
+            .output()
+            .expect("run scripts/cuda-toolkit");
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("export CUDA_HOME="),
+            "{}",
+            text(&out)
+        );
+    };
+    let before = (ctime(&nvcc), ctime(&ptxas));
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    run();
+    assert_eq!((ctime(&nvcc), ctime(&ptxas)), before, "tools touched");
+    let mode = std::fs::metadata(&lost).expect("stat").permissions().mode();
+    assert_eq!(mode & 0o111, 0o111, "the lost executable bit is set again");
+    let fixed = ctime(&lost);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    run();
+    assert_eq!(ctime(&lost), fixed, "the second run touched it again");
+}

@@ -629,4 +629,25 @@ fn review_the_anchor_header_works_under_a_quote_and_is_not_watched() {
         .filter(|p| p.contains("anchor"))
         .collect();
     assert!(watched.is_empty(), "{watched:?}");
+
+    // A workspace's target folder beside the crate: nvcc names the anchor
+    // `<crate>/../target/…` (found by a cold candle build whose next
+    // `cargo build` reran the script).
+    let root = s.path().join("ws/crate");
+    s.write("ws/crate/kernels/k.cu", INTERNAL);
+    let mut b = Build::new();
+    b.root(&root)
+        .out_dir(s.path().join("ws/target/out"))
+        .file("kernels/k.cu")
+        .archs(["sm_80"])
+        .source_lines(false);
+    let r = b
+        .try_compile_with(&build_env(&[]))
+        .unwrap_or_else(|e| panic!("build in {}: {e}", root.display()));
+    let watched = &r.directives.rerun_if_changed;
+    assert!(
+        watched.iter().any(|p| p.ends_with("k.cu")),
+        "the source is watched: {watched:?}"
+    );
+    assert!(!watched.iter().any(|p| p.contains("anchor")), "{watched:?}");
 }
