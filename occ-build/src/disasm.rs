@@ -3,15 +3,20 @@
 //!
 //! The jobs compile with `-lineinfo` (which leaves the SASS and ptxas's
 //! numbers unchanged: `tests/tests/it/lineinfo.rs`), so each cubin maps its
-//! instructions to files and lines. For every cubin of the build the
-//! toolkit's `nvdisasm` runs twice, `-c -g` (lines and spill marks) and
+//! instructions to files and lines. Only kernels whose registers matter
+//! are located ([`occ_model::cliff::registers_matter`]: it spills,
+//! registers limit its occupancy, or a register cliff is at most two
+//! registers away); the others' lines would never be read, and nvdisasm
+//! costs about as much CPU as the compile (BENCHMARKS.md §12.5). For each
+//! cubin that holds such a kernel the toolkit's `nvdisasm` runs twice over
+//! those kernels' code only (`-fun`), `-c -g` (lines and spill marks) and
 //! `-c -plr -lrm count` (live registers), its output read line by line into
 //! [`occ_model::lines`], which gives each kernel's [`SourceLines`]; they go
 //! into the manifest (`KernelArch::lines`), never into the lock.
 //!
 //! Cached by content: `cache/lines/<cubin>.json` holds the result under a
-//! key of the cubin's bytes, nvdisasm (path, target, stat) and the crate
-//! root (paths are named relative to it), so a warm build reads the record
+//! key of the cubin's bytes, the kernels located, nvdisasm (path, target,
+//! stat) and the crate root (paths are named relative to it), so a warm build reads the record
 //! instead of running nvdisasm, and gives the same bytes as a cold one.
 //! A toolkit without nvdisasm gives today's manifest (no `lines`) and one
 //! note; nvdisasm failing on a cubin is one note too, never an error.
@@ -20,10 +25,11 @@ use crate::cache::{self, Stat};
 use crate::cargo::Directives;
 use crate::files::write_atomic;
 use crate::toolkit::{exe, Nvcc};
+use occ_model::cliff;
 use occ_model::lines::{source_lines, LifeRanges, LineInfo, SourceLines};
 use occ_model::manifest::Manifest;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -32,8 +38,9 @@ use std::sync::Mutex;
 
 /// The version of the record format and of the analysis; a new one
 /// invalidates every record (2: a location carries over into the next
-/// section, so records of 1 may lack a function's lines).
-const FORMAT: u32 = 2;
+/// section, so records of 1 may lack a function's lines; 3: a record holds
+/// the wanted kernels only).
+const FORMAT: u32 = 3;
 
 /// The folder of the records, below `$OUT_DIR/occ/cache`.
 const DIR: &str = "lines";
@@ -61,9 +68,12 @@ pub(crate) struct Settings<'a> {
     pub parallel: usize,
 }
 
-/// Stage 5½: fills `lines` of every kernel × arch of `manifest` that has a
-/// cubin. Without nvdisasm, or where it fails, leaves them out with one
-/// note each.
+/// Stage 5½: fills `lines` of every kernel × arch of `manifest` whose
+/// registers matter ([`cliff::registers_matter`]: it spills, registers
+/// limit it, or a register cliff is near) and that has a cubin; nvdisasm
+/// reads only those kernels' code (`-fun`), and a cubin with none is not
+/// disassembled at all. Without nvdisasm, or where it fails, leaves them
+/// out with one note each.
 pub(crate) fn annotate(
     nvcc: &Nvcc,
     top: Option<&Path>,
@@ -71,15 +81,19 @@ pub(crate) fn annotate(
     manifest: &mut Manifest,
     directives: &mut Directives,
 ) {
-    let mut cubins: Vec<String> = manifest
-        .kernels
-        .iter()
-        .flat_map(|k| k.archs.values())
-        .filter(|a| a.has_device_code())
-        .map(|a| a.cubin.clone())
-        .collect();
-    cubins.sort();
-    cubins.dedup();
+    // The kernels to locate, by cubin.
+    let mut wanted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for kernel in &manifest.kernels {
+        for a in kernel.archs.values() {
+            if a.has_device_code() && cliff::registers_matter(a) {
+                wanted
+                    .entry(a.cubin.clone())
+                    .or_default()
+                    .insert(kernel.name.clone());
+            }
+        }
+    }
+    let cubins: Vec<String> = wanted.keys().cloned().collect();
     let dir = settings.out.join("cache").join(DIR);
     remove_stale(&dir, settings.part, &cubins);
     if cubins.is_empty() {
@@ -112,7 +126,7 @@ pub(crate) fn annotate(
     // A replaced nvdisasm reruns the script (its records are keyed by it).
     directives.watch(&tool);
     let identity = identity(&tool, settings.root);
-    let results = run_all(&tool, &identity, settings, &dir, &cubins);
+    let results = run_all(&tool, &identity, settings, &dir, &wanted);
     let mut failed: Vec<String> = Vec::new();
     let mut by_cubin: BTreeMap<&str, BTreeMap<String, SourceLines>> = BTreeMap::new();
     for (cubin, result) in cubins.iter().zip(results) {
@@ -129,6 +143,7 @@ pub(crate) fn annotate(
             // instances none) gets no `lines`, like a build without nvdisasm.
             a.lines = by_cubin
                 .get(a.cubin.as_str())
+                .filter(|_| cliff::registers_matter(a))
                 .and_then(|functions| functions.get(&kernel.name))
                 .filter(|lines| !lines.is_empty())
                 .cloned();
@@ -191,29 +206,39 @@ struct Identity {
     roots: Vec<String>,
 }
 
-/// Every cubin's functions, in the order of `cubins`: from its record, or
-/// from two nvdisasm runs (each its own job under cargo's jobserver, so one
-/// cubin's two run at once), then recorded.
+/// Every cubin's functions, in the order of `wanted`'s keys: from its
+/// record, or from two nvdisasm runs over the wanted kernels' code (each
+/// run its own job under cargo's jobserver, so one cubin's two run at
+/// once), then recorded.
 fn run_all(
     tool: &Path,
     identity: &Identity,
     settings: &Settings<'_>,
     dir: &Path,
-    cubins: &[String],
+    wanted: &BTreeMap<String, BTreeSet<String>>,
 ) -> Vec<Functions> {
+    let cubins: Vec<&String> = wanted.keys().collect();
     let mut results: Vec<Option<Functions>> = Vec::with_capacity(cubins.len());
-    // (index, record path, key) of the cubins to disassemble.
+    // (index, record path, key) of the cubins to disassemble, and the
+    // `-fun` list of each (`None`: the whole cubin).
     let mut pending: Vec<(usize, PathBuf, String)> = Vec::new();
-    for (i, cubin) in cubins.iter().enumerate() {
+    let mut only: Vec<Option<String>> = vec![None; cubins.len()];
+    for (i, (cubin, kernels)) in wanted.iter().enumerate() {
         let record = dir.join(format!("{}.json", stem(cubin)));
         match std::fs::read(settings.out.join(cubin)) {
             Err(e) => results.push(Some(Err(format!("cannot read it ({e})")))),
             Ok(bytes) => {
-                let key = cache::hash_bytes(&[identity.key.as_bytes(), &bytes]);
+                let names: Vec<&str> = kernels.iter().map(String::as_str).collect();
+                let key = cache::hash_bytes(&[
+                    identity.key.as_bytes(),
+                    &bytes,
+                    names.join("\n").as_bytes(),
+                ]);
                 match cached(&record, &key) {
                     Some(functions) => results.push(Some(Ok(functions))),
                     None => {
                         results.push(None);
+                        only[i] = function_list(&bytes, &names);
                         pending.push((i, record, key));
                     }
                 }
@@ -225,8 +250,8 @@ fn run_all(
         .flat_map(|(i, _, _)| [(*i, Pass::Lines), (*i, Pass::Pressure)])
         .collect();
     let mut readings = pool(settings.parallel, &runs, |(i, pass)| {
-        let path = settings.out.join(&cubins[*i]);
-        pass.run(tool, &path)
+        let path = settings.out.join(cubins[*i]);
+        pass.run(tool, &path, only[*i].as_deref())
     })
     .into_iter();
     let roots: Vec<&str> = identity.roots.iter().map(String::as_str).collect();
@@ -257,6 +282,21 @@ fn run_all(
         .collect()
 }
 
+/// `nvdisasm -fun`'s argument for `names` in `cubin`: their symbol indices,
+/// comma-separated; `None` (disassemble it all) when a name is not a
+/// function symbol of its table. nvdisasm prints a `//## File` line at
+/// each function it prints whose location differs from the last it
+/// printed, so the reading is the same as over the whole cubin
+/// (`tests/tests/it/lines.rs` compares the two).
+fn function_list(cubin: &[u8], names: &[&str]) -> Option<String> {
+    let indices = occ_model::lines::function_indices(cubin)?;
+    let list: Option<Vec<String>> = names
+        .iter()
+        .map(|n| indices.get(*n).map(u32::to_string))
+        .collect();
+    list.map(|l| l.join(","))
+}
+
 /// The functions of the record at `path`, when its key is `key`.
 fn cached(path: &Path, key: &str) -> Option<BTreeMap<String, SourceLines>> {
     let text = std::fs::read(path).ok()?;
@@ -280,18 +320,21 @@ enum Reading {
 }
 
 impl Pass {
-    fn run(self, tool: &Path, cubin: &Path) -> Result<Reading, String> {
+    /// Runs this pass over `cubin`, over only the functions of `only` (a
+    /// `-fun` list) when given.
+    fn run(self, tool: &Path, cubin: &Path, only: Option<&str>) -> Result<Reading, String> {
+        let fun: Vec<&str> = only.map(|list| vec!["-fun", list]).unwrap_or_default();
         match self {
             Pass::Lines => {
                 let mut info = LineInfo::default();
-                disassemble(tool, cubin, &["-c", "-g"], |l| info.line(l))?;
+                let args = [&["-c", "-g"][..], &fun].concat();
+                disassemble(tool, cubin, &args, |l| info.line(l))?;
                 Ok(Reading::Lines(info))
             }
             Pass::Pressure => {
                 let mut ranges = LifeRanges::default();
-                disassemble(tool, cubin, &["-c", "-plr", "-lrm", "count"], |l| {
-                    ranges.line(l)
-                })?;
+                let args = [&["-c", "-plr", "-lrm", "count"][..], &fun].concat();
+                disassemble(tool, cubin, &args, |l| ranges.line(l))?;
                 Ok(Reading::Pressure(ranges))
             }
         }

@@ -29,8 +29,8 @@
 //! ```
 
 use crate::arch::{self, Arch};
-use crate::manifest::{Manifest, Resources};
-use crate::occupancy::{occupancy, KernelResources, Launch, OccupancyError};
+use crate::manifest::{KernelArch, Manifest, Resources};
+use crate::occupancy::{occupancy, KernelResources, Launch, Limiter, OccupancyError};
 use crate::tune;
 
 /// How close to a register cliff a kernel must be for the reports to name
@@ -246,6 +246,22 @@ pub fn at_judged(arch_name: &str, r: &Resources) -> Result<Option<Cliffs>, Strin
     cliffs(a, &crate::analyze::resources(r), &launch)
         .map(Some)
         .map_err(|e| e.to_string())
+}
+
+/// Whether a kernel's registers matter on an arch, so that where they
+/// spill or peak is worth locating by source line: it spills, registers
+/// limit its occupancy at the launch it is judged at, or the register
+/// cliff ahead is at most [`NEAR_CLIFF`] registers away. (Reads
+/// [`KernelArch::cliffs`]: call after [`record`].)
+pub fn registers_matter(a: &KernelArch) -> bool {
+    a.spills()
+        || a.judged()
+            .limiters
+            .iter()
+            .any(|l| l == Limiter::Registers.as_str())
+        || a.cliffs
+            .as_ref()
+            .is_some_and(|c| c.registers.within(NEAR_CLIFF))
 }
 
 /// Records every kernel × arch's cliffs in the manifest (after

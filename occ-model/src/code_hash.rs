@@ -27,7 +27,8 @@ const SHT_STRTAB: u32 = 3;
 const SHT_RELA: u32 = 4;
 const SHT_NOBITS: u32 = 8;
 const SHT_REL: u32 = 9;
-/// `STT_SECTION`.
+/// `STT_FUNC`, `STT_SECTION`.
+const STT_FUNC: u8 = 2;
 const STT_SECTION: u8 = 3;
 
 /// `.nv.info` attributes whose value starts with a symbol index:
@@ -111,24 +112,16 @@ fn string_at(table: &[u8], at: u32) -> &[u8] {
     &name[..name.len().min(MAX_NAME)]
 }
 
-/// The bytes of what `bytes` (a cubin) runs; `None` when it is not a
-/// little-endian 64-bit ELF file.
-///
-/// Long because it reads the ELF header, the section table and the symbol table
-/// in one pass, by hand.
-pub(crate) fn code_bytes(bytes: &[u8]) -> Option<Vec<u8>> {
-    let sections = section_headers(bytes)?;
-    let names_at = usize::from(u16_at(bytes, 0x3e)?);
-    let names_table = sections.get(names_at)?.data(bytes)?;
-    let names: Vec<&[u8]> = sections
+/// The symbols of the first symbol table `which` picks, and its strings;
+/// none when there is no such table or it lies outside the file.
+fn symbol_table<'a>(
+    bytes: &'a [u8],
+    sections: &[Section],
+    which: impl Fn(&Section) -> bool,
+) -> (Vec<Symbol>, &'a [u8]) {
+    sections
         .iter()
-        .map(|s| string_at(names_table, s.name))
-        .collect();
-    let section_name = |index: usize| names.get(index).copied().unwrap_or_default();
-    // The symbol table and its strings, when there is one.
-    let (symbols, strings): (Vec<Symbol>, &[u8]) = sections
-        .iter()
-        .find(|s| s.kind == SHT_SYMTAB)
+        .find(|s| which(s))
         .and_then(|table| {
             let data = table.data(bytes)?;
             let strings = sections
@@ -147,7 +140,48 @@ pub(crate) fn code_bytes(bytes: &[u8]) -> Option<Vec<u8>> {
                 .collect();
             Some((symbols, strings))
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// The index of each function symbol of a cubin's `.symtab` (what
+/// `nvdisasm -fun` takes), by name; `None` when `bytes` is not a
+/// little-endian 64-bit ELF file. sm_100's second table (`.nv.merc.symtab`)
+/// numbers its symbols its own way and is not read.
+pub(crate) fn function_indices(bytes: &[u8]) -> Option<std::collections::BTreeMap<String, u32>> {
+    let sections = section_headers(bytes)?;
+    let names_at = usize::from(u16_at(bytes, 0x3e)?);
+    let names_table = sections.get(names_at)?.data(bytes)?;
+    let (symbols, strings) = symbol_table(bytes, &sections, |s| {
+        s.kind == SHT_SYMTAB && string_at(names_table, s.name) == b".symtab"
+    });
+    Some(
+        symbols
+            .iter()
+            .enumerate()
+            .filter(|(_, sym)| sym.info & 0xf == STT_FUNC)
+            .filter_map(|(i, sym)| {
+                let name = String::from_utf8(string_at(strings, sym.name).to_vec()).ok()?;
+                Some((name, u32::try_from(i).ok()?))
+            })
+            .collect(),
+    )
+}
+
+/// The bytes of what `bytes` (a cubin) runs; `None` when it is not a
+/// little-endian 64-bit ELF file.
+///
+/// Long because it reads the ELF header, the section table and the symbol table
+/// in one pass, by hand.
+pub(crate) fn code_bytes(bytes: &[u8]) -> Option<Vec<u8>> {
+    let sections = section_headers(bytes)?;
+    let names_at = usize::from(u16_at(bytes, 0x3e)?);
+    let names_table = sections.get(names_at)?.data(bytes)?;
+    let names: Vec<&[u8]> = sections
+        .iter()
+        .map(|s| string_at(names_table, s.name))
+        .collect();
+    let section_name = |index: usize| names.get(index).copied().unwrap_or_default();
+    let (symbols, strings) = symbol_table(bytes, &sections, |s| s.kind == SHT_SYMTAB);
     // What each symbol index names: a section symbol its section, any other
     // symbol its name.
     let keys: Vec<Vec<u8>> = symbols

@@ -394,6 +394,13 @@ pub fn unescape(quoted: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The index of each function symbol of a cubin's symbol table, by name:
+/// what `nvdisasm -fun` takes to disassemble only those functions (their
+/// `.text` sections). `None` when `cubin` is not a 64-bit ELF file.
+pub fn function_indices(cubin: &[u8]) -> Option<BTreeMap<String, u32>> {
+    crate::code_hash::function_indices(cubin)
+}
+
 /// [`SourceLines`], by symbol. `roots` are the crate root as spelled
 /// (and as the OS resolves it): a file below one is named relative to it.
 pub fn source_lines(

@@ -258,8 +258,11 @@ pub struct KernelArch {
     /// build from the lock.
     pub ptx: String,
     /// Where it spills and where its register pressure peaks, by source
-    /// line (from nvdisasm); absent without nvdisasm, in a build from the
-    /// lock, and never in the lock (lines move with every edit).
+    /// line (from nvdisasm), for a kernel whose registers matter
+    /// ([`crate::cliff::registers_matter`]: it spills, registers limit it,
+    /// or a register cliff is near); absent for the others, without
+    /// nvdisasm, in a build from the lock, and never in the lock (lines
+    /// move with every edit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lines: Option<SourceLines>,
 }

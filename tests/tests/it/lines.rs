@@ -3,8 +3,11 @@
 //!
 //! - A template device function inlined from a header names the header's
 //!   line and its loop (tests/fixtures/cu/lines, found by their `occ-test:`
-//!   comments), on every arch it spills on; every kernel × arch's sites
-//!   add up to ptxas's spill bytes, over the spilling fixtures of the suite.
+//!   comments), on every arch it spills on; exactly the kernel × archs
+//!   whose registers matter (spills, a register limit, a cliff near) have
+//!   lines, their sites add up to ptxas's spill bytes, over the spilling
+//!   fixtures of the suite, and nvdisasm over their code alone (`-fun`)
+//!   finds what it finds over the whole cubin.
 //! - `.deny_spills()` names the line in its error, the summary warning and
 //!   `report.txt` too.
 //! - A warm build reads the records and writes the same manifest, byte for
@@ -13,8 +16,11 @@
 //!   builds today's manifest with one note, watching the folder nvdisasm
 //!   would be installed into; installed, it gives lines and is watched.
 
+use occ_model::cliff::registers_matter;
+use occ_model::lines::{source_lines, LifeRanges, LineInfo, SourceLines};
 use occ_model::manifest::Manifest;
 use occ_tests::{build_env, fixture, nvcc, Scratch};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The 1-based line of `text` that carries `marker`.
@@ -26,14 +32,20 @@ fn line_of(text: &str, marker: &str) -> u32 {
     u32::try_from(i + 1).expect("a short file")
 }
 
-/// Every kernel × arch has lines whose sites add up to ptxas's spill bytes.
+/// Exactly the kernel × archs whose registers matter have lines (the
+/// others are never disassembled), and their sites add up to ptxas's spill
+/// bytes.
 fn sites_add_up(m: &Manifest) {
     for k in &m.kernels {
         for (arch, a) in &k.archs {
-            let lines = a
-                .lines
-                .as_ref()
-                .unwrap_or_else(|| panic!("{} on {arch}: no lines", k.name));
+            assert_eq!(
+                a.lines.is_some(),
+                registers_matter(a),
+                "{} on {arch}: lines where registers matter, only there: {:?}",
+                k.name,
+                a.lines
+            );
+            let Some(lines) = &a.lines else { continue };
             let stores: u32 = lines.spills.iter().map(|s| s.stores).sum();
             let loads: u32 = lines.spills.iter().map(|s| s.loads).sum();
             assert_eq!(
@@ -135,18 +147,77 @@ fn a_header_template_spills_at_the_header_line_and_the_sites_add_up() {
         report.directives.warnings
     );
 
-    let calm_line = line_of(&fixture("cu/lines/tmpl.cu"), "occ-test: calm");
+    // calm's registers do not matter anywhere: no lines, and no nvdisasm
+    // run over its code.
     let calm = m.kernels.iter().find(|k| k.name == "calm").expect("calm");
     for (arch, a) in &calm.archs {
-        let lines = a.lines.as_ref().expect("lines");
-        assert!(lines.spills.is_empty(), "calm on {arch}: {lines:?}");
-        let peak = lines.peak_pressure.as_ref().expect("a peak");
-        assert_eq!(peak.file, "kernels/tmpl.cu", "calm on {arch}");
-        assert!(
-            peak.line <= calm_line && peak.registers <= a.registers,
-            "calm on {arch}: {peak:?}"
-        );
+        assert!(!registers_matter(a), "calm on {arch}: {a:?}");
+        assert!(a.lines.is_none(), "calm on {arch}: {:?}", a.lines);
     }
+    // Its registers matter on sm_120 (two blocks of 1024 threads, no
+    // spill): its lines are its peak pressure alone, in the header's loop.
+    let a = &churner.archs["sm_120"];
+    let lines = a.lines.as_ref().expect("churner on sm_120: lines");
+    assert!(lines.spills.is_empty(), "churner on sm_120: {lines:?}");
+    let peak = lines.peak_pressure.as_ref().expect("a peak");
+    assert!(
+        peak.file == "kernels/spill.cuh"
+            && (loop_line..=spills + 2).contains(&peak.line)
+            && peak.registers <= a.registers,
+        "churner on sm_120: {peak:?}"
+    );
+
+    // nvdisasm ran over the located kernels' code alone (`-fun`): what it
+    // found is what a run over the whole cubin finds.
+    let root = s.path().display().to_string();
+    let canonical = s.path().canonicalize().expect("canonical root");
+    let roots = [root.as_str(), canonical.to_str().expect("utf-8")];
+    let mut whole: BTreeMap<String, BTreeMap<String, SourceLines>> = BTreeMap::new();
+    let mut compared = 0;
+    for k in &m.kernels {
+        for (arch, a) in &k.archs {
+            let Some(lines) = &a.lines else { continue };
+            let functions = whole
+                .entry(a.cubin.clone())
+                .or_insert_with(|| whole_cubin(&s.path().join("out/occ").join(&a.cubin), &roots));
+            assert_eq!(
+                Some(lines),
+                functions.get(&k.name),
+                "{} on {arch}: -fun and the whole cubin disagree",
+                k.name
+            );
+            compared += 1;
+        }
+    }
+    assert!(compared >= 20, "only {compared} kernel x archs compared");
+}
+
+/// [`SourceLines`] of every function of `cubin`, from nvdisasm run over
+/// all of it, read as stage 5½ reads its output.
+fn whole_cubin(cubin: &Path, roots: &[&str]) -> BTreeMap<String, SourceLines> {
+    let nvdisasm = nvcc().with_file_name("nvdisasm");
+    let run = |args: &[&str]| -> String {
+        let out = std::process::Command::new(&nvdisasm)
+            .args(args)
+            .arg(cubin)
+            .output()
+            .unwrap_or_else(|e| panic!("run {}: {e}", nvdisasm.display()));
+        assert!(
+            out.status.success(),
+            "nvdisasm {args:?} {}",
+            cubin.display()
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    let mut info = LineInfo::default();
+    for line in run(&["-c", "-g"]).lines() {
+        info.line(line);
+    }
+    let mut ranges = LifeRanges::default();
+    for line in run(&["-c", "-plr", "-lrm", "count"]).lines() {
+        ranges.line(line);
+    }
+    source_lines(&info, &ranges, roots)
 }
 
 #[test]
