@@ -16,8 +16,9 @@
 //!
 //! Cached by content: `cache/lines/<cubin>.json` holds the result under a
 //! key of the cubin's bytes, the kernels located, nvdisasm (path, target,
-//! stat) and the crate root (paths are named relative to it), so a warm build reads the record
-//! instead of running nvdisasm, and gives the same bytes as a cold one.
+//! stat) and the crate root (paths are named relative to it), so a warm
+//! build reads the record instead of running nvdisasm, and gives the same
+//! bytes as a cold one.
 //! A toolkit without nvdisasm gives today's manifest (no `lines`) and one
 //! note; nvdisasm failing on a cubin is one note too, never an error.
 
