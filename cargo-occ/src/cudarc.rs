@@ -111,7 +111,8 @@ impl Cudarc {
 
 /// What cudarc's build script would do, given the crate's cudarc, the
 /// value of `CUDARC_CUDA_VERSION` and the release of the nvcc on `PATH`
-/// (`None`: no nvcc there, or one that does not run).
+/// (`None`: no nvcc there, or one that does not run). Long because it
+/// follows cudarc's build script's own order of choices, one branch each.
 pub fn judge(cudarc: &Cudarc, env: Option<&str>, nvcc: Option<&str>) -> Verdict {
     let known = |v: &(u32, u32)| cudarc.known.contains(v);
     let ok = |value: String| Verdict { value, fix: None };

@@ -154,6 +154,9 @@ fn why(w: &[CandidateWhy]) -> String {
         .join(", ")
 }
 
+/// `cargo occ tune --plan`: the block sizes worth timing per kernel × arch,
+/// with the occupancy at each. Long because it is the command's whole
+/// text, printed in order.
 fn plan(args: &TuneArgs) -> anyhow::Result<i32> {
     let found = args.locate.find()?;
     let m = &found.manifest;

@@ -69,6 +69,22 @@ pub(crate) struct Settings<'a> {
     pub parallel: usize,
 }
 
+/// The kernels to locate (those whose registers matter), by cubin.
+fn wanted(manifest: &Manifest) -> BTreeMap<String, BTreeSet<String>> {
+    let mut wanted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for kernel in &manifest.kernels {
+        for a in kernel.archs.values() {
+            if a.has_device_code() && cliff::registers_matter(a) {
+                wanted
+                    .entry(a.cubin.clone())
+                    .or_default()
+                    .insert(kernel.name.clone());
+            }
+        }
+    }
+    wanted
+}
+
 /// Stage 5½: fills `lines` of every kernel × arch of `manifest` whose
 /// registers matter ([`cliff::registers_matter`]: it spills, registers
 /// limit it, or a register cliff is near) and that has a cubin; nvdisasm
@@ -82,18 +98,7 @@ pub(crate) fn annotate(
     manifest: &mut Manifest,
     directives: &mut Directives,
 ) {
-    // The kernels to locate, by cubin.
-    let mut wanted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for kernel in &manifest.kernels {
-        for a in kernel.archs.values() {
-            if a.has_device_code() && cliff::registers_matter(a) {
-                wanted
-                    .entry(a.cubin.clone())
-                    .or_default()
-                    .insert(kernel.name.clone());
-            }
-        }
-    }
+    let wanted = wanted(manifest);
     let cubins: Vec<String> = wanted.keys().cloned().collect();
     let dir = settings.out.join("cache").join(DIR);
     remove_stale(&dir, settings.part, &cubins);

@@ -135,6 +135,8 @@ struct FatbinRecord {
 /// the newest arch: that PTX is JIT-compiled on a GPU newer than every
 /// cubin. A plain arch is preferred for it (`sm_90` over `sm_90a`): the
 /// PTX of an arch-specific target runs on that one compute capability only.
+/// Long because the cache check, the `fatbinary` command and its
+/// failure's message belong to one run of one program.
 fn fatbin(
     settings: &Settings,
     jobs: &[&JobOutput],

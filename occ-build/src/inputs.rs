@@ -104,7 +104,9 @@ pub(crate) struct Inputs {
     pub github: Option<crate::github::Actions>,
 }
 
-/// Resolves a build's inputs; watches the sources and the lock.
+/// Resolves a build's inputs; watches the sources and the lock. Long
+/// because it is a list: one short block per input, in the order each
+/// needs the ones before it.
 pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> Result<Inputs> {
     let root = match &build.root {
         Some(root) => root.clone(),

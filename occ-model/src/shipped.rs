@@ -75,6 +75,10 @@ struct Header {
 /// header (a segment the driver loads) covers
 /// the same sections as before, in the same order, at their new offsets;
 /// one that covered part of a section gives `None`.
+///
+/// Long because its steps (lay out, place the headers, place the segments,
+/// check every byte) share one table of what moved where, and each
+/// step's `None` must stop the whole edit: read it top to bottom.
 pub fn cubin_without_lines(cubin: &[u8]) -> Option<Vec<u8>> {
     if cubin.get(..4)? != b"\x7fELF" || cubin.get(4)? != &2 || cubin.get(5)? != &1 {
         return None;
