@@ -5,8 +5,8 @@
 //! numbers unchanged: `tests/tests/it/lineinfo.rs`), so each cubin maps its
 //! instructions to files and lines. Only kernels whose registers matter
 //! are located ([`occ_model::cliff::registers_matter`]: it spills,
-//! registers limit its occupancy, or a register cliff is at most two
-//! registers away); the others' lines would never be read, and nvdisasm
+//! fewer registers would gain a resident block, or a register cliff is at
+//! most two registers away); the others' lines would never be read, and nvdisasm
 //! costs about as much CPU as the compile (BENCHMARKS.md §12.5). For each
 //! cubin that holds such a kernel the toolkit's `nvdisasm` runs twice over
 //! those kernels' code only (`-fun`), `-c -g` (lines and spill marks) and

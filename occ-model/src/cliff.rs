@@ -249,19 +249,26 @@ pub fn at_judged(arch_name: &str, r: &Resources) -> Result<Option<Cliffs>, Strin
 }
 
 /// Whether a kernel's registers matter on an arch, so that where they
-/// spill or peak is worth locating by source line: it spills, registers
-/// limit its occupancy at the launch it is judged at, or the register
-/// cliff ahead is at most [`NEAR_CLIFF`] registers away. (Reads
-/// [`KernelArch::cliffs`]: call after [`record`].)
+/// spill or peak is worth locating by source line: it spills, fewer
+/// registers would gain a resident block at the launch it is judged at
+/// (registers limit it), or the register cliff ahead is at most
+/// [`NEAR_CLIFF`] registers away. Registers that merely tie with another
+/// limit (24 registers at 1,024 threads, two blocks either way) do not
+/// matter: no change of registers up to the cliff changes the occupancy.
+/// Without [`KernelArch::cliffs`] (call after [`record`]), registers
+/// among the judged limiters.
 pub fn registers_matter(a: &KernelArch) -> bool {
-    a.spills()
-        || a.judged()
+    if a.spills() {
+        return true;
+    }
+    match &a.cliffs {
+        Some(c) => c.registers.up.is_some() || c.registers.within(NEAR_CLIFF),
+        None => a
+            .judged()
             .limiters
             .iter()
-            .any(|l| l == Limiter::Registers.as_str())
-        || a.cliffs
-            .as_ref()
-            .is_some_and(|c| c.registers.within(NEAR_CLIFF))
+            .any(|l| l == Limiter::Registers.as_str()),
+    }
 }
 
 /// Records every kernel × arch's cliffs in the manifest (after
@@ -283,6 +290,45 @@ pub fn record(manifest: &mut Manifest) -> crate::Result<()> {
 mod tests {
     use super::*;
     use crate::occupancy::compute;
+
+    #[test]
+    fn registers_matter_where_a_register_changes_the_occupancy() {
+        let resources = |registers: u32, spill_stores: u32| Resources {
+            registers,
+            static_smem: 0,
+            spill_stores,
+            spill_loads: 0,
+            stack_frame: 0,
+            cumulative_stack: None,
+            barriers: None,
+            launch_bounds: Default::default(),
+            maxrregcount: None,
+            best: Default::default(),
+            declared: None,
+            cubin_hash: String::new(),
+        };
+        let matter = |registers: u32, spill_stores: u32| {
+            let mut r = resources(registers, spill_stores);
+            r.best = crate::analyze::best_launch("sm_80", &r).expect("a best launch");
+            let mut a = KernelArch::from_resources(r);
+            a.cliffs = at_judged("sm_80", &a).expect("cliffs");
+            registers_matter(&a)
+        };
+        // 24 registers at 1,024 threads: two blocks, which the warps allow
+        // too (registers tie as a limiter), and nothing up to 32 changes
+        // that.
+        assert!(!matter(24, 0));
+        // The same kernel spilling.
+        assert!(matter(24, 8));
+        // 31: two more registers cost a block.
+        assert!(matter(31, 0));
+        // 40: registers alone limit it, fewer would gain a block.
+        assert!(matter(40, 0));
+        // Without cliffs, registers among the judged limiters.
+        let mut r = resources(24, 0);
+        r.best = crate::analyze::best_launch("sm_80", &r).expect("a best launch");
+        assert!(registers_matter(&KernelArch::from_resources(r)));
+    }
 
     /// A small deterministic generator (xorshift), so a failure names its seed.
     struct Rng(u64);

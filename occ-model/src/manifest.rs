@@ -259,8 +259,8 @@ pub struct KernelArch {
     pub ptx: String,
     /// Where it spills and where its register pressure peaks, by source
     /// line (from nvdisasm), for a kernel whose registers matter
-    /// ([`crate::cliff::registers_matter`]: it spills, registers limit it,
-    /// or a register cliff is near); absent for the others, without
+    /// ([`crate::cliff::registers_matter`]: it spills, fewer registers
+    /// would gain a block, or a register cliff is near); absent for the others, without
     /// nvdisasm, in a build from the lock, and never in the lock (lines
     /// move with every edit).
     #[serde(default, skip_serializing_if = "Option::is_none")]

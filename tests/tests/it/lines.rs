@@ -189,7 +189,11 @@ fn a_header_template_spills_at_the_header_line_and_the_sites_add_up() {
             compared += 1;
         }
     }
-    assert!(compared >= 20, "only {compared} kernel x archs compared");
+    // Every spilling kernel × arch, and churner on sm_120 at least.
+    assert!(
+        compared > spilling,
+        "only {compared} kernel x archs compared ({spilling} spill)"
+    );
 }
 
 /// [`SourceLines`] of every function of `cubin`, from nvdisasm run over
