@@ -14,9 +14,6 @@ pub use crate::emit::kernels_rs;
 pub use crate::env::{is_ci, Env};
 pub use crate::files::{read_lock, read_manifest, read_settings, write_lock};
 pub use crate::github::{repo_path, source_reader, Actions};
-pub use crate::status::{last_build, BuildState, BLESS_STAMP, STATUS_FILE};
-pub use crate::toolkit::{
-    find_nvcc, short_version, toolkit_dir, watch_points, Nvcc, ToolkitDir, INSTALL_BIN,
-    SCRIPT_INSTALL_DIR,
-};
+pub use crate::status::{last_build, BuildState, BLESS_STAMP};
+pub use crate::toolkit::{find_nvcc, short_version, toolkit_dir, Nvcc, ToolkitDir};
 pub use crate::wheels::{wheel_sets, WheelSet, WHEELS};

@@ -733,6 +733,10 @@ impl fmt::Display for Error {
 // No `source()`: every message already includes its cause (an `Io` error
 // prints the OS error after the action), so chain printers such as
 // anyhow's `{:#}` would repeat it.
+/// No `source()`: each message already says its cause in one sentence
+/// (an `Io`'s operating-system error, a `Model`'s words), and a reporter
+/// that walks sources (`anyhow`'s `{:#}`, cargo's "Caused by") would say
+/// it twice.
 impl std::error::Error for Error {}
 
 /// The result type of occ-build.

@@ -3,9 +3,11 @@
 //! (`table`: text tables and the before/after diff; `markdown`; `ci`:
 //! SARIF and workflow commands). A view may import anything; nothing below
 //! a view imports one, and no two modules import each other in a circle.
-//! occ-build's modules form no circle either. Like `purity.rs`, this
-//! reads `src/` (tests left out) and runs in every
-//! `cargo test`.
+//! occ-build's modules form no circle either. Imports are `crate::m`,
+//! `crate::{m, n::{..}}` and `crate::Name` for a name `lib.rs` re-exports
+//! from `m`, in code (not comments or strings); a self-test shows the
+//! checker finds a cycle made each way. Like `purity.rs`, this reads
+//! `src/` (tests left out) and runs in every `cargo test`.
 
 // The test itself reads the sources.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
@@ -60,7 +62,9 @@ fn modules_of(src: &Path) -> BTreeMap<String, String> {
     out
 }
 
-/// A source's library code: before its inline test module, comments dropped.
+/// A source's library code: before its inline test module, with comments
+/// and the contents of string and character literals blanked (a
+/// `crate::x` in a message names no import).
 fn library(text: &str) -> String {
     let library = [
         "#[cfg(test)]\nmod tests",
@@ -70,56 +74,185 @@ fn library(text: &str) -> String {
     .filter_map(|m| text.find(m))
     .min()
     .map_or(text, |i| &text[..i]);
-    library
-        .lines()
-        .map(|l| l.split("//").next().unwrap_or(""))
-        .collect::<Vec<_>>()
-        .join("\n")
-        + "\n"
+    code_only(library)
 }
 
-/// The modules a module's code names: `crate::m` and `crate::{m, ..}`.
-fn imports(code: &str, known: &BTreeSet<String>) -> BTreeSet<String> {
+/// `text` with comments, string literals (raw ones too) and character
+/// literals replaced by spaces, lines kept.
+fn code_only(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let blank = |out: &mut Vec<u8>, part: &[u8]| {
+        out.extend(part.iter().map(|&c| if c == b'\n' { c } else { b' ' }));
+    };
+    let mut i = 0;
+    while i < b.len() {
+        let rest = &b[i..];
+        let end = if rest.starts_with(b"//") {
+            rest.iter().position(|&c| c == b'\n').unwrap_or(rest.len())
+        } else if rest.starts_with(b"/*") {
+            rest.windows(2)
+                .position(|w| w == b"*/")
+                .map_or(rest.len(), |p| p + 2)
+        } else if rest[0] == b'"' {
+            let mut k = 1;
+            while k < rest.len() && rest[k] != b'"' {
+                k += if rest[k] == b'\\' { 2 } else { 1 };
+            }
+            (k + 1).min(rest.len())
+        } else if rest[0] == b'r'
+            && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_'))
+            && rest[1..].iter().take_while(|&&c| c == b'#').count() + 1 < rest.len()
+            && rest[1 + rest[1..].iter().take_while(|&&c| c == b'#').count()] == b'"'
+        {
+            let hashes = rest[1..].iter().take_while(|&&c| c == b'#').count();
+            let mut close = vec![b'"'];
+            close.extend(std::iter::repeat_n(b'#', hashes));
+            rest[hashes + 2..]
+                .windows(close.len())
+                .position(|w| w == close.as_slice())
+                .map_or(rest.len(), |p| hashes + 2 + p + close.len())
+        } else if rest[0] == b'\'' && rest.get(2) == Some(&b'\'') {
+            3
+        } else if rest[0] == b'\'' && rest.get(1) == Some(&b'\\') {
+            rest[2..]
+                .iter()
+                .position(|&c| c == b'\'')
+                .map_or(rest.len(), |p| p + 3)
+        } else {
+            out.push(rest[0]);
+            i += 1;
+            continue;
+        };
+        blank(&mut out, &rest[..end]);
+        i += end;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The names a crate's `lib.rs` re-exports from its modules (`pub use
+/// error::{Error, Result};` → `Error` and `Result` are `error`'s), so that
+/// `crate::Error` counts as an import of `error`.
+fn reexports(src: &Path, known: &BTreeSet<String>) -> BTreeMap<String, String> {
+    let text = std::fs::read_to_string(src.join("lib.rs")).expect("read lib.rs");
+    let mut out = BTreeMap::new();
+    for statement in library(&text).split(';') {
+        let Some(path) = statement.trim().strip_prefix("pub use ") else {
+            continue;
+        };
+        let path = path
+            .trim_start_matches("crate::")
+            .trim_start_matches("self::");
+        let module = path.split("::").next().unwrap_or("");
+        if !known.contains(module) {
+            continue;
+        }
+        let rest = &path[module.len()..];
+        for name in top_level(rest.trim_start_matches("::")) {
+            let name = name.rsplit("::").next().unwrap_or("").trim();
+            let name = name.rsplit(" as ").next().unwrap_or(name).trim();
+            if !name.is_empty() && !known.contains(name) {
+                out.insert(name.to_string(), module.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The top-level items of a `use` group: `{b, c::{d, e}}` → `b` and
+/// `c::{d, e}`; a path without braces is one item.
+fn top_level(tree: &str) -> Vec<&str> {
+    let tree = tree.trim();
+    let Some(inner) = tree.strip_prefix('{') else {
+        return vec![tree];
+    };
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, c) in inner.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                items.push(&inner[start..i]);
+                return items
+                    .into_iter()
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .collect();
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&inner[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&inner[start..]);
+    items
+        .into_iter()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// The modules a module's code names: `crate::m`, `crate::{m, n::{..}}`,
+/// and `crate::Name` for a name `lib.rs` re-exports from `m`.
+fn imports(
+    code: &str,
+    known: &BTreeSet<String>,
+    reexported: &BTreeMap<String, String>,
+) -> BTreeSet<String> {
     let mut found = BTreeSet::new();
     let mut rest = code;
     while let Some(i) = rest.find("crate::") {
         rest = &rest[i + "crate::".len()..];
-        let names: Vec<&str> = match rest.strip_prefix('{') {
-            Some(group) => group
-                .split('}')
-                .next()
-                .unwrap_or("")
-                .split(',')
-                .map(|n| n.trim().split("::").next().unwrap_or(""))
-                .collect(),
-            None => vec![rest
+        let items = if rest.starts_with('{') {
+            top_level(rest)
+        } else {
+            vec![rest]
+        };
+        for item in items {
+            let first = item
                 .split(|c: char| !(c.is_alphanumeric() || c == '_'))
                 .next()
-                .unwrap_or("")],
-        };
-        found.extend(
-            names
-                .into_iter()
-                .filter(|n| known.contains(*n))
-                .map(str::to_string),
-        );
+                .unwrap_or("");
+            if known.contains(first) {
+                found.insert(first.to_string());
+            } else if let Some(module) = reexported.get(first) {
+                found.insert(module.clone());
+            }
+        }
     }
     found
 }
 
+/// A crate's modules with what each imports (itself left out).
+fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let modules = modules_of(src);
+    let known: BTreeSet<String> = modules.keys().cloned().collect();
+    let reexported = reexports(src, &known);
+    modules
+        .iter()
+        .map(|(name, code)| {
+            let mut to = imports(code, &known, &reexported);
+            to.remove(name);
+            (name.clone(), to)
+        })
+        .collect()
+}
+
 #[test]
 fn nothing_below_a_view_imports_one() {
-    let modules = modules();
-    let known: BTreeSet<String> = modules.keys().cloned().collect();
+    let graph = graph(&own_src());
     for view in VIEWS {
-        assert!(known.contains(*view), "no module {view}: update VIEWS");
+        assert!(graph.contains_key(*view), "no module {view}: update VIEWS");
     }
     let mut wrong = Vec::new();
-    for (name, code) in &modules {
+    for (name, imports) in &graph {
         if VIEWS.contains(&name.as_str()) {
             continue;
         }
-        for import in imports(code, &known) {
+        for import in imports {
             if VIEWS.contains(&import.as_str()) {
                 wrong.push(format!("{name} imports the view {import}"));
             }
@@ -130,7 +263,7 @@ fn nothing_below_a_view_imports_one() {
 
 #[test]
 fn no_module_imports_itself_through_others() {
-    no_cycles(&modules());
+    no_cycles(&graph(&own_src()));
 }
 
 /// occ-build's modules form no circle either (ARCHITECTURE.md, "Leaves
@@ -142,42 +275,72 @@ fn occ_build_imports_no_module_through_others() {
     if !root.join("Cargo.toml").is_file() {
         return;
     }
-    let modules = modules_of(&root.join("src"));
-    assert!(
-        modules.len() > 10,
-        "occ-build's modules: {:?}",
-        modules.keys()
-    );
-    no_cycles(&modules);
+    let graph = graph(&root.join("src"));
+    assert!(graph.len() > 10, "occ-build's modules: {:?}", graph.keys());
+    no_cycles(&graph);
 }
 
-/// Panics naming the first import cycle among `modules`.
-fn no_cycles(modules: &BTreeMap<String, String>) {
-    let known: BTreeSet<String> = modules.keys().cloned().collect();
-    let edges: BTreeMap<&str, BTreeSet<String>> = modules
-        .iter()
-        .map(|(name, code)| {
-            let mut to = imports(code, &known);
-            to.remove(name);
-            (name.as_str(), to)
-        })
-        .collect();
+/// Panics naming the first import cycle of `graph`.
+fn no_cycles(graph: &BTreeMap<String, BTreeSet<String>>) {
+    if let Some(cycle) = cycle(graph) {
+        panic!("an import cycle: {cycle}");
+    }
+}
+
+/// The first import cycle of `graph`, as `a -> b -> a`.
+fn cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<String> {
     // From each module, walk what it imports; reaching it again is a cycle.
-    for start in edges.keys() {
+    for start in graph.keys() {
         let mut seen = BTreeSet::new();
-        let mut stack: Vec<(String, Vec<String>)> =
-            vec![(start.to_string(), vec![start.to_string()])];
+        let mut stack: Vec<(String, Vec<String>)> = vec![(start.clone(), vec![start.clone()])];
         while let Some((at, path)) = stack.pop() {
-            for next in &edges[at.as_str()] {
+            for next in graph.get(&at).into_iter().flatten() {
                 let mut path = path.clone();
                 path.push(next.clone());
-                assert!(next != start, "an import cycle: {}", path.join(" -> "));
+                if next == start {
+                    return Some(path.join(" -> "));
+                }
                 if seen.insert(next.clone()) {
                     stack.push((next.clone(), path));
                 }
             }
         }
     }
+    None
+}
+
+#[test]
+fn the_checker_sees_a_cycle_through_a_nested_group_or_a_reexport() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("layers-self-test");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a scratch folder");
+    let src = dir.as_path();
+    let write = |name: &str, text: &str| std::fs::write(src.join(name), text).expect("write");
+    write(
+        "lib.rs",
+        "mod a;\nmod b;\nmod c;\npub use c::{Thing, Other as O};\n",
+    );
+    write(
+        "a.rs",
+        "// crate::c in a comment is no import\nuse crate::{x::{Y, Z}, b};\nconst U: &str = \"http://crate::c\";\n",
+    );
+    write("b.rs", "use crate::Thing;\n");
+    write("c.rs", "pub struct Thing;\npub struct Other;\n");
+    let g = graph(src);
+    assert_eq!(g["a"], ["b".to_string()].into(), "{g:?}");
+    assert_eq!(g["b"], ["c".to_string()].into(), "{g:?}");
+    assert_eq!(cycle(&g), None);
+    write(
+        "c.rs",
+        "use crate::a;\npub struct Thing;\npub struct Other;\n",
+    );
+    let g = graph(src);
+    assert!(
+        cycle(&g).is_some_and(|c| c.contains("a -> b -> c -> a")
+            || c.contains("b -> c -> a -> b")
+            || c.contains("c -> a -> b -> c")),
+        "{g:?}"
+    );
 }
 
 #[test]
@@ -186,9 +349,8 @@ fn the_schema_is_one_module() {
     // analyses re-export the ones they fill); the schema imports no
     // analysis and no view.
     let modules = modules();
-    let known: BTreeSet<String> = modules.keys().cloned().collect();
     let allowed: BTreeSet<&str> = ["error", "lines", "names", "params"].into();
-    let schema_imports = imports(&modules["manifest"], &known);
+    let schema_imports = &graph(&own_src())["manifest"];
     let extra: Vec<&String> = schema_imports
         .iter()
         .filter(|m| !allowed.contains(m.as_str()))
