@@ -33,13 +33,8 @@ use crate::manifest::{KernelArch, Manifest, Resources};
 use crate::occupancy::{occupancy, KernelResources, Launch, Limiter, OccupancyError};
 use crate::tune;
 
-/// How close to a register cliff a kernel must be for the reports to name
-/// it (and the default of the gate's warning): 2 more registers per
-/// thread, or fewer, cost a block.
-pub const NEAR_CLIFF: u32 = 2;
-
 /// The manifest schema's types this module fills (defined in [`crate::manifest`]).
-pub use crate::manifest::{Cliff, Cliffs, Step};
+pub use crate::manifest::{Cliff, Cliffs, Step, NEAR_CLIFF};
 
 impl Cliff {
     /// How much more the kernel can take and keep its blocks: one less than

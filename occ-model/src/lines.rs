@@ -51,58 +51,16 @@
 //! assert_eq!(k.describe(), "at kernels/k.cu:7 (loop at :5), peak pressure 12 at :7");
 //! ```
 
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
-/// Where one kernel on one arch spills and where its register pressure
-/// peaks, by source line.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SourceLines {
-    /// The spill sites, sorted by file, line and loop.
-    pub spills: Vec<SpillSite>,
-    /// The first instruction where the most registers are live, when the
-    /// disassembly gives it a line.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub peak_pressure: Option<PressurePoint>,
-}
-
-/// The spill and refill instructions of one source line (in one loop).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SpillSite {
-    /// The source file: relative to the crate root with `/` separators, or
-    /// absolute for a file outside it (a toolkit header).
-    pub file: String,
-    /// The line in `file` (a header's line for inlined or template code).
-    pub line: u32,
-    /// The line of the innermost loop around the site (the first line of
-    /// the loop's code in the file of its backward branch: the `for` or
-    /// `while` line), when that line is in `file`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub loop_line: Option<u32>,
-    /// Bytes stored to spill slots (the widths of the `STL`s; summed over
-    /// every site of a kernel, ptxas's `bytes spill stores`).
-    pub stores: u32,
-    /// Bytes loaded from spill slots (the widths of the `LDL`s; summed,
-    /// ptxas's `bytes spill loads`).
-    pub loads: u32,
-}
+/// The manifest schema's types this module fills (defined in [`crate::manifest`]).
+pub use crate::manifest::{PressurePoint, SourceLines, SpillSite};
 
 impl SpillSite {
     /// Stores plus loads, bytes.
     pub fn bytes(&self) -> u32 {
         self.stores.saturating_add(self.loads)
     }
-}
-
-/// The point of peak register pressure.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PressurePoint {
-    /// The source file, as [`SpillSite::file`].
-    pub file: String,
-    /// The line in `file`.
-    pub line: u32,
-    /// General-purpose registers live there (nvdisasm's count).
-    pub registers: u32,
 }
 
 impl SourceLines {

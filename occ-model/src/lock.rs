@@ -431,7 +431,7 @@ pub const DEFAULT_REGISTER_THRESHOLD: u32 = 8;
 
 /// The default cliff margin: a change that leaves a kernel this many
 /// registers per thread (or fewer) from losing a resident block warns.
-pub const DEFAULT_CLIFF_MARGIN: u32 = crate::cliff::NEAR_CLIFF;
+pub const DEFAULT_CLIFF_MARGIN: u32 = manifest::NEAR_CLIFF;
 
 fn default_cliff_margin() -> u32 {
     DEFAULT_CLIFF_MARGIN

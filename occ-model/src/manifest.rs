@@ -10,8 +10,6 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub use crate::lines::{PressurePoint, SourceLines, SpillSite};
-
 /// The schema version this occ writes and reads.
 pub const SCHEMA_VERSION: u32 = 2;
 
@@ -122,7 +120,7 @@ pub struct Kernel<A = KernelArch> {
     /// known; [`crate::params`]); empty for a kernel without parameters
     /// and in manifests and locks written before occ recorded them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub params: Vec<crate::params::Param>,
+    pub params: Vec<Param>,
     /// Per target arch (keys as given to nvcc, e.g. `sm_90a`).
     pub archs: BTreeMap<String, A>,
 }
@@ -900,6 +898,73 @@ pub struct Measured {
     pub max_occupancy: Option<u32>,
     /// Each candidate's time, by block size.
     pub timings: Vec<Timing>,
+}
+
+/// How close to a register cliff a kernel must be for the reports to name
+/// it (and the default of the gate's warning): 2 more registers per
+/// thread, or fewer, cost a block.
+pub const NEAR_CLIFF: u32 = 2;
+
+/// One kernel parameter as the manifest and the lock record it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Param {
+    /// The name in the source; empty when it is not known.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// The C++ type as demangled (`float const*`, `unsigned int`); empty
+    /// when it is not known.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub c_type: String,
+    /// The PTX type (`u64`, `f32`, `b8` for an aggregate).
+    pub ptx: String,
+    /// Bytes.
+    pub size: u32,
+    /// Alignment, bytes.
+    pub align: u32,
+}
+
+/// Where one kernel on one arch spills and where its register pressure
+/// peaks, by source line.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceLines {
+    /// The spill sites, sorted by file, line and loop.
+    pub spills: Vec<SpillSite>,
+    /// The first instruction where the most registers are live, when the
+    /// disassembly gives it a line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_pressure: Option<PressurePoint>,
+}
+
+/// The spill and refill instructions of one source line (in one loop).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpillSite {
+    /// The source file: relative to the crate root with `/` separators, or
+    /// absolute for a file outside it (a toolkit header).
+    pub file: String,
+    /// The line in `file` (a header's line for inlined or template code).
+    pub line: u32,
+    /// The line of the innermost loop around the site (the first line of
+    /// the loop's code in the file of its backward branch: the `for` or
+    /// `while` line), when that line is in `file`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_line: Option<u32>,
+    /// Bytes stored to spill slots (the widths of the `STL`s; summed over
+    /// every site of a kernel, ptxas's `bytes spill stores`).
+    pub stores: u32,
+    /// Bytes loaded from spill slots (the widths of the `LDL`s; summed,
+    /// ptxas's `bytes spill loads`).
+    pub loads: u32,
+}
+
+/// The point of peak register pressure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PressurePoint {
+    /// The source file, as [`SpillSite::file`].
+    pub file: String,
+    /// The line in `file`.
+    pub line: u32,
+    /// General-purpose registers live there (nvdisasm's count).
+    pub registers: u32,
 }
 
 #[cfg(test)]

@@ -21,6 +21,9 @@
 //! shell hands over their text); [`kernel_params`] joins the three.
 
 use crate::names;
+
+/// The manifest schema's type this module fills (defined in [`crate::manifest`]).
+pub use crate::manifest::Param;
 use serde::{Deserialize, Serialize};
 
 /// One parameter of a PTX `.entry`.
@@ -31,24 +34,6 @@ pub struct PtxParam {
     /// Bytes (an array's element size times its length).
     pub size: u32,
     /// Alignment, bytes (`.align N`, else the element size).
-    pub align: u32,
-}
-
-/// One kernel parameter as the manifest and the lock record it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Param {
-    /// The name in the source; empty when it is not known.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub name: String,
-    /// The C++ type as demangled (`float const*`, `unsigned int`); empty
-    /// when it is not known.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub c_type: String,
-    /// The PTX type (`u64`, `f32`, `b8` for an aggregate).
-    pub ptx: String,
-    /// Bytes.
-    pub size: u32,
-    /// Alignment, bytes.
     pub align: u32,
 }
 
