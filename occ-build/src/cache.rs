@@ -71,6 +71,7 @@
 
 use crate::error::{Error, Result};
 use crate::files::write_atomic;
+use crate::job::Job;
 use crate::toolkit::{exe, Nvcc};
 use occ_model::params::Signatures;
 use serde::{Deserialize, Serialize};
@@ -81,6 +82,36 @@ use std::time::SystemTime;
 
 /// The version of the record format; a new one invalidates every record.
 const FORMAT: u32 = 4;
+
+/// A job's record: `$OUT_DIR/occ/cache/<job>.json` (`out` is
+/// `$OUT_DIR/occ`).
+pub(crate) fn record_path(out: &Path, job: &str) -> PathBuf {
+    out.join("cache").join(format!("{job}.json"))
+}
+
+/// A job's key (the module doc's first bullet): the toolkit, the source's
+/// absolute path (two checkouts sharing a target dir get the same
+/// `OUT_DIR`), the launcher, nvcc's arguments (with the job's canonical
+/// scratch folder, fixed per job name), the source and arch, and the
+/// variables nvcc reads.
+pub(crate) fn job_key(
+    toolkit: &Toolkit,
+    nvcc: &Nvcc,
+    vars: &NvccVars,
+    root: &Path,
+    job: &Job,
+    args: &[String],
+) -> String {
+    hash_bytes(&[
+        toolkit.id.as_bytes(),
+        root.join(&job.source).to_string_lossy().as_bytes(),
+        format!("{:?}", nvcc.launcher).as_bytes(),
+        format!("{args:?}").as_bytes(),
+        job.source.as_bytes(),
+        job.arch.as_bytes(),
+        format!("{vars:?}").as_bytes(),
+    ])
+}
 
 /// A 128-bit content hash, as hex (two SipHash passes with different keys).
 ///

@@ -204,25 +204,14 @@ impl Runner<'_> {
                 JobKind::Device => None,
                 JobKind::Library { stem, .. } => Some(format!("{stem}.o")),
             },
-            record: self.out.join("cache").join(format!("{}.json", job.name)),
+            record: cache::record_path(self.out, &job.name),
             tmp: self.out.join("tmp").join(&job.name),
         }
     }
 
-    /// The key of a job: the toolkit, the launcher, nvcc's arguments (with
-    /// the job's canonical scratch folder, fixed per job name), the source
-    /// and arch, and the variables nvcc reads.
+    /// The key of a job ([`cache::job_key`]).
     fn key(&self, job: &Job, args: &[String]) -> String {
-        cache::hash_bytes(&[
-            self.toolkit.id.as_bytes(),
-            // Two checkouts sharing a target dir get the same OUT_DIR.
-            self.root.join(&job.source).to_string_lossy().as_bytes(),
-            format!("{:?}", self.nvcc.launcher).as_bytes(),
-            format!("{args:?}").as_bytes(),
-            job.source.as_bytes(),
-            job.arch.as_bytes(),
-            format!("{:?}", self.vars).as_bytes(),
-        ])
+        cache::job_key(self.toolkit, self.nvcc, self.vars, self.root, job, args)
     }
 
     fn run_one(&self, job: &Job) -> Result<Vec<JobOutput>> {

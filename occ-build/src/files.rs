@@ -100,14 +100,14 @@ pub(crate) fn lexical(path: &Path) -> PathBuf {
     use std::path::Component;
     let mut out = PathBuf::new();
     for part in path.components() {
-        match part {
-            Component::ParentDir
-                if matches!(out.components().next_back(), Some(Component::Normal(_))) =>
-            {
+        match (part, out.components().next_back()) {
+            (Component::ParentDir, Some(Component::Normal(_))) => {
                 out.pop();
             }
-            Component::CurDir => {}
-            other => out.push(other.as_os_str()),
+            // The root's parent is the root.
+            (Component::ParentDir, Some(Component::RootDir | Component::Prefix(_))) => {}
+            (Component::CurDir, _) => {}
+            (other, _) => out.push(other.as_os_str()),
         }
     }
     out
