@@ -15,6 +15,8 @@
 # default this one), SMOKE=1 (a quick check of the script, no figures).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+echo "# uptime: $(uptime)"
 echo "# $(date -u '+%F %T UTC'), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load: $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 bench/candle.py
 echo "# done $(date -u '+%T UTC'), load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# uptime: $(uptime)"
