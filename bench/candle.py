@@ -29,11 +29,15 @@ launchers is linked against (b); MOE=0 or MOE=1 forces the choice.
 VARIANTS (default "apbc") picks the crates, ITEM3=0 skips the kernels.rs
 figures.
 
-For each crate: clean build (`cargo clean -p candle-kernels`, then `cargo
+For each crate, REPS repetitions interleaved (a, b, c, a, b, c, ...): clean
+build (`cargo clean -p candle-kernels`, then `cargo
 build`; dependencies are built beforehand by a crate with the same
 build-dependency and an empty build.rs, into the same target dir), no-op
 rebuild, header-edit rebuild (a comment appended to binary_op_macros.cuh,
-which only binary.cu includes), `touch src/lib.rs` rebuild, rlib size, the
+which only binary.cu includes; whether binary.cu was recompiled, and for
+cudaforge whether its binary.ptx was rewritten), `touch src/lib.rs`
+rebuild; once: a release binary (`cargo build --release` of a small bin
+taking every module's device code, RELEASE=0 skips it), rlib size, the
 rustc time and peak RSS of the crate itself (a RUSTC_WRAPPER that runs
 /usr/bin/time on `--crate-name candle_kernels`), nvcc runs (counted by a
 wrapper: NVCC for cudaforge, OCC_NVCC_LAUNCHER for occ-build), kernels and
@@ -46,6 +50,12 @@ three archs: rustc time and memory with and without `include!`ing
 kernels.rs (the same blobs embedded by `include_bytes!` directly), the
 rlib's overhead over the embedded bytes, and the build script run directly
 with cargo's variables into its existing OUT_DIR (everything cached).
+
+CANDLE_CORE=1 then builds candle-core (crates.io, the same version,
+unchanged, `cuda` feature) against each crate but (a) through
+`[patch.crates-io]` in a scratch workspace (`cargo build`, no GPU needed;
+CUDARC_CUDA_VERSION=13040 by default, since cudarc 0.19.10 has no
+bindings for the 13.5 nvcc on PATH); SIDE=0 skips the side by side.
 
 Prints Markdown tables; also writes $BENCH_DIR/results.md and results.json.
 """
