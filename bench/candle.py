@@ -563,10 +563,11 @@ def release_binary(key, crate, venv, accessor, modules):
     --release` (its own clean release build of the crate): (binary bytes,
     wall of the release build, what it printed)."""
     user = BENCH / f"release-{key}"
+    name = f"release-{key.replace('_', '-')}"  # the package and its binary: one file per crate
     body = "".join(f"    total += std::hint::black_box(candle_kernels::{m}.{accessor}()).len();\n"
                    for m in modules)
-    write(user / "Cargo.toml", f'[package]\nname = "release-{key.replace("_", "-")}"\nversion = "0.0.0"\n'
-          f'edition = "2021"\n\n[workspace]\n\n[[bin]]\nname = "release-user"\npath = "src/main.rs"\n\n'
+    write(user / "Cargo.toml", f'[package]\nname = "{name}"\nversion = "0.0.0"\n'
+          f'edition = "2021"\n\n[workspace]\n\n'
           f'[dependencies]\ncandle-kernels = {{ path = "{crate}" }}\n')
     write(user / "src/main.rs", "//! Every module's device code, as candle-core loads it.\nfn main() {\n"
           "    let mut total = 0usize;\n" + body +
@@ -576,7 +577,7 @@ def release_binary(key, crate, venv, accessor, modules):
     run = Run(user, ["build", "--release"], venv, check=False)
     if not run.ok:
         return {"ok": False, "error": " ".join(run.stderr.strip().splitlines()[-6:]), "wall": run.wall}
-    binary = run.artifact("bin", "release-user", pkg=(f"release-{key.replace('_', '-')}",))
+    binary = run.artifact("bin", name, pkg=(name,))
     p = subprocess.run([str(binary)], capture_output=True, text=True)
     return {"ok": True, "bytes": binary.stat().st_size, "wall": run.wall,
             "nvcc": len(run.nvcc), "printed": p.stdout.strip(), "rc": p.returncode}
