@@ -29,11 +29,15 @@ launchers is linked against (b); MOE=0 or MOE=1 forces the choice.
 VARIANTS (default "apbc") picks the crates, ITEM3=0 skips the kernels.rs
 figures.
 
-For each crate: clean build (`cargo clean -p candle-kernels`, then `cargo
+For each crate, REPS repetitions interleaved (a, b, c, a, b, c, ...): clean
+build (`cargo clean -p candle-kernels`, then `cargo
 build`; dependencies are built beforehand by a crate with the same
 build-dependency and an empty build.rs, into the same target dir), no-op
 rebuild, header-edit rebuild (a comment appended to binary_op_macros.cuh,
-which only binary.cu includes), `touch src/lib.rs` rebuild, rlib size, the
+which only binary.cu includes; whether binary.cu was recompiled, and for
+cudaforge whether its binary.ptx was rewritten), `touch src/lib.rs`
+rebuild; once: a release binary (`cargo build --release` of a small bin
+taking every module's device code, RELEASE=0 skips it), rlib size, the
 rustc time and peak RSS of the crate itself (a RUSTC_WRAPPER that runs
 /usr/bin/time on `--crate-name candle_kernels`), nvcc runs (counted by a
 wrapper: NVCC for cudaforge, OCC_NVCC_LAUNCHER for occ-build), kernels and
@@ -46,6 +50,12 @@ three archs: rustc time and memory with and without `include!`ing
 kernels.rs (the same blobs embedded by `include_bytes!` directly), the
 rlib's overhead over the embedded bytes, and the build script run directly
 with cargo's variables into its existing OUT_DIR (everything cached).
+
+CANDLE_CORE=1 then builds candle-core (crates.io, the same version,
+unchanged, `cuda` feature) against each crate but (a) through
+`[patch.crates-io]` in a scratch workspace (`cargo build`, no GPU needed;
+CUDARC_CUDA_VERSION=13040 by default, since cudarc 0.19.10 has no
+bindings for the 13.5 nvcc on PATH); SIDE=0 skips the side by side.
 
 Prints Markdown tables; also writes $BENCH_DIR/results.md and results.json.
 """
@@ -78,6 +88,12 @@ BIG_KERNELS = 200 if SMOKE else 2000
 # kernels.rs figures (item 3 needs crate c).
 VARIANTS = os.environ.get("VARIANTS", "apbc")
 ITEM3 = os.environ.get("ITEM3", "1") == "1"
+# SIDE=0 skips the side by side (with CANDLE_CORE=1: only candle-core);
+# RELEASE=0 skips the release binaries; CANDLE_CORE=1 builds candle-core
+# against each crate (issue 25 item 6).
+SIDE = os.environ.get("SIDE", "1") == "1"
+RELEASE = os.environ.get("RELEASE", "1") == "1"
+CANDLE_CORE = os.environ.get("CANDLE_CORE", "0") == "1"
 BIG_ARCHS = ["sm_80", "sm_90", "sm_100"]
 # candle's build.rs: the PTX part is source_dir("src") minus these patterns
 # (on file names); the library part is its list of host-code files.
@@ -256,7 +272,9 @@ def occ_cargo_toml(version):
             f'description = "candle-kernels {version} built with occ-build (bench/candle.sh)"\n'
             f'license = "MIT OR Apache-2.0"\nbuild = "build.rs"\n\n[workspace]\n\n'
             f'[lib]\nname = "candle_kernels"\npath = "src/lib.rs"\n\n[features]\ncutile = []\n\n'
-            f'[dependencies]\n\n[build-dependencies]\n'
+            f'[dependencies]\n'
+            # kernels.rs names the table's types as `::occ::table::…`.
+            f'occ = {{ path = "{OCC / "occ"}", default-features = false }}\n\n[build-dependencies]\n'
             f'occ-build = {{ path = "{OCC / "occ-build"}" }}\n')
 
 
@@ -341,9 +359,14 @@ PTX_MOD = re.compile(r'mod ptx \{\s*include!\(concat!\(env!\("OUT_DIR"\), "/ptx\
 def occ_lib_rs(candle_lib, ptx, kind, include_kernels=True, blob_files=None, modules=None):
     """candle's lib.rs with its `mod ptx` taken from occ's kernels.rs.
 
-    kind "Ptx": each constant is the file's PTX text, as candle's are.
-    kind "Fatbin": each is the file's fatbin; candle's `Module::ptx()`
-    (a `&str`) becomes `Module::image()` (`&[u8]`, for cuModuleLoadData).
+    occ embeds each blob as an assembler symbol (`occ::__device_code!`:
+    `global_asm!` with `.incbin`, out of the rmeta), which a `const` may
+    not point to, so candle's `pub const AFFINE: Module` keeps its type
+    but its `ptx` field becomes a function that finds the blob in
+    `occ::DEVICE_CODE` at run time (by source and kind).
+    kind "Ptx": `Module::ptx() -> &str` as candle's, the file's PTX.
+    kind "Fatbin": each module is the file's fatbin; `Module::ptx()`
+    becomes `Module::image() -> &[u8]` (for cuModuleLoadData).
     Without include_kernels the same blobs are embedded by include_bytes!
     of the files in $OUT_DIR/occ (blob_files: source -> file), the baseline
     for kernels.rs's own cost."""
@@ -353,56 +376,27 @@ def occ_lib_rs(candle_lib, ptx, kind, include_kernels=True, blob_files=None, mod
     for f in modules or ptx:
         name = Path(f).stem.upper()
         if f not in ptx:  # SMOKE: a module not built
-            empty = '&str = ""' if kind == "Ptx" else "&[u8] = &[]"
-            consts.append(f"    pub const {name}: {empty};\n")
-            continue
-        if include_kernels:
+            value = "&[]"
+        elif include_kernels:
             value = f"blob({json.dumps(f)})"
         else:
             value = f'include_bytes!(concat!(env!("OUT_DIR"), "/occ/{blob_files[f]}"))'
-        if kind == "Ptx":
-            value = f"text({value})"
-            consts.append(f"    pub const {name}: &str = {value};\n")
-        else:
-            consts.append(f"    pub const {name}: &[u8] = {value};\n")
+        consts.append(f"    pub const {name}: fn() -> &'static [u8] = || {value};\n")
     helpers = ""
     if include_kernels:
         helpers = f"""    /// The blob of `source` in occ's table (one per file in this build).
-    const fn blob(source: &str) -> &'static [u8] {{
-        let mut i = 0;
-        while i < super::occ::DEVICE_CODE.len() {{
-            let code = &super::occ::DEVICE_CODE[i];
-            if same(code.source, source) && matches!(code.kind, super::occ::CodeKind::{kind}) {{
-                return code.bytes;
-            }}
-            i += 1;
-        }}
-        panic!("no device code for this source in kernels.rs")
-    }}
-
-    const fn same(a: &str, b: &str) -> bool {{
-        let (a, b) = (a.as_bytes(), b.as_bytes());
-        if a.len() != b.len() {{
-            return false;
-        }}
-        let mut i = 0;
-        while i < a.len() {{
-            if a[i] != b[i] {{
-                return false;
-            }}
-            i += 1;
-        }}
-        true
+    fn blob(source: &str) -> &'static [u8] {{
+        super::occ::DEVICE_CODE
+            .iter()
+            .find(|code| code.source == source && matches!(code.kind, super::occ::CodeKind::{kind}))
+            .map_or(&[], |code| code.bytes)
     }}
 
 """
     if kind == "Ptx":
-        # `DeviceCode::ptx()` is not a const fn, and `core::str::from_utf8`
-        # in const eval over candle's PTX (MBs) trips rustc's
-        # long_running_const_eval lint: take the text unchecked. nvcc's PTX
-        # is ASCII; `ptx_is_text` below checks it in the crate's tests.
-        helpers += """    #[allow(dead_code)]
-    const fn text(bytes: &'static [u8]) -> &'static str {
+        # nvcc's PTX is ASCII; `ptx_is_text` below checks it in the
+        # crate's tests, so `Module::ptx()` skips the check per call.
+        helpers += """    pub(crate) fn text(bytes: &'static [u8]) -> &'static str {
         // SAFETY: nvcc writes PTX as ASCII text (checked by `ptx_is_text`).
         unsafe { core::str::from_utf8_unchecked(bytes) }
     }
@@ -422,14 +416,16 @@ def occ_lib_rs(candle_lib, ptx, kind, include_kernels=True, blob_files=None, mod
                   "pub mod occ {\n    include!(concat!(env!(\"OUT_DIR\"), \"/occ/kernels.rs\"));\n}\n\n")
     module += "mod ptx {\n" + helpers + "".join(consts) + "}\n"
     lib = PTX_MOD.sub(module, candle_lib, count=1)
-    if kind != "Ptx":
-        for old, new in [("ptx: &'static str,", "ptx: &'static [u8],"),
-                         ("pub fn ptx(&self) -> &'static str {",
-                          "/// The module's fatbin, for `cuModuleLoadData`.\n    "
-                          "pub fn image(&self) -> &'static [u8] {")]:
-            if old not in lib:
-                sys.exit(f"candle's lib.rs has no `{old}`: update bench/candle.py")
-            lib = lib.replace(old, new, 1)
+    accessor = "pub fn ptx(&self) -> &'static str {\n        self.ptx\n    }"
+    if kind == "Ptx":
+        new_accessor = "pub fn ptx(&self) -> &'static str {\n        ptx::text((self.ptx)())\n    }"
+    else:
+        new_accessor = ("/// The module's fatbin, for `cuModuleLoadData`.\n    "
+                        "pub fn image(&self) -> &'static [u8] {\n        (self.ptx)()\n    }")
+    for old, new in [("ptx: &'static str,", "ptx: fn() -> &'static [u8],"), (accessor, new_accessor)]:
+        if old not in lib:
+            sys.exit(f"candle's lib.rs has no `{old}`: update bench/candle.py")
+        lib = lib.replace(old, new, 1)
     return lib
 
 
@@ -452,11 +448,13 @@ fn main() {
 
 # ---- measuring ------------------------------------------------------------
 
-def warm_deps(name, build_dep, lock):
-    """Builds the crate's build-dependency into TARGET, untimed."""
+def warm_deps(name, build_dep, lock, dep=""):
+    """Builds the crate's build-dependency (and `dep`, a normal one) into
+    TARGET, untimed."""
     crate = BENCH / f"deps-{name}"
     write(crate / "Cargo.toml", f'[package]\nname = "deps-{name}"\nversion = "0.0.0"\n'
-          f'edition = "2021"\n\n[workspace]\n\n[build-dependencies]\n{build_dep}\n')
+          f'edition = "2021"\n\n[workspace]\n\n[dependencies]\n{dep}\n\n'
+          f'[build-dependencies]\n{build_dep}\n')
     write(crate / "build.rs", "fn main() {}\n")
     write(crate / "src/lib.rs", "")
     if lock and not (crate / "Cargo.lock").exists():
@@ -499,22 +497,22 @@ def occ_counts(out_dir):
             "kernels_rs_lines": len(krs.read_text().splitlines())}
 
 
-def measure(label, crate, venv, is_occ):
-    """The figures of one crate: clean, no-op, header edit, touch lib.rs."""
-    r = {"label": label}
-    say(f"{label}: clean build")
+def measure_rep(r, crate, venv, is_occ, rep):
+    """One repetition on one crate, appended to `r`: clean build, no-op,
+    header edit (and whether what includes the header was recompiled),
+    `touch src/lib.rs` (rustc of the crate). main() interleaves the
+    crates per repetition (a, b, c, a, b, c, ...)."""
+    label = r["label"]
+    say(f"{label}: rep {rep + 1}/{REPS}: clean build")
     Run(crate, ["clean", "-p", "candle-kernels"], venv)
-    walls, runs = [], []
-    for i in range(REPS):
-        if i:
-            Run(crate, ["clean", "-p", "candle-kernels"], venv)
-        run = Run(crate, ["build"], venv)
-        walls.append(run.wall)
-        runs.append(len(run.nvcc))
-    clean = run
-    r["clean"] = {"walls": walls, "nvcc": runs, "rustc": clean.rustc_wall(), "rustc_mib": clean.rustc_mib()}
-    rlib = clean.artifact("lib", ".rlib")
+    clean = Run(crate, ["build"], venv)
     out_dir = clean.out_dir()
+    c = r.setdefault("clean", {"walls": [], "nvcc": [], "rustc": [], "rustc_mib": []})
+    c["walls"].append(clean.wall)
+    c["nvcc"].append(len(clean.nvcc))
+    c["rustc"].append(clean.rustc_wall())
+    c["rustc_mib"].append(clean.rustc_mib())
+    rlib = clean.artifact("lib", ".rlib")
     r["rlib_bytes"] = rlib.stat().st_size if rlib else None
     r["out_dir"] = str(out_dir)
     r["script"] = str(clean.artifact("custom-build", "build-script-build"))
@@ -525,24 +523,89 @@ def measure(label, crate, venv, is_occ):
         r["counts"] = {"kernels": entries, "pairs": entries, "spilling": None,
                        "blob_bytes": sum(f.stat().st_size for f in out_dir.glob("*.ptx"))}
     say(f"{label}: no-op")
-    noop = [Run(crate, ["build"], venv) for _ in range(max(REPS, 2))]
-    r["noop"] = {"walls": [n.wall for n in noop], "nvcc": [len(n.nvcc) for n in noop]}
+    noop = Run(crate, ["build"], venv)
+    n = r.setdefault("noop", {"walls": [], "nvcc": []})
+    n["walls"].append(noop.wall)
+    n["nvcc"].append(len(noop.nvcc))
     say(f"{label}: header edit")
-    edits = []
-    for i in range(REPS):
-        append(crate / HEADER, i)
-        edits.append(Run(crate, ["build"], venv))
-    r["header"] = {"walls": [e.wall for e in edits], "nvcc": [len(e.nvcc) for e in edits],
-                   "files": nvcc_files(edits[-1].nvcc)}
+    # cudaforge's output for binary.cu: does the edit reach it?
+    stale_probe = None if is_occ else out_dir / "binary.ptx"
+    before = stale_probe.stat().st_mtime_ns if stale_probe and stale_probe.exists() else None
+    append(crate / HEADER, rep)
+    edit = Run(crate, ["build"], venv)
+    files = nvcc_files(edit.nvcc)
+    h = r.setdefault("header", {"walls": [], "nvcc": [], "files": [], "rebuilt": [], "output_rewritten": []})
+    h["walls"].append(edit.wall)
+    h["nvcc"].append(len(edit.nvcc))
+    h["files"] = files
+    h["rebuilt"].append(all(f in files for f in HEADER_INCLUDERS))
+    if stale_probe:
+        h["output_rewritten"].append(stale_probe.exists() and stale_probe.stat().st_mtime_ns != before)
     say(f"{label}: touch src/lib.rs")
-    touches = []
-    for _ in range(max(REPS, 2)):
-        os.utime(crate / "src/lib.rs")
-        touches.append(Run(crate, ["build"], venv))
-    r["touch"] = {"walls": [t.wall for t in touches], "nvcc": [len(t.nvcc) for t in touches],
-                  "rustc": [t.rustc_wall() for t in touches],
-                  "rustc_mib": [t.rustc_mib() for t in touches]}
+    os.utime(crate / "src/lib.rs")
+    touch = Run(crate, ["build"], venv)
+    tt = r.setdefault("touch", {"walls": [], "nvcc": [], "rustc": [], "rustc_mib": []})
+    tt["walls"].append(touch.wall)
+    tt["nvcc"].append(len(touch.nvcc))
+    tt["rustc"].append(touch.rustc_wall())
+    tt["rustc_mib"].append(touch.rustc_mib())
     return r
+
+
+def modules_of(candle_lib):
+    """candle's module constants (`mdl!(AFFINE, Affine);` ...)."""
+    return re.findall(r"^mdl!\((\w+), \w+\);", candle_lib, re.M)
+
+
+def release_binary(key, crate, venv, accessor, modules):
+    """A small binary depending on `crate` that takes every module's
+    device code (`Module::ptx()` or `::image()`), built with `cargo build
+    --release` (its own clean release build of the crate): (binary bytes,
+    wall of the release build, what it printed)."""
+    user = BENCH / f"release-{key}"
+    name = f"release-{key.replace('_', '-')}"  # the package and its binary: one file per crate
+    body = "".join(f"    total += std::hint::black_box(candle_kernels::{m}.{accessor}()).len();\n"
+                   for m in modules)
+    write(user / "Cargo.toml", f'[package]\nname = "{name}"\nversion = "0.0.0"\n'
+          f'edition = "2021"\n\n[workspace]\n\n'
+          f'[dependencies]\ncandle-kernels = {{ path = "{crate}" }}\n')
+    write(user / "src/main.rs", "//! Every module's device code, as candle-core loads it.\nfn main() {\n"
+          "    let mut total = 0usize;\n" + body +
+          "    println!(\"device code: {total} bytes\");\n}\n")
+    shutil.copy(crate / "Cargo.lock", user / "Cargo.lock")
+    say(f"{key}: release binary")
+    run = Run(user, ["build", "--release"], venv, check=False)
+    if not run.ok:
+        return {"ok": False, "error": " ".join(run.stderr.strip().splitlines()[-6:]), "wall": run.wall}
+    binary = run.artifact("bin", name, pkg=(name,))
+    p = subprocess.run([str(binary)], capture_output=True, text=True)
+    return {"ok": True, "bytes": binary.stat().st_size, "wall": run.wall,
+            "nvcc": len(run.nvcc), "printed": p.stdout.strip(), "rc": p.returncode}
+
+
+def candle_core(key, crate, version, venv):
+    """candle-core from crates.io, unchanged, `cuda` feature, built
+    (`cargo build`, no GPU needed) against `crate` through
+    `[patch.crates-io]` in a scratch workspace of its own."""
+    ws = BENCH / f"core-{key}"
+    write(ws / "Cargo.toml", f'[package]\nname = "core-{key.replace("_", "-")}"\nversion = "0.0.0"\n'
+          f'edition = "2021"\npublish = false\n\n[workspace]\n\n[dependencies]\n'
+          f'candle-core = {{ version = "={version}", features = ["cuda"] }}\n\n'
+          f'[patch.crates-io]\ncandle-kernels = {{ path = "{crate}" }}\n')
+    write(ws / "src/lib.rs", "//! candle-core with the patched candle-kernels.\npub use candle_core;\n")
+    e = dict(venv)
+    # cudarc 0.19.10 (candle-core's `cuda-version-from-build-system`)
+    # knows CUDA up to 13.4 and panics on the 13.5 nvcc on PATH.
+    e["CUDARC_CUDA_VERSION"] = os.environ.get("CUDARC_CUDA_VERSION", "13040")
+    e["CARGO_TARGET_DIR"] = str(BENCH / "target-core")
+    say(f"{key}: candle-core {version} (cuda) against it")
+    run = Run(ws, ["build"], e, check=False, offline=False)
+    lock = (ws / "Cargo.lock").read_text() if (ws / "Cargo.lock").exists() else ""
+    entry = re.search(r'name = "candle-kernels"\nversion = "[^"]+"\n(source = "[^"]+")?', lock)
+    errors = sorted({l.strip() for l in run.stderr.splitlines() if re.match(r"\s*error(\[E\d+\])?:", l)})
+    return {"ok": run.ok, "wall": run.wall, "patched": bool(entry) and not entry.group(1),
+            "errors": errors[:8], "env": {"CUDARC_CUDA_VERSION": e["CUDARC_CUDA_VERSION"]},
+            "tail": "" if run.ok else "\n".join(run.stderr.strip().splitlines()[-25:])}
 
 
 def script_env(crate, out_dir, pkg, venv):
@@ -676,6 +739,16 @@ def runs(xs, digits=1):
     return ", ".join(s(x, digits) for x in xs)
 
 
+def mm(xs, digits=1):
+    """median (min–max) of the runs, or the one run."""
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return "—"
+    if len(xs) == 1:
+        return s(xs[0], digits)
+    return f"{s(median(xs), digits)} ({s(min(xs), digits)}–{s(max(xs), digits)})"
+
+
 def mb(n):
     return "—" if n is None else f"{n / 1e6:.1f}"
 
@@ -685,27 +758,46 @@ def report(meta, results, c3, bigr):
            f"nvcc {NVCC}; REPS={REPS}; libmoe with occ-build: {meta['moe']}\n",
            f"Start {meta['start']}, load {meta['load_start']}; end {meta['end']}, load {meta['load_end']}\n",
            f"PTX part: {len(meta['ptx'])} files; library part (libmoe): {len(meta['moe_files'])} files\n"]
-    out.append("\n### 8. candle-kernels: cudaforge vs occ-build (median; runs listed)\n")
-    out.append("| figure | " + " | ".join(r["label"] for r in results) + " |\n")
-    out.append("|---|" + "---|" * len(results) + "\n")
+    out.append(f"\n### 8. candle-kernels: cudaforge vs occ-build (REPS={REPS}, interleaved; "
+               "median (min–max))\n")
+    side = [r for r in results if "clean" in r]
+    if side:  # none with SIDE=0
+        out.append("| figure | " + " | ".join(r["label"] for r in side) + " |\n")
+        out.append("|---|" + "---|" * len(side) + "\n")
 
     def row(name, f):
-        out.append(f"| {name} | " + " | ".join(f(r) for r in results) + " |\n")
+        if side:
+            out.append(f"| {name} | " + " | ".join(f(r) for r in side) + " |\n")
 
-    row("clean `cargo build` wall (s)", lambda r: f"{s(median(r['clean']['walls']))} ({runs(r['clean']['walls'])})")
+    def rel(r, key, base=None):
+        base = base or (side[0] if side else None)
+        if not base or r is base:
+            return ""
+        x, y = median(r[key]["walls"]), median(base[key]["walls"])
+        return f"; **{x / y:.2f}×** {base['label'].split()[0]}" if x and y else ""
+
+    row("clean `cargo build` (s)", lambda r: mm(r["clean"]["walls"]) + rel(r, "clean"))
     row("nvcc compile runs, clean", lambda r: "/".join(map(str, r["clean"]["nvcc"])))
-    row("no-op rebuild wall (s)", lambda r: f"{s(median(r['noop']['walls']), 2)} ({runs(r['noop']['walls'], 2)})")
-    row("nvcc runs, no-op", lambda r: "/".join(map(str, r["noop"]["nvcc"])))
-    row(f"edit `{HEADER}` (binary.cu includes it): wall (s)",
-        lambda r: f"{s(median(r['header']['walls']))} ({runs(r['header']['walls'])})")
+    row("rustc of the crate in the clean build (s)", lambda r: mm(r["clean"]["rustc"], 2))
+    row("no-op rebuild (s); nvcc runs", lambda r: mm(r["noop"]["walls"], 2) + "; " + "/".join(map(str, r["noop"]["nvcc"])))
+    row(f"edit `{HEADER}` (binary.cu includes it) (s)", lambda r: mm(r["header"]["walls"]))
     row("nvcc runs, header edit (files)",
         lambda r: "/".join(map(str, r["header"]["nvcc"])) + f" ({', '.join(r['header']['files']) or 'none'})")
-    row("`touch src/lib.rs` rebuild wall (s)", lambda r: f"{s(median(r['touch']['walls']), 2)} ({runs(r['touch']['walls'], 2)})")
-    row("nvcc runs, touch lib.rs", lambda r: "/".join(map(str, r["touch"]["nvcc"])))
-    row("rustc of the crate (s), touch", lambda r: f"{s(median(r['touch']['rustc']), 2)} ({runs(r['touch']['rustc'], 2)})")
-    row("rustc peak RSS (MiB)", lambda r: s(median(r["touch"]["rustc_mib"]), 0))
+    row("rebuilt what it must (binary.cu)", lambda r: (
+        "yes" if all(r["header"]["rebuilt"]) else
+        "**no: stale**" + (" (binary.ptx " + ("rewritten" if any(r["header"]["output_rewritten"])
+                                              else "untouched") + ")" if r["header"]["output_rewritten"] else "")))
+    row("`touch src/lib.rs` rebuild (s); nvcc runs",
+        lambda r: mm(r["touch"]["walls"], 2) + "; " + "/".join(map(str, r["touch"]["nvcc"])))
+    row("rustc of the crate, touch (s)", lambda r: mm(r["touch"]["rustc"], 2) + (
+        f"; +{median(r['touch']['rustc']) - median(side[0]['touch']['rustc']):.2f} over {side[0]['label'].split()[0]}"
+        if r is not side[0] and median(r["touch"]["rustc"]) and median(side[0]["touch"]["rustc"]) else ""))
+    row("rustc peak RSS (MiB)", lambda r: mm([x for x in r["touch"]["rustc_mib"]], 0))
     row("rlib (MB)", lambda r: mb(r["rlib_bytes"]))
     row("embedded device code (MB)", lambda r: mb(r["counts"]["blob_bytes"]))
+    row("release binary (MB; `cargo build --release` s)", lambda r: "—" if "release" not in r else (
+        f"{mb(r['release']['bytes'])}; {s(r['release']['wall'])} ({r['release']['printed']})"
+        if r["release"]["ok"] else f"FAILED: {r['release']['error']}"))
     row("kernels (kernel × arch)", lambda r: f"{r['counts']['kernels']} ({r['counts']['pairs']})")
     row("spilling kernels", lambda r: "n/a (PTX only, no ptxas)" if r["counts"]["spilling"] is None
         else f"{len(r['counts']['spilling'])}" + (f": {', '.join(r['counts']['spilling'][:4])}"
@@ -714,10 +806,22 @@ def report(meta, results, c3, bigr):
     row("kernels.rs (MB, lines)", lambda r: "—" if "kernels_rs_bytes" not in r["counts"]
         else f"{mb(r['counts']['kernels_rs_bytes'])}, {r['counts']['kernels_rs_lines']}")
 
+    core = [r for r in results if "candle_core" in r]
+    if core:
+        out.append("\n### candle-core (crates.io, unchanged, `cuda`) against each crate via `[patch.crates-io]`\n")
+        out.append("| crate | `cargo build` | wall (s) | patched in | errors |\n|---|---|---|---|---|\n")
+        for r in core:
+            c = r["candle_core"]
+            out.append(f"| {r['label']} | {'**builds**' if c['ok'] else '**fails**'} | {s(c['wall'])} | "
+                       f"{'yes' if c['patched'] else 'NO'} | {'; '.join(c['errors']) or '—'} |\n")
+        out.append(f"\nEnvironment: {core[0]['candle_core']['env']}\n")
+
     if meta.get("user"):
         out.append(f"\nA candle user binary (looks kernels up by name{', references libmoe' if meta['moe'] else ''}): "
                    f"{meta['user']}\n")
 
+    if not c3:
+        return "".join(out)
     out.append("\n### 3. kernels.rs targets (issue 14 item 3)\n")
     out.append("| crate | rustc without kernels.rs (s) | with (s) | added (target ≤ 0.3 s) | "
                "peak RSS without / with (MiB) | added (target ≤ 150 MB) | embedded (MB) | "
@@ -803,21 +907,39 @@ def main():
 
     say("dependencies (untimed)")
     warm_deps("cudaforge", 'cudaforge = "0.1.2"', fetched_lock)
-    warm_deps("occ", f'occ-build = {{ path = "{OCC / "occ-build"}" }}', occ_lock)
+    warm_deps("occ", f'occ-build = {{ path = "{OCC / "occ-build"}" }}', occ_lock,
+              f'occ = {{ path = "{OCC / "occ"}", default-features = false }}')
 
-    results = []
+    plan = []  # (key, label, crate, env, is_occ, accessor)
     if "a" in VARIANTS and not SMOKE:
-        results.append(measure("(a) candle build.rs (cudaforge), sm_80 PTX", a, a_env, False))
+        plan.append(("a_cudaforge", "(a) candle build.rs (cudaforge), sm_80 PTX + libmoe", a, a_env, False, "ptx"))
     if "p" in VARIANTS and not SMOKE:
-        results.append(measure("(a') candle build.rs, PTX part only (libmoe cut)", a_ptx, a_env, False))
+        plan.append(("a_cudaforge_ptx_only", "(a′) candle build.rs (cudaforge), PTX part only, sm_80",
+                     a_ptx, a_env, False, "ptx"))
     if "b" in VARIANTS:
-        results.append(measure("(b) occ-build, PTX sm_80", crates["b_occ_ptx_sm80"], occ_env, True))
+        plan.append(("b_occ_ptx_sm80", "(b) occ-build, PTX sm_80", crates["b_occ_ptx_sm80"], occ_env, True, "ptx"))
     if "c" in VARIANTS:
-        results.append(measure("(c) occ-build, fatbin sm_80+sm_90", crates["c_occ_fatbin_sm80_sm90"],
-                               occ_env, True))
-
+        plan.append(("c_occ_fatbin_sm80_sm90", "(c) occ-build, fatbin sm_80+sm_90",
+                     crates["c_occ_fatbin_sm80_sm90"], occ_env, True, "image"))
+    results = [{"label": label, "key": key} for key, label, *_ in plan]
+    # Interleaved: a, b, c, a, b, c, ... so that a change of the machine's
+    # load falls on every crate alike.
+    for rep in range(REPS if SIDE else 0):
+        for r, (key, label, crate, venv, is_occ, _) in zip(results, plan):
+            measure_rep(r, crate, venv, is_occ, rep)
+        say(f"rep {rep + 1}: load {' '.join(open('/proc/loadavg').read().split()[:3])}")
+        (BENCH / "results-partial.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    modules = modules_of(candle_lib)
+    for r, (key, label, crate, venv, is_occ, accessor) in zip(results, plan):
+        if RELEASE and SIDE:
+            r["release"] = release_binary(key, crate, venv, accessor, modules)
+    if CANDLE_CORE:
+        for r, (key, label, crate, venv, is_occ, accessor) in zip(results, plan):
+            if key != "a_cudaforge":  # its libmoe: 15 min more for the same result
+                r["candle_core"] = candle_core(key, crate, version, venv)
+    results = [r for r in results if "clean" in r or "candle_core" in r]
     c3, bigr = [], None
-    if "c" in VARIANTS and ITEM3:
+    if "c" in VARIANTS and ITEM3 and SIDE:
         c3 = item3_candle(crates["c_occ_fatbin_sm80_sm90"], results[-1], candle_lib, ptx, all_ptx, occ_env)
     if "b" in VARIANTS:
         meta["user"] = user_binary(crates["b_occ_ptx_sm80"], with_moe, occ_env)

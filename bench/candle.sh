@@ -9,12 +9,16 @@
 #   bench/candle.sh
 #
 # Environment: BENCH_DIR (scratch crates and their target dir, default
-# /tmp/occ-bench/candle), REPS (timed repetitions, default 1), MOE (1: build
+# /tmp/occ-bench/candle), REPS (timed repetitions, interleaved across the
+# crates, default 1), CANDLE_CORE=1 (build candle-core against each crate
+# through [patch.crates-io]), RELEASE=0 (no release binaries), MOE (1: build
 # libmoe.a with occ-build's Build::static_lib, 0: not; default: when the
 # occ-build tree has it), OCC_ROOT (the occ tree the copies depend on,
 # default this one), SMOKE=1 (a quick check of the script, no figures).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+echo "# uptime: $(uptime)"
 echo "# $(date -u '+%F %T UTC'), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load: $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 bench/candle.py
 echo "# done $(date -u '+%T UTC'), load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# uptime: $(uptime)"

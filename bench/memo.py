@@ -20,6 +20,12 @@ each tree into an OUT_DIR of its own, the archs given by OCC_ARCHS:
             timing launcher (OCC_NVCC_LAUNCHER) logs each nvcc call, and
             "beyond nvcc" is the wall less the nvcc span
 
+The 2,000 x 3 figure of BENCHMARKS.md 12.6: `TREES=after CASES="big x3"
+KERNELS=2000 REPS=5 python3 bench/memo.py` (KEEP=1 to time again without
+the ~5 min cold build). Do not run `scripts/cuda-toolkit` between the
+runs: it chmods the toolkit's binaries, and their new ctime is a new
+toolkit to every occ job cache.
+
 SEED_BIG / SEED_SPLIT name an earlier OUT_DIR of the crate (same folder) to
 start the first before OUT_DIR from. Each OUT_DIR is prepared untimed: blessed (an occ.lock, as a user's crate
 has one; OCC_BLESS=1), then one run. The after OUT_DIR starts as a copy of
@@ -40,7 +46,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
 AFTER = Path(os.environ.get("OCC_AFTER", HERE)).resolve()
-BEFORE = Path(os.environ["OCC_BEFORE"]).resolve()
+BEFORE = Path(os.environ.get("OCC_BEFORE", HERE)).resolve()  # unused with TREES=after
 BENCH = Path(os.environ.get("BENCH_DIR", "/tmp/occ-bench/memo")).resolve()
 REPS = int(os.environ.get("REPS", "3"))
 KERNELS = int(os.environ.get("KERNELS", "2000"))
@@ -52,7 +58,10 @@ LINES = os.environ.get("LINES", "1") == "1"
 NVCC = str((HERE / ".cuda/cu13/nvidia/cu13/bin/nvcc").resolve())
 LAUNCHER = BENCH / "bin/timed-launcher.sh"
 NVCC_LOG = BENCH / "nvcc-times.log"
-# TREES=after measures the after tree alone.
+# KEEP=1: an OUT_DIR an earlier run prepared is kept (one untimed run,
+# then the timed ones) instead of being prepared again from nothing.
+KEEP = os.environ.get("KEEP") == "1"
+# TREES=after measures the after tree alone (OCC_BEFORE is then not needed).
 TREES = {k: v for k, v in {"before": BEFORE, "after": AFTER}.items()
          if k in os.environ.get("TREES", "before,after").split(",")}
 
@@ -161,6 +170,11 @@ def main():
         label = f"{name} x{len(archs)}"
         for tree in TREES:
             out = BENCH / "out" / f"{label.replace(' ', '')}-{tree}"
+            if KEEP and (out / "occ/manifest.json").exists():
+                run(path, scripts[(name, tree)], out, archs)  # untimed: a hit from here on
+                say(f"{label} {tree}: kept {out}")
+                outs[(label, tree)] = out
+                continue
             shutil.rmtree(out, ignore_errors=True)
             source = outs.get((seed, "before")) if tree == "before" else outs.get((label, "before"))
             if tree == "before" and source is None and os.environ.get(f"SEED_{name.upper().replace('-', '_')}"):
