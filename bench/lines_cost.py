@@ -10,8 +10,11 @@ sm_80 and sm_90, interleaved, REPS times (default 3):
 
 occ-build runs from a small binary built in dev profile (opt-level 0, as a
 user's build-dependency is), into a fresh out dir each time, so every job
-runs; `NUM_JOBS` is the core count, as cargo sets it. Prints the walls and
-the ratios to (n).
+runs; `NUM_JOBS` is the core count, as cargo sets it. Prints the walls,
+the CPU seconds (user + system of everything each run started, which the
+machine's load moves little) and the ratios to (n), then the lines stage
+alone: the last (o) build run again with its jobs cached and the stage's
+records removed.
 
     python3 bench/lines_cost.py
 
@@ -20,6 +23,7 @@ depends on it) and the nvcc of .cuda/ (scripts/cuda-toolkit) or NVCC=.
 """
 
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -75,9 +79,15 @@ def runner(work):
 
 
 def timed(cmd, **kw):
+    """Wall seconds and CPU seconds (user + system of the command and all
+    it ran): the CPU figure moves little with the machine's load."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
-    return time.monotonic() - start
+    wall = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
 
 
 def main():
@@ -89,6 +99,7 @@ def main():
                 f'-o "{work}/n/$1.$2.cubin" "{src}/$1.cu"')
     env = {**os.environ, "NVCC": NVCC, "NUM_JOBS": str(CORES)}
     walls = {"n": [], "o": [], "f": []}
+    cpus = {"n": [], "o": [], "f": []}
     print(f"# {len(FILES)} files x {', '.join(ARCHS)}, {CORES} cores, REPS={REPS}, "
           f"load before {open('/proc/loadavg').read().split()[:3]}", flush=True)
     for rep in range(REPS):
@@ -97,20 +108,30 @@ def main():
             shutil.rmtree(out, ignore_errors=True)
             out.mkdir()
             if kind == "n":
-                wall = timed(["xargs", "-P", str(CORES), "-L", "1", "sh", "-c", nvcc_cmd, "_"],
-                             input=jobs.encode())
+                wall, cpu = timed(["xargs", "-P", str(CORES), "-L", "1", "sh", "-c", nvcc_cmd, "_"],
+                                  input=jobs.encode())
             else:
-                wall = timed([exe, src, out, "on" if kind == "o" else "off"], env=env)
+                wall, cpu = timed([exe, src, out, "on" if kind == "o" else "off"], env=env)
             walls[kind].append(wall)
-            print(f"rep {rep + 1} {kind}: {wall:.1f} s", flush=True)
+            cpus[kind].append(cpu)
+            print(f"rep {rep + 1} {kind}: {wall:.1f} s wall, {cpu:.1f} s CPU", flush=True)
+    # The lines stage alone: the last "o" build again with every nvcc job
+    # cached and the stage's records removed, so that only nvdisasm runs.
+    shutil.rmtree(work / "o" / "occ" / "cache" / "lines", ignore_errors=True)
+    shutil.rmtree(work / "o" / "occ" / "cache" / "memo", ignore_errors=True)
+    stage_wall, stage_cpu = timed([exe, src, work / "o", "on"], env=env)
+    print(f"the lines stage alone (jobs cached): {stage_wall:.1f} s wall, {stage_cpu:.1f} s CPU")
     n = statistics.median(walls["n"])
     print(f"load after {open('/proc/loadavg').read().split()[:3]}")
-    print("| run | walls (s) | median | × plain nvcc |")
-    print("|---|---|---:|---:|")
+    c = statistics.median(cpus["n"])
+    print("| run | walls (s) | median | × plain nvcc | CPU (s) | median | × plain nvcc |")
+    print("|---|---|---:|---:|---|---:|---:|")
     for kind, label in (("n", "plain nvcc, `xargs -P`"), ("o", "occ-build, lines on (default)"),
                         ("f", "occ-build, `.source_lines(false)`")):
         m = statistics.median(walls[kind])
-        print(f"| {label} | {', '.join(f'{w:.1f}' for w in walls[kind])} | {m:.1f} | {m / n:.2f} |")
+        mc = statistics.median(cpus[kind])
+        print(f"| {label} | {', '.join(f'{w:.1f}' for w in walls[kind])} | {m:.1f} | {m / n:.2f} "
+              f"| {', '.join(f'{w:.1f}' for w in cpus[kind])} | {mc:.1f} | {mc / c:.2f} |")
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -74,6 +74,7 @@ fn attr(f: &Function, a: CUfunction_attribute) -> Result<u32> {
 }
 
 /// Runs the check on `ctx`; returns the report and whether everything agreed.
+/// Long because it is the report, written in the order it is read.
 pub fn check(ctx: &Arc<CudaContext>, manifest: &Manifest) -> Result<(String, bool)> {
     let (major, minor) = ctx.compute_capability().context("cuDeviceGetAttribute")?;
     let (major, minor) = (
@@ -184,7 +185,9 @@ struct Gpu<'a> {
     stream: &'a Arc<CudaStream>,
 }
 
-/// Loads one kernel, compares occ with the driver, runs it.
+/// Loads one kernel, compares occ with the driver, runs it. Long because
+/// each comparison is one short block with its own message, in the order
+/// the report prints them.
 fn check_site(gpu: &Gpu<'_>, site: &Site) -> Result<Check> {
     let Gpu {
         loader,
@@ -359,6 +362,8 @@ fn grid(n: usize, per_block: usize) -> Result<u32> {
 /// Runs one kernel at its launch and checks it against the CPU.
 /// Every launch goes through the kernel's typed launcher (`kernels::<kernel>::launch`):
 /// its arguments are checked against the kernel's parameter list by rustc.
+/// Long because it is one `match` arm per kernel of the demo: each arm is
+/// that kernel's inputs, launch and CPU reference, read side by side.
 fn run(
     stream: &Arc<CudaStream>,
     f: &Function,

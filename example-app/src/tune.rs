@@ -262,7 +262,9 @@ fn blocks(n: usize, per_block: u32) -> u32 {
     occ::grid_for(n, per_block.max(1))
 }
 
-/// Times `site`'s kernel at each candidate on its own problem.
+/// Times `site`'s kernel at each candidate on its own problem. Long
+/// because it is one `match` arm per kernel of the demo, each that
+/// kernel's inputs and timed launch.
 fn time_kernel(
     timer: &EventTimer,
     stream: &Arc<CudaStream>,
