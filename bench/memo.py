@@ -20,11 +20,12 @@ each tree into an OUT_DIR of its own, the archs given by OCC_ARCHS:
             timing launcher (OCC_NVCC_LAUNCHER) logs each nvcc call, and
             "beyond nvcc" is the wall less the nvcc span
 
-The 2,000 x 3 figure of BENCHMARKS.md 12.6: `TREES=after CASES="big x3"
+The 2,000 x 3 figure of BENCHMARKS.md 12.2: `TREES=after CASES="big x3"
 KERNELS=2000 REPS=5 python3 bench/memo.py` (KEEP=1 to time again without
-the ~5 min cold build). Do not run `scripts/cuda-toolkit` between the
-runs: it chmods the toolkit's binaries, and their new ctime is a new
-toolkit to every occ job cache.
+the ~5 min cold build). Anything that changes a toolkit binary's stat
+between the runs (a `chmod`, a reinstall) is a new toolkit to every occ
+job cache; `scripts/cuda-toolkit` no longer does (it once chmod'ed every
+tool on each call).
 
 SEED_BIG / SEED_SPLIT name an earlier OUT_DIR of the crate (same folder) to
 start the first before OUT_DIR from. Each OUT_DIR is prepared untimed: blessed (an occ.lock, as a user's crate
