@@ -86,8 +86,9 @@ fn wanted(manifest: &Manifest) -> BTreeMap<String, BTreeSet<String>> {
 }
 
 /// Stage 5½: fills `lines` of every kernel × arch of `manifest` whose
-/// registers matter ([`cliff::registers_matter`]: it spills, registers
-/// limit it, or a register cliff is near) and that has a cubin; nvdisasm
+/// registers matter ([`cliff::registers_matter`]: it spills, fewer
+/// registers would gain a block, or a register cliff is near) and that has
+/// a cubin; nvdisasm
 /// reads only those kernels' code (`-fun`), and a cubin with none is not
 /// disassembled at all. Without nvdisasm, or where it fails, leaves them
 /// out with one note each.
@@ -145,11 +146,16 @@ pub(crate) fn annotate(
     }
     for kernel in &mut manifest.kernels {
         for a in kernel.archs.values_mut() {
-            // A kernel whose code has no line (ptxas gives some template
+            // Only the kernels located (a record read from a whole cubin,
+            // when `-fun` could not name them, holds every function). A
+            // kernel whose code has no line (ptxas gives some template
             // instances none) gets no `lines`, like a build without nvdisasm.
+            let located = wanted
+                .get(&a.cubin)
+                .is_some_and(|names| names.contains(&kernel.name));
             a.lines = by_cubin
                 .get(a.cubin.as_str())
-                .filter(|_| cliff::registers_matter(a))
+                .filter(|_| located)
                 .and_then(|functions| functions.get(&kernel.name))
                 .filter(|lines| !lines.is_empty())
                 .cloned();
