@@ -48,6 +48,7 @@ struct Check {
     static_smem: (u32, u32),
     result: String,
     result_ok: bool,
+    sweep: crate::sweep::Sweep,
 }
 
 impl Check {
@@ -55,6 +56,7 @@ impl Check {
         self.blocks_per_sm.0 == self.blocks_per_sm.1
             && self.potential_block.0 == self.potential_block.1
             && self.registers.0 == self.registers.1
+            && self.sweep.disagreeing == 0
     }
 }
 
@@ -141,7 +143,7 @@ pub fn check(ctx: &Arc<CudaContext>, manifest: &Manifest) -> Result<(String, boo
     }
     let _ = writeln!(
         out,
-        "(occ != driver where they differ. block: launched, as #[launch_config] baked it (or the model, for JIT code); blk/SM: cuOccupancyMaxActiveBlocksPerMultiprocessor at that block and dynamic smem; best block: cuOccupancyMaxPotentialBlockSize with the same smem per thread and cap; regs: CU_FUNC_ATTRIBUTE_NUM_REGS; smem: static, ptxas / CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)"
+        "(occ != driver where they differ. block: launched, as #[launch_config] baked it (the model's, or measured on a GPU at a `tuned` site; the model's for JIT code); blk/SM: cuOccupancyMaxActiveBlocksPerMultiprocessor at that block and dynamic smem; best block: cuOccupancyMaxPotentialBlockSize with the same smem per thread and cap; regs: CU_FUNC_ATTRIBUTE_NUM_REGS; smem: static, ptxas / CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)"
     );
     let extra: Vec<String> = checks
         .iter()
@@ -162,6 +164,28 @@ pub fn check(ctx: &Arc<CudaContext>, manifest: &Manifest) -> Result<(String, boo
         } else {
             extra.join(", ")
         }
+    );
+    let queries: usize = checks.iter().map(|c| c.sweep.queries).sum();
+    let disagreeing: usize = checks.iter().map(|c| c.sweep.disagreeing).sum();
+    let twice: usize = checks.iter().map(|c| c.sweep.twice_would_differ).sum();
+    let _ = writeln!(
+        out,
+        "driver sweep on {arch}: {queries} launches (every block size a multiple of the warp and a few more, dynamic smem on both sides of every blocks-per-SM step of every carveout, 8 preferred carveouts): {}",
+        if disagreeing == 0 {
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor agrees at every one".to_string()
+        } else {
+            format!("{disagreeing} disagree")
+        }
+    );
+    for c in &checks {
+        for d in &c.sweep.disagreements {
+            let _ = writeln!(out, "  {}: {d}", c.kernel);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "a model counting the reserved {} B per block on top of SHARED_SIZE_BYTES would disagree with the driver at {twice} of them",
+        spec.reserved_smem_per_block
     );
     let _ = writeln!(
         out,
@@ -279,6 +303,8 @@ fn check_site(gpu: &Gpu<'_>, site: &Site) -> Result<Check> {
         )
     }
     .context("cuOccupancyMaxPotentialBlockSize")?;
+    let sweep = crate::sweep::run(&f, spec, &occ_model::analyze::resources(&k), max_dyn)
+        .with_context(|| format!("{}: the driver sweep", site.ident))?;
     let (result, result_ok) = match run(stream, &f, site, row) {
         Ok(detail) => (detail, true),
         Err(e) => (format!("FAILED: {e:#}"), false),
@@ -287,7 +313,9 @@ fn check_site(gpu: &Gpu<'_>, site: &Site) -> Result<Check> {
         kernel: site.ident.trim_start_matches("linalg_").to_string(),
         code,
         block: launch.0,
-        source: if row.block.1 > 1 {
+        source: if site.tuned && measured_here(manifest, site.ident, built) {
+            "measured"
+        } else if row.block.1 > 1 {
             "baked 2-D"
         } else {
             "baked"
@@ -299,7 +327,25 @@ fn check_site(gpu: &Gpu<'_>, site: &Site) -> Result<Check> {
         static_smem: (k.static_smem, smem),
         result,
         result_ok,
+        sweep,
     })
+}
+
+/// Whether the build holds a measured launch of the kernel `ident` on
+/// `arch` (occ.lock's `measured`, default bucket), which a `tuned` site
+/// bakes.
+fn measured_here(manifest: &Manifest, ident: &str, arch: &str) -> bool {
+    manifest
+        .kernels
+        .iter()
+        .filter(|kernel| kernel.ident == ident)
+        .any(|kernel| {
+            manifest.measured.iter().any(|m| {
+                m.kernel == kernel.name
+                    && m.arch == arch
+                    && m.bucket == occ_model::measured::DEFAULT_BUCKET
+            })
+        })
 }
 
 /// A small deterministic generator for test data.

@@ -6,6 +6,7 @@
 //! - [`plan`]: the occupancy report per kernel × arch (no GPU needed);
 //! - [`gpu`]: runs every kernel, checks it against a CPU reference, and
 //!   compares occ's numbers with the driver's;
+//! - [`sweep`]: occ's blocks per SM beside the driver's at many launches;
 //! - [`tune`]: times each site's candidate launches on the GPU (`--tune`).
 
 /// The constants and device code occ-build generated (`$OUT_DIR/occ/kernels.rs`).
@@ -17,6 +18,7 @@ pub mod kernels {
 pub mod gpu;
 pub mod launches;
 pub mod plan;
+pub mod sweep;
 pub mod tune;
 
 /// The manifest occ-build wrote for this crate's kernels.

@@ -64,7 +64,14 @@ pub struct Arch {
     /// Opt-in per-block shared memory limit (`sharedMemPerBlockOptin`).
     pub smem_per_block_optin: u32,
     /// Shared memory the driver reserves per block
-    /// (`reservedSharedMemPerBlock`, 1 KB from 8.0 on).
+    /// (`reservedSharedMemPerBlock`, 1 KB from 8.0 on), added once to
+    /// ptxas's "bytes smem". On sm_90 the cubin's `.nv.shared.<kernel>`
+    /// section is 1 KB larger than ptxas's figure, but the driver's
+    /// `CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES` is ptxas's figure, and its
+    /// occupancy adds this reserve once: measured on an H200 (driver
+    /// 580.159.04) at 224,440 launches, where counting the 1 KB twice would
+    /// have disagreed with the driver at 26,643 (BENCHMARKS.md section 10).
+    /// So occ reads ptxas, never the section's size.
     pub reserved_smem_per_block: u32,
     /// Shared memory allocation granularity (256 up to 7.x, 128 from 8.0).
     pub smem_granularity: u32,
