@@ -28,6 +28,10 @@ pub struct Site {
     pub max_block_size: Option<u32>,
     /// Block sizes are multiples of this (the site's fixed block width).
     pub block_multiple: Option<u32>,
+    /// The site's `tuned`: it bakes the block measured on a GPU where
+    /// occ.lock holds a measurement (sm_90, an H200), the model's elsewhere.
+    /// On where the measured block differs from the model's.
+    pub tuned: bool,
     /// The limiter this kernel demonstrates at its launch ...
     pub limiter: Limiter,
     /// ... on this arch.
@@ -37,14 +41,14 @@ pub struct Site {
 }
 
 /// `saxpy`'s launch site.
-#[launch_config(kernel = "saxpy")]
+#[launch_config(kernel = "saxpy", tuned = true)]
 pub fn saxpy_site() -> occ::Baked {
     LAUNCH
 }
 
 /// `block_sum`'s launch site: `ITEMS` (32) floats of dynamic shared memory
 /// per thread.
-#[launch_config(kernel = "block_sum", smem_per_thread = 32 * 4)]
+#[launch_config(kernel = "block_sum", smem_per_thread = 32 * 4, tuned = true)]
 pub fn block_sum_site() -> occ::Baked {
     LAUNCH
 }
@@ -67,7 +71,7 @@ pub fn row_softmax_site() -> occ::Baked {
 }
 
 /// `nbody_forces`' launch site (`__launch_bounds__(256)`).
-#[launch_config(kernel = "nbody_forces")]
+#[launch_config(kernel = "nbody_forces", tuned = true)]
 pub fn nbody_site() -> occ::Baked {
     LAUNCH
 }
@@ -75,6 +79,7 @@ pub fn nbody_site() -> occ::Baked {
 /// `saxpy`: a light kernel; the SM's warp slots hold it back.
 pub const SAXPY: Site = Site {
     ident: "saxpy",
+    tuned: true,
     baked: saxpy_site,
     smem_per_thread: 0,
     max_block_size: None,
@@ -88,6 +93,7 @@ pub const SAXPY: Site = Site {
 /// holds it back.
 pub const BLOCK_SUM: Site = Site {
     ident: "block_sum",
+    tuned: true,
     baked: block_sum_site,
     smem_per_thread: BLOCK_SUM_ITEMS * 4,
     max_block_size: None,
@@ -104,6 +110,7 @@ pub const BLOCK_SUM_ITEMS: u32 = 32;
 /// launched as 32 × 8 threads; shared memory holds it back.
 pub const TRANSPOSE: Site = Site {
     ident: "linalg_transpose_float_32",
+    tuned: false,
     baked: transpose_site,
     smem_per_thread: 0,
     max_block_size: Some(256),
@@ -117,6 +124,7 @@ pub const TRANSPOSE: Site = Site {
 /// hold it back.
 pub const ROW_SOFTMAX: Site = Site {
     ident: "row_softmax",
+    tuned: false,
     baked: row_softmax_site,
     smem_per_thread: 0,
     max_block_size: None,
@@ -130,6 +138,7 @@ pub const ROW_SOFTMAX: Site = Site {
 /// hold it back.
 pub const NBODY: Site = Site {
     ident: "nbody_forces",
+    tuned: true,
     baked: nbody_site,
     smem_per_thread: 0,
     max_block_size: None,
@@ -163,6 +172,23 @@ pub struct LaunchPlan {
     pub header_limiters: Vec<Limiter>,
 }
 
+impl LaunchPlan {
+    /// The launch `o` describes, with `dynamic_smem` bytes per block.
+    fn of(dynamic_smem: u32, o: &occ_model::occupancy::Occupancy) -> LaunchPlan {
+        LaunchPlan {
+            block_size: o.block_size,
+            dynamic_smem,
+            blocks_per_sm: o.active_blocks,
+            occupancy: o.occupancy,
+            limiters: Limiter::ALL
+                .into_iter()
+                .filter(|l| o.limits.get(*l) == Some(o.active_blocks))
+                .collect(),
+            header_limiters: o.limiters.iter().collect(),
+        }
+    }
+}
+
 impl Site {
     /// The model's request for this site.
     pub fn request(&self) -> TuneRequest {
@@ -194,17 +220,23 @@ impl Site {
         let best = occ_model::tune::best_block_size(spec, &res, &self.request())
             .map_err(|e| anyhow::anyhow!("{} on {arch}: {e}", self.ident))?
             .ok_or_else(|| anyhow::anyhow!("{} cannot launch on {arch}", self.ident))?;
-        Ok(LaunchPlan {
-            block_size: best.block_size,
-            dynamic_smem: best.dynamic_smem,
-            blocks_per_sm: best.occupancy.active_blocks,
-            occupancy: best.occupancy.occupancy,
-            limiters: Limiter::ALL
-                .into_iter()
-                .filter(|l| best.occupancy.limits.get(*l) == Some(best.occupancy.active_blocks))
-                .collect(),
-            header_limiters: best.occupancy.limiters.iter().collect(),
-        })
+        Ok(LaunchPlan::of(best.dynamic_smem, &best.occupancy))
+    }
+
+    /// This site's launch on `arch` at blocks of `block_size` threads (a
+    /// measured block, say) for a kernel with resources `k`.
+    pub fn at(&self, arch: &str, k: &KernelArch, block_size: u32) -> anyhow::Result<LaunchPlan> {
+        let spec =
+            occ_model::arch::lookup(arch).map_err(|e| anyhow::anyhow!("{}: {e}", self.ident))?;
+        let launch = occ_model::occupancy::Launch {
+            dynamic_smem: self.dynamic_smem(block_size),
+            ..occ_model::occupancy::Launch::new(block_size)
+        };
+        let o = occ_model::occupancy::occupancy(spec, &occ_model::analyze::resources(k), &launch)
+            .map_err(|e| {
+            anyhow::anyhow!("{} on {arch} at block {block_size}: {e}", self.ident)
+        })?;
+        Ok(LaunchPlan::of(launch.dynamic_smem, &o))
     }
 
     /// The manifest's entry for this kernel on `arch`.

@@ -1,5 +1,6 @@
 //! The occupancy plan: per kernel × arch, the resources ptxas reported and
-//! the launch the model picks at each kernel's launch site.
+//! the launch each kernel's launch site baked (the model's pick, or at a
+//! `tuned` site the block measured on a GPU), with its occupancy there.
 
 use crate::launches::{LaunchPlan, Site, SITES};
 use occ_model::manifest::Manifest;
@@ -20,21 +21,16 @@ pub struct Row {
     pub spills: u32,
     /// Named barriers (`None` when ptxas did not say).
     pub barriers: Option<u32>,
-    /// The launch the site baked: block size, dynamic smem, blocks per SM.
-    pub baked: (u32, u32, u32),
-    /// The model's launch on the same resources, with its limiters.
+    /// The launch the site baked, with its occupancy and limiters there.
+    pub baked: LaunchPlan,
+    /// The model's launch on the same resources.
     pub launch: LaunchPlan,
 }
 
 impl Row {
     /// Whether the baked launch is the model's.
     pub fn agrees(&self) -> bool {
-        self.baked
-            == (
-                self.launch.block_size,
-                self.launch.dynamic_smem,
-                self.launch.blocks_per_sm,
-            )
+        self.baked == self.launch
     }
 }
 
@@ -47,7 +43,20 @@ pub fn rows(manifest: &Manifest) -> anyhow::Result<Vec<Row>> {
             let row = (site.baked)().on(arch).ok_or_else(|| {
                 anyhow::anyhow!("{}: #[launch_config] baked nothing for {arch}", site.ident)
             })?;
-            let baked = (row.threads(), row.dynamic_smem_bytes, row.blocks_per_sm);
+            let baked = site.at(arch, k, row.threads())?;
+            if (baked.dynamic_smem, baked.blocks_per_sm)
+                != (row.dynamic_smem_bytes, row.blocks_per_sm)
+            {
+                anyhow::bail!(
+                    "{} on {arch}: #[launch_config] baked {} B of dynamic smem and {} blocks per SM at block {}, the model gives {} B and {}",
+                    site.ident,
+                    row.dynamic_smem_bytes,
+                    row.blocks_per_sm,
+                    row.threads(),
+                    baked.dynamic_smem,
+                    baked.blocks_per_sm
+                );
+            }
             rows.push(Row {
                 baked,
                 site,
@@ -94,7 +103,7 @@ pub fn render(manifest: &Manifest) -> anyhow::Result<String> {
     );
     for r in &rows {
         let bars = r.barriers.map_or("-".to_string(), |b| b.to_string());
-        let claimed = if r.arch == r.site.arch && r.launch.limiters.contains(&r.site.limiter) {
+        let claimed = if r.arch == r.site.arch && r.baked.limiters.contains(&r.site.limiter) {
             "  <- demonstrated"
         } else {
             ""
@@ -108,25 +117,25 @@ pub fn render(manifest: &Manifest) -> anyhow::Result<String> {
             r.static_smem,
             bars,
             r.spills,
-            r.baked.0,
-            r.baked.1,
-            r.baked.2,
-            r.launch.occupancy * 100.0,
-            limiters(&r.launch.limiters),
+            r.baked.block_size,
+            r.baked.dynamic_smem,
+            r.baked.blocks_per_sm,
+            r.baked.occupancy * 100.0,
+            limiters(&r.baked.limiters),
             claimed
         );
     }
     for r in rows
         .iter()
-        .filter(|r| r.launch.header_limiters != r.launch.limiters)
+        .filter(|r| r.baked.header_limiters != r.baked.limiters)
     {
         let _ = writeln!(
             out,
             "note: {} on {}: cuda_occupancy.h flags {} (it adds the barrier flag without clearing the others); bound by {}",
             kernel_label(&r.site),
             r.arch,
-            limiters(&r.launch.header_limiters),
-            limiters(&r.launch.limiters)
+            limiters(&r.baked.header_limiters),
+            limiters(&r.baked.limiters)
         );
     }
     Ok(out)

@@ -164,22 +164,87 @@ fn the_plan_renders_every_kernel_on_every_arch() {
     }
 }
 
+/// example-app's occ.lock, as committed.
+fn lock() -> occ_model::lock::Lock {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("occ.lock");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    occ_model::lock::Lock::from_text(&text, &path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The lock's measured block of `site` on `arch`, if it has one.
+fn measured(
+    lock: &occ_model::lock::Lock,
+    m: &occ_model::manifest::Manifest,
+    site: &Site,
+    arch: &str,
+) -> Option<u32> {
+    let name = &m.kernels.iter().find(|k| k.ident == site.ident)?.name;
+    lock.measured
+        .iter()
+        .find(|e| {
+            &e.kernel == name && e.arch == arch && e.bucket == occ_model::measured::DEFAULT_BUCKET
+        })
+        .map(|e| e.best)
+}
+
 #[test]
-fn launch_config_bakes_the_models_launch_on_every_arch() {
+fn launch_config_bakes_the_models_launch_or_the_measured_block_on_every_arch() {
     let m = manifest();
+    let lock = lock();
+    let mut tuned_rows = 0;
     for site in SITES {
         let baked = (site.baked)();
         assert_eq!(baked.archs.len(), m.archs.len(), "{}", site.ident);
         for arch in &m.archs {
             let p = plan(&site, arch);
+            let want = match measured(&lock, &m, &site, arch).filter(|_| site.tuned) {
+                None => (p.block_size, p.dynamic_smem, p.blocks_per_sm),
+                Some(block) => {
+                    tuned_rows += 1;
+                    let k = site.resources(&m, arch).unwrap_or_else(|e| panic!("{e:#}"));
+                    let spec = occ_model::arch::lookup(arch).unwrap_or_else(|e| panic!("{e}"));
+                    let launch = occ_model::occupancy::Launch {
+                        dynamic_smem: site.dynamic_smem(block),
+                        ..occ_model::occupancy::Launch::new(block)
+                    };
+                    let o = occ_model::occupancy::occupancy(
+                        spec,
+                        &occ_model::analyze::resources(k),
+                        &launch,
+                    )
+                    .unwrap_or_else(|e| panic!("{e}"));
+                    (block, launch.dynamic_smem, o.active_blocks)
+                }
+            };
             assert_eq!(
                 baked
                     .on(arch)
                     .map(|r| (r.threads(), r.dynamic_smem_bytes, r.blocks_per_sm)),
-                Some((p.block_size, p.dynamic_smem, p.blocks_per_sm)),
-                "{} on {arch}: #[launch_config] vs the model with the site's policy",
+                Some(want),
+                "{} on {arch}: #[launch_config] vs the model with the site's policy, or the block occ.lock measured",
                 site.ident
             );
+        }
+    }
+    assert!(tuned_rows > 0, "no site bakes a measured block");
+}
+
+#[test]
+fn the_sites_are_tuned_where_the_measured_block_is_not_the_models() {
+    // The H200 timings in occ.lock (BENCHMARKS.md section 10): a site bakes
+    // them exactly where the fastest block differs from max occupancy.
+    let m = manifest();
+    let lock = lock();
+    for site in SITES {
+        for arch in &m.archs {
+            if let Some(block) = measured(&lock, &m, &site, arch) {
+                assert_eq!(
+                    site.tuned,
+                    block != plan(&site, arch).block_size,
+                    "{} on {arch}: measured {block}",
+                    site.ident
+                );
+            }
         }
     }
 }
@@ -204,4 +269,33 @@ fn the_transpose_block_is_32_wide() {
         assert_eq!(row.block.0, 32, "{}", row.arch);
         assert_eq!(row.block.0 * row.block.1, row.threads(), "{}", row.arch);
     }
+}
+
+#[test]
+fn the_plan_shows_each_baked_launch_at_its_own_occupancy() {
+    // A tuned row's occupancy and limiters are those of the measured block,
+    // not of the model's (which a row printing one beside the other would
+    // get wrong).
+    let m = manifest();
+    let rows = example_app::plan::rows(&m).unwrap_or_else(|e| panic!("{e:#}"));
+    let mut differ = 0;
+    for r in &rows {
+        let spec = occ_model::arch::lookup(&r.arch).unwrap_or_else(|e| panic!("{e}"));
+        let warps = r.baked.block_size.div_ceil(spec.warp_size) * r.baked.blocks_per_sm;
+        let want = f64::from(warps) / f64::from(spec.max_threads_per_sm / spec.warp_size);
+        assert!(
+            (r.baked.occupancy - want).abs() < 1e-9,
+            "{} on {}: {} at block {} x {} blocks",
+            r.site.ident,
+            r.arch,
+            r.baked.occupancy,
+            r.baked.block_size,
+            r.baked.blocks_per_sm
+        );
+        if !r.agrees() {
+            differ += 1;
+            assert!(r.site.tuned, "{} on {}", r.site.ident, r.arch);
+        }
+    }
+    assert!(differ > 0, "no row bakes a measured block");
 }

@@ -509,8 +509,9 @@ impl fmt::Display for Error {
                 f,
                 "{lock} holds measurements of {} but no hash of their code: it was written before \
                  occ recorded one ({}); accept today's code with `cargo occ bless` (or \
-                 OCC_BLESS=1 cargo build), then measure again: until then `tuned` sites use the \
-                 model's block, with nvcc and without",
+                 OCC_BLESS=1 cargo build): a measurement taken on today's code then counts, and \
+                 an older one waits for a new measurement, its `tuned` sites using the model's \
+                 block until then, with nvcc and without",
                 if *count == 1 {
                     "1 kernel".to_string()
                 } else {
