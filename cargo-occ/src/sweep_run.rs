@@ -400,14 +400,13 @@ impl PtxasJob<'_> {
         let diagnostics: Vec<String> = parsed
             .diagnostics
             .iter()
-            .filter(|d| {
-                d.severity >= ptxas::Severity::Warning || d.message.starts_with("Overriding")
-            })
+            .filter(|d| d.severity >= ptxas::Severity::Warning || d.overriding().is_some())
             .map(|d| d.message.clone())
             .collect();
-        let overridden = diagnostics
+        let overridden = parsed
+            .diagnostics
             .iter()
-            .any(|m| m.starts_with("Overriding global maxrregcount"));
+            .any(|d| d.overriding() == Some(ptxas::Overriding::GlobalMaxrregcount));
         Ok(Some(Run {
             record,
             diagnostics,

@@ -120,38 +120,3 @@ pub(crate) fn from_lock(
     }
     Ok(manifest)
 }
-
-/// The most nvcc warnings shown as cargo warnings per build; the rest are
-/// counted in one line.
-const MAX_WARNINGS: usize = 10;
-
-/// nvcc's own warnings (front end and host compiler, not ptxas's, which the
-/// manifest records per kernel), one line each, deduplicated across archs
-/// and files, in job order, at most [`MAX_WARNINGS`] plus a count of the rest.
-pub(crate) fn nvcc_warnings(outputs: &[JobOutput]) -> Vec<String> {
-    let mut seen: Vec<&str> = Vec::new();
-    for output in outputs {
-        for line in output.log.lines() {
-            let line = line.trim_end();
-            let lower = line.to_ascii_lowercase();
-            if lower.starts_with("ptxas") || !lower.contains("warning") {
-                continue;
-            }
-            if !seen.contains(&line) {
-                seen.push(line);
-            }
-        }
-    }
-    let mut out: Vec<String> = seen
-        .iter()
-        .take(MAX_WARNINGS)
-        .map(|l| format!("nvcc: {l}"))
-        .collect();
-    if seen.len() > MAX_WARNINGS {
-        out.push(format!(
-            "nvcc: {} more warnings not shown (build the file with nvcc by hand to see them all)",
-            seen.len() - MAX_WARNINGS
-        ));
-    }
-    out
-}

@@ -72,6 +72,7 @@
 use crate::error::{Error, Result};
 use crate::files::write_atomic;
 use crate::job::Job;
+use crate::nvcc_args;
 use crate::toolkit::{exe, Nvcc};
 use occ_model::params::Signatures;
 use serde::{Deserialize, Serialize};
@@ -91,17 +92,19 @@ pub(crate) fn record_path(out: &Path, job: &str) -> PathBuf {
 
 /// A job's key (the module doc's first bullet): the toolkit, the source's
 /// absolute path (two checkouts sharing a target dir get the same
-/// `OUT_DIR`), the launcher, nvcc's arguments (with the job's canonical
-/// scratch folder, fixed per job name), the source and arch, and the
-/// variables nvcc reads.
+/// `OUT_DIR`), the launcher, nvcc's arguments (`nvcc_args::for_job`, with
+/// the job's canonical scratch folder, fixed per job name), the source and
+/// arch, and the variables nvcc reads. Stage 4 checks a job's record by it,
+/// and the build memo holds the records by it.
 pub(crate) fn job_key(
     toolkit: &Toolkit,
     nvcc: &Nvcc,
     vars: &NvccVars,
     root: &Path,
+    out: &Path,
     job: &Job,
-    args: &[String],
 ) -> String {
+    let args = nvcc_args::for_job(job, &nvcc_args::scratch(out, job));
     hash_bytes(&[
         toolkit.id.as_bytes(),
         root.join(&job.source).to_string_lossy().as_bytes(),

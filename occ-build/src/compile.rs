@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::files::{remove_stale_scratch, unique_sibling};
 use crate::inputs::Inputs;
 use crate::job::{Job, JobKind, JobOutput};
+use crate::nvcc_args;
 use crate::nvcc_text::{self, deps_from_preprocessed, Failure};
 use crate::toolkit::Nvcc;
 use occ_model::params::{self, Signatures};
@@ -65,7 +66,7 @@ pub(crate) fn toolkit(nvcc: &Nvcc, inputs: &Inputs, jobs: &[Job]) -> Result<Tool
     // error to report, not the dry run's.
     let args = match jobs.first() {
         Some(job) => {
-            let mut args = nvcc_args(job, &out.join("tmp").join(&job.name));
+            let mut args = nvcc_args::for_job(job, &nvcc_args::scratch(out, job));
             while let Some(i) = args.iter().position(|a| a == "-gencode") {
                 args.drain(i..(i + 2).min(args.len()));
             }
@@ -81,32 +82,6 @@ pub(crate) fn toolkit(nvcc: &Nvcc, inputs: &Inputs, jobs: &[Job]) -> Result<Tool
         &inputs.root,
         &out.join("cache").join("toolkit.json"),
     )
-}
-
-/// Each job's record file and cache key, exactly as [`run`] checks them:
-/// what the build memo (`memo.rs`) holds the records by.
-pub(crate) fn records(
-    nvcc: &Nvcc,
-    toolkit: &Toolkit,
-    inputs: &Inputs,
-    jobs: &[Job],
-) -> Vec<(PathBuf, String)> {
-    let runner = Runner {
-        nvcc,
-        toolkit,
-        vars: &inputs.nvcc_vars,
-        root: &inputs.root,
-        out: &inputs.out_dir,
-        jobs: 1,
-        jobserver: None,
-    };
-    jobs.iter()
-        .map(|job| {
-            let paths = runner.paths(job);
-            let key = runner.key(job, &nvcc_args(job, &paths.tmp));
-            (paths.record, key)
-        })
-        .collect()
 }
 
 fn jobserver_client() -> Option<jobserver::Client> {
@@ -205,18 +180,18 @@ impl Runner<'_> {
                 JobKind::Library { stem, .. } => Some(format!("{stem}.o")),
             },
             record: cache::record_path(self.out, &job.name),
-            tmp: self.out.join("tmp").join(&job.name),
+            tmp: nvcc_args::scratch(self.out, job),
         }
     }
 
     /// The key of a job ([`cache::job_key`]).
-    fn key(&self, job: &Job, args: &[String]) -> String {
-        cache::job_key(self.toolkit, self.nvcc, self.vars, self.root, job, args)
+    fn key(&self, job: &Job) -> String {
+        cache::job_key(self.toolkit, self.nvcc, self.vars, self.root, self.out, job)
     }
 
     fn run_one(&self, job: &Job) -> Result<Vec<JobOutput>> {
         let mut paths = self.paths(job);
-        let key = self.key(job, &nvcc_args(job, &paths.tmp));
+        let key = self.key(job);
         // One build at a time checks and commits a job: a second build into
         // the same OUT_DIR waits here, then reuses the first one's result
         // instead of replacing its outputs under its record.
@@ -227,7 +202,7 @@ impl Runner<'_> {
         // A scratch folder of this run alone: two builds into the same
         // OUT_DIR at once (or a killed one's leftovers) never share one.
         paths.tmp = unique_sibling(&paths.tmp);
-        let run_args = nvcc_args(job, &paths.tmp);
+        let run_args = nvcc_args::for_job(job, &paths.tmp);
         check_args(job, &run_args)?;
         let source = self.root.join(&job.source);
         let before = cache::Before::take(&source).ok_or_else(|| Error::MissingSource {
@@ -551,49 +526,6 @@ fn read_preprocessed(
         deps.sort();
     }
     (deps, signatures)
-}
-
-/// nvcc's arguments for `job`, with its scratch files in `tmp`.
-fn nvcc_args(job: &Job, tmp: &Path) -> Vec<String> {
-    if let JobKind::Library { archs, .. } = &job.kind {
-        let mut args = vec!["-c".to_string()];
-        args.extend(crate::hostlib::gencodes(archs));
-        args.extend(
-            [
-                "-Xptxas",
-                "-v",
-                // The PTX, cubin and preprocessed sources of every arch.
-                "-keep",
-                "--keep-dir",
-            ]
-            .map(str::to_string),
-        );
-        args.push(tmp.display().to_string());
-        args.push("-o".to_string());
-        args.push(tmp.join("out.o").display().to_string());
-        args.extend(job.args.iter().cloned());
-        args.push(job.source.clone());
-        return args;
-    }
-    let virt = job.arch.replacen("sm_", "compute_", 1);
-    let mut args = vec![
-        "--cubin".to_string(),
-        "-gencode".to_string(),
-        format!("arch={virt},code={}", job.arch),
-        "-Xptxas".to_string(),
-        "-v".to_string(),
-        // -keep leaves the PTX and the preprocessed source; the line
-        // markers of the latter name every file read, so no `-MD` (which
-        // costs nvcc a second preprocessor pass, ~15 % of a job).
-        "-keep".to_string(),
-        "--keep-dir".to_string(),
-        tmp.display().to_string(),
-        "-o".to_string(),
-        tmp.join("out.cubin").display().to_string(),
-    ];
-    args.extend(job.args.iter().cloned());
-    args.push(job.source.clone());
-    args
 }
 
 struct JobPaths {

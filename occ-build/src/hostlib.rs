@@ -191,36 +191,6 @@ pub(crate) fn prepare(build: &Build, inputs: &Inputs, env: &Env) -> Result<Optio
     }))
 }
 
-/// The `-gencode` options of a library job: SASS for every arch, plus the
-/// PTX of the newest arch that is not arch-specific (`sm_90a`, `sm_100f`
-/// have no forward-compatible PTX), so that the library also runs, JIT
-/// compiled by the driver, on GPUs newer than the arch list.
-pub(crate) fn gencodes(archs: &[String]) -> Vec<String> {
-    let portable = |a: &str| a.chars().last().is_some_and(|c| c.is_ascii_digit());
-    let number = |a: &str| {
-        a.trim_start_matches("sm_")
-            .trim_end_matches(|c: char| !c.is_ascii_digit())
-            .parse::<u32>()
-            .unwrap_or(0)
-    };
-    let newest = archs
-        .iter()
-        .filter(|a| portable(a))
-        .max_by_key(|a| number(a))
-        .cloned();
-    let mut args = Vec::new();
-    for arch in archs {
-        let virt = arch.replacen("sm_", "compute_", 1);
-        args.push("-gencode".to_string());
-        if Some(arch) == newest.as_ref() {
-            args.push(format!("arch={virt},code=[{arch},{virt}]"));
-        } else {
-            args.push(format!("arch={virt},code={arch}"));
-        }
-    }
-    args
-}
-
 /// Where `nvcc -c -keep` leaves an arch's cubin and PTX in its keep
 /// folder: `<stem>.compute_90.cubin` (or `<stem>.compute_90.sm_90.cubin`
 /// when the PTX is embedded too) and `<stem>.compute_90.ptx`; with a

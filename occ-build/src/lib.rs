@@ -201,6 +201,7 @@ mod hostlib;
 mod inputs;
 mod job;
 mod memo;
+mod nvcc_args;
 mod nvcc_text;
 mod parts;
 mod pipeline;

@@ -47,14 +47,14 @@
 //! above; the build script's executable changes when occ-build does.
 
 use crate::builder::Build;
-use crate::cache::{hash_bytes, Input, JobLock, Record, Stat, Toolkit};
+use crate::cache::{self, hash_bytes, Input, JobLock, Record, Stat, Toolkit};
 use crate::cargo::Directives;
 use crate::env::Env;
 use crate::files::write_atomic;
 use crate::inputs::Inputs;
 use crate::job::Job;
 use crate::toolkit::Nvcc;
-use crate::{compile, disasm, embed, parts, summary};
+use crate::{disasm, embed, parts, summary};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -135,7 +135,21 @@ pub(crate) fn identity(
     if !applies {
         return None;
     }
-    let records = compile::records(nvcc, toolkit, inputs, jobs);
+    // Each job's record file and cache key, exactly as stage 4 checks them.
+    let records: Vec<(PathBuf, String)> = jobs
+        .iter()
+        .map(|job| {
+            let key = cache::job_key(
+                toolkit,
+                nvcc,
+                &inputs.nvcc_vars,
+                &inputs.root,
+                &inputs.out_dir,
+                job,
+            );
+            (cache::record_path(&inputs.out_dir, &job.name), key)
+        })
+        .collect();
     let top = toolkit.top.as_deref();
     let tools = [disasm::tool(nvcc, top), embed::fatbinary(nvcc, top)].map(|tool| {
         tool.map(|path| {

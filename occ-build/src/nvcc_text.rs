@@ -1,6 +1,7 @@
 //! Pure readers of what nvcc prints and leaves: the class of a failed run
-//! from its log ([`classify`]), and the files a preprocessed source was
-//! made from, from its line markers ([`deps_from_preprocessed`]).
+//! from its log ([`classify`]), nvcc's own warnings to show ([`warnings`]),
+//! and the files a preprocessed source was made from, from its line markers
+//! ([`deps_from_preprocessed`]).
 //!
 //! No process, file or environment access: `compile` runs nvcc, reads the
 //! files and turns a [`Failure`] into the [`crate::Error`] a user acts on.
@@ -184,6 +185,42 @@ fn unescape(name: &[u8]) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The most nvcc warnings shown as cargo warnings per build; the rest are
+/// counted in one line.
+const MAX_WARNINGS: usize = 10;
+
+/// nvcc's own warnings (front end and host compiler, not ptxas's, which the
+/// manifest records per kernel), one line each, deduplicated across archs
+/// and files, in job order (`logs`: each job's log), at most
+/// [`MAX_WARNINGS`] plus a count of the rest.
+pub(crate) fn warnings<'a>(logs: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut seen: Vec<&str> = Vec::new();
+    for log in logs {
+        for line in log.lines() {
+            let line = line.trim_end();
+            let lower = line.to_ascii_lowercase();
+            if lower.starts_with("ptxas") || !lower.contains("warning") {
+                continue;
+            }
+            if !seen.contains(&line) {
+                seen.push(line);
+            }
+        }
+    }
+    let mut out: Vec<String> = seen
+        .iter()
+        .take(MAX_WARNINGS)
+        .map(|l| format!("nvcc: {l}"))
+        .collect();
+    if seen.len() > MAX_WARNINGS {
+        out.push(format!(
+            "nvcc: {} more warnings not shown (build the file with nvcc by hand to see them all)",
+            seen.len() - MAX_WARNINGS
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,6 +335,40 @@ mod tests {
         assert_eq!(
             ccbin(&args(&["--compiler-bindir=/usr/bin/clang"])),
             Some("/usr/bin/clang".into())
+        );
+    }
+
+    #[test]
+    fn warnings_are_nvccs_own_once_each_in_order() {
+        let sm80 =
+            "kernels/k.cu(3): warning #177-D: variable \"x\" was declared but never referenced\n\
+                    ptxas info    : Used 32 registers\n\
+                    ptxas warning : Registers are spilled to local memory\n\
+                    kernels/k.cu(9): Warning: host compiler says so\n";
+        let sm90 =
+            "kernels/k.cu(3): warning #177-D: variable \"x\" was declared but never referenced\n\
+                    an unrelated line\n";
+        assert_eq!(
+            warnings([sm80, sm90]),
+            [
+                "nvcc: kernels/k.cu(3): warning #177-D: variable \"x\" was declared but never referenced",
+                "nvcc: kernels/k.cu(9): Warning: host compiler says so",
+            ]
+        );
+        assert!(warnings(["ptxas info    : Used 8 registers\n"]).is_empty());
+    }
+
+    #[test]
+    fn warnings_past_the_limit_are_counted() {
+        let log: String = (0..MAX_WARNINGS + 3)
+            .map(|i| format!("k.cu({i}): warning: w{i}\n"))
+            .collect();
+        let shown = warnings([log.as_str(), log.as_str()]);
+        assert_eq!(shown.len(), MAX_WARNINGS + 1, "{shown:#?}");
+        assert_eq!(shown[0], "nvcc: k.cu(0): warning: w0");
+        assert_eq!(
+            shown[MAX_WARNINGS],
+            "nvcc: 3 more warnings not shown (build the file with nvcc by hand to see them all)"
         );
     }
 }

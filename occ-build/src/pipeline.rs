@@ -52,8 +52,8 @@ use crate::status::{self, BuildState};
 use crate::toolchain::Toolchain;
 use crate::toolkit::Nvcc;
 use crate::{
-    assemble, compile, disasm, embed, emit, gate, hostlib, inputs, memo, parts, plan, summary,
-    toolchain,
+    assemble, compile, disasm, embed, emit, gate, hostlib, inputs, memo, nvcc_text, parts, plan,
+    summary, toolchain,
 };
 use occ_model::lock::Lock;
 use occ_model::manifest::Manifest;
@@ -418,7 +418,7 @@ fn assemble(
     compiled: &Compiled,
     directives: &mut Directives,
 ) -> Result<Manifest> {
-    for warning in assemble::nvcc_warnings(&compiled.outputs) {
+    for warning in nvcc_text::warnings(compiled.outputs.iter().map(|o| o.log.as_str())) {
         directives.warn(warning);
     }
     let version = toolchain::version(nvcc, &compiled.toolkit, &inputs.out_dir)?;

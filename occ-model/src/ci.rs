@@ -313,7 +313,7 @@ pub fn alerts(
         };
         let mut message = format!("{} on {}: {}", f.kernel, f.arch, f.texts().join(", "));
         if !f.also.is_empty() {
-            message.push_str(&format!("; also {}", f.also.join(", ")));
+            message.push_str(&format!("; also {}", f.also_texts().join(", ")));
         }
         out.push(Alert {
             rule,

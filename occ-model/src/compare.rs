@@ -4,10 +4,12 @@
 //! lives in occ-build's gate.
 
 use crate::lock::{Lock, LockKernel};
-use crate::manifest::Resources;
-use crate::units::percent;
+use crate::manifest::{Declared, DeclaredBy, Launch, Resources};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+mod reason;
+pub use reason::{DeclaredChange, JudgedAt, LaunchChange, Reason, Resident};
 
 // The gate.json schema lives beside the lock's, whose version it carries.
 pub use crate::lock::{
@@ -121,8 +123,14 @@ impl Cause {
 /// A kernel is known by its symbol; its source is a detail: a kernel whose
 /// file moved is matched to its lock entry (`moved_from`), and a kernel
 /// gone beside a new one on the same arch is shown as a likely rename.
+///
+/// As JSON (`cargo occ diff --format json`) `reasons` and `also` are lists
+/// of objects, one per [`Reason`]: its `cause` (the [`Cause`]'s snake_case
+/// name), its figures by name and `text`, its words
+/// (`{"cause": "registers_past_threshold", "before": 32, "after": 41,
+/// "threshold": 8, "text": "registers 32 -> 41 (+9, threshold 8)"}`). Read
+/// back, the words are formatted again from the figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(into = "FindingRecord", from = "FindingRecord")]
 pub struct Finding {
     /// The kernel's base name.
     pub kernel: String,
@@ -132,12 +140,18 @@ pub struct Finding {
     pub arch: String,
     /// The verdict.
     pub verdict: Verdict,
-    /// Why: the changes that decided the verdict, each with its cause.
+    /// Why: the changes that decided the verdict.
+    #[serde(serialize_with = "with_text")]
     pub reasons: Vec<Reason>,
     /// Every other change, good or bad, that did not decide the verdict
-    /// (`spills 96 -> 0 bytes (better)` beside an occupancy drop).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub also: Vec<String>,
+    /// (`spills 96 -> 0 bytes (better)` beside an occupancy drop; see
+    /// [`Finding::also_texts`]).
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "with_text"
+    )]
+    pub also: Vec<Reason>,
     /// The source the lock records, when the kernel's file moved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moved_from: Option<String>,
@@ -148,31 +162,23 @@ pub struct Finding {
 }
 
 impl Finding {
-    fn new(
-        kernel: &LockKernel,
-        arch: &str,
-        verdict: Verdict,
-        cause: Cause,
-        reason: String,
-    ) -> Finding {
+    fn new(kernel: &LockKernel, arch: &str, verdict: Verdict, reason: Reason) -> Finding {
         Finding {
             kernel: kernel.base_name.clone(),
             source: kernel.source.clone(),
             arch: arch.to_string(),
             verdict,
-            reasons: vec![Reason::new(cause, reason)],
+            reasons: vec![reason],
             also: Vec::new(),
             moved_from: None,
             before: None,
             after: None,
         }
     }
-}
 
-impl Finding {
     /// The cause of each reason, in order.
     pub fn causes(&self) -> impl Iterator<Item = Cause> + '_ {
-        self.reasons.iter().map(|r| r.cause)
+        self.reasons.iter().map(Reason::cause)
     }
 
     /// Whether one of the reasons has `cause`.
@@ -181,110 +187,39 @@ impl Finding {
     }
 
     /// Each reason in words, in order.
-    pub fn texts(&self) -> Vec<&str> {
-        self.reasons.iter().map(|r| r.text.as_str()).collect()
-    }
-}
-
-/// One change that decided a finding's verdict: its cause, its words and
-/// what a before/after table notes beside the numbers it shows.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Reason {
-    /// What kind of change.
-    pub cause: Cause,
-    /// The change in words (`registers 32 -> 41 (+9, threshold 8)`).
-    pub text: String,
-    /// What the table's columns do not show (`+9, threshold 8`, `moved
-    /// from k.cu`, ``renamed? `a` -> `b` ``); `None` when they show it all.
-    pub note: Option<String>,
-}
-
-impl Reason {
-    /// A reason whose numbers the table shows.
-    pub fn new(cause: Cause, text: String) -> Reason {
-        Reason {
-            cause,
-            text,
-            note: None,
-        }
+    pub fn texts(&self) -> Vec<String> {
+        self.reasons.iter().map(Reason::to_string).collect()
     }
 
-    /// The reason with what a table row notes beside its numbers.
-    pub fn with_note(self, note: String) -> Reason {
-        Reason {
-            note: Some(note),
-            ..self
-        }
-    }
-}
-
-/// A [`Finding`] as JSON: its reasons' words and their causes as two lists
-/// in the same order (the form `cargo occ diff --format json` has always
-/// printed). Read back, a reason keeps the note of a move or rename (its
-/// words); a threshold's note is the table's only.
-#[derive(Serialize, Deserialize)]
-struct FindingRecord {
-    kernel: String,
-    source: String,
-    arch: String,
-    verdict: Verdict,
-    reasons: Vec<String>,
-    #[serde(default)]
-    causes: Vec<Cause>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    also: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    moved_from: Option<String>,
-    before: Option<Resources>,
-    after: Option<Resources>,
-}
-
-impl From<Finding> for FindingRecord {
-    fn from(f: Finding) -> Self {
-        FindingRecord {
-            causes: f.causes().collect(),
-            reasons: f.reasons.into_iter().map(|r| r.text).collect(),
-            kernel: f.kernel,
-            source: f.source,
-            arch: f.arch,
-            verdict: f.verdict,
-            also: f.also,
-            moved_from: f.moved_from,
-            before: f.before,
-            after: f.after,
-        }
-    }
-}
-
-impl From<FindingRecord> for Finding {
-    fn from(r: FindingRecord) -> Self {
-        let reasons = r
-            .reasons
-            .into_iter()
-            .zip(
-                r.causes
-                    .into_iter()
-                    .map(Some)
-                    .chain(std::iter::repeat(None)),
-            )
-            .map(|(text, cause)| {
-                let cause = cause.unwrap_or(Cause::Details);
-                let note = matches!(cause, Cause::Moved | Cause::Renamed).then(|| text.clone());
-                Reason { cause, text, note }
+    /// Each other change in words, in order, a change for the better marked
+    /// so (`spills 96 -> 0 bytes (better)`).
+    pub fn also_texts(&self) -> Vec<String> {
+        self.also
+            .iter()
+            .map(|r| {
+                if r.is_better() {
+                    format!("{r} (better)")
+                } else {
+                    r.to_string()
+                }
             })
-            .collect();
-        Finding {
-            kernel: r.kernel,
-            source: r.source,
-            arch: r.arch,
-            verdict: r.verdict,
-            reasons,
-            also: r.also,
-            moved_from: r.moved_from,
-            before: r.before,
-            after: r.after,
-        }
+            .collect()
     }
+}
+
+/// Serializes reasons as objects: each reason's fields and its words.
+fn with_text<S: serde::Serializer>(reasons: &[Reason], s: S) -> Result<S::Ok, S::Error> {
+    /// A reason as JSON: its cause and figures, then its words.
+    #[derive(Serialize)]
+    struct WithText<'a> {
+        #[serde(flatten)]
+        reason: &'a Reason,
+        text: String,
+    }
+    s.collect_seq(reasons.iter().map(|reason| WithText {
+        reason,
+        text: reason.to_string(),
+    }))
 }
 
 /// The result of comparing a build with the lock.
@@ -318,12 +253,6 @@ impl Diff {
         self.findings.iter().filter(|f| f.moved_from.is_some())
     }
 }
-
-/// The reason phrase of a kernel that is in the lock but not in the build.
-pub const GONE: &str = "kernel gone";
-
-/// The reason phrase of a kernel that is in the build but not in the lock.
-pub const NEW_KERNEL: &str = "new kernel";
 
 /// Lock entries paired with the build's kernels: by symbol and source,
 /// then by symbol alone (a moved file), the rest unpaired.
@@ -462,12 +391,12 @@ pub fn compare(lock: &Lock, candidate: &Lock, thresholds: &Thresholds) -> Diff {
             for (arch, after) in &after_k.archs {
                 let before = before_k.and_then(|k| k.archs.get(arch));
                 let Some(before) = before else {
-                    let (cause, reason) = if lock.archs.contains(arch) || before_k.is_none() {
-                        (Cause::NewKernel, NEW_KERNEL.to_string())
+                    let reason = if lock.archs.contains(arch) || before_k.is_none() {
+                        Reason::NewKernel
                     } else {
-                        (Cause::NewArch, format!("new arch {arch}"))
+                        Reason::NewArch { arch: arch.clone() }
                     };
-                    let mut f = Finding::new(after_k, arch, Verdict::New, cause, reason);
+                    let mut f = Finding::new(after_k, arch, Verdict::New, reason);
                     f.after = Some(after.clone());
                     findings.push(f);
                     continue;
@@ -480,11 +409,11 @@ pub fn compare(lock: &Lock, candidate: &Lock, thresholds: &Thresholds) -> Diff {
                     (None, None) => continue,
                 };
                 if let Some(from) = &moved_from {
-                    let note = format!("moved from {from}");
+                    let moved = Reason::Moved { from: from.clone() };
                     if reasons.is_empty() {
-                        reasons.push(Reason::new(Cause::Moved, note.clone()).with_note(note));
+                        reasons.push(moved);
                     } else {
-                        also.push(note);
+                        also.push(moved);
                     }
                 }
                 findings.push(Finding {
@@ -505,13 +434,7 @@ pub fn compare(lock: &Lock, candidate: &Lock, thresholds: &Thresholds) -> Diff {
                 if !built.contains(arch) || after_k.is_some_and(|k| k.archs.contains_key(arch)) {
                     continue;
                 }
-                let mut f = Finding::new(
-                    before_k,
-                    arch,
-                    Verdict::Regression,
-                    Cause::Gone,
-                    GONE.into(),
-                );
+                let mut f = Finding::new(before_k, arch, Verdict::Regression, Reason::Gone);
                 f.before = Some(before.clone());
                 findings.push(f);
             }
@@ -542,15 +465,8 @@ pub fn compare(lock: &Lock, candidate: &Lock, thresholds: &Thresholds) -> Diff {
 /// same source first, then the closest name), and says so on both:
 /// ``renamed? `old` -> `new` ``.
 fn name_renames(findings: &mut [Finding]) {
-    let is_gone = |f: &Finding| {
-        f.after.is_none() && f.reasons.first().is_some_and(|r| r.cause == Cause::Gone)
-    };
-    let is_new = |f: &Finding| {
-        f.before.is_none()
-            && f.reasons
-                .first()
-                .is_some_and(|r| r.cause == Cause::NewKernel)
-    };
+    let is_gone = |f: &Finding| f.after.is_none() && f.reasons.first() == Some(&Reason::Gone);
+    let is_new = |f: &Finding| f.before.is_none() && f.reasons.first() == Some(&Reason::NewKernel);
     let mut gone: Vec<usize> = (0..findings.len())
         .filter(|&i| is_gone(&findings[i]))
         .collect();
@@ -579,26 +495,27 @@ fn name_renames(findings: &mut [Finding]) {
             });
         if let Some(n) = best {
             taken[n] = true;
-            let note = format!("renamed? `{}` -> `{}`", old.kernel, findings[n].kernel);
+            let renamed = Reason::Renamed {
+                from: old.kernel.clone(),
+                to: findings[n].kernel.clone(),
+            };
             for i in [g, n] {
-                findings[i]
-                    .reasons
-                    .push(Reason::new(Cause::Renamed, note.clone()).with_note(note.clone()));
+                findings[i].reasons.push(renamed.clone());
             }
         }
     }
 }
 
-/// The changes that decided a verdict, each with its cause.
+/// The changes that decided a verdict.
 type Reasons = Vec<Reason>;
 
-/// Whether the lock records a launch build.rs declared (`.launch`) that
-/// the build declares no more.
-fn removed_from_build(before: &Resources, after: &Resources) -> bool {
-    matches!(
-        (&before.declared, &after.declared),
-        (Some(d), None) if matches!(d.by, crate::manifest::DeclaredBy::Build { .. })
-    )
+/// The launch build.rs declared (`.launch`) that the lock records and the
+/// build declares no more.
+fn removed_from_build(before: &Resources, after: &Resources) -> Option<Launch> {
+    match (&before.declared, &after.declared) {
+        (Some(d), None) if matches!(d.by, DeclaredBy::Build { .. }) => Some(d.launch),
+        _ => None,
+    }
 }
 
 /// The verdict on one kernel × arch, the changes that decided it, and every
@@ -612,123 +529,104 @@ fn judge(
     after: &Resources,
     threshold: u32,
     margin: u32,
-) -> Option<(Verdict, Reasons, Vec<String>)> {
+) -> Option<(Verdict, Reasons, Reasons)> {
     let mut worse: Reasons = Vec::new();
     let mut better: Reasons = Vec::new();
     let mut neutral: Reasons = Vec::new();
     // Occupancy is a ratio of small integers; compare resident warps.
     let judged = judged_occupancy(arch, before, after);
-    let ((bo, bw), (ao, aw)) = (judged.before, judged.after);
-    let mut occupancy = format!("occupancy {} -> {}", percent(bo), percent(ao));
-    if !judged.at.is_empty() {
-        occupancy = format!("{occupancy} {}", judged.at);
-    }
+    let (was, now) = (judged.before, judged.after);
     let removed = removed_from_build(before, after);
-    if aw < bw || (aw == bw && ao + 1e-9 < bo) {
-        worse.push(Reason::new(Cause::OccupancyDown, occupancy));
-    } else if aw > bw || ao > bo + 1e-9 {
-        better.push(Reason::new(Cause::OccupancyUp, occupancy));
-    } else if let Some(change) = judged.launch_change.clone().filter(|_| !removed) {
+    if now.warps < was.warps || (now.warps == was.warps && now.occupancy + 1e-9 < was.occupancy) {
+        worse.push(Reason::OccupancyDown {
+            before: was,
+            after: now,
+            at: judged.at.clone(),
+        });
+    } else if now.warps > was.warps || now.occupancy > was.occupancy + 1e-9 {
+        better.push(Reason::OccupancyUp {
+            before: was,
+            after: now,
+            at: judged.at.clone(),
+        });
+    } else if let Some(change) = judged.launch_change().filter(|_| removed.is_none()) {
         // The same occupancy at another launch: the table's `at` note names both.
-        neutral.push(Reason::new(Cause::LaunchChanged, change));
+        neutral.push(Reason::LaunchChanged {
+            change: change.clone(),
+        });
     }
-    if removed {
+    if let Some(launch) = removed {
         // Its sites took the shape from build.rs: they now launch at the
         // best block, which a kernel written for one shape may not take.
-        let was = before
-            .declared
-            .as_ref()
-            .map(|d| d.launch.describe())
-            .unwrap_or_default();
-        worse.push(Reason::new(
-            Cause::LaunchRemoved,
-            format!(
-                "declared launch {was} removed from build.rs: its sites now launch at the best \
-                 block {}; declare it again (`.launch(..)`), or bless if the kernel takes any block",
-                after.best.block_size
-            ),
-        ));
+        worse.push(Reason::LaunchRemoved {
+            launch,
+            best_block: after.best.block_size,
+        });
     }
-    let launch = |r: &Resources| r.declared.as_ref().map(|d| d.launch.describe());
+    let launch = |r: &Resources| r.declared.as_ref().map(|d| d.launch);
+    let described = |r: &Resources| launch(r).map(|l| l.describe());
     // A recorded launch changed is said by the occupancy's reason above.
-    if judged.launch_change.is_none() && launch(before) != launch(after) {
-        let show = |l: Option<String>| l.unwrap_or_else(|| "none".into());
-        neutral.push(Reason::new(
-            Cause::Details,
-            format!(
-                "declared launch {} -> {}",
-                show(launch(before)),
-                show(launch(after))
-            ),
-        ));
+    if judged.launch_change().is_none() && described(before) != described(after) {
+        neutral.push(Reason::Details {
+            declared: Some(DeclaredChange {
+                before: launch(before),
+                after: launch(after),
+            }),
+        });
     }
     let (bs, as_) = (before.spill_bytes(), after.spill_bytes());
     if bs == 0 && as_ > 0 {
-        worse.push(Reason::new(
-            Cause::NewSpills,
-            format!("new spills: {as_} bytes"),
-        ));
+        worse.push(Reason::NewSpills { bytes: as_ });
     } else if as_ > bs {
-        worse.push(Reason::new(
-            Cause::MoreSpills,
-            format!("spills {bs} -> {as_} bytes"),
-        ));
+        worse.push(Reason::MoreSpills {
+            before: bs,
+            after: as_,
+        });
     } else if as_ < bs {
-        better.push(Reason::new(
-            Cause::FewerSpills,
-            format!("spills {bs} -> {as_} bytes"),
-        ));
+        better.push(Reason::FewerSpills {
+            before: bs,
+            after: as_,
+        });
     }
     let (br, ar) = (before.registers, after.registers);
     if ar > br.saturating_add(threshold) {
-        worse.push(
-            Reason::new(
-                Cause::RegistersPastThreshold,
-                format!(
-                    "registers {br} -> {ar} (+{}, threshold {threshold})",
-                    ar - br
-                ),
-            )
-            .with_note(format!("+{}, threshold {threshold}", ar - br)),
-        );
+        worse.push(Reason::RegistersPastThreshold {
+            before: br,
+            after: ar,
+            threshold,
+        });
     } else if ar < br {
-        better.push(Reason::new(
-            Cause::FewerRegisters,
-            format!("registers {br} -> {ar}"),
-        ));
+        better.push(Reason::FewerRegisters {
+            before: br,
+            after: ar,
+        });
     } else if ar > br {
-        neutral.push(Reason::new(
-            Cause::RegistersWithinThreshold,
-            format!("registers {br} -> {ar} (within threshold {threshold})"),
-        ));
+        neutral.push(Reason::RegistersWithinThreshold {
+            before: br,
+            after: ar,
+            threshold,
+        });
     }
     if before.static_smem != after.static_smem {
-        neutral.push(Reason::new(
-            Cause::StaticSmem,
-            format!(
-                "static smem {} -> {} bytes",
-                before.static_smem, after.static_smem
-            ),
-        ));
+        neutral.push(Reason::StaticSmem {
+            before: before.static_smem,
+            after: after.static_smem,
+        });
     }
     if before.best.block_size != after.best.block_size {
-        neutral.push(Reason::new(
-            Cause::BestBlock,
-            format!(
-                "best block {} -> {}",
-                before.best.block_size, after.best.block_size
-            ),
-        ));
+        neutral.push(Reason::BestBlock {
+            before: before.best.block_size,
+            after: after.best.block_size,
+        });
     }
     let near = near_cliff(arch, before, after, margin);
-    let texts = |r: Reasons| r.into_iter().map(|r| r.text);
     if !worse.is_empty() {
-        let mut also: Vec<String> = texts(better).map(|b| format!("{b} (better)")).collect();
-        also.extend(texts(neutral));
+        let mut also = better;
+        also.extend(neutral);
         also.extend(near);
         return Some((Verdict::Regression, worse, also));
     }
-    if let Some(text) = near {
+    if let Some(near) = near {
         // Not worse yet: the verdict the other changes give, warned.
         let verdict = if better.is_empty() {
             Verdict::Changed
@@ -738,13 +636,13 @@ fn judge(
         let (mut reasons, also) = if better.is_empty() {
             (neutral, Vec::new())
         } else {
-            (better, texts(neutral).collect())
+            (better, neutral)
         };
-        reasons.push(Reason::new(Cause::NearCliff, text));
+        reasons.push(near);
         return Some((verdict, reasons, also));
     }
     if !better.is_empty() {
-        return Some((Verdict::Improvement, better, texts(neutral).collect()));
+        return Some((Verdict::Improvement, better, neutral));
     }
     // The cubin's hash changes with any edit of the code; it matters only
     // to a measurement, which the build checks (`gate::measured_code`).
@@ -754,21 +652,19 @@ fn judge(
     };
     if numbers(before) != numbers(after) {
         if neutral.is_empty() {
-            neutral.push(Reason::new(
-                Cause::Details,
-                "recorded details changed".into(),
-            ));
+            neutral.push(Reason::Details { declared: None });
         }
         return Some((Verdict::Changed, neutral, Vec::new()));
     }
     None
 }
 
-/// `1 register from an occupancy cliff at block 256 (+1 costs a block: 6
-/// -> 5)` when the change (registers, shared memory or launch) left the
-/// kernel at most `margin` registers per thread from losing a resident
-/// block and it was further before (or had no cliff).
-fn near_cliff(arch: &str, before: &Resources, after: &Resources, margin: u32) -> Option<String> {
+/// [`Reason::NearCliff`] (`1 register from an occupancy cliff at block 256
+/// (+1 costs a block: 6 -> 5 blocks per SM)`) when the change (registers,
+/// shared memory or launch) left the kernel at most `margin` registers per
+/// thread from losing a resident block and it was further before (or had
+/// no cliff).
+fn near_cliff(arch: &str, before: &Resources, after: &Resources, margin: u32) -> Option<Reason> {
     if margin == 0 {
         return None;
     }
@@ -786,19 +682,12 @@ fn near_cliff(arch: &str, before: &Resources, after: &Resources, margin: u32) ->
     if was_near || same {
         return None;
     }
-    Some(format!(
-        "{distance} register{} from an occupancy cliff at block {} (+{distance} costs {}: {} -> {} \
-         blocks per SM)",
-        if distance == 1 { "" } else { "s" },
-        now.block_size,
-        if now.active_blocks - d.blocks == 1 {
-            "a block".to_string()
-        } else {
-            format!("{} blocks", now.active_blocks - d.blocks)
-        },
-        now.active_blocks,
-        d.blocks
-    ))
+    Some(Reason::NearCliff {
+        registers: distance,
+        block_size: now.block_size,
+        blocks: now.active_blocks,
+        blocks_past: d.blocks,
+    })
 }
 
 /// Findings that share a verdict and the causes that decided it (for a new
@@ -870,18 +759,24 @@ pub fn groups<'a>(diff: &'a Diff, verdicts: &[Verdict]) -> Vec<Group<'a>> {
 /// The occupancy the gate compares, before and after, and the launch
 /// each is judged at ([`judged_occupancy`]).
 pub(crate) struct JudgedOccupancy {
-    /// Before: (occupancy, resident warps).
-    pub before: (f64, u32),
-    /// After: (occupancy, resident warps).
-    pub after: (f64, u32),
-    /// Where, in words: `at block 1024`; `at block 32x8 -> 32x22` or `at
-    /// block 32x8 -> best block 1024` when the launch changed; empty when
-    /// both are at their best block.
-    pub at: String,
+    /// Before.
+    pub before: Resident,
+    /// After.
+    pub after: Resident,
+    /// Where: both at their best block, at one declared launch, or at
+    /// a recorded launch before and another (or the best block) after.
+    pub at: JudgedAt,
+}
+
+impl JudgedOccupancy {
     /// The change of a recorded launch, when before is judged at it and
-    /// after at another: `launch 32x8 -> 32x22`, `declared launch 32x8
-    /// removed: judged at its best block 1024`.
-    pub launch_change: Option<String>,
+    /// after at another.
+    pub fn launch_change(&self) -> Option<&LaunchChange> {
+        match &self.at {
+            JudgedAt::Changed { change } => Some(change),
+            JudgedAt::Best | JudgedAt::Launch { .. } => None,
+        }
+    }
 }
 
 /// The occupancy the gate compares: the launch the application uses. The
@@ -896,62 +791,47 @@ pub(crate) fn judged_occupancy(
     before: &Resources,
     after: &Resources,
 ) -> JudgedOccupancy {
-    use crate::launch::Declared;
-    let best = |r: &Resources| (r.best.occupancy, r.best.active_warps_per_sm);
-    let at = |d: &Declared| (d.occupancy, d.active_warps_per_sm);
-    let judged = |before, after, at: String, launch_change| JudgedOccupancy {
-        before,
-        after,
-        at,
-        launch_change,
+    let best = |r: &Resources| Resident {
+        occupancy: r.best.occupancy,
+        warps: r.best.active_warps_per_sm,
     };
+    let at = |d: &Declared| Resident {
+        occupancy: d.occupancy,
+        warps: d.active_warps_per_sm,
+    };
+    let judged = |before, after, at| JudgedOccupancy { before, after, at };
     match (&before.declared, &after.declared) {
-        (None, None) => judged(best(before), best(after), String::new(), None),
-        (Some(then), Some(now)) if then.launch == now.launch => judged(
+        (None, None) => judged(best(before), best(after), JudgedAt::Best),
+        (Some(then), Some(now)) if then.launch == now.launch => {
+            judged(at(then), at(now), JudgedAt::Launch { launch: now.launch })
+        }
+        (Some(then), Some(now)) => judged(
             at(then),
             at(now),
-            format!("at block {}", now.launch.describe()),
-            None,
+            JudgedAt::Changed {
+                change: LaunchChange::Other {
+                    before: then.launch,
+                    before_by: then.by.clone(),
+                    after: now.launch,
+                    after_by: now.by.clone(),
+                },
+            },
         ),
-        (Some(then), Some(now)) => {
-            let (was, is) = (then.launch.describe(), now.launch.describe());
-            let change = if then.by == now.by {
-                format!("launch {was} -> {is}")
-            } else {
-                format!(
-                    "launch {was} ({}) -> {is} ({})",
-                    then.by.describe(),
-                    now.by.describe()
-                )
-            };
-            judged(
-                at(then),
-                at(now),
-                format!("at block {was} -> {is}"),
-                Some(change),
-            )
-        }
-        (Some(then), None) => {
-            let (was, is) = (then.launch.describe(), after.best.block_size);
-            judged(
-                at(then),
-                best(after),
-                format!("at block {was} -> best block {is}"),
-                Some(format!(
-                    "declared launch {was} removed: judged at its best block {is}"
-                )),
-            )
-        }
+        (Some(then), None) => judged(
+            at(then),
+            best(after),
+            JudgedAt::Changed {
+                change: LaunchChange::Removed {
+                    before: then.launch,
+                    best_block: after.best.block_size,
+                },
+            },
+        ),
         (None, Some(now)) => {
             match crate::launch::declared(arch, before, &now.launch, now.by.clone()) {
-                Ok(then) => judged(
-                    at(&then),
-                    at(now),
-                    format!("at block {}", now.launch.describe()),
-                    None,
-                ),
+                Ok(then) => judged(at(&then), at(now), JudgedAt::Launch { launch: now.launch }),
                 // The old resources cannot take the new launch: compare best to best.
-                Err(_) => judged(best(before), best(after), String::new(), None),
+                Err(_) => judged(best(before), best(after), JudgedAt::Best),
             }
         }
     }
@@ -1066,30 +946,50 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_findings_json_keeps_its_two_lists_and_reads_back() {
+    fn a_findings_json_has_one_list_of_reasons_and_reads_back() {
         let before = lock(&[("a", arch(32, 64, 0))]);
         let after = lock(&[("a", arch(41, 32, 0))]);
         let d = compare(&before, &after, &Thresholds::default());
         let f = &d.findings[0];
         assert!(f.has(Cause::RegistersPastThreshold), "{f:?}");
         let json = serde_json::to_value(f).expect("serialize");
-        let texts: Vec<&str> = json["reasons"]
-            .as_array()
-            .expect("reasons")
+        assert!(json.get("causes").is_none(), "{json}");
+        let reasons = json["reasons"].as_array().expect("reasons");
+        assert_eq!(reasons.len(), f.reasons.len());
+        assert_eq!(
+            reasons[1],
+            serde_json::json!({
+                "cause": "registers_past_threshold",
+                "before": 32,
+                "after": 41,
+                "threshold": 8,
+                "text": "registers 32 -> 41 (+9, threshold 8)"
+            })
+        );
+        let texts: Vec<&str> = reasons
             .iter()
-            .map(|r| r.as_str().expect("a string"))
+            .map(|r| r["text"].as_str().expect("words"))
             .collect();
         assert_eq!(texts, f.texts());
-        assert_eq!(
-            json["causes"].as_array().map(Vec::len),
-            Some(f.reasons.len())
-        );
+        // Each cause by the name `Cause` serializes to.
+        for (r, cause) in reasons.iter().zip(f.causes()) {
+            assert_eq!(r["cause"], serde_json::to_value(cause).expect("cause"));
+        }
         let back: Finding = serde_json::from_value(json).expect("read back");
-        assert_eq!(
-            back.causes().collect::<Vec<_>>(),
-            f.causes().collect::<Vec<_>>()
+        assert_eq!(&back, f);
+        // Every kind of reason reads back, its words formatted again.
+        let all = compare(
+            &lock(&[("a", arch(64, 32, 8)), ("beta", arch(32, 64, 0))]),
+            &moved(
+                lock(&[("a", arch(32, 64, 0)), ("beta_v2", arch(32, 64, 0))]),
+                "a",
+                "m.cu",
+            ),
+            &Thresholds::default(),
         );
-        assert_eq!(back.texts(), f.texts());
+        let text = serde_json::to_string(&all).expect("serialize");
+        let back: Diff = serde_json::from_str(&text).expect("read back");
+        assert_eq!(back, all, "{text}");
     }
 
     #[test]
@@ -1122,10 +1022,8 @@ pub(crate) mod tests {
                 ("d".to_string(), Verdict::Regression),
             ]
         );
-        assert!(d.findings[0].reasons[0]
-            .text
-            .starts_with("occupancy 100.0% -> 50.0%"));
-        assert!(d.findings[0].reasons[1].text.contains("registers 32 -> 64"));
+        assert!(d.findings[0].texts()[0].starts_with("occupancy 100.0% -> 50.0%"));
+        assert!(d.findings[0].texts()[1].contains("registers 32 -> 64"));
         assert_eq!(d.findings[1].texts(), ["new spills: 16 bytes"]);
         assert_eq!(d.findings[2].texts(), ["spills 8 -> 16 bytes"]);
         assert_eq!(d.findings[3].texts(), ["kernel gone"]);
@@ -1176,7 +1074,7 @@ pub(crate) mod tests {
             ["occupancy 100.0% -> 50.0% at block 1024"]
         );
         assert!(d.findings[0]
-            .also
+            .also_texts()
             .contains(&"declared launch none -> 1024".to_string()));
         // The table's row says the same: occupancy at that launch, named.
         let table = render_diff(&d, &[Verdict::Regression]);
@@ -1262,7 +1160,9 @@ pub(crate) mod tests {
         );
         let d = compare(&before, &worse, &Thresholds::default());
         assert_eq!(verdicts(&d), [("b".to_string(), Verdict::Regression)]);
-        assert!(d.findings[0].also.contains(&"moved from k.cu".to_string()));
+        assert!(d.findings[0].also.contains(&Reason::Moved {
+            from: "k.cu".into()
+        }));
     }
 
     #[test]
@@ -1331,10 +1231,23 @@ pub(crate) mod tests {
         let d = compare(&before, &after, &Thresholds::default());
         let f = &d.findings[0];
         assert_eq!(f.verdict, Verdict::Regression);
-        assert_eq!(f.reasons[0].text, "occupancy 100.0% -> 50.0%");
+        assert_eq!(f.texts()[0], "occupancy 100.0% -> 50.0%");
+        assert_eq!(
+            f.also_texts(),
+            ["spills 96 -> 0 bytes (better)", "best block 256 -> 512"]
+        );
         assert_eq!(
             f.also,
-            ["spills 96 -> 0 bytes (better)", "best block 256 -> 512"]
+            [
+                Reason::FewerSpills {
+                    before: 96,
+                    after: 0
+                },
+                Reason::BestBlock {
+                    before: 256,
+                    after: 512
+                }
+            ]
         );
         let table = render_diff(&d, &[Verdict::Regression]);
         assert!(
@@ -1428,12 +1341,18 @@ pub(crate) mod tests {
             [Cause::RegistersWithinThreshold, Cause::NearCliff],
             "{f:?}"
         );
-        assert!(
-            f.reasons[1].text.starts_with(
-                "1 register from an occupancy cliff at block 256 (+1 costs 2 blocks: 8 -> 6"
-            ),
-            "{}",
-            f.reasons[1].text
+        assert_eq!(
+            f.reasons[1],
+            Reason::NearCliff {
+                registers: 1,
+                block_size: 256,
+                blocks: 8,
+                blocks_past: 6
+            }
+        );
+        assert_eq!(
+            f.texts()[1],
+            "1 register from an occupancy cliff at block 256 (+1 costs 2 blocks: 8 -> 6 blocks per SM)"
         );
         // The margin is the setting: 0 turns it off.
         let off = Thresholds {
@@ -1453,7 +1372,7 @@ pub(crate) mod tests {
             d.findings[0]
                 .also
                 .iter()
-                .any(|a| a.contains("occupancy cliff")),
+                .any(|a| a.cause() == Cause::NearCliff),
             "{d:?}"
         );
         // gate.json of an older occ has no margin: the default.
@@ -1539,7 +1458,20 @@ pub(crate) mod tests {
         );
         // Its JSON: the new cause as a snake_case string.
         let json = serde_json::to_value(&f).expect("serialize");
-        assert_eq!(json["causes"], serde_json::json!(["launch_changed"]));
+        assert_eq!(
+            json["reasons"],
+            serde_json::json!([{
+                "cause": "launch_changed",
+                "change": {
+                    "kind": "other",
+                    "before": {"block": [32, 8, 1], "dynamic_smem": {"fixed": 0}},
+                    "before_by": {"build": {"pattern": "t"}},
+                    "after": {"block": [32, 16, 1], "dynamic_smem": {"fixed": 0}},
+                    "after_by": {"build": {"pattern": "t"}}
+                },
+                "text": "launch 32x8 -> 32x16"
+            }])
+        );
         // The same launch stated by another declarer is said too.
         let bounds = launched(
             arch(24, 64, 0),

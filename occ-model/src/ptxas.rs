@@ -176,6 +176,19 @@ pub struct Diagnostic {
     pub line: usize,
 }
 
+/// What an `Overriding ...` note of ptxas says overrode a register limit
+/// ([`Diagnostic::overriding`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overriding {
+    /// `Overriding global maxrregcount 24 with entry-specific value 32`:
+    /// the kernel's own limit (`.maxnreg`, `.minnctapersm`) won over
+    /// `-maxrregcount`, which therefore did not apply.
+    GlobalMaxrregcount,
+    /// Any other `Overriding ...` note, such as `Overriding maximum register
+    /// limit 256 for 'k' with 24 of maxrregcount option` (the cap applied).
+    Other,
+}
+
 /// A line that has the shape of a ptxas or nvlink resource line but cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ParseError {
@@ -214,6 +227,20 @@ impl KernelRecord {
         self.diagnostics
             .iter()
             .filter(|d| d.severity == Severity::Warning)
+    }
+}
+
+impl Diagnostic {
+    /// The override of a register limit this note reports, if it is an
+    /// `Overriding ...` note.
+    pub fn overriding(&self) -> Option<Overriding> {
+        if self.message.starts_with("Overriding global maxrregcount") {
+            Some(Overriding::GlobalMaxrregcount)
+        } else if self.message.starts_with("Overriding") {
+            Some(Overriding::Other)
+        } else {
+            None
+        }
     }
 }
 
@@ -1230,6 +1257,19 @@ ptxas info    : Used 10 registers, used 1 barriers, 1024 bytes smem, 380 bytes c
              ptxas info    : Used 8 registers, used 0 barriers\n",
         )
         .unwrap();
+        let overridings: Vec<_> = log.diagnostics.iter().map(Diagnostic::overriding).collect();
+        assert_eq!(
+            overridings,
+            [Some(Overriding::Other), None, None, None, None]
+        );
+        let global = parse_log(
+            "ptxas info    : Overriding global maxrregcount 24 with entry-specific value 32\n",
+        )
+        .unwrap();
+        assert_eq!(
+            global.diagnostics[0].overriding(),
+            Some(Overriding::GlobalMaxrregcount)
+        );
         let k = &log.kernels[0];
         assert_eq!(k.diagnostics.len(), 3);
         assert_eq!(k.warnings().count(), 1);

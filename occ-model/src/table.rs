@@ -2,7 +2,7 @@
 //! shares, and the per-kernel table (one row per kernel × arch) that the
 //! build writes to `report.txt` and `cargo occ report` prints.
 
-use crate::compare::{groups, Cause, Diff, Finding, Group, Verdict};
+use crate::compare::{groups, Cause, Diff, Finding, Group, JudgedAt, Reason, Verdict};
 use crate::lines::SourceLines;
 use crate::manifest::{Manifest, Resources};
 use serde::Serialize;
@@ -401,22 +401,24 @@ fn row(f: &Finding) -> [String; 10] {
         }
     }
     let (b, a) = (&f.before, &f.after);
-    let mut notes: Vec<&str> = f.reasons.iter().filter_map(|r| r.note.as_deref()).collect();
+    let mut notes: Vec<String> = f.reasons.iter().filter_map(Reason::note).collect();
     // A move that did not decide the verdict is still said.
     let moved = f.moved_from.as_ref().filter(|_| !f.has(Cause::Moved));
-    let moved = moved.map(|from| format!("moved from {from}"));
-    notes.extend(moved.as_deref());
+    notes.extend(moved.map(|from| Reason::Moved { from: from.clone() }.to_string()));
     // Occupancy where the gate judged it, and that launch in words.
     let (occupancy, at) = match (b, a) {
         (Some(before), Some(after)) => {
             let judged = crate::compare::judged_occupancy(&f.arch, before, after);
-            let (was, now) = (percent(judged.before.0), percent(judged.after.0));
+            let (was, now) = (
+                percent(judged.before.occupancy),
+                percent(judged.after.occupancy),
+            );
             let cell = if was == now {
                 now
             } else {
                 format!("{was} -> {now}")
             };
-            (cell, judged.at)
+            (cell, judged.at.to_string())
         }
         (one, other) => {
             let r = other.as_ref().or(one.as_ref());
@@ -424,13 +426,13 @@ fn row(f: &Finding) -> [String; 10] {
             (
                 cell(b, a, |r| percent(r.judged().occupancy)),
                 at.map_or(String::new(), |d| {
-                    format!("at block {}", d.launch.describe())
+                    JudgedAt::Launch { launch: d.launch }.to_string()
                 }),
             )
         }
     };
     if !at.is_empty() {
-        notes.push(&at);
+        notes.push(at);
     }
     [
         f.kernel.clone(),

@@ -241,7 +241,7 @@ fn kernel_section(
                 "<p class=\"regression\">regressed: {}</p>",
                 esc(&reasons
                     .iter()
-                    .map(|r| r.text.as_str())
+                    .map(Reason::to_string)
                     .collect::<Vec<_>>()
                     .join("; "))
             );

@@ -236,7 +236,9 @@ struct Change {
 }
 
 impl World {
-    fn new() -> World {
+    /// The world before the first step; every build runs nvcc through
+    /// `launcher` (`launcher_env`, read once).
+    fn new(launcher: Vec<(&'static str, String)>) -> World {
         let s = Scratch::new();
         s.write("Cargo.toml", &cargo_toml(PACKAGE));
         s.write("build.rs", BUILD_RS);
@@ -255,7 +257,7 @@ impl World {
             nvcc,
             vars: BTreeMap::new(),
             ptxas: "",
-            launcher: launcher_env(),
+            launcher,
         }
     }
 
@@ -609,12 +611,13 @@ fn warm_build_equals_cold_build_after_every_step() {
         SAMPLE_STEPS
     });
     eprintln!("differential: OCC_DIFF_SEED={seed} OCC_DIFF_STEPS={count}");
-    if let Some((_, launcher)) = launcher_env().first() {
-        eprintln!("differential: every build through OCC_NVCC_LAUNCHER={launcher}");
+    let launcher = launcher_env();
+    if let Some((_, via)) = launcher.first() {
+        eprintln!("differential: every build through OCC_NVCC_LAUNCHER={via}");
     }
     let started = Instant::now();
     let mut rng = Rng(seed.max(1));
-    let mut world = World::new();
+    let mut world = World::new(launcher);
     let script = BuildScript::compile(&world.crate_dir, PACKAGE);
     let warm_dir = world.root().join("warm");
     let mut run = Run {

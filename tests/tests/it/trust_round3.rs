@@ -19,13 +19,13 @@ template <typename T> __global__ void tmpl_k(T* p) { p[threadIdx.x].v = 3; }\n\
 template __global__ void tmpl_k<Tag>(Tag*);\n\
 __global__ void plain_k(float* p) { p[threadIdx.x] = 0.0f; }\n";
 
-/// One build of `kernels/k.cu` in `dir` into `dir/out`, for sm_80 and
-/// sm_100 (whose cubins carry a second, Mercury copy of their tables),
-/// without source lines (whose line table names the folder by design).
-fn build_in(dir: &Path, env: &[(&str, Option<&str>)]) -> occ_build::Report {
+/// One build of `kernels/k.cu` in `dir` into `out`, for sm_80 and sm_100
+/// (whose cubins carry a second, Mercury copy of their tables), without
+/// source lines (whose line table names the folder by design).
+fn build_in(dir: &Path, out: &Path, env: &[(&str, Option<&str>)]) -> occ_build::Report {
     let mut b = Build::new();
     b.root(dir)
-        .out_dir(dir.join("out"))
+        .out_dir(out)
         .file("kernels/k.cu")
         .archs(["sm_80", "sm_100"])
         .source_lines(false);
@@ -45,7 +45,7 @@ fn item03_internal_linkage_kernels_have_the_same_identity_in_any_folder() {
     let b_root = b.path().join("deeper/checkout");
     a.write("kernels/k.cu", INTERNAL);
     b.write("deeper/checkout/kernels/k.cu", INTERNAL);
-    let first = build_in(a.path(), &[]);
+    let first = build_in(a.path(), &a.path().join("out"), &[]);
     let anon: Vec<&str> = first
         .manifest()
         .expect("manifest")
@@ -60,7 +60,7 @@ fn item03_internal_linkage_kernels_have_the_same_identity_in_any_folder() {
         "the anonymous namespace's kernel and the template of its type: {:?}",
         first.manifest().expect("manifest").kernels
     );
-    let second = build_in(&b_root, &[]);
+    let second = build_in(&b_root, &b_root.join("out"), &[]);
     let names = |r: &occ_build::Report| -> Vec<String> {
         r.manifest()
             .expect("manifest")
@@ -93,7 +93,7 @@ fn item03_internal_linkage_kernels_have_the_same_identity_in_any_folder() {
     // The lock blessed in one folder gates the other in CI: no "kernel gone".
     std::fs::copy(first.out_dir.join("occ.lock.new"), b_root.join("occ.lock"))
         .expect("copy the lock");
-    let gated = build_in(&b_root, &[("CI", Some("true"))]);
+    let gated = build_in(&b_root, &b_root.join("out"), &[("CI", Some("true"))]);
     assert_eq!(names(&gated), names(&first));
     // With source lines (the default) too: the same candidate lock, cubin
     // hashes included, in both folders.
@@ -115,7 +115,7 @@ fn item03_internal_linkage_kernels_have_the_same_identity_in_any_folder() {
 
 /// The anonymous namespace's kernel of a file, as built in `root`.
 fn anon_symbol(root: &Path) -> String {
-    let r = build_in(root, &[]);
+    let r = build_in(root, &root.join("out"), &[]);
     r.manifest()
         .expect("manifest")
         .kernels
@@ -627,7 +627,7 @@ fn review_the_anchor_header_works_under_a_quote_and_is_not_watched() {
     let s = Scratch::new();
     let root = s.path().join("bob's crate");
     s.write("bob's crate/kernels/k.cu", INTERNAL);
-    let r = build_in(&root, &[]);
+    let r = build_in(&root, &root.join("out"), &[]);
     assert!(r.manifest().expect("manifest").kernels.len() >= 4);
     let watched: Vec<&String> = r
         .directives
@@ -642,15 +642,7 @@ fn review_the_anchor_header_works_under_a_quote_and_is_not_watched() {
     // `cargo build` reran the script).
     let root = s.path().join("ws/crate");
     s.write("ws/crate/kernels/k.cu", INTERNAL);
-    let mut b = Build::new();
-    b.root(&root)
-        .out_dir(s.path().join("ws/target/out"))
-        .file("kernels/k.cu")
-        .archs(["sm_80"])
-        .source_lines(false);
-    let r = b
-        .try_compile_with(&build_env(&[]))
-        .unwrap_or_else(|e| panic!("build in {}: {e}", root.display()));
+    let r = build_in(&root, &s.path().join("ws/target/out"), &[]);
     let watched = &r.directives.rerun_if_changed;
     assert!(
         watched.iter().any(|p| p.ends_with("k.cu")),
