@@ -163,7 +163,8 @@ pub enum Error {
     UnknownCapTarget {
         /// The target given.
         target: String,
-        /// What it might have meant.
+        /// What it might have meant, in words (`did you mean `k`?`), or
+        /// empty.
         hint: String,
     },
     /// An nvcc argument that nvcc's own shell would expand or misread.
@@ -554,7 +555,13 @@ impl fmt::Display for Error {
             ),
             Error::UnknownCapTarget { target, hint } => write!(
                 f,
-                "max_registers(\"{target}\", ..) names no source file and no kernel of this build; {hint}"
+                "max_registers(\"{target}\", ..) names no source file and no single kernel of this build{}; \
+                 name a .cu file of the build or one kernel",
+                if hint.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({hint})")
+                }
             ),
             Error::ShellUnsafeArgument {
                 file,
@@ -731,9 +738,6 @@ impl fmt::Display for Error {
     }
 }
 
-// No `source()`: every message already includes its cause (an `Io` error
-// prints the OS error after the action), so chain printers such as
-// anyhow's `{:#}` would repeat it.
 /// No `source()`: each message already says its cause in one sentence
 /// (an `Io`'s operating-system error, a `Model`'s words), and a reporter
 /// that walks sources (`anyhow`'s `{:#}`, cargo's "Caused by") would say
@@ -820,8 +824,11 @@ mod tests {
         assert!(message.contains(&command), "{message}");
     }
 
-    /// One value of every variant (the `match` below fails to compile when
-    /// a variant is added without one here).
+    /// One value of every variant. The `match` below fails to compile when
+    /// a variant is added, which brings whoever adds it here; the values
+    /// that fill a message's blanks are neutral, so that each template
+    /// states its own fix (only `Corrupt`, `ToolNotFound` and `Regression`
+    /// take it from their fields, by contract).
     fn every_variant() -> Vec<Error> {
         let s = |t: &str| t.to_string();
         let looked = vec![s("NVCC: unset"), s("PATH: no nvcc")];
@@ -906,7 +913,9 @@ mod tests {
             Error::io("cannot write /o/x", std::io::Error::other("disk full")),
             Error::Model(occ_model::Error::Corrupt {
                 path: PathBuf::from("occ.lock"),
-                detail: s("is not JSON; run `cargo occ bless`"),
+                // `Corrupt`'s detail states the fix (its field says so; every
+                // caller in occ-model and the gate does), as here.
+                detail: s("not valid JSON (line 1); delete it and rebuild"),
             }),
             Error::Model(occ_model::Error::Parse {
                 file: s("k.cu"),
@@ -963,7 +972,7 @@ mod tests {
             },
             Error::UnknownCapTarget {
                 target: s("kk"),
-                hint: s("closest: k; name a source file or a kernel"),
+                hint: s("did you mean `k`?"),
             },
             Error::ShellUnsafeArgument {
                 file: s("k.cu"),
@@ -1047,7 +1056,7 @@ mod tests {
             },
             Error::BadLibraryName {
                 name: s("a b"),
-                why: s("a space; use letters, digits and `_`"),
+                why: s("it holds ' '"),
             },
             Error::HostCompiler {
                 compiler: s("g++-99"),
@@ -1113,6 +1122,7 @@ mod tests {
     /// Words that start what a message tells the user to do.
     const FIXES: &[&str] = &[
         "set ",
+        "delete ",
         "install",
         "remove",
         "point ",

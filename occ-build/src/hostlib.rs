@@ -69,7 +69,7 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
         })
     };
     if name.is_empty() {
-        return bad("it is empty");
+        return bad("it is empty; give the library a name such as `kernels`");
     }
     if let Some(stem) = name
         .strip_prefix("lib")
@@ -90,7 +90,7 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
         ));
     }
     if matches!(name, "cudart" | "cudart_static" | "cuda" | "stdc++" | "c++") {
-        return bad("it is the name of a library the build links anyway; pick another");
+        return bad("it is the name of a library the build links anyway; choose another name");
     }
     Ok(())
 }

@@ -483,14 +483,14 @@ fn unknown_cap_target(target: &str, manifest: &Manifest) -> Error {
     let hint = match manifest.lookup(target) {
         Lookup::Ambiguous(candidates) => {
             format!(
-                "it names several kernels ({}); write one of those, or name the file",
+                "it names several kernels: {}",
                 occ_model::manifest::describe_candidates(&candidates)
             )
         }
         Lookup::Unknown(close) if !close.is_empty() => {
             format!("did you mean `{}`?", close.join("`, `"))
         }
-        _ => "give a .cu file of the build or a kernel name".to_string(),
+        _ => String::new(),
     };
     Error::UnknownCapTarget {
         target: target.to_string(),

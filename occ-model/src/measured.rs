@@ -247,7 +247,11 @@ impl Results {
                 "not an occ results file ({e}); write it again with the tuner"
             ))
         })?;
-        results.validate().map_err(corrupt)?;
+        results.validate().map_err(|why| {
+            corrupt(format!(
+                "{why}; write it again with the tuner (example-app --tune, occ::tune)"
+            ))
+        })?;
         Ok(results)
     }
 
