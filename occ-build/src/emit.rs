@@ -240,16 +240,14 @@ const RESERVED: [&str; 8] = [
 /// source (`arg{i}` when it has none, `{name}_` for a Rust keyword or a
 /// [`RESERVED`] name).
 fn rust_param_name(i: usize, name: &str) -> String {
-    let valid = name
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && name != "_";
-    if !valid {
+    use occ_model::names::{is_keyword, is_rust_ident};
+    if is_keyword(name) || RESERVED.contains(&name) {
+        return format!("{name}_");
+    }
+    if !is_rust_ident(name) {
         return format!("arg{i}");
     }
-    if occ_model::names::is_keyword(name) || RESERVED.contains(&name) || name.starts_with("__occ") {
+    if name.starts_with("__occ") {
         return format!("{name}_");
     }
     name.to_string()
@@ -655,6 +653,10 @@ pub(crate) mod tests {
         );
         let got = rust_param_names(&named(&["type", "type_", "self", "n"]));
         assert_eq!(got, ["type_", "type__", "self_", "n"]);
+        // The one identifier rule of occ_model::names: `union` is a keyword
+        // there, a non-ASCII or `_` name is no parameter name.
+        let got = rust_param_names(&named(&["union", "gen", "größe", "_", "__occ_x"]));
+        assert_eq!(got, ["union_", "gen_", "arg2", "arg3", "__occ_x_"]);
     }
 
     #[test]

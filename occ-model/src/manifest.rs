@@ -550,7 +550,7 @@ pub fn validate_names<A>(
     kernels: &[Kernel<A>],
 ) -> std::result::Result<(), String> {
     for kernel in kernels {
-        if !is_rust_ident(&kernel.ident) {
+        if !crate::names::is_rust_ident(&kernel.ident) {
             return Err(format!(
                 "kernel {:?} has ident {:?}, which is not a Rust identifier",
                 kernel.name, kernel.ident
@@ -631,12 +631,6 @@ pub fn to_json_pretty<T: Serialize>(value: &T) -> String {
 /// any platform).
 pub fn is_plain_file_name(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', ':', '\0'])
-}
-
-/// Whether `s` is a Rust identifier (keywords are not). The parsed ident
-/// must be all of `s`: syn skips comments and whitespace around it.
-pub fn is_rust_ident(s: &str) -> bool {
-    syn::parse_str::<syn::Ident>(s).is_ok_and(|ident| ident == s)
 }
 
 /// An arch key as occ writes them: lowercase ASCII letters, digits and `_`,

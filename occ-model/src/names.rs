@@ -173,6 +173,19 @@ pub fn is_keyword(word: &str) -> bool {
     KEYWORDS.contains(&word)
 }
 
+/// Whether occ may write `s` as a Rust identifier: ASCII (occ writes no
+/// other, and rustc lints other names in the user's crate), not `_`, no
+/// [`KEYWORDS`] word (syn lets `union`, `gen` and `macro` through), and an
+/// identifier by syn's rule (the parsed ident must be all of `s`: syn
+/// skips comments and whitespace around it). The one rule for every name
+/// occ generates or reads back: kernel modules, parameters.
+pub fn is_rust_ident(s: &str) -> bool {
+    s.is_ascii()
+        && s != "_"
+        && !is_keyword(s)
+        && syn::parse_str::<syn::Ident>(s).is_ok_and(|ident| ident == s)
+}
+
 /// Identifiers longer than this are shortened and given a hash suffix.
 const MAX_IDENT: usize = 64;
 
@@ -390,6 +403,20 @@ mod tests {
             // A strict or reserved keyword is no identifier for syn either
             // (`union`, `gen` and `macro` are contextual, yet refused here).
             assert!(syn::parse_str::<syn::Ident>(word).is_err(), "{word}");
+        }
+    }
+
+    #[test]
+    fn one_identifier_rule_refuses_what_syn_lets_through() {
+        for ok in ["saxpy", "_k", "k2", "self_", "union_"] {
+            assert!(is_rust_ident(ok), "{ok}");
+        }
+        // syn parses the first three as identifiers; rustc refuses them as
+        // module names (or lints the last).
+        for bad in [
+            "union", "gen", "macro", "größe", "_", "2k", "fn", "a b", "a/*c*/", "",
+        ] {
+            assert!(!is_rust_ident(bad), "{bad}");
         }
     }
 
