@@ -203,7 +203,7 @@ impl Runner<'_> {
         // OUT_DIR at once (or a killed one's leftovers) never share one.
         paths.tmp = unique_sibling(&paths.tmp);
         let run_args = nvcc_args::for_job(job, &paths.tmp);
-        check_args(job, &run_args)?;
+        nvcc_args::check(job, &run_args)?;
         let source = self.root.join(&job.source);
         let before = cache::Before::take(&source).ok_or_else(|| Error::MissingSource {
             path: PathBuf::from(&job.source),
@@ -467,30 +467,6 @@ struct Gathered {
     unstable: Option<String>,
     /// Whether nvcc ran.
     ran: bool,
-}
-
-/// Refuses the arguments nvcc cannot pass on safely.
-fn check_args(job: &Job, run_args: &[String]) -> Result<()> {
-    // occ starts nvcc without a shell, but nvcc itself hands file names
-    // to `sh`, in double quotes, when it runs the host compiler: a `$`, a
-    // backquote or a double quote in one would run as a command or break
-    // the line (nvcc 13.5; spaces, `;`, `&`, `'`, `|`, `()` are safe).
-    if let Some(arg) = run_args.iter().find(|a| a.contains(['$', '`', '"'])) {
-        return Err(Error::ShellUnsafeArgument {
-            file: job.source.clone(),
-            arch: job.arch.clone(),
-            argument: arg.clone(),
-        });
-    }
-    // A host-code library's `-c` run hands each arch's cubin to
-    // `fatbinary` as `--image3=…,file=<name>`: a comma in the file's name
-    // splits that list (nvcc 13.5: "is not in 'keyword=value' format").
-    if matches!(job.kind, JobKind::Library { .. }) && job.source.contains(',') {
-        return Err(Error::CommaInLibrarySource {
-            file: job.source.clone(),
-        });
-    }
-    Ok(())
 }
 
 /// The inputs (absolute, sorted, the source among them) and the kernels'

@@ -118,26 +118,25 @@ struct Saved {
     link: Vec<String>,
 }
 
-/// The identity a build is checked against and recorded under, or `None`
-/// when the memo does not serve this build (see the module doc).
-pub(crate) fn identity(
-    build: &Build,
+/// Whether the memo serves this build at all: not with a host-code
+/// library, register caps, `OCC_BLESS`, GitHub Actions, or another part in
+/// the same `OUT_DIR` (the module doc says why each).
+fn applies(build: &Build, inputs: &Inputs) -> bool {
+    build.static_lib.is_none()
+        && build.max_registers.is_empty()
+        && !inputs.bless
+        && inputs.github.is_none()
+        && !parts::others(&inputs.out_dir, build.part())
+}
+
+/// Each job's record file and cache key, exactly as stage 4 checks them.
+fn job_records(
     inputs: &Inputs,
     nvcc: &Nvcc,
     toolkit: &Toolkit,
     jobs: &[Job],
-) -> Option<Identity> {
-    let applies = build.static_lib.is_none()
-        && build.max_registers.is_empty()
-        && !inputs.bless
-        && inputs.github.is_none()
-        && !parts::others(&inputs.out_dir, build.part());
-    if !applies {
-        return None;
-    }
-    // Each job's record file and cache key, exactly as stage 4 checks them.
-    let records: Vec<(PathBuf, String)> = jobs
-        .iter()
+) -> Vec<(PathBuf, String)> {
+    jobs.iter()
         .map(|job| {
             let key = cache::job_key(
                 toolkit,
@@ -149,7 +148,22 @@ pub(crate) fn identity(
             );
             (cache::record_path(&inputs.out_dir, &job.name), key)
         })
-        .collect();
+        .collect()
+}
+
+/// The identity a build is checked against and recorded under, or `None`
+/// when the memo does not serve this build (see the module doc).
+pub(crate) fn identity(
+    build: &Build,
+    inputs: &Inputs,
+    nvcc: &Nvcc,
+    toolkit: &Toolkit,
+    jobs: &[Job],
+) -> Option<Identity> {
+    if !applies(build, inputs) {
+        return None;
+    }
+    let records = job_records(inputs, nvcc, toolkit, jobs);
     let top = toolkit.top.as_deref();
     let tools = [disasm::tool(nvcc, top), embed::fatbinary(nvcc, top)].map(|tool| {
         tool.map(|path| {

@@ -1,7 +1,9 @@
 //! nvcc's arguments for a job, built in one place: stage 4 (`compile`)
 //! runs them, and the cache's key (`cache::job_key`), which the build memo
-//! (`memo`) also holds records by, hashes them. A leaf: it imports no stage.
+//! (`memo`) also holds records by, hashes them; and the check that refuses
+//! what nvcc cannot pass on safely. A leaf: it imports no stage.
 
+use crate::error::{Error, Result};
 use crate::job::{Job, JobKind};
 use std::path::{Path, PathBuf};
 
@@ -82,4 +84,68 @@ pub(crate) fn gencodes(archs: &[String]) -> Vec<String> {
         }
     }
     args
+}
+
+/// Refuses the arguments nvcc cannot pass on safely.
+pub(crate) fn check(job: &Job, run_args: &[String]) -> Result<()> {
+    // occ starts nvcc without a shell, but nvcc itself hands file names
+    // to `sh`, in double quotes, when it runs the host compiler: a `$`, a
+    // backquote or a double quote in one would run as a command or break
+    // the line (nvcc 13.5; spaces, `;`, `&`, `'`, `|`, `()` are safe).
+    if let Some(arg) = run_args.iter().find(|a| a.contains(['$', '`', '"'])) {
+        return Err(Error::ShellUnsafeArgument {
+            file: job.source.clone(),
+            arch: job.arch.clone(),
+            argument: arg.clone(),
+        });
+    }
+    // A host-code library's `-c` run hands each arch's cubin to
+    // `fatbinary` as `--image3=…,file=<name>`: a comma in the file's name
+    // splits that list (nvcc 13.5: "is not in 'keyword=value' format").
+    if matches!(job.kind, JobKind::Library { .. }) && job.source.contains(',') {
+        return Err(Error::CommaInLibrarySource {
+            file: job.source.clone(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(source: &str, kind: JobKind) -> Job {
+        Job {
+            source: source.into(),
+            arch: "sm_80".into(),
+            name: "k.sm_80".into(),
+            args: Vec::new(),
+            kind,
+        }
+    }
+
+    #[test]
+    fn a_shell_character_or_a_library_comma_is_refused_and_the_rest_passes() {
+        let device = job("kernels/a b;c&(d)'e.cu", JobKind::Device);
+        assert!(check(&device, &for_job(&device, Path::new("/t"))).is_ok());
+        for bad in ["-I$HOME", "-DX=`id`", "-DS=\"q\""] {
+            let err = check(&device, &[bad.to_string()]).unwrap_err();
+            assert!(
+                matches!(err, Error::ShellUnsafeArgument { ref argument, .. } if argument == bad),
+                "{err}"
+            );
+        }
+        let library = JobKind::Library {
+            archs: vec!["sm_80".into()],
+            stem: "k".into(),
+        };
+        let comma = job("kernels/a,b.cu", library.clone());
+        assert!(matches!(
+            check(&comma, &[]),
+            Err(Error::CommaInLibrarySource { .. })
+        ));
+        // A comma only matters to a library's fatbinary list.
+        assert!(check(&job("kernels/a,b.cu", JobKind::Device), &[]).is_ok());
+        assert!(check(&job("kernels/ab.cu", library), &[]).is_ok());
+    }
 }

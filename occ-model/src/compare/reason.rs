@@ -272,7 +272,9 @@ impl Reason {
 }
 
 impl fmt::Display for Reason {
-    /// The change in words (`registers 32 -> 41 (+9, threshold 8)`).
+    /// The change in words (`registers 32 -> 41 (+9, threshold 8)`). Long
+    /// because it is one arm per variant, each a line or two of words:
+    /// kept together, the wording of every reason reads in one place.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Reason::OccupancyDown { before, after, at }
