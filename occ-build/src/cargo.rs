@@ -10,6 +10,7 @@ use std::path::Path;
 
 /// Cargo directives collected during a build.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Directives {
     /// Files whose change reruns the build script.
     pub rerun_if_changed: BTreeSet<String>,

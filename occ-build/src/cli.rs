@@ -6,8 +6,11 @@
 //! Actions' settings.
 //!
 //! A build script needs none of this: [`Build`](crate::Build) is its API.
-//! This module is public so that a second crate of occ's can use it; it
-//! follows occ-build's version like the rest of the crate.
+//! This module is public so that occ's own crates can use it (cargo-occ;
+//! the fuzz targets and tests, which also render `kernels.rs` with
+//! [`kernels_rs`]); it follows occ-build's version like the rest of the
+//! crate, and the structs only occ-build makes are `#[non_exhaustive]`, so a
+//! field can be added.
 
 pub use crate::cargo::Directives;
 pub use crate::emit::kernels_rs;

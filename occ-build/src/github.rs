@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 
 /// What GitHub Actions tells a step (read only under `GITHUB_ACTIONS=true`).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Actions {
     /// `GITHUB_STEP_SUMMARY`: the file a step appends its Markdown summary to.
     pub summary: Option<PathBuf>,

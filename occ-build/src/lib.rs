@@ -217,6 +217,7 @@ mod wheels;
 
 pub use builder::{Build, Compress, Cudart};
 pub use error::{Error, Result};
+pub use occ_model::arch::Target;
 pub use occ_model::launch::Launch;
 pub use occ_model::manifest::Embed;
 pub use pipeline::Report;

@@ -16,6 +16,7 @@ pub const INSTALL_BIN: &str = "cu13/nvidia/cu13/bin";
 /// A toolkit dir: where `cargo occ toolkit install` puts nvcc, and where
 /// [`find_nvcc`] looks for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ToolkitDir {
     /// The folder holding `cu13/` (and `cu12/`, `cu11/` with `--legacy`).
     pub path: PathBuf,

@@ -10,6 +10,7 @@ pub const WHEELS: &str = include_str!("../toolkit-wheels.txt");
 
 /// Wheels installed together into one folder of a toolkit dir.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WheelSet {
     /// The folder below the toolkit dir, e.g. `cu13`.
     pub name: &'static str,
