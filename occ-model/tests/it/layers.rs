@@ -38,7 +38,8 @@ fn modules_of(src: &Path) -> BTreeMap<String, String> {
         let Some(stem) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
             continue;
         };
-        let files: Vec<std::path::PathBuf> = if path.is_dir() {
+        let folder = path.is_dir();
+        let files: Vec<std::path::PathBuf> = if folder {
             std::fs::read_dir(&path)
                 .expect("read a module folder")
                 .map(|e| e.expect("dir entry").path())
@@ -54,27 +55,49 @@ fn modules_of(src: &Path) -> BTreeMap<String, String> {
         }
         for file in files {
             let text = std::fs::read_to_string(&file).expect("read a source");
+            // `super::` in a file of the crate's root folder, or in a
+            // folder's `mod.rs`, is `crate::`; in a folder's other files
+            // `super::super::` is.
+            let top = !folder || file.file_name().is_some_and(|n| n == "mod.rs");
+            let up = if top { "super::" } else { "super::super::" };
             out.entry(stem.clone())
                 .or_default()
-                .push_str(&library(&text));
+                .push_str(&library(&text).replace(up, "crate::"));
         }
     }
     out
 }
 
-/// A source's library code: before its inline test module, with comments
-/// and the contents of string and character literals blanked (a
+/// A source's library code: its inline test modules left out (from the
+/// marker to the matching brace, so that code after one still counts),
+/// comments and the contents of string and character literals blanked (a
 /// `crate::x` in a message names no import).
 fn library(text: &str) -> String {
-    let library = [
-        "#[cfg(test)]\nmod tests",
-        "#[cfg(test)]\npub(crate) mod tests",
-    ]
-    .iter()
-    .filter_map(|m| text.find(m))
-    .min()
-    .map_or(text, |i| &text[..i]);
-    code_only(library)
+    let mut code = code_only(text);
+    for marker in ["#[cfg(test)]\nmod ", "#[cfg(test)]\npub(crate) mod "] {
+        while let Some(at) = code.find(marker) {
+            let Some(open) = code[at..].find('{').map(|o| at + o) else {
+                break;
+            };
+            let mut depth = 0usize;
+            let mut end = code.len();
+            for (i, c) in code[open..].char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end = open + i + 1;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            code.replace_range(at..end, "");
+        }
+    }
+    code
 }
 
 /// `text` with comments, string literals (raw ones too) and character
@@ -131,13 +154,18 @@ fn code_only(text: &str) -> String {
 }
 
 /// The names a crate's `lib.rs` re-exports from its modules (`pub use
-/// error::{Error, Result};` → `Error` and `Result` are `error`'s), so that
-/// `crate::Error` counts as an import of `error`.
+/// error::{Error, Result};` → `Error` and `Result` are `error`'s; a
+/// `pub(crate) use` or plain `use` too), so that `crate::Error` counts as an
+/// import of `error`.
 fn reexports(src: &Path, known: &BTreeSet<String>) -> BTreeMap<String, String> {
     let text = std::fs::read_to_string(src.join("lib.rs")).expect("read lib.rs");
     let mut out = BTreeMap::new();
     for statement in library(&text).split(';') {
-        let Some(path) = statement.trim().strip_prefix("pub use ") else {
+        let statement = statement.trim();
+        let Some(path) = ["pub use ", "pub(crate) use ", "use "]
+            .iter()
+            .find_map(|p| statement.strip_prefix(p))
+        else {
             continue;
         };
         let path = path
@@ -341,6 +369,19 @@ fn the_checker_sees_a_cycle_through_a_nested_group_or_a_reexport() {
             || c.contains("c -> a -> b -> c")),
         "{g:?}"
     );
+    // The same cycle through `super::` in a root file, and through code
+    // after a test module.
+    write(
+        "c.rs",
+        "#[cfg(test)]\nmod tests {\n    use crate::b;\n}\nfn f() { super::a::g(); }\npub struct Thing;\npub struct Other;\n",
+    );
+    let g = graph(src);
+    assert_eq!(g["c"], ["a".to_string()].into(), "{g:?}");
+    assert!(cycle(&g).is_some(), "{g:?}");
+    // And through a name lib.rs brings in with a plain `use`.
+    write("lib.rs", "mod a;\nmod b;\nmod c;\nuse c::Thing;\n");
+    write("c.rs", "fn f() { crate::a::g(); }\npub struct Thing;\n");
+    assert!(cycle(&graph(src)).is_some());
 }
 
 #[test]
