@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reads criterion's estimates (target/criterion) of the occ-build benches and
+"""Reads criterion's estimates (target/criterion) of the occ-model benches and
 prints items 3 and 4 of BENCHMARKS.md with their ratios against the targets."""
 
 import json
@@ -43,7 +43,7 @@ def main():
         ratio = ours[0] / theirs[0]
         verdict = "meets" if ratio <= 1.0 else "MISSES"
         out.append("| side | median (ms) | 95 % CI (ms) |\n|---|---|---|\n")
-        for label, e in [("occ-build `occupancy()`", ours), ("cuda_occupancy.h (harness bench, -O2)", theirs)]:
+        for label, e in [("occ-model `occupancy()`", ours), ("cuda_occupancy.h (harness bench, -O2)", theirs)]:
             out.append(f"| {label} | {e[0] / 1e6:.1f} | {e[1][0] / 1e6:.1f}–{e[1][1] / 1e6:.1f} |\n")
         out.append(f"\nocc / header = **{ratio:.2f}×**; target ≤ 1.00×: {verdict}\n")
     else:

@@ -13,7 +13,7 @@ if [[ "$what" == all || "$what" == builds ]]; then
     python3 bench/builds.py
 fi
 if [[ "$what" == all || "$what" == criterion ]]; then
-    cargo bench -p occ-build --bench sweep --bench ptxas
+    cargo bench -p occ-model --bench sweep --bench ptxas
     python3 bench/criterion_table.py
 fi
 echo "# done $(date -u '+%T UTC'), load: $(cut -d' ' -f1-3 /proc/loadavg)"

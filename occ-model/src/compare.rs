@@ -1,6 +1,7 @@
 //! The regression gate's judgement: a build's lock (the candidate) against
 //! the committed one. Pure: which kernels got worse, better, new or gone,
-//! and the before/after table. The policy (when to fail, bless, or write)
+//! and why, as typed findings; the views (`table::render_diff`, `ci`,
+//! `markdown`) render them. The policy (when to fail, bless, or write)
 //! lives in occ-build's gate.
 
 use crate::lock::{Lock, LockKernel};
