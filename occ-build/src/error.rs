@@ -163,9 +163,17 @@ pub enum Error {
     UnknownCapTarget {
         /// The target given.
         target: String,
-        /// What it might have meant, in words (`did you mean `k`?`), or
+        /// What it might have meant, in words (``did you mean `k`?``), or
         /// empty.
         hint: String,
+    },
+    /// A [`crate::Build::max_registers`] target that names several kernels
+    /// of the build.
+    AmbiguousCapTarget {
+        /// The target given.
+        target: String,
+        /// The kernels it names, each with what to write for it.
+        candidates: String,
     },
     /// An nvcc argument that nvcc's own shell would expand or misread.
     ShellUnsafeArgument {
@@ -553,10 +561,15 @@ impl fmt::Display for Error {
                 f,
                 "bad glob pattern `{pattern}`: {detail}; see the glob crate's syntax"
             ),
+            Error::AmbiguousCapTarget { target, candidates } => write!(
+                f,
+                "max_registers(\"{target}\", ..) names several kernels ({candidates}); write one of \
+                 those, or name its .cu file"
+            ),
             Error::UnknownCapTarget { target, hint } => write!(
                 f,
-                "max_registers(\"{target}\", ..) names no source file and no single kernel of this build{}; \
-                 name a .cu file of the build or one kernel",
+                "max_registers(\"{target}\", ..) names no source file and no kernel of this build{}; \
+                 name a .cu file of the build or a kernel",
                 if hint.is_empty() {
                     String::new()
                 } else {
@@ -707,7 +720,12 @@ impl fmt::Display for Error {
             ),
             Error::BadLibraryName { name, why } => write!(
                 f,
-                "`{name}` cannot name a static library (Build::static_lib): {why}"
+                "{} cannot name a static library (Build::static_lib): {why}",
+                if name.is_empty() {
+                    "an empty name".to_string()
+                } else {
+                    format!("`{name}`")
+                }
             ),
             Error::HostCompiler { compiler, detail } => write!(
                 f,
@@ -827,8 +845,8 @@ mod tests {
     /// One value of every variant. The `match` below fails to compile when
     /// a variant is added, which brings whoever adds it here; the values
     /// that fill a message's blanks are neutral, so that each template
-    /// states its own fix (only `Corrupt`, `ToolNotFound` and `Regression`
-    /// take it from their fields, by contract).
+    /// states its own fix (only `Corrupt`, `ToolNotFound`, `Regression` and
+    /// `BadLibraryName` take it from their fields, by contract).
     fn every_variant() -> Vec<Error> {
         let s = |t: &str| t.to_string();
         let looked = vec![s("NVCC: unset"), s("PATH: no nvcc")];
@@ -970,6 +988,10 @@ mod tests {
                 pattern: s("[a"),
                 detail: s("invalid range pattern"),
             },
+            Error::AmbiguousCapTarget {
+                target: s("same"),
+                candidates: s("same in a.cu (write `a.cu:same`); same in b.cu (write `b.cu:same`)"),
+            },
             Error::UnknownCapTarget {
                 target: s("kk"),
                 hint: s("did you mean `k`?"),
@@ -1056,7 +1078,9 @@ mod tests {
             },
             Error::BadLibraryName {
                 name: s("a b"),
-                why: s("it holds ' '"),
+                // Its `why` states the fix, by contract, as each of
+                // hostlib::check_name's does.
+                why: s("it holds ' '; use letters, digits, `_` and `-` only"),
             },
             Error::HostCompiler {
                 compiler: s("g++-99"),
@@ -1094,6 +1118,7 @@ mod tests {
                 | Error::MeasuredCodeChanged { .. }
                 | Error::BadGlob { .. }
                 | Error::UnknownCapTarget { .. }
+                | Error::AmbiguousCapTarget { .. }
                 | Error::ShellUnsafeArgument { .. }
                 | Error::CommaInLibrarySource { .. }
                 | Error::NoPtx { .. }
@@ -1147,7 +1172,8 @@ mod tests {
         "bless",
         "drop ",
         "see ",
-        "name a",
+        "name a .cu",
+        "write one",
         "keep one",
     ];
 

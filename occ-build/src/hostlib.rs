@@ -69,7 +69,7 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
         })
     };
     if name.is_empty() {
-        return bad("it is empty; give the library a name such as `kernels`");
+        return bad("give the library a name such as `kernels`");
     }
     if let Some(stem) = name
         .strip_prefix("lib")

@@ -482,10 +482,10 @@ fn job_names(sources: &[String]) -> Vec<String> {
 fn unknown_cap_target(target: &str, manifest: &Manifest) -> Error {
     let hint = match manifest.lookup(target) {
         Lookup::Ambiguous(candidates) => {
-            format!(
-                "it names several kernels: {}",
-                occ_model::manifest::describe_candidates(&candidates)
-            )
+            return Error::AmbiguousCapTarget {
+                target: target.to_string(),
+                candidates: occ_model::manifest::describe_candidates(&candidates),
+            }
         }
         Lookup::Unknown(close) if !close.is_empty() => {
             format!("did you mean `{}`?", close.join("`, `"))

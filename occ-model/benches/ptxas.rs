@@ -2,7 +2,7 @@
 //! and 11.8 log of `tests/fixtures/` concatenated, with renamed kernels, until
 //! it holds at least 10,000 kernel records. Target: ≥ 200 MB/s (BENCHMARKS.md).
 //!
-//! `cargo bench -p occ-build --bench ptxas`
+//! `cargo bench -p occ-model --bench ptxas`
 
 // A benchmark, not the library: it reads the fixture logs from disk. The
 // purity rules of occ-model's clippy.toml are for src/.

@@ -191,7 +191,12 @@ impl Lock {
                 "not valid JSON ({e}); restore it from version control, or delete it and run `cargo occ bless`"
             ),
         })?;
-        manifest::check_schema(&value, path, LOCK_SCHEMA)?;
+        manifest::check_schema(
+            &value,
+            path,
+            LOCK_SCHEMA,
+            "restore it from version control, or delete it and run `cargo occ bless`",
+        )?;
         let lock: Lock = serde_json::from_value(value).map_err(|e| Error::Corrupt {
             path: path.to_path_buf(),
             detail: format!(
@@ -498,7 +503,7 @@ impl GateSettings {
             path: path.to_path_buf(),
             detail: format!("not valid JSON ({e}); rebuild to regenerate it"),
         })?;
-        manifest::check_schema(&value, path, LOCK_SCHEMA)?;
+        manifest::check_schema(&value, path, LOCK_SCHEMA, "rebuild to regenerate it")?;
         serde_json::from_value(value).map_err(|e| Error::Corrupt {
             path: path.to_path_buf(),
             detail: format!("not occ gate settings ({e}); rebuild to regenerate it"),

@@ -488,7 +488,7 @@ impl Manifest {
             path: path.to_path_buf(),
             detail: format!("not valid JSON ({e}); delete it and rebuild"),
         })?;
-        check_schema(&value, path, SCHEMA_VERSION)?;
+        check_schema(&value, path, SCHEMA_VERSION, "delete it and rebuild")?;
         let manifest: Manifest = serde_json::from_value(value).map_err(|e| Error::Corrupt {
             path: path.to_path_buf(),
             detail: format!("not an occ manifest ({e}); delete it and rebuild"),
@@ -595,8 +595,15 @@ pub fn validate_resources(
     Ok(())
 }
 
-/// Checks the `"schema"` field of a JSON document against the version this occ knows.
-pub fn check_schema(value: &serde_json::Value, path: &Path, known: u32) -> Result<()> {
+/// Checks the `"schema"` field of a JSON document against the version this
+/// occ knows; `remake` says how the file is made again (`delete it and
+/// rebuild`), the fix of an old or damaged one.
+pub fn check_schema(
+    value: &serde_json::Value,
+    path: &Path,
+    known: u32,
+    remake: &str,
+) -> Result<()> {
     match value.get("schema").and_then(|s| s.as_u64()) {
         Some(v) if v == u64::from(known) => Ok(()),
         Some(v) if v > u64::from(known) => Err(Error::Corrupt {
@@ -608,12 +615,14 @@ pub fn check_schema(value: &serde_json::Value, path: &Path, known: u32) -> Resul
         Some(v) => Err(Error::Corrupt {
             path: path.to_path_buf(),
             detail: format!(
-                "written by an older occ (schema {v}; this occ reads schema {known}); rebuild to regenerate it"
+                "written by an older occ (schema {v}; this occ reads schema {known}); {remake}"
             ),
         }),
         None => Err(Error::Corrupt {
             path: path.to_path_buf(),
-            detail: "has no \"schema\" field; it is not an occ file, or it is damaged: delete it and rebuild".into(),
+            detail: format!(
+                "has no \"schema\" field; it is not an occ file, or it is damaged: {remake}"
+            ),
         }),
     }
 }

@@ -175,7 +175,8 @@ pub fn is_keyword(word: &str) -> bool {
 
 /// Whether occ may write `s` as a Rust identifier: ASCII (occ writes no
 /// other, and rustc lints other names in the user's crate), not `_`, no
-/// [`KEYWORDS`] word (syn lets `union`, `gen` and `macro` through), and an
+/// [`KEYWORDS`] word (syn lets the weak keyword `union` and the 2024
+/// edition's `gen` through; occ suffixes them like any keyword), and an
 /// identifier by syn's rule (the parsed ident must be all of `s`: syn
 /// skips comments and whitespace around it). The one rule for every name
 /// occ generates or reads back: kernel modules, parameters.
@@ -411,8 +412,9 @@ mod tests {
         for ok in ["saxpy", "_k", "k2", "self_", "union_"] {
             assert!(is_rust_ident(ok), "{ok}");
         }
-        // syn parses the first three as identifiers; rustc refuses them as
-        // module names (or lints the last).
+        // syn parses `union` and `gen` as identifiers (a weak keyword, a
+        // 2024-edition one); occ refuses them, and non-ASCII names, which
+        // it never writes.
         for bad in [
             "union", "gen", "macro", "größe", "_", "2k", "fn", "a b", "a/*c*/", "",
         ] {

@@ -194,7 +194,7 @@ fn bad_library_names_and_a_missing_host_compiler_fail_with_clear_messages() {
     for (name, expected) in [
         ("libmoe.a", "without `lib` and `.a`: `static_lib(\"moe\")`"),
         ("moe.a", "`static_lib(\"moe\")`"),
-        ("", "it is empty"),
+        ("", "an empty name cannot name a static library"),
         ("kernels/moe", "it holds '/'"),
         ("cudart", "a library the build links anyway"),
     ] {
