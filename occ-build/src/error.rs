@@ -564,7 +564,7 @@ impl fmt::Display for Error {
             Error::AmbiguousCapTarget { target, candidates } => write!(
                 f,
                 "max_registers(\"{target}\", ..) names several kernels ({candidates}); write one of \
-                 those, or name its .cu file"
+                 those, or name a .cu file to cap all its kernels"
             ),
             Error::UnknownCapTarget { target, hint } => write!(
                 f,

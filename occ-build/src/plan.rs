@@ -478,7 +478,7 @@ fn job_names(sources: &[String]) -> Vec<String> {
 }
 
 /// The error for a [`Build::max_registers`] target that names neither a
-/// source nor a kernel of the build.
+/// source nor one kernel of the build (none, or several).
 fn unknown_cap_target(target: &str, manifest: &Manifest) -> Error {
     let hint = match manifest.lookup(target) {
         Lookup::Ambiguous(candidates) => {

@@ -1009,6 +1009,40 @@ mod tests {
     }
 
     #[test]
+    fn an_old_or_schemaless_file_is_told_how_that_file_is_made_again() {
+        use crate::lock::GateSettings;
+        use crate::measured::Results;
+        let path = Path::new("f.json");
+        for text in ["{\"schema\": 0}", "{}"] {
+            let said = [
+                (
+                    Manifest::from_json(text, path).map(|_| ()),
+                    "delete it and rebuild",
+                ),
+                (
+                    Lock::from_text(text, path).map(|_| ()),
+                    "delete it and run `cargo occ bless`",
+                ),
+                (
+                    GateSettings::from_json(text, path).map(|_| ()),
+                    "rebuild to regenerate it",
+                ),
+                (
+                    Results::from_json(text, path).map(|_| ()),
+                    "write it again with the tuner",
+                ),
+            ];
+            for (result, fix) in said {
+                let err = result.expect_err(text).to_string();
+                assert!(
+                    err.matches(fix).count() == 1 && err.matches("again").count() <= 1,
+                    "{text}: {err}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn an_ambiguous_name_lists_each_source_and_a_string_that_selects_it() {
         let m = manifest(&[
             ("same", "kernels/a.cu", "same"),

@@ -251,7 +251,7 @@ impl Results {
     }
 
     /// What a results file read back may not be trusted with, in words
-    /// (the fix, [`AGAIN`], is the reader's to add).
+    /// (the fix, to write it again with the tuner, is the reader's to add).
     pub fn validate(&self) -> std::result::Result<(), String> {
         if self.package.is_empty() {
             return Err("names no package".into());
