@@ -268,10 +268,11 @@ fn check_site(gpu: &Gpu<'_>, site: &Site) -> Result<Check> {
     }
     let plan: LaunchPlan = site.plan(arch, &k)?;
     let launch = (row.threads(), row.dynamic_smem_bytes);
+    let resources = occ_model::analyze::resources(&k);
     // Our blocks per SM at that launch, on this arch.
     let ours = occupancy(
         spec,
-        &occ_model::analyze::resources(&k),
+        &resources,
         &Launch {
             dynamic_smem: launch.1,
             ..Launch::new(launch.0)
@@ -303,7 +304,7 @@ fn check_site(gpu: &Gpu<'_>, site: &Site) -> Result<Check> {
         )
     }
     .context("cuOccupancyMaxPotentialBlockSize")?;
-    let sweep = crate::sweep::run(&f, spec, &occ_model::analyze::resources(&k), max_dyn)
+    let sweep = crate::sweep::run(&f, spec, &resources, max_dyn)
         .with_context(|| format!("{}: the driver sweep", site.ident))?;
     let (result, result_ok) = match run(stream, &f, site, row) {
         Ok(detail) => (detail, true),
@@ -340,11 +341,13 @@ fn measured_here(manifest: &Manifest, ident: &str, arch: &str) -> bool {
         .iter()
         .filter(|kernel| kernel.ident == ident)
         .any(|kernel| {
-            manifest.measured.iter().any(|m| {
-                m.kernel == kernel.name
-                    && m.arch == arch
-                    && m.bucket == occ_model::measured::DEFAULT_BUCKET
-            })
+            let key = (
+                kernel.name.as_str(),
+                kernel.source.as_str(),
+                arch,
+                occ_model::measured::DEFAULT_BUCKET,
+            );
+            manifest.measured.iter().any(|m| m.key() == key)
         })
 }
 

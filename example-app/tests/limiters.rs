@@ -178,12 +178,16 @@ fn measured(
     site: &Site,
     arch: &str,
 ) -> Option<u32> {
-    let name = &m.kernels.iter().find(|k| k.ident == site.ident)?.name;
+    let k = m.kernels.iter().find(|k| k.ident == site.ident)?;
+    let key = (
+        k.name.as_str(),
+        k.source.as_str(),
+        arch,
+        occ_model::measured::DEFAULT_BUCKET,
+    );
     lock.measured
         .iter()
-        .find(|e| {
-            &e.kernel == name && e.arch == arch && e.bucket == occ_model::measured::DEFAULT_BUCKET
-        })
+        .find(|e| e.key() == key)
         .map(|e| e.best)
 }
 
@@ -202,18 +206,8 @@ fn launch_config_bakes_the_models_launch_or_the_measured_block_on_every_arch() {
                 Some(block) => {
                     tuned_rows += 1;
                     let k = site.resources(&m, arch).unwrap_or_else(|e| panic!("{e:#}"));
-                    let spec = occ_model::arch::lookup(arch).unwrap_or_else(|e| panic!("{e}"));
-                    let launch = occ_model::occupancy::Launch {
-                        dynamic_smem: site.dynamic_smem(block),
-                        ..occ_model::occupancy::Launch::new(block)
-                    };
-                    let o = occ_model::occupancy::occupancy(
-                        spec,
-                        &occ_model::analyze::resources(k),
-                        &launch,
-                    )
-                    .unwrap_or_else(|e| panic!("{e}"));
-                    (block, launch.dynamic_smem, o.active_blocks)
+                    let at = site.at(arch, k, block).unwrap_or_else(|e| panic!("{e:#}"));
+                    (block, at.dynamic_smem, at.blocks_per_sm)
                 }
             };
             assert_eq!(

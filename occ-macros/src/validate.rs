@@ -345,15 +345,16 @@ fn measurement<'m>(
         .bucket
         .as_ref()
         .map_or(measured::DEFAULT_BUCKET, |b| b.value.as_str());
+    let key = (
+        kernel.name.as_str(),
+        kernel.source.as_str(),
+        arch_name,
+        bucket,
+    );
     manifest
         .measured
         .iter()
-        .find(|m| {
-            m.kernel == kernel.name
-                && m.source == kernel.source
-                && m.arch == arch_name
-                && m.bucket == bucket
-        })
+        .find(|m| m.key() == key)
         .filter(|m| !matches!(m.staleness(Some(&ka.cubin_hash)), Staleness::Stale { .. }))
 }
 
