@@ -149,7 +149,7 @@ proptest! {
                 let _ = k.stack_size();
                 let _ = crate::names::kernel_name(&k.name);
                 let ident = crate::names::rust_ident(&k.name);
-                prop_assert!(syn::parse_str::<syn::Ident>(&ident).is_ok(), "{ident:?}");
+                prop_assert!(crate::names::is_rust_ident(&ident), "{ident:?}");
             }
         }
     }
