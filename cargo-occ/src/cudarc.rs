@@ -209,10 +209,16 @@ pub fn judge(cudarc: &Cudarc, env: Option<&str>, nvcc: Option<&str>) -> Verdict 
 
 /// Every cudarc of the crate at `manifest_path` (default: the current
 /// folder's), from `cargo metadata --offline` (doctor downloads nothing).
+/// The graph is the host's (`--filter-platform`): without it cargo wants
+/// the sources of every platform's dependencies (`windows-link`, ...),
+/// which a Linux build never downloaded, and offline it fails.
 pub fn of_crate(manifest_path: Option<&Path>) -> Result<Vec<Cudarc>> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.args(["metadata", "--format-version", "1", "--offline"]);
+    if let Some(host) = host_triple() {
+        cmd.arg("--filter-platform").arg(host);
+    }
     if let Some(path) = manifest_path {
         cmd.arg("--manifest-path").arg(path);
     }
@@ -243,6 +249,19 @@ pub fn of_crate(manifest_path: Option<&Path>) -> Result<Vec<Cudarc>> {
             Cudarc::from_metadata(p, node)
         })
         .collect())
+}
+
+/// The host's target triple, as `rustc -vV` names it; `None` when rustc
+/// does not run.
+fn host_triple() -> Option<String> {
+    let out = Command::new("rustc").arg("-vV").output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .map(|h| h.trim().to_string())
 }
 
 /// The release of the `nvcc` that cudarc's build script runs: the first on
