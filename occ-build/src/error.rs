@@ -337,7 +337,7 @@ impl From<occ_model::Error> for Error {
 
 impl Error {
     /// Wraps an I/O error with what was being done.
-    pub fn io(action: impl Into<String>, source: std::io::Error) -> Self {
+    pub(crate) fn io(action: impl Into<String>, source: std::io::Error) -> Self {
         Error::Io {
             action: action.into(),
             source,

@@ -40,19 +40,13 @@ impl Build {
     /// ```
     pub fn resolved_archs(&self) -> Result<Vec<arch::Target>> {
         let env = Env::new();
-        let archs = self.resolved_archs_with(&env);
+        let archs = targets(self, &env);
         Directives {
             rerun_if_env_changed: env.read_vars().into_iter().collect(),
             ..Directives::default()
         }
         .print();
         archs
-    }
-
-    /// [`Build::resolved_archs`] with a given environment reader; prints
-    /// nothing (the variables read are in [`Env::read_vars`]).
-    pub fn resolved_archs_with(&self, env: &Env) -> Result<Vec<arch::Target>> {
-        targets(self, env)
     }
 }
 

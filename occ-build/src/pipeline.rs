@@ -108,7 +108,7 @@ impl Build {
     /// failure, each line of the error as `cargo::error=` (cargo then fails the
     /// build). Never panics. Returns the report when the build succeeded.
     pub fn compile(&self) -> Option<Report> {
-        let (result, directives) = self.execute(&Env::new());
+        let (result, directives) = self.run_with(&Env::new());
         directives.print();
         match result {
             Ok(report) => Some(report),
@@ -121,18 +121,14 @@ impl Build {
 
     /// Runs the build and returns what it made. Prints nothing.
     pub fn try_compile(&self) -> Result<Report> {
-        self.try_compile_with(&Env::new())
-    }
-
-    /// [`Build::try_compile`] with a given environment reader.
-    pub fn try_compile_with(&self, env: &Env) -> Result<Report> {
-        self.execute(env).0
+        self.run_with(&Env::new()).0
     }
 
     /// Runs the build; returns its result and the cargo directives gathered,
     /// also on failure (the files and variables read are still watched, so
-    /// fixing them reruns the build script). This is what [`Build::compile`] prints.
-    pub fn execute(&self, env: &Env) -> (Result<Report>, Directives) {
+    /// fixing them reruns the build script). This is what [`Build::compile`]
+    /// prints; occ's tests reach it through [`crate::cli::WithEnv`].
+    pub(crate) fn run_with(&self, env: &Env) -> (Result<Report>, Directives) {
         let mut directives = Directives::default();
         let result = run(self, env, &mut directives);
         directives.rerun_if_env_changed.extend(env.read_vars());

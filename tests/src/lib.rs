@@ -511,7 +511,7 @@ pub mod oracle {
     }
 }
 
-/// An environment for in-process builds (`Build::try_compile_with`): every
+/// An environment for in-process builds (`cli::WithEnv::try_compile_with`): every
 /// variable occ-build reads that would change a build is unset (`OCC_ARCHS`,
 /// `CUDA_COMPUTE_CAP`, `OCC_NVCC_LAUNCHER`, `NUM_JOBS`, `OCC_BLESS`,
 /// `OCC_NO_NVCC`, `DOCS_RS`, `CI`, and the per-user toolkit dir's

@@ -11,6 +11,7 @@
 //! must also read back as `serde_sarif`'s types, which are generated from
 //! that schema.
 
+use occ_build::cli::WithEnv as _;
 use occ_tests::{build_env, cargo_occ, code_and_text, kernels_build, Scratch};
 use serde_json::Value;
 use std::path::{Path, PathBuf};

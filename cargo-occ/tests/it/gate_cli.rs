@@ -2,6 +2,7 @@
 //! with the real nvcc, found both by `--manifest` and the way cargo users
 //! call it (the newest `target/*/build/<pkg>-*/out/occ`).
 
+use occ_build::cli::WithEnv as _;
 use occ_tests::{build_env, kernels_build, Scratch, ScratchCrate};
 use std::path::{Path, PathBuf};
 

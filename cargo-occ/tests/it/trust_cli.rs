@@ -6,6 +6,7 @@
 //! a lock, what `check` and `bless` say after a failed build, a closed
 //! stdout; these run on builds written by hand (no nvcc).
 
+use occ_build::cli::WithEnv as _;
 use occ_build::Build;
 use occ_model::compare::GateSettings;
 use occ_model::lock::{Lock, LOCK_SCHEMA};

@@ -10,6 +10,7 @@
 //! without kernels (`files_without_kernels_and_empty_files_build`); and
 //! tests/tests/it/new_user.rs for the compile error as cargo prints it.
 
+use occ_build::cli::WithEnv as _;
 use occ_build::{Build, Error};
 use occ_model::manifest::Manifest;
 use occ_tests::{build_env, script, Scratch};

@@ -2,6 +2,7 @@
 //! improvements and new kernels, kernels gone, a custom lock file name, the
 //! files and variables watched, and builds from the lock without nvcc.
 
+use occ_build::cli::WithEnv as _;
 use occ_build::{Error, Report};
 use occ_model::compare::GATE_FILE;
 use occ_model::lock::{Lock, CANDIDATE_FILE};

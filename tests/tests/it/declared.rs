@@ -7,6 +7,7 @@
 //! excludes, `Build::resolved_archs` and the arch-suffix policy, nvcc's
 //! warnings as cargo warnings.
 
+use occ_build::cli::WithEnv as _;
 use occ_build::{Build, Error, Launch};
 use occ_model::arch::{self, Variant};
 use occ_model::launch::DeclaredBy;

@@ -9,6 +9,7 @@
 //! module.)
 
 use occ_build::cli::Env;
+use occ_build::cli::WithEnv as _;
 use occ_build::Build;
 use occ_tests::Scratch;
 use std::collections::BTreeMap;

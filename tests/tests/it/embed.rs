@@ -2,6 +2,7 @@
 //! `cuobjdump`, and `kernels.rs` as a table that a crate looks kernels up
 //! in by name at run time.
 
+use occ_build::cli::WithEnv as _;
 use occ_model::manifest::{DeviceCode, Embed};
 use occ_model::measured;
 use occ_tests::{build_env, Scratch, ScratchCrate};

@@ -16,6 +16,7 @@
 //!   builds today's manifest with one note, watching the folder nvdisasm
 //!   would be installed into; installed, it gives lines and is watched.
 
+use occ_build::cli::WithEnv as _;
 use occ_model::cliff::registers_matter;
 use occ_model::lines::{source_lines, LifeRanges, LineInfo, SourceLines};
 use occ_model::manifest::Manifest;

@@ -2,6 +2,7 @@
 //! nothing writes nothing and prints what the last one printed; anything
 //! its outputs depend on that changed makes it do the full work.
 
+use occ_build::cli::WithEnv as _;
 use occ_build::cli::{last_build, BuildState};
 use occ_build::{Build, Error, Launch, Report};
 use occ_tests::{build_env, counting_launcher, launches, Scratch};

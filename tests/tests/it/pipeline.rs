@@ -1,5 +1,6 @@
 //! Live tests of the occ-build pipeline with the real nvcc.
 
+use occ_build::cli::WithEnv as _;
 use occ_build::{Build, Error};
 use occ_model::manifest::Manifest;
 use occ_tests::{build_env, counting_launcher, launches, Scratch};

@@ -5,6 +5,7 @@
 //! kernel × arch and reads back to the same bytes. (The Markdown budget at
 //! 2,000 rows is a unit test of cargo-occ's renderer.)
 
+use occ_build::cli::WithEnv as _;
 use occ_build::{Error, Report};
 use occ_model::lock::{Lock, CANDIDATE_FILE};
 use occ_tests::{build_env, Scratch};

@@ -4,6 +4,7 @@
 //! `OUT_DIR`: `manifest.json`, `kernels.rs` and every device-code file, byte
 //! for byte.
 
+use occ_build::cli::WithEnv as _;
 use occ_build::Build;
 use occ_tests::trust::{
     assert_same_outputs, manifest_registers, printed_registers, reswap, run_cargo, scale_crate,

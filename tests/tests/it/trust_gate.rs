@@ -3,6 +3,7 @@
 //! credit for spills gone, blessing through a symlink or into a read-only
 //! lock, and the messages for a bad or foreign lock.
 
+use occ_build::cli::WithEnv as _;
 use occ_build::Build;
 use occ_tests::{build_env, Scratch};
 

@@ -3,6 +3,7 @@
 //! no CI run that checked nothing looks green. Each test is the
 //! reproduction of one item, named by it.
 
+use occ_build::cli::WithEnv as _;
 use occ_build::Build;
 use occ_tests::{build_env, Scratch};
 use std::path::Path;
