@@ -1,7 +1,8 @@
 //! occ-model's integration tests, in one test binary: the code hash over
 //! real cubins, the check that the model stays pure, and the check that
-//! its layers go one way.
+//! its layers go one way (both read the sources through `source`).
 
 mod cubin_hash;
 mod layers;
 mod purity;
+mod source;

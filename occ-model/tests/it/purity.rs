@@ -2,11 +2,14 @@
 //! no network, no threads' worth of I/O. clippy's `disallowed-methods` (see
 //! `occ-model/clippy.toml`) catches calls; this test catches the rest, such as
 //! a `use std::fs` or a path that clippy's list does not name, and runs in
-//! every `cargo test`.
+//! every `cargo test`. It reads library code as `source::library` gives it:
+//! inline test modules, comments and literals blanked, code after a test
+//! module kept.
 
 // The test itself reads the sources; the purity rules are for src/.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
+use crate::source::library as library_part;
 use std::path::Path;
 
 /// What src/ may not mention, with why.
@@ -41,25 +44,6 @@ fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
             out.push(path);
         }
     }
-}
-
-/// The text before the first inline `#[cfg(test)]` module (`mod tests {`):
-/// unit tests may read fixtures, the library may not. A `#[cfg(test)] mod
-/// proptests;` declaration does not end the library part.
-fn library_part(text: &str) -> &str {
-    let mut at = 0;
-    while let Some(i) = text[at..].find("#[cfg(test)]\n") {
-        let start = at + i;
-        let rest = &text[start + "#[cfg(test)]\n".len()..];
-        let line = rest.lines().next().unwrap_or("");
-        if (line.starts_with("mod ") || line.starts_with("pub(crate) mod "))
-            && line.trim_end().ends_with('{')
-        {
-            return &text[..start];
-        }
-        at = start + 1;
-    }
-    text
 }
 
 /// Whether a `use std::{...}` group names a forbidden module (`fs`, `env`,
@@ -126,6 +110,18 @@ fn the_check_can_fail() {
     // A test-module declaration does not hide what follows it.
     let text = "#[cfg(test)]\nmod proptests;\npub fn z() { std::env::var(\"HOME\"); }";
     assert!(library_part(text).contains("std::env"));
+    // Nor does a test module hide the code after it, and a hit keeps its line.
+    let text = "#[cfg(test)]\nmod tests {\n fn t() { if true { std::fs::read(\"x\"); } }\n}\npub fn z() { std::env::var(\"HOME\"); }";
+    let lib = library_part(text);
+    assert!(!lib.contains("std::fs"), "{lib}");
+    assert!(
+        lib.lines()
+            .nth(4)
+            .is_some_and(|l| l.starts_with("pub fn z() { std::env::var(")),
+        "{lib}"
+    );
+    // A message that names a module is no use of it.
+    assert!(!library_part("const M: &str = \"std::fs\";").contains("std::fs"));
     // Grouped and renamed imports are seen.
     assert_eq!(forbidden_group("std::{env as e, fs as f}"), Some("fs"));
     assert_eq!(forbidden_group("std::{collections::BTreeMap, fmt}"), None);
