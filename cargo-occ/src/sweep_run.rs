@@ -6,7 +6,7 @@ use anyhow::{anyhow, Context, Result};
 use occ_model::manifest::{Kernel, KernelArch, LaunchBounds, Lookup, Manifest};
 use occ_model::sweep::{
     caps, overrides_global_cap, point, with_maxnreg, KernelSweep, Method, Sweep, SweepPoint,
-    SCHEMA_VERSION,
+    SWEEP_SCHEMA,
 };
 use occ_model::{arch, ptx, ptxas};
 use std::path::{Path, PathBuf};
@@ -483,7 +483,7 @@ pub fn sweep_manifest(
         )?);
     }
     Ok(Sweep {
-        schema: SCHEMA_VERSION,
+        schema: SWEEP_SCHEMA,
         package: manifest.package.clone(),
         ptxas: ptxas_path.display().to_string(),
         kernels: out,

@@ -1,6 +1,8 @@
 //! The build, stage by stage. This is the one place that says what a build
-//! does and in which order; each stage is a function in the module named
-//! for it, and ARCHITECTURE.md lists the same stages.
+//! does and in which order; each stage's work is a function in the module
+//! named for it (this module keeps only the glue between them: the anchor
+//! header written before the jobs, the inputs watched after them), and
+//! ARCHITECTURE.md lists the same stages.
 //!
 //! 1. `inputs::resolve`: paths, archs, sources, the lock's text, and the
 //!    settings read from the environment (the lock is parsed,
@@ -26,6 +28,8 @@
 //! 7. `embed::write`: the device code to embed (a fatbin per file by
 //!    default); `emit::write_all`: `manifest.json` and `kernels.rs` into
 //!    `$OUT_DIR/occ`; `emit::remove_stale`: files of jobs gone from the build.
+//!    7½. `parts::record`: with several `Build`s in one script, this part's
+//!    kernels merged with the others' into one table and candidate lock.
 //! 8. `gate::baseline`: compare with `occ.lock`; bless on request.
 //! 9. `summary::write`: the report (table, spills, every finding of the
 //!    gates) to `report.txt`, also when a gate failed, and one warning when

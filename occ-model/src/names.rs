@@ -156,9 +156,11 @@ fn short_name(base: &str) -> &str {
     s
 }
 
-/// Rust keywords (strict, reserved and weak-but-refused, 2021 edition:
-/// `Self`, `union`, `gen` included) that cannot be identifiers: the one
-/// list every generated Rust name is checked against ([`is_keyword`]).
+/// Rust keywords that occ never writes as identifiers: the strict and
+/// reserved ones of the 2021 edition, `gen` (reserved in 2024, and a user
+/// crate may be of either edition) and the weak `union` (refused too, so
+/// that a name means one thing everywhere). `Self` included. The one list
+/// every generated Rust name is checked against ([`is_keyword`]).
 pub const KEYWORDS: &[&str] = &[
     "Self", "abstract", "as", "async", "await", "become", "box", "break", "const", "continue",
     "crate", "do", "dyn", "else", "enum", "extern", "false", "final", "fn", "for", "gen", "if",
@@ -401,8 +403,9 @@ mod tests {
             .iter()
             .filter(|w| !["union", "gen", "macro"].contains(w))
         {
-            // A strict or reserved keyword is no identifier for syn either
-            // (`union`, `gen` and `macro` are contextual, yet refused here).
+            // A strict or reserved keyword is no identifier for syn either;
+            // syn lets the weak `union`, the 2024 edition's `gen` and the
+            // reserved `macro` through, and occ refuses them all the same.
             assert!(syn::parse_str::<syn::Ident>(word).is_err(), "{word}");
         }
     }

@@ -40,7 +40,7 @@ use crate::{ptx, ptxas};
 use serde::{Deserialize, Serialize};
 
 /// The schema version of [`Sweep`] JSON.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SWEEP_SCHEMA: u32 = 1;
 
 /// The lowest cap tried: ptxas raises smaller caps to the ABI minimum anyway.
 pub const MIN_CAP: u32 = 16;
@@ -81,7 +81,7 @@ pub fn overrides_global_cap(bounds: &LaunchBounds) -> bool {
 /// A sweep of one or more kernels: what `cargo occ sweep --json` prints.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sweep {
-    /// Schema version ([`SCHEMA_VERSION`]).
+    /// Schema version ([`SWEEP_SCHEMA`]).
     pub schema: u32,
     /// The package of the manifest.
     pub package: String,

@@ -202,7 +202,7 @@ fn free_caps_spilling_caps_and_ptxas_agree() {
 
     // The JSON round-trips.
     let sweep = sweep::Sweep {
-        schema: sweep::SCHEMA_VERSION,
+        schema: sweep::SWEEP_SCHEMA,
         package: String::new(),
         ptxas: String::new(),
         kernels: vec![k.clone()],
