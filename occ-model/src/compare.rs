@@ -122,7 +122,7 @@ impl Cause {
 /// One kernel × arch that differs from the lock.
 ///
 /// A kernel is known by its symbol; its source is a detail: a kernel whose
-/// file moved is matched to its lock entry (`moved_from`), and a kernel
+/// file moved is matched to its lock entry ([`Reason::Moved`]), and a kernel
 /// gone beside a new one on the same arch is shown as a likely rename.
 ///
 /// As JSON (`cargo occ diff --format json`) `reasons` and `also` are lists
@@ -153,9 +153,6 @@ pub struct Finding {
         serialize_with = "with_text"
     )]
     pub also: Vec<Reason>,
-    /// The source the lock records, when the kernel's file moved.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub moved_from: Option<String>,
     /// The locked numbers (`None` for a new kernel).
     pub before: Option<Resources>,
     /// The numbers of this build (`None` for a kernel gone).
@@ -171,10 +168,18 @@ impl Finding {
             verdict,
             reasons: vec![reason],
             also: Vec::new(),
-            moved_from: None,
             before: None,
             after: None,
         }
+    }
+
+    /// The source the lock records, when the kernel's file moved: its
+    /// [`Reason::Moved`], among the reasons or the other changes.
+    pub fn moved_from(&self) -> Option<&str> {
+        self.reasons.iter().chain(&self.also).find_map(|r| match r {
+            Reason::Moved { from } => Some(from.as_str()),
+            _ => None,
+        })
     }
 
     /// The cause of each reason, in order.
@@ -251,7 +256,7 @@ impl Diff {
 
     /// The findings of kernels whose file moved (one per kernel × arch).
     pub fn moved(&self) -> impl Iterator<Item = &Finding> {
-        self.findings.iter().filter(|f| f.moved_from.is_some())
+        self.findings.iter().filter(|f| f.moved_from().is_some())
     }
 }
 
@@ -424,7 +429,6 @@ pub fn compare(lock: &Lock, candidate: &Lock, thresholds: &Thresholds) -> Diff {
                     verdict,
                     reasons,
                     also,
-                    moved_from: moved_from.clone(),
                     before: Some(before.clone()),
                     after: Some(after.clone()),
                 });
@@ -1150,7 +1154,7 @@ pub(crate) mod tests {
         let d = compare(&before, &after, &Thresholds::default());
         assert!(!d.has_regressions(), "{d:?}");
         assert_eq!(verdicts(&d), [("b".to_string(), Verdict::Changed)]);
-        assert_eq!(d.findings[0].moved_from.as_deref(), Some("k.cu"));
+        assert_eq!(d.findings[0].moved_from(), Some("k.cu"));
         assert_eq!(d.findings[0].texts(), ["moved from k.cu"]);
         assert_eq!(d.moved().count(), 1);
         // Moved and worse: the regression, and the move as another change.

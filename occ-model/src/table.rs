@@ -401,10 +401,10 @@ fn row(f: &Finding) -> [String; 10] {
         }
     }
     let (b, a) = (&f.before, &f.after);
-    let mut notes: Vec<String> = f.reasons.iter().filter_map(Reason::note).collect();
+    let mut notes: Vec<String> = f.reasons.iter().filter_map(note).collect();
     // A move that did not decide the verdict is still said.
-    let moved = f.moved_from.as_ref().filter(|_| !f.has(Cause::Moved));
-    notes.extend(moved.map(|from| Reason::Moved { from: from.clone() }.to_string()));
+    let moved = f.also.iter().filter(|r| matches!(r, Reason::Moved { .. }));
+    notes.extend(moved.map(Reason::to_string));
     // Occupancy where the gate judged it, and that launch in words.
     let (occupancy, at) = match (b, a) {
         (Some(before), Some(after)) => {
@@ -446,6 +446,21 @@ fn row(f: &Finding) -> [String; 10] {
         cell(b, a, |r| r.best.block_size),
         notes.join("; "),
     ]
+}
+
+/// What a before/after table notes beside the numbers it shows for a
+/// reason (`+9, threshold 8`, `moved from k.cu`, ``renamed? `a` -> `b` ``);
+/// `None` when its columns show it all.
+fn note(reason: &Reason) -> Option<String> {
+    match reason {
+        Reason::RegistersPastThreshold {
+            before,
+            after,
+            threshold,
+        } => Some(format!("+{}, threshold {threshold}", after - before)),
+        Reason::Moved { .. } | Reason::Renamed { .. } => Some(reason.to_string()),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! A finding's reasons as typed values: each a [`Reason`] variant carrying
 //! the figures it speaks of (registers before and after, the threshold,
-//! the launches), from which its cause ([`Reason::cause`]), its words
-//! (`Display`) and a table's note ([`Reason::note`]) are formatted. No view
-//! parses a reason's words: each reads the fields, or formats them here.
+//! the launches), from which its cause ([`Reason::cause`]) and its words
+//! (`Display`) are formatted. No view parses a reason's words: each reads
+//! the fields (a table's note is `table`'s), or formats them here.
 
 use super::Cause;
 use crate::manifest::{DeclaredBy, Launch};
@@ -253,21 +253,6 @@ impl Reason {
             self,
             Reason::OccupancyUp { .. } | Reason::FewerSpills { .. } | Reason::FewerRegisters { .. }
         )
-    }
-
-    /// What a before/after table notes beside the numbers it shows (`+9,
-    /// threshold 8`, `moved from k.cu`, ``renamed? `a` -> `b` ``); `None`
-    /// when its columns show it all.
-    pub fn note(&self) -> Option<String> {
-        match self {
-            Reason::RegistersPastThreshold {
-                before,
-                after,
-                threshold,
-            } => Some(format!("+{}, threshold {threshold}", after - before)),
-            Reason::Moved { .. } | Reason::Renamed { .. } => Some(self.to_string()),
-            _ => None,
-        }
     }
 }
 
