@@ -351,15 +351,10 @@ impl Runner<'_> {
             JobKind::Device => (vec![job.arch.clone()], vec![g.log]),
             JobKind::Library { archs, .. } => {
                 let logs = occ_model::ptxas::split_by_arch(&g.log, archs).ok_or_else(|| {
-                    Error::Model(occ_model::Error::Parse {
+                    Error::LibraryLogSplit {
                         file: job.source.clone(),
-                        arch: job.arch.clone(),
-                        detail: format!(
-                            "the ptxas log of the multi-arch nvcc run does not have one \
-                                 run per arch of {}",
-                            archs.join(", ")
-                        ),
-                    })
+                        archs: archs.clone(),
+                    }
                 })?;
                 (archs.clone(), logs)
             }

@@ -260,6 +260,24 @@ pub enum Error {
         /// The lock file (after following symlinks).
         path: PathBuf,
     },
+    /// The lock found is another package's (a lock from elsewhere, or the
+    /// package was renamed).
+    ForeignLock {
+        /// The lock file.
+        path: PathBuf,
+        /// The package the lock records.
+        lock_package: String,
+        /// This build's package.
+        package: String,
+    },
+    /// The ptxas log of a host-code library's one nvcc run (every arch at
+    /// once) that does not split into one run per arch.
+    LibraryLogSplit {
+        /// The `.cu` file.
+        file: String,
+        /// The archs of the run, in order.
+        archs: Vec<String>,
+    },
     /// A `Build::name` that cannot name files.
     BadBuildName {
         /// The name as given.
@@ -685,6 +703,24 @@ impl fmt::Display for Error {
                 path.display(),
                 path.display()
             ),
+            Error::ForeignLock {
+                path,
+                lock_package,
+                package,
+            } => write!(
+                f,
+                "{} is the lock of package `{lock_package}`, not of `{package}`; point .lock_file() at \
+                 this crate's own lock, or, if the package was renamed, accept it with `cargo occ bless` \
+                 (or OCC_BLESS=1 cargo build)",
+                path.display()
+            ),
+            Error::LibraryLogSplit { file, archs } => write!(
+                f,
+                "cannot read the ptxas output for {file}: the log of its one nvcc run for {} does not \
+                 have one ptxas run per arch; this is an occ bug or an nvcc version it does not know: \
+                 please report it with the build log (`cargo build -vv`)",
+                archs.join(", ")
+            ),
             Error::BadBuildName { name } => write!(
                 f,
                 "the build name {name:?} (`.name()`) may hold only letters, digits, `_` and `-`: it names files in OUT_DIR; rename it"
@@ -1057,6 +1093,15 @@ mod tests {
             Error::LockReadOnly {
                 path: PathBuf::from("occ.lock"),
             },
+            Error::ForeignLock {
+                path: PathBuf::from("occ.lock"),
+                lock_package: s("other"),
+                package: s("mine"),
+            },
+            Error::LibraryLogSplit {
+                file: s("k.cu"),
+                archs: vec![s("sm_80"), s("sm_90")],
+            },
             Error::BadBuildName { name: s("a b") },
             Error::FileInTwoBuilds {
                 file: s("k.cu"),
@@ -1130,6 +1175,8 @@ mod tests {
                 | Error::DiskFull { .. }
                 | Error::LauncherFailed { .. }
                 | Error::LockReadOnly { .. }
+                | Error::ForeignLock { .. }
+                | Error::LibraryLogSplit { .. }
                 | Error::BadBuildName { .. }
                 | Error::FileInTwoBuilds { .. }
                 | Error::ToolNotFound { .. }

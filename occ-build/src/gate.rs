@@ -165,14 +165,11 @@ pub(crate) fn baseline(
                 &format!("replaced the lock of package `{}`", lock.package),
             );
         }
-        return Err(Error::Model(occ_model::Error::Corrupt {
+        return Err(Error::ForeignLock {
             path: inputs.lock_path.clone(),
-            detail: format!(
-                "is the lock of package `{}`, not of `{}`; point .lock_file() at this crate's own lock, \
-                 or, if the package was renamed, accept it with `cargo occ bless` (or OCC_BLESS=1 cargo build)",
-                lock.package, candidate.package
-            ),
-        }));
+            lock_package: lock.package.clone(),
+            package: candidate.package.clone(),
+        });
     }
     let diff = compare::compare(lock, candidate, &settings.thresholds);
     details.baseline = Some(occ_model::markdown::Baseline::Compared {

@@ -230,6 +230,19 @@ fn item18_lock_of_another_crate_names_its_package() {
         msg.contains("some-other-crate"),
         "a lock of another crate must be named as such (its package), not reported kernel by kernel: {msg:?}"
     );
+    // Its own cause, with both packages and the fixes, not a corrupt file.
+    let err = build(&s)
+        .try_compile_with(&build_env(&[("CARGO_PKG_NAME", Some("mine"))]))
+        .expect_err("another crate's lock was accepted");
+    assert!(
+        matches!(&err, occ_build::Error::ForeignLock { lock_package, package, .. }
+            if lock_package == "some-other-crate" && package == "mine"),
+        "{err:?}"
+    );
+    assert!(
+        msg.contains(".lock_file()") && msg.contains("cargo occ bless"),
+        "{msg}"
+    );
 }
 
 #[test]
