@@ -137,3 +137,67 @@ impl std::error::Error for Error {}
 
 /// The result type of occ-model.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One of each variant. The `match` in the test fails to compile when a
+    /// variant is added: give it a sample here and in occ-build's
+    /// `error::tests::every_variant`, whose test also checks that each
+    /// message states a fix (occ-build matches this `#[non_exhaustive]`
+    /// enum with a wildcard, so only this crate can be made to notice).
+    fn every_variant() -> Vec<Error> {
+        let s = |t: &str| t.to_string();
+        vec![
+            Error::Corrupt {
+                path: PathBuf::from("occ.lock"),
+                detail: s("not valid JSON (line 1); delete it and rebuild"),
+            },
+            Error::Parse {
+                file: s("k.cu"),
+                arch: s("sm_80"),
+                detail: s("line 3"),
+            },
+            Error::Occupancy {
+                kernel: s("k"),
+                arch: s("sm_80"),
+                detail: s("block size 0"),
+            },
+            Error::UnmatchedLaunch {
+                pattern: s("fast_*"),
+                closest: vec![],
+            },
+            Error::ConflictingLaunches {
+                kernel: s("t"),
+                first: (s("t*"), s("a block of 256 threads")),
+                second: (s("*"), s("a block of 128 threads")),
+            },
+            Error::BadLaunch {
+                kernel: s("k"),
+                arch: s("sm_80"),
+                launch: s("a block of 2048 threads"),
+                detail: s("above 1024 threads"),
+            },
+        ]
+    }
+
+    #[test]
+    fn every_message_is_one_line_without_stray_whitespace() {
+        let mut seen = std::collections::BTreeSet::new();
+        for e in every_variant() {
+            seen.insert(match &e {
+                Error::Corrupt { .. } => "Corrupt",
+                Error::Parse { .. } => "Parse",
+                Error::Occupancy { .. } => "Occupancy",
+                Error::UnmatchedLaunch { .. } => "UnmatchedLaunch",
+                Error::ConflictingLaunches { .. } => "ConflictingLaunches",
+                Error::BadLaunch { .. } => "BadLaunch",
+            });
+            let text = e.to_string();
+            assert!(!text.contains('\n') && !text.contains('\t'), "{text:?}");
+            assert!(!text.contains("  ") && text == text.trim(), "{text:?}");
+        }
+        assert_eq!(seen.len(), 6, "a sample of each variant: {seen:?}");
+    }
+}
