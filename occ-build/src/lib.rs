@@ -98,40 +98,12 @@
 //!
 //! ## Environment variables
 //!
-//! Every variable occ reads (the same table is in `docs/GUIDE.md`):
-//!
-//! | variable | read by | effect |
-//! |---|---|---|
-//! | `OCC_ARCHS` | occ-build | overrides the arch list: `sm_80,sm_90a` |
-//! | `CUDA_COMPUTE_CAP` | occ-build | the same, as candle users set it: `80`, `90a`, `80,90` |
-//! | `NVCC` | occ-build, `cargo occ` | the nvcc to use: a path, or a name on `PATH` |
-//! | `CUDA_HOME`, `CUDA_PATH`, `CUDA_ROOT` | occ-build, `cargo occ` | a CUDA install: its `bin/nvcc` |
-//! | `PATH` | occ-build, `cargo occ` | searched for `nvcc` |
-//! | `OCC_CUDA_DIR` | occ-build, `cargo occ`, `scripts/cuda-toolkit` | occ's toolkit dir: where `cargo occ toolkit install` and `scripts/cuda-toolkit` install nvcc, and where occ looks for `cu13/nvidia/cu13/bin/nvcc` |
-//! | `XDG_CACHE_HOME`, `HOME` (Windows: `LOCALAPPDATA`) | occ-build, `cargo occ` | without `OCC_CUDA_DIR`, the toolkit dir is `$XDG_CACHE_HOME/occ/cuda`, else `$HOME/.cache/occ/cuda` (`%LOCALAPPDATA%\occ\cuda`) |
-//! | `PYTHON` | `cargo occ toolkit install`, `scripts/cuda-toolkit` | the Python that runs pip (default `python3`) |
-//! | `NVCC_CCBIN` | nvcc; occ-build watches it and keys its cache on it | the host compiler nvcc runs |
-//! | `NVCC_PREPEND_FLAGS`, `NVCC_APPEND_FLAGS` | nvcc; occ-build watches them and keys its cache on them | extra nvcc flags (their `-I` folders count in the include search) |
-//! | `CPATH`, `CPLUS_INCLUDE_PATH`, `C_INCLUDE_PATH`, `GCC_EXEC_PREFIX`, `COMPILER_PATH` | the host compiler nvcc preprocesses with; occ-build watches them and keys its cache on them | where it finds headers and its programs |
-//! | `OCC_NVCC_LAUNCHER` | occ-build, `cargo occ` | a wrapper for every nvcc call (e.g. `sccache`) |
-//! | `OCC_BLESS` | occ-build | `1`: write the build's numbers to `occ.lock` (never when `CI` is set) |
-//! | `CI` | occ-build, `cargo occ bless` | set (not `0`/`false`/`no`/`off`): `occ.lock` is never written, and the crate's own build fails when it finds no nvcc (unless `OCC_NO_NVCC=1`) |
-//! | `OCC_NO_NVCC` | occ-build | `1`: do not look for nvcc; build from `occ.lock` |
-//! | `CUDARC_CUDA_VERSION` | cudarc's build script; `cargo occ toolkit doctor` | the CUDA version of cudarc's bindings (`13040`), over a `cuda-XXXXX` feature and the nvcc on `PATH` (see the cudarc line of the README's `Cargo.toml`) |
-//! | `OCC_GPU` | `cargo occ report` | the GPU the build is for (as the driver names it; also `--gpu`): measurements taken on another GPU are said so |
-//! | `DOCS_RS` | occ-build | set by docs.rs: build from `occ.lock` |
-//! | `OCC_PTXAS_TIMEOUT` | `cargo occ sweep` | seconds a ptxas run may take before it is killed (default 60; `--ptxas-timeout`) |
-//! | `OCC_MANIFEST` | occ-macros | the `manifest.json` `#[launch_config]` reads instead of `$OUT_DIR/occ/manifest.json` (relative to the crate) |
-//! | `OUT_DIR`, `CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`, `NUM_JOBS` | occ-build, occ-macros | set by cargo: where to write, the crate root, the package, how many nvcc jobs at once |
-//! | `TARGET`, `HOST`, `OPT_LEVEL`, `DEBUG` | occ-build (`static_lib`) | set by cargo: given to the `cc` crate, which picks the host compiler, its flags and the archiver from them (and from `CXX`, `CXXFLAGS`, `AR`, `CXXSTDLIB`, ...) |
-//! | `CARGO` | `cargo occ` | set by cargo: the cargo that runs `cargo metadata` |
-//! | `GITHUB_ACTIONS` | occ-build, `cargo occ check` | `true`: append the Markdown report to the step summary; `cargo occ check` also prints workflow commands |
-//! | `GITHUB_STEP_SUMMARY`, `GITHUB_WORKSPACE` | occ-build, `cargo occ check` (only when `GITHUB_ACTIONS=true`) | set by GitHub Actions: the step summary file; the checkout, which annotation paths are relative to |
-//!
-//! Every variable read is printed as `cargo::rerun-if-env-changed`; every
-//! `.cu` file and every header nvcc read as `cargo::rerun-if-changed`. A job
-//! whose inputs (source and header bytes, flags, nvcc, arch) did not change is
-//! not rerun.
+//! Every variable occ reads is printed as `cargo::rerun-if-env-changed`;
+//! every `.cu` file and every header nvcc read as `cargo::rerun-if-changed`.
+//! A job whose inputs (source and header bytes, flags, nvcc, arch) did not
+//! change is not rerun. The table of every variable (`OCC_ARCHS`,
+//! `CUDA_COMPUTE_CAP`, `OCC_BLESS`, `OCC_NO_NVCC`, `CI`, ...) is in the
+//! guide: [Environment variables](https://github.com/occ-rs/occ/blob/main/docs/GUIDE.md#environment-variables).
 //!
 //! ## Updating the baseline
 //!
@@ -157,30 +129,9 @@
 //!
 //! ## Publishing a crate that uses occ-build
 //!
-//! docs.rs has no nvcc and sets `DOCS_RS`, so there the build script stands
-//! on the crate's committed `occ.lock`: the docs build as long as the lock
-//! is in the package and covers every arch the build asks for (an arch the
-//! lock does not record is an error). So, before `cargo publish`:
-//!
-//! - bless the lock for the archs of the build (`OCC_BLESS=1 cargo build`
-//!   or `cargo occ bless`) and commit it;
-//! - check that the package holds it and the `.cu` files (users' builds
-//!   compile those): `cargo package --list | grep -E 'occ.lock|\.cu'`. Cargo
-//!   packages every file git tracks; an `include = [...]` list must name
-//!   `occ.lock` and the kernels (`"kernels/**"`), and neither may match an
-//!   `exclude` pattern;
-//! - build the docs on one target, so docs.rs runs the build script once:
-//!
-//! ```toml
-//! [package.metadata.docs.rs]
-//! targets = ["x86_64-unknown-linux-gnu"]
-//! ```
-//!
-//! docs.rs's metadata cannot set environment variables; `DOCS_RS`, which
-//! docs.rs sets itself, is what selects the lock, so nothing else is needed
-//! there. To try the same build locally: `OCC_NO_NVCC=1 cargo doc`. Code
-//! that uses the device code compiles unchanged (every blob's `bytes` is
-//! empty, `kernels::HAS_DEVICE_CODE` is `false`).
+//! docs.rs has no nvcc; there the build stands on the committed `occ.lock`,
+//! which the package must hold with the `.cu` files. The checklist is in
+//! the guide: [Publish a crate that uses occ-build](https://github.com/occ-rs/occ/blob/main/docs/GUIDE.md#publish-a-crate-that-uses-occ-build).
 #![deny(missing_docs)]
 
 mod assemble;
