@@ -22,7 +22,14 @@
 //! the bytes, so that rustc's incremental cache and cargo see a new blob
 //! (the assembler's read of the file is tracked by neither); that is why
 //! they live in a file of their own, the same in two folders exactly when
-//! the device code is, and `kernels.rs` stays the same in any folder.
+//! the device code is, and `kernels.rs` stays the same in any folder. The
+//! symbol is `occ_dc_` and the hash of the file's name and bytes: one
+//! symbol per name and bytes makes the same file of two crates one comdat
+//! group, and never gives two contents one name. The path `.incbin` reads
+//! is `OUT_DIR`'s, which rustc reads from the environment, so nothing
+//! absolute is written. The bytes can be referenced in a `const`, not read
+//! there. Other targets (Mach-O, COFF: other section directives, and a
+//! Windows `OUT_DIR` is all backslashes) keep `include_bytes!`.
 
 use crate::error::Result;
 use crate::files::write_atomic;
