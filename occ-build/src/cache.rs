@@ -73,6 +73,7 @@ use crate::error::{Error, Result};
 use crate::files::write_atomic;
 use crate::job::Job;
 use crate::nvcc_args;
+use crate::nvcc_text::{dryrun_library_dirs, dryrun_programs, dryrun_settings, expand};
 use crate::toolkit::{exe, Nvcc};
 use occ_model::params::Signatures;
 use serde::{Deserialize, Serialize};
@@ -666,23 +667,9 @@ impl Toolkit {
     /// is, on every layout (the wheels' `lib/`, a system install's
     /// `targets/<arch>-linux/lib`).
     pub fn lib_dirs(&self) -> Vec<PathBuf> {
-        let settings = dryrun_settings(&self.dryrun);
-        let Some((_, value)) = settings.iter().find(|(k, _)| k == "LIBRARIES") else {
-            return Vec::new();
-        };
-        // Quoted words (odd pieces) are whole; the rest split at spaces.
-        value
-            .split('"')
-            .enumerate()
-            .flat_map(|(i, piece)| {
-                if i % 2 == 1 {
-                    vec![piece]
-                } else {
-                    piece.split_whitespace().collect()
-                }
-            })
-            .filter_map(|w| w.strip_prefix("-L"))
-            .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| PathBuf::from(d)))
+        dryrun_library_dirs(&self.dryrun)
+            .into_iter()
+            .map(|d| std::fs::canonicalize(&d).unwrap_or_else(|_| PathBuf::from(d)))
             .filter(|d| !d.ends_with("stubs"))
             .collect()
     }
@@ -719,50 +706,6 @@ fn first_line(stderr: &str, stdout: &str) -> String {
         .unwrap_or("it printed nothing for --dryrun")
         .trim()
         .to_string()
-}
-
-/// The `#$ NAME=value` lines of a dry run.
-fn dryrun_settings(text: &str) -> Vec<(String, String)> {
-    text.lines()
-        .filter_map(|l| l.strip_prefix("#$ "))
-        .filter_map(|l| {
-            let (name, value) = l.split_once('=')?;
-            let plain =
-                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            plain.then(|| (name.to_string(), value.trim().to_string()))
-        })
-        .collect()
-}
-
-/// The program of each command line of a dry run (`gcc`, `"$CICC_PATH/cicc"`, `ptxas`).
-fn dryrun_programs(text: &str) -> Vec<String> {
-    text.lines()
-        .filter_map(|l| l.strip_prefix("#$ "))
-        .filter(|l| {
-            let first = l.split_whitespace().next().unwrap_or("");
-            !first.contains('=') || first.starts_with('"')
-        })
-        .filter_map(|l| {
-            let l = l.trim_start();
-            if let Some(rest) = l.strip_prefix('"') {
-                rest.split('"').next().map(str::to_string)
-            } else {
-                l.split_whitespace().next().map(str::to_string)
-            }
-        })
-        .filter(|p| !p.is_empty())
-        .collect()
-}
-
-/// `$NAME` and `$(NAME)` replaced by the dry run's settings.
-fn expand(word: &str, settings: &[(String, String)]) -> String {
-    let mut out = word.to_string();
-    for (name, value) in settings {
-        out = out
-            .replace(&format!("$({name})"), value)
-            .replace(&format!("${name}"), value);
-    }
-    out
 }
 
 /// The folders a job's `#include`s search that belong to the user, in
@@ -933,25 +876,6 @@ fn has_include_names(text: &[u8]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const DRYRUN: &str = "#$ _NVVM_BRANCH_=nvvm\n#$ _SPACE_= \n#$ _HERE_=/cuda/bin\n\
-#$ TOP=/cuda/bin/..\n#$ CICC_PATH=/cuda/bin/../nvvm/bin\n\
-#$ NVVMIR_LIBRARY_DIR=/cuda/bin/../nvvm/libdevice\n#$ PATH=/cuda/bin/../nvvm/bin:/cuda/bin:/usr/bin\n\
-#$ INCLUDES=\"-I/cuda/bin/../include\"  \n#$ SYSTEM_INCLUDES=\"-isystem\" \"/cuda/bin/../include/cccl\"  \n\
-#$ gcc -D__CUDA_ARCH__=800 -E -x c++ \"k.cu\" -o \"/t/k.cpp1.ii\" \n\
-#$ \"$CICC_PATH/cicc\" --c++17 \"/t/k.cpp1.ii\" -o \"/t/k.ptx\"\n\
-#$ ptxas -arch=sm_80 -m64 -v  \"/t/k.ptx\"  -o \"/t/o.cubin\" \n";
-
-    #[test]
-    fn a_dry_run_names_its_programs_and_settings() {
-        let settings = dryrun_settings(DRYRUN);
-        assert!(settings.contains(&("_HERE_".into(), "/cuda/bin".into())));
-        let programs: Vec<String> = dryrun_programs(DRYRUN)
-            .iter()
-            .map(|p| expand(p, &settings))
-            .collect();
-        assert_eq!(programs, ["gcc", "/cuda/bin/../nvvm/bin/cicc", "ptxas"]);
-    }
 
     #[test]
     fn has_include_names_are_found_in_both_forms() {

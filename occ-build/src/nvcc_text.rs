@@ -1,7 +1,9 @@
 //! Pure readers of what nvcc prints and leaves: the class of a failed run
 //! from its log ([`classify`]), nvcc's own warnings to show ([`warnings`]),
-//! and the files a preprocessed source was made from, from its line markers
-//! ([`deps_from_preprocessed`]).
+//! the files a preprocessed source was made from, from its line markers
+//! ([`deps_from_preprocessed`]), and the settings and programs of a
+//! `--dryrun` ([`dryrun_settings`], [`dryrun_programs`]), from which the
+//! cache identifies the toolkit.
 //!
 //! No process, file or environment access: `compile` runs nvcc, reads the
 //! files and turns a [`Failure`] into the [`crate::Error`] a user acts on.
@@ -221,9 +223,100 @@ pub(crate) fn warnings<'a>(logs: impl IntoIterator<Item = &'a str>) -> Vec<Strin
     out
 }
 
+/// The `#$ NAME=value` lines of a dry run.
+pub(crate) fn dryrun_settings(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("#$ "))
+        .filter_map(|l| {
+            let (name, value) = l.split_once('=')?;
+            let plain =
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            plain.then(|| (name.to_string(), value.trim().to_string()))
+        })
+        .collect()
+}
+
+/// The program of each command line of a dry run (`gcc`, `"$CICC_PATH/cicc"`, `ptxas`).
+pub(crate) fn dryrun_programs(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("#$ "))
+        .filter(|l| {
+            let first = l.split_whitespace().next().unwrap_or("");
+            !first.contains('=') || first.starts_with('"')
+        })
+        .filter_map(|l| {
+            let l = l.trim_start();
+            if let Some(rest) = l.strip_prefix('"') {
+                rest.split('"').next().map(str::to_string)
+            } else {
+                l.split_whitespace().next().map(str::to_string)
+            }
+        })
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+/// `$NAME` and `$(NAME)` replaced by the dry run's settings.
+pub(crate) fn expand(word: &str, settings: &[(String, String)]) -> String {
+    let mut out = word.to_string();
+    for (name, value) in settings {
+        out = out
+            .replace(&format!("$({name})"), value)
+            .replace(&format!("${name}"), value);
+    }
+    out
+}
+
+/// The `-L` folders of a dry run's `LIBRARIES` setting, as nvcc wrote
+/// them (quoted words whole, the rest split at spaces).
+pub(crate) fn dryrun_library_dirs(text: &str) -> Vec<String> {
+    let settings = dryrun_settings(text);
+    let Some((_, value)) = settings.iter().find(|(k, _)| k == "LIBRARIES") else {
+        return Vec::new();
+    };
+    // Quoted words (odd pieces) are whole; the rest split at spaces.
+    value
+        .split('"')
+        .enumerate()
+        .flat_map(|(i, piece)| {
+            if i % 2 == 1 {
+                vec![piece]
+            } else {
+                piece.split_whitespace().collect()
+            }
+        })
+        .filter_map(|w| w.strip_prefix("-L"))
+        .map(str::to_string)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const DRYRUN: &str = "#$ _NVVM_BRANCH_=nvvm\n#$ _SPACE_= \n#$ _HERE_=/cuda/bin\n\
+#$ TOP=/cuda/bin/..\n#$ CICC_PATH=/cuda/bin/../nvvm/bin\n\
+#$ NVVMIR_LIBRARY_DIR=/cuda/bin/../nvvm/libdevice\n#$ PATH=/cuda/bin/../nvvm/bin:/cuda/bin:/usr/bin\n\
+#$ INCLUDES=\"-I/cuda/bin/../include\"  \n#$ SYSTEM_INCLUDES=\"-isystem\" \"/cuda/bin/../include/cccl\"  \n\
+#$ gcc -D__CUDA_ARCH__=800 -E -x c++ \"k.cu\" -o \"/t/k.cpp1.ii\" \n\
+#$ \"$CICC_PATH/cicc\" --c++17 \"/t/k.cpp1.ii\" -o \"/t/k.ptx\"\n\
+#$ ptxas -arch=sm_80 -m64 -v  \"/t/k.ptx\"  -o \"/t/o.cubin\" \n\
+#$ LIBRARIES=  \"-L/cuda/bin/../lib\" -L/cuda/lib/stubs\n";
+
+    #[test]
+    fn a_dry_run_names_its_programs_and_settings() {
+        let settings = dryrun_settings(DRYRUN);
+        assert!(settings.contains(&("_HERE_".into(), "/cuda/bin".into())));
+        let programs: Vec<String> = dryrun_programs(DRYRUN)
+            .iter()
+            .map(|p| expand(p, &settings))
+            .collect();
+        assert_eq!(programs, ["gcc", "/cuda/bin/../nvvm/bin/cicc", "ptxas"]);
+        assert_eq!(
+            dryrun_library_dirs(DRYRUN),
+            ["/cuda/bin/../lib", "/cuda/lib/stubs"]
+        );
+    }
 
     #[test]
     fn deps_from_line_markers() {
