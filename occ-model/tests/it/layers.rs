@@ -30,8 +30,8 @@ fn modules() -> BTreeMap<String, String> {
 }
 
 /// Each module of a crate's `src` (by file stem, or folder for a module of
-/// several files) with its library text ([`library`]: inline test modules
-/// and comments dropped).
+/// several files, at any depth) with its library text ([`library`]: inline
+/// test modules and comments blanked).
 fn modules_of(src: &Path) -> BTreeMap<String, String> {
     let mut out: BTreeMap<String, String> = BTreeMap::new();
     for entry in std::fs::read_dir(src).expect("read src/") {
@@ -39,13 +39,8 @@ fn modules_of(src: &Path) -> BTreeMap<String, String> {
         let Some(stem) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
             continue;
         };
-        let folder = path.is_dir();
-        let files: Vec<std::path::PathBuf> = if folder {
-            std::fs::read_dir(&path)
-                .expect("read a module folder")
-                .map(|e| e.expect("dir entry").path())
-                .filter(|p| p.extension().is_some_and(|e| e == "rs"))
-                .collect()
+        let files = if path.is_dir() {
+            rs_files(&path)
         } else if path.extension().is_some_and(|e| e == "rs") {
             vec![path]
         } else {
@@ -56,14 +51,31 @@ fn modules_of(src: &Path) -> BTreeMap<String, String> {
         }
         for file in files {
             let text = std::fs::read_to_string(&file).expect("read a source");
-            // `super::` in a file of the crate's root folder, or in a
-            // folder's `mod.rs`, is `crate::`; in a folder's other files
-            // `super::super::` is.
-            let top = !folder || file.file_name().is_some_and(|n| n == "mod.rs");
-            let up = if top { "super::" } else { "super::super::" };
+            // `super::` climbs one module: from a file of the root folder or
+            // a folder's `mod.rs` once to `crate::`, from `m/x.rs` twice,
+            // from `m/x/y.rs` three times.
+            let folders = file
+                .strip_prefix(src)
+                .map_or(0, |rel| rel.components().count() - 1);
+            let is_mod = file.file_name().is_some_and(|n| n == "mod.rs");
+            let up = "super::".repeat(folders + usize::from(!is_mod));
             out.entry(stem.clone())
                 .or_default()
-                .push_str(&library(&text).replace(up, "crate::"));
+                .push_str(&library(&text).replace(&up, "crate::"));
+        }
+    }
+    out
+}
+
+/// Every `.rs` file under `dir`, at any depth.
+fn rs_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read a module folder") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            out.extend(rs_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
         }
     }
     out
@@ -315,6 +327,18 @@ fn the_checker_sees_a_cycle_through_a_nested_group_or_a_reexport() {
     );
     write("c.rs", "fn f() { crate::a::g(); }\npub struct Thing;\n");
     assert!(cycle(&graph(src)).is_some());
+    // And from a file two folders down a module, by `super::` climbing to
+    // the root.
+    write("c.rs", "pub struct Thing;\n");
+    assert_eq!(cycle(&graph(src)), None);
+    std::fs::remove_file(src.join("c.rs")).expect("remove c.rs");
+    std::fs::create_dir_all(src.join("c/deep")).expect("a nested folder");
+    write("c/mod.rs", "mod deep;\npub struct Thing;\n");
+    write("c/deep/mod.rs", "mod x;\n");
+    write("c/deep/x.rs", "fn f() { super::super::super::a::g(); }\n");
+    let g = graph(src);
+    assert_eq!(g["c"], ["a".to_string()].into(), "{g:?}");
+    assert!(cycle(&g).is_some(), "{g:?}");
 }
 
 #[test]
