@@ -223,7 +223,7 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
             if !diff.settings.is_empty() {
                 println!(
                     "changed since the lock was blessed: {}",
-                    diff.settings.join("; ")
+                    compare::said(&diff.settings)
                 );
             }
             println!(

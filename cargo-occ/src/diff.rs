@@ -73,7 +73,7 @@ pub fn run(args: DiffArgs) -> anyhow::Result<i32> {
     match args.format {
         Format::Table if diff.findings.is_empty() && diff.dropped_archs.is_empty() => {
             if !diff.settings.is_empty() {
-                println!("changed: {}", diff.settings.join("; "));
+                println!("changed: {}", compare::said(&diff.settings));
             }
             println!(
                 "no difference in numbers: {}, the same in {} and {}",

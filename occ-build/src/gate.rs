@@ -265,7 +265,7 @@ fn warn_changes(
     if !diff.settings.is_empty() {
         directives.warn(format!(
             "occ: changed since {lock_name} was blessed: {}; run `cargo occ bless` to record",
-            diff.settings.join("; ")
+            compare::said(&diff.settings)
         ));
     }
     for group in compare::groups(

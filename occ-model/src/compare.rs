@@ -8,6 +8,7 @@ use crate::lock::{Lock, LockKernel};
 use crate::manifest::{Declared, DeclaredBy, Launch, Resources};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::fmt;
 
 mod reason;
 pub use reason::{DeclaredChange, JudgedAt, LaunchChange, Reason, Resident};
@@ -213,18 +214,23 @@ impl Finding {
     }
 }
 
-/// Serializes reasons as objects: each reason's fields and its words.
-fn with_text<S: serde::Serializer>(reasons: &[Reason], s: S) -> Result<S::Ok, S::Error> {
-    /// A reason as JSON: its cause and figures, then its words.
+/// Serializes reasons (or settings) as objects: each one's fields and its
+/// words.
+fn with_text<T, S>(items: &[T], s: S) -> Result<S::Ok, S::Error>
+where
+    T: Serialize + fmt::Display,
+    S: serde::Serializer,
+{
+    /// An item as JSON: its kind and figures, then its words.
     #[derive(Serialize)]
-    struct WithText<'a> {
+    struct WithText<'a, T> {
         #[serde(flatten)]
-        reason: &'a Reason,
+        item: &'a T,
         text: String,
     }
-    s.collect_seq(reasons.iter().map(|reason| WithText {
-        reason,
-        text: reason.to_string(),
+    s.collect_seq(items.iter().map(|item| WithText {
+        item,
+        text: item.to_string(),
     }))
 }
 
@@ -237,8 +243,79 @@ pub struct Diff {
     pub dropped_archs: Vec<String>,
     /// What decided the numbers besides the sources and changed since the
     /// lock was blessed (`nvcc 13.4.1 -> 13.5.37`, ``flags +`-Ofc max` ``),
-    /// said before the kernels: one such change moves many of them.
-    pub settings: Vec<String>,
+    /// said before the kernels: one such change moves many of them. As
+    /// JSON each is an object: its kind (`setting`), its fields and `text`,
+    /// its words.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "with_text"
+    )]
+    pub settings: Vec<Setting>,
+}
+
+/// A change of what decided the numbers besides the sources.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "setting", rename_all = "snake_case")]
+pub enum Setting {
+    /// The toolkit's version (`nvcc 13.4.1 -> 13.5.37`).
+    Nvcc {
+        /// The version the lock records.
+        before: String,
+        /// This build's.
+        after: String,
+    },
+    /// A `Build`'s flags (``flags of Build `fast` +`-Ofc=max` ``).
+    Flags {
+        /// The `Build`'s name (empty: the unnamed one).
+        part: String,
+        /// Each flag given more (`+`) or fewer (`-`) times, in the order of
+        /// this build's flags, then the lock's; empty when only their order
+        /// changed.
+        changes: Vec<FlagChange>,
+        /// This build's flags, in order.
+        now: Vec<String>,
+    },
+}
+
+/// One flag of a [`Setting::Flags`] change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlagChange {
+    /// The flag.
+    pub flag: String,
+    /// Given more times than the lock records (else fewer).
+    pub added: bool,
+}
+
+impl fmt::Display for Setting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Setting::Nvcc { before, after } => write!(f, "nvcc {before} -> {after}"),
+            Setting::Flags { part, changes, now } => {
+                write!(f, "flags")?;
+                if !part.is_empty() {
+                    write!(f, " of Build `{part}`")?;
+                }
+                if changes.is_empty() {
+                    return write!(f, " the same flags in another order ({})", now.join(" "));
+                }
+                for c in changes {
+                    let sign = if c.added { '+' } else { '-' };
+                    write!(f, " {sign}`{}`", c.flag)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Settings in words, `; ` between them (`nvcc 13.4 -> 13.5; flags +`-DA``).
+pub fn said(settings: &[Setting]) -> String {
+    settings
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 impl Diff {
@@ -326,10 +403,13 @@ fn counts(flags: &[String]) -> BTreeMap<&str, i64> {
 /// The changes of what decided the numbers besides the sources: the
 /// toolkit's version, and each `Build`'s flags (only when both locks record
 /// them: a lock from before occ kept flags says nothing about them).
-pub fn settings_changes(lock: &Lock, candidate: &Lock) -> Vec<String> {
+pub fn settings_changes(lock: &Lock, candidate: &Lock) -> Vec<Setting> {
     let mut changes = Vec::new();
     if !lock.nvcc.is_empty() && !candidate.nvcc.is_empty() && lock.nvcc != candidate.nvcc {
-        changes.push(format!("nvcc {} -> {}", lock.nvcc, candidate.nvcc));
+        changes.push(Setting::Nvcc {
+            before: lock.nvcc.clone(),
+            after: candidate.nvcc.clone(),
+        });
     }
     let (Some(before), Some(after)) = (&lock.flags, &candidate.flags) else {
         return changes;
@@ -344,34 +424,26 @@ pub fn settings_changes(lock: &Lock, candidate: &Lock) -> Vec<String> {
         }
         // By count, so that a flag given twice is one more, not a reorder.
         let (was, is) = (counts(then), counts(now));
-        let mut parts: Vec<String> = Vec::new();
+        let mut flags: Vec<FlagChange> = Vec::new();
         for f in now
             .iter()
             .map(String::as_str)
             .chain(then.iter().map(String::as_str))
         {
             let more = is.get(f).copied().unwrap_or(0) - was.get(f).copied().unwrap_or(0);
-            let entry = match more {
-                0 => continue,
-                1.. => format!("+`{f}`"),
-                _ => format!("-`{f}`"),
-            };
-            if !parts.contains(&entry) {
-                parts.push(entry);
+            if more == 0 || flags.iter().any(|c| c.flag == f) {
+                continue;
             }
+            flags.push(FlagChange {
+                flag: f.to_string(),
+                added: more > 0,
+            });
         }
-        if parts.is_empty() {
-            parts.push(format!(
-                "the same flags in another order ({})",
-                now.join(" ")
-            ));
-        }
-        let whose = if part.is_empty() {
-            String::new()
-        } else {
-            format!(" of Build `{part}`")
-        };
-        changes.push(format!("flags{whose} {}", parts.join(" ")));
+        changes.push(Setting::Flags {
+            part: part.clone(),
+            changes: flags,
+            now: now.clone(),
+        });
     }
     changes
 }
@@ -379,7 +451,7 @@ pub fn settings_changes(lock: &Lock, candidate: &Lock) -> Vec<String> {
 /// Compares a candidate (this build) with the committed lock.
 ///
 /// Kernels are matched by symbol: a kernel whose file moved is compared
-/// with its lock entry and noted (`moved_from`); a kernel gone beside a new
+/// with its lock entry and noted ([`Reason::Moved`]); a kernel gone beside a new
 /// one on the same arch is named as a likely rename on both findings. Each
 /// finding lists the changes that decided its verdict and every other
 /// change, good or bad.
@@ -884,30 +956,30 @@ pub(crate) mod tests {
             )])),
             ..lock(&[])
         };
-        let said = |a: &Lock, b: &Lock| settings_changes(a, b).join("; ");
+        let say = |a: &Lock, b: &Lock| said(&settings_changes(a, b));
         assert_eq!(
-            said(
+            say(
                 &flagged("13.4", &["-DA"]),
                 &flagged("13.5", &["-DA", "-Ofc=max"])
             ),
             "nvcc 13.4 -> 13.5; flags +`-Ofc=max`"
         );
         assert_eq!(
-            said(
+            say(
                 &flagged("13.5", &["-DA"]),
                 &flagged("13.5", &["-DA", "-DA"])
             ),
             "flags +`-DA`"
         );
         assert_eq!(
-            said(
+            say(
                 &flagged("13.5", &["-DA", "-DB"]),
                 &flagged("13.5", &["-DB", "-DA"])
             ),
             "flags the same flags in another order (-DB -DA)"
         );
         assert_eq!(
-            said(&flagged("13.5", &["-DA"]), &flagged("13.5", &["-DA"])),
+            say(&flagged("13.5", &["-DA"]), &flagged("13.5", &["-DA"])),
             ""
         );
         // A lock from before occ kept flags says nothing about them.
@@ -915,7 +987,46 @@ pub(crate) mod tests {
             flags: None,
             ..flagged("13.5", &[])
         };
-        assert_eq!(said(&old, &flagged("13.5", &["-DA"])), "");
+        assert_eq!(say(&old, &flagged("13.5", &["-DA"])), "");
+        // Typed, and as JSON each with its words; read back the same.
+        let settings = settings_changes(
+            &flagged("13.4", &["-DA", "-DB"]),
+            &flagged("13.5", &["-DB", "-DC"]),
+        );
+        assert_eq!(
+            settings[1],
+            Setting::Flags {
+                part: String::new(),
+                changes: vec![
+                    FlagChange {
+                        flag: "-DC".into(),
+                        added: true
+                    },
+                    FlagChange {
+                        flag: "-DA".into(),
+                        added: false
+                    },
+                ],
+                now: vec!["-DB".into(), "-DC".into()],
+            }
+        );
+        let diff = Diff {
+            settings,
+            ..Diff::default()
+        };
+        let text = serde_json::to_string(&diff).expect("serialize");
+        assert!(
+            text.contains(
+                r#""setting":"nvcc","before":"13.4","after":"13.5","text":"nvcc 13.4 -> 13.5""#
+            ),
+            "{text}"
+        );
+        let back: Diff = serde_json::from_str(&text).expect("read back");
+        assert_eq!(back, diff);
+        assert_eq!(
+            said(&back.settings),
+            "nvcc 13.4 -> 13.5; flags +`-DC` -`-DA`"
+        );
     }
 
     pub(crate) fn lock(kernels: &[(&str, Resources)]) -> Lock {

@@ -341,7 +341,7 @@ fn render(diff: &Diff, verdicts: &[Verdict], limit: Option<(usize, &str)>) -> St
     if !diff.settings.is_empty() {
         out.push_str(&format!(
             "changed since the lock was blessed, before any kernel: {}\n",
-            diff.settings.join("; ")
+            crate::compare::said(&diff.settings)
         ));
     }
     for group in groups(diff, verdicts) {
