@@ -98,7 +98,7 @@
 //!
 //! ## Environment variables
 //!
-//! Every variable occ reads is printed as `cargo::rerun-if-env-changed`;
+//! Every variable occ-build reads is printed as `cargo::rerun-if-env-changed`;
 //! every `.cu` file and every header nvcc read as `cargo::rerun-if-changed`.
 //! A job whose inputs (source and header bytes, flags, nvcc, arch) did not
 //! change is not rerun. The table of every variable (`OCC_ARCHS`,

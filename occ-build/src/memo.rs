@@ -283,7 +283,7 @@ fn records_hold(memo: &Memo, identity: &Identity, out: &Path) -> bool {
 }
 
 /// Writes the memo of a build that finished, with the directives it
-/// gathered (and the variables it read, as `Build::execute` adds them).
+/// gathered (and the variables it read, as `Build::run_with` adds them).
 /// A memo not written costs the next build its time, never its
 /// correctness: errors are ignored.
 pub(crate) fn record(
