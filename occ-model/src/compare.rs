@@ -246,11 +246,7 @@ pub struct Diff {
     /// said before the kernels: one such change moves many of them. As
     /// JSON each is an object: its kind (`setting`), its fields and `text`,
     /// its words.
-    #[serde(
-        default,
-        skip_serializing_if = "Vec::is_empty",
-        serialize_with = "with_text"
-    )]
+    #[serde(default, serialize_with = "with_text")]
     pub settings: Vec<Setting>,
 }
 
@@ -1023,6 +1019,9 @@ pub(crate) mod tests {
         );
         let back: Diff = serde_json::from_str(&text).expect("read back");
         assert_eq!(back, diff);
+        // The key stays when nothing changed, as it always has.
+        let none = serde_json::to_string(&Diff::default()).expect("serialize");
+        assert!(none.contains(r#""settings":[]"#), "{none}");
         assert_eq!(
             said(&back.settings),
             "nvcc 13.4 -> 13.5; flags +`-DC` -`-DA`"
