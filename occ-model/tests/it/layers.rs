@@ -12,7 +12,7 @@
 // The test itself reads the sources.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
-use crate::source::library;
+use crate::source::{library, rs_files};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -62,20 +62,6 @@ fn modules_of(src: &Path) -> BTreeMap<String, String> {
             out.entry(stem.clone())
                 .or_default()
                 .push_str(&library(&text).replace(&up, "crate::"));
-        }
-    }
-    out
-}
-
-/// Every `.rs` file under `dir`, at any depth.
-fn rs_files(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).expect("read a module folder") {
-        let path = entry.expect("dir entry").path();
-        if path.is_dir() {
-            out.extend(rs_files(&path));
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
         }
     }
     out

@@ -9,7 +9,7 @@
 // The test itself reads the sources; the purity rules are for src/.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
-use crate::source::library as library_part;
+use crate::source::{library as library_part, rs_files};
 use std::path::Path;
 
 /// What src/ may not mention, with why.
@@ -31,21 +31,6 @@ const FORBIDDEN: &[(&str, &str)] = &[
     ("include_bytes!(", "files at compile time"),
 ];
 
-fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .expect("read src/")
-        .map(|e| e.expect("dir entry").path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            sources(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
 /// Whether a `use std::{...}` group names a forbidden module (`fs`, `env`,
 /// `process`, `net`, or `io`'s streams), in any layout or rename.
 fn forbidden_group(code: &str) -> Option<&'static str> {
@@ -61,8 +46,7 @@ fn forbidden_group(code: &str) -> Option<&'static str> {
 #[test]
 fn the_model_does_no_io() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    sources(&src, &mut files);
+    let files = rs_files(&src);
     assert!(files.len() >= 10, "found only {files:?}");
     let mut hits = Vec::new();
     for file in &files {

@@ -1,6 +1,29 @@
 //! Reading a crate's sources as code, for the checks that read `src/`
 //! (`layers.rs`, `purity.rs`): what is library code, with tests, comments
-//! and literals blanked.
+//! and literals blanked, and which files there are.
+
+// These checks read the sources; the purity rules are for src/.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+use std::path::{Path, PathBuf};
+
+/// Every `.rs` file under `dir`, at any depth, in path order.
+pub fn rs_files(dir: &Path) -> Vec<PathBuf> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("read a source folder")
+        .map(|e| e.expect("dir entry").path())
+        .collect();
+    entries.sort();
+    let mut out = Vec::new();
+    for path in entries {
+        if path.is_dir() {
+            out.extend(rs_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    out
+}
 
 /// A source's library code: its inline test modules (from the marker to
 /// the matching brace, so that code after one still counts), comments and
