@@ -101,6 +101,7 @@ pub fn build_manifest<'a>(
             .into_iter()
             .map(|e| (e.name.clone(), e))
             .collect();
+        accounted(job.source, job.arch, &log, &entries)?;
         // Demangled once per job, when a kernel with C linkage needs them.
         let stubs = std::cell::OnceCell::new();
         for record in &log.kernels {
@@ -191,6 +192,44 @@ pub fn build_manifest<'a>(
         kernels,
         device_code: Vec::new(),
         measured: Vec::new(),
+    })
+}
+
+/// The kernel list comes from the object: the PTX's entries (the cubin
+/// is ptxas's output of that PTX) are the job's kernels, and the log must
+/// hold lines for every one of them and for no other
+/// ([`Error::Unaccounted`]); a log that lost its lines (a launcher that
+/// hid nvcc's stderr) is an error, never an empty kernel table.
+fn accounted(
+    file: &str,
+    arch: &str,
+    log: &ptxas::Log,
+    entries: &BTreeMap<String, ptx::PtxEntry>,
+) -> Result<()> {
+    let logged: std::collections::BTreeSet<&str> = log
+        .kernels
+        .iter()
+        .filter(|k| k.arch.as_deref().is_none_or(|a| a == arch))
+        .map(|k| k.name.as_str())
+        .collect();
+    let missing: Vec<String> = entries
+        .keys()
+        .filter(|name| !logged.contains(name.as_str()))
+        .cloned()
+        .collect();
+    let extra: Vec<String> = logged
+        .iter()
+        .filter(|name| !entries.contains_key(**name))
+        .map(|name| name.to_string())
+        .collect();
+    if missing.is_empty() && extra.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Unaccounted {
+        file: file.to_string(),
+        arch: arch.to_string(),
+        missing,
+        extra,
     })
 }
 

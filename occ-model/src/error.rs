@@ -24,6 +24,19 @@ pub enum Error {
         /// What did not parse, quoting the line.
         detail: String,
     },
+    /// A job's ptxas log that does not account for exactly the kernels
+    /// its PTX defines (a launcher or wrapper that hid or filtered nvcc's
+    /// stderr, or a log of another compile).
+    Unaccounted {
+        /// The `.cu` file.
+        file: String,
+        /// The target arch.
+        arch: String,
+        /// The PTX's kernels that the log has no lines for.
+        missing: Vec<String>,
+        /// The log's kernels that the PTX does not define.
+        extra: Vec<String>,
+    },
     /// The occupancy model rejected a kernel's numbers.
     Occupancy {
         /// The kernel.
@@ -76,6 +89,45 @@ impl fmt::Display for Error {
                 "cannot read the ptxas output for {file} ({arch}): {detail}; this is an occ bug or an \
                  nvcc version it does not know: please report it with the line above"
             ),
+            Error::Unaccounted {
+                file,
+                arch,
+                missing,
+                extra,
+            } => {
+                let names = |v: &[String]| {
+                    let shown: Vec<&str> = v.iter().take(5).map(String::as_str).collect();
+                    let more = v.len().saturating_sub(shown.len());
+                    if more > 0 {
+                        format!("{} and {more} more", shown.join(", "))
+                    } else {
+                        shown.join(", ")
+                    }
+                };
+                let mut what = Vec::new();
+                if !missing.is_empty() {
+                    what.push(format!(
+                        "its PTX defines {} kernel(s) the log has no ptxas lines for ({})",
+                        missing.len(),
+                        names(missing)
+                    ));
+                }
+                if !extra.is_empty() {
+                    what.push(format!(
+                        "the log has lines for {} kernel(s) its PTX does not define ({})",
+                        extra.len(),
+                        names(extra)
+                    ));
+                }
+                write!(
+                    f,
+                    "the ptxas log of {file} for {arch} does not account for its kernels: {}; occ \
+                     reads every kernel's numbers from nvcc's stderr (-Xptxas -v), so a launcher \
+                     (OCC_NVCC_LAUNCHER) or an NVCC wrapper must pass nvcc's stderr through \
+                     unchanged: fix it and build again",
+                    what.join("; and ")
+                )
+            }
             Error::Occupancy {
                 kernel,
                 arch,
@@ -159,6 +211,12 @@ mod tests {
                 arch: s("sm_80"),
                 detail: s("line 3"),
             },
+            Error::Unaccounted {
+                file: s("k.cu"),
+                arch: s("sm_80"),
+                missing: vec![s("k1"), s("k2")],
+                extra: vec![s("old")],
+            },
             Error::Occupancy {
                 kernel: s("k"),
                 arch: s("sm_80"),
@@ -189,6 +247,7 @@ mod tests {
             seen.insert(match &e {
                 Error::Corrupt { .. } => "Corrupt",
                 Error::Parse { .. } => "Parse",
+                Error::Unaccounted { .. } => "Unaccounted",
                 Error::Occupancy { .. } => "Occupancy",
                 Error::UnmatchedLaunch { .. } => "UnmatchedLaunch",
                 Error::ConflictingLaunches { .. } => "ConflictingLaunches",
@@ -198,6 +257,6 @@ mod tests {
             assert!(!text.contains('\n') && !text.contains('\t'), "{text:?}");
             assert!(!text.contains("  ") && text == text.trim(), "{text:?}");
         }
-        assert_eq!(seen.len(), 6, "a sample of each variant: {seen:?}");
+        assert_eq!(seen.len(), 7, "a sample of each variant: {seen:?}");
     }
 }

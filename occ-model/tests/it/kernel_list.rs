@@ -1,0 +1,73 @@
+//! The kernel list comes from the object: a job's kernels are its PTX's
+//! entries, and its ptxas log must account for every one and only those.
+//! The fixtures are nvcc 13.5's output for `two-kernels.cu`, made in a
+//! scratch folder by
+//!
+//! ```text
+//! nvcc --cubin -gencode arch=compute_80,code=sm_80 -Xptxas -v -keep --keep-dir t \
+//!      -o t/out.cubin two-kernels.cu 2> two-kernels.13.5.sm_80.log
+//! ```
+//!
+//! (the PTX is `-keep`'s `t/two-kernels.ptx`).
+
+use occ_model::analyze::{build_manifest, JobText};
+use occ_model::params::Signatures;
+use occ_model::Error;
+
+const LOG: &str = include_str!("../fixtures/two-kernels.13.5.sm_80.log");
+const PTX: &str = include_str!("../fixtures/two-kernels.13.5.sm_80.ptx");
+
+fn build(log: &str, ptx: &str) -> Result<Vec<String>, Error> {
+    let signatures = Signatures::default();
+    let job = JobText {
+        source: "kernels/two.cu",
+        arch: "sm_80",
+        name: "two.sm_80",
+        args: &[],
+        log,
+        ptx,
+        signatures: &signatures,
+    };
+    let manifest = build_manifest("p", "13.5", &["sm_80".to_string()], [job])?;
+    Ok(manifest.kernels.into_iter().map(|k| k.name).collect())
+}
+
+#[test]
+fn a_log_that_accounts_for_every_entry_gives_every_kernel() {
+    assert_eq!(build(LOG, PTX).expect("builds"), ["ka", "kb"]);
+}
+
+#[test]
+fn a_lost_log_is_an_error_naming_every_kernel_not_an_empty_table() {
+    // What a launcher that hides nvcc's stderr leaves: nothing.
+    let err = build("", PTX).expect_err("no log");
+    assert!(
+        matches!(&err, Error::Unaccounted { missing, extra, .. }
+            if missing == &["ka", "kb"] && extra.is_empty()),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(text.contains("kernels/two.cu for sm_80"), "{text}");
+    assert!(text.contains("OCC_NVCC_LAUNCHER"), "{text}");
+}
+
+#[test]
+fn a_log_with_one_kernel_dropped_or_one_of_another_compile_is_an_error() {
+    // The log less kb's five lines (a filter that dropped them).
+    let start = LOG
+        .find("ptxas info    : Compiling entry function 'kb'")
+        .expect("kb");
+    let end = LOG
+        .find("ptxas info    : Compiling entry function 'ka'")
+        .expect("ka");
+    let filtered = format!("{}{}", &LOG[..start], &LOG[end..]);
+    assert!(
+        matches!(build(&filtered, PTX), Err(Error::Unaccounted { missing, .. }) if missing == ["kb"])
+    );
+    // A log naming a kernel the PTX does not define.
+    let renamed = LOG.replace("'kb'", "'kc'").replace("for kb", "for kc");
+    assert!(matches!(
+        build(&renamed, PTX),
+        Err(Error::Unaccounted { missing, extra, .. }) if missing == ["kb"] && extra == ["kc"]
+    ));
+}
