@@ -25,7 +25,7 @@ pub enum Format {
 /// Arguments of `cargo occ check`.
 #[derive(Debug, Clone, clap::Args)]
 #[command(
-    after_help = "Exit status:\n  0  no regression (improvements and new kernels are listed)\n  1  a regression: occupancy down, new or more spills, registers up past the threshold, a kernel gone\n  2  usage or input error: no build found, a build from the lock without nvcc or, under CI, a last build that did not finish (nothing was checked), no lock (the SARIF log then holds the spills only), unreadable files\n\nUnder GitHub Actions (GITHUB_ACTIONS=true) it also appends the Markdown report to $GITHUB_STEP_SUMMARY and prints each finding as a workflow command (::error file=..,line=..::), on stderr with --format sarif."
+    after_help = "Exit status:\n  0  no regression, and every kernel x arch was checked (improvements are listed)\n  1  a regression (occupancy down, new or more spills, registers up past the threshold, a kernel gone), or a kernel x arch the lock has no baseline for (a new kernel, an arch the lock does not record): each is named\n  2  usage or input error: no build found, a build from the lock without nvcc or, under CI, a last build that did not finish (nothing was checked), no lock (the SARIF log then holds the spills only), unreadable files\n\nUnder GitHub Actions (GITHUB_ACTIONS=true) it also appends the Markdown report to $GITHUB_STEP_SUMMARY and prints each finding as a workflow command (::error file=..,line=..::), on stderr with --format sarif."
 )]
 pub struct CheckArgs {
     #[command(flatten)]
@@ -211,14 +211,30 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     let lock_name = path
         .file_name()
         .map_or("the lock".into(), |n| n.to_string_lossy().into_owned());
-    let code = if diff.has_regressions() { 1 } else { 0 };
+    // What has no baseline was checked by nothing: never "ok".
+    let unchecked = diff.unchecked(|_| true);
+    let code = if diff.has_regressions() || !unchecked.is_empty() {
+        1
+    } else {
+        0
+    };
     if text {
         if diff.has_regressions() {
             print!(
                 "occupancy regression against {name}:\n{}",
                 occ_model::table::render_diff(&diff, &Verdict::ALL)
             );
+            if !unchecked.is_empty() {
+                println!("not checked: {unchecked}");
+            }
             println!("if this is intended, accept it with `cargo occ bless` and commit {name}");
+        } else if !unchecked.is_empty() {
+            print!(
+                "not ok: {} has {unchecked}, so nothing checked them; differences from it:\n{}",
+                name,
+                occ_model::table::render_diff(&diff, &Verdict::ALL)
+            );
+            println!("record them with `cargo occ bless` and commit {name}");
         } else if diff.findings.is_empty() {
             if !diff.settings.is_empty() {
                 println!(

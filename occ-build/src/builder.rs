@@ -287,7 +287,7 @@ impl Build {
     /// `-Xptxas=-lineinfo`), in its flags or in nvcc's flag variables
     /// (`NVCC_APPEND_FLAGS`, `NVCC_PREPEND_FLAGS`, as `vars` holds them):
     /// then what it embeds keeps it.
-    pub(crate) fn keeps_line_info(&self, vars: &[(&str, Option<String>)]) -> bool {
+    pub(crate) fn keeps_line_info(&self, vars: &[(String, Option<String>)]) -> bool {
         let asks = |token: &str| {
             matches!(token, "-G" | "--device-debug")
                 || token.contains("lineinfo")

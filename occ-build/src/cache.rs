@@ -1,30 +1,67 @@
 //! The job cache: when a job's earlier result may be reused, and how a new
 //! result is committed.
 //!
-//! A job (one `.cu` file for one arch) is reused only when its **record**
-//! says that nothing that can change nvcc's output has changed:
+//! **The key of record is what nvcc compiled** (ccache's "preprocessor
+//! mode"): a job's record holds the hash of the preprocessed text its
+//! result was compiled from (the device side's `.cpp1.ii` that `-keep`
+//! leaves), beside the job's **key**: the cache format, the toolkit's
+//! identity ([`Toolkit`]: every program nvcc runs, found by `nvcc
+//! --dryrun`, with their profile, the host compiler and the launcher),
+//! nvcc's arguments, and every variable nvcc reads itself
+//! (`NVCC_APPEND_FLAGS`, `NVCC_PREPEND_FLAGS`, `NVCC_CCBIN`), its host
+//! compiler's include variables, and those its `nvcc.profile` expands or
+//! extends (`INCLUDES += "-I$(MY_INC)"`: `Nvcc::profile_variables`). A
+//! result is **proven** by preprocessing the job again (`nvcc -E` with the
+//! same arch, flags and source: byte for byte the text the compile read)
+//! and comparing hashes.
 //!
-//! - the **key**: the cache format, the toolkit's identity ([`Toolkit`]:
-//!   every program nvcc runs, found by `nvcc --dryrun`, with their
-//!   profile, the host compiler and the launcher), nvcc's arguments, and the
-//!   variables nvcc reads itself (`NVCC_APPEND_FLAGS`, `NVCC_PREPEND_FLAGS`,
-//!   `NVCC_CCBIN`);
+//! **The direct check** is the shortcut that usually makes a proof
+//! unnecessary (ccache's "direct mode"): the record also holds
+//!
 //! - the **inputs**: the bytes of the source and of every file the
-//!   preprocessor entered (from the kept `.cpp1.ii`'s line markers), each
-//!   checked by its stat (size, mtime, ctime, inode) and re-hashed only when
-//!   the stat differs, as git's index does;
-//! - the **include search**: every path where a header of the same name
-//!   would have been found first (the source's folder, each `-I` folder and
-//!   the toolkit's include folders, in order) must still not exist, so a new
-//!   header that shadows another is seen;
+//!   preprocessor entered (from the text's line markers), each checked by
+//!   its stat (size, mtime, ctime, inode) and re-hashed only when the stat
+//!   differs, as git's index does;
+//! - the **folders**: every folder the include search looked in or could
+//!   have (the source's, each `-I` and `CPATH`-like folder, the toolkit's
+//!   include folders, each input's folder and each probe's), by stat: a
+//!   file created, removed or renamed in one changes it, whatever the
+//!   file's name (`__has_include` of a macro, a header that shadows a
+//!   toolkit header, by quotes or angle brackets, `#include_next`);
+//! - the **probes**: the paths where a header of the same name as an
+//!   input would have been found first, and the candidates of each literal
+//!   `__has_include`, with whether each existed;
 //! - the **outputs**: the cubin and PTX in `$OUT_DIR/occ` must be the very
 //!   files the record was written with (size and mtime).
+//!
+//! When a hit must be proven ([`Direct`]):
+//!
+//! - everything holds: the result is used as it is, with no proof — except
+//!   under `CI` (where a cached target folder feeds the gate) and with
+//!   `OCC_CACHE=verify`, where **every** hit is proven. A hit the stats
+//!   vouched for that the proof disproves is compiled again, with a
+//!   warning saying which assumption failed (a file it now reads, one it
+//!   no longer reads, one changed under an unchanged stat, or the same
+//!   files preprocessing differently);
+//! - no input's bytes changed (an input whose stat changed is re-hashed:
+//!   a `touch` changes nothing), but a folder or a probe did (a file
+//!   created, removed or renamed beside a source, in an `-I` folder, a
+//!   checkout): the result is proven, and when it holds the record is
+//!   rewritten with today's folders;
+//! - an input's bytes changed or it is gone, the key differs, or an
+//!   output is not the recorded file: the job runs again.
+//!
+//! A host-code library (one `nvcc -c` for every arch) has several texts
+//! that `nvcc -E` cannot repeat; it has no proof, so where one is due it
+//! is compiled again.
 //!
 //! Inputs are snapshotted around the run: the source's bytes before nvcc
 //! starts, every input's stat and bytes after it ends. A file whose bytes
 //! changed, or whose mtime is not older than the job's start, was being
 //! written while nvcc read it: the result is used for this build, but no
-//! record is written, so the next build compiles again.
+//! record is written, so the next build compiles again. A folder that
+//! changed during the run is recorded with a stat that matches nothing,
+//! so the next build proves the result.
 //!
 //! A result is committed in order: the outputs are renamed into place, then
 //! the record — one file, written to a temporary name and renamed — last. A
@@ -34,15 +71,12 @@
 //! Where and by whom: the record is `$OUT_DIR/occ/cache/<job>.json`
 //! (`<stem>.lib.json` for a host-code library, whose outputs are all of
 //! its files). The key also holds the source's absolute path (two
-//! checkouts sharing a target dir get the same `OUT_DIR`) and the host
-//! compiler's variables (`CPATH`, `CPLUS_INCLUDE_PATH`, ...); the toolkit's
+//! checkouts sharing a target dir get the same `OUT_DIR`); the toolkit's
 //! identity is each program `nvcc --dryrun` runs, its profile, libdevice
 //! and the launcher, by path, link target and stat. Inputs are the
-//! preprocessed sources' flag-1 line markers (`#line` names read no file);
-//! the include search covers the includers' folders and the `-I` folders
-//! before each input's (those of `NVCC_*_FLAGS` too), and those folders are
-//! watched, so cargo reruns the script when a shadowing header appears
-//! (one that appeared during the job makes it unstable). One build at a
+//! preprocessed sources' flag-1 line markers (`#line` names read no file).
+//! The user's search folders and the toolkit's include folders are watched,
+//! so cargo reruns the script when a file appears in one. One build at a
 //! time checks and commits a job ([`JobLock`] on `cache/<job>.lock`): a
 //! second build into the same `OUT_DIR` waits, then reuses the first's
 //! result. The next build removes the scratch folders and temporary files
@@ -52,28 +86,30 @@
 //! Above the jobs, the build memo (`memo.rs`) serves a build in which
 //! nothing changed without reading any record: it keeps a copy of each
 //! record less nvcc's log, and reuses it while the record file has the
-//! stat it had (a job that ran rewrote it) and the copy is still
-//! [`Record::valid`] for today's key.
+//! stat it had and the copy is still [`Record::valid`] for today's key. It
+//! serves no build in which every hit is proven.
 //!
-//! What the cache assumes: files are changed through the file system (a
-//! change keeps size, mtime, ctime and inode only if nothing was written);
-//! the file system keeps sub-second timestamps (ext4, XFS, btrfs, tmpfs,
-//! APFS and NTFS do; on one with whole seconds, an input rewritten with the
-//! same size within the second it was recorded could be missed) and shares
-//! the build machine's clock;
-//! a launcher (`OCC_NVCC_LAUNCHER`, e.g. sccache) is transparent, giving the
-//! output nvcc would; a wrapper script given as `NVCC` picks its real nvcc
-//! the same way on each run (it is seen through `--dryrun`); the host
-//! compiler's own headers (`/usr/include`) are not shadowed by files created
-//! later in system folders; cargo reruns the script by mtimes, so a
-//! symlink retargeted outside the watched folders (or a toolkit switched
-//! that way) is seen only at the next rerun.
+//! What the direct check assumes (a proof assumes none of it): files are
+//! changed through the file system (a change keeps size, mtime, ctime and
+//! inode only if nothing was written); the file system keeps sub-second
+//! timestamps (ext4, XFS, btrfs, tmpfs, APFS and NTFS do; on one with whole
+//! seconds, an input rewritten with the same size within the second it was
+//! recorded could be missed) and shares the build machine's clock; a
+//! launcher (`OCC_NVCC_LAUNCHER`, e.g. sccache) is transparent, giving the
+//! output nvcc would (a proof runs nvcc without it); a wrapper script given
+//! as `NVCC` picks its real nvcc and flags the same way on each run (it is
+//! seen through `--dryrun`; its real profile's variables are not read); the
+//! host compiler's own headers (`/usr/include`) do not change; cargo reruns
+//! the script by mtimes, so a symlink retargeted outside the watched
+//! folders (or a toolkit switched that way) is seen only at the next rerun.
 
 use crate::error::{Error, Result};
 use crate::files::write_atomic;
 use crate::job::Job;
 use crate::nvcc_args;
-use crate::nvcc_text::{dryrun_library_dirs, dryrun_programs, dryrun_settings, expand};
+use crate::nvcc_text::{
+    dryrun_include_dirs, dryrun_library_dirs, dryrun_programs, dryrun_settings, expand,
+};
 use crate::toolkit::{exe, Nvcc};
 use occ_model::params::Signatures;
 use serde::{Deserialize, Serialize};
@@ -83,7 +119,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 /// The version of the record format; a new one invalidates every record.
-const FORMAT: u32 = 4;
+const FORMAT: u32 = 5;
 
 /// A job's record: `$OUT_DIR/occ/cache/<job>.json` (`out` is
 /// `$OUT_DIR/occ`).
@@ -154,6 +190,23 @@ impl Stat {
         Some(Stat::from_meta(&meta))
     }
 
+    /// The stat of the folder `path` (following links); `None` when there
+    /// is no folder there. A folder's mtime and ctime change whenever an
+    /// entry is created, removed or renamed in it.
+    pub fn of_dir(path: &Path) -> Option<Stat> {
+        let meta = std::fs::metadata(path).ok()?;
+        meta.is_dir().then(|| Stat::from_meta(&meta))
+    }
+
+    /// A stat that matches no file: for one that changed while it was
+    /// read, which no stat can vouch for.
+    fn unknown(self) -> Stat {
+        Stat {
+            len: u64::MAX,
+            ..self
+        }
+    }
+
     fn from_meta(meta: &std::fs::Metadata) -> Stat {
         let mtime_ns = meta.modified().ok().map_or(0, nanos);
         #[cfg(unix)]
@@ -209,10 +262,7 @@ impl Input {
         let stat = if before == after {
             after
         } else {
-            Stat {
-                len: u64::MAX,
-                ..after
-            }
+            after.unknown()
         };
         Some(Input {
             path: path.to_path_buf(),
@@ -257,6 +307,18 @@ pub(crate) struct Record {
     /// whether each existed: headers that would shadow an input (absent),
     /// and the candidates of each `__has_include` in the user's files.
     pub probes: Vec<(PathBuf, bool)>,
+    /// Every folder the include search looked in or could have (the
+    /// source's, each `-I`, the toolkit's, each input's and each probe's),
+    /// by stat (`None`: no folder there): a file created, removed or
+    /// renamed in one changes its stat, whatever its name or whoever would
+    /// have found it (`__has_include` of a macro, a header that shadows
+    /// the toolkit's).
+    pub folders: Vec<(PathBuf, Option<Stat>)>,
+    /// The hash of the preprocessed text nvcc compiled (the device side's
+    /// `.cpp1.ii`), the key of record: a cached result is proven by
+    /// preprocessing again and comparing ([`Direct`]). Empty for a
+    /// host-code library, whose several texts one `nvcc -E` cannot give.
+    pub preprocessed: String,
     /// The cubin and the PTX.
     pub outputs: Vec<Output>,
     /// nvcc's output (the ptxas `-v` log).
@@ -267,20 +329,58 @@ pub(crate) struct Record {
     pub signatures: Signatures,
 }
 
+/// How a record stands against the files as they are now, checked by
+/// stats alone (ccache's "direct mode"), before any proof.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Direct {
+    /// Every input holds its recorded bytes (by stat, else re-hashed: a
+    /// `touch` changes nothing), and every probe and folder is as recorded.
+    Holds,
+    /// Every input holds its recorded bytes, but a folder or a probe
+    /// changed (a file created, removed or renamed where the include search
+    /// looks): preprocessing again says whether the result still holds.
+    Unsure,
+    /// An input's bytes changed or it is gone: the job runs again.
+    Changed,
+}
+
 impl Record {
-    /// Whether this record still describes the job with key `key` in `out`.
+    /// Whether this record still describes the job with key `key` in `out`
+    /// by stats alone ([`Record::fits`] and [`Direct::Holds`]).
     pub fn valid(&self, key: &str, out: &Path) -> bool {
+        self.fits(key, out) && self.direct() == Direct::Holds
+    }
+
+    /// Whether the record is of this format and key and its outputs are
+    /// the very files it was written with: what no proof by preprocessing
+    /// can vouch for.
+    pub fn fits(&self, key: &str, out: &Path) -> bool {
         self.format == FORMAT
             && self.key == key
             && self
                 .outputs
                 .iter()
                 .all(|o| Stat::of(&out.join(&o.file)) == Some(o.stat))
-            && self
-                .probes
-                .iter()
-                .all(|(p, existed)| std::fs::symlink_metadata(p).is_ok() == *existed)
-            && self.inputs.iter().all(|i| i.unchanged(self.recorded_at))
+    }
+
+    /// The direct check of the inputs, the probes and the folders.
+    pub fn direct(&self) -> Direct {
+        if !self.inputs.iter().all(|i| i.unchanged(self.recorded_at)) {
+            return Direct::Changed;
+        }
+        let probes_hold = self
+            .probes
+            .iter()
+            .all(|(p, existed)| std::fs::symlink_metadata(p).is_ok() == *existed);
+        let folders_hold = self
+            .folders
+            .iter()
+            .all(|(dir, stat)| Stat::of_dir(dir) == *stat);
+        if probes_hold && folders_hold {
+            Direct::Holds
+        } else {
+            Direct::Unsure
+        }
     }
 
     /// Reads a record; `None` when missing, unreadable or of another format.
@@ -290,24 +390,34 @@ impl Record {
         (record.format == FORMAT).then_some(record)
     }
 
-    /// A new record, stamped now.
-    pub fn new(
-        key: String,
-        inputs: Vec<Input>,
-        probes: Vec<(PathBuf, bool)>,
-        outputs: Vec<Output>,
-        log: String,
-    ) -> Record {
-        Record {
-            format: FORMAT,
-            key,
-            recorded_at: nanos(SystemTime::now()),
-            inputs,
-            probes,
-            outputs,
-            log,
-            signatures: Signatures::default(),
+    /// Why this record's result did not hold, though every stat said it
+    /// did, given what preprocessing read now (`now`, absolute and
+    /// sorted): the assumption of the direct check that failed.
+    pub fn disproof(&self, now: &[PathBuf], root: &Path) -> String {
+        let name = |p: &Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
+        let recorded: Vec<&PathBuf> = self.inputs.iter().map(|i| &i.path).collect();
+        if let Some(new) = now.iter().find(|p| !recorded.contains(p)) {
+            return format!(
+                "it now reads {}, which it did not: a file appeared where the include search looks",
+                name(new)
+            );
         }
+        if let Some(gone) = recorded.iter().find(|p| !now.contains(p)) {
+            return format!("it no longer reads {}", name(gone));
+        }
+        if let Some(changed) = self
+            .inputs
+            .iter()
+            .find(|i| Input::read(&i.path).is_none_or(|now| now.hash != i.hash))
+        {
+            return format!(
+                "{} changed but kept its size, times and inode",
+                name(&changed.path)
+            );
+        }
+        "the same files with the same bytes preprocess differently: a setting from outside \
+         the files changed (a variable that nvcc, its profile or the host compiler expands)"
+            .to_string()
     }
 }
 
@@ -329,7 +439,8 @@ impl Before {
     }
 }
 
-/// A finished nvcc run of one job, as [`commit`] takes it.
+/// A finished nvcc run of one job, as [`commit`] takes it (or a proof by
+/// preprocessing, as [`refresh`] takes it).
 #[derive(Debug)]
 pub(crate) struct Finished<'a> {
     /// The job's key.
@@ -344,6 +455,8 @@ pub(crate) struct Finished<'a> {
     pub search: &'a [PathBuf],
     /// The toolkit's root: its headers are covered by its identity.
     pub toolkit_top: Option<&'a Path>,
+    /// The toolkit's include folders ([`Toolkit::include_dirs`]).
+    pub toolkit_dirs: &'a [PathBuf],
     /// Each file nvcc left in its scratch folder, with its name in `out`.
     pub moves: &'a [(PathBuf, String)],
     /// `$OUT_DIR/occ`.
@@ -354,16 +467,21 @@ pub(crate) struct Finished<'a> {
     pub log: &'a str,
     /// The kernels' signatures from nvcc's intermediate files.
     pub signatures: &'a Signatures,
+    /// The hash of the preprocessed text ([`Record::preprocessed`]).
+    pub preprocessed: &'a str,
 }
 
-/// Commits a finished job, in the order the module doc gives: the
-/// snapshot after nvcc (every input's bytes and stat, and the include
-/// probes), the outputs renamed into place, then the record, written last
-/// and atomically — or, when an input changed while nvcc ran (its bytes,
-/// or a stat not older than the job's start, or a shadowing header that
-/// appeared), no record. Returns that changed input, if any: the result
-/// is good for this build only.
-pub(crate) fn commit(before: &Before, run: &Finished<'_>) -> Result<Option<PathBuf>> {
+/// The files as they stand after a run: every input's bytes and stat, the
+/// probes and the folders, and the input (or shadowing header) that
+/// changed while the run read them, if any.
+struct Snapshot {
+    inputs: Vec<Input>,
+    probes: Vec<(PathBuf, bool)>,
+    folders: Vec<(PathBuf, Option<Stat>)>,
+    unstable: Option<PathBuf>,
+}
+
+fn snapshot(before: &Before, run: &Finished<'_>) -> Snapshot {
     let inputs: Vec<Option<Input>> = run.deps.iter().map(|d| Input::read(d)).collect();
     let changed = run
         .deps
@@ -391,7 +509,56 @@ pub(crate) fn commit(before: &Before, run: &Finished<'_>) -> Result<Option<PathB
         run.search,
         run.toolkit_top,
     ));
+    let folders = searched_folders(run, &probes, before.started);
     let unstable = changed.map(|(p, _)| p).or(appeared.first()).cloned();
+    Snapshot {
+        inputs: inputs.into_iter().flatten().collect(),
+        probes,
+        folders,
+        unstable,
+    }
+}
+
+/// The folders a record keeps by stat ([`Record::folders`]): the user's
+/// search folders, the toolkit's include folders, each input's folder and
+/// each probe's, less those of `$OUT_DIR/occ` (occ writes there itself).
+/// A folder that changed while the run read it is kept as no stat can
+/// match: the next build proves the result before it trusts it.
+fn searched_folders(
+    run: &Finished<'_>,
+    probes: &[(PathBuf, bool)],
+    started: SystemTime,
+) -> Vec<(PathBuf, Option<Stat>)> {
+    let mut dirs: Vec<&Path> = run.search.iter().map(PathBuf::as_path).collect();
+    dirs.extend(run.toolkit_dirs.iter().map(PathBuf::as_path));
+    dirs.extend(run.deps.iter().filter_map(|d| d.parent()));
+    dirs.extend(probes.iter().filter_map(|(p, _)| p.parent()));
+    dirs.sort();
+    dirs.dedup();
+    dirs.into_iter()
+        .filter(|d| !d.starts_with(run.out))
+        .map(|d| {
+            let stat = Stat::of_dir(d).map(|s| {
+                if s.not_older_than(started) {
+                    s.unknown()
+                } else {
+                    s
+                }
+            });
+            (d.to_path_buf(), stat)
+        })
+        .collect()
+}
+
+/// Commits a finished job, in the order the module doc gives: the
+/// snapshot after nvcc (every input's bytes and stat, the include probes
+/// and folders), the outputs renamed into place, then the record, written
+/// last and atomically — or, when an input changed while nvcc ran (its
+/// bytes, or a stat not older than the job's start, or a shadowing header
+/// that appeared), no record. Returns that changed input, if any: the
+/// result is good for this build only.
+pub(crate) fn commit(before: &Before, run: &Finished<'_>) -> Result<Option<PathBuf>> {
+    let snapshot = snapshot(before, run);
     let mut outputs = Vec::new();
     for (from, to) in run.moves {
         let dest = run.out.join(to);
@@ -408,28 +575,49 @@ pub(crate) fn commit(before: &Before, run: &Finished<'_>) -> Result<Option<PathB
             stat,
         });
     }
-    if unstable.is_some() {
+    if snapshot.unstable.is_some() {
         // The old record's outputs were just replaced: it cannot match
         // again, but leave nothing that looks like a result.
         let _ = std::fs::remove_file(run.record);
-        return Ok(unstable);
+        return Ok(snapshot.unstable);
     }
-    let mut record = Record::new(
-        run.key.to_string(),
-        inputs.into_iter().flatten().collect(),
-        probes,
+    write_record(run, snapshot, outputs)?;
+    Ok(None)
+}
+
+/// Rewrites the record of a result that preprocessing proved (the same
+/// text as recorded) with the files as they are now, so that the next
+/// build's direct check holds again; the outputs stay. When a file changed
+/// while it was read, the old record stays, and the next build proves
+/// the result again.
+pub(crate) fn refresh(before: &Before, run: &Finished<'_>, outputs: Vec<Output>) -> Result<()> {
+    let snapshot = snapshot(before, run);
+    if snapshot.unstable.is_some() {
+        return Ok(());
+    }
+    write_record(run, snapshot, outputs)
+}
+
+fn write_record(run: &Finished<'_>, snapshot: Snapshot, outputs: Vec<Output>) -> Result<()> {
+    let record = Record {
+        format: FORMAT,
+        key: run.key.to_string(),
+        recorded_at: nanos(SystemTime::now()),
+        inputs: snapshot.inputs,
+        probes: snapshot.probes,
+        folders: snapshot.folders,
+        preprocessed: run.preprocessed.to_string(),
         outputs,
-        run.log.to_string(),
-    );
-    record.signatures = run.signatures.clone();
+        log: run.log.to_string(),
+        signatures: run.signatures.clone(),
+    };
     let text = serde_json::to_vec(&record).map_err(|e| {
         Error::io(
             format!("cannot write {}", run.record.display()),
             std::io::Error::other(e),
         )
     })?;
-    write_atomic(run.record, &text)?;
-    Ok(None)
+    write_atomic(run.record, &text)
 }
 
 /// An exclusive advisory lock on `cache/<job>.lock`, released on drop.
@@ -509,8 +697,9 @@ impl Tool {
     }
 }
 
-/// The variables nvcc reads by itself, with their values in this build.
-pub(crate) type NvccVars = Vec<(&'static str, Option<String>)>;
+/// The variables nvcc reads by itself (its own, its host compiler's and
+/// those its profile expands), with their values in this build.
+pub(crate) type NvccVars = Vec<(String, Option<String>)>;
 
 impl Toolkit {
     /// The identity, from `cache` when nothing it covers changed, else from
@@ -662,6 +851,15 @@ impl Toolkit {
 }
 
 impl Toolkit {
+    /// The toolkit's include folders, as its profile set them for every
+    /// job (the dry run's `INCLUDES` and `SYSTEM_INCLUDES`).
+    pub fn include_dirs(&self) -> Vec<PathBuf> {
+        dryrun_include_dirs(&self.dryrun)
+            .into_iter()
+            .map(|d| std::fs::canonicalize(&d).unwrap_or_else(|_| PathBuf::from(d)))
+            .collect()
+    }
+
     /// The toolkit's library folders, as nvcc links with them (the dry
     /// run's `LIBRARIES`), without the driver stubs: where `libcudart`
     /// is, on every layout (the wheels' `lib/`, a system install's

@@ -43,11 +43,13 @@ pub(crate) fn run(
     Runner {
         nvcc,
         toolkit,
+        toolkit_dirs: toolkit.include_dirs(),
         vars: &inputs.nvcc_vars,
         root: &inputs.root,
         out,
         jobs: inputs.parallel,
         jobserver: jobserver.as_ref(),
+        verify: inputs.verify,
     }
     .run_all(jobs)
 }
@@ -97,6 +99,8 @@ pub(crate) struct Runner<'a> {
     pub nvcc: &'a Nvcc,
     /// The toolkit's identity.
     pub toolkit: &'a Toolkit,
+    /// The toolkit's include folders ([`Toolkit::include_dirs`]).
+    pub toolkit_dirs: Vec<PathBuf>,
     /// The variables nvcc reads itself, as this build read them.
     pub vars: &'a NvccVars,
     /// The crate root: nvcc runs there, and sources are relative to it.
@@ -107,6 +111,18 @@ pub(crate) struct Runner<'a> {
     pub jobs: usize,
     /// Cargo's jobserver, when the build script got one.
     pub jobserver: Option<&'a jobserver::Client>,
+    /// Whether every cached result is proven by preprocessing before it is
+    /// used (`OCC_CACHE=verify`, and always under `CI`).
+    pub verify: bool,
+}
+
+/// What became of a job's record ([`Runner::reuse`]).
+enum Reuse {
+    /// Its result holds: the job's outputs.
+    Hit(Vec<JobOutput>),
+    /// The job runs again; with why, when every stat had said the result
+    /// held and preprocessing disproved it.
+    Miss(Option<String>),
 }
 
 impl Runner<'_> {
@@ -196,8 +212,13 @@ impl Runner<'_> {
         // the same OUT_DIR waits here, then reuses the first one's result
         // instead of replacing its outputs under its record.
         let _lock = cache::JobLock::take(&paths.record);
-        if let Some(output) = self.cached(job, &key, &paths) {
-            return Ok(output);
+        let mut disproved = None;
+        if let Some(record) = cache::Record::read(&paths.record).filter(|r| r.fits(&key, self.out))
+        {
+            match self.reuse(job, &key, &paths, record) {
+                Reuse::Hit(outputs) => return Ok(outputs),
+                Reuse::Miss(why) => disproved = why,
+            }
         }
         // A scratch folder of this run alone: two builds into the same
         // OUT_DIR at once (or a killed one's leftovers) never share one.
@@ -214,7 +235,107 @@ impl Runner<'_> {
             .map_err(|e| Error::io(format!("cannot create {}", paths.tmp.display()), e))?;
         let result = self.compile(job, &run_args, &paths, &key, &before);
         let _ = std::fs::remove_dir_all(&paths.tmp);
-        result
+        let mut outputs = result?;
+        if let Some(why) = disproved {
+            let note = format!(
+                "occ: the cached result of {} for {} did not hold ({why}); compiled it again",
+                job.source, job.arch
+            );
+            for output in &mut outputs {
+                output.disproved = Some(note.clone());
+            }
+        }
+        Ok(outputs)
+    }
+
+    /// Whether a record's result may be used, by the rule of the cache's
+    /// module doc: by stats alone, unless every hit is proven
+    /// ([`Runner::verify`]) or a stat changed with no input's bytes; then by
+    /// preprocessing the job again and comparing the text with the one
+    /// its result was compiled from.
+    fn reuse(&self, job: &Job, key: &str, paths: &JobPaths, record: cache::Record) -> Reuse {
+        let direct = record.direct();
+        // A host-code library's texts (the host's and each arch's) come
+        // from one multi-arch run that `nvcc -E` cannot repeat: without a
+        // proof, it runs again.
+        let provable = matches!(job.kind, JobKind::Device) && !record.preprocessed.is_empty();
+        match direct {
+            cache::Direct::Holds if !self.verify => {
+                let deps = record.inputs.iter().map(|i| i.path.clone()).collect();
+                return self.cached(job, paths, record, deps);
+            }
+            cache::Direct::Changed => return Reuse::Miss(None),
+            _ if !provable => return Reuse::Miss(None),
+            _ => {}
+        }
+        // nvcc -E failing is the compile's to report.
+        let Some(proof) = self.preprocess(job, paths) else {
+            return Reuse::Miss(None);
+        };
+        if proof.hash != record.preprocessed {
+            let why =
+                (direct == cache::Direct::Holds).then(|| record.disproof(&proof.deps, self.root));
+            return Reuse::Miss(why);
+        }
+        if direct == cache::Direct::Unsure {
+            let source = self.root.join(&job.source);
+            let search = cache::search_dirs(self.root, &source, &self.search_args(&job.args));
+            let run = cache::Finished {
+                key,
+                root: self.root,
+                source: &source,
+                deps: &proof.deps,
+                search: &search,
+                toolkit_top: self.toolkit.top.as_deref(),
+                toolkit_dirs: &self.toolkit_dirs,
+                moves: &[],
+                out: self.out,
+                record: &paths.record,
+                log: &record.log,
+                signatures: &record.signatures,
+                preprocessed: &proof.hash,
+            };
+            // A record not rewritten costs the next build a proof.
+            let _ = cache::refresh(&proof.before, &run, record.outputs.clone());
+        }
+        self.cached(job, paths, record, proof.deps)
+    }
+
+    /// Preprocesses a device job's source as its compile did
+    /// (`nvcc_args::preprocess`) in a scratch folder of its own: the
+    /// text's hash and the files it read (absolute, sorted). `None` when
+    /// nvcc failed.
+    fn preprocess(&self, job: &Job, paths: &JobPaths) -> Option<Proof> {
+        let tmp = unique_sibling(&paths.tmp);
+        std::fs::create_dir_all(&tmp).ok()?;
+        let source = self.root.join(&job.source);
+        let proof = (|| {
+            let before = cache::Before::take(&source)?;
+            let text = tmp.join("proof.ii");
+            let mut cmd = std::process::Command::new(&self.nvcc.path);
+            cache::nvcc_vars(&mut cmd, self.vars);
+            let status = cmd
+                .args(nvcc_args::preprocess(job, &text))
+                .current_dir(self.root)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .ok()?;
+            let bytes = std::fs::read(&text).ok().filter(|_| status.success())?;
+            let mut deps = deps_from_preprocessed(&bytes, self.root);
+            if !deps.contains(&source) {
+                deps.push(source.clone());
+                deps.sort();
+            }
+            Some(Proof {
+                hash: cache::hash_bytes(&[&bytes]),
+                deps,
+                before,
+            })
+        })();
+        let _ = std::fs::remove_dir_all(&tmp);
+        proof
     }
 
     /// Runs nvcc for `job` in `paths.tmp`, gathers the files it left and
@@ -241,11 +362,13 @@ impl Runner<'_> {
                 deps: &kept.deps,
                 search: &search,
                 toolkit_top: self.toolkit.top.as_deref(),
+                toolkit_dirs: &self.toolkit_dirs,
                 moves: &kept.moves,
                 out: self.out,
                 record: &paths.record,
                 log: &log,
                 signatures: &kept.signatures,
+                preprocessed: &kept.preprocessed,
             },
         )?;
         let unstable = changed.map(|p| {
@@ -334,12 +457,14 @@ impl Runner<'_> {
         // per arch (`#ifdef __CUDA_ARCH__` may include other headers): its
         // inputs are those of every `.ii`.
         let all = matches!(job.kind, JobKind::Library { .. });
-        let (deps, signatures) = read_preprocessed(&paths.tmp, all, self.root, &job.source);
+        let (deps, signatures, preprocessed) =
+            read_preprocessed(&paths.tmp, all, self.root, &job.source);
         Ok(Kept {
             moves,
             ptx,
             deps,
             signatures,
+            preprocessed: if all { String::new() } else { preprocessed },
         })
     }
 
@@ -382,6 +507,7 @@ impl Runner<'_> {
                 deps: g.deps.clone(),
                 search: g.search.clone(),
                 unstable: g.unstable.clone(),
+                disproved: None,
                 ran: g.ran,
                 object: object.clone(),
                 signatures: g.signatures.clone(),
@@ -390,7 +516,9 @@ impl Runner<'_> {
     }
 
     /// The arguments as nvcc sees them for its include search:
-    /// `NVCC_PREPEND_FLAGS`, `args`, `NVCC_APPEND_FLAGS`.
+    /// `NVCC_PREPEND_FLAGS`, `args`, `NVCC_APPEND_FLAGS`, then the host
+    /// compiler's include variables' folders (searched after `-I`), as
+    /// `-I` arguments.
     fn search_args(&self, args: &[String]) -> Vec<String> {
         let var = |name: &str| -> Vec<String> {
             self.vars
@@ -403,34 +531,59 @@ impl Runner<'_> {
         let mut all = var("NVCC_PREPEND_FLAGS");
         all.extend(args.iter().cloned());
         all.extend(var("NVCC_APPEND_FLAGS"));
+        for name in ["CPATH", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH"] {
+            let dirs = self.vars.iter().filter(|(n, _)| n == name);
+            for value in dirs.filter_map(|(_, v)| v.as_deref()) {
+                let dirs = value.split(':').filter(|d| !d.is_empty());
+                all.extend(dirs.map(|d| format!("-I{d}")));
+            }
+        }
         all
     }
 
-    /// The job's last result, when its record still holds
-    /// ([`cache::Record::valid`]) and its PTX can be read.
-    fn cached(&self, job: &Job, key: &str, paths: &JobPaths) -> Option<Vec<JobOutput>> {
-        let record = cache::Record::read(&paths.record)?;
-        if !record.valid(key, self.out) {
-            return None;
-        }
+    /// The outputs of a record whose result holds, with `deps` the files
+    /// it read; a miss when its PTX cannot be read.
+    fn cached(
+        &self,
+        job: &Job,
+        paths: &JobPaths,
+        record: cache::Record,
+        deps: Vec<PathBuf>,
+    ) -> Reuse {
         let ptx = paths
             .files
             .iter()
             .map(|(_, _, ptx)| std::fs::read_to_string(self.out.join(ptx)).ok())
-            .collect::<Option<Vec<String>>>()?;
+            .collect::<Option<Vec<String>>>();
+        let Some(ptx) = ptx else {
+            return Reuse::Miss(None);
+        };
         let source = self.root.join(&job.source);
         let search = cache::search_dirs(self.root, &source, &self.search_args(&job.args));
         let gathered = Gathered {
             log: record.log,
             ptx,
-            deps: record.inputs.into_iter().map(|i| i.path).collect(),
+            deps,
             search,
             signatures: record.signatures,
             unstable: None,
             ran: false,
         };
-        self.outputs(job, paths, gathered).ok()
+        match self.outputs(job, paths, gathered) {
+            Ok(outputs) => Reuse::Hit(outputs),
+            Err(_) => Reuse::Miss(None),
+        }
     }
+}
+
+/// A job preprocessed again ([`Runner::preprocess`]).
+struct Proof {
+    /// The hash of the text.
+    hash: String,
+    /// The files it read, absolute and sorted.
+    deps: Vec<PathBuf>,
+    /// The snapshot taken before nvcc started.
+    before: cache::Before,
 }
 
 /// What nvcc left in a job's scratch folder ([`Runner::gather`]).
@@ -443,6 +596,9 @@ struct Kept {
     deps: Vec<PathBuf>,
     /// The kernels' signatures.
     signatures: Signatures,
+    /// The hash of the device-side preprocessed text (empty for a
+    /// host-code library).
+    preprocessed: String,
 }
 
 /// A job's result before it is split per arch: from a run of nvcc or from
@@ -465,22 +621,24 @@ struct Gathered {
 }
 
 /// The inputs (absolute, sorted, the source among them) and the kernels'
-/// declarations the preprocessed sources in `dir` name, and the host
-/// stubs nvcc left there.
+/// declarations the preprocessed sources in `dir` name, the host stubs
+/// nvcc left there, and the hash of the preprocessed texts.
 fn read_preprocessed(
     dir: &Path,
     all: bool,
     root: &Path,
     source: &str,
-) -> (Vec<PathBuf>, Signatures) {
+) -> (Vec<PathBuf>, Signatures, String) {
     let mut deps: Vec<PathBuf> = Vec::new();
     let mut signatures = Signatures::default();
+    let mut texts: Vec<Vec<u8>> = Vec::new();
     for ii in find_preprocessed(dir, all) {
         let Ok(bytes) = std::fs::read(&ii) else {
             continue;
         };
         deps.extend(deps_from_preprocessed(&bytes, root));
         signatures.decls.extend(params::scan_decls(&bytes));
+        texts.push(bytes);
     }
     signatures
         .decls
@@ -496,7 +654,14 @@ fn read_preprocessed(
         deps.push(source);
         deps.sort();
     }
-    (deps, signatures)
+    let parts: Vec<&[u8]> = texts.iter().map(Vec::as_slice).collect();
+    // No preprocessed text: nothing a proof could match.
+    let hash = if parts.is_empty() {
+        String::new()
+    } else {
+        cache::hash_bytes(&parts)
+    };
+    (deps, signatures, hash)
 }
 
 struct JobPaths {

@@ -175,6 +175,25 @@ pub enum Error {
         /// The kernels it names, each with what to write for it.
         candidates: String,
     },
+    /// A CI build of a crate that has no lock: nothing would be checked.
+    NoLockInCi {
+        /// The lock's name (relative to the crate).
+        lock: String,
+    },
+    /// A CI build that makes kernel × archs the lock has no baseline for.
+    Unchecked {
+        /// The lock's name (relative to the crate).
+        lock: String,
+        /// The archs the build makes.
+        archs: Vec<String>,
+        /// What has no baseline ([`occ_model::compare::Unchecked`]'s words).
+        what: String,
+    },
+    /// `OCC_CACHE` holds a value occ does not know.
+    CacheMode {
+        /// The value.
+        value: String,
+    },
     /// An nvcc argument that nvcc's own shell would expand or misread.
     ShellUnsafeArgument {
         /// The `.cu` file.
@@ -593,6 +612,25 @@ impl fmt::Display for Error {
                 } else {
                     format!(" ({hint})")
                 }
+            ),
+            Error::NoLockInCi { lock } => write!(
+                f,
+                "no {lock}, and CI is set: a CI build checks every kernel against the committed \
+                 baseline, and there is none; record it with `cargo occ bless` (or OCC_BLESS=1 \
+                 cargo build) on a machine with nvcc and commit {lock}"
+            ),
+            Error::Unchecked { lock, archs, what } => write!(
+                f,
+                "under CI every kernel x arch the build makes must be checked against {lock}, and \
+                 some cannot be: {what}; bless them with `cargo occ bless` after a build of the \
+                 same archs (OCC_ARCHS={}) and commit {lock}",
+                archs.join(",")
+            ),
+            Error::CacheMode { value } => write!(
+                f,
+                "OCC_CACHE is `{value}`, which occ does not know; set it to `verify` (prove every \
+                 cached result by preprocessing, as under CI) or `direct` (trust unchanged \
+                 stats, the default), or unset it"
             ),
             Error::ShellUnsafeArgument {
                 file,
@@ -1032,6 +1070,15 @@ mod tests {
                 target: s("kk"),
                 hint: s("did you mean `k`?"),
             },
+            Error::CacheMode { value: s("on") },
+            Error::NoLockInCi {
+                lock: s("occ.lock"),
+            },
+            Error::Unchecked {
+                lock: s("occ.lock"),
+                archs: vec![s("sm_80"), s("sm_86")],
+                what: s("no baseline for sm_86 (any kernel)"),
+            },
             Error::ShellUnsafeArgument {
                 file: s("k.cu"),
                 arch: s("sm_80"),
@@ -1164,6 +1211,9 @@ mod tests {
                 | Error::BadGlob { .. }
                 | Error::UnknownCapTarget { .. }
                 | Error::AmbiguousCapTarget { .. }
+                | Error::CacheMode { .. }
+                | Error::NoLockInCi { .. }
+                | Error::Unchecked { .. }
                 | Error::ShellUnsafeArgument { .. }
                 | Error::CommaInLibrarySource { .. }
                 | Error::NoPtx { .. }

@@ -22,8 +22,14 @@
 //!   watch it, and a lock created by `cargo occ bless` is picked up by the
 //!   next build that reruns the script. Both writers use [`crate::files::write_lock`]:
 //!   through a symlinked lock, never over a read-only one.
-//! - A crate built as a dependency (`inputs::is_dependency`) is never
-//!   gated: its lock is its own CI's baseline, not its dependents'.
+//! - A crate built as a dependency (`inputs::dependency`: where cargo put
+//!   it) is never gated: its lock is its own CI's baseline, not its
+//!   dependents'.
+//! - Under `CI` the gate's scope is explicit: every kernel × arch the
+//!   build makes must have a baseline in the lock (an arch the lock does
+//!   not record, a kernel not blessed yet), and a crate with no lock fails;
+//!   a CI run that checked nothing must not look green. Outside CI both
+//!   are warnings.
 //! - A lock of another package (its `package` differs) is refused by name,
 //!   not reported kernel by kernel as gone.
 //! - `measured`: the lock's measurements (`cargo occ tune import`) taken on
@@ -117,12 +123,12 @@ pub(crate) fn baseline(
 ) -> Result<()> {
     let (text, settings) = write_candidate(build, inputs, candidate)?;
     let lock_name = inputs.display(&inputs.lock_path);
-    if inputs.dependency {
+    if let Some(evidence) = &inputs.dependency {
         // The lock is its authors' gate: a dependent's build (another
         // toolkit, other archs) never fails on it, nor writes it.
         details.baseline = Some(occ_model::markdown::Baseline::NotCompared(format!(
-            "built as a dependency (from a registry, git or a vendor folder): {lock_name} \
-             gates its own crate's builds, not its dependents'"
+            "built as a dependency ({evidence}): {lock_name} gates its own crate's builds, \
+             not its dependents'"
         )));
         return Ok(());
     }
@@ -149,6 +155,10 @@ pub(crate) fn baseline(
         )));
         if blessing {
             return write(directives, "new baseline");
+        }
+        if inputs.ci {
+            details.failed = true;
+            return Err(Error::NoLockInCi { lock: lock_name });
         }
         directives.warn(format!(
             "occ: no {lock_name} yet; record the baseline with `cargo occ bless` (or OCC_BLESS=1 cargo build) and commit it"
@@ -207,6 +217,17 @@ pub(crate) fn baseline(
                 details,
             ),
         });
+    }
+    if inputs.ci {
+        let unchecked = diff.unchecked(|source| scope.iter().any(|s| s == source));
+        if !unchecked.is_empty() {
+            details.failed = true;
+            return Err(Error::Unchecked {
+                lock: lock_name,
+                archs: inputs.archs.clone(),
+                what: unchecked.to_string(),
+            });
+        }
     }
     measured_code(lock, candidate, &lock_name, details)?;
     warn_changes(

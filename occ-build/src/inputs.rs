@@ -6,9 +6,10 @@
 //! Archs come from `OCC_ARCHS`, else `CUDA_COMPUTE_CAP`, else `.arch()`, then
 //! take the `.arch_specific`/`.arch_family` suffixes (`targets`, also
 //! `Build::resolved_archs`); sources are `.file()` and `.glob()` less
-//! `.exclude()`. A crate built as a dependency (`is_dependency`) is found by
-//! cargo's markers: `.cargo-ok` in a folder above it (a registry unpack or a
-//! git checkout) or `.cargo-checksum.json` (a vendored crate).
+//! `.exclude()`. A crate built as a dependency ([`dependency`]) is known by
+//! where cargo put it, which a copy does not carry: below `$CARGO_HOME`'s
+//! `registry/src` or `git/checkouts`, or in a folder a cargo config names
+//! as a `directory` source (`cargo vendor`).
 
 use crate::builder::Build;
 use crate::cargo::Directives;
@@ -75,10 +76,14 @@ pub(crate) struct Inputs {
     pub bless: bool,
     /// `CI`: never write the lock, and never stand on it by accident.
     pub ci: bool,
+    /// Whether every cached job result is proven by preprocessing before
+    /// it is used (`OCC_CACHE=verify`; always under `CI`, where a cached
+    /// target folder feeds the gate): the job cache's module doc.
+    pub verify: bool,
     /// The crate is another crate's dependency (from a registry, git or a
-    /// vendor folder, [`is_dependency`]): its lock is its authors' gate,
-    /// never its dependents'.
-    pub dependency: bool,
+    /// vendor folder): its lock is its authors' gate, never its
+    /// dependents'. The evidence, in words ([`dependency`]).
+    pub dependency: Option<String>,
     /// Why not to look for nvcc (`DOCS_RS`, `OCC_NO_NVCC`), if so.
     pub no_nvcc: Option<&'static str>,
     /// `NVCC_CCBIN`: the host compiler for nvcc.
@@ -129,7 +134,7 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
         "COMPILER_PATH",
     ]
     .into_iter()
-    .map(|name| (name, env.var(name)))
+    .map(|name| (name.to_string(), env.var(name)))
     .collect();
     let lock_path = root.join(
         build
@@ -139,7 +144,14 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
     );
     let bless = env.flag("OCC_BLESS");
     let ci = crate::env::is_ci(env);
-    let dependency = is_dependency(&root);
+    let verify = cache_mode(env, ci, directives)?;
+    let dependency = dependency(env, &root);
+    if let (Some(evidence), true) = (&dependency, ci) {
+        directives.warn(format!(
+            "occ: {package} is built as a dependency ({evidence}): its occ.lock is its own CI's \
+             gate and is not checked here"
+        ));
+    }
     let docs_rs = env.var_os("DOCS_RS").is_some();
     let no_nvcc = env.flag("OCC_NO_NVCC");
     let no_nvcc = if docs_rs {
@@ -187,6 +199,7 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
         lock: None,
         bless,
         ci,
+        verify,
         dependency,
         no_nvcc,
         ccbin,
@@ -198,18 +211,106 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
     })
 }
 
-/// Whether the crate at `root` is built as a dependency from somewhere a
-/// user does not edit: cargo marks each crate it unpacks from a registry,
-/// and each git checkout, with a `.cargo-ok` file (at the checkout's root,
-/// which may be a folder above a workspace member), and `cargo vendor`
-/// gives each vendored crate a `.cargo-checksum.json`. A build script is
-/// told nothing else about it (`CARGO_PRIMARY_PACKAGE` is rustc's only).
-pub(crate) fn is_dependency(root: &Path) -> bool {
-    root.join(".cargo-checksum.json").is_file()
-        || root.ancestors().any(|dir| dir.join(".cargo-ok").is_file())
+/// Whether every cached result is proven (`OCC_CACHE`: `verify`, or
+/// `direct`, the default; under `CI` always, and a `direct` says so).
+fn cache_mode(env: &Env, ci: bool, directives: &mut Directives) -> Result<bool> {
+    match env.var("OCC_CACHE").map(|v| v.trim().to_ascii_lowercase()) {
+        None => Ok(ci),
+        Some(v) if v == "verify" => Ok(true),
+        Some(v) if v == "direct" => {
+            if ci {
+                directives.warn(
+                    "occ: OCC_CACHE=direct is ignored because CI is set: every cached result is \
+                     proven by preprocessing",
+                );
+            }
+            Ok(ci)
+        }
+        Some(value) => Err(Error::CacheMode { value }),
+    }
+}
+
+/// Whether the crate at `root` is built as another crate's dependency,
+/// and the evidence: where cargo put it, which a copy of the crate cannot
+/// carry by accident (a stray `.cargo-ok` or `.cargo-checksum.json`, as a
+/// fork copied out of the registry has, is no evidence). Cargo unpacks a
+/// registry crate below `$CARGO_HOME/registry/src` and checks out a git
+/// one below `$CARGO_HOME/git/checkouts`; `cargo vendor` puts each crate
+/// in a folder that a cargo config (`.cargo/config.toml` in a folder above
+/// it, or `$CARGO_HOME/config.toml`) names as a `directory` source. A
+/// build script is told nothing else (`CARGO_PRIMARY_PACKAGE` is rustc's).
+pub(crate) fn dependency(env: &Env, root: &Path) -> Option<String> {
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let root = canonical(root);
+    let cargo_home = env
+        .var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env.var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .map(|h| canonical(&h));
+    if let Some(home) = &cargo_home {
+        for (place, what) in [
+            ("registry/src", "unpacked by cargo from a registry"),
+            ("git/checkouts", "checked out by cargo from git"),
+        ] {
+            let dir = home.join(place);
+            if root.starts_with(&dir) {
+                return Some(format!("{what} into {}", dir.display()));
+            }
+        }
+    }
+    let configs = root
+        .ancestors()
+        .skip(1)
+        .flat_map(|dir| {
+            ["config.toml", "config"].map(|name| (dir.to_path_buf(), dir.join(".cargo").join(name)))
+        })
+        .chain(
+            cargo_home
+                .iter()
+                .map(|h| (h.clone(), h.join("config.toml"))),
+        );
+    for (base, config) in configs {
+        let Ok(text) = std::fs::read_to_string(&config) else {
+            continue;
+        };
+        for folder in directory_sources(&text) {
+            if root.parent() == Some(canonical(&base.join(folder)).as_path()) {
+                return Some(format!(
+                    "vendored: {} names its folder as a directory source",
+                    config.display()
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// The folders of the `directory = "…"` keys of a cargo config's text
+/// (source replacement, as `cargo vendor` prints it).
+fn directory_sources(config: &str) -> Vec<&str> {
+    config
+        .lines()
+        .filter_map(|line| {
+            let (key, value) = line.split_once('=')?;
+            (key.trim() == "directory").then(|| value.trim().trim_matches(['"', '\'']))
+        })
+        .filter(|folder| !folder.is_empty())
+        .collect()
 }
 
 impl Inputs {
+    /// Adds the variables `nvcc`'s profile expands to [`Inputs::nvcc_vars`]
+    /// (read through `env`, so watched): `INCLUDES += "-I$(MY_INC)"` makes
+    /// `MY_INC` part of every job's key, as nvcc's own variables are.
+    pub fn add_profile_vars(&mut self, env: &Env, nvcc: &crate::toolkit::Nvcc) {
+        for name in nvcc.profile_variables() {
+            if !self.nvcc_vars.iter().any(|(n, _)| *n == name) {
+                let value = env.var(&name);
+                self.nvcc_vars.push((name, value));
+            }
+        }
+    }
+
     /// Parses the committed lock's text into `lock`.
     pub fn parse_lock(&mut self) -> Result<()> {
         self.lock = match &self.lock_text {

@@ -54,6 +54,9 @@ pub struct JobOutput {
     pub search: Vec<PathBuf>,
     /// Why this result is not cached (an input changed while nvcc ran).
     pub unstable: Option<String>,
+    /// Why the cached result was not used though every stat said it held
+    /// (preprocessing disproved it), as a warning.
+    pub disproved: Option<String>,
     /// Whether nvcc ran (false: reused from the cache).
     pub ran: bool,
     /// The object of a host-code library job (`$OUT_DIR/occ/<stem>.o`),

@@ -30,7 +30,9 @@
 //!   a full build removes what it does not own and mends a cache record) and
 //!   of the stable `report.txt`.
 //!
-//! What it does not cover, it never serves: no memo is written after a
+//! What it does not cover, it never serves: it serves no build in which
+//! every cached result is proven (`OCC_CACHE=verify`, `CI`: the job cache's
+//! module doc), and no memo is written after a
 //! build with a host-code library (cc reads variables of its own), register
 //! caps (`max_registers`: placed through the last manifest), `OCC_BLESS`,
 //! GitHub Actions (the step summary is appended once per build), a job whose
@@ -118,11 +120,13 @@ struct Saved {
     link: Vec<String>,
 }
 
-/// Whether the memo serves this build at all: not with a host-code
+/// Whether the memo serves this build at all: not when every cached result
+/// is proven (`OCC_CACHE=verify`, `CI`), nor with a host-code
 /// library, register caps, `OCC_BLESS`, GitHub Actions, or another part in
 /// the same `OUT_DIR` (the module doc says why each).
 fn applies(build: &Build, inputs: &Inputs) -> bool {
-    build.static_lib.is_none()
+    !inputs.verify
+        && build.static_lib.is_none()
         && build.max_registers.is_empty()
         && !inputs.bless
         && inputs.github.is_none()
@@ -189,7 +193,7 @@ pub(crate) fn identity(
         )
         .as_bytes(),
         format!(
-            "{} {} {} {:?} {:?} {:?} {:?} {:?}",
+            "{} {} {:?} {:?} {:?} {:?} {:?} {:?}",
             inputs.bless,
             inputs.ci,
             inputs.dependency,

@@ -56,6 +56,23 @@ pub(crate) fn for_job(job: &Job, tmp: &Path) -> Vec<String> {
     args
 }
 
+/// nvcc's arguments that preprocess a device job's source as its compile
+/// does (the text its `-keep` leaves as `<stem>.cpp1.ii`, byte for byte:
+/// the same arch, flags and source, from the same folder) into `text`.
+pub(crate) fn preprocess(job: &Job, text: &Path) -> Vec<String> {
+    let virt = job.arch.replacen("sm_", "compute_", 1);
+    let mut args = vec![
+        "-E".to_string(),
+        "-gencode".to_string(),
+        format!("arch={virt},code={}", job.arch),
+        "-o".to_string(),
+        text.display().to_string(),
+    ];
+    args.extend(job.args.iter().cloned());
+    args.push(job.source.clone());
+    args
+}
+
 /// The `-gencode` options of a library job: SASS for every arch, plus the
 /// PTX of the newest arch that is not arch-specific (`sm_90a`, `sm_100f`
 /// have no forward-compatible PTX), so that the library also runs, JIT

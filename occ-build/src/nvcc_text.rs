@@ -270,10 +270,38 @@ pub(crate) fn expand(word: &str, settings: &[(String, String)]) -> String {
 /// The `-L` folders of a dry run's `LIBRARIES` setting, as nvcc wrote
 /// them (quoted words whole, the rest split at spaces).
 pub(crate) fn dryrun_library_dirs(text: &str) -> Vec<String> {
-    let settings = dryrun_settings(text);
-    let Some((_, value)) = settings.iter().find(|(k, _)| k == "LIBRARIES") else {
-        return Vec::new();
-    };
+    setting_words(text, "LIBRARIES")
+        .filter_map(|w| w.strip_prefix("-L"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The include folders of a dry run's `INCLUDES` and `SYSTEM_INCLUDES`
+/// settings (`-I<dir>`, `-isystem <dir>`): the toolkit's part of every
+/// job's include search, as its profile expanded it.
+pub(crate) fn dryrun_include_dirs(text: &str) -> Vec<String> {
+    let mut dirs = Vec::new();
+    for name in ["INCLUDES", "SYSTEM_INCLUDES"] {
+        let mut words = setting_words(text, name);
+        while let Some(word) = words.next() {
+            if word == "-isystem" || word == "-I" {
+                dirs.extend(words.next().map(str::to_string));
+            } else if let Some(dir) = word.strip_prefix("-isystem").or(word.strip_prefix("-I")) {
+                dirs.push(dir.to_string());
+            }
+        }
+    }
+    dirs
+}
+
+/// The words of a dry run's setting `name` (quoted words whole, the rest
+/// split at spaces).
+fn setting_words<'a>(text: &'a str, name: &str) -> impl Iterator<Item = &'a str> {
+    let value = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("#$ "))
+        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix('=')))
+        .unwrap_or("");
     // Quoted words (odd pieces) are whole; the rest split at spaces.
     value
         .split('"')
@@ -285,9 +313,50 @@ pub(crate) fn dryrun_library_dirs(text: &str) -> Vec<String> {
                 piece.split_whitespace().collect()
             }
         })
-        .filter_map(|w| w.strip_prefix("-L"))
-        .map(str::to_string)
-        .collect()
+        .filter(|w| !w.is_empty())
+}
+
+/// The environment variables an `nvcc.profile` can take a value from:
+/// every name it sets (`NAME = ...` is overridden by nothing, but
+/// `NAME += ...` and `NAME =+ ...` extend the environment's value) and
+/// every `$(NAME)` it expands, less nvcc's own built-ins (`_HERE_`,
+/// `_SPACE_`, ...: a leading and a trailing underscore) and `PATH` and
+/// `LD_LIBRARY_PATH`, which pick programs the toolkit's identity already
+/// resolves. Sorted, each once.
+pub(crate) fn profile_variables(profile: &str) -> Vec<String> {
+    let plain = |n: &str| {
+        !n.is_empty()
+            && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !(n.len() > 1 && n.starts_with('_') && n.ends_with('_'))
+            && n != "PATH"
+            && n != "LD_LIBRARY_PATH"
+    };
+    let mut names = Vec::new();
+    for line in profile.lines() {
+        let line = line.trim();
+        if line.starts_with('#') {
+            continue;
+        }
+        if let Some(at) = line.find('=') {
+            let name = line[..at].trim_end_matches(['+', '?']).trim();
+            if plain(name) {
+                names.push(name.to_string());
+            }
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find("$(") {
+            rest = &rest[at + 2..];
+            if let Some(end) = rest.find(')') {
+                if plain(&rest[..end]) {
+                    names.push(rest[..end].to_string());
+                }
+                rest = &rest[end..];
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
 }
 
 #[cfg(test)]
@@ -315,6 +384,31 @@ mod tests {
         assert_eq!(
             dryrun_library_dirs(DRYRUN),
             ["/cuda/bin/../lib", "/cuda/lib/stubs"]
+        );
+        assert_eq!(
+            dryrun_include_dirs(DRYRUN),
+            ["/cuda/bin/../include", "/cuda/bin/../include/cccl"]
+        );
+    }
+
+    #[test]
+    fn a_profile_names_the_variables_it_reads() {
+        // nvcc 13.5's own profile (the wheels'), with a user's line added.
+        let profile = "\nTOP              = $(_HERE_)/..\n\nCICC_PATH        = $(TOP)/nvvm/bin\n\
+            LD_LIBRARY_PATH += $(TOP)/lib:\nPATH            += $(CICC_PATH):$(_HERE_):\n\
+            INCLUDES        +=  \"-I$(TOP)/include\" $(_SPACE_)\n\
+            INCLUDES        +=  \"-I$(MY_INC)\" $(_SPACE_)\n\
+            LIBRARIES        =+ $(_SPACE_) \"-L$(TOP)/lib/stubs\"\nPTXAS_FLAGS     +=\n# $(COMMENTED)\n";
+        assert_eq!(
+            profile_variables(profile),
+            [
+                "CICC_PATH",
+                "INCLUDES",
+                "LIBRARIES",
+                "MY_INC",
+                "PTXAS_FLAGS",
+                "TOP"
+            ]
         );
     }
 

@@ -173,6 +173,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
         }
         Err(e) => return failed(&inputs, e),
     };
+    inputs.add_profile_vars(env, &nvcc);
     let planned = match plan(build, env, &inputs, &nvcc, directives) {
         Ok(planned) => planned,
         Err(e) => return failed(&inputs, e),
@@ -338,9 +339,13 @@ fn plan(
     let host = hostlib::prepare(build, inputs, env)?;
     let jobs = plan::jobs(build, inputs, &caps.by_file, host.as_ref())?;
     let toolkit = compile::toolkit(nvcc, inputs, &jobs)?;
-    // A new ptxas, cicc, host compiler or profile reruns the build script.
+    // A new ptxas, cicc, host compiler or profile reruns the build script,
+    // and so does a header created in the toolkit's include folders.
     for tool in &toolkit.tools {
         directives.watch(&tool.path);
+    }
+    for dir in toolkit.include_dirs() {
+        directives.watch(&dir);
     }
     Ok(Planned {
         caps,
@@ -403,7 +408,7 @@ fn watch_inputs(inputs: &Inputs, outputs: &[JobOutput], directives: &mut Directi
                 directives.watch(dir);
             }
         }
-        if let Some(note) = &output.unstable {
+        for note in output.unstable.iter().chain(&output.disproved) {
             directives.warn(note.clone());
         }
     }

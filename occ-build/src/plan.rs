@@ -91,7 +91,9 @@ pub(crate) fn jobs(
 ) -> Result<Vec<Job>> {
     check_flags(build.flags.iter().map(|f| (f.as_str(), ".flag()")))?;
     for (var, value) in &inputs.nvcc_vars {
-        if let (&name @ ("NVCC_APPEND_FLAGS" | "NVCC_PREPEND_FLAGS"), Some(value)) = (var, value) {
+        if let (name @ ("NVCC_APPEND_FLAGS" | "NVCC_PREPEND_FLAGS"), Some(value)) =
+            (var.as_str(), value)
+        {
             check_flags(value.split_whitespace().map(|f| (f, name)))?;
         }
     }

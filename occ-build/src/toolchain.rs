@@ -60,7 +60,7 @@ pub(crate) fn select(build: &Build, env: &Env, inputs: &Inputs) -> Result<Toolch
         // A CI run of the crate's own build that stood on its lock would
         // check nothing and pass: it fails, unless the user said so
         // (`OCC_NO_NVCC`, `DOCS_RS`) or the crate is a dependency.
-        Some(_) if inputs.ci && inputs.no_nvcc.is_none() && !inputs.dependency => {
+        Some(_) if inputs.ci && inputs.no_nvcc.is_none() && inputs.dependency.is_none() => {
             Err(Error::NvccNotFoundInCi {
                 looked,
                 install_dir,

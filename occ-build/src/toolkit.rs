@@ -83,6 +83,24 @@ impl Nvcc {
     pub fn beside(&self, tool: &str) -> PathBuf {
         self.path.with_file_name(exe(tool))
     }
+
+    /// The environment variables its `nvcc.profile` can take a value from
+    /// (`nvcc_text::profile_variables`): the profile beside nvcc,
+    /// as found and through its links. A wrapper script given as `NVCC`
+    /// whose real nvcc lies elsewhere is seen through `--dryrun` by the
+    /// toolkit's identity, but its profile's variables are not read here.
+    pub(crate) fn profile_variables(&self) -> Vec<String> {
+        let mut dirs = vec![self.path.clone()];
+        dirs.extend(std::fs::canonicalize(&self.path).ok());
+        let mut names: Vec<String> = dirs
+            .iter()
+            .filter_map(|p| std::fs::read_to_string(p.with_file_name("nvcc.profile")).ok())
+            .flat_map(|text| crate::nvcc_text::profile_variables(&text))
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
 }
 
 /// Finds nvcc: `explicit` (from `.nvcc()`), `NVCC`, `CUDA_HOME`, `CUDA_PATH`,

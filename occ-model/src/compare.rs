@@ -331,6 +331,76 @@ impl Diff {
     pub fn moved(&self) -> impl Iterator<Item = &Finding> {
         self.findings.iter().filter(|f| f.moved_from().is_some())
     }
+
+    /// What the comparison could not check: the kernel × archs the lock
+    /// has no baseline for ([`Verdict::New`]), of the sources `in_scope`
+    /// says, as the archs no baseline covers at all (each kernel of such
+    /// an arch new) and the other kernel × archs.
+    pub fn unchecked(&self, in_scope: impl Fn(&str) -> bool) -> Unchecked {
+        let new: Vec<&Finding> = self
+            .findings
+            .iter()
+            .filter(|f| f.verdict == Verdict::New && in_scope(&f.source))
+            .collect();
+        let mut archs: Vec<String> = new
+            .iter()
+            .filter(|f| f.has(Cause::NewArch))
+            .map(|f| f.arch.clone())
+            .collect();
+        archs.sort();
+        archs.dedup();
+        let kernels = new
+            .iter()
+            .filter(|f| !archs.contains(&f.arch))
+            .map(|f| format!("{} ({})", f.kernel, f.arch))
+            .collect();
+        Unchecked { archs, kernels }
+    }
+}
+
+/// What a comparison could not check ([`Diff::unchecked`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unchecked {
+    /// Archs the lock has no baseline for.
+    pub archs: Vec<String>,
+    /// Other kernel × archs with no baseline, as `kernel (arch)`.
+    pub kernels: Vec<String>,
+}
+
+impl Unchecked {
+    /// Whether everything was checked.
+    pub fn is_empty(&self) -> bool {
+        self.archs.is_empty() && self.kernels.is_empty()
+    }
+}
+
+impl fmt::Display for Unchecked {
+    /// `no baseline for sm_86 (any kernel); no baseline for 2 kernels: a
+    /// (sm_80), b (sm_80)`, the kernels capped at five.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = Vec::new();
+        if !self.archs.is_empty() {
+            parts.push(format!(
+                "no baseline for {} (any kernel)",
+                self.archs.join(", ")
+            ));
+        }
+        if !self.kernels.is_empty() {
+            let shown: Vec<&str> = self.kernels.iter().take(5).map(String::as_str).collect();
+            let more = self.kernels.len() - shown.len();
+            parts.push(format!(
+                "no baseline for {}: {}{}",
+                crate::units::count(self.kernels.len(), "new kernel"),
+                shown.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        write!(f, "{}", parts.join("; "))
+    }
 }
 
 /// Lock entries paired with the build's kernels: by symbol and source,

@@ -210,3 +210,34 @@ fn check_and_bless_find_the_newest_build_of_the_package() {
     let (code, _, _) = occ(s.path(), &["check", "--bogus"], &env);
     assert_eq!(code, 2);
 }
+
+#[test]
+fn check_names_every_arch_and_kernel_it_could_not_check_and_is_not_ok() {
+    let s = crate_with_kernels();
+    let occ_dir = |out: &str, archs: [&str; 2]| {
+        kernels_build(s.path(), &s.path().join(out), archs)
+            .try_compile_with(&build_env(&[]))
+            .expect("build")
+            .out_dir
+    };
+    let first = occ_dir("out1", ["sm_80", "sm_90"]);
+    let manifest = |dir: &Path| dir.join("manifest.json").display().to_string();
+    let (code, _, err) = occ(s.path(), &["bless", "--manifest", &manifest(&first)], &[]);
+    assert_eq!(code, 0, "{err}");
+    // Another arch, and a kernel the lock has never seen.
+    s.write(
+        "kernels/extra.cu",
+        "extern \"C\" __global__ void extra(float* p) { p[threadIdx.x] += 1.0f; }\n",
+    );
+    let second = occ_dir("out2", ["sm_80", "sm_86"]);
+    let (code, out, err) = occ(s.path(), &["check", "--manifest", &manifest(&second)], &[]);
+    assert_eq!(code, 1, "unchecked kernel x archs are not ok: {out}{err}");
+    assert!(!out.contains("ok, no regression"), "{out}");
+    assert!(
+        out.contains("not ok:")
+            && out.contains("no baseline for sm_86 (any kernel)")
+            && out.contains("extra (sm_80)")
+            && out.contains("cargo occ bless"),
+        "{out}"
+    );
+}

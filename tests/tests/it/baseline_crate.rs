@@ -94,9 +94,15 @@ fn lock_bless_regression_ci_and_build_without_nvcc() {
     assert!(t.contains("cargo occ bless"), "{t}");
     assert!(!s.path().join("occ.lock").exists());
 
-    // 2. CI=true with OCC_BLESS=1 never writes it.
+    // 2. CI=true with OCC_BLESS=1 never writes it, and a CI build with no
+    //    lock checked nothing: it fails, saying how to make one.
     let out = run(&s, &["build"], &[("OCC_BLESS", "1"), ("CI", "true")]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("no occ.lock, and CI is set"),
+        "{}",
+        text(&out)
+    );
     assert!(
         !s.path().join("occ.lock").exists(),
         "CI must not write the lock"

@@ -25,6 +25,14 @@
 //! manifest, `kernels.rs` and candidate lock (and, without source lines,
 //! device code) must equal the warm build's.
 //!
+//! Issue 37 added the include search's mutations: a header created in
+//! every folder the preprocessor searches (the source's, each `-I`, the
+//! toolkit's include folder) that a `__has_include` of a macro finds
+//! (`OptHeader`), a header that shadows a toolkit header by quotes or
+//! angle brackets and goes on with `#include_next` (`ShadowToolkit`), and a
+//! variable the toolkit's `nvcc.profile` expands into its include folders
+//! (`DIFF_PROFILE_INC`).
+//!
 //! `OCC_DIFF_SEED` and `OCC_DIFF_STEPS` choose the run; a failure prints the
 //! seed and the steps that led to it. `OCC_DIFF_LAUNCHER` (e.g. a path to
 //! sccache) runs every build's nvcc through that launcher, with sccache's
@@ -48,7 +56,7 @@ use std::time::{Duration, Instant};
 
 const PACKAGE: &str = "occ-differential";
 /// The seed of CI's sample and of the full run.
-const SEED: u64 = 0x0cc1_2d1f;
+const SEED: u64 = 0x0cc1_4d82;
 /// Steps of CI's sample and of the full run.
 const SAMPLE_STEPS: u64 = 60;
 const FULL_STEPS: u64 = 200;
@@ -95,11 +103,20 @@ const BUILD_RS: &str = r#"fn main() {
 /// The second Build's own file.
 const C_CU: &str = "extern \"C\" __global__ void kc(int* p) { p[threadIdx.x] += 3; }\n";
 
+/// The toolkit header both files include (by quotes in `a.cu`, by angle
+/// brackets in `b.cu`), which a [`Step::ShadowToolkit`] header shadows.
+const TOOLKIT_HEADER: &str = "vector_types.h";
+
 fn a_cu(k: u64) -> String {
     format!(
         "#include \"common.cuh\"\n#if __has_include(\"util.cuh\")\n#include \"util.cuh\"\n#endif\n\
+         #define OPT_H \"opt.cuh\"\n#if __has_include(OPT_H)\n#include OPT_H\n#endif\n\
+         #if __has_include(\"profile.cuh\")\n#include \"profile.cuh\"\n#endif\n\
+         #include \"{TOOLKIT_HEADER}\"\n\
          #ifndef UTIL\n#define UTIL 0\n#endif\n#ifndef BOOST\n#define BOOST 0\n#endif\n\
-         #define NA ({k} + COMMON + UTIL + BOOST)\n\
+         #ifndef OPT\n#define OPT 0\n#endif\n#ifndef PROF\n#define PROF 0\n#endif\n\
+         #ifndef TK\n#define TK 0\n#endif\n\
+         #define NA ({k} + COMMON + UTIL + BOOST + OPT + PROF + TK)\n\
          extern \"C\" __global__ void ka(const float* in, float* out, int n) {{\n  float v[NA + 1];\n\
          #pragma unroll\n  for (int i = 0; i <= NA; ++i) v[i] = in[(threadIdx.x + i * 31) % n];\n  float acc = 0.f;\n\
          #pragma unroll\n  for (int i = 0; i <= NA; ++i)\n#pragma unroll\n    for (int j = 0; j <= NA; ++j) acc += v[i] * v[(i * 3 + j) % (NA + 1)];\n\
@@ -109,8 +126,9 @@ fn a_cu(k: u64) -> String {
 
 fn b_cu(k: u64) -> String {
     format!(
-        "#include \"common.cuh\"\n#ifndef BOOST\n#define BOOST 0\n#endif\n\
-         #define SB ({k} * 64 + COMMON * 32 + BOOST * 16 + 32)\n\
+        "#include \"common.cuh\"\n#include <{TOOLKIT_HEADER}>\n#ifndef BOOST\n#define BOOST 0\n#endif\n\
+         #ifndef TK\n#define TK 0\n#endif\n\
+         #define SB ({k} * 64 + COMMON * 32 + BOOST * 16 + TK * 8 + 32)\n\
          extern \"C\" __global__ void kb(float* p) {{\n  __shared__ float t[SB];\n  t[threadIdx.x % SB] = p[threadIdx.x];\n  __syncthreads();\n  p[threadIdx.x] = t[(threadIdx.x * 7) % SB];\n}}\n"
     )
 }
@@ -121,6 +139,11 @@ fn common(k: u64) -> String {
 
 fn util(k: u64) -> String {
     format!("#pragma once\n#define UTIL {k}\n")
+}
+
+/// A header that shadows the toolkit's [`TOOLKIT_HEADER`] and goes on to it.
+fn toolkit_shadow(k: u64) -> String {
+    format!("#pragma once\n#define TK {k}\n#include_next <{TOOLKIT_HEADER}>\n")
 }
 
 /// xorshift64*: small, seeded, the same on every machine.
@@ -162,6 +185,16 @@ enum Step {
     Kill(u64),
     /// Touch a file without changing it.
     Touch(&'static str),
+    /// Write `opt.cuh` (found by `__has_include(OPT_H)`) into a folder the
+    /// include search looks in: the source's, an `-I` or the toolkit's.
+    OptHeader(&'static str, u64),
+    /// Remove that header.
+    RemoveOpt(&'static str),
+    /// Write a header beside the sources or in the first `-I` folder that
+    /// shadows the toolkit's [`TOOLKIT_HEADER`].
+    ShadowToolkit(&'static str, u64),
+    /// Remove that header.
+    UnshadowToolkit(&'static str),
     /// Check a build from the lock against the warm build (no input
     /// changes).
     LockMode,
@@ -169,8 +202,12 @@ enum Step {
     Noop,
 }
 
+/// The folders [`Step::OptHeader`] writes into (`toolkit/include` is the
+/// scratch toolkit's own include folder).
+const SEARCHED: [&str; 4] = ["kernels", "inc0", "inc", "toolkit/include"];
+
 fn draw(rng: &mut Rng) -> Step {
-    match rng.below(16) {
+    match rng.below(20) {
         0 | 1 => Step::EditSource(["a.cu", "b.cu"][rng.below(2) as usize], rng.below(3)),
         2 => Step::WriteHeader(
             ["inc/common.cuh", "inc/util.cuh"][rng.below(2) as usize],
@@ -213,6 +250,16 @@ fn draw(rng: &mut Rng) -> Step {
             [None, Some("other"), Some("same")][rng.below(3) as usize].map(str::to_string),
         ),
         14 => Step::LockMode,
+        15 => Step::OptHeader(SEARCHED[rng.below(4) as usize], rng.below(3)),
+        16 => Step::RemoveOpt(SEARCHED[rng.below(4) as usize]),
+        17 => match rng.below(3) {
+            0 => Step::UnshadowToolkit(["kernels", "inc0"][rng.below(2) as usize]),
+            _ => Step::ShadowToolkit(["kernels", "inc0"][rng.below(2) as usize], 1 + rng.below(2)),
+        },
+        18 => Step::SetVar(
+            "DIFF_PROFILE_INC",
+            [None, Some("prof1"), Some("prof2")][rng.below(3) as usize].map(str::to_string),
+        ),
         _ => Step::Noop,
     }
 }
@@ -248,9 +295,19 @@ impl World {
         s.write("kernels/c.cu", C_CU);
         s.write("inc/common.cuh", &common(1));
         s.write("inc/util.cuh", &util(1));
+        s.write("prof1/profile.cuh", "#define PROF 1\n");
+        s.write("prof2/profile.cuh", "#define PROF 2\n");
         std::fs::create_dir_all(s.path().join("inc0")).expect("inc0");
         let toolkit = s.path().join("toolkit");
         let nvcc = scratch_toolkit(&toolkit, &[("bin/ptxas", "")]);
+        // An include folder of its own, so that a step can add a header
+        // to it, and a profile that adds a variable's folder to every
+        // job's include search.
+        own_folder(&toolkit.join("include"));
+        let profile = toolkit.join("bin/nvcc.profile");
+        let mut text = std::fs::read_to_string(&profile).expect("read nvcc.profile");
+        text.push_str("INCLUDES        +=  $(DIFF_PROFILE_INC) $(_SPACE_)\n");
+        std::fs::write(&profile, text).expect("write nvcc.profile");
         World {
             crate_dir: s,
             toolkit,
@@ -302,8 +359,15 @@ impl World {
                 change.paths.push(path);
             }
             Step::SetVar(name, value) => {
+                // The profile's variable names a folder of the crate.
+                let value = match (*name, value) {
+                    ("DIFF_PROFILE_INC", Some(dir)) => {
+                        Some(format!("-I{}", self.root().join(dir).display()))
+                    }
+                    _ => value.clone(),
+                };
                 match value {
-                    Some(v) => self.vars.insert(name, v.clone()),
+                    Some(v) => self.vars.insert(name, v),
                     None => self.vars.remove(name),
                 };
                 change.vars.push(name);
@@ -312,6 +376,27 @@ impl World {
                 reswap(&self.toolkit, "bin/ptxas", extra);
                 self.ptxas = extra;
                 change.paths.push(self.toolkit.join("bin/ptxas"));
+            }
+            Step::OptHeader(dir, k) => {
+                change.paths.push(self.write(
+                    &format!("{dir}/opt.cuh"),
+                    &format!("#define OPT {}\n", k + 1),
+                ));
+            }
+            Step::RemoveOpt(dir) => {
+                let path = self.root().join(dir).join("opt.cuh");
+                let _ = std::fs::remove_file(&path);
+                change.paths.push(path);
+            }
+            Step::ShadowToolkit(dir, k) => {
+                change
+                    .paths
+                    .push(self.write(&format!("{dir}/{TOOLKIT_HEADER}"), &toolkit_shadow(*k)));
+            }
+            Step::UnshadowToolkit(dir) => {
+                let path = self.root().join(dir).join(TOOLKIT_HEADER);
+                let _ = std::fs::remove_file(&path);
+                change.paths.push(path);
             }
             Step::Touch(rel) => {
                 let path = self.root().join(rel);
@@ -337,9 +422,11 @@ impl World {
             "DIFF_SECOND",
             "NVCC_APPEND_FLAGS",
             "NVCC_PREPEND_FLAGS",
+            "DIFF_PROFILE_INC",
         ] {
             env.push((name, self.vars.get(name).map(String::as_str)));
         }
+
         for (name, value) in &self.launcher {
             env.push((name, Some(value.as_str())));
         }
@@ -349,7 +436,7 @@ impl World {
     /// A hash of every input: the crate's files, the variables, the ptxas.
     fn state(&self) -> u64 {
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        for dir in ["kernels", "inc", "inc0"] {
+        for dir in ["kernels", "inc", "inc0", "toolkit/include"] {
             let mut files: Vec<PathBuf> = std::fs::read_dir(self.root().join(dir))
                 .into_iter()
                 .flatten()
@@ -365,6 +452,21 @@ impl World {
         self.vars.hash(&mut h);
         self.ptxas.hash(&mut h);
         h.finish()
+    }
+}
+
+/// Makes `link` (a symlink to a folder) a folder of its own holding a
+/// link to each of its entries, so that files can be added to it.
+fn own_folder(link: &Path) {
+    let target = std::fs::read_link(link).expect("a linked folder");
+    std::fs::remove_file(link).expect("remove the link");
+    std::fs::create_dir(link).expect("create the folder");
+    for entry in std::fs::read_dir(&target)
+        .expect("read the folder")
+        .flatten()
+    {
+        std::os::unix::fs::symlink(entry.path(), link.join(entry.file_name()))
+            .expect("link an entry");
     }
 }
 
@@ -658,7 +760,10 @@ fn warm_build_equals_cold_build_after_every_step() {
                 ));
             }
         };
-        let lines_off = world.vars.get("DIFF_LINES").map(String::as_str) == Some("0");
+        // Source lines off, and no flag that asks for line info itself
+        // (`-lineinfo` keeps the line table, which names the folder).
+        let lines_off = world.vars.get("DIFF_LINES").map(String::as_str) == Some("0")
+            && !world.vars.values().any(|v| v.contains("lineinfo"));
         let cold = colds.entry(world.state()).or_insert_with(|| {
             cold_runs += 1;
             let dir = tempfile::tempdir().expect("cold OUT_DIR");
@@ -804,6 +909,11 @@ fn sample_covers_every_kind_of_step(steps: &[Step]) {
         "SwapPtxas",
         "Kill",
         "Touch",
+        "OptHeader",
+        "RemoveOpt",
+        "ShadowToolkit",
+        "UnshadowToolkit",
+        "SetVar(\"DIFF_PROFILE_INC\"",
         "LockMode",
         "Noop",
     ]

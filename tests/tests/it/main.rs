@@ -8,11 +8,13 @@
 mod bad_input;
 mod baseline;
 mod baseline_crate;
+mod cache_proof;
 mod corpus;
 mod declared;
 mod determinism;
 mod differential;
 mod embed;
+mod gate_scope;
 mod golden;
 mod hostlib;
 mod lineinfo;

@@ -242,20 +242,31 @@ fn item07_ci_build_without_nvcc_fails_unless_opted_out() {
 
 #[test]
 fn item07_a_dependency_is_never_gated_with_or_without_nvcc() {
-    // A crate from a registry: cargo marks what it unpacks with .cargo-ok.
     let s = blessed_light_crate();
     s.write("kernels/k.cu", occ_tests::trust::HEAVY);
     let e = light_build(s.path())
         .try_compile_with(&build_env(&[("CI", Some("true"))]))
         .expect_err("the crate's own CI build gates the heavier kernel");
     assert!(e.to_string().contains("scale"), "{e}");
-    s.write(".cargo-ok", "{\"v\":1}");
-    light_build(s.path())
-        .try_compile_with(&build_env(&[("CI", Some("true"))]))
+    // The same crate where cargo unpacks a registry crate.
+    let home = Scratch::new();
+    let root = home
+        .path()
+        .join("registry/src/index.crates.io-0/light-0.1.0");
+    for file in ["kernels/k.cu", "occ.lock"] {
+        std::fs::create_dir_all(root.join(file).parent().expect("folder")).expect("mkdir");
+        std::fs::copy(s.path().join(file), root.join(file)).expect("copy");
+    }
+    let ci = [
+        ("CI", Some("true")),
+        ("CARGO_HOME", Some(home.path().to_str().expect("utf-8"))),
+    ];
+    light_build(&root)
+        .try_compile_with(&build_env(&ci))
         .expect("a dependency's lock never fails its dependent's build");
     let nowhere = s.path().join("no-toolkit");
-    let r = light_build(s.path())
-        .try_compile_with(&build_env(&without_nvcc(&nowhere, &[("CI", Some("true"))])))
+    let r = light_build(&root)
+        .try_compile_with(&build_env(&without_nvcc(&nowhere, &ci)))
         .expect("a dependency stands on its lock in its dependent's CI");
     assert_eq!(
         r.manifest().expect("manifest").origin,

@@ -1,0 +1,251 @@
+//! The job cache's key of record is what nvcc compiled (the preprocessed
+//! text): what the direct check (stats, folders, probes) cannot see is seen
+//! by a proof, which `OCC_CACHE=verify` and `CI` take for every hit; and a
+//! header that appears anywhere the include search looks is seen even
+//! without one. Each test builds in-process with the real nvcc; the cache's
+//! rules are in `occ-build/src/cache.rs`'s module doc.
+
+use occ_build::cli::WithEnv as _;
+use occ_build::Build;
+use occ_tests::trust::{scratch_toolkit, script};
+use occ_tests::{build_env, Scratch};
+
+/// A kernel whose static shared memory is `N * 64` floats, `N` from
+/// whatever header its `__has_include` of a macro finds (1 without one).
+const MACRO_HAS_INCLUDE: &str = "#define OPT_H \"opt.cuh\"\n#if __has_include(OPT_H)\n\
+    #include OPT_H\n#endif\n#ifndef N\n#define N 1\n#endif\n\
+    extern \"C\" __global__ void k(float* p) {\n  __shared__ float t[N * 64];\n  \
+    t[threadIdx.x % (N * 64)] = p[threadIdx.x];\n  __syncthreads();\n  \
+    p[threadIdx.x] = t[(threadIdx.x * 7) % (N * 64)];\n}\n";
+
+/// The kernel's static shared memory on sm_80, from a build with `env`.
+fn smem(b: &Build, env: &[(&str, Option<&str>)]) -> (u32, usize, Vec<String>) {
+    let (result, directives) = b.execute(&build_env(env));
+    let report = result.unwrap_or_else(|e| panic!("the build failed: {e}"));
+    let manifest = report.manifest().expect("manifest");
+    let smem = manifest.kernels[0].archs["sm_80"].resources.static_smem;
+    (smem, report.nvcc_runs, directives.warnings)
+}
+
+fn build(s: &Scratch) -> Build {
+    s.build(["sm_80"])
+}
+
+#[test]
+fn a_header_a_macro_has_include_finds_is_seen_in_every_searched_folder() {
+    let s = Scratch::new();
+    s.write("kernels/k.cu", MACRO_HAS_INCLUDE);
+    std::fs::create_dir_all(s.path().join("inc")).expect("inc");
+    let mut b = build(&s);
+    b.include("inc");
+    assert_eq!(smem(&b, &[]).0, 256);
+    // Beside the source, then (a new value) in the `-I` folder, whose
+    // header the one beside the source shadows until it is removed.
+    s.write("kernels/opt.cuh", "#define N 4\n");
+    assert_eq!(
+        smem(&b, &[]).0,
+        4 * 256,
+        "a header created beside the source"
+    );
+    s.write("inc/opt.cuh", "#define N 2\n");
+    assert_eq!(smem(&b, &[]).0, 4 * 256, "the source's folder comes first");
+    std::fs::remove_file(s.path().join("kernels/opt.cuh")).expect("remove");
+    assert_eq!(
+        smem(&b, &[]).0,
+        2 * 256,
+        "the -I folder's header, once alone"
+    );
+}
+
+#[test]
+fn a_header_that_shadows_a_toolkit_header_is_seen_by_quotes_and_angle_brackets() {
+    for (include, dir) in [("\"cuda_fp16.h\"", "kernels"), ("<cuda_fp16.h>", "inc")] {
+        let s = Scratch::new();
+        s.write(
+            "kernels/k.cu",
+            &MACRO_HAS_INCLUDE.replace("#ifndef N", &format!("#include {include}\n#ifndef N")),
+        );
+        std::fs::create_dir_all(s.path().join("inc")).expect("inc");
+        let mut b = build(&s);
+        b.include("inc");
+        assert_eq!(smem(&b, &[]).0, 256, "{include}");
+        s.write(
+            &format!("{dir}/cuda_fp16.h"),
+            "#pragma once\n#define N 3\n#include_next <cuda_fp16.h>\n",
+        );
+        assert_eq!(
+            smem(&b, &[]).0,
+            3 * 256,
+            "{dir}/cuda_fp16.h shadows the toolkit's for #include {include}"
+        );
+    }
+}
+
+#[test]
+fn a_variable_the_toolkits_profile_expands_is_part_of_every_jobs_key() {
+    let s = Scratch::new();
+    s.write("kernels/k.cu", MACRO_HAS_INCLUDE);
+    s.write("one/opt.cuh", "#define N 1\n");
+    s.write("two/opt.cuh", "#define N 2\n");
+    let nvcc = scratch_toolkit(&s.path().join("toolkit"), &[]);
+    let profile = s.path().join("toolkit/bin/nvcc.profile");
+    let mut text = std::fs::read_to_string(&profile).expect("profile");
+    text.push_str("INCLUDES        +=  \"-I$(OCC_TEST_INC)\" $(_SPACE_)\n");
+    std::fs::write(&profile, text).expect("profile");
+    let nvcc = nvcc.to_str().expect("utf-8");
+    let one = s.path().join("one");
+    let two = s.path().join("two");
+    let env = |dir: &std::path::Path| {
+        vec![
+            ("NVCC", Some(nvcc.to_string())),
+            ("OCC_TEST_INC", Some(dir.display().to_string())),
+        ]
+    };
+    let run = |dir: &std::path::Path| {
+        let env = env(dir);
+        let env: Vec<(&str, Option<&str>)> = env.iter().map(|(k, v)| (*k, v.as_deref())).collect();
+        let (result, directives) = build(&s).execute(&build_env(&env));
+        let report = result.unwrap_or_else(|e| panic!("the build failed: {e}"));
+        let smem = report.manifest().expect("manifest").kernels[0].archs["sm_80"]
+            .resources
+            .static_smem;
+        (smem, directives)
+    };
+    let (first, directives) = run(&one);
+    assert_eq!(first, 256);
+    assert!(
+        directives.rerun_if_env_changed.contains("OCC_TEST_INC"),
+        "the profile's variable is watched: {:?}",
+        directives.rerun_if_env_changed
+    );
+    assert_eq!(run(&two).0, 2 * 256, "OCC_TEST_INC changed");
+}
+
+/// An `NVCC` wrapper that adds `-DN=<the contents of n.txt>`: a setting
+/// from outside every file nvcc reads, which no stat covers (the cache's
+/// module doc assumes a wrapper picks its flags the same way each run).
+fn wrapper(s: &Scratch) -> String {
+    let n = s.path().join("n.txt");
+    let path = script(
+        &s.path().join("nvcc-wrapper"),
+        &format!(
+            "#!/bin/sh\nexec '{}' \"$@\" -DN=$(cat '{}')\n",
+            occ_tests::nvcc().display(),
+            n.display()
+        ),
+    );
+    path.display().to_string()
+}
+
+#[test]
+fn verify_proves_every_hit_and_says_which_assumption_failed() {
+    let s = Scratch::new();
+    s.write(
+        "kernels/k.cu",
+        &MACRO_HAS_INCLUDE.replace("#ifndef N\n#define N 1\n#endif\n", ""),
+    );
+    s.write("n.txt", "1");
+    let nvcc = wrapper(&s);
+    let b = build(&s);
+    let direct = [("NVCC", Some(nvcc.as_str()))];
+    // Blessed, so that a CI build has a baseline to check.
+    let bless = [direct[0], ("OCC_BLESS", Some("1"))];
+    assert_eq!(smem(&b, &bless).0, 256);
+    s.write("n.txt", "2");
+    // What the direct check assumes does not hold: it trusts the result.
+    let (stale, runs, _) = smem(&b, &direct);
+    assert_eq!(
+        (stale, runs),
+        (256, 0),
+        "the direct check vouches for the old result"
+    );
+    for (n, proven) in [
+        (2, ("OCC_CACHE", Some("verify"))),
+        (3, ("CI", Some("true"))),
+    ] {
+        s.write("n.txt", &n.to_string());
+        let (smem, runs, warnings) = smem(&b, &[direct[0], proven]);
+        assert_eq!(
+            (smem, runs),
+            (n * 256, 1),
+            "{proven:?} proves the hit and compiles again"
+        );
+        assert!(
+            warnings.iter().any(|w| {
+                w.contains("the cached result of kernels/k.cu for sm_80 did not hold")
+                    && w.contains("preprocess differently")
+            }),
+            "{proven:?}: one warning names the job and the failed assumption: {warnings:?}"
+        );
+    }
+}
+
+#[test]
+fn a_touch_or_a_new_file_beside_a_source_compiles_nothing_and_an_edit_compiles() {
+    let s = Scratch::new();
+    let log = s.path().join("nvcc-calls.log");
+    let launcher = occ_tests::counting_launcher(s.path(), &log);
+    let launcher = launcher.to_str().expect("utf-8");
+    let source = s.write("kernels/k.cu", MACRO_HAS_INCLUDE);
+    let b = build(&s);
+    let env = [("OCC_NVCC_LAUNCHER", Some(launcher))];
+    assert_eq!(smem(&b, &env).1, 1);
+    // A touch (re-hashed) and a new file beside the source (its folder
+    // changed: a proof by preprocessing, which runs without the launcher)
+    // change no byte nvcc compiles: no compile.
+    let f = std::fs::File::options()
+        .append(true)
+        .open(&source)
+        .expect("open");
+    f.set_modified(std::time::SystemTime::now()).expect("touch");
+    s.write("kernels/notes.txt", "unrelated");
+    assert_eq!(smem(&b, &env).1, 0, "nothing nvcc compiles changed");
+    assert_eq!(
+        occ_tests::launches(&log).len(),
+        1,
+        "the launcher ran once in all"
+    );
+    s.write(
+        "kernels/k.cu",
+        &MACRO_HAS_INCLUDE.replace("define N 1", "define N 2"),
+    );
+    let (smem, runs, _) = smem(&b, &env);
+    assert_eq!((smem, runs), (512, 1), "a changed source compiles");
+}
+
+#[test]
+fn an_unknown_occ_cache_value_is_one_clear_error() {
+    let s = Scratch::new();
+    s.write("kernels/k.cu", MACRO_HAS_INCLUDE);
+    let err = build(&s)
+        .try_compile_with(&build_env(&[("OCC_CACHE", Some("always"))]))
+        .expect_err("OCC_CACHE=always");
+    let text = err.to_string();
+    assert!(
+        text.contains("OCC_CACHE is `always`") && text.contains("`verify`"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_launcher_that_hides_nvccs_stderr_fails_naming_the_launcher_not_an_empty_table() {
+    let s = Scratch::new();
+    s.write("kernels/k.cu", MACRO_HAS_INCLUDE);
+    let quiet = script(
+        &s.path().join("quiet.sh"),
+        "#!/bin/sh\nexec \"$@\" 2>/dev/null\n",
+    );
+    let err = build(&s)
+        .try_compile_with(&build_env(&[(
+            "OCC_NVCC_LAUNCHER",
+            Some(quiet.to_str().expect("utf-8")),
+        )]))
+        .expect_err("a launcher that hid the ptxas log");
+    let text = err.to_string();
+    assert!(
+        text.contains("the ptxas log of kernels/k.cu for sm_80 does not account for its kernels")
+            && text.contains("(k)")
+            && text.contains("OCC_NVCC_LAUNCHER"),
+        "{text}"
+    );
+}
