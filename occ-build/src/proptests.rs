@@ -241,7 +241,7 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
 fn a_manifest_with_a_bad_kernel_ident_or_arch_is_rejected() {
     let json = |ident: &str, arch: &str| {
         format!(
-            r#"{{"schema": 2, "package": "p", "origin": "nvcc", "nvcc": "V13.5.37", "archs": ["sm_80"], "kernels": [{{
+            r#"{{"schema": 3, "package": "p", "origin": "nvcc", "nvcc": "V13.5.37", "archs": ["sm_80"], "kernels": [{{
   "name": "k", "demangled": "k", "base_name": "k", "short_name": "k", "ident": "{ident}",
   "source": "k.cu", "archs": {{"{arch}": {{"registers": 8, "barriers": null, "static_smem": 0,
   "cmem": {{}}, "stack_frame": 0, "cumulative_stack": null, "spill_stores": 0, "spill_loads": 0,
