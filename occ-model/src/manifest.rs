@@ -339,19 +339,19 @@ impl WarningKind {
     pub fn title(&self) -> &'static str {
         match self {
             WarningKind::RegisterCapAdjusted { .. } => {
-                "the register cap asked for is outside the arch's bounds; ptxas applies its bound"
+                "the register cap asked for is outside the arch's bounds, so ptxas applies its bound"
             }
             WarningKind::RegisterCapIgnored { .. } => {
-                "the register cap asked for is too big; ptxas ignores it"
+                "the register cap asked for is too big, so ptxas ignores it"
             }
-            WarningKind::MaxnregIgnored => "__maxnreg__ too big; ptxas ignores it",
+            WarningKind::MaxnregIgnored => "__maxnreg__ is too big, so ptxas ignores it",
             WarningKind::MinBlocksIgnored => {
-                "the min blocks per SM of __launch_bounds__ cannot be met; ptxas ignores them"
+                "the min blocks per SM of __launch_bounds__ cannot be met, so ptxas ignores them"
             }
             WarningKind::StackUnknown => "the stack size cannot be statically determined",
             WarningKind::Spills { .. } => "registers spilled to local memory",
             WarningKind::LocalMemory { .. } => "local memory used",
-            WarningKind::Other => "ptxas warned",
+            WarningKind::Other => "a warning occ does not know",
         }
     }
 }
