@@ -452,8 +452,9 @@ fn spill_hints(a: &Arch, name: &str, k: &KernelArch, res: &KernelResources, smem
     {
         any = true;
         println!(
-            "    the build's -maxrregcount {c} (Build::max_registers({name:?}, {c})) caps it; \
-             raise or remove it (cargo occ sweep {name} shows the spills at each cap)"
+            "    the build's -maxrregcount (Build::max_registers({name:?}, ..)) caps it at {c}, \
+             as ptxas applied it; raise or remove it (cargo occ sweep {name} shows the spills \
+             at each cap)"
         );
     }
     if !any {

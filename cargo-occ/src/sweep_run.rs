@@ -178,7 +178,7 @@ fn notes(method: Method, bounds: &LaunchBounds, k: &KernelArch) -> Vec<String> {
 
     if let Some(c) = k.maxrregcount {
         notes.push(format!(
-            "the build gives this kernel's file -maxrregcount {c}; the uncapped row uses it too"
+            "the build caps this kernel's file with -maxrregcount {c} (as ptxas applied it); the uncapped row uses it too"
         ));
     }
     notes

@@ -252,9 +252,11 @@ impl Build {
     /// holds the kernel `target` (any name `cargo occ` accepts): nvcc gets
     /// `-maxrregcount max` for that file, so the cap applies to **every
     /// kernel in the file**. Kernels with `__launch_bounds__` or
-    /// `__maxnreg__` ignore it (ptxas prefers their own limit). The cap is
-    /// recorded per kernel as `maxrregcount` in the manifest. Pick a cap with
-    /// `cargo occ sweep`.
+    /// `__maxnreg__` ignore it (ptxas prefers their own limit). The cap
+    /// ptxas applies is recorded per kernel as `maxrregcount` in the
+    /// manifest and lock: a cap below the arch's lower bound becomes that
+    /// bound (16 becomes 24), and the build shows ptxas's warning. Pick a
+    /// cap with `cargo occ sweep`.
     pub fn max_registers(&mut self, target: impl Into<String>, max: u32) -> &mut Self {
         self.max_registers.push((target.into(), max));
         self

@@ -29,9 +29,10 @@ pub(crate) enum Failure {
         /// nvcc's line, trimmed.
         line: String,
     },
-    /// A compile error: nvcc's diagnostics, at most [`MAX_DIAGNOSTICS`]
-    /// lines (then one line counting the rest); empty when nvcc printed
-    /// nothing but ptxas's information lines.
+    /// A compile error: nvcc's diagnostics with their context lines, less
+    /// noise ([`is_noise`]), at most [`MAX_DIAGNOSTICS`] lines (then one
+    /// line counting the rest); empty when nvcc printed nothing but
+    /// ptxas's information lines.
     Diagnostics(Vec<String>),
 }
 
@@ -83,8 +84,9 @@ pub(crate) fn classify(log: &str) -> Failure {
     }
     let mut diagnostics: Vec<String> = log
         .lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with("ptxas info") && !l.starts_with("    "))
-        .map(|l| l.trim_end().to_string())
+        .map(str::trim_end)
+        .filter(|l| !is_noise(l))
+        .map(str::to_string)
         .collect();
     if diagnostics.len() > MAX_DIAGNOSTICS {
         let more = diagnostics.len() - MAX_DIAGNOSTICS;
@@ -92,6 +94,23 @@ pub(crate) fn classify(log: &str) -> Failure {
         diagnostics.push(format!("... and {more} more lines"));
     }
     Failure::Diagnostics(diagnostics)
+}
+
+/// Whether a line of a failed run's log (its end trimmed) is noise, left
+/// out of the error: ptxas's resource report (its `info` lines and the
+/// indented `N bytes stack frame` line after each `Function properties`),
+/// which describes what compiled, not what failed; and blank lines, which
+/// would each become an empty `cargo::error=` line. Everything else is
+/// kept as nvcc printed it, indentation included: the source line and its
+/// caret, `detected during:` and each `instantiation of "…" [with T=half]
+/// at line 21 of …`, `In file included from …` and its `from …` lines,
+/// `N errors detected in the compilation of …`, and `compilation
+/// terminated.` (gcc's: it stopped at this fatal error, so none after it
+/// was looked for; one line, and it explains why there is only one error).
+fn is_noise(line: &str) -> bool {
+    line.is_empty()
+        || line.starts_with("ptxas info")
+        || (line.starts_with("    ") && line.trim_start().contains(" bytes stack frame"))
 }
 
 /// The `-ccbin` of nvcc arguments, if any (the last one wins).
@@ -493,19 +512,64 @@ mod tests {
         assert!(matches!(classify(log), Failure::UnsupportedArch { .. }));
     }
 
+    /// The lines of a failed run's log as [`classify`] gives them.
+    fn diagnostics(log: &str) -> Vec<String> {
+        match classify(log) {
+            Failure::Diagnostics(lines) => lines,
+            other => panic!("a compile error, not {other:?}"),
+        }
+    }
+
+    /// nvcc 13.5, `nvcc -cubin -arch=sm_80 -Xptxas -v
+    /// src/errors/template.cu` in tests/fixtures (regen.sh).
+    const TEMPLATE_ERROR: &str = include_str!("../../tests/fixtures/nvcc-13.5-template-error.log");
+
     #[test]
-    fn diagnostics_drop_ptxas_information_and_are_bounded() {
-        let log = "ptxas info    : Used 8 registers\n    indented detail\n\n\
-                   k.cu(3): error: identifier \"x\" is undefined   \n";
+    fn a_template_error_keeps_its_caret_and_instantiation_chain() {
         assert_eq!(
-            classify(log),
-            Failure::Diagnostics(vec!["k.cu(3): error: identifier \"x\" is undefined".into()])
+            diagnostics(TEMPLATE_ERROR),
+            [
+                "src/errors/ops.cuh(8): error: class \"__half\" has no member \"no_such_member\"",
+                "      return x.no_such_member * 2;",
+                "               ^",
+                "          detected during:",
+                "            instantiation of \"T twice(T) [with T=half]\" at line 6 of src/errors/template.cu",
+                "            instantiation of \"void scale(T *, int) [with T=half]\" at line 9 of src/errors/template.cu",
+                "1 error detected in the compilation of \"src/errors/template.cu\".",
+            ]
+        );
+    }
+
+    /// nvcc 13.5, `nvcc -cubin -arch=sm_80 -Xptxas -v
+    /// src/errors/include.cu` in tests/fixtures (regen.sh).
+    #[test]
+    fn a_missing_header_keeps_its_include_chain_and_source_line() {
+        let log = include_str!("../../tests/fixtures/nvcc-13.5-include-error.log");
+        assert_eq!(
+            diagnostics(log),
+            [
+                "In file included from src/errors/wrap.cuh:4,",
+                "                 from src/errors/include.cu:1:",
+                "src/errors/helpers.cuh:2:10: fatal error: missing_helpers.cuh: No such file or directory",
+                "    2 | #include \"missing_helpers.cuh\"",
+                "      |          ^~~~~~~~~~~~~~~~~~~~~",
+                "compilation terminated.",
+            ]
+        );
+    }
+
+    /// nvcc 13.5, `nvcc -cubin -arch=sm_80 -Xptxas -v src/errors/smem.cu`
+    /// in tests/fixtures (regen.sh): ptxas's error among its report.
+    #[test]
+    fn diagnostics_drop_ptxas_resource_report_and_are_bounded() {
+        let log = include_str!("../../tests/fixtures/nvcc-13.5-smem-error.log");
+        assert_eq!(
+            diagnostics(log),
+            ["ptxas error   : Entry function '_Z3bigPf' uses too much shared data (0x10000 bytes, 0xc000 max)"]
         );
         assert_eq!(classify("ptxas info : x\n"), Failure::Diagnostics(vec![]));
         let long: String = (0..45).map(|i| format!("k.cu({i}): error: e\n")).collect();
-        let Failure::Diagnostics(lines) = classify(&long) else {
-            panic!("a compile error")
-        };
+        let lines = diagnostics(&long);
         assert_eq!(lines.len(), MAX_DIAGNOSTICS + 1);
         assert_eq!(lines[MAX_DIAGNOSTICS], "... and 5 more lines");
     }

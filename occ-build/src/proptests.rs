@@ -6,7 +6,8 @@
 
 use crate::emit;
 use occ_model::manifest::{
-    Best, DeviceCode, Embed, Kernel, KernelArch, LaunchBounds, Manifest, Resources,
+    Best, DeviceCode, Embed, Kernel, KernelArch, LaunchBounds, Manifest, Resources, Warning,
+    WarningKind,
 };
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -23,8 +24,27 @@ fn ident() -> impl Strategy<Value = String> {
     "[a-z_][a-z0-9_]{0,16}".prop_filter("a rust identifier", |s| occ_model::names::is_rust_ident(s))
 }
 
+/// A ptxas warning of any kind, with any words.
+fn warning() -> impl Strategy<Value = Warning> {
+    let kind = prop_oneof![
+        (any::<u32>(), any::<u32>()).prop_map(|(requested, applied)| {
+            WarningKind::RegisterCapAdjusted { requested, applied }
+        }),
+        any::<u32>().prop_map(|requested| WarningKind::RegisterCapIgnored { requested }),
+        Just(WarningKind::MaxnregIgnored),
+        Just(WarningKind::MinBlocksIgnored),
+        Just(WarningKind::StackUnknown),
+        (any::<u64>(), any::<u64>())
+            .prop_map(|(stores, loads)| WarningKind::Spills { stores, loads }),
+        any::<u64>().prop_map(|frame| WarningKind::LocalMemory { frame }),
+        Just(WarningKind::Other),
+    ];
+    (kind, any::<String>()).prop_map(|(kind, text)| Warning { kind, text })
+}
+
 fn kernel_arch() -> impl Strategy<Value = KernelArch> {
     (
+        prop::collection::vec(warning(), 0..3),
         0u32..256,
         prop::option::of(0u32..16),
         0u32..100_000,
@@ -34,34 +54,36 @@ fn kernel_arch() -> impl Strategy<Value = KernelArch> {
         "[a-z0-9_.]{1,20}",
     )
         .prop_map(
-            |(registers, barriers, static_smem, stack_frame, stores, loads, file)| KernelArch {
-                resources: Resources {
-                    registers,
-                    barriers,
-                    static_smem,
-                    stack_frame,
-                    cumulative_stack: None,
-                    spill_stores: stores,
-                    spill_loads: loads,
-                    launch_bounds: LaunchBounds::default(),
-                    maxrregcount: None,
-                    declared: None,
-                    cubin_hash: String::new(),
-                    best: Best {
-                        block_size: 256,
-                        active_blocks_per_sm: 4,
-                        active_warps_per_sm: 32,
-                        occupancy: 0.5,
-                        limiters: vec!["registers".into()],
-                        dynamic_smem_headroom: 0,
+            |(warnings, registers, barriers, static_smem, stack_frame, stores, loads, file)| {
+                KernelArch {
+                    resources: Resources {
+                        registers,
+                        barriers,
+                        static_smem,
+                        stack_frame,
+                        cumulative_stack: None,
+                        spill_stores: stores,
+                        spill_loads: loads,
+                        launch_bounds: LaunchBounds::default(),
+                        maxrregcount: None,
+                        declared: None,
+                        cubin_hash: String::new(),
+                        best: Best {
+                            block_size: 256,
+                            active_blocks_per_sm: 4,
+                            active_warps_per_sm: 32,
+                            occupancy: 0.5,
+                            limiters: vec!["registers".into()],
+                            dynamic_smem_headroom: 0,
+                        },
                     },
-                },
-                cliffs: None,
-                cmem: BTreeMap::new(),
-                warnings: vec![],
-                cubin: format!("{file}.cubin"),
-                ptx: format!("{file}.ptx"),
-                lines: None,
+                    cliffs: None,
+                    cmem: BTreeMap::new(),
+                    warnings,
+                    cubin: format!("{file}.cubin"),
+                    ptx: format!("{file}.ptx"),
+                    lines: None,
+                }
             },
         )
 }
@@ -106,7 +128,7 @@ proptest! {
     #[test]
     fn manifests_round_trip_and_give_kernels_rs(m in a_manifest()) {
         let json = m.to_json();
-        prop_assert!(json.starts_with("{\n  \"schema\": 2,"), "{json}");
+        prop_assert!(json.starts_with("{\n  \"schema\": 3,"), "{json}");
         let back = Manifest::from_json(&json, Path::new("m.json"))
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(&back, &m);
@@ -241,7 +263,7 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
 fn a_manifest_with_a_bad_kernel_ident_or_arch_is_rejected() {
     let json = |ident: &str, arch: &str| {
         format!(
-            r#"{{"schema": 2, "package": "p", "origin": "nvcc", "nvcc": "V13.5.37", "archs": ["sm_80"], "kernels": [{{
+            r#"{{"schema": 3, "package": "p", "origin": "nvcc", "nvcc": "V13.5.37", "archs": ["sm_80"], "kernels": [{{
   "name": "k", "demangled": "k", "base_name": "k", "short_name": "k", "ident": "{ident}",
   "source": "k.cu", "archs": {{"{arch}": {{"registers": 8, "barriers": null, "static_smem": 0,
   "cmem": {{}}, "stack_frame": 0, "cumulative_stack": null, "spill_stores": 0, "spill_loads": 0,

@@ -10,15 +10,19 @@
 //! count. It is written even when a gate fails the build.
 //!
 //! Warnings scale with kinds, not kernels: each is one line with a count and
-//! the first [`NAMED`] names. This module's is printed only when a kernel
-//! spills; a build with nothing notable prints nothing. (The gate's own
-//! lines come from [`crate::gate`].)
+//! the first [`NAMED`] names. This module's are the spill line, printed
+//! only when a kernel spills, and one line per kind of ptxas warning
+//! (`occ_model::manifest::WarningKind`), quoting ptxas's words and naming
+//! the kernels and archs it was printed for; the report lists every
+//! kernel × arch with each of its warnings once. A build with nothing
+//! notable prints nothing. (The gate's own lines come from
+//! [`crate::gate`].)
 
 use crate::cargo::Directives;
 use crate::error::Result;
 use crate::files::write_atomic;
 use crate::inputs::Inputs;
-use occ_model::manifest::Manifest;
+use occ_model::manifest::{Manifest, WarningKind};
 use occ_model::markdown::Baseline;
 use occ_model::table;
 use std::path::{Path, PathBuf};
@@ -105,6 +109,9 @@ pub(crate) fn write(
     if let Some(sites) = site_table(manifest) {
         text.push_str(&format!("\nspill sites (nvdisasm)\n{sites}"));
     }
+    if let Some(warnings) = warning_table(manifest) {
+        text.push_str(&format!("\nptxas warnings\n{warnings}"));
+    }
     for (title, body) in &details.sections {
         text.push_str(&format!("\n{title}\n{body}"));
     }
@@ -112,6 +119,10 @@ pub(crate) fn write(
     let shown = details.report.clone();
     if shown != out_dir.join(REPORT_FILE) {
         write_atomic(&shown, text.as_bytes())?;
+    }
+    // ptxas's words are not the gate's: shown also when a gate failed.
+    for line in warning_lines(manifest, &shown) {
+        directives.warn(line);
     }
     if details.failed {
         return Ok(shown);
@@ -173,6 +184,104 @@ fn site_table(manifest: &Manifest) -> Option<String> {
         }
     }
     (rows.len() > 1).then(|| table::align(&rows))
+}
+
+/// Every ptxas warning of every kernel × arch, each once, `None` when
+/// there is none.
+fn warning_table(manifest: &Manifest) -> Option<String> {
+    let mut rows: Vec<[String; 4]> = vec![[
+        "kernel".into(),
+        "arch".into(),
+        "source".into(),
+        "ptxas warning".into(),
+    ]];
+    for k in &manifest.kernels {
+        for (arch, a) in &k.archs {
+            for w in &a.warnings {
+                rows.push([
+                    k.base_name.clone(),
+                    arch.clone(),
+                    k.source.clone(),
+                    w.text.clone(),
+                ]);
+            }
+        }
+    }
+    (rows.len() > 1).then(|| table::align(&rows))
+}
+
+/// One line per kind of ptxas warning: ptxas's words (the first of the
+/// kind's), what they mean, and the kernels with the archs each was
+/// warned on (the first [`NAMED`], then a count).
+fn warning_lines(manifest: &Manifest, report: &Path) -> Vec<String> {
+    // Per kind, in order of first appearance: its distinct words, and
+    // each kernel's archs.
+    struct Kind<'a> {
+        kind: &'a WarningKind,
+        texts: Vec<&'a str>,
+        kernels: Vec<(&'a str, Vec<&'a str>)>,
+    }
+    let mut kinds: Vec<Kind<'_>> = Vec::new();
+    for k in &manifest.kernels {
+        for (arch, a) in &k.archs {
+            for w in &a.warnings {
+                let same = |x: &Kind<'_>| {
+                    std::mem::discriminant(x.kind) == std::mem::discriminant(&w.kind)
+                };
+                let i = match kinds.iter().position(same) {
+                    Some(i) => i,
+                    None => {
+                        kinds.push(Kind {
+                            kind: &w.kind,
+                            texts: Vec::new(),
+                            kernels: Vec::new(),
+                        });
+                        kinds.len() - 1
+                    }
+                };
+                let kind = &mut kinds[i];
+                if !kind.texts.contains(&w.text.as_str()) {
+                    kind.texts.push(&w.text);
+                }
+                match kind
+                    .kernels
+                    .iter_mut()
+                    .find(|(name, _)| *name == k.base_name)
+                {
+                    Some((_, archs)) if !archs.contains(&arch.as_str()) => archs.push(arch),
+                    Some(_) => {}
+                    None => kind.kernels.push((&k.base_name, vec![arch.as_str()])),
+                }
+            }
+        }
+    }
+    kinds
+        .iter()
+        .map(|kind| {
+            let like = match kind.texts.len() {
+                1 => String::new(),
+                n => format!(" and {} like it", table::count(n - 1, "other")),
+            };
+            let named: Vec<String> = kind
+                .kernels
+                .iter()
+                .take(NAMED)
+                .map(|(name, archs)| format!("{name} ({})", archs.join(", ")))
+                .collect();
+            let more = match kind.kernels.len().saturating_sub(NAMED) {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            };
+            format!(
+                "occ: ptxas warns for {}: {}{more}: \"{}\"{like} ({}); report: {}",
+                table::count(kind.kernels.len(), "kernel"),
+                named.join(", "),
+                kind.texts.first().copied().unwrap_or_default(),
+                kind.kind.title(),
+                report.display()
+            )
+        })
+        .collect()
 }
 
 /// Where the report of a build into `out_dir` of `package` is shown: the
@@ -297,6 +406,90 @@ mod tests {
             two.starts_with("occ: 5 kernels x 3 archs; 2 kernels spill registers: "),
             "{two}"
         );
+    }
+
+    /// The manifest of nvcc 13.5's `-cubin -arch=sm_80 -maxrregcount=16
+    /// -Xptxas -v kernels.cu` (tests/fixtures/regen.sh): ptxas raised the
+    /// cap to 24 for all 13 kernels, and one of them recurses.
+    fn capped_at_16() -> Manifest {
+        let log = include_str!("../../tests/fixtures/ptxas-13.5-maxrregcount16-sm_80.log");
+        let args = ["-maxrregcount".to_string(), "16".to_string()];
+        let signatures = occ_model::params::Signatures::default();
+        let job = occ_model::analyze::JobText {
+            source: "kernels/kernels.cu",
+            arch: "sm_80",
+            name: "kernels",
+            args: &args,
+            log,
+            ptx: "",
+            signatures: &signatures,
+        };
+        occ_model::analyze::build_manifest("p", "V13.5.37", &["sm_80".into()], [job])
+            .expect("manifest")
+    }
+
+    #[test]
+    fn each_kind_of_ptxas_warning_is_one_line_with_its_words() {
+        let m = capped_at_16();
+        let lines = warning_lines(&m, Path::new("report.txt"));
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert!(
+            lines[0].starts_with("occ: ptxas warns for 13 kernels: ")
+                && lines[0].contains(" (sm_80), ")
+                && lines[0].contains(" and 8 more: \"For profile sm_80 adjusting per thread register count of 16 to lower bound of 24\" (the register cap asked for is outside the arch's bounds, so ptxas applies its bound); report: report.txt"),
+            "{}",
+            lines[0]
+        );
+        assert_eq!(
+            lines[1],
+            "occ: ptxas warns for 1 kernel: calls_recursive (sm_80): \"Stack size for entry function \
+             '_Z15calls_recursivePi' cannot be statically determined\" (the stack size cannot be \
+             statically determined); report: report.txt"
+        );
+        // Two archs' words of one kind: one line, the first words and a count.
+        let mut two = m.clone();
+        for k in &mut two.kernels {
+            let mut a = k.archs["sm_80"].clone();
+            for w in &mut a.warnings {
+                w.text = w.text.replace("sm_80", "sm_90");
+            }
+            k.archs.insert("sm_90".into(), a);
+        }
+        let lines = warning_lines(&two, Path::new("report.txt"));
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert!(lines[0].contains(" (sm_80, sm_90), "), "{}", lines[0]);
+        assert!(
+            lines[0].contains("lower bound of 24\" and 1 other like it ("),
+            "{}",
+            lines[0]
+        );
+        // Nothing warned, nothing said.
+        let mut quiet = m;
+        for k in &mut quiet.kernels {
+            for a in k.archs.values_mut() {
+                a.warnings.clear();
+            }
+        }
+        assert!(warning_lines(&quiet, Path::new("report.txt")).is_empty());
+        assert!(warning_table(&quiet).is_none());
+    }
+
+    #[test]
+    fn the_report_lists_every_ptxas_warning_once_per_kernel_and_arch() {
+        let table = warning_table(&capped_at_16()).expect("a table");
+        let rows: Vec<&str> = table.lines().filter(|r| r.contains(" sm_80 ")).collect();
+        // 13 kernels' cap warning, and the recursive kernel's own.
+        assert_eq!(rows.len(), 14, "{table}");
+        assert_eq!(
+            rows.iter()
+                .filter(|r| r.contains("adjusting per thread register count"))
+                .count(),
+            13
+        );
+        assert!(rows.iter().any(|r| r.starts_with("calls_recursive ")
+            && r.contains(" sm_80 ")
+            && r.contains("kernels/kernels.cu")
+            && r.ends_with("cannot be statically determined")));
     }
 
     #[test]

@@ -110,7 +110,7 @@ pub fn build_manifest<'a>(
             }
             let directives = entries.get(&record.name);
             let launch_bounds = directives.map(launch_bounds).unwrap_or_default();
-            let warnings = record.warnings().map(|d| d.message.clone()).collect();
+            let warnings = warnings(record);
             let narrow = |v: u64, what: &str| {
                 u32::try_from(v).map_err(|_| {
                     parse_error(format!(
@@ -131,7 +131,7 @@ pub fn build_manifest<'a>(
                     .transpose()?,
                 barriers: record.barriers,
                 launch_bounds,
-                maxrregcount: maxrregcount(job.args),
+                maxrregcount: register_cap(record, job.args),
                 declared: None,
                 cubin_hash: String::new(),
                 best: Best::default(),
@@ -317,6 +317,54 @@ pub fn merge(parts: &[&Manifest]) -> Option<Manifest> {
     })
 }
 
+/// A kernel's ptxas warnings, typed, each once (a warning of its run can
+/// also name it), in log order.
+fn warnings(record: &ptxas::KernelRecord) -> Vec<ptxas::Warning> {
+    let mut out: Vec<ptxas::Warning> = Vec::new();
+    for w in record
+        .diagnostics
+        .iter()
+        .filter_map(ptxas::Diagnostic::warning)
+    {
+        if !out.contains(&w) {
+            out.push(w);
+        }
+    }
+    out
+}
+
+/// The register cap `-maxrregcount` set for a kernel, as ptxas applied it,
+/// not as asked: ptxas's note for the kernel (`Overriding maximum register
+/// limit 256 for 'k' with  24 of maxrregcount option`), else the cap its
+/// run's warning adjusted the request to (`… adjusting per thread register
+/// count of 16 to lower bound of 24`; a kernel whose own bounds override
+/// the cap gets no note), else none when ptxas ignored a too-big request,
+/// else the request (a ptxas that prints neither). `None` without
+/// `-maxrregcount`.
+pub fn register_cap(record: &ptxas::KernelRecord, args: &[String]) -> Option<u32> {
+    let requested = maxrregcount(args)?;
+    if let Some(cap) = record
+        .diagnostics
+        .iter()
+        .find_map(ptxas::Diagnostic::register_cap)
+    {
+        return Some(cap);
+    }
+    let mut ignored = false;
+    for w in record
+        .diagnostics
+        .iter()
+        .filter_map(ptxas::Diagnostic::warning)
+    {
+        match w.kind {
+            ptxas::WarningKind::RegisterCapAdjusted { applied, .. } => return Some(applied),
+            ptxas::WarningKind::RegisterCapIgnored { .. } => ignored = true,
+            _ => {}
+        }
+    }
+    (!ignored).then_some(requested)
+}
+
 /// The last `-maxrregcount N` (`-maxrregcount=N`, `--maxrregcount …`) in
 /// nvcc arguments: the one nvcc applies.
 pub fn maxrregcount(args: &[String]) -> Option<u32> {
@@ -342,5 +390,89 @@ fn launch_bounds(e: &ptx::PtxEntry) -> LaunchBounds {
         max_cluster_rank: e.maxclusterrank,
         cluster_dims: e.reqnctapercluster,
         explicit_cluster: e.explicitcluster,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{Warning, WarningKind};
+
+    /// The manifest of one job of `kernels.cu` on `arch`, given `args`.
+    fn manifest(arch: &str, log: &str, args: &[&str]) -> Manifest {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let signatures = params::Signatures::default();
+        let job = JobText {
+            source: "kernels/kernels.cu",
+            arch,
+            name: "kernels",
+            args: &args,
+            log,
+            ptx: "",
+            signatures: &signatures,
+        };
+        build_manifest("p", "V13.5.37", &[arch.to_string()], [job]).unwrap()
+    }
+
+    /// nvcc 13.5, `-cubin -arch=sm_80 -maxrregcount=16 -Xptxas -v
+    /// kernels.cu` (tests/fixtures/regen.sh): ptxas raises the cap to 24.
+    #[test]
+    fn the_cap_recorded_is_the_one_ptxas_applied_with_its_warning() {
+        let log = include_str!("../../tests/fixtures/ptxas-13.5-maxrregcount16-sm_80.log");
+        let m = manifest("sm_80", log, &["-maxrregcount", "16"]);
+        let adjusted = Warning {
+            kind: WarningKind::RegisterCapAdjusted {
+                requested: 16,
+                applied: 24,
+            },
+            text:
+                "For profile sm_80 adjusting per thread register count of 16 to lower bound of 24"
+                    .into(),
+        };
+        assert_eq!(m.kernels.len(), 13);
+        for k in &m.kernels {
+            let a = &k.archs["sm_80"];
+            // Every kernel, also those whose launch bounds override the cap
+            // (no note names them): the cap the file got is 24.
+            assert_eq!(a.maxrregcount, Some(24), "{}", k.name);
+            assert_eq!(a.warnings.first(), Some(&adjusted), "{}", k.name);
+            // Each warning once, though the run's and the kernel's name it.
+            let mut once = a.warnings.clone();
+            once.dedup();
+            assert_eq!(once, a.warnings);
+        }
+        let recursive = m
+            .kernels
+            .iter()
+            .find(|k| k.name == "_Z15calls_recursivePi")
+            .unwrap();
+        assert_eq!(
+            recursive.archs["sm_80"]
+                .warnings
+                .iter()
+                .map(|w| &w.kind)
+                .collect::<Vec<_>>(),
+            [&adjusted.kind, &WarningKind::StackUnknown]
+        );
+        // Without -maxrregcount, no cap, whatever the log says.
+        let m = manifest("sm_80", log, &[]);
+        assert!(m
+            .kernels
+            .iter()
+            .all(|k| k.archs["sm_80"].maxrregcount.is_none()));
+    }
+
+    /// nvcc 13.5, `-cubin -arch=sm_90 -maxrregcount=300 -Xptxas -v
+    /// kernels.cu` (tests/fixtures/regen.sh): ptxas caps at 255 the kernels
+    /// it names and ignores the rest.
+    #[test]
+    fn a_cap_above_the_maximum_is_the_maximum_or_none() {
+        let log = include_str!("../../tests/fixtures/ptxas-13.5-maxrregcount300-sm_90.log");
+        let m = manifest("sm_90", log, &["-maxrregcount=300"]);
+        let cap = |name: &str| {
+            m.kernels.iter().find(|k| k.name == name).unwrap().archs["sm_90"].maxrregcount
+        };
+        assert_eq!(cap("saxpy"), Some(255));
+        assert_eq!(cap("_Z9lb_kernelPf"), None);
     }
 }

@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// The schema version this occ writes and reads.
-pub const SCHEMA_VERSION: u32 = 2;
+/// The schema version this occ writes and reads (3: each kernel × arch's
+/// `warnings` are [`Warning`] objects, no longer strings).
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The file name of the manifest inside `$OUT_DIR/occ`.
 pub const FILE_NAME: &str = "manifest.json";
@@ -146,8 +147,11 @@ pub struct Resources {
     pub barriers: Option<u32>,
     /// Launch bounds and cluster directives from the PTX.
     pub launch_bounds: LaunchBounds,
-    /// The `-maxrregcount` nvcc got for this kernel's file (from
-    /// `Build::max_registers` or a raw flag); absent when none.
+    /// The register cap `-maxrregcount` set for this kernel's file (from
+    /// `Build::max_registers` or a raw flag) as ptxas applied it, not as
+    /// asked: a cap below the arch's lower bound is that bound (16 gives 24),
+    /// one above its maximum the maximum (ptxas's notes say which);
+    /// absent when none was given or ptxas ignored it.
     /// `__launch_bounds__` and `__maxnreg__` override it: compare with `registers`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maxrregcount: Option<u32>,
@@ -247,8 +251,11 @@ pub struct KernelArch {
     pub cliffs: Option<Cliffs>,
     /// Constant memory per bank, bytes (absent on sm_90+ where ptxas omits it).
     pub cmem: BTreeMap<String, u64>,
-    /// ptxas warnings about this kernel, verbatim.
-    pub warnings: Vec<String>,
+    /// ptxas's warnings about this kernel on this arch, each once, in the
+    /// order ptxas printed them: those that name it and those of its ptxas
+    /// run that name no kernel (`For profile sm_80 adjusting per thread
+    /// register count of 16 to lower bound of 24`).
+    pub warnings: Vec<Warning>,
     /// The cubin holding this kernel, relative to `$OUT_DIR/occ`; empty in
     /// a build from the lock.
     pub cubin: String,
@@ -263,6 +270,90 @@ pub struct KernelArch {
     /// move with every edit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lines: Option<SourceLines>,
+}
+
+/// A ptxas warning about a kernel on an arch: what it says, read by
+/// [`crate::ptxas`], beside its words. A warning of a shape occ does not
+/// know is [`WarningKind::Other`], kept with its words, never dropped.
+///
+/// In JSON, one object: the kind's tag and figures, then the words
+/// (`{"kind": "register_cap_adjusted", "requested": 16, "applied": 24,
+/// "text": "For profile sm_80 adjusting …"}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Warning {
+    /// What it says.
+    #[serde(flatten)]
+    pub kind: WarningKind,
+    /// ptxas's words after `ptxas warning : `, verbatim.
+    pub text: String,
+}
+
+/// What a ptxas [`Warning`] says, with its figures.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WarningKind {
+    /// `For profile sm_80 adjusting per thread register count of 16 to
+    /// lower bound of 24`: the register cap asked for (`-maxrregcount`) is
+    /// outside what the arch allows, and ptxas applies `applied` instead.
+    RegisterCapAdjusted {
+        /// The cap asked for.
+        requested: u32,
+        /// The cap ptxas applies.
+        applied: u32,
+    },
+    /// `Too big maxrregcount value specified 300, will be ignored`.
+    RegisterCapIgnored {
+        /// The cap asked for.
+        requested: u32,
+    },
+    /// `Too many maxnreg specified for entry k, will be ignored`
+    /// (`__maxnreg__`).
+    MaxnregIgnored,
+    /// `Value of threads per SM for entry k is out of range. .minnctapersm
+    /// will be ignored`: the min blocks of `__launch_bounds__` cannot be met.
+    MinBlocksIgnored,
+    /// `Stack size for entry function 'k' cannot be statically determined`
+    /// (recursion).
+    StackUnknown,
+    /// `Registers are spilled to local memory in function 'k', 20 bytes
+    /// spill stores, 20 bytes spill loads` (`--warn-on-spills`).
+    Spills {
+        /// Bytes of spill stores.
+        stores: u64,
+        /// Bytes of spill loads.
+        loads: u64,
+    },
+    /// `Local memory used for function 'k', size of stack frame: 24 bytes`
+    /// (`--warn-on-local-memory-usage`).
+    LocalMemory {
+        /// The stack frame, bytes.
+        frame: u64,
+    },
+    /// A warning of any other shape.
+    Other,
+}
+
+impl WarningKind {
+    /// What warnings of this kind say, in a few words: the title of their
+    /// line in the build's warnings.
+    pub fn title(&self) -> &'static str {
+        match self {
+            WarningKind::RegisterCapAdjusted { .. } => {
+                "the register cap asked for is outside the arch's bounds, so ptxas applies its bound"
+            }
+            WarningKind::RegisterCapIgnored { .. } => {
+                "the register cap asked for is too big, so ptxas ignores it"
+            }
+            WarningKind::MaxnregIgnored => "__maxnreg__ is too big, so ptxas ignores it",
+            WarningKind::MinBlocksIgnored => {
+                "the min blocks per SM of __launch_bounds__ cannot be met, so ptxas ignores them"
+            }
+            WarningKind::StackUnknown => "the stack size cannot be statically determined",
+            WarningKind::Spills { .. } => "registers spilled to local memory",
+            WarningKind::LocalMemory { .. } => "local memory used",
+            WarningKind::Other => "a warning occ does not know",
+        }
+    }
 }
 
 impl std::ops::Deref for KernelArch {

@@ -32,6 +32,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::manifest::{Warning, WarningKind};
+
 /// Everything read from one log.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Log {
@@ -83,7 +85,8 @@ pub struct KernelRecord {
     /// True when nvlink figures (registers, barriers, stack, smem, cmem, lmem) from an
     /// `-rdc` device link replaced the ptxas figures.
     pub linked: bool,
-    /// Warnings, errors and notes that name this kernel (see [`Diagnostic`]).
+    /// Warnings, errors and notes that name this kernel, and the warnings
+    /// of its ptxas run that name no kernel (see [`Diagnostic`]), in log order.
     pub diagnostics: Vec<Diagnostic>,
     /// 1-based line of the `Compiling entry function` line.
     pub line: usize,
@@ -231,6 +234,32 @@ impl KernelRecord {
 }
 
 impl Diagnostic {
+    /// What this warning says, typed; `None` when it is not a warning. A
+    /// shape occ does not know is [`WarningKind::Other`]: every warning
+    /// has one, with its words.
+    pub fn warning(&self) -> Option<Warning> {
+        (self.severity == Severity::Warning).then(|| Warning {
+            kind: warning_kind(&self.message),
+            text: self.message.clone(),
+        })
+    }
+
+    /// The register cap ptxas applied to the kernel this note names, from
+    /// `Overriding maximum register limit 256 for 'k' with  24 of
+    /// maxrregcount option` (24: `-maxrregcount` as ptxas adjusted it to
+    /// the arch's bounds); `None` for any other line.
+    pub fn register_cap(&self) -> Option<u32> {
+        if self.severity != Severity::Info {
+            return None;
+        }
+        let rest = self
+            .message
+            .strip_prefix("Overriding maximum register limit ")?;
+        let (_, rest) = rest.split_once("' with ")?;
+        let cap = rest.trim_start().strip_suffix(" of maxrregcount option")?;
+        u32::try_from(num(cap.trim())?).ok()
+    }
+
     /// The override of a register limit this note reports, if it is an
     /// `Overriding ...` note.
     pub fn overriding(&self) -> Option<Overriding> {
@@ -314,7 +343,10 @@ impl Log {
 ///
 /// Diagnostics that name a kernel are attached to the first record of that kernel that
 /// follows them (ptxas prints its warnings before the entries of each run), else to the
-/// last one before them; they are also kept, in order, in [`Log::diagnostics`].
+/// last one before them. Warnings that name no kernel (`For profile sm_80
+/// adjusting per thread register count of 16 to lower bound of 24`) are
+/// about their whole ptxas run and go to every kernel of it. All are also
+/// kept, in order, in [`Log::diagnostics`].
 ///
 /// # Errors
 /// A [`ParseError`] quoting the line when a resource line (`Compiling entry function`,
@@ -871,6 +903,7 @@ impl Parser {
             }
         }
         drop(by_name);
+        attach.extend(run_warnings(&log));
         for (di, t) in attach {
             let arch = log.kernels[t].arch.clone();
             let d = &mut log.diagnostics[di];
@@ -878,11 +911,89 @@ impl Parser {
             let d = d.clone();
             log.kernels[t].diagnostics.push(d);
         }
+        for k in &mut log.kernels {
+            k.diagnostics.sort_by_key(|d| d.line);
+        }
         let linked = std::mem::take(&mut log.linked);
         log.apply_linked(&linked);
         log.linked = linked;
         log
     }
+}
+
+/// (diagnostic, kernel) pairs for the ptxas warnings that name no kernel
+/// (`For profile sm_80 adjusting per thread register count of 16 to lower
+/// bound of 24`): they are about a whole ptxas run, so each goes to every
+/// kernel of its run. ptxas prints a run's warnings before its `N bytes
+/// gmem` header, so a warning's run is the first whose header follows it,
+/// else the last run. A log without headers attaches none.
+fn run_warnings(log: &Log) -> Vec<(usize, usize)> {
+    let headers: Vec<usize> = log.modules.iter().map(|m| m.line).collect();
+    let Some(last) = headers.len().checked_sub(1) else {
+        return Vec::new();
+    };
+    // The run a kernel's `Compiling entry function` line is in.
+    let run_of = |line: usize| headers.partition_point(|&h| h < line).checked_sub(1);
+    let mut out = Vec::new();
+    for (di, d) in log.diagnostics.iter().enumerate() {
+        if d.tool != "ptxas" || d.severity != Severity::Warning || d.symbol.is_some() {
+            continue;
+        }
+        let run = headers.partition_point(|&h| h < d.line).min(last);
+        for (ki, k) in log.kernels.iter().enumerate() {
+            if run_of(k.line) == Some(run) {
+                out.push((di, ki));
+            }
+        }
+    }
+    out
+}
+
+/// What a warning's words (after `ptxas warning : `) say. Each shape is
+/// one ptxas 13.5 prints (`docs`' ptxas-output reference, the fixtures of
+/// `tests/fixtures`); anything else is [`WarningKind::Other`].
+fn warning_kind(message: &str) -> WarningKind {
+    let words: Vec<&str> = message.split_whitespace().collect();
+    let number_after = |word: &str| {
+        let i = words.iter().position(|w| *w == word)?;
+        let n = words.get(i + 1)?.trim_end_matches([',', ':']);
+        num(n)
+    };
+    let cap = |n: Option<u64>| n.and_then(|n| u32::try_from(n).ok());
+    if message.contains("adjusting per thread register count of") {
+        // `For profile sm_80 adjusting per thread register count of 16 to lower bound of 24`
+        let requested = cap(number_after("of"));
+        let applied = words.last().and_then(|w| cap(num(w)));
+        if let (Some(requested), Some(applied)) = (requested, applied) {
+            return WarningKind::RegisterCapAdjusted { requested, applied };
+        }
+    } else if let Some(rest) = message.strip_prefix("Too big maxrregcount value specified ") {
+        if let Some(requested) = cap(rest.split(',').next().and_then(|n| num(n.trim()))) {
+            return WarningKind::RegisterCapIgnored { requested };
+        }
+    } else if message.starts_with("Too many maxnreg specified") {
+        return WarningKind::MaxnregIgnored;
+    } else if message.contains(".minnctapersm will be ignored") {
+        return WarningKind::MinBlocksIgnored;
+    } else if message.starts_with("Stack size for entry function")
+        && message.ends_with("cannot be statically determined")
+    {
+        return WarningKind::StackUnknown;
+    } else if message.starts_with("Registers are spilled to local memory") {
+        let bytes = |what: &str| {
+            message
+                .split(", ")
+                .find_map(|f| num(f.strip_suffix(what)?.strip_suffix(" bytes ")?.trim()))
+        };
+        if let (Some(stores), Some(loads)) = (bytes("spill stores"), bytes("spill loads")) {
+            return WarningKind::Spills { stores, loads };
+        }
+    } else if message.starts_with("Local memory used for function") {
+        if let Some(frame) = number_after("frame:") {
+            return WarningKind::LocalMemory { frame };
+        }
+    }
+    WarningKind::Other
 }
 
 /// Splits nvlink's ` (target: sm_80)` suffix off.
@@ -1281,6 +1392,140 @@ ptxas info    : Used 10 registers, used 1 barriers, 1024 bytes smem, 380 bytes c
         assert_eq!(log.errors().count(), 2);
         assert_eq!(log.diagnostics[2].symbol.as_deref(), Some("_Z3fibi"));
         assert_eq!(log.diagnostics[4].symbol, None);
+    }
+
+    /// nvcc 13.5, `-cubin -arch=sm_80 -maxrregcount=16 -Xptxas -v
+    /// kernels.cu` (tests/fixtures/regen.sh).
+    const CAP_16: &str = include_str!("../../tests/fixtures/ptxas-13.5-maxrregcount16-sm_80.log");
+
+    /// nvcc 13.5, `-cubin -arch=sm_90 -maxrregcount=300 -Xptxas -v
+    /// kernels.cu` (tests/fixtures/regen.sh).
+    const CAP_300: &str = include_str!("../../tests/fixtures/ptxas-13.5-maxrregcount300-sm_90.log");
+
+    #[test]
+    fn a_warning_that_names_no_kernel_goes_to_every_kernel_of_its_run() {
+        let log = parse_log(CAP_16).unwrap();
+        let adjusted = Warning {
+            kind: WarningKind::RegisterCapAdjusted {
+                requested: 16,
+                applied: 24,
+            },
+            text:
+                "For profile sm_80 adjusting per thread register count of 16 to lower bound of 24"
+                    .into(),
+        };
+        assert_eq!(log.kernels.len(), 13);
+        for k in &log.kernels {
+            let warnings: Vec<Warning> = k
+                .diagnostics
+                .iter()
+                .filter_map(Diagnostic::warning)
+                .collect();
+            assert_eq!(warnings.first(), Some(&adjusted), "{}", k.name);
+            assert!(k
+                .diagnostics
+                .iter()
+                .all(|d| d.arch.as_deref() == Some("sm_80")));
+            // In log order: the run's warning (line 1) before the kernel's notes.
+            assert!(k.diagnostics.windows(2).all(|w| w[0].line < w[1].line));
+        }
+        // Two runs: each run's own warning goes to its kernels only.
+        let two = parse_log(
+            "ptxas warning : For profile sm_80 adjusting per thread register count of 16 to lower bound of 24\n\
+             ptxas info    : 0 bytes gmem\n\
+             ptxas info    : Compiling entry function 'k' for 'sm_80'\n\
+             ptxas info    : Used 8 registers, used 0 barriers\n\
+             ptxas warning : Too big maxrregcount value specified 300, will be ignored\n\
+             ptxas info    : 0 bytes gmem\n\
+             ptxas info    : Compiling entry function 'k' for 'sm_90'\n\
+             ptxas info    : Used 8 registers, used 0 barriers\n",
+        )
+        .unwrap();
+        let kinds = |k: &KernelRecord| -> Vec<WarningKind> {
+            k.diagnostics
+                .iter()
+                .filter_map(Diagnostic::warning)
+                .map(|w| w.kind)
+                .collect()
+        };
+        assert_eq!(
+            kinds(&two.kernels[0]),
+            [WarningKind::RegisterCapAdjusted {
+                requested: 16,
+                applied: 24
+            }]
+        );
+        assert_eq!(
+            kinds(&two.kernels[1]),
+            [WarningKind::RegisterCapIgnored { requested: 300 }]
+        );
+        assert_eq!(two.diagnostics[1].arch.as_deref(), Some("sm_90"));
+    }
+
+    #[test]
+    fn the_register_cap_ptxas_applied_is_read_from_its_note() {
+        let log = parse_log(CAP_16).unwrap();
+        let cap = |name: &str| {
+            let k = log.kernels.iter().find(|k| k.name == name).unwrap();
+            k.diagnostics.iter().find_map(Diagnostic::register_cap)
+        };
+        assert_eq!(cap("saxpy"), Some(24));
+        // `__launch_bounds__` overrides -maxrregcount: no note names it.
+        assert_eq!(cap("_Z9lb_kernelPf"), None);
+        let log = parse_log(CAP_300).unwrap();
+        let k = log.kernels.iter().find(|k| k.name == "saxpy").unwrap();
+        assert_eq!(
+            k.diagnostics.iter().find_map(Diagnostic::register_cap),
+            Some(255)
+        );
+        assert!(k
+            .diagnostics
+            .iter()
+            .filter_map(Diagnostic::warning)
+            .any(|w| w.kind == WarningKind::RegisterCapIgnored { requested: 300 }));
+    }
+
+    #[test]
+    fn every_warning_shape_is_typed_and_an_unknown_one_keeps_its_words() {
+        let read = |line: &str| {
+            let log = parse_log(line).unwrap();
+            log.diagnostics[0].warning().unwrap()
+        };
+        // The shapes of docs' ptxas-output reference (W1..W6), as 13.5 prints them.
+        let cases = [
+            ("Stack size for entry function '_Z15calls_recursivePi' cannot be statically determined", WarningKind::StackUnknown),
+            ("Value of threads per SM for entry _Z12spill_kernelPKfPfi is out of range. .minnctapersm will be ignored", WarningKind::MinBlocksIgnored),
+            ("Registers are spilled to local memory in function '_Z3fibi', 20 bytes spill stores, 20 bytes spill loads", WarningKind::Spills { stores: 20, loads: 20 }),
+            ("Local memory used for function '_Z3fibi', size of stack frame: 24 bytes", WarningKind::LocalMemory { frame: 24 }),
+            ("Too big maxrregcount value specified 300, will be ignored", WarningKind::RegisterCapIgnored { requested: 300 }),
+            ("Too many maxnreg specified for entry _Z1bPf, will be ignored", WarningKind::MaxnregIgnored),
+            ("For profile sm_90 adjusting per thread register count of 16 to lower bound of 24", WarningKind::RegisterCapAdjusted { requested: 16, applied: 24 }),
+            ("Something new in CUDA 14 for entry k", WarningKind::Other),
+        ];
+        for (text, kind) in cases {
+            let w = read(&format!("ptxas warning : {text}\n"));
+            assert_eq!((w.kind, w.text.as_str()), (kind, text));
+        }
+        // Every warning of the captured 13.5 logs has a known shape.
+        for log in [
+            include_str!("../../tests/fixtures/ptxas-13.5-warnings-sm_86.log"),
+            include_str!("../../tests/fixtures/ptxas-13.5-sm_80.log"),
+            CAP_16,
+            CAP_300,
+        ] {
+            for d in &parse_log(log).unwrap().diagnostics {
+                if let Some(w) = d.warning() {
+                    assert_ne!(w.kind, WarningKind::Other, "{}", w.text);
+                }
+            }
+        }
+        // Notes and errors are not warnings.
+        let log = parse_log(CAP_16).unwrap();
+        assert!(log
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity != Severity::Warning)
+            .all(|d| d.warning().is_none()));
     }
 
     #[test]

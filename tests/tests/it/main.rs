@@ -31,6 +31,7 @@ mod pipeline;
 mod printed_commands;
 mod publish;
 mod scale;
+mod tool_words;
 mod trust_build;
 mod trust_cache;
 mod trust_gate;

@@ -88,7 +88,8 @@ fn zoo_module_gives_every_kernel_its_resources() {
     assert!(
         rec.warnings
             .iter()
-            .any(|w| w.contains("cannot be statically determined")),
+            .any(|w| w.kind == occ_model::manifest::WarningKind::StackUnknown
+                && w.text.contains("cannot be statically determined")),
         "{rec:?}"
     );
     assert_eq!(rec.cumulative_stack, None);
