@@ -24,9 +24,15 @@ pub struct Directives {
 }
 
 impl Directives {
-    /// Watches a file.
+    /// Watches a file. A directive is one line, so a path with a line
+    /// break (a header `#include`d from a folder so named) is watched by
+    /// its nearest folder without one: cargo watches a folder's files
+    /// too, so the build reruns at least as often, and no part of the path
+    /// reads as a directive of its own.
     pub fn watch(&mut self, path: &Path) {
-        self.rerun_if_changed.insert(path.display().to_string());
+        let breaks = |p: &Path| p.display().to_string().contains(['\n', '\r']);
+        let watched = path.ancestors().find(|p| !breaks(p)).unwrap_or(path);
+        self.rerun_if_changed.insert(watched.display().to_string());
     }
 
     /// Adds a warning (one line per warning; newlines are split).
@@ -85,4 +91,23 @@ fn print_lines(lines: &[String]) {
         let _ = writeln!(out, "{line}");
     }
     let _ = out.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_with_a_line_break_is_watched_by_its_folder_and_injects_nothing() {
+        let mut d = Directives::default();
+        d.watch(Path::new("/c/kernels/a\ncargo::rustc-link-arg=-evil/k.cuh"));
+        d.watch(Path::new("/c/kernels/b.cuh"));
+        assert_eq!(
+            d.lines(),
+            [
+                "cargo::rerun-if-changed=/c/kernels",
+                "cargo::rerun-if-changed=/c/kernels/b.cuh"
+            ]
+        );
+    }
 }

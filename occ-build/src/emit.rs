@@ -216,8 +216,8 @@ pub fn kernels_rs(manifest: &Manifest) -> String {
         let _ = writeln!(
             out,
             "\n/// `{}` from `{}`.\n#[allow(dead_code)]\npub mod {} {{\n    /// This kernel's entry in [`KERNELS`](super::KERNELS).\n    pub const KERNEL: &super::Kernel = &super::KERNELS_ARRAY[{i}];\n{}}}",
-            kernel.base_name.replace('`', "'"),
-            kernel.source.replace('`', "'"),
+            doc(&kernel.base_name),
+            doc(&kernel.source),
             kernel.ident,
             launcher(kernel)
         );
@@ -365,8 +365,8 @@ fn launcher(kernel: &manifest::Kernel) -> String {
          // the types of its list (sizes are checked again at the launch).\n        \
          unsafe {{ __occ_args.launch(func, cfg) }}\n    \
          }}\n    }}\n",
-        kernel.base_name.replace('`', "'"),
-        signature.join(", ").replace('`', "'"),
+        doc(&kernel.base_name),
+        doc(&signature.join(", ")),
         params
             .iter()
             .map(|p| format!("        {p},\n"))
@@ -378,6 +378,13 @@ fn launcher(kernel: &manifest::Kernel) -> String {
 /// control characters the way Rust source reads them).
 fn lit(s: &str) -> String {
     format!("{s:?}")
+}
+
+/// A name in a `///` line's code span: what no name may hold shown
+/// escaped (`occ_model::names::shown`: a line break would end the comment
+/// and start Rust), a backquote as `'` (it would end the span).
+fn doc(s: &str) -> String {
+    occ_model::names::shown(s).replace('`', "'")
 }
 
 fn opt(v: Option<u32>) -> String {

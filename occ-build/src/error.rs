@@ -111,6 +111,16 @@ pub enum Error {
         /// The operating system's reason.
         reason: String,
     },
+    /// A source path holds a character no output of occ can hold as it is
+    /// (`occ_model::names::check`: a control character, a line separator,
+    /// a bidirectional control), or is not UTF-8.
+    UnwritableSource {
+        /// The path, relative to the crate root, as far as it reads.
+        path: String,
+        /// Which character, and where (`"a\nb.cu" holds a control
+        /// character (U+000A) at byte 1`), or that it is not UTF-8.
+        detail: String,
+    },
     /// A kernel spills and the build denies spills.
     Spills {
         /// One line per spilling kernel × arch.
@@ -526,6 +536,12 @@ impl fmt::Display for Error {
                 f,
                 "cannot read CUDA source {}: {reason}; check the path (relative paths are from the crate root)",
                 path.display()
+            ),
+            Error::UnwritableSource { path, detail } => write!(
+                f,
+                "cannot build CUDA source {}: its path {detail}, which kernels.rs, the reports and \
+                 SARIF could not name as it is; rename the file or folder",
+                occ_model::names::shown(path)
             ),
             Error::Spills { kernels } => {
                 writeln!(f, "register spills to local memory, which this build denies:")?;
@@ -995,6 +1011,10 @@ mod tests {
                 path: PathBuf::from("kernels/k.cu"),
                 reason: s("no such file"),
             },
+            Error::UnwritableSource {
+                path: s("kernels/a\nb.cu"),
+                detail: s("\"kernels/a\\nb.cu\" holds a control character (U+000A) at byte 9"),
+            },
             Error::Spills {
                 kernels: vec![s("k on sm_80: 8 bytes stored, 8 loaded")],
             },
@@ -1202,6 +1222,7 @@ mod tests {
                 | Error::VirtualArch { .. }
                 | Error::NoArchVariant { .. }
                 | Error::MissingSource { .. }
+                | Error::UnwritableSource { .. }
                 | Error::Spills { .. }
                 | Error::Env { .. }
                 | Error::Io { .. }

@@ -431,6 +431,8 @@ fn sources(
             ordered.push(rel);
         }
     };
+    // Every source path is checked once, here, where it enters the build:
+    // it is written into kernels.rs, the lock, the reports and SARIF.
     for file in &build.files {
         let full = root.join(file);
         directives.watch(&full);
@@ -444,7 +446,7 @@ fn sources(
                 reason: "not a file".into(),
             });
         }
-        add(relative(root, &full));
+        add(writable(root, &full)?);
     }
     let excludes = build
         .excludes
@@ -484,13 +486,15 @@ fn sources(
         }
         let found = matched.len();
         let mut removed_by: Vec<String> = Vec::new();
-        let kept: Vec<String> = matched
+        // An excluded file is never checked: `.exclude()` is how a crate
+        // leaves out a file whose name occ refuses.
+        let kept: Vec<&PathBuf> = matched
             .iter()
-            .map(|path| relative(root, path))
-            .filter(|rel| {
+            .filter(|path| {
+                let rel = relative(root, path);
                 let hit = excludes
                     .iter()
-                    .find(|e| e.matches_with(rel, options))
+                    .find(|e| e.matches_with(&rel, options))
                     .map(|e| e.as_str().to_string());
                 if let Some(e) = hit {
                     if !removed_by.contains(&e) {
@@ -508,7 +512,8 @@ fn sources(
                 excluded: if found > 0 { removed_by } else { Vec::new() },
             });
         }
-        for rel in kept {
+        for path in kept {
+            let rel = writable(root, path)?;
             directives.watch(&root.join(&rel));
             add(rel);
         }
@@ -520,6 +525,23 @@ fn sources(
         });
     }
     Ok(ordered)
+}
+
+/// `path` relative to `root`, when occ may write it
+/// (`occ_model::names::check`, and UTF-8); else
+/// [`Error::UnwritableSource`].
+fn writable(root: &Path, path: &Path) -> Result<String> {
+    let rel = relative(root, path);
+    let unwritable = |detail: String| Error::UnwritableSource {
+        path: rel.clone(),
+        detail,
+    };
+    let below = path.strip_prefix(root).unwrap_or(path);
+    if below.to_str().is_none() {
+        return Err(unwritable(format!("{rel:?} is not UTF-8")));
+    }
+    occ_model::names::check(&rel).map_err(|e| unwritable(e.to_string()))?;
+    Ok(rel)
 }
 
 /// The folders of a glob pattern before its first wildcard component:

@@ -150,7 +150,7 @@ pub(crate) fn deps_from_preprocessed(text: &[u8], root: &Path) -> Vec<PathBuf> {
                 && (!main_seen || flags.split(|b| *b == b' ').any(|f| f == b"1"))
             {
                 main_seen = true;
-                let path = PathBuf::from(unescape(name));
+                let path = unescape(name);
                 out.push(if path.is_absolute() {
                     path
                 } else {
@@ -193,17 +193,21 @@ fn marker(line: &[u8]) -> Option<(&[u8], &[u8])> {
     None
 }
 
-fn unescape(name: &[u8]) -> String {
-    let mut out = Vec::with_capacity(name.len());
-    let mut i = 0;
-    while i < name.len() {
-        if name[i] == b'\\' && i + 1 < name.len() {
-            i += 1;
-        }
-        out.push(name[i]);
-        i += 1;
+/// A line marker's file name as the file system names it: the
+/// preprocessor's C escapes read (`\n` a newline, `\\` a backslash, `\ooo`
+/// a byte; `occ_model::names::unescape_c`), a name that is not a C string
+/// taken as it is; on Unix the bytes as they are.
+fn unescape(name: &[u8]) -> PathBuf {
+    let bytes = occ_model::names::unescape_c(name).unwrap_or_else(|| name.to_vec());
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStringExt as _;
+        PathBuf::from(std::ffi::OsString::from_vec(bytes))
     }
-    String::from_utf8_lossy(&out).into_owned()
+    #[cfg(not(unix))]
+    {
+        PathBuf::from(String::from_utf8_lossy(&bytes).into_owned())
+    }
 }
 
 /// The most nvcc warnings shown as cargo warnings per build; the rest are
@@ -463,7 +467,14 @@ mod tests {
         assert_eq!(marker(b"#pragma once"), None);
         assert_eq!(marker(b"# \"no line\""), None);
         assert_eq!(marker(b"# 3 \"unterminated"), None);
-        assert_eq!(unescape(b"a \\\"b\\\" \\\\c"), "a \"b\" \\c");
+        assert_eq!(unescape(b"a \\\"b\\\" \\\\c"), Path::new("a \"b\" \\c"));
+        // What cpp (nvcc 13.5) writes for a header named `nl<newline>x.cuh`
+        // and one named `back\slash.cuh`: a newline, not an `n`.
+        let ii = b"# 1 \"k.cu\"\n# 1 \"nl\\nx.cuh\" 1\n# 1 \"back\\\\slash.cuh\" 1\n# 1 \"e\xe2\x82\xac.cuh\" 1\n";
+        assert_eq!(
+            deps_from_preprocessed(ii, Path::new("/c")),
+            ["/c/back\\slash.cuh", "/c/e€.cuh", "/c/k.cu", "/c/nl\nx.cuh"].map(PathBuf::from)
+        );
         // Without markers, nothing is known.
         assert!(deps_from_preprocessed(b"int x;\n", Path::new("/crate")).is_empty());
     }

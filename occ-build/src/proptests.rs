@@ -88,10 +88,59 @@ fn kernel_arch() -> impl Strategy<Value = KernelArch> {
         )
 }
 
+/// A name a manifest reader lets through (`occ_model::names::check`).
+fn writable_name() -> impl Strategy<Value = String> {
+    any::<String>().prop_filter("a writable name", |s| occ_model::names::check(s).is_ok())
+}
+
+/// A name holding what some output gives a meaning to: controls, line and
+/// bidi separators, non-ASCII, Rust's and Markdown's punctuation.
+fn hostile_name() -> impl Strategy<Value = String> {
+    const BITS: &[&str] = &[
+        "\n",
+        "\r",
+        "\r\n",
+        "\t",
+        "\u{0}",
+        "\u{1b}",
+        "\u{7f}",
+        "\u{85}",
+        "\u{2028}",
+        "\u{202e}",
+        "ü",
+        "😀",
+        "#",
+        "%",
+        "|",
+        "\\",
+        "<",
+        "`",
+        "'",
+        "\"",
+        "*/",
+        "/*",
+        "//",
+        "///",
+        "}",
+        "{",
+        "]",
+        "#[",
+        "fn evil() {}",
+        "pub mod x {}",
+        " ",
+        "a",
+        ".cu",
+    ];
+    prop_oneof![
+        prop::collection::vec(prop::sample::select(BITS), 1..8).prop_map(|v| v.concat()),
+        any::<String>(),
+    ]
+}
+
 fn a_manifest() -> impl Strategy<Value = Manifest> {
     let kernel = (
         ident(),
-        any::<String>(),
+        writable_name(),
         prop::collection::btree_map(
             prop::sample::select(vec!["sm_80", "sm_90a", "sm_120"]),
             kernel_arch(),
@@ -108,7 +157,7 @@ fn a_manifest() -> impl Strategy<Value = Manifest> {
             source,
             archs: archs.into_iter().map(|(a, k)| (a.to_string(), k)).collect(),
         });
-    (any::<String>(), prop::collection::vec(kernel, 0..4)).prop_map(|(package, kernels)| Manifest {
+    (writable_name(), prop::collection::vec(kernel, 0..4)).prop_map(|(package, kernels)| Manifest {
         package,
         ..emit::tests::manifest(kernels, Vec::new())
     })
@@ -140,6 +189,65 @@ proptest! {
             len: 8,
         });
         prop_assert!(syn::parse_file(&dc).is_ok(), "device_code.rs must parse:\n{dc}");
+    }
+
+    #[test]
+    fn any_name_gives_kernels_rs_that_parses_and_holds_it_exactly(
+        names in prop::collection::vec(hostile_name(), 5),
+    ) {
+        // Names a reader would refuse too: kernels.rs is Rust whatever it
+        // is handed, each name a string literal or an escaped doc line.
+        let [name, demangled, base, source, c_type] = <[String; 5]>::try_from(names)
+            .map_err(|_| TestCaseError::fail("five names"))?;
+        let kernel = |name: &str, base: &str, source: &str, c_type: &str| {
+            let mut m = emit::tests::manifest(Vec::new(), Vec::new());
+            m.kernels.push(Kernel {
+                name: name.into(),
+                demangled: demangled.clone(),
+                base_name: base.into(),
+                short_name: base.into(),
+                params: vec![occ_model::manifest::Param {
+                    name: base.into(),
+                    c_type: c_type.into(),
+                    ptx: "u64".into(),
+                    size: 8,
+                    align: 8,
+                }],
+                ident: "k".into(),
+                source: source.into(),
+                archs: BTreeMap::new(),
+            });
+            emit::kernels_rs(&m)
+        };
+        let plain = syn::parse_file(&kernel("k", "k", "k.cu", "float*"))
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let rs = kernel(&name, &base, &source, &c_type);
+        let file = syn::parse_file(&rs).map_err(|e| TestCaseError::fail(format!("{e}:\n{rs}")))?;
+        // No line break but the file's own, no bidi control (rustc denies
+        // one in a comment or a literal).
+        prop_assert!(
+            rs.chars().all(|c| c == '\n' || !occ_model::names::is_refused(c)),
+            "{}", rs
+        );
+        // The same items, nothing injected.
+        prop_assert_eq!(file.items.len(), plain.items.len(), "{}", rs);
+        // Each name is one string literal that reads back as it is.
+        let literals: Vec<String> = rs
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("source: "))
+            .map(|l| syn::parse_str::<syn::LitStr>(l.trim_end_matches(',')).map(|s| s.value()))
+            .collect::<Result<_, _>>()
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(literals, vec![source.clone()]);
+        for (field, value) in [("name", &name), ("demangled", &demangled), ("base_name", &base)] {
+            let lit = rs
+                .lines()
+                .find_map(|l| l.trim().strip_prefix(&format!("{field}: ")))
+                .ok_or_else(|| TestCaseError::fail(format!("no {field}")))?;
+            let read = syn::parse_str::<syn::LitStr>(lit.trim_end_matches(','))
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(&read.value(), value);
+        }
     }
 
     #[test]

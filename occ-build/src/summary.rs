@@ -421,7 +421,8 @@ mod tests {
             name: "kernels",
             args: &args,
             log,
-            ptx: "",
+            // The PTX of the same run: its entries are the job's kernels.
+            ptx: include_str!("../../tests/fixtures/ptx-13.5-kernels-sm_80.ptx"),
             signatures: &signatures,
         };
         occ_model::analyze::build_manifest("p", "V13.5.37", &["sm_80".into()], [job])

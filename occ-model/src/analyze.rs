@@ -398,8 +398,13 @@ mod tests {
     use super::*;
     use crate::manifest::{Warning, WarningKind};
 
-    /// The manifest of one job of `kernels.cu` on `arch`, given `args`.
+    /// The manifest of one job of `kernels.cu` on `arch`, given `args`,
+    /// with the PTX of the run that printed `log` (tests/fixtures/regen.sh).
     fn manifest(arch: &str, log: &str, args: &[&str]) -> Manifest {
+        let ptx = match arch {
+            "sm_80" => include_str!("../../tests/fixtures/ptx-13.5-kernels-sm_80.ptx"),
+            _ => include_str!("../../tests/fixtures/ptx-13.5-kernels-sm_90.ptx"),
+        };
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         let signatures = params::Signatures::default();
         let job = JobText {
@@ -408,7 +413,7 @@ mod tests {
             name: "kernels",
             args: &args,
             log,
-            ptx: "",
+            ptx,
             signatures: &signatures,
         };
         build_manifest("p", "V13.5.37", &[arch.to_string()], [job]).unwrap()

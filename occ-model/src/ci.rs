@@ -442,11 +442,40 @@ fn recorded_line(k: &Kernel, arch: &str) -> Option<(String, u32)> {
         .map(|s| (s.file.clone(), s.line.max(1)))
 }
 
-/// Escapes a workflow command's message (`%`, CR, LF).
+/// Escapes a workflow command's message (`%`, CR, LF; any other character
+/// no name may hold as [`crate::names::shown`] writes it).
 fn escape_data(s: &str) -> String {
     s.replace('%', "%25")
         .replace('\r', "%0D")
         .replace('\n', "%0A")
+        .chars()
+        .fold(String::with_capacity(s.len()), |mut out, c| {
+            if crate::names::is_refused(c) {
+                out.extend(c.escape_default());
+            } else {
+                out.push(c);
+            }
+            out
+        })
+}
+
+/// What a SARIF `uri` may hold of a path as it is: RFC 3986's unreserved
+/// characters and `/`, the separator of its segments. Everything else
+/// (`%`, `#`, `?`, a space, every byte outside ASCII) is percent-encoded,
+/// so that the URI names the file and nothing after a `#` or `?` is read
+/// as a fragment or a query.
+const URI_PATH: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b'/');
+
+/// `path` (relative, `/`-separated) as a SARIF `uri`: percent-encoded
+/// (all but RFC 3986's unreserved characters and `/`); `kernels/hot ü#1.cu`
+/// gives `kernels/hot%20%C3%BC%231.cu`.
+pub fn uri(path: &str) -> String {
+    percent_encoding::utf8_percent_encode(path, URI_PATH).to_string()
 }
 
 /// Escapes a workflow command's property value (also `:` and `,`).
@@ -470,8 +499,8 @@ pub fn workflow_command(alert: &Alert, path: &str) -> String {
 
 /// The SARIF 2.1.0 log of `alerts`: one run of the tool `occ` (version
 /// `version`), its rules, one result per alert located at
-/// `path(alert.file)` (relative to the repository root, `%SRCROOT%`) and
-/// its line. Pretty JSON with a trailing newline.
+/// `path(alert.file)` (relative to the repository root, `%SRCROOT%`,
+/// percent-encoded by [`uri`]) and its line. Pretty JSON with a trailing newline.
 pub fn sarif(alerts: &[Alert], version: &str, path: &dyn Fn(&str) -> String) -> String {
     let rules: Vec<Value> = Rule::ALL
         .iter()
@@ -498,7 +527,7 @@ pub fn sarif(alerts: &[Alert], version: &str, path: &dyn Fn(&str) -> String) -> 
                 "message": { "text": a.message },
                 "locations": [{
                     "physicalLocation": {
-                        "artifactLocation": { "uri": path(&a.file), "uriBaseId": "%SRCROOT%" },
+                        "artifactLocation": { "uri": uri(&path(&a.file)), "uriBaseId": "%SRCROOT%" },
                         "region": { "startLine": a.line }
                     },
                     "logicalLocations": [{ "name": a.kernel, "kind": "function" }]
@@ -675,6 +704,22 @@ mod tests {
             unique.len(),
             "two results at one line: {lines:?}"
         );
+    }
+
+    #[test]
+    fn a_sarif_uri_is_percent_encoded_and_names_the_file() {
+        for (path, encoded) in [
+            ("kernels/q.cu", "kernels/q.cu"),
+            ("kernels/a#1.cu", "kernels/a%231.cu"),
+            ("kernels/100%.cu", "kernels/100%25.cu"),
+            ("kernels/hot ü.cu", "kernels/hot%20%C3%BC.cu"),
+            ("a?b.cu", "a%3Fb.cu"),
+            ("nl\nx.cu", "nl%0Ax.cu"),
+        ] {
+            assert_eq!(uri(path), encoded);
+            let back = percent_encoding::percent_decode_str(encoded).decode_utf8_lossy();
+            assert_eq!(back, path);
+        }
     }
 
     #[test]

@@ -312,44 +312,41 @@ impl LifeRanges {
 }
 
 /// Joins the two disassemblies of one cubin: each function's
-/// A path as nvdisasm quotes it, unescaped: C's escapes (`\\`, `\"`,
-/// `\n`, `\t`, and `\ooo`, one byte in octal, which is how it writes each
-/// byte of a non-ASCII name), the bytes read as UTF-8.
-pub fn unescape(quoted: &str) -> String {
-    if !quoted.contains('\\') {
-        return quoted.to_string();
+/// A path as nvdisasm prints it in `//## File "…"`, decoded.
+///
+/// nvcc writes the PTX `.file` name as a C string (each byte outside
+/// ASCII as `\ooo`: `hot \303\274.cu` for `hot ü.cu`). ptxas keeps that
+/// text as it is and splits it into the line table's folder and file name
+/// at its last `/` *or backslash*, so the backslash of the last escape is
+/// taken for a separator; nvdisasm joins the two with `/` (nvcc 13.5):
+///
+/// | file | nvdisasm prints |
+/// |---|---|
+/// | `kernels/hot ü.cu` | `kernels/hot \303/274.cu` |
+/// | `dür/kö.cu` | `d\303\274r/k\303/266.cu` |
+/// | `back\slash.cu` | `back\/slash.cu` |
+/// | `dür/k.cu` | `d\303\274r/k.cu` (the last separator is a `/`) |
+///
+/// So the path is read as printed when that is a C string of UTF-8, else
+/// with its last `/` as the backslash it was; a name that is neither (not
+/// UTF-8) is read lossily. The reading as printed wins where both read:
+/// only a name whose last escape is a control character's (`\n`) or a
+/// double quote's can read both ways, and occ refuses both
+/// ([`crate::names::check`]; a `"` is no nvcc argument).
+pub fn unescape(printed: &str) -> String {
+    let as_c = |text: &str| {
+        crate::names::unescape_c(text.as_bytes()).and_then(|b| String::from_utf8(b).ok())
+    };
+    if let Some(path) = as_c(printed) {
+        return path;
     }
-    let bytes = quoted.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] != b'\\' || i + 1 == bytes.len() {
-            out.push(bytes[i]);
-            i += 1;
-            continue;
-        }
-        let next = bytes[i + 1];
-        let octal = bytes[i + 1..]
-            .iter()
-            .take(3)
-            .take_while(|b| (b'0'..=b'7').contains(b))
-            .count();
-        if octal > 0 {
-            let value = bytes[i + 1..i + 1 + octal]
-                .iter()
-                .fold(0u32, |v, b| v * 8 + u32::from(b - b'0'));
-            out.push(u8::try_from(value).unwrap_or(b'?'));
-            i += 1 + octal;
-            continue;
-        }
-        out.push(match next {
-            b'n' => b'\n',
-            b't' => b'\t',
-            other => other,
-        });
-        i += 2;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    let split = printed
+        .rsplit_once('/')
+        .and_then(|(dir, file)| as_c(&format!("{dir}\\{file}")));
+    split.unwrap_or_else(|| {
+        let bytes = crate::names::unescape_c(printed.as_bytes());
+        String::from_utf8_lossy(bytes.as_deref().unwrap_or(printed.as_bytes())).into_owned()
+    })
 }
 
 /// The index of each function symbol of a cubin's symbol table, by name:
@@ -448,8 +445,18 @@ pub fn relative_path(path: &str, roots: &[&str]) -> String {
     path
 }
 
+/// `path` with `.` and `..` taken away by text; a Windows path's
+/// backslashes (`C:\w\k.cu`, `\\host\k.cu`) read as `/`, while
+/// elsewhere a backslash is a character of the name (`back\slash.cu`).
 fn normalize(path: &str) -> String {
-    let path = path.replace('\\', "/");
+    let b = path.as_bytes();
+    let windows =
+        (b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':') || path.starts_with("\\\\");
+    let path = if windows {
+        path.replace('\\', "/")
+    } else {
+        path.to_string()
+    };
     let absolute = path.starts_with('/');
     let mut parts: Vec<&str> = Vec::new();
     for part in path.split('/') {
@@ -704,6 +711,35 @@ k:
         assert_eq!(unescape(r#"a\"b\\c"#), r#"a"b\c"#);
         assert_eq!(unescape("plain/k.cu"), "plain/k.cu");
         assert_eq!(unescape("trailing\\"), "trailing\\");
+    }
+
+    #[test]
+    fn a_path_whose_last_escape_ptxas_split_at_is_decoded_whole() {
+        // What nvdisasm 13.5 printed (`//## File "…"`) for files compiled
+        // by nvcc 13.5 with -lineinfo: ptxas splits the PTX's escaped name
+        // at its last backslash, nvdisasm joins folder and file with `/`.
+        for (printed, file) in [
+            (
+                r"/tmp/nm/kernels/hot \303/274.cu",
+                "/tmp/nm/kernels/hot ü.cu",
+            ),
+            (r"/tmp/nm/d\303\274r/k\303/266.cu", "/tmp/nm/dür/kö.cu"),
+            (r"/tmp/nm/e\342\202/254.cu", "/tmp/nm/e€.cu"),
+            (r"/tmp/nm/x\360\237\230/200y.cu", "/tmp/nm/x😀y.cu"),
+            (r"/tmp/nm/back\/slash.cu", r"/tmp/nm/back\slash.cu"),
+            (r"/tmp/nm/\303\266\/.cu", r"/tmp/nm/ö\.cu"),
+            (r"/tmp/nm/d\303\274r/k.cu", "/tmp/nm/dür/k.cu"),
+            ("/tmp/nm/ab#%|<'.cu", "/tmp/nm/ab#%|<'.cu"),
+        ] {
+            assert_eq!(unescape(printed), file, "{printed}");
+            assert_eq!(
+                relative_path(&unescape(printed), &["/tmp/nm"]),
+                file["/tmp/nm/".len()..]
+            );
+        }
+        // A real folder ending in a non-ASCII name, holding a file whose
+        // name starts with digits, reads as printed.
+        assert_eq!(unescape(r"/w/d\303\251/251.cu"), "/w/dé/251.cu");
     }
 
     #[test]

@@ -217,6 +217,7 @@ impl Lock {
     /// symbol from the same source), and numbers out of range
     /// ([`manifest::validate_resources`]).
     pub fn validate(&self) -> std::result::Result<(), String> {
+        manifest::writable("the package name", &self.package)?;
         manifest::validate_names(&self.archs, &self.kernels)?;
         let mut seen = std::collections::BTreeSet::new();
         for kernel in &self.kernels {

@@ -597,6 +597,8 @@ impl Manifest {
     /// plain file name inside `$OUT_DIR/occ` (no `/`, `\`, `..` or absolute
     /// path). A build from the lock has no device code (empty names).
     pub fn validate(&self) -> std::result::Result<(), String> {
+        writable("the package name", &self.package)?;
+        writable("the nvcc version", &self.nvcc)?;
         validate_names(&self.archs, &self.kernels)?;
         for kernel in &self.kernels {
             for (arch, k) in &kernel.archs {
@@ -633,14 +635,36 @@ impl Manifest {
     }
 }
 
+/// `Ok` when `name` ([`crate::names::check`]) may be written everywhere
+/// occ writes names, else why not, `what` naming it.
+pub fn writable(what: &str, name: &str) -> std::result::Result<(), String> {
+    crate::names::check(name).map_err(|e| format!("{what} {e}"))
+}
+
 /// Checks what becomes Rust in `kernels.rs`, in a manifest or a lock:
 /// kernel identifiers and arch keys become module names, so each must be a
-/// Rust identifier or an arch name like `sm_90a`.
+/// Rust identifier or an arch name like `sm_90a`; every name and source
+/// path, and each parameter's name and type, must be
+/// [`crate::names::check`]'s.
 pub fn validate_names<A>(
     archs: &[String],
     kernels: &[Kernel<A>],
 ) -> std::result::Result<(), String> {
     for kernel in kernels {
+        writable("a kernel name", &kernel.name)?;
+        let what = |field: &str| format!("kernel {:?}'s {field}", kernel.name);
+        for (field, value) in [
+            ("demangled name", &kernel.demangled),
+            ("base name", &kernel.base_name),
+            ("short name", &kernel.short_name),
+            ("source", &kernel.source),
+        ] {
+            writable(&what(field), value)?;
+        }
+        for p in &kernel.params {
+            writable(&what("parameter name"), &p.name)?;
+            writable(&what("parameter type"), &p.c_type)?;
+        }
         if !crate::names::is_rust_ident(&kernel.ident) {
             return Err(format!(
                 "kernel {:?} has ident {:?}, which is not a Rust identifier",

@@ -67,16 +67,60 @@ const LOW_OCCUPANCY: f64 = 0.5;
 const ELSEWHERE: &str = "see `report.txt` in the build's `occ` folder, `cargo occ report`, \
      or the HTML report (`cargo occ report --format html`)";
 
-/// Text for a Markdown table cell.
+/// A name or other text in Markdown, in a table cell or a line: what no
+/// name may hold shown escaped ([`crate::names::shown`]), `<`, `>` and `&`
+/// as entities (no HTML from a name), and a backslash before each of
+/// `\`, `|`, `` ` ``, `*`, `[`, `]`, so that a name opens no code span,
+/// emphasis or link and splits no table row (GFM's table reader takes
+/// `\` with the character after it before it looks for `|`).
 fn esc(s: &str) -> String {
-    s.replace('|', "\\|")
+    let mut out = String::with_capacity(s.len());
+    for c in crate::names::shown(s).chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '\\' | '|' | '`' | '*' | '[' | ']' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// occ's own words, which may hold Markdown (a `cargo occ bless` span)
+/// and a name in them: no line break or other character no name may hold,
+/// no table cell split, no HTML.
+fn prose(s: &str) -> String {
+    crate::names::shown(s)
+        .replace('|', "\\|")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
 }
 
-/// A name in a code span (inside one only `|` needs escaping).
+/// A name in a code span: fenced by a run of backticks longer than any in
+/// the name (padded with a space where it starts or ends with one), what
+/// no name may hold shown escaped, and `|` and `\` after a backslash, which
+/// a table row needs (GFM reads `\|` in a cell as `|`, also in a span).
 fn code(s: &str) -> String {
-    format!("`{}`", s.replace('|', "\\|"))
+    let shown = crate::names::shown(s);
+    let mut body = String::with_capacity(shown.len());
+    for c in shown.chars() {
+        if matches!(c, '|' | '\\') {
+            body.push('\\');
+        }
+        body.push(c);
+    }
+    let longest = body.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest + 1);
+    let pad = if body.starts_with('`') || body.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{body}{pad}{fence}")
 }
 
 /// The Markdown report, within [`MARKDOWN_BUDGET`] characters.
@@ -155,8 +199,8 @@ pub fn markdown_within(m: &Manifest, baseline: &Baseline, budget: usize) -> Stri
         .iter()
         .filter_map(|r| {
             Some(format!(
-                "- `{}` on {} at block {}: {}\n",
-                r.kernel.replace('`', "'"),
+                "- {} on {} at block {}: {}\n",
+                code(&r.kernel),
                 esc(&r.arch),
                 esc(&r.launch),
                 // `->` reads as is in Markdown; only `<` and `|` need escaping.
@@ -194,8 +238,8 @@ pub fn markdown_within(m: &Manifest, baseline: &Baseline, budget: usize) -> Stri
         })
         .filter_map(|r| {
             Some(format!(
-                "- `{}` on {}: {}\n",
-                r.kernel.replace('`', "'"),
+                "- {} on {}: {}\n",
+                code(&r.kernel),
                 esc(&r.arch),
                 r.describe_cliffs()?
                     .replace('|', "\\|")
@@ -256,7 +300,7 @@ fn summary(m: &Manifest, baseline: &Baseline, all: &[Row]) -> String {
     );
     let compared = match baseline {
         Baseline::Compared { lock, diff } if diff.findings.is_empty() => {
-            format!("no change against `{}`", esc(lock))
+            format!("no change against {}", code(lock))
         }
         Baseline::Compared { lock, diff } => {
             let count = |v: Verdict| diff.findings.iter().filter(|f| f.verdict == v).count();
@@ -274,12 +318,12 @@ fn summary(m: &Manifest, baseline: &Baseline, all: &[Row]) -> String {
             })
             .collect();
             format!(
-                "against `{}`: {} (kernel x archs)",
-                esc(lock),
+                "against {}: {} (kernel x archs)",
+                code(lock),
                 parts.join(", ")
             )
         }
-        Baseline::NotCompared(why) => format!("not compared with the lock: {}", esc(why)),
+        Baseline::NotCompared(why) => format!("not compared with the lock: {}", prose(why)),
     };
     out.push_str(&format!("- {compared}\n"));
     // Per kernel: its most spilled bytes on an arch, and that arch's line
@@ -348,7 +392,7 @@ fn summary(m: &Manifest, baseline: &Baseline, all: &[Row]) -> String {
 /// names), then the before/after tables collapsed, in at most `room`
 /// characters.
 pub fn changes(lock: &str, diff: &Diff, room: usize) -> String {
-    let mut out = format!("\n#### Changes against `{}`\n\n", esc(lock));
+    let mut out = format!("\n#### Changes against {}\n\n", code(lock));
     for group in compare::groups(diff, &Verdict::ALL) {
         let n = group.findings.len();
         let verdict = match group.verdict {

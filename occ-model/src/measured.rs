@@ -256,6 +256,10 @@ impl Results {
         if self.package.is_empty() {
             return Err("names no package".into());
         }
+        // A name here reaches the lock, the reports and kernels.rs.
+        manifest::writable("the package name", &self.package)?;
+        manifest::writable("the device name", &self.device.name)?;
+        manifest::writable("the toolkit", &self.toolkit)?;
         if !is_compute_capability(&self.device.compute_capability) {
             return Err(format!(
                 "device.compute_capability {:?} is not a compute capability `major.minor` (such as \"9.0\", \
@@ -272,6 +276,8 @@ impl Results {
             if m.kernel.is_empty() || m.source.is_empty() {
                 return Err(format!("{what} has an empty kernel or source name"));
             }
+            manifest::writable(&format!("{what}: its kernel"), &m.kernel)?;
+            manifest::writable(&format!("{what}: its source"), &m.source)?;
             if !manifest::is_arch_key(&m.arch) {
                 return Err(format!("{what}: {:?} is not an arch name", m.arch));
             }
@@ -395,6 +401,15 @@ pub fn validate_entries(entries: &[Measured]) -> std::result::Result<(), String>
         );
         if !seen.insert(e.key()) {
             return Err(format!("{what} is listed twice"));
+        }
+        for (field, value) in [
+            ("kernel", &e.kernel),
+            ("source", &e.source),
+            ("bucket", &e.bucket),
+            ("device", &e.device),
+            ("toolkit", &e.toolkit),
+        ] {
+            manifest::writable(&format!("{what}: its {field}"), value)?;
         }
         if !manifest::is_arch_key(&e.arch) {
             return Err(format!("{what}: {:?} is not an arch name", e.arch));
@@ -579,6 +594,32 @@ mod tests {
             .expect_err("hash of another set")
             .to_string();
         assert!(err.contains("candidates_hash"), "{err}");
+    }
+
+    #[test]
+    fn a_name_that_would_break_a_report_is_refused_where_results_are_read() {
+        // A device name with a newline broke the report's measured table.
+        let mut r = results("a", &[(128, 2.0)]);
+        r.device.name = "NVIDIA H200\n| injected | row |".into();
+        let err = Results::from_json(&r.to_json(), Path::new("t.json"))
+            .expect_err("a newline in the device name")
+            .to_string();
+        assert!(
+            err.contains("the device name \"NVIDIA H200\\n| injected | row |\" holds a control character (U+000A) at byte 11")
+                && err.contains("write it again with the tuner")
+                && !err.contains('\n'),
+            "{err}"
+        );
+        let mut r = results("a", &[(128, 2.0)]);
+        r.measurements[0].source = "k\u{202e}.cu".into();
+        let err = Results::from_json(&r.to_json(), Path::new("t.json"))
+            .expect_err("a bidi control in the source")
+            .to_string();
+        assert!(err.contains("(U+202E)"), "{err}");
+        // In a lock's measured lines too.
+        let mut entries = results("a", &[(128, 2.0)]).to_measured();
+        entries[0].device = "H200\r".into();
+        assert!(validate_entries(&entries).is_err_and(|e| e.contains("its device")));
     }
 
     #[test]

@@ -1,4 +1,19 @@
-//! Kernel names: demangling, display forms, and Rust identifiers.
+//! Kernel names: demangling, display forms, Rust identifiers, and the one
+//! rule for what a name occ writes may hold.
+//!
+//! **What a name may hold** ([`check`]): a source path, a kernel name, a
+//! device name, a package name — anything occ copies into `kernels.rs`,
+//! SARIF, workflow commands, Markdown, HTML or a terminal table — holds no
+//! character that [`is_refused`]: C0 and C1 controls and DEL (a newline
+//! ends a line of Rust, a table row, a cargo directive), the line and
+//! paragraph separators, and the bidirectional controls (which make text
+//! read in another order than it runs). Such a name is refused where it
+//! enters occ (a source path in occ-build's inputs, a name read back from a
+//! manifest, a lock or a results file), with [`Unwritable`]'s words. Every
+//! writer still escapes by its own format's rules (a Rust string literal,
+//! a percent-encoded SARIF URI, Markdown and HTML escapes), and shows what
+//! it cannot write as it is with [`shown`], so a name that got past the
+//! rule breaks no output either.
 //!
 //! ```
 //! use occ_model::names;
@@ -10,7 +25,9 @@
 //! assert_eq!(names::rust_ident("saxpy"), "saxpy");
 //! ```
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::fmt;
 
 use cpp_demangle::{DemangleOptions, Symbol};
 use serde::{Deserialize, Serialize};
@@ -34,6 +51,144 @@ pub fn find_kernel<'a, K>(
         (Some(k), None) => Some(k),
         _ => None,
     }
+}
+
+/// Whether no name occ writes may hold `c`: a control character (C0, DEL,
+/// C1), a line or paragraph separator (U+2028, U+2029), or a
+/// bidirectional control (U+061C, U+200E, U+200F, U+202A..U+202E,
+/// U+2066..U+2069). The one rule of the module doc.
+pub fn is_refused(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}'
+                | '\u{2029}'
+                | '\u{061C}'
+                | '\u{200E}'
+                | '\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// A name that holds a character no output can hold as it is
+/// ([`is_refused`]): the name, the character and its byte offset.
+/// Displays as `"kernels/a\nb.cu" holds a control character (U+000A) at
+/// byte 9`, the name escaped; whoever refuses it says what the name is
+/// and what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unwritable {
+    /// The name as it came.
+    pub name: String,
+    /// The first refused character.
+    pub refused: char,
+    /// Its byte offset in `name`.
+    pub at: usize,
+}
+
+impl fmt::Display for Unwritable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = if self.refused.is_control() {
+            "a control character"
+        } else if matches!(self.refused, '\u{2028}' | '\u{2029}') {
+            "a line separator"
+        } else {
+            "a bidirectional control character"
+        };
+        write!(
+            f,
+            "{:?} holds {kind} (U+{:04X}) at byte {}",
+            self.name, self.refused as u32, self.at
+        )
+    }
+}
+
+/// `Ok` when `name` may be written everywhere occ writes names, else the
+/// first character it may not hold ([`is_refused`]).
+pub fn check(name: &str) -> Result<(), Unwritable> {
+    match name.char_indices().find(|(_, c)| is_refused(*c)) {
+        None => Ok(()),
+        Some((at, refused)) => Err(Unwritable {
+            name: name.to_string(),
+            refused,
+            at,
+        }),
+    }
+}
+
+/// `name` with each character [`is_refused`] written as Rust writes it in
+/// a string (`\n`, `\u{202e}`): what every writer shows of a name that
+/// got past [`check`], so that none of them breaks a line, a row or a
+/// reading order.
+pub fn shown(name: &str) -> Cow<'_, str> {
+    if !name.chars().any(is_refused) {
+        return Cow::Borrowed(name);
+    }
+    let mut out = String::with_capacity(name.len() + 8);
+    for c in name.chars() {
+        if is_refused(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// The bytes a C string literal's body `quoted` stands for (the text
+/// between its quotes): `\\`, `\"`, `\'`, `\?`, `\a` `\b` `\f` `\n`
+/// `\r` `\t` `\v`, `\ooo` (one to three octal digits) and `\xHH`.
+/// `None` when a backslash starts no such escape (or ends the text): the
+/// text is not a C string. How the preprocessor writes a file name in a
+/// line marker and nvdisasm a path in its line table
+/// ([`crate::lines::unescape`]).
+pub fn unescape_c(quoted: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(quoted.len());
+    let mut i = 0;
+    while i < quoted.len() {
+        if quoted[i] != b'\\' {
+            out.push(quoted[i]);
+            i += 1;
+            continue;
+        }
+        let rest = &quoted[i + 1..];
+        let octal = rest
+            .iter()
+            .take(3)
+            .take_while(|b| (b'0'..=b'7').contains(b))
+            .count();
+        if octal > 0 {
+            let value = rest[..octal]
+                .iter()
+                .fold(0u32, |v, b| v * 8 + u32::from(b - b'0'));
+            out.push(u8::try_from(value).ok()?);
+            i += 1 + octal;
+            continue;
+        }
+        let (byte, len) = match *rest.first()? {
+            b'x' => {
+                let hex = rest[1..]
+                    .iter()
+                    .take(2)
+                    .take_while(|b| b.is_ascii_hexdigit())
+                    .count();
+                let digits = std::str::from_utf8(&rest[1..1 + hex]).ok()?;
+                (u8::from_str_radix(digits, 16).ok()?, 1 + hex)
+            }
+            b'n' => (b'\n', 1),
+            b't' => (b'\t', 1),
+            b'r' => (b'\r', 1),
+            b'a' => (0x07, 1),
+            b'b' => (0x08, 1),
+            b'f' => (0x0c, 1),
+            b'v' => (0x0b, 1),
+            c @ (b'\\' | b'"' | b'\'' | b'?') => (c, 1),
+            _ => return None,
+        };
+        out.push(byte);
+        i += 1 + len;
+    }
+    Some(out)
 }
 
 /// The display forms of one kernel name.
@@ -422,6 +577,51 @@ mod tests {
             "union", "gen", "macro", "größe", "_", "2k", "fn", "a b", "a/*c*/", "",
         ] {
             assert!(!is_rust_ident(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_control_separator_or_bidi_character_is_refused_with_its_place() {
+        for ok in ["kernels/hot ü.cu", "a#b%c|d<e`f.cu", "RTX 4090 😀", ""] {
+            assert_eq!(check(ok), Ok(()), "{ok}");
+            assert_eq!(shown(ok), ok);
+        }
+        for (bad, refused, at) in [
+            ("kernels/a\nb.cu", '\n', 9),
+            ("x\ry", '\r', 1),
+            ("\u{1b}[31mred", '\u{1b}', 0),
+            ("del\u{7f}", '\u{7f}', 3),
+            ("nel\u{85}", '\u{85}', 3),
+            ("ü\u{2028}", '\u{2028}', 2),
+            ("abc\u{202e}txt.cu", '\u{202e}', 3),
+        ] {
+            let e = check(bad).expect_err(bad);
+            assert_eq!((e.refused, e.at), (refused, at), "{bad:?}");
+            let said = e.to_string();
+            assert!(!said.chars().any(is_refused), "{said:?}");
+            assert!(
+                said.contains(&format!("(U+{:04X}) at byte {at}", refused as u32)),
+                "{said}"
+            );
+        }
+        assert_eq!(
+            check("kernels/a\nb.cu").expect_err("a newline").to_string(),
+            "\"kernels/a\\nb.cu\" holds a control character (U+000A) at byte 9"
+        );
+        assert_eq!(shown("a\nb\u{202e}c"), "a\\nb\\u{202e}c");
+    }
+
+    #[test]
+    fn c_escapes_read_as_the_preprocessor_and_nvdisasm_write_them() {
+        let read =
+            |s: &str| unescape_c(s.as_bytes()).map(|b| String::from_utf8_lossy(&b).into_owned());
+        // cpp's line markers: `\n` is a newline, not `n`.
+        assert_eq!(read("nl\\nx.cu").as_deref(), Some("nl\nx.cu"));
+        assert_eq!(read(r"back\\slash.cu").as_deref(), Some(r"back\slash.cu"));
+        assert_eq!(read(r#"a \"b\" c"#).as_deref(), Some("a \"b\" c"));
+        assert_eq!(read(r"j\303\274rgen\x21\t").as_deref(), Some("jürgen!\t"));
+        for not_c in [r"back\/slash", "trailing\\", r"\q", r"\x", r"\777"] {
+            assert_eq!(read(not_c), None, "{not_c}");
         }
     }
 

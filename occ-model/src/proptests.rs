@@ -274,3 +274,245 @@ fn what_if_with_a_bogus_register_count_returns_at_once() {
         Ok(Some(sm80.max_regs_per_thread))
     );
 }
+
+/// Every name through every writer of this crate (the terminal table, the
+/// Markdown report, SARIF, workflow commands): a name holding controls,
+/// separators, non-ASCII and every character a format gives a meaning
+/// leaves each output as well-formed as a plain name does. occ-build's
+/// `proptests` does the same for `kernels.rs`, cargo-occ's `report::html`
+/// for the HTML page.
+mod names_in_every_writer {
+    use crate::ci;
+    use crate::compare::tests::{arch, lock};
+    use crate::lines::{SourceLines, SpillSite};
+    use crate::manifest::{Kernel, KernelArch, Manifest};
+    use crate::markdown::{markdown, Baseline};
+    use crate::names;
+    use crate::table::table;
+    use proptest::prelude::*;
+    use std::path::Path;
+
+    /// What a name may hold that some output gives a meaning to.
+    const BITS: &[&str] = &[
+        "\n",
+        "\r",
+        "\t",
+        "\u{1b}[31m",
+        "\u{7f}",
+        "\u{85}",
+        "\u{2028}",
+        "\u{202e}",
+        "ü",
+        "€",
+        "😀",
+        "#",
+        "%",
+        "%0A",
+        "|",
+        "\\",
+        "\\|",
+        "<",
+        "<b>",
+        ">",
+        "&",
+        "&lt;",
+        "`",
+        "``",
+        "'",
+        "\"",
+        "[x](y)",
+        "*",
+        "_",
+        "/",
+        " ",
+        "..",
+        "?",
+        ":",
+        "::",
+        ",",
+        "=",
+        "a",
+        "k",
+        ".cu",
+    ];
+
+    pub(crate) fn hostile_name() -> impl Strategy<Value = String> {
+        prop_oneof![
+            prop::collection::vec(prop::sample::select(BITS), 1..8).prop_map(|v| v.concat()),
+            "\\PC{1,12}",
+            any::<String>().prop_filter("not empty", |s| !s.is_empty()),
+        ]
+    }
+
+    /// One spilling kernel on sm_80 named `name`, from `source`, its spill
+    /// at `kernels/<file>`, in package `package`.
+    fn manifest(name: &str, source: &str, file: &str, package: &str) -> Manifest {
+        let mut m = lock(&[])
+            .to_manifest(&[], Path::new("occ.lock"))
+            .expect("a manifest");
+        m.package = package.to_string();
+        let mut a = KernelArch::from_resources(arch(32, 64, 8));
+        a.lines = Some(SourceLines {
+            spills: vec![SpillSite {
+                file: file.to_string(),
+                line: 3,
+                loop_line: None,
+                stores: 8,
+                loads: 8,
+            }],
+            peak_pressure: None,
+        });
+        m.kernels = vec![Kernel {
+            name: "k".into(),
+            demangled: format!("{name}()"),
+            base_name: name.to_string(),
+            short_name: name.to_string(),
+            params: Vec::new(),
+            ident: "k".into(),
+            source: source.to_string(),
+            archs: [("sm_80".to_string(), a)].into_iter().collect(),
+        }];
+        m
+    }
+
+    /// A GFM table row's cells, split as GitHub's reader does: a backslash
+    /// takes the character after it, a `|` outside such a pair splits.
+    fn cells(row: &str) -> usize {
+        let mut n = 0;
+        let mut chars = row.trim().trim_start_matches('|').chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => {
+                    chars.next();
+                }
+                '|' => n += 1,
+                _ => {}
+            }
+        }
+        n
+    }
+
+    /// `markdown` less its code spans (a backquote run, not after a
+    /// backslash, to the next run of the same length), where a `<` is
+    /// text, as CommonMark reads them.
+    fn outside_code(markdown: &str) -> String {
+        let b = markdown.as_bytes();
+        let run_at = |i: usize| b[i..].iter().take_while(|c| **c == b'`').count();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < b.len() {
+            match b[i] {
+                b'\\' => {
+                    out.extend_from_slice(&b[i..(i + 2).min(b.len())]);
+                    i += 2;
+                }
+                b'`' => {
+                    let run = run_at(i);
+                    let mut j = i + run;
+                    let close = loop {
+                        if j >= b.len() {
+                            break None;
+                        }
+                        if b[j] == b'`' {
+                            let r = run_at(j);
+                            if r == run {
+                                break Some(j + r);
+                            }
+                            j += r;
+                        } else {
+                            j += 1;
+                        }
+                    };
+                    match close {
+                        Some(end) => i = end,
+                        None => {
+                            out.extend_from_slice(&b[i..i + run]);
+                            i += run;
+                        }
+                    }
+                }
+                c => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// Each line's cell count (0 for a line that is no table row).
+    fn shape(markdown: &str) -> Vec<usize> {
+        markdown
+            .lines()
+            .map(|l| if l.starts_with('|') { cells(l) } else { 0 })
+            .collect()
+    }
+
+    proptest! {
+        #[test]
+        fn a_name_is_refused_exactly_when_it_holds_a_refused_character(name in hostile_name()) {
+            let refused = name.chars().find(|c| names::is_refused(*c));
+            match names::check(&name) {
+                Ok(()) => prop_assert!(refused.is_none()),
+                Err(e) => {
+                    prop_assert_eq!(Some(e.refused), refused);
+                    let said = e.to_string();
+                    prop_assert!(!said.chars().any(names::is_refused), "{said:?}");
+                }
+            }
+            prop_assert!(!names::shown(&name).chars().any(names::is_refused));
+        }
+
+        #[test]
+        fn every_writer_stays_well_formed(
+            name in hostile_name(),
+            source in hostile_name(),
+            file in hostile_name(),
+            package in hostile_name(),
+        ) {
+            let plain = manifest("k", "k.cu", "k.cu", "p");
+            let odd = manifest(&name, &source, &format!("kernels/{file}"), &package);
+
+            // The terminal table: as many lines as with plain names, none
+            // wider than its underline.
+            let (t0, t1) = (table(&plain), table(&odd));
+            prop_assert_eq!(t0.lines().count(), t1.lines().count(), "{}", t1);
+            let width = t1.lines().nth(1).map_or(0, |l| l.chars().count());
+            prop_assert!(t1.lines().all(|l| l.chars().count() <= width), "{}", t1);
+
+            // Markdown: the same lines, each table row with the header's
+            // cells, and no `<` but the report's own.
+            let why = Baseline::NotCompared("no occ.lock yet".into());
+            let (m0, m1) = (markdown(&plain, &why), markdown(&odd, &why));
+            prop_assert_eq!(shape(&m0), shape(&m1), "{}", m1);
+            let raw = |m: &str| outside_code(m).matches('<').count();
+            prop_assert_eq!(raw(&m0), raw(&m1), "{}", m1);
+
+            // SARIF: valid JSON whose URI is RFC 3986 path text that
+            // decodes back to the file.
+            let alerts = ci::alerts(&odd, None, false, &|_| None);
+            prop_assert!(!alerts.is_empty());
+            let log: serde_json::Value = serde_json::from_str(&ci::sarif(&alerts, "0", &|f| f.to_string()))
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let uri = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+                .as_str()
+                .unwrap_or_default();
+            prop_assert!(
+                uri.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~/%".contains(&b)),
+                "{uri}"
+            );
+            let decoded = percent_encoding::percent_decode_str(uri).decode_utf8_lossy();
+            prop_assert_eq!(decoded, alerts[0].file.as_str());
+
+            // A workflow command: one line, three properties.
+            for a in &alerts {
+                let command = ci::workflow_command(a, &a.file);
+                prop_assert!(!command.contains(['\n', '\r']), "{command:?}");
+                let properties = command.split("::").nth(1).unwrap_or_default();
+                let properties = properties.split_once(' ').map_or("", |(_, p)| p);
+                prop_assert_eq!(properties.split(',').count(), 3, "{}", command);
+                prop_assert!(!properties.contains(':'), "{}", command);
+            }
+        }
+    }
+}

@@ -50,8 +50,18 @@ pub fn group_names(group: &Group<'_>, named: usize) -> String {
     }
 }
 
-/// header and is underlined); numbers are right-aligned.
+/// header and is underlined); numbers are right-aligned. A cell shows
+/// what no name may hold escaped ([`crate::names::shown`]), so that a name
+/// breaks no line of the table.
 pub fn align<const N: usize>(rows: &[[String; N]]) -> String {
+    let shown: Vec<[String; N]> = rows
+        .iter()
+        .map(|row| {
+            row.clone()
+                .map(|cell| crate::names::shown(&cell).into_owned())
+        })
+        .collect();
+    let rows = shown.as_slice();
     let mut widths = [0usize; N];
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -185,6 +195,24 @@ pub fn rows(m: &Manifest) -> Vec<Row> {
     out
 }
 
+/// [`rows`] for plain text: each name (kernel, source, the files of its
+/// source lines) as [`crate::names::shown`] writes it, so that no name
+/// breaks a line of the table or the lines under it. (The JSON report
+/// keeps [`rows`]' names as they are: JSON escapes them.)
+fn text_rows(m: &Manifest) -> Vec<Row> {
+    let shown = |s: &mut String| *s = crate::names::shown(s).into_owned();
+    let mut rows = rows(m);
+    for r in &mut rows {
+        shown(&mut r.kernel);
+        shown(&mut r.source);
+        for l in r.lines.iter_mut() {
+            l.spills.iter_mut().for_each(|s| shown(&mut s.file));
+            l.peak_pressure.iter_mut().for_each(|p| shown(&mut p.file));
+        }
+    }
+    rows
+}
+
 /// The column names of [`table`]. `cliff` is [`Row::cliff`].
 pub const HEADER: [&str; 11] = [
     "kernel",
@@ -234,7 +262,7 @@ pub fn table(m: &Manifest) -> String {
 /// most `margin` registers from one, one line each under a title; empty
 /// when there are none.
 pub fn cliff_lines(m: &Manifest, margin: Option<u32>) -> String {
-    let lines: Vec<String> = rows(m)
+    let lines: Vec<String> = text_rows(m)
         .iter()
         .filter(|r| margin.is_none_or(|n| r.cliffs.as_ref().is_some_and(|c| c.registers.within(n))))
         .filter_map(|r| {
@@ -270,7 +298,7 @@ pub fn cliff_lines(m: &Manifest, margin: Option<u32>) -> String {
 /// [`table`] without the lines near a cliff (the build's report follows
 /// it with every kernel × arch's cliffs).
 pub fn table_without_cliffs(m: &Manifest) -> String {
-    let rows = rows(m);
+    let rows = text_rows(m);
     let mut all: Vec<[String; 11]> = vec![HEADER.map(str::to_string)];
     all.extend(rows.iter().map(cells));
     let mut out = align(&all);

@@ -11,11 +11,16 @@ use occ_model::table::percent;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+/// Text in HTML, in an element or a quoted attribute: `&`, `<`, `>`, `"`
+/// and `'` as references, and what no name may hold shown escaped
+/// (`occ_model::names::shown`).
 pub(super) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
+    occ_model::names::shown(s)
+        .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
+        .replace('\'', "&#39;")
 }
 
 /// A size for a person: bytes below 1 KiB (`0`, `32 B`), KiB with one

@@ -243,6 +243,71 @@ pub(crate) mod tests {
         html.lines().filter(|l| l.starts_with("<tr")).collect()
     }
 
+    mod names {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// What a name may hold that HTML or a terminal gives a meaning to.
+        const BITS: &[&str] = &[
+            "\n",
+            "\r",
+            "\u{1b}[31m",
+            "\u{7f}",
+            "\u{202e}",
+            "ü",
+            "😀",
+            "<",
+            "<script>",
+            "</code>",
+            ">",
+            "&",
+            "&lt;",
+            "\"",
+            "'",
+            "`",
+            "#",
+            "%",
+            "|",
+            "\\",
+            " ",
+            "a",
+            ".cu",
+        ];
+
+        fn hostile_name() -> impl Strategy<Value = String> {
+            prop_oneof![
+                prop::collection::vec(prop::sample::select(BITS), 1..8).prop_map(|v| v.concat()),
+                any::<String>().prop_filter("not empty", |s| !s.is_empty()),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+
+            #[test]
+            fn a_name_adds_no_markup_to_the_html_page(
+                name in hostile_name(),
+                source in hostile_name(),
+                package in hostile_name(),
+            ) {
+                let plain = manifest();
+                let mut odd = manifest();
+                odd.package = package;
+                odd.kernels[1].base_name = name.clone();
+                odd.kernels[1].short_name = name;
+                odd.kernels[1].demangled = "x".into();
+                odd.kernels[1].source = source;
+                let none = Baseline::NotCompared("no occ.lock yet".into());
+                let page = |m: &Manifest| html(m, &none, Charts::Auto).expect("html");
+                let (p0, p1) = (page(&plain), page(&odd));
+                prop_assert_eq!(p0.matches('<').count(), p1.matches('<').count());
+                prop_assert_eq!(p0.matches('"').count(), p1.matches('"').count());
+                prop_assert_eq!(p0.lines().count(), p1.lines().count());
+                prop_assert!(!p1.chars().any(|c| c != '\n' && occ_model::names::is_refused(c)));
+            }
+        }
+    }
+
     #[test]
     fn charts_drop_only_redundant_attributes() {
         let svg = "<text x=\"1\" font-family=\"sans-serif\" font-size=\"8.870967741935484\" \

@@ -225,6 +225,46 @@ fn a_name_that_nvccs_own_shell_would_expand_is_refused_before_nvcc_runs() {
 }
 
 #[test]
+fn a_control_character_in_a_source_name_is_refused_before_nvcc_runs() {
+    // A newline would put the rest of the name on a line of its own in
+    // kernels.rs (a crafted name injects Rust), in a cargo directive and
+    // in every report's table; a bidi control reorders what a reader sees.
+    for (weird, shown, by_glob) in [
+        (
+            "kernels/a\nfn evil() {}\n.cu",
+            "kernels/a\\nfn evil() {}\\n.cu",
+            true,
+        ),
+        ("kernels/tab\there.cu", "kernels/tab\\there.cu", true),
+        (
+            "kernels/x\u{202e}uc.exe.cu",
+            "kernels/x\\u{202e}uc.exe.cu",
+            false,
+        ),
+    ] {
+        let s = Scratch::new();
+        s.write(weird, KERNEL);
+        let (launcher, log) = argv_recorder(&s);
+        let mut build = build_in(s.path(), &s.path().join("out"));
+        if !by_glob {
+            build.file(weird);
+        }
+        let err = build
+            .try_compile_with(&build_env(&[("OCC_NVCC_LAUNCHER", launcher.to_str())]))
+            .expect_err("refused");
+        assert!(matches!(err, Error::UnwritableSource { .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&format!("cannot build CUDA source {shown}: its path "))
+                && msg.ends_with("rename the file or folder")
+                && !msg.contains(['\n', '\t', '\u{202e}']),
+            "{weird:?}: {msg}"
+        );
+        assert!(!log.exists(), "nvcc never ran");
+    }
+}
+
+#[test]
 fn a_corrupt_manifest_names_the_file_and_says_rebuild() {
     let s = Scratch::new();
     for (text, needle) in [

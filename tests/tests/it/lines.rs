@@ -252,6 +252,30 @@ fn deny_spills_names_the_line() {
 }
 
 #[test]
+fn a_spill_in_a_file_with_a_non_ascii_name_is_named_as_the_file_is() {
+    // ptxas splits the PTX's escaped `.file` name at its last backslash
+    // (`hot \303` / `274.cu`), so nvdisasm prints `hot \303/274.cu` for
+    // `hot ü.cu`: decoded as such, it read `kernels/hot �/274.cu`.
+    let s = Scratch::new();
+    let text =
+        std::fs::read_to_string(occ_tests::workspace_root().join("tests/ui/kernels/loop.cu"))
+            .expect("read tests/ui/kernels/loop.cu");
+    s.write("kernels/hot ü€.cu", &text);
+    let err = s
+        .build(["sm_80"])
+        .deny_spills()
+        .try_compile_with(&build_env(&[]))
+        .expect_err("loopspill spills");
+    let at = format!(
+        " bytes spill loads at kernels/hot ü€.cu:{} (loop at :{})",
+        line_of(&text, "occ-test: spills"),
+        line_of(&text, "occ-test: loop")
+    );
+    let message = err.to_string();
+    assert!(message.contains(&at), "`{at}` not in:\n{message}");
+}
+
+#[test]
 fn a_warm_build_reads_the_records_and_writes_the_same_manifest() {
     let s = Scratch::new();
     s.copy_cu("lines", "kernels");
