@@ -447,6 +447,52 @@ fn issue23_item17_after_an_unfinished_build_the_warning_gives_both_next_steps() 
 }
 
 #[test]
+fn bless_refuses_the_candidate_of_a_build_that_did_not_finish() {
+    // nvcc failed: status.json says `running`, and the candidate beside it
+    // is the last finished build's (here: one where saxpy spills).
+    let (s, m) = hand_build(
+        |m| {
+            let saxpy = m.kernels.iter_mut().find(|k| k.name == "saxpy");
+            if let Some(a) = saxpy.and_then(|k| k.archs.get_mut("sm_80")) {
+                a.resources.spill_stores = 8;
+            }
+        },
+        true,
+        Some("running"),
+    );
+    let (code, out) = occ(s.path(), &["bless", "--manifest", &m], &[]);
+    assert_eq!(
+        code, 2,
+        "bless took an unfinished build's candidate:\n{out}"
+    );
+    assert_eq!(s.read("occ.lock"), EXAMPLE_LOCK, "{out}");
+    assert!(
+        out.contains("did not finish")
+            && out.contains("nothing was blessed")
+            && out.contains("fix the build"),
+        "{out}"
+    );
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.starts_with("error:") || l.starts_with("warning:"))
+            .count(),
+        1,
+        "one message: {out}"
+    );
+    // A candidate equal to the lock is not called "up to date" either.
+    let (s, m) = hand_build(|_| {}, true, Some("running"));
+    let (code, out) = occ(s.path(), &["bless", "--manifest", &m], &[]);
+    assert_eq!(code, 2, "{out}");
+    assert!(!out.contains("up to date"), "{out}");
+    // A finished build, or one that failed at occ's own gate, blesses.
+    for state in ["finished", "gate_failed"] {
+        let (s, m) = hand_build(|_| {}, true, Some(state));
+        let (code, out) = occ(s.path(), &["bless", "--manifest", &m], &[]);
+        assert_eq!(code, 0, "{state}: {out}");
+    }
+}
+
+#[test]
 fn under_ci_check_after_an_unfinished_build_checks_nothing_and_fails() {
     // Its folder may hold an earlier build's numbers: a CI step that ran
     // `check` alone (or with `if: always()` for SARIF) must not look green.
