@@ -266,14 +266,14 @@ fn item19_sweep_times_out_a_hung_ptxas() {
 }
 
 /// example-app's committed lock: five kernels on sm_80, sm_86 and sm_90.
-const EXAMPLE_LOCK: &str = include_str!("../../../example-app/occ.lock");
+pub(crate) const EXAMPLE_LOCK: &str = include_str!("../../../example-app/occ.lock");
 
 /// A build of example-app written by hand, with no nvcc: its lock as the
 /// manifest of an nvcc build (changed by `edit`) in `out/occ`, with the
 /// candidate lock and `gate.json` (naming `occ.lock` in the folder) beside
 /// it; `occ.lock` itself when `lock`; `status.json` saying `status` when
 /// given. Returns the folder and the manifest's path.
-fn hand_build(
+pub(crate) fn hand_build(
     edit: impl FnOnce(&mut Manifest),
     lock: bool,
     status: Option<&str>,
