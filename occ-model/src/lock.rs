@@ -38,7 +38,8 @@
 //! build does, and refuses a lock where they differ
 //! ([`Lock::check_derived`]), so that a hand edit or a bad merge cannot
 //! make the build from the lock, `diff`, the gate and `#[launch_config]`
-//! disagree.
+//! disagree. A measurement is imported only onto the cubin the lock
+//! records ([`Lock::import_with`]).
 
 use crate::error::{Error, Result};
 use crate::manifest::{self, DeclaredBy, Kernel, KernelArch, Manifest, Origin, Resources};
@@ -98,6 +99,22 @@ pub struct Imported {
     pub added: usize,
     /// Entries that replaced an older measurement of the same key.
     pub replaced: usize,
+    /// The measurements taken on another cubin than the lock's that
+    /// [`OtherCubin::Keep`] kept, one phrase each (`"saxpy on sm_80"`).
+    pub other_cubin: Vec<String>,
+}
+
+/// What [`Lock::import_with`] does with a measurement whose cubin hash is
+/// not the one the lock records for its kernel × arch (code of another
+/// build: an older or newer one, or another checkout's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OtherCubin {
+    /// Refuse the whole import, naming both hashes (the default).
+    Refuse,
+    /// Keep it (`cargo occ tune import --allow-stale`): builds then call it
+    /// stale and `tuned` sites use the model's block, until the lock's
+    /// cubin is the measured one.
+    Keep,
 }
 
 /// One kernel in the lock: its names, source and per-arch [`Resources`].
@@ -298,12 +315,25 @@ impl Lock {
         measured::validate_entries(&self.measured)
     }
 
+    /// [`Lock::import_with`] refusing measurements of another cubin.
+    pub fn import(&mut self, results: &Results) -> std::result::Result<Imported, String> {
+        self.import_with(results, OtherCubin::Refuse)
+    }
+
     /// Merges a results file into the `measured` section: each
     /// measurement replaces the lock's entry of the same kernel, source,
     /// arch and bucket. Refused, with the reason, when the file is of
-    /// another package, or names a kernel or an arch the lock does not
-    /// have (then nothing is merged).
-    pub fn import(&mut self, results: &Results) -> std::result::Result<Imported, String> {
+    /// another package, names a kernel or an arch the lock does not have,
+    /// or (unless `other` is [`OtherCubin::Keep`]) timed a cubin whose hash
+    /// is not the lock's for that kernel × arch (then nothing is merged).
+    /// A lock from before occ kept cubin hashes has none to compare with:
+    /// its measurements are taken as they are.
+    pub fn import_with(
+        &mut self,
+        results: &Results,
+        other: OtherCubin,
+    ) -> std::result::Result<Imported, String> {
+        let mut done = Imported::default();
         if results.package != self.package {
             return Err(format!(
                 "the results are of package `{}`, the lock of `{}`; import them into that package's occ.lock",
@@ -317,16 +347,30 @@ impl Lock {
                     m.kernel, m.source
                 ));
             };
-            if !kernel.archs.contains_key(&m.arch) {
+            let Some(recorded) = kernel.archs.get(&m.arch) else {
                 return Err(format!(
                     "the results time kernel {:?} on {}, which the lock does not record (it has {}); add the arch to the build or measure on one of those",
                     m.kernel,
                     m.arch,
                     kernel.archs.keys().cloned().collect::<Vec<_>>().join(", ")
                 ));
+            };
+            let lock_hash = &recorded.cubin_hash;
+            if lock_hash.is_empty() || *lock_hash == m.cubin_hash {
+                continue;
+            }
+            match other {
+                OtherCubin::Refuse => {
+                    return Err(format!(
+                        "the results time kernel {:?} on {} on cubin {}, but the lock records cubin {} for it: \
+                         they measured other code (an older or newer build, or another checkout's); build, \
+                         bless and measure the same code, or pass --allow-stale to keep them anyway",
+                        m.kernel, m.arch, m.cubin_hash, lock_hash
+                    ));
+                }
+                OtherCubin::Keep => done.other_cubin.push(format!("{} on {}", m.kernel, m.arch)),
             }
         }
-        let mut done = Imported::default();
         for mut entry in results.to_measured() {
             // A moved file: key the entry by the lock's source.
             if let Some(k) = self.find(&entry.kernel, &entry.source) {
@@ -951,6 +995,47 @@ mod tests {
             err.contains("declared.block_size is 128 in the file, 256 recomputed"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_measurement_of_another_cubin_is_refused_naming_both_hashes_unless_kept() {
+        let timed = measured::tests::results("a", &[(128, 2.0), (256, 3.0)]);
+        let theirs = timed.measurements[0].cubin_hash.clone();
+        let ours = measured::content_hash(b"another cubin");
+        let mut l = lock(&[("a", arch(32, 64, 0))]);
+        l.package = timed.package.clone();
+        l.kernels[0]
+            .archs
+            .get_mut("sm_80")
+            .expect("sm_80")
+            .cubin_hash = ours.clone();
+        let before = l.clone();
+        let err = l
+            .import(&timed)
+            .expect_err("another cubin's timings were imported");
+        assert!(
+            err.contains(&theirs) && err.contains(&ours) && err.contains("--allow-stale"),
+            "{err}"
+        );
+        assert!(err.contains("\"a\" on sm_80"), "{err}");
+        assert_eq!(l, before, "nothing merged");
+        // Kept on request, and said to be kept.
+        let done = l
+            .import_with(&timed, OtherCubin::Keep)
+            .expect("kept on request");
+        assert_eq!(done.added, 1);
+        assert_eq!(done.other_cubin, vec!["a on sm_80".to_string()]);
+        // The same cubin imports; a lock from before cubin hashes cannot tell.
+        for recorded in [theirs, String::new()] {
+            let mut l = before.clone();
+            l.kernels[0]
+                .archs
+                .get_mut("sm_80")
+                .expect("sm_80")
+                .cubin_hash = recorded;
+            let done = l.import(&timed).expect("imports");
+            assert_eq!((done.added, done.other_cubin.len()), (1, 0));
+        }
     }
 
     #[test]

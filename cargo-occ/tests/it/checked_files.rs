@@ -1,7 +1,8 @@
 //! What occ reads is checked before it is believed, with no nvcc (builds
 //! written by hand from example-app's lock): a lock whose derived numbers
 //! do not follow from its recorded facts is refused by every reader
-//! (`diff`, `check`, a build from the lock).
+//! (`diff`, `check`, a build from the lock); `tune import` refuses timings
+//! of another cubin than the lock's unless told to keep them.
 
 use super::trust_cli::{hand_build, EXAMPLE_LOCK};
 use occ_build::cli::WithEnv as _;
@@ -92,4 +93,46 @@ fn a_build_without_nvcc_refuses_an_edited_lock() {
     s.write("occ.lock", &edited_lock());
     let err = build().expect_err("a build stood on an edited lock");
     names_the_mismatch(&err.to_string());
+}
+
+#[test]
+fn tune_import_refuses_timings_of_another_cubin_unless_kept() {
+    let (s, m) = hand_build(|_| {}, true, None);
+    let manifest = occ_build::cli::read_manifest(Path::new(&m)).expect("manifest");
+    let mut results = occ_tests::recorded_results(
+        &manifest,
+        "saxpy",
+        "sm_80",
+        "n=1M",
+        &[(128, 2.0), (256, 3.0)],
+        0.01,
+    );
+    let ours = results.measurements[0].cubin_hash.clone();
+    assert!(!ours.is_empty() && EXAMPLE_LOCK.contains(&ours));
+    let theirs = occ_model::measured::content_hash(b"an older build's cubin");
+    results.measurements[0].cubin_hash = theirs.clone();
+    let file = s
+        .write("occ-tune.json", &results.to_json())
+        .display()
+        .to_string();
+    let (code, out) = occ(s.path(), &["tune", "import", &file, "--manifest", &m]);
+    assert_eq!(code, 2, "{out}");
+    assert_eq!(s.read("occ.lock"), EXAMPLE_LOCK, "imported:\n{out}");
+    assert!(
+        out.contains(&ours) && out.contains(&theirs) && out.contains("--allow-stale"),
+        "the refusal names both hashes and the way to keep it: {out}"
+    );
+    // Kept on request, with a warning.
+    let (code, out) = occ(
+        s.path(),
+        &["tune", "import", &file, "--allow-stale", "--manifest", &m],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("1 measurement added"), "{out}");
+    assert!(
+        out.contains("warning: kept (--allow-stale) 1 measurement")
+            && out.contains("saxpy on sm_80"),
+        "{out}"
+    );
+    assert!(s.read("occ.lock").contains(&theirs));
 }
