@@ -3,7 +3,7 @@
 use crate::locate::Locate;
 use anyhow::{bail, Context};
 use occ_build::cli;
-use occ_build::cli::Env;
+use occ_build::cli::{BuildState, Env};
 use occ_model::compare::{self, Verdict};
 use occ_model::lock::{Lock, CANDIDATE_FILE};
 use occ_model::manifest::Origin;
@@ -19,13 +19,28 @@ pub struct BlessArgs {
     pub lock: Option<PathBuf>,
 }
 
-/// Copies `$OUT_DIR/occ/occ.lock.new` of the latest build over the lock.
+/// Copies `$OUT_DIR/occ/occ.lock.new` of the latest build over the lock;
+/// refused after a build that did not finish (`status.json` says
+/// `running`: a failed nvcc build leaves the previous candidate), since
+/// that candidate may be an earlier build's.
 pub fn run(args: BlessArgs) -> anyhow::Result<i32> {
     if cli::is_ci(&Env::new()) {
         eprintln!("error: CI is set; occ.lock is never written in CI: bless on a developer machine and commit it");
         return Ok(2);
     }
-    let found = args.locate.find()?;
+    let found = args.locate.read()?;
+    if found.state == Some(BuildState::Running) {
+        // Its candidate may be an earlier build's: "up to date" would
+        // bless numbers the sources no longer give.
+        eprintln!(
+            "error: the last build of {} did not finish (it failed before occ's gate, was stopped, or is \
+             still running), so its candidate lock may be an earlier build's; nothing was blessed: fix \
+             the build and run `cargo build` again, then `cargo occ bless`",
+            found.manifest.package
+        );
+        return Ok(2);
+    }
+    found.say_state();
     let candidate_path = found.occ_dir.join(CANDIDATE_FILE);
     let text = std::fs::read_to_string(&candidate_path).with_context(|| {
         format!(

@@ -35,6 +35,9 @@ pub struct Located {
     pub manifest: Manifest,
     /// The lock this build compares with, from `gate.json` (if the build wrote one).
     pub gate: Option<GateSettings>,
+    /// How the last build ended, as its `status.json` says (`None`: an
+    /// occ-build that writes none, or a folder written by hand).
+    pub state: Option<BuildState>,
 }
 
 impl Located {
@@ -51,11 +54,41 @@ impl Located {
         let lock = cli::read_lock(&path)?;
         Ok((path, lock))
     }
+
+    /// Says on stderr what the last build's state means for its numbers:
+    /// nothing for a finished build.
+    pub fn say_state(&self) {
+        let package = &self.manifest.package;
+        match self.state {
+            Some(BuildState::GateFailed) => eprintln!(
+                "note: the last build of {package} failed at occ's gate (a regression against the lock); \
+                 the numbers below are current, that build's own: change the kernel, or accept them \
+                 with `cargo occ bless`"
+            ),
+            // An occ-build that does not mark the gate's failure leaves
+            // `running` for it too.
+            Some(BuildState::Running) => eprintln!(
+                "warning: the last build of {package} did not finish. If it failed at occ's gate (a \
+                 regression against the lock), the numbers below are its own: change the kernel, or \
+                 accept them with `cargo occ bless`; if it failed before (a compile error) or was \
+                 stopped, they may be an earlier build's: fix the build and run `cargo build` again"
+            ),
+            Some(BuildState::Finished) | None => {}
+        }
+    }
 }
 
 impl Locate {
-    /// Finds and reads the build.
+    /// Finds and reads the build, and says what its state means
+    /// ([`Located::say_state`]).
     pub fn find(&self) -> Result<Located> {
+        let found = self.read()?;
+        found.say_state();
+        Ok(found)
+    }
+
+    /// Finds and reads the build, saying nothing.
+    pub fn read(&self) -> Result<Located> {
         let occ_dir = match &self.manifest {
             Some(file) => file
                 .parent()
@@ -68,29 +101,13 @@ impl Locate {
             .clone()
             .unwrap_or_else(|| occ_dir.join(occ_model::manifest::FILE_NAME));
         let manifest = cli::read_manifest(&manifest_file)?;
-        match cli::last_build(&occ_dir) {
-            Some(BuildState::GateFailed) => eprintln!(
-                "note: the last build of {} failed at occ's gate (a regression against the lock); \
-                 the numbers below are current, that build's own: change the kernel, or accept them \
-                 with `cargo occ bless`",
-                manifest.package
-            ),
-            // An occ-build that does not mark the gate's failure leaves
-            // `running` for it too.
-            Some(BuildState::Running) => eprintln!(
-                "warning: the last build of {} did not finish. If it failed at occ's gate (a \
-                 regression against the lock), the numbers below are its own: change the kernel, or \
-                 accept them with `cargo occ bless`; if it failed before (a compile error) or was \
-                 stopped, they may be an earlier build's: fix the build and run `cargo build` again",
-                manifest.package
-            ),
-            Some(BuildState::Finished) | None => {}
-        }
+        let state = cli::last_build(&occ_dir);
         let gate = cli::read_settings(&occ_dir.join(GATE_FILE))?;
         Ok(Located {
             occ_dir,
             manifest,
             gate,
+            state,
         })
     }
 

@@ -7,7 +7,7 @@ use anyhow::{anyhow, Context};
 use occ_build::cli;
 use occ_model::analyze::resources;
 use occ_model::arch;
-use occ_model::lock::Lock;
+use occ_model::lock::{Lock, OtherCubin};
 use occ_model::manifest::{Kernel, Lookup};
 use occ_model::measured::{candidates_hash, Results, NOISY};
 use occ_model::table::{align, percent};
@@ -64,6 +64,10 @@ pub struct ImportArgs {
     /// Write this lock file (default: the one the build used, normally occ.lock beside Cargo.toml).
     #[arg(long, value_name = "FILE")]
     pub lock: Option<PathBuf>,
+    /// Keep measurements of another cubin than the one occ.lock records (refused by default):
+    /// builds call them stale and `tuned` sites use the model's block until that cubin is blessed.
+    #[arg(long)]
+    pub allow_stale: bool,
     #[command(flatten)]
     pub locate: Locate,
 }
@@ -262,13 +266,26 @@ fn import(args: &ImportArgs) -> anyhow::Result<i32> {
         return Ok(2);
     };
     let before = lock.to_text();
-    let done = match lock.import(&results) {
+    let other = if args.allow_stale {
+        OtherCubin::Keep
+    } else {
+        OtherCubin::Refuse
+    };
+    let done = match lock.import_with(&results, other) {
         Ok(done) => done,
         Err(e) => {
             eprintln!("error: cannot import {}: {e}", args.file.display());
             return Ok(2);
         }
     };
+    if !done.other_cubin.is_empty() {
+        eprintln!(
+            "warning: kept (--allow-stale) {} of another cubin than occ.lock's: {}; builds call {} stale and `tuned` sites use the model's block until that code is built and blessed",
+            occ_model::units::count(done.other_cubin.len(), "measurement"),
+            done.other_cubin.join(", "),
+            if done.other_cubin.len() == 1 { "it" } else { "them" }
+        );
+    }
     let after = lock.to_text();
     if after == before {
         println!("{} is up to date", path.display());

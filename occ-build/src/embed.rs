@@ -9,7 +9,10 @@
 //! build machine), into `<job>.embed.cubin` and `<job>.embed.ptx`, written
 //! only when their bytes change; a build that asked for line information
 //! itself (`-lineinfo`, `-G`), or has none, embeds copies of the files as
-//! they are under the same names. Then a fatbin
+//! they are under the same names. PTX embedded on its own ends with
+//! exactly one NUL byte (`cuModuleLoadData` reads PTX as a C string), so
+//! its bytes go to the driver as they are; a fatbin's PTX part does not.
+//! Then a fatbin
 //! is put together from them by the toolkit's `fatbinary` (as `nvcc
 //! -fatbin` does as its last step), compressed as [`Compress`] says. A
 //! fatbin is rebuilt only when one of its parts, or `fatbinary` itself,
@@ -64,8 +67,13 @@ pub(crate) fn write(
             Embed::Nothing => {}
             Embed::Cubin | Embed::Ptx => {
                 for job in jobs {
-                    let file =
-                        shipped(out, &job.job.name, embed.extension(), settings.strip_lines)?;
+                    let file = shipped(
+                        out,
+                        &job.job.name,
+                        embed.extension(),
+                        settings.strip_lines,
+                        End::for_blob(embed),
+                    )?;
                     blobs.push(DeviceCode {
                         source: source.to_string(),
                         kind: embed,
@@ -172,7 +180,7 @@ fn fatbin(
     for (kind, job, ext) in images {
         // By name, run in `out`: fatbinary records each image's file name
         // in the fatbin, which must not name the build's folder.
-        let name = shipped(out, &job.job.name, ext, settings.strip_lines)?;
+        let name = shipped(out, &job.job.name, ext, settings.strip_lines, End::AsIs)?;
         args.push(format!(
             "--image3=kind={kind},sm={},file={name}",
             sm(&job.job.arch),
@@ -224,13 +232,36 @@ fn fatbin(
     write_atomic(&record_path, &text)
 }
 
+/// How an embedded file ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// As nvcc wrote it: a cubin, or PTX that is a fatbin's part
+    /// (`fatbinary` reads a file, not a C string).
+    AsIs,
+    /// With exactly one NUL byte: PTX embedded on its own
+    /// ([`Embed::Ptx`]), which `cuModuleLoadData` reads as a C string, so
+    /// that its bytes can be handed to the driver as they are.
+    Nul,
+}
+
+impl End {
+    /// How a blob of `embed`'s kind ends.
+    fn for_blob(embed: Embed) -> End {
+        match embed {
+            Embed::Ptx => End::Nul,
+            Embed::Cubin | Embed::Fatbin | Embed::Nothing => End::AsIs,
+        }
+    }
+}
+
 /// The file (in `out`) that embeds the job's `<job>.<ext>` (a cubin or
 /// PTX): `<job>.embed.<ext>`, the file less its line information when
-/// `strip_lines`, else the same bytes, written only when its bytes change
-/// (so its stat, which a fatbin's record checks, changes only then). One
-/// name whatever the mode, so a build that turns source lines off leaves
-/// no copy of the last build's behind (the differential test's step).
-fn shipped(out: &Path, job: &str, ext: &str, strip_lines: bool) -> Result<String> {
+/// `strip_lines`, else the same bytes, ended as `end` says, written only
+/// when its bytes change (so its stat, which a fatbin's record checks,
+/// changes only then). One name whatever the mode, so a build that turns
+/// source lines off leaves no copy of the last build's behind (the
+/// differential test's step).
+fn shipped(out: &Path, job: &str, ext: &str, strip_lines: bool, end: End) -> Result<String> {
     let path = out.join(format!("{job}.{ext}"));
     let bytes = std::fs::read(&path)
         .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
@@ -241,7 +272,13 @@ fn shipped(out: &Path, job: &str, ext: &str, strip_lines: bool) -> Result<String
     } else {
         shipped::cubin_without_lines(&bytes)
     };
-    let stripped = stripped.ok_or_else(|| Error::LineInfoLayout { file: path.clone() })?;
+    let mut stripped = stripped.ok_or_else(|| Error::LineInfoLayout { file: path.clone() })?;
+    if end == End::Nul {
+        while stripped.last() == Some(&0) {
+            stripped.pop();
+        }
+        stripped.push(0);
+    }
     let file = format!("{job}.embed.{ext}");
     let dest = out.join(&file);
     if std::fs::read(&dest).ok().as_deref() != Some(stripped.as_slice()) {

@@ -30,10 +30,21 @@
 //! ```
 //!
 //! Any JSON layout reads the same (the older fully pretty locks included).
+//!
+//! Reading trusts the recorded facts (registers, shared memory, spills,
+//! barriers, launch bounds, the launch build.rs declared, hashes) but not
+//! the numbers that follow from them: [`Lock::from_text`] recomputes each
+//! kernel × arch's `best` and `declared` occupancy with the model, as a
+//! build does, and refuses a lock where they differ
+//! ([`Lock::check_derived`]), so that a hand edit or a bad merge cannot
+//! make the build from the lock, `diff`, the gate and `#[launch_config]`
+//! disagree. A measurement is imported only onto the cubin the lock
+//! records ([`Lock::import_with`]).
 
 use crate::error::{Error, Result};
-use crate::manifest::{self, Kernel, KernelArch, Manifest, Origin, Resources};
+use crate::manifest::{self, DeclaredBy, Kernel, KernelArch, Manifest, Origin, Resources};
 use crate::measured::{self, Measured, Results};
+use crate::{analyze, launch};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -88,6 +99,22 @@ pub struct Imported {
     pub added: usize,
     /// Entries that replaced an older measurement of the same key.
     pub replaced: usize,
+    /// The measurements taken on another cubin than the lock's that
+    /// [`OtherCubin::Keep`] kept, one phrase each (`"saxpy on sm_80"`).
+    pub other_cubin: Vec<String>,
+}
+
+/// What [`Lock::import_with`] does with a measurement whose cubin hash is
+/// not the one the lock records for its kernel × arch (code of another
+/// build: an older or newer one, or another checkout's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OtherCubin {
+    /// Refuse the whole import, naming both hashes (the default).
+    Refuse,
+    /// Keep it (`cargo occ tune import --allow-stale`): builds then call it
+    /// stale and `tuned` sites use the model's block, until the lock's
+    /// cubin is the measured one.
+    Keep,
 }
 
 /// One kernel in the lock: its names, source and per-arch [`Resources`].
@@ -209,7 +236,62 @@ impl Lock {
                 "{detail}; restore it from version control, or delete it and run `cargo occ bless`"
             ),
         })?;
+        lock.check_derived().map_err(|detail| Error::Corrupt {
+            path: path.to_path_buf(),
+            detail,
+        })?;
         Ok(lock)
+    }
+
+    /// Checks every number of the lock that follows from its recorded
+    /// facts against the model: each kernel × arch's `best` (from its
+    /// registers, static shared memory, barriers and launch bounds, by
+    /// [`analyze::best_launch`], as a build computes it) and its `declared`
+    /// occupancy and lift (from the declared launch, by
+    /// [`launch::declared`]). A hand edit or a bad merge that changed a
+    /// number, or a resource without the numbers it gives, is refused: the
+    /// error names the first such kernel, arch and field with the file's
+    /// value and the recomputed one, counts the others, and says what to
+    /// do. The measured section's `best` is checked by
+    /// [`measured::validate_entries`].
+    pub fn check_derived(&self) -> std::result::Result<(), String> {
+        let mut wrong = self.kernels.iter().flat_map(|kernel| {
+            kernel.archs.iter().filter_map(move |(arch, r)| {
+                let fields = derived_differences(arch, r);
+                (!fields.is_empty()).then_some((kernel, arch, r, fields))
+            })
+        });
+        let Some((kernel, arch, r, fields)) = wrong.next() else {
+            return Ok(());
+        };
+        let said: Vec<String> = fields
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} is {} in the file, {} recomputed",
+                    d.field, d.file, d.recomputed
+                )
+            })
+            .collect();
+        let others: Vec<String> = wrong
+            .map(|(k, a, _, _)| format!("{:?} on {a}", k.name))
+            .collect();
+        let more = match others.len() {
+            0 => String::new(),
+            n if n <= 3 => format!(" (so do {})", others.join(", ")),
+            n => format!(" (so do {} and {} more)", others[..3].join(", "), n - 3),
+        };
+        Err(format!(
+            "the numbers of kernel {:?} ({}) on {arch} do not follow from its registers ({}), \
+             static shared memory ({} B), barriers and launch bounds: {}{more}; a hand edit or a \
+             bad merge changed them: resolve the merge by taking one side's lines of each kernel, \
+             or rebuild with nvcc and run `cargo occ bless`",
+            kernel.name,
+            kernel.source,
+            r.registers,
+            r.static_smem,
+            said.join("; "),
+        ))
     }
 
     /// What a lock read back may not be trusted with: names that become
@@ -234,12 +316,25 @@ impl Lock {
         measured::validate_entries(&self.measured)
     }
 
+    /// [`Lock::import_with`] refusing measurements of another cubin.
+    pub fn import(&mut self, results: &Results) -> std::result::Result<Imported, String> {
+        self.import_with(results, OtherCubin::Refuse)
+    }
+
     /// Merges a results file into the `measured` section: each
     /// measurement replaces the lock's entry of the same kernel, source,
     /// arch and bucket. Refused, with the reason, when the file is of
-    /// another package, or names a kernel or an arch the lock does not
-    /// have (then nothing is merged).
-    pub fn import(&mut self, results: &Results) -> std::result::Result<Imported, String> {
+    /// another package, names a kernel or an arch the lock does not have,
+    /// or (unless `other` is [`OtherCubin::Keep`]) timed a cubin whose hash
+    /// is not the lock's for that kernel × arch (then nothing is merged).
+    /// A lock from before occ kept cubin hashes has none to compare with:
+    /// its measurements are taken as they are.
+    pub fn import_with(
+        &mut self,
+        results: &Results,
+        other: OtherCubin,
+    ) -> std::result::Result<Imported, String> {
+        let mut done = Imported::default();
         if results.package != self.package {
             return Err(format!(
                 "the results are of package `{}`, the lock of `{}`; import them into that package's occ.lock",
@@ -253,16 +348,30 @@ impl Lock {
                     m.kernel, m.source
                 ));
             };
-            if !kernel.archs.contains_key(&m.arch) {
+            let Some(recorded) = kernel.archs.get(&m.arch) else {
                 return Err(format!(
                     "the results time kernel {:?} on {}, which the lock does not record (it has {}); add the arch to the build or measure on one of those",
                     m.kernel,
                     m.arch,
                     kernel.archs.keys().cloned().collect::<Vec<_>>().join(", ")
                 ));
+            };
+            let lock_hash = &recorded.cubin_hash;
+            if lock_hash.is_empty() || *lock_hash == m.cubin_hash {
+                continue;
+            }
+            match other {
+                OtherCubin::Refuse => {
+                    return Err(format!(
+                        "the results time kernel {:?} on {} on cubin {}, but the lock records cubin {} for it: \
+                         they measured other code (an older or newer build, or another checkout's); build, \
+                         bless and measure the same code, or pass --allow-stale to keep them anyway",
+                        m.kernel, m.arch, m.cubin_hash, lock_hash
+                    ));
+                }
+                OtherCubin::Keep => done.other_cubin.push(format!("{} on {}", m.kernel, m.arch)),
             }
         }
-        let mut done = Imported::default();
         for mut entry in results.to_measured() {
             // A moved file: key the entry by the lock's source.
             if let Some(k) = self.find(&entry.kernel, &entry.source) {
@@ -407,6 +516,100 @@ impl serde_json::ser::Formatter for LockFormatter {
     }
 }
 
+/// One derived number a lock records that the model does not give.
+#[derive(Debug, Clone, PartialEq)]
+struct Difference {
+    /// Its path in the kernel × arch record (`best.block_size`).
+    field: String,
+    /// The file's value, as JSON text.
+    file: String,
+    /// The model's value, as JSON text (or why it has none).
+    recomputed: String,
+}
+
+/// The derived numbers of one kernel × arch record that differ from the
+/// model's: `best` and `declared` recomputed from the record's own facts,
+/// then both records compared field by field as JSON (so a field added to
+/// either is compared too).
+fn derived_differences(arch: &str, r: &Resources) -> Vec<Difference> {
+    let again = analyze::best_launch(arch, r).and_then(|best| {
+        // build.rs's launch is a fact the lock cannot check; a launch the
+        // kernel declares itself follows from its launch bounds. No
+        // `declared` is a lock from before occ recorded it: nothing to check.
+        let choice = r.declared.as_ref().and_then(|d| match d.by {
+            DeclaredBy::Build { .. } => Some((d.launch, d.by.clone())),
+            _ => launch::from_bounds(&r.launch_bounds),
+        });
+        let declared = choice
+            .map(|(at, by)| launch::declared(arch, r, &at, by))
+            .transpose()?;
+        Ok(Resources {
+            best,
+            declared,
+            ..r.clone()
+        })
+    });
+    let again = match again {
+        Ok(again) => again,
+        Err(e) => {
+            return vec![Difference {
+                field: "best".into(),
+                file: json_text(&r.best),
+                recomputed: format!("none (the model refuses the record: {e})"),
+            }]
+        }
+    };
+    let mut out = Vec::new();
+    differences(
+        "",
+        &serde_json::to_value(r).unwrap_or_default(),
+        &serde_json::to_value(&again).unwrap_or_default(),
+        &mut out,
+    );
+    out
+}
+
+/// The leaves where `file` and `model` differ, by their dotted path under
+/// `at`; arrays (limiters) compare whole.
+fn differences(
+    at: &str,
+    file: &serde_json::Value,
+    model: &serde_json::Value,
+    out: &mut Vec<Difference>,
+) {
+    use serde_json::Value;
+    if let (Value::Object(f), Value::Object(m)) = (file, model) {
+        let keys: std::collections::BTreeSet<&String> = f.keys().chain(m.keys()).collect();
+        for key in keys {
+            let path = if at.is_empty() {
+                key.clone()
+            } else {
+                format!("{at}.{key}")
+            };
+            let (a, b) = (
+                f.get(key).unwrap_or(&Value::Null),
+                m.get(key).unwrap_or(&Value::Null),
+            );
+            differences(&path, a, b, out);
+        }
+    } else if file != model {
+        out.push(Difference {
+            field: at.to_string(),
+            file: json_text(file),
+            recomputed: json_text(model),
+        });
+    }
+}
+
+/// A value as compact JSON text (`absent` for null).
+fn json_text(value: &impl Serialize) -> String {
+    match serde_json::to_string(value) {
+        Ok(text) if text == "null" => "absent".into(),
+        Ok(text) => text,
+        Err(_) => "?".into(),
+    }
+}
+
 /// `k` with each arch's record mapped by `f` (`None` drops the arch).
 fn map_archs<A, B>(k: &Kernel<A>, mut f: impl FnMut(&String, &A) -> Option<B>) -> Kernel<B> {
     Kernel {
@@ -515,7 +718,23 @@ impl GateSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::tests::{arch, lock};
+    use crate::compare::tests::{arch, lock as fabricated};
+
+    /// A lock of these kernels on sm_80 whose `best` numbers are the
+    /// model's, so that it reads back.
+    fn lock(kernels: &[(&str, Resources)]) -> Lock {
+        derived(fabricated(kernels))
+    }
+
+    /// `l` with each kernel × arch's `best` recomputed by the model.
+    fn derived(mut l: Lock) -> Lock {
+        for k in &mut l.kernels {
+            for (arch, r) in &mut k.archs {
+                r.best = analyze::best_launch(arch, r).expect("the model");
+            }
+        }
+        l
+    }
 
     #[test]
     fn lock_text_round_trips_and_starts_with_the_schema() {
@@ -553,11 +772,9 @@ mod tests {
         );
         l.archs.push("sm_90".into());
         for (i, k) in l.kernels.iter_mut().enumerate() {
-            let mut sm90 = arch(40, 48, (i % 3) as u32);
-            sm90.best.limiters = vec!["registers".into(), "warps".into()];
-            k.archs.insert("sm_90".into(), sm90);
+            k.archs.insert("sm_90".into(), arch(40, 48, (i % 3) as u32));
         }
-        l
+        derived(l)
     }
 
     #[test]
@@ -605,7 +822,7 @@ mod tests {
         // Each kernel × arch line holds all of its numbers.
         assert!(arch_lines
             .iter()
-            .all(|l| l.contains("\"best\": {\"block_size\": 256")));
+            .all(|l| l.contains("\"best\": {\"block_size\": ")));
         // Round trip, byte for byte.
         let back = Lock::from_text(&text, Path::new("occ.lock")).expect("reads");
         assert_eq!(back, l);
@@ -685,6 +902,141 @@ mod tests {
             .expect_err("occupancy 1e308")
             .to_string();
         assert!(err.contains("1e308") && !err.contains("inf"), "{err}");
+    }
+
+    /// The error of reading `l`'s text back.
+    fn refusal(l: &Lock) -> String {
+        Lock::from_text(&l.to_text(), Path::new("occ.lock"))
+            .expect_err("the lock was accepted")
+            .to_string()
+    }
+
+    #[test]
+    fn a_hand_edited_best_launch_is_refused_naming_kernel_arch_field_and_both_values() {
+        // A bad merge: 200 registers beside the numbers of a lighter kernel.
+        let mut l = lock(&[("a", arch(32, 64, 0)), ("b", arch(32, 64, 0))]);
+        let sm80 = l.kernels[0].archs.get_mut("sm_80").expect("sm_80");
+        sm80.registers = 200;
+        sm80.best.block_size = 1024;
+        sm80.best.occupancy = 0.25;
+        let err = refusal(&l);
+        for needle in [
+            "occ.lock",
+            "kernel \"a\" (k.cu) on sm_80",
+            "registers (200)",
+            "best.block_size is 1024 in the file, 256 recomputed",
+            "best.occupancy is 0.25 in the file, 0.125 recomputed",
+            "cargo occ bless",
+        ] {
+            assert!(err.contains(needle), "{needle:?} not in: {err}");
+        }
+        assert!(!err.contains("\"b\""), "b is as the model says: {err}");
+        assert!(!err.contains('\n'), "one line: {err}");
+        // Each kernel × arch is checked: the others are counted.
+        let mut all = l.clone();
+        for k in &mut all.kernels {
+            if let Some(a) = k.archs.get_mut("sm_80") {
+                a.static_smem = 48 * 1024;
+            }
+        }
+        let err = refusal(&all);
+        assert!(err.contains("(so do \"b\" on sm_80)"), "{err}");
+        // A number the file lacks is refused too (absent, not a default).
+        let mut missing = lock(&[("a", arch(32, 64, 0))]);
+        missing.kernels[0]
+            .archs
+            .get_mut("sm_80")
+            .expect("sm_80")
+            .best
+            .limiters = Vec::new();
+        let err = refusal(&missing);
+        assert!(err.contains("best.limiters is [] in the file"), "{err}");
+    }
+
+    #[test]
+    fn a_declared_launch_is_checked_at_its_launch_and_against_the_launch_bounds() {
+        use crate::launch::{Launch, Lift};
+        let mut l = lock(&[("a", arch(64, 32, 0))]);
+        let r = l.kernels[0].archs.get_mut("sm_80").expect("sm_80");
+        let by = DeclaredBy::Build {
+            pattern: "a".into(),
+        };
+        r.declared = Some(launch::declared("sm_80", r, &Launch::block(128), by).expect("a launch"));
+        let good = l.to_text();
+        assert_eq!(
+            Lock::from_text(&good, Path::new("occ.lock")).ok(),
+            Some(l.clone())
+        );
+        // Its occupancy, and what would lift it, follow from the launch.
+        let mut edited = l.clone();
+        let d = edited.kernels[0]
+            .archs
+            .get_mut("sm_80")
+            .and_then(|r| r.declared.as_mut());
+        let d = d.expect("declared");
+        d.occupancy = 1.0;
+        d.lift = None::<Lift>;
+        let err = refusal(&edited);
+        assert!(
+            err.contains("declared.occupancy is 1.0 in the file"),
+            "{err}"
+        );
+        assert!(err.contains("declared.lift is absent in the file"), "{err}");
+        // A launch said to come from the launch bounds must be theirs.
+        let mut bounds = l.clone();
+        let r = bounds.kernels[0].archs.get_mut("sm_80").expect("sm_80");
+        r.launch_bounds.max_threads = Some([256, 1, 1]);
+        r.best = analyze::best_launch("sm_80", r).expect("the model");
+        r.declared = Some(
+            launch::declared("sm_80", r, &Launch::block(128), DeclaredBy::LaunchBounds)
+                .expect("a launch"),
+        );
+        let err = refusal(&bounds);
+        assert!(
+            err.contains("declared.block_size is 128 in the file, 256 recomputed"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_measurement_of_another_cubin_is_refused_naming_both_hashes_unless_kept() {
+        let timed = measured::tests::results("a", &[(128, 2.0), (256, 3.0)]);
+        let theirs = timed.measurements[0].cubin_hash.clone();
+        let ours = measured::content_hash(b"another cubin");
+        let mut l = lock(&[("a", arch(32, 64, 0))]);
+        l.package = timed.package.clone();
+        l.kernels[0]
+            .archs
+            .get_mut("sm_80")
+            .expect("sm_80")
+            .cubin_hash = ours.clone();
+        let before = l.clone();
+        let err = l
+            .import(&timed)
+            .expect_err("another cubin's timings were imported");
+        assert!(
+            err.contains(&theirs) && err.contains(&ours) && err.contains("--allow-stale"),
+            "{err}"
+        );
+        assert!(err.contains("\"a\" on sm_80"), "{err}");
+        assert_eq!(l, before, "nothing merged");
+        // Kept on request, and said to be kept.
+        let done = l
+            .import_with(&timed, OtherCubin::Keep)
+            .expect("kept on request");
+        assert_eq!(done.added, 1);
+        assert_eq!(done.other_cubin, vec!["a on sm_80".to_string()]);
+        // The same cubin imports; a lock from before cubin hashes cannot tell.
+        for recorded in [theirs, String::new()] {
+            let mut l = before.clone();
+            l.kernels[0]
+                .archs
+                .get_mut("sm_80")
+                .expect("sm_80")
+                .cubin_hash = recorded;
+            let done = l.import(&timed).expect("imports");
+            assert_eq!((done.added, done.other_cubin.len()), (1, 0));
+        }
     }
 
     #[test]

@@ -431,7 +431,7 @@ pub fn validate_entries(entries: &[Measured]) -> std::result::Result<(), String>
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A little-endian ELF64 file of `sections` (name, contents) after

@@ -82,14 +82,21 @@ pub struct DeviceCode {
     /// The arch of a cubin or PTX; `None` for a fatbin.
     pub arch: Option<&'static str>,
     /// The bytes (empty when the build stood on occ.lock: `HAS_DEVICE_CODE`).
+    /// PTX ends with exactly one NUL byte, as `cuModuleLoadData` reads it
+    /// (a C string), so the bytes of any kind go to the driver as they
+    /// are; [`DeviceCode::ptx`] is the text without it.
     pub bytes: &'static [u8],
 }
 
 impl DeviceCode {
-    /// The text of a PTX blob (`None` for a fatbin or cubin).
+    /// The text of a PTX blob, without its closing NUL (`None` for a
+    /// fatbin or cubin), for an API that takes PTX as a string.
     pub fn ptx(&self) -> Option<&'static str> {
         match self.kind {
-            CodeKind::Ptx => core::str::from_utf8(self.bytes).ok(),
+            CodeKind::Ptx => {
+                let text = self.bytes.strip_suffix(&[0]).unwrap_or(self.bytes);
+                core::str::from_utf8(text).ok()
+            }
             _ => None,
         }
     }
@@ -442,5 +449,16 @@ pub(crate) mod tests {
         let text = format!("{CODE:?}");
         assert!(text.contains("<12 bytes>"), "{text}");
         assert_eq!(CODE.ptx(), Some(".version 8.0"));
+    }
+
+    #[test]
+    fn ptx_text_leaves_out_the_closing_nul() {
+        static CODE: DeviceCode = DeviceCode {
+            source: "k.cu",
+            kind: CodeKind::Ptx,
+            arch: Some("sm_80"),
+            bytes: b".version 8.0\n\0",
+        };
+        assert_eq!(CODE.ptx(), Some(".version 8.0\n"));
     }
 }

@@ -3,6 +3,7 @@
 //! `cargo test -p cargo-occ --test it <module>::` runs one module.
 
 mod calc;
+mod checked_files;
 mod ci_formats;
 mod explain;
 mod first_page;

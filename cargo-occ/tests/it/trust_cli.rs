@@ -266,14 +266,14 @@ fn item19_sweep_times_out_a_hung_ptxas() {
 }
 
 /// example-app's committed lock: five kernels on sm_80, sm_86 and sm_90.
-const EXAMPLE_LOCK: &str = include_str!("../../../example-app/occ.lock");
+pub(crate) const EXAMPLE_LOCK: &str = include_str!("../../../example-app/occ.lock");
 
 /// A build of example-app written by hand, with no nvcc: its lock as the
 /// manifest of an nvcc build (changed by `edit`) in `out/occ`, with the
 /// candidate lock and `gate.json` (naming `occ.lock` in the folder) beside
 /// it; `occ.lock` itself when `lock`; `status.json` saying `status` when
 /// given. Returns the folder and the manifest's path.
-fn hand_build(
+pub(crate) fn hand_build(
     edit: impl FnOnce(&mut Manifest),
     lock: bool,
     status: Option<&str>,
@@ -444,6 +444,52 @@ fn issue23_item17_after_an_unfinished_build_the_warning_gives_both_next_steps() 
         out.contains("fix the build") && out.contains("cargo occ bless"),
         "{out}"
     );
+}
+
+#[test]
+fn bless_refuses_the_candidate_of_a_build_that_did_not_finish() {
+    // nvcc failed: status.json says `running`, and the candidate beside it
+    // is the last finished build's (here: one where saxpy spills).
+    let (s, m) = hand_build(
+        |m| {
+            let saxpy = m.kernels.iter_mut().find(|k| k.name == "saxpy");
+            if let Some(a) = saxpy.and_then(|k| k.archs.get_mut("sm_80")) {
+                a.resources.spill_stores = 8;
+            }
+        },
+        true,
+        Some("running"),
+    );
+    let (code, out) = occ(s.path(), &["bless", "--manifest", &m], &[]);
+    assert_eq!(
+        code, 2,
+        "bless took an unfinished build's candidate:\n{out}"
+    );
+    assert_eq!(s.read("occ.lock"), EXAMPLE_LOCK, "{out}");
+    assert!(
+        out.contains("did not finish")
+            && out.contains("nothing was blessed")
+            && out.contains("fix the build"),
+        "{out}"
+    );
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.starts_with("error:") || l.starts_with("warning:"))
+            .count(),
+        1,
+        "one message: {out}"
+    );
+    // A candidate equal to the lock is not called "up to date" either.
+    let (s, m) = hand_build(|_| {}, true, Some("running"));
+    let (code, out) = occ(s.path(), &["bless", "--manifest", &m], &[]);
+    assert_eq!(code, 2, "{out}");
+    assert!(!out.contains("up to date"), "{out}");
+    // A finished build, or one that failed at occ's own gate, blesses.
+    for state in ["finished", "gate_failed"] {
+        let (s, m) = hand_build(|_| {}, true, Some(state));
+        let (code, out) = occ(s.path(), &["bless", "--manifest", &m], &[]);
+        assert_eq!(code, 0, "{state}: {out}");
+    }
 }
 
 #[test]

@@ -201,8 +201,9 @@ impl Loader {
     }
 }
 
-/// The bytes to give `cuModuleLoadData`: PTX must end in a NUL, and an
-/// ELF or fatbin image is read in 8-byte words, which `include_bytes!`
+/// The bytes to give `cuModuleLoadData`: PTX must end in a NUL (occ-build
+/// ends each PTX blob with one; a table of an older occ-build may not), and
+/// an ELF or fatbin image is read in 8-byte words, which `include_bytes!`
 /// does not promise. Copied when either is needed.
 pub(crate) fn image(code: &DeviceCode) -> Cow<'static, [u64]> {
     let bytes = code.bytes;
@@ -582,6 +583,17 @@ mod tests {
         assert_eq!(&bytes[..ptx.bytes.len()], ptx.bytes);
         assert_eq!(bytes[ptx.bytes.len()], 0);
         assert!(matches!(img, Cow::Owned(_)));
+    }
+
+    #[test]
+    fn a_nul_ended_ptx_blob_goes_to_the_driver_as_it_is() {
+        // What occ-build embeds: PTX and one NUL, here 16 bytes, aligned.
+        #[repr(align(8))]
+        struct Aligned([u8; 16]);
+        static BLOB: Aligned = Aligned(*b".version 8.0\n.x\0");
+        let img = image(&code(CodeKind::Ptx, &BLOB.0));
+        assert!(matches!(img, Cow::Borrowed(_)), "no copy, no second NUL");
+        assert_eq!(as_bytes(&img), BLOB.0);
     }
 
     #[test]

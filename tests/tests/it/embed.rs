@@ -241,6 +241,34 @@ fn changing_what_is_embedded_or_the_archs_leaves_no_stale_file() {
     assert!(left.is_empty(), "left from hopper.cu: {left:?}");
 }
 
+#[test]
+fn ptx_blobs_end_with_exactly_one_nul() {
+    // `cuModuleLoadData` reads PTX as a C string; the guide hands it a
+    // blob's bytes as they are.
+    let s = Scratch::new();
+    s.write(
+        "kernels/k.cu",
+        "extern \"C\" __global__ void k(float* p) { p[threadIdx.x] *= 2.0f; }\n",
+    );
+    let mut b = s.build(["sm_80"]);
+    b.embed(Embed::Ptx);
+    let r = b.try_compile_with(&build_env(&[])).expect("build");
+    let blobs = &r.manifest().expect("manifest").device_code;
+    assert_eq!(blobs.len(), 1, "{blobs:?}");
+    let bytes = std::fs::read(r.out_dir.join(&blobs[0].file)).expect("the blob");
+    let text = bytes.strip_suffix(&[0]).expect("a NUL at the end");
+    assert!(!text.contains(&0), "one NUL, at the end only");
+    assert!(
+        String::from_utf8_lossy(text).contains(".entry k("),
+        "the PTX itself before it"
+    );
+    let rs = std::fs::read_to_string(r.out_dir.join("device_code.rs")).expect("device_code.rs");
+    assert!(
+        rs.contains(&format!(", {})", bytes.len())) || rs.contains("include_bytes!"),
+        "the blob's length counts the NUL: {rs}"
+    );
+}
+
 const MAIN: &str = r#"mod kernels {
     include!(concat!(env!("OUT_DIR"), "/occ/kernels.rs"));
 }

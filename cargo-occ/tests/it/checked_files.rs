@@ -1,0 +1,138 @@
+//! What occ reads is checked before it is believed, with no nvcc (builds
+//! written by hand from example-app's lock): a lock whose derived numbers
+//! do not follow from its recorded facts is refused by every reader
+//! (`diff`, `check`, a build from the lock); `tune import` refuses timings
+//! of another cubin than the lock's unless told to keep them.
+
+use super::trust_cli::{hand_build, EXAMPLE_LOCK};
+use occ_build::cli::WithEnv as _;
+use occ_tests::{build_env, Scratch};
+use std::path::Path;
+
+/// `cargo occ ARGS` in `dir`: exit code, stdout and stderr together.
+fn occ(dir: &Path, args: &[&str]) -> (i32, String) {
+    let mut cmd = occ_tests::cargo_occ(env!("CARGO_BIN_EXE_cargo-occ"), dir, args, &[]);
+    let (code, out, err) = occ_tests::code_and_text(&cmd.output().expect("run cargo-occ"));
+    (code, format!("{out}\n{err}"))
+}
+
+/// example-app's lock after a hand edit (or a bad merge): saxpy on sm_80
+/// at 200 registers beside the numbers of the 10-register kernel (best
+/// block 1024) and an occupancy of 0.25 (the model: 256 threads, 0.125).
+fn edited_lock() -> String {
+    let line = EXAMPLE_LOCK
+        .lines()
+        .find(|l| l.starts_with("      \"sm_80\": {\"registers\": 10,"))
+        .expect("saxpy's sm_80 line");
+    let edited = line
+        .replacen("\"registers\": 10,", "\"registers\": 200,", 1)
+        .replacen("\"occupancy\": 1.0,", "\"occupancy\": 0.25,", 1);
+    assert_ne!(edited, line);
+    EXAMPLE_LOCK.replacen(line, &edited, 1)
+}
+
+/// The refusal names the kernel, the arch, each number with the file's
+/// value and the model's, and what to do.
+fn names_the_mismatch(out: &str) {
+    for needle in [
+        "kernel \"saxpy\" (kernels/saxpy.cu) on sm_80",
+        "registers (200)",
+        "best.block_size is 1024 in the file, 256 recomputed",
+        "best.occupancy is 0.25 in the file, 0.125 recomputed",
+        "cargo occ bless",
+    ] {
+        assert!(out.contains(needle), "{needle:?} not in:\n{out}");
+    }
+}
+
+#[test]
+fn diff_refuses_a_lock_whose_numbers_do_not_follow_from_its_registers() {
+    let s = Scratch::new();
+    let good = s.write("good.lock", EXAMPLE_LOCK).display().to_string();
+    let bad = s.write("occ.lock", &edited_lock()).display().to_string();
+    for args in [[&good, &bad], [&bad, &good]] {
+        let (code, out) = occ(s.path(), &["diff", args[0], args[1]]);
+        assert_eq!(code, 2, "`cargo occ diff` compared an edited lock:\n{out}");
+        names_the_mismatch(&out);
+    }
+}
+
+#[test]
+fn check_refuses_an_edited_lock() {
+    let (s, m) = hand_build(|_| {}, true, None);
+    s.write("occ.lock", &edited_lock());
+    let (code, out) = occ(s.path(), &["check", "--manifest", &m]);
+    assert_ne!(
+        code, 0,
+        "`cargo occ check` passed on an edited lock:\n{out}"
+    );
+    names_the_mismatch(&out);
+}
+
+#[test]
+fn a_build_without_nvcc_refuses_an_edited_lock() {
+    // Lock mode: kernels.rs would say 1024 / 0.25 while #[launch_config],
+    // which runs the model, bakes 256 / 0.125.
+    let s = Scratch::new();
+    for file in ["nbody", "reduce", "saxpy", "softmax", "transpose"] {
+        s.write(&format!("kernels/{file}.cu"), "// built from occ.lock\n");
+    }
+    let build = || {
+        let mut b = occ_build::Build::new();
+        b.root(s.path())
+            .out_dir(s.path().join("out"))
+            .glob("kernels/*.cu")
+            .archs(["sm_80", "sm_86", "sm_90"]);
+        b.try_compile_with(&build_env(&[
+            ("OCC_NO_NVCC", Some("1")),
+            ("CARGO_PKG_NAME", Some("example-app")),
+        ]))
+    };
+    s.write("occ.lock", EXAMPLE_LOCK);
+    build().expect("the committed lock builds without nvcc");
+    s.write("occ.lock", &edited_lock());
+    let err = build().expect_err("a build stood on an edited lock");
+    names_the_mismatch(&err.to_string());
+}
+
+#[test]
+fn tune_import_refuses_timings_of_another_cubin_unless_kept() {
+    let (s, m) = hand_build(|_| {}, true, None);
+    let manifest = occ_build::cli::read_manifest(Path::new(&m)).expect("manifest");
+    let mut results = occ_tests::recorded_results(
+        &manifest,
+        "saxpy",
+        "sm_80",
+        "n=1M",
+        &[(128, 2.0), (256, 3.0)],
+        0.01,
+    );
+    let ours = results.measurements[0].cubin_hash.clone();
+    assert!(!ours.is_empty() && EXAMPLE_LOCK.contains(&ours));
+    let theirs = occ_model::measured::content_hash(b"an older build's cubin");
+    results.measurements[0].cubin_hash = theirs.clone();
+    let file = s
+        .write("occ-tune.json", &results.to_json())
+        .display()
+        .to_string();
+    let (code, out) = occ(s.path(), &["tune", "import", &file, "--manifest", &m]);
+    assert_eq!(code, 2, "{out}");
+    assert_eq!(s.read("occ.lock"), EXAMPLE_LOCK, "imported:\n{out}");
+    assert!(
+        out.contains(&ours) && out.contains(&theirs) && out.contains("--allow-stale"),
+        "the refusal names both hashes and the way to keep it: {out}"
+    );
+    // Kept on request, with a warning.
+    let (code, out) = occ(
+        s.path(),
+        &["tune", "import", &file, "--allow-stale", "--manifest", &m],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("1 measurement added"), "{out}");
+    assert!(
+        out.contains("warning: kept (--allow-stale) 1 measurement")
+            && out.contains("saxpy on sm_80"),
+        "{out}"
+    );
+    assert!(s.read("occ.lock").contains(&theirs));
+}
