@@ -211,8 +211,23 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     let lock_name = path
         .file_name()
         .map_or("the lock".into(), |n| n.to_string_lossy().into_owned());
-    // What has no baseline was checked by nothing: never "ok".
-    let unchecked = diff.unchecked(|_| true);
+    // What has no baseline was checked by nothing, nor were the lock's
+    // archs the build did not make: never "ok".
+    let mut unchecked = diff.unchecked(|_| true);
+    unchecked.not_built = diff.dropped_archs.clone();
+    let fix = if unchecked.not_built.is_empty() {
+        format!("record them with `cargo occ bless` and commit {name}")
+    } else {
+        format!(
+            "build every arch {name} records (OCC_ARCHS={}), then record what is new with \
+             `cargo occ bless` and commit {name}",
+            lock.archs.join(",")
+        )
+    };
+    if !text && !unchecked.is_empty() {
+        // The SARIF log holds results at source lines only: say it here.
+        eprintln!("not ok: {unchecked}; {fix}");
+    }
     let code = if diff.has_regressions() || !unchecked.is_empty() {
         1
     } else {
@@ -225,16 +240,15 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
                 occ_model::table::render_diff(&diff, &Verdict::ALL)
             );
             if !unchecked.is_empty() {
-                println!("not checked: {unchecked}");
+                println!("not checked: {unchecked}; {fix}");
             }
             println!("if this is intended, accept it with `cargo occ bless` and commit {name}");
         } else if !unchecked.is_empty() {
             print!(
-                "not ok: {} has {unchecked}, so nothing checked them; differences from it:\n{}",
-                name,
+                "not ok: {unchecked}; differences from {name}:\n{}",
                 occ_model::table::render_diff(&diff, &Verdict::ALL)
             );
-            println!("record them with `cargo occ bless` and commit {name}");
+            println!("{fix}");
         } else if diff.findings.is_empty() {
             if !diff.settings.is_empty() {
                 println!(

@@ -457,6 +457,12 @@ pub(crate) struct Finished<'a> {
     pub toolkit_top: Option<&'a Path>,
     /// The toolkit's include folders ([`Toolkit::include_dirs`]).
     pub toolkit_dirs: &'a [PathBuf],
+    /// Every folder below the user's search folders ([`subfolders`]): a
+    /// header created in one (`#include "gen/x.cuh"`) changes its stat.
+    pub subfolders: &'a [PathBuf],
+    /// The search folders with too many folders below them to walk: kept
+    /// with a stat that matches nothing, so every build proves the result.
+    pub unwalked: &'a [PathBuf],
     /// Each file nvcc left in its scratch folder, with its name in `out`.
     pub moves: &'a [(PathBuf, String)],
     /// `$OUT_DIR/occ`.
@@ -531,12 +537,16 @@ fn searched_folders(
 ) -> Vec<(PathBuf, Option<Stat>)> {
     let mut dirs: Vec<&Path> = run.search.iter().map(PathBuf::as_path).collect();
     dirs.extend(run.toolkit_dirs.iter().map(PathBuf::as_path));
+    dirs.extend(run.subfolders.iter().map(PathBuf::as_path));
     dirs.extend(run.deps.iter().filter_map(|d| d.parent()));
     dirs.extend(probes.iter().filter_map(|(p, _)| p.parent()));
     dirs.sort();
     dirs.dedup();
+    // The anchor header is named from the crate root (`<root>/../target/…`
+    // when the target folder is beside the crate): compared without `..`.
+    let out = crate::files::lexical(run.out);
     dirs.into_iter()
-        .filter(|d| !d.starts_with(run.out))
+        .filter(|d| !crate::files::lexical(d).starts_with(&out))
         .map(|d| {
             let stat = Stat::of_dir(d).map(|s| {
                 if s.not_older_than(started) {
@@ -547,7 +557,51 @@ fn searched_folders(
             });
             (d.to_path_buf(), stat)
         })
+        .chain(
+            run.unwalked
+                .iter()
+                .map(|d| (d.clone(), Stat::of_dir(d).map(Stat::unknown))),
+        )
         .collect()
+}
+
+/// The most folders [`subfolders`] walks below one search folder.
+const MAX_SUBFOLDERS: usize = 1000;
+
+/// Every folder below `dir` (not `dir` itself), sorted; `None` when there
+/// are more than [`MAX_SUBFOLDERS`]. Not walked: symbolic links, `.git`,
+/// `target` and any folder that holds `out` or lies in it (occ writes
+/// there itself).
+pub(crate) fn subfolders(dir: &Path, out: &Path) -> Option<Vec<PathBuf>> {
+    let out = crate::files::lexical(out);
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(next) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(&next) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            let name = entry.file_name();
+            let path = entry.path();
+            let lexical = crate::files::lexical(&path);
+            if !is_dir
+                || name == ".git"
+                || name == "target"
+                || lexical.starts_with(&out)
+                || out.starts_with(&lexical)
+            {
+                continue;
+            }
+            if found.len() == MAX_SUBFOLDERS {
+                return None;
+            }
+            found.push(path.clone());
+            todo.push(path);
+        }
+    }
+    found.sort();
+    Some(found)
 }
 
 /// Commits a finished job, in the order the module doc gives: the
@@ -922,20 +976,27 @@ pub(crate) fn search_dirs(root: &Path, source: &Path, args: &[String]) -> Vec<Pa
     if let Some(dir) = source.parent() {
         dirs.push(dir.to_path_buf());
     }
+    // nvcc's include options, each taking a comma-separated list
+    // (`-Ia,b`), as a word of their own or joined to their value.
+    const OPTIONS: [&str; 4] = ["--include-path", "--system-include", "-isystem", "-I"];
     let mut iter = args.iter();
     while let Some(a) = iter.next() {
-        if a == "-I" || a == "-isystem" || a == "--include-path" {
-            if let Some(d) = iter.next() {
-                dirs.push(abs(d));
-            }
-        } else if let Some(d) = a
-            .strip_prefix("--include-path=")
-            .or_else(|| a.strip_prefix("-isystem"))
-            .or_else(|| a.strip_prefix("-I"))
-            .filter(|d| !d.is_empty())
-        {
-            dirs.push(abs(d));
-        }
+        let value = if OPTIONS.contains(&a.as_str()) {
+            iter.next().map(String::as_str)
+        } else {
+            OPTIONS.iter().find_map(|o| {
+                a.strip_prefix(o)
+                    .map(|v| v.strip_prefix('=').unwrap_or(v))
+                    .filter(|v| !v.is_empty())
+            })
+        };
+        dirs.extend(
+            value
+                .into_iter()
+                .flat_map(|v| v.split(','))
+                .filter(|d| !d.is_empty())
+                .map(abs),
+        );
     }
     dirs
 }
@@ -1074,6 +1135,39 @@ fn has_include_names(text: &[u8]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_include_option_and_comma_list_names_a_search_folder() {
+        let root = Path::new("/c");
+        let args: Vec<String> = [
+            "-Ia,b",
+            "-I",
+            "c",
+            "--include-path=d,/abs/e",
+            "--system-include=/sys",
+            "-isystem",
+            "f",
+            "-isystemg",
+            "-include",
+            "anchor.cuh",
+        ]
+        .map(str::to_string)
+        .to_vec();
+        let dirs = search_dirs(root, Path::new("/c/kernels/k.cu"), &args);
+        let want = ["kernels", "a", "b", "c", "d", "/abs/e", "/sys", "f", "g"];
+        assert_eq!(dirs, want.map(|d| root.join(d)));
+    }
+
+    #[test]
+    fn subfolders_are_walked_below_a_search_folder_but_not_into_out_dir() {
+        let dir = tempfile_dir();
+        for sub in ["gen/deep", "target/x", ".git/objects", "out/occ"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        let found = subfolders(&dir, &dir.join("out/occ")).expect("walked");
+        assert_eq!(found, [dir.join("gen"), dir.join("gen/deep")]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn has_include_names_are_found_in_both_forms() {

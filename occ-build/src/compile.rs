@@ -50,6 +50,7 @@ pub(crate) fn run(
         jobs: inputs.parallel,
         jobserver: jobserver.as_ref(),
         verify: inputs.verify,
+        walked: Mutex::default(),
     }
     .run_all(jobs)
 }
@@ -114,6 +115,9 @@ pub(crate) struct Runner<'a> {
     /// Whether every cached result is proven by preprocessing before it is
     /// used (`OCC_CACHE=verify`, and always under `CI`).
     pub verify: bool,
+    /// The folders below each search folder ([`cache::subfolders`]),
+    /// walked once per build.
+    pub walked: Mutex<std::collections::HashMap<PathBuf, Option<Vec<PathBuf>>>>,
 }
 
 /// What became of a job's record ([`Runner::reuse`]).
@@ -280,6 +284,7 @@ impl Runner<'_> {
         if direct == cache::Direct::Unsure {
             let source = self.root.join(&job.source);
             let search = cache::search_dirs(self.root, &source, &self.search_args(&job.args));
+            let (below, unwalked) = self.subfolders(&search);
             let run = cache::Finished {
                 key,
                 root: self.root,
@@ -288,6 +293,8 @@ impl Runner<'_> {
                 search: &search,
                 toolkit_top: self.toolkit.top.as_deref(),
                 toolkit_dirs: &self.toolkit_dirs,
+                subfolders: &below,
+                unwalked: &unwalked,
                 moves: &[],
                 out: self.out,
                 record: &paths.record,
@@ -353,6 +360,7 @@ impl Runner<'_> {
         let source = self.root.join(&job.source);
         // The same folders the probes use: occ's own arguments add no -I.
         let search = cache::search_dirs(self.root, &source, &self.search_args(run_args));
+        let (below, unwalked) = self.subfolders(&search);
         let changed = cache::commit(
             before,
             &cache::Finished {
@@ -363,6 +371,8 @@ impl Runner<'_> {
                 search: &search,
                 toolkit_top: self.toolkit.top.as_deref(),
                 toolkit_dirs: &self.toolkit_dirs,
+                subfolders: &below,
+                unwalked: &unwalked,
                 moves: &kept.moves,
                 out: self.out,
                 record: &paths.record,
@@ -513,6 +523,27 @@ impl Runner<'_> {
                 signatures: g.signatures.clone(),
             })
             .collect())
+    }
+
+    /// The folders below the search folders `search` ([`cache::subfolders`]),
+    /// each walked once per build, and the search folders too big to walk.
+    fn subfolders(&self, search: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+        let (mut below, mut unwalked) = (Vec::new(), Vec::new());
+        for dir in search {
+            let known = self.walked.lock().ok().and_then(|w| w.get(dir).cloned());
+            let walked = known.unwrap_or_else(|| {
+                let walked = cache::subfolders(dir, self.out);
+                if let Ok(mut all) = self.walked.lock() {
+                    all.insert(dir.clone(), walked.clone());
+                }
+                walked
+            });
+            match walked {
+                Some(folders) => below.extend(folders),
+                None => unwalked.push(dir.clone()),
+            }
+        }
+        (below, unwalked)
     }
 
     /// The arguments as nvcc sees them for its include search:

@@ -194,10 +194,17 @@ pub enum Error {
     Unchecked {
         /// The lock's name (relative to the crate).
         lock: String,
-        /// The archs the build makes.
+        /// The archs to bless: the lock's and the build's.
         archs: Vec<String>,
         /// What has no baseline ([`occ_model::compare::Unchecked`]'s words).
         what: String,
+    },
+    /// An nvcc flag that reads more flags from a file (`--options-file`).
+    OptionsFile {
+        /// The flag.
+        flag: String,
+        /// Where it came from (`.flag()`, `NVCC_APPEND_FLAGS`, ...).
+        origin: String,
     },
     /// `OCC_CACHE` holds a value occ does not know.
     CacheMode {
@@ -633,14 +640,21 @@ impl fmt::Display for Error {
                 f,
                 "no {lock}, and CI is set: a CI build checks every kernel against the committed \
                  baseline, and there is none; record it with `cargo occ bless` (or OCC_BLESS=1 \
-                 cargo build) on a machine with nvcc and commit {lock}"
+                 cargo build) on a machine with nvcc and commit {lock} (in a `cargo package` \
+                 build, check that the package holds it: `cargo package --list`)"
             ),
             Error::Unchecked { lock, archs, what } => write!(
                 f,
                 "under CI every kernel x arch the build makes must be checked against {lock}, and \
                  some cannot be: {what}; bless them with `cargo occ bless` after a build of the \
-                 same archs (OCC_ARCHS={}) and commit {lock}",
+                 lock's archs and these (OCC_ARCHS={}) and commit {lock}",
                 archs.join(",")
+            ),
+            Error::OptionsFile { flag, origin } => write!(
+                f,
+                "the nvcc flag `{flag}` (from {origin}) reads more flags from a file whose contents \
+                 occ cannot see, so neither its job cache nor its lock would know them; give \
+                 the file's flags with .flag() in build.rs instead"
             ),
             Error::CacheMode { value } => write!(
                 f,
@@ -1091,6 +1105,10 @@ mod tests {
                 hint: s("did you mean `k`?"),
             },
             Error::CacheMode { value: s("on") },
+            Error::OptionsFile {
+                flag: s("--options-file=nvcc.opts"),
+                origin: s(".flag()"),
+            },
             Error::NoLockInCi {
                 lock: s("occ.lock"),
             },
@@ -1233,6 +1251,7 @@ mod tests {
                 | Error::UnknownCapTarget { .. }
                 | Error::AmbiguousCapTarget { .. }
                 | Error::CacheMode { .. }
+                | Error::OptionsFile { .. }
                 | Error::NoLockInCi { .. }
                 | Error::Unchecked { .. }
                 | Error::ShellUnsafeArgument { .. }

@@ -222,9 +222,19 @@ pub(crate) fn baseline(
         let unchecked = diff.unchecked(|source| scope.iter().any(|s| s == source));
         if !unchecked.is_empty() {
             details.failed = true;
+            // Blessed for the lock's archs and the build's, so that no
+            // baseline is dropped.
+            let mut archs = lock.archs.clone();
+            archs.extend(
+                inputs
+                    .archs
+                    .iter()
+                    .filter(|a| !lock.archs.contains(a))
+                    .cloned(),
+            );
             return Err(Error::Unchecked {
                 lock: lock_name,
-                archs: inputs.archs.clone(),
+                archs,
                 what: unchecked.to_string(),
             });
         }

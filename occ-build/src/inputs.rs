@@ -252,7 +252,7 @@ pub(crate) fn dependency(env: &Env, root: &Path) -> Option<String> {
             ("registry/src", "unpacked by cargo from a registry"),
             ("git/checkouts", "checked out by cargo from git"),
         ] {
-            let dir = home.join(place);
+            let dir = canonical(&home.join(place));
             if root.starts_with(&dir) {
                 return Some(format!("{what} into {}", dir.display()));
             }
@@ -264,11 +264,13 @@ pub(crate) fn dependency(env: &Env, root: &Path) -> Option<String> {
         .flat_map(|dir| {
             ["config.toml", "config"].map(|name| (dir.to_path_buf(), dir.join(".cargo").join(name)))
         })
-        .chain(
-            cargo_home
-                .iter()
-                .map(|h| (h.clone(), h.join("config.toml"))),
-        );
+        // Cargo reads a config's relative paths from the folder above the
+        // one that holds it: `<dir>` for `<dir>/.cargo/config.toml`, and
+        // the folder above `$CARGO_HOME` for `$CARGO_HOME/config.toml`.
+        .chain(cargo_home.iter().map(|h| {
+            let base = h.parent().unwrap_or(h).to_path_buf();
+            (base, h.join("config.toml"))
+        }));
     for (base, config) in configs {
         let Ok(text) = std::fs::read_to_string(&config) else {
             continue;
@@ -285,17 +287,39 @@ pub(crate) fn dependency(env: &Env, root: &Path) -> Option<String> {
     None
 }
 
-/// The folders of the `directory = "…"` keys of a cargo config's text
-/// (source replacement, as `cargo vendor` prints it).
+/// The folders of the `directory` keys of a cargo config's text (source
+/// replacement, as `cargo vendor` prints it), in every form TOML allows:
+/// `directory = "vendor"` under `[source.x]`, `x = { directory = "vendor" }`
+/// and `source.x.directory = "vendor"`. A text scan, not a TOML parser
+/// (which a build script would pay for): a `directory` key anywhere counts,
+/// and a false match can only make a crate in that very folder a
+/// dependency.
 fn directory_sources(config: &str) -> Vec<&str> {
-    config
-        .lines()
-        .filter_map(|line| {
-            let (key, value) = line.split_once('=')?;
-            (key.trim() == "directory").then(|| value.trim().trim_matches(['"', '\'']))
-        })
-        .filter(|folder| !folder.is_empty())
-        .collect()
+    let mut folders = Vec::new();
+    for line in config.lines() {
+        let line = line.split('#').next().unwrap_or("");
+        for (at, _) in line.match_indices("directory") {
+            let before = line[..at].chars().next_back();
+            if before.is_some_and(|c| !matches!(c, ' ' | '\t' | '{' | ',' | '.')) {
+                continue;
+            }
+            let rest = line[at + "directory".len()..].trim_start();
+            let Some(value) = rest.strip_prefix('=') else {
+                continue;
+            };
+            let value = value.trim_start();
+            let Some(quote) = value.chars().next().filter(|q| matches!(q, '"' | '\'')) else {
+                continue;
+            };
+            if let Some(end) = value[1..].find(quote) {
+                let folder = &value[1..1 + end];
+                if !folder.is_empty() {
+                    folders.push(folder);
+                }
+            }
+        }
+    }
+    folders
 }
 
 impl Inputs {
@@ -575,4 +599,22 @@ fn split_list(value: &str) -> Vec<String> {
         .filter(|s| !s.is_empty())
         .map(str::to_string)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_source_is_read_in_every_toml_form() {
+        let config =
+            "[source.crates-io]\nreplace-with = \"v\"\n[source.v]\ndirectory = \"vendor\"\n\
+            [source]\nw = { directory = 'third/party', other = 1 }\n\
+            source.x.directory = \"/usr/share/cargo/registry\" # packaged\n\
+            subdirectory = \"no\"\n# directory = \"commented\"\n";
+        assert_eq!(
+            directory_sources(config),
+            ["vendor", "third/party", "/usr/share/cargo/registry"]
+        );
+    }
 }

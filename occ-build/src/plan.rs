@@ -298,6 +298,9 @@ const RESERVED: &[(&[&str], Option<&str>)] = &[
     ),
 ];
 
+/// Flags that make nvcc read more flags from a file.
+const OPTIONS_FILE: &[&str] = &["-optf", "--options-file"];
+
 /// Flags that make device code relocatable: its cubin would need a device
 /// link, and ptxas's numbers would be the pre-link ones.
 const RELOCATABLE: &[&str] = &[
@@ -319,6 +322,15 @@ fn check_flags<'a>(flags: impl IntoIterator<Item = (&'a str, &'a str)>) -> Resul
                 flag: flag.to_string(),
                 origin: origin.to_string(),
                 instead: instead.map(str::to_string),
+            });
+        }
+        // nvcc reads more flags from the file: its contents would be in no
+        // job's key, no lock and no proof (the preprocessed text may not
+        // change with them).
+        if OPTIONS_FILE.contains(&name) {
+            return Err(Error::OptionsFile {
+                flag: flag.to_string(),
+                origin: origin.to_string(),
             });
         }
         let value = flag.split_once('=').map(|(_, v)| v);
@@ -502,8 +514,24 @@ fn unknown_cap_target(target: &str, manifest: &Manifest) -> Error {
 
 #[cfg(test)]
 mod tests {
-    use super::{relative_to, without_paths};
+    use super::{check_flags, relative_to, without_paths};
+    use crate::error::Error;
     use std::path::Path;
+
+    #[test]
+    fn an_options_file_is_refused_from_every_origin() {
+        for (flag, origin) in [
+            ("--options-file=nvcc.opts", ".flag()"),
+            ("-optf", "NVCC_APPEND_FLAGS"),
+        ] {
+            let err = check_flags([(flag, origin)]).expect_err(flag);
+            assert!(
+                matches!(&err, Error::OptionsFile { flag: f, origin: o } if f == flag && o == origin),
+                "{err}"
+            );
+        }
+        assert!(check_flags([("-O3", ".flag()"), ("--use_fast_math", ".flag()")]).is_ok());
+    }
 
     #[test]
     fn the_anchor_is_named_from_the_crate_root() {

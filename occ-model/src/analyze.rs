@@ -198,8 +198,9 @@ pub fn build_manifest<'a>(
 /// The kernel list comes from the object: the PTX's entries (the cubin
 /// is ptxas's output of that PTX) are the job's kernels, and the log must
 /// hold lines for every one of them and for no other
-/// ([`Error::Unaccounted`]); a log that lost its lines (a launcher that
-/// hid nvcc's stderr) is an error, never an empty kernel table.
+/// ([`Error::Unaccounted`]), each with its `Used N registers` line; a log
+/// that lost its lines (a launcher that hid or filtered nvcc's stderr) is
+/// an error, never an empty kernel table or a kernel of 0 registers.
 fn accounted(
     file: &str,
     arch: &str,
@@ -222,15 +223,22 @@ fn accounted(
         .filter(|name| !entries.contains_key(**name))
         .map(|name| name.to_string())
         .collect();
-    if missing.is_empty() && extra.is_empty() {
+    let uncounted: Vec<String> = log
+        .kernels
+        .iter()
+        .filter(|k| k.arch.as_deref().is_none_or(|a| a == arch) && !k.counted)
+        .map(|k| k.name.clone())
+        .collect();
+    if missing.is_empty() && extra.is_empty() && uncounted.is_empty() {
         return Ok(());
     }
-    Err(Error::Unaccounted {
+    Err(Error::Unaccounted(Box::new(crate::error::Unaccounted {
         file: file.to_string(),
         arch: arch.to_string(),
         missing,
         extra,
-    })
+        uncounted,
+    })))
 }
 
 /// Sorts kernels by symbol, then source, and gives each a unique Rust

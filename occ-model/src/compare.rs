@@ -354,7 +354,11 @@ impl Diff {
             .filter(|f| !archs.contains(&f.arch))
             .map(|f| format!("{} ({})", f.kernel, f.arch))
             .collect();
-        Unchecked { archs, kernels }
+        Unchecked {
+            archs,
+            kernels,
+            not_built: Vec::new(),
+        }
     }
 }
 
@@ -365,12 +369,16 @@ pub struct Unchecked {
     pub archs: Vec<String>,
     /// Other kernel × archs with no baseline, as `kernel (arch)`.
     pub kernels: Vec<String>,
+    /// Archs the lock records that the build did not make, so their
+    /// baselines were checked against nothing (`cargo occ check` counts
+    /// them; a build warns of them, [`Diff::dropped_archs`]).
+    pub not_built: Vec<String>,
 }
 
 impl Unchecked {
     /// Whether everything was checked.
     pub fn is_empty(&self) -> bool {
-        self.archs.is_empty() && self.kernels.is_empty()
+        self.archs.is_empty() && self.kernels.is_empty() && self.not_built.is_empty()
     }
 }
 
@@ -397,6 +405,12 @@ impl fmt::Display for Unchecked {
                 } else {
                     String::new()
                 }
+            ));
+        }
+        if !self.not_built.is_empty() {
+            parts.push(format!(
+                "{} in the lock but not built, so checked against nothing",
+                self.not_built.join(", ")
             ));
         }
         write!(f, "{}", parts.join("; "))

@@ -26,17 +26,8 @@ pub enum Error {
     },
     /// A job's ptxas log that does not account for exactly the kernels
     /// its PTX defines (a launcher or wrapper that hid or filtered nvcc's
-    /// stderr, or a log of another compile).
-    Unaccounted {
-        /// The `.cu` file.
-        file: String,
-        /// The target arch.
-        arch: String,
-        /// The PTX's kernels that the log has no lines for.
-        missing: Vec<String>,
-        /// The log's kernels that the PTX does not define.
-        extra: Vec<String>,
-    },
+    /// stderr, or a log of another compile). Boxed: the enum stays small.
+    Unaccounted(Box<Unaccounted>),
     /// The occupancy model rejected a kernel's numbers.
     Occupancy {
         /// The kernel.
@@ -80,6 +71,22 @@ pub enum Error {
     },
 }
 
+/// What [`Error::Unaccounted`] says of a job's log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unaccounted {
+    /// The `.cu` file.
+    pub file: String,
+    /// The target arch.
+    pub arch: String,
+    /// The PTX's kernels that the log has no lines for.
+    pub missing: Vec<String>,
+    /// The log's kernels that the PTX does not define.
+    pub extra: Vec<String>,
+    /// The PTX's kernels whose lines in the log lack their `Used N
+    /// registers` line.
+    pub uncounted: Vec<String>,
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -89,12 +96,14 @@ impl fmt::Display for Error {
                 "cannot read the ptxas output for {file} ({arch}): {detail}; this is an occ bug or an \
                  nvcc version it does not know: please report it with the line above"
             ),
-            Error::Unaccounted {
-                file,
-                arch,
-                missing,
-                extra,
-            } => {
+            Error::Unaccounted(u) => {
+                let Unaccounted {
+                    file,
+                    arch,
+                    missing,
+                    extra,
+                    uncounted,
+                } = &**u;
                 let names = |v: &[String]| {
                     let shown: Vec<&str> = v.iter().take(5).map(String::as_str).collect();
                     let more = v.len().saturating_sub(shown.len());
@@ -117,6 +126,13 @@ impl fmt::Display for Error {
                         "the log has lines for {} kernel(s) its PTX does not define ({})",
                         extra.len(),
                         names(extra)
+                    ));
+                }
+                if !uncounted.is_empty() {
+                    what.push(format!(
+                        "the log's lines for {} kernel(s) lack their `Used N registers` line ({})",
+                        uncounted.len(),
+                        names(uncounted)
                     ));
                 }
                 write!(
@@ -211,12 +227,13 @@ mod tests {
                 arch: s("sm_80"),
                 detail: s("line 3"),
             },
-            Error::Unaccounted {
+            Error::Unaccounted(Box::new(Unaccounted {
                 file: s("k.cu"),
                 arch: s("sm_80"),
                 missing: vec![s("k1"), s("k2")],
                 extra: vec![s("old")],
-            },
+                uncounted: vec![s("k3")],
+            })),
             Error::Occupancy {
                 kernel: s("k"),
                 arch: s("sm_80"),
@@ -247,7 +264,7 @@ mod tests {
             seen.insert(match &e {
                 Error::Corrupt { .. } => "Corrupt",
                 Error::Parse { .. } => "Parse",
-                Error::Unaccounted { .. } => "Unaccounted",
+                Error::Unaccounted(_) => "Unaccounted",
                 Error::Occupancy { .. } => "Occupancy",
                 Error::UnmatchedLaunch { .. } => "UnmatchedLaunch",
                 Error::ConflictingLaunches { .. } => "ConflictingLaunches",

@@ -61,6 +61,10 @@ pub struct KernelRecord {
     pub arch: Option<String>,
     /// Registers per thread (`Used N registers`).
     pub registers: u32,
+    /// Whether its `Used N registers` line was seen: a log that lost it (a
+    /// launcher that filtered nvcc's stderr) has no numbers for the kernel.
+    #[serde(default)]
+    pub counted: bool,
     /// Named barriers (`used N barriers`); `None` before CUDA 12.8, which does not print it.
     pub barriers: Option<u32>,
     /// Static shared memory in bytes (`N bytes smem`; 0 when absent). Dynamic shared
@@ -320,6 +324,7 @@ impl Log {
             for i in targets {
                 let k = &mut self.kernels[i];
                 k.registers = rec.registers;
+                k.counted = true;
                 if rec.barriers.is_some() {
                     k.barriers = rec.barriers;
                 }
@@ -683,6 +688,7 @@ impl Parser {
             name: name.to_string(),
             arch,
             registers: 0,
+            counted: false,
             barriers: None,
             static_smem: 0,
             cmem: BTreeMap::new(),
@@ -786,6 +792,7 @@ impl Parser {
         };
         let k = &mut self.log.kernels[k];
         k.registers = regs;
+        k.counted = true;
         k.barriers = f.barriers;
         k.static_smem = f.smem.unwrap_or(0);
         k.cmem = f.cmem;

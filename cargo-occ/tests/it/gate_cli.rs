@@ -237,7 +237,21 @@ fn check_names_every_arch_and_kernel_it_could_not_check_and_is_not_ok() {
         out.contains("not ok:")
             && out.contains("no baseline for sm_86 (any kernel)")
             && out.contains("extra (sm_80)")
+            && out.contains("sm_90 in the lock but not built")
+            && out.contains("OCC_ARCHS=sm_80,sm_90")
             && out.contains("cargo occ bless"),
         "{out}"
     );
+    // The SARIF log holds results at source lines: what was not checked
+    // is said on stderr, and the exit status is the same.
+    let args = [
+        "check",
+        "--manifest",
+        &manifest(&second),
+        "--format",
+        "sarif",
+    ];
+    let (code, _, err) = occ(s.path(), &args, &[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("not ok:") && err.contains("sm_86"), "{err}");
 }

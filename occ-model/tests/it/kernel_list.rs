@@ -42,8 +42,7 @@ fn a_lost_log_is_an_error_naming_every_kernel_not_an_empty_table() {
     // What a launcher that hides nvcc's stderr leaves: nothing.
     let err = build("", PTX).expect_err("no log");
     assert!(
-        matches!(&err, Error::Unaccounted { missing, extra, .. }
-            if missing == &["ka", "kb"] && extra.is_empty()),
+        matches!(&err, Error::Unaccounted(u) if u.missing == ["ka", "kb"] && u.extra.is_empty()),
         "{err:?}"
     );
     let text = err.to_string();
@@ -61,13 +60,32 @@ fn a_log_with_one_kernel_dropped_or_one_of_another_compile_is_an_error() {
         .find("ptxas info    : Compiling entry function 'ka'")
         .expect("ka");
     let filtered = format!("{}{}", &LOG[..start], &LOG[end..]);
-    assert!(
-        matches!(build(&filtered, PTX), Err(Error::Unaccounted { missing, .. }) if missing == ["kb"])
-    );
+    assert!(matches!(build(&filtered, PTX), Err(Error::Unaccounted(u)) if u.missing == ["kb"]));
     // A log naming a kernel the PTX does not define.
     let renamed = LOG.replace("'kb'", "'kc'").replace("for kb", "for kc");
     assert!(matches!(
         build(&renamed, PTX),
-        Err(Error::Unaccounted { missing, extra, .. }) if missing == ["kb"] && extra == ["kc"]
+        Err(Error::Unaccounted(u)) if u.missing == ["kb"] && u.extra == ["kc"]
     ));
+}
+
+#[test]
+fn a_log_whose_register_lines_were_filtered_out_is_an_error_not_zero_registers() {
+    // What a launcher that drops the `Used` lines leaves: every kernel
+    // named, none counted.
+    let filtered: String = LOG
+        .lines()
+        .filter(|l| !l.contains("Used "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let err = build(&filtered, PTX).expect_err("no register counts");
+    assert!(
+        matches!(&err, Error::Unaccounted(u) if u.missing.is_empty() && u.uncounted == ["kb", "ka"]),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .contains("lack their `Used N registers` line"),
+        "{err}"
+    );
 }

@@ -267,16 +267,20 @@ fn a_control_character_in_a_source_name_is_refused_before_nvcc_runs() {
 #[test]
 fn a_corrupt_manifest_names_the_file_and_says_rebuild() {
     let s = Scratch::new();
+    let now = occ_model::manifest::SCHEMA_VERSION;
     for (text, needle) in [
-        ("{\"schema\": 2, \"package\": ", "not valid JSON"),
-        ("\u{0}\u{1}binary", "not valid JSON"),
-        ("", "not valid JSON"),
-        ("[1, 2, 3]", "has no \"schema\" field"),
-        ("{\"schema\": 2}", "not an occ manifest"),
-        ("{\"schema\": \"1\"}", "has no \"schema\" field"),
-        ("{\"schema\": 0}", "written by an older occ"),
+        (
+            format!("{{\"schema\": {now}, \"package\": "),
+            "not valid JSON",
+        ),
+        ("\u{0}\u{1}binary".to_string(), "not valid JSON"),
+        (String::new(), "not valid JSON"),
+        ("[1, 2, 3]".to_string(), "has no \"schema\" field"),
+        (format!("{{\"schema\": {now}}}"), "not an occ manifest"),
+        ("{\"schema\": \"1\"}".to_string(), "has no \"schema\" field"),
+        ("{\"schema\": 0}".to_string(), "written by an older occ"),
     ] {
-        let path = s.write("out/occ/manifest.json", text);
+        let path = s.write("out/occ/manifest.json", &text);
         let err = occ_build::cli::read_manifest(&path).expect_err("corrupt");
         let msg = err.to_string();
         assert!(
@@ -309,8 +313,10 @@ fn a_manifest_from_a_newer_schema_says_upgrade() {
         .expect_err("newer")
         .to_string();
     assert!(
-        msg.contains("written by a newer occ (schema 7; this occ reads schema 2)")
-            && msg.contains("upgrade occ-build, occ-macros and cargo-occ together"),
+        msg.contains(&format!(
+            "written by a newer occ (schema 7; this occ reads schema {})",
+            occ_model::manifest::SCHEMA_VERSION
+        )) && msg.contains("upgrade occ-build, occ-macros and cargo-occ together"),
         "{msg}"
     );
 }

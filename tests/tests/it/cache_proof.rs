@@ -55,6 +55,52 @@ fn a_header_a_macro_has_include_finds_is_seen_in_every_searched_folder() {
         2 * 256,
         "the -I folder's header, once alone"
     );
+    // In a subfolder that already exists and holds no input.
+    let s = Scratch::new();
+    s.write(
+        "kernels/k.cu",
+        &MACRO_HAS_INCLUDE.replace("\"opt.cuh\"", "\"gen/opt.cuh\""),
+    );
+    s.write("kernels/gen/.keep", "");
+    assert_eq!(smem(&build(&s), &[]).0, 256);
+    s.write("kernels/gen/opt.cuh", "#define N 8\n");
+    assert_eq!(
+        smem(&build(&s), &[]).0,
+        8 * 256,
+        "a header created in a subfolder"
+    );
+}
+
+#[test]
+fn an_out_dir_outside_the_crate_root_keeps_the_direct_check_holding() {
+    // A workspace member: the target folder beside the crate, named through
+    // `..` as cargo may name it; nothing changed, so no proof runs either.
+    let s = Scratch::new();
+    s.write("member/kernels/k.cu", MACRO_HAS_INCLUDE);
+    let log = s.path().join("nvcc.log");
+    let nvcc = script(
+        &s.path().join("nvcc-log"),
+        &format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            occ_tests::nvcc().display()
+        ),
+    );
+    let root = s.path().join("member");
+    let b = occ_tests::kernels_build(&root, &root.join("../target/out"), ["sm_80"]);
+    let env = [("NVCC", Some(nvcc.to_str().expect("utf-8")))];
+    assert_eq!(smem(&b, &env).1, 1);
+    let logged = || std::fs::read_to_string(&log).unwrap_or_default();
+    let before = logged().lines().count();
+    assert!(before > 0, "the wrapper logs nvcc's calls");
+    assert_eq!(smem(&b, &env).1, 0);
+    let proofs: Vec<String> = logged()
+        .lines()
+        .skip(before)
+        .filter(|l| l.starts_with("-E "))
+        .map(str::to_string)
+        .collect();
+    assert!(proofs.is_empty(), "an unchanged job was proven: {proofs:?}");
 }
 
 #[test]

@@ -73,6 +73,18 @@ const NOT_ALONE: &[(&str, &str)] = &[
         "tests/fixtures/cu/pipeline/bad.cu",
         "a compile error on purpose",
     ),
+    (
+        "tests/fixtures/src/errors/include.cu",
+        "a missing header on purpose (nvcc_text's error fixtures)",
+    ),
+    (
+        "tests/fixtures/src/errors/smem.cu",
+        "too much static shared memory on purpose (nvcc_text's error fixtures)",
+    ),
+    (
+        "tests/fixtures/src/errors/template.cu",
+        "a template error on purpose (nvcc_text's error fixtures)",
+    ),
 ];
 
 /// Instruction text per (arch, function), as `cuobjdump -sass` prints it.
