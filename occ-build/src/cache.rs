@@ -569,21 +569,26 @@ fn searched_folders(
 const MAX_SUBFOLDERS: usize = 1000;
 
 /// Every folder below `dir` (not `dir` itself), sorted; `None` when there
-/// are more than [`MAX_SUBFOLDERS`]. Not walked: symbolic links, `.git`,
-/// `target` and any folder that holds `out` or lies in it (occ writes
-/// there itself).
+/// are more than [`MAX_SUBFOLDERS`]. A symbolic link to a folder is walked
+/// as the folder (its stat is the target's), each folder once. Not walked:
+/// `.git`, `target` and any folder that holds `out` or lies in it (occ
+/// writes there itself).
 pub(crate) fn subfolders(dir: &Path, out: &Path) -> Option<Vec<PathBuf>> {
     let out = crate::files::lexical(out);
     let mut found = Vec::new();
+    let mut seen: std::collections::HashSet<PathBuf> =
+        std::fs::canonicalize(dir).into_iter().collect();
     let mut todo = vec![dir.to_path_buf()];
     while let Some(next) = todo.pop() {
         let Ok(entries) = std::fs::read_dir(&next) else {
             continue;
         };
         for entry in entries.flatten() {
-            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-            let name = entry.file_name();
             let path = entry.path();
+            // Through links: a linked folder's files are found through it.
+            let is_dir = std::fs::metadata(&path).is_ok_and(|m| m.is_dir())
+                && std::fs::canonicalize(&path).is_ok_and(|c| seen.insert(c));
+            let name = entry.file_name();
             let lexical = crate::files::lexical(&path);
             if !is_dir
                 || name == ".git"

@@ -317,26 +317,28 @@ pub(crate) fn dryrun_include_dirs(text: &str) -> Vec<String> {
     dirs
 }
 
-/// The words of a dry run's setting `name` (quoted words whole, the rest
-/// split at spaces).
-fn setting_words<'a>(text: &'a str, name: &str) -> impl Iterator<Item = &'a str> {
-    let value = text
-        .lines()
+/// The words of a dry run's setting `name`, of every line that sets it
+/// (nvcc prints `INCLUDES` once from the environment and again once its
+/// profile's `+=` added to it), quoted words whole, the rest split at
+/// spaces.
+fn setting_words<'a>(text: &'a str, name: &'a str) -> impl Iterator<Item = &'a str> {
+    text.lines()
         .filter_map(|l| l.strip_prefix("#$ "))
-        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix('=')))
-        .unwrap_or("");
-    // Quoted words (odd pieces) are whole; the rest split at spaces.
-    value
-        .split('"')
-        .enumerate()
-        .flat_map(|(i, piece)| {
-            if i % 2 == 1 {
-                vec![piece]
-            } else {
-                piece.split_whitespace().collect()
-            }
+        .filter_map(move |l| l.strip_prefix(name).and_then(|r| r.strip_prefix('=')))
+        .flat_map(|value| {
+            // Quoted words (odd pieces) are whole; the rest split at spaces.
+            value
+                .split('"')
+                .enumerate()
+                .flat_map(|(i, piece)| {
+                    if i % 2 == 1 {
+                        vec![piece]
+                    } else {
+                        piece.split_whitespace().collect()
+                    }
+                })
+                .filter(|w| !w.is_empty())
         })
-        .filter(|w| !w.is_empty())
 }
 
 /// The environment variables an `nvcc.profile` can take a value from:
@@ -411,6 +413,18 @@ mod tests {
         assert_eq!(
             dryrun_include_dirs(DRYRUN),
             ["/cuda/bin/../include", "/cuda/bin/../include/cccl"]
+        );
+        // A profile's `INCLUDES += "-I$(MY_INC)"`: nvcc prints the setting
+        // again, with the folder added; every line counts.
+        let twice = format!("{DRYRUN}#$ INCLUDES=\"-I/cuda/bin/../include\" \"-I/my/inc\"  \n");
+        assert_eq!(
+            dryrun_include_dirs(&twice),
+            [
+                "/cuda/bin/../include",
+                "/cuda/bin/../include",
+                "/my/inc",
+                "/cuda/bin/../include/cccl"
+            ]
         );
     }
 

@@ -198,7 +198,8 @@ pub fn build_manifest<'a>(
 /// The kernel list comes from the object: the PTX's entries (the cubin
 /// is ptxas's output of that PTX) are the job's kernels, and the log must
 /// hold lines for every one of them and for no other
-/// ([`Error::Unaccounted`]), each with its `Used N registers` line; a log
+/// ([`Error::Unaccounted`]), each with its resource lines (`Used N
+/// registers`, `N bytes stack frame, N bytes spill stores, ...`); a log
 /// that lost its lines (a launcher that hid or filtered nvcc's stderr) is
 /// an error, never an empty kernel table or a kernel of 0 registers.
 fn accounted(
@@ -226,7 +227,7 @@ fn accounted(
     let uncounted: Vec<String> = log
         .kernels
         .iter()
-        .filter(|k| k.arch.as_deref().is_none_or(|a| a == arch) && !k.counted)
+        .filter(|k| k.arch.as_deref().is_none_or(|a| a == arch) && !(k.counted && k.framed))
         .map(|k| k.name.clone())
         .collect();
     if missing.is_empty() && extra.is_empty() && uncounted.is_empty() {

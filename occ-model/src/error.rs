@@ -82,8 +82,8 @@ pub struct Unaccounted {
     pub missing: Vec<String>,
     /// The log's kernels that the PTX does not define.
     pub extra: Vec<String>,
-    /// The PTX's kernels whose lines in the log lack their `Used N
-    /// registers` line.
+    /// The PTX's kernels whose lines in the log lack a resource line
+    /// (`Used N registers`, or `N bytes stack frame, N bytes spill ...`).
     pub uncounted: Vec<String>,
 }
 
@@ -130,7 +130,8 @@ impl fmt::Display for Error {
                 }
                 if !uncounted.is_empty() {
                     what.push(format!(
-                        "the log's lines for {} kernel(s) lack their `Used N registers` line ({})",
+                        "the log's lines for {} kernel(s) lack a resource line (`Used N registers` \
+                         or `N bytes stack frame, N bytes spill stores`) ({})",
                         uncounted.len(),
                         names(uncounted)
                     ));

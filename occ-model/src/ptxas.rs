@@ -65,6 +65,10 @@ pub struct KernelRecord {
     /// launcher that filtered nvcc's stderr) has no numbers for the kernel.
     #[serde(default)]
     pub counted: bool,
+    /// Whether its `N bytes stack frame, N bytes spill stores, ...` line was
+    /// seen: without it, no spill would show.
+    #[serde(default)]
+    pub framed: bool,
     /// Named barriers (`used N barriers`); `None` before CUDA 12.8, which does not print it.
     pub barriers: Option<u32>,
     /// Static shared memory in bytes (`N bytes smem`; 0 when absent). Dynamic shared
@@ -689,6 +693,7 @@ impl Parser {
             arch,
             registers: 0,
             counted: false,
+            framed: false,
             barriers: None,
             static_smem: 0,
             cmem: BTreeMap::new(),
@@ -751,6 +756,7 @@ impl Parser {
         match self.props.take() {
             Some(Props::Kernel(k)) => {
                 let k = &mut self.log.kernels[k];
+                k.framed = true;
                 k.stack_frame = frame;
                 k.spill_stores = stores.unwrap_or(0);
                 k.spill_loads = loads.unwrap_or(0);

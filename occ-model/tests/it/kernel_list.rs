@@ -83,9 +83,19 @@ fn a_log_whose_register_lines_were_filtered_out_is_an_error_not_zero_registers()
         matches!(&err, Error::Unaccounted(u) if u.missing.is_empty() && u.uncounted == ["kb", "ka"]),
         "{err:?}"
     );
+    assert!(err.to_string().contains("lack a resource line"), "{err}");
+}
+
+#[test]
+fn a_log_whose_spill_lines_were_filtered_out_is_an_error_not_zero_spills() {
+    let filtered: String = LOG
+        .lines()
+        .filter(|l| !l.contains("spill"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let err = build(&filtered, PTX).expect_err("no spill counts");
     assert!(
-        err.to_string()
-            .contains("lack their `Used N registers` line"),
-        "{err}"
+        matches!(&err, Error::Unaccounted(u) if u.uncounted == ["kb", "ka"]),
+        "{err:?}"
     );
 }
