@@ -23,11 +23,15 @@
 //!   its stat (size, mtime, ctime, inode) and re-hashed only when the stat
 //!   differs, as git's index does;
 //! - the **folders**: every folder the include search looked in or could
-//!   have (the source's, each `-I` and `CPATH`-like folder, the toolkit's
-//!   include folders, each input's folder and each probe's), by stat: a
-//!   file created, removed or renamed in one changes it, whatever the
-//!   file's name (`__has_include` of a macro, a header that shadows a
-//!   toolkit header, by quotes or angle brackets, `#include_next`);
+//!   have (the source's, each `-I`, `--system-include` and `CPATH`-like
+//!   folder and every folder below them, through symbolic links, the
+//!   toolkit's include folders as its profile set them, each input's folder
+//!   and each probe's), by stat: a file created, removed or renamed in one
+//!   changes it, whatever the file's name (`__has_include` of a macro, a
+//!   header that shadows a toolkit header, by quotes or angle brackets,
+//!   `#include_next`). A search folder with more than a thousand folders
+//!   below it is kept with a stat that matches nothing: every build proves
+//!   its jobs;
 //! - the **probes**: the paths where a header of the same name as an
 //!   input would have been found first, and the candidates of each literal
 //!   `__has_include`, with whether each existed;
@@ -50,6 +54,10 @@
 //!   rewritten with today's folders;
 //! - an input's bytes changed or it is gone, the key differs, or an
 //!   output is not the recorded file: the job runs again.
+//!
+//! nvcc's flags from a file (`--options-file`) are refused (`plan`): what
+//! the file says would be in no key, no lock and, where it changes no
+//! preprocessed text, no proof.
 //!
 //! A host-code library (one `nvcc -c` for every arch) has several texts
 //! that `nvcc -E` cannot repeat; it has no proof, so where one is due it

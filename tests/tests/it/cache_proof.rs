@@ -69,6 +69,22 @@ fn a_header_a_macro_has_include_finds_is_seen_in_every_searched_folder() {
         8 * 256,
         "a header created in a subfolder"
     );
+    // Behind a symbolic link to a folder elsewhere.
+    let s = Scratch::new();
+    s.write(
+        "kernels/k.cu",
+        &MACRO_HAS_INCLUDE.replace("\"opt.cuh\"", "\"gen/opt.cuh\""),
+    );
+    s.write("elsewhere/.keep", "");
+    std::os::unix::fs::symlink(s.path().join("elsewhere"), s.path().join("kernels/gen"))
+        .expect("link");
+    assert_eq!(smem(&build(&s), &[]).0, 256);
+    s.write("elsewhere/opt.cuh", "#define N 2\n");
+    assert_eq!(
+        smem(&build(&s), &[]).0,
+        2 * 256,
+        "a header created behind a link"
+    );
 }
 
 #[test]
@@ -165,6 +181,16 @@ fn a_variable_the_toolkits_profile_expands_is_part_of_every_jobs_key() {
         directives.rerun_if_env_changed
     );
     assert_eq!(run(&two).0, 2 * 256, "OCC_TEST_INC changed");
+    // A header created in the folder the profile adds.
+    let three = s.path().join("three");
+    s.write("three/.keep", "");
+    assert_eq!(run(&three).0, 256, "no opt.cuh in the profile's folder");
+    s.write("three/opt.cuh", "#define N 5\n");
+    assert_eq!(
+        run(&three).0,
+        5 * 256,
+        "a header created in the profile's folder"
+    );
 }
 
 /// An `NVCC` wrapper that adds `-DN=<the contents of n.txt>`: a setting
