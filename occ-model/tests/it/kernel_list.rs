@@ -32,6 +32,14 @@ fn build(log: &str, ptx: &str) -> Result<Vec<String>, Error> {
     Ok(manifest.kernels.into_iter().map(|k| k.name).collect())
 }
 
+/// `log` less every line holding `text` (what a filtering launcher leaves).
+fn without(log: &str, text: &str) -> String {
+    log.lines()
+        .filter(|l| !l.contains(text))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
 #[test]
 fn a_log_that_accounts_for_every_entry_gives_every_kernel() {
     assert_eq!(build(LOG, PTX).expect("builds"), ["ka", "kb"]);
@@ -73,12 +81,7 @@ fn a_log_with_one_kernel_dropped_or_one_of_another_compile_is_an_error() {
 fn a_log_whose_register_lines_were_filtered_out_is_an_error_not_zero_registers() {
     // What a launcher that drops the `Used` lines leaves: every kernel
     // named, none counted.
-    let filtered: String = LOG
-        .lines()
-        .filter(|l| !l.contains("Used "))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let err = build(&filtered, PTX).expect_err("no register counts");
+    let err = build(&without(LOG, "Used "), PTX).expect_err("no register counts");
     assert!(
         matches!(&err, Error::Unaccounted(u) if u.missing.is_empty() && u.uncounted == ["kb", "ka"]),
         "{err:?}"
@@ -88,12 +91,7 @@ fn a_log_whose_register_lines_were_filtered_out_is_an_error_not_zero_registers()
 
 #[test]
 fn a_log_whose_spill_lines_were_filtered_out_is_an_error_not_zero_spills() {
-    let filtered: String = LOG
-        .lines()
-        .filter(|l| !l.contains("spill"))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let err = build(&filtered, PTX).expect_err("no spill counts");
+    let err = build(&without(LOG, "spill"), PTX).expect_err("no spill counts");
     assert!(
         matches!(&err, Error::Unaccounted(u) if u.uncounted == ["kb", "ka"]),
         "{err:?}"
