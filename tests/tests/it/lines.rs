@@ -225,24 +225,31 @@ fn whole_cubin(cubin: &Path, roots: &[&str]) -> BTreeMap<String, SourceLines> {
     source_lines(&info, &ranges, roots)
 }
 
-#[test]
-fn deny_spills_names_the_line() {
+/// `tests/ui/kernels/loop.cu` built as `kernels/<name>` with spills
+/// denied: the error's message, and the words that must name its spill
+/// (` bytes spill loads at kernels/<name>:<line> (loop at :<line>)`).
+fn denied_loop_spill(name: &str) -> (String, String) {
     let s = Scratch::new();
     let text =
         std::fs::read_to_string(occ_tests::workspace_root().join("tests/ui/kernels/loop.cu"))
             .expect("read tests/ui/kernels/loop.cu");
-    s.write("kernels/loop.cu", &text);
+    s.write(&format!("kernels/{name}"), &text);
     let err = s
         .build(["sm_80"])
         .deny_spills()
         .try_compile_with(&build_env(&[]))
         .expect_err("loopspill spills");
     let at = format!(
-        " bytes spill loads at kernels/loop.cu:{} (loop at :{})",
+        " bytes spill loads at kernels/{name}:{} (loop at :{})",
         line_of(&text, "occ-test: spills"),
         line_of(&text, "occ-test: loop")
     );
-    let message = err.to_string();
+    (err.to_string(), at)
+}
+
+#[test]
+fn deny_spills_names_the_line() {
+    let (message, at) = denied_loop_spill("loop.cu");
     let line = message
         .lines()
         .find(|l| l.trim_start().starts_with("loopspill on sm_80: "))
@@ -256,22 +263,7 @@ fn a_spill_in_a_file_with_a_non_ascii_name_is_named_as_the_file_is() {
     // ptxas splits the PTX's escaped `.file` name at its last backslash
     // (`hot \303` / `274.cu`), so nvdisasm prints `hot \303/274.cu` for
     // `hot ü.cu`: decoded as such, it read `kernels/hot �/274.cu`.
-    let s = Scratch::new();
-    let text =
-        std::fs::read_to_string(occ_tests::workspace_root().join("tests/ui/kernels/loop.cu"))
-            .expect("read tests/ui/kernels/loop.cu");
-    s.write("kernels/hot ü€.cu", &text);
-    let err = s
-        .build(["sm_80"])
-        .deny_spills()
-        .try_compile_with(&build_env(&[]))
-        .expect_err("loopspill spills");
-    let at = format!(
-        " bytes spill loads at kernels/hot ü€.cu:{} (loop at :{})",
-        line_of(&text, "occ-test: spills"),
-        line_of(&text, "occ-test: loop")
-    );
-    let message = err.to_string();
+    let (message, at) = denied_loop_spill("hot ü€.cu");
     assert!(message.contains(&at), "`{at}` not in:\n{message}");
 }
 
