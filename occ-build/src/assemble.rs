@@ -1,77 +1,64 @@
-//! Stage 5: the manifest, from the jobs' output (parsed by the pure core,
-//! [`occ_model::analyze`]) or, without nvcc, from the committed lock.
-//!
-//! Then `occ_model::launch::declare` applies build.rs's launches of today
-//! (also over a lock), each cubin gets its `cubin_hash`, the lock's
-//! measurements of the kernels × archs built are attached
-//! (`Manifest::measured`), and nvcc's own warnings are deduplicated and capped.
+//! Stage 5: what each job contributed ([`occ_model::analyze::contribution`]:
+//! its kernels as the compiler left them, with its cubin's hash), and the
+//! one assembly of the manifest ([`occ_model::assemble`]) from those, or,
+//! without nvcc, from the committed lock's records. build.rs's launches
+//! of today are declared, the lock's measurements of the kernels × archs
+//! built are attached, and each kernel × arch is made whole, once.
 
 use crate::cargo::Directives;
 use crate::error::Result;
 use crate::inputs::Inputs;
 use crate::job::JobOutput;
 use occ_model::analyze::{self, JobText};
+use occ_model::assemble::{self, Assembly, Contribution, Judged};
 use occ_model::lock::Lock;
-use occ_model::manifest::Manifest;
+use occ_model::manifest::{DeviceCode, Manifest, Origin};
 use occ_model::measured;
-use occ_model::{cliff, launch};
 
-/// The manifest of a live build.
-pub(crate) fn manifest(
+/// What each job contributed, in the order of `outputs`; the cubin of each
+/// (in `$OUT_DIR/occ`) is hashed ([`measured::cubin_hash`], which a
+/// measurement is checked against; none when it cannot be read).
+pub(crate) fn contributions(inputs: &Inputs, outputs: &[JobOutput]) -> Result<Vec<Contribution>> {
+    outputs
+        .iter()
+        .map(|o| {
+            let text = JobText {
+                source: &o.job.source,
+                arch: &o.job.arch,
+                name: &o.job.name,
+                args: &o.job.args,
+                log: &o.log,
+                ptx: &o.ptx,
+                signatures: &o.signatures,
+            };
+            let cubin = inputs.out_dir.join(format!("{}.cubin", o.job.name));
+            let hash = std::fs::read(cubin)
+                .map(|bytes| measured::cubin_hash(&bytes))
+                .unwrap_or_default();
+            Ok(analyze::contribution(text, &hash)?)
+        })
+        .collect()
+}
+
+/// Every number of a live build ([`assemble::judge`]), before its source
+/// lines are located.
+pub(crate) fn judge(
     inputs: &Inputs,
     nvcc_version: &str,
-    outputs: &[JobOutput],
-) -> Result<Manifest> {
-    let texts = outputs.iter().map(|o| JobText {
-        source: &o.job.source,
-        arch: &o.job.arch,
-        name: &o.job.name,
-        args: &o.job.args,
-        log: &o.log,
-        ptx: &o.ptx,
-        signatures: &o.signatures,
-    });
-    let mut manifest =
-        analyze::build_manifest(&inputs.package, nvcc_version, &inputs.archs, texts)?;
-    launch::declare(&mut manifest, &inputs.launches)?;
-    hash_cubins(&mut manifest, &inputs.out_dir);
-    if let Some(lock) = &inputs.lock {
-        manifest.measured = measured_of(lock, &manifest);
-    }
-    cliff::record(&mut manifest)?;
-    Ok(manifest)
-}
-
-/// Records each kernel × arch's [`measured::cubin_hash`] of its cubin
-/// (in `out_dir`), which a measurement is checked against; a cubin that
-/// cannot be read gets none, so its measurements are taken as they are.
-fn hash_cubins(manifest: &mut Manifest, out_dir: &std::path::Path) {
-    let mut hashes: std::collections::BTreeMap<String, String> = Default::default();
-    for kernel in &mut manifest.kernels {
-        for ka in kernel.archs.values_mut() {
-            if ka.cubin.is_empty() {
-                continue;
-            }
-            let hash = hashes.entry(ka.cubin.clone()).or_insert_with(|| {
-                std::fs::read(out_dir.join(&ka.cubin))
-                    .map(|bytes| measured::cubin_hash(&bytes))
-                    .unwrap_or_default()
-            });
-            ka.cubin_hash = hash.clone();
-        }
-    }
-}
-
-/// The lock's measurements of kernels × archs in `manifest`, each under
-/// its kernel's source of today ([`Manifest::find`]: a moved file keeps
-/// its measurements).
-fn measured_of(lock: &Lock, manifest: &Manifest) -> Vec<measured::Measured> {
-    measured::rebase(&lock.measured, |m| {
-        manifest
-            .find(&m.kernel, &m.source)
-            .filter(|k| k.archs.contains_key(&m.arch))
-            .map(|k| k.source.clone())
-    })
+    jobs: &[Contribution],
+    device_code: &[DeviceCode],
+) -> Result<Judged> {
+    let measured = inputs.lock.as_ref().map_or(&[][..], |l| &l.measured[..]);
+    Ok(assemble::judge(&Assembly {
+        package: &inputs.package,
+        origin: Origin::Nvcc,
+        nvcc: nvcc_version,
+        archs: &inputs.archs,
+        jobs,
+        launches: &inputs.launches,
+        measured,
+        device_code,
+    })?)
 }
 
 /// The manifest of a build without nvcc: the lock's numbers for the
@@ -80,13 +67,23 @@ pub(crate) fn from_lock(
     inputs: &Inputs,
     lock: &Lock,
     reason: &str,
+    device_code: &[DeviceCode],
     directives: &mut Directives,
 ) -> Result<Manifest> {
-    let mut manifest = lock.to_manifest(&inputs.archs, &inputs.lock_path)?;
+    let archs = lock.recorded(&inputs.archs, &inputs.lock_path)?;
+    // This part's kernels only: the lock holds every part's.
+    let jobs = lock.contributions(&archs, &inputs.sources, &inputs.lock_path)?;
     // The declarations are build.rs's of today, not the lock's.
-    launch::declare(&mut manifest, &inputs.launches)?;
-    manifest.measured = measured_of(lock, &manifest);
-    cliff::record(&mut manifest)?;
+    let manifest = assemble::manifest(&Assembly {
+        package: &lock.package,
+        origin: Origin::Lock,
+        nvcc: &lock.nvcc,
+        archs: &archs,
+        jobs: &jobs,
+        launches: &inputs.launches,
+        measured: &lock.measured,
+        device_code,
+    })?;
     let todo = if inputs.no_nvcc.is_some() {
         "unset it to build with nvcc"
     } else {

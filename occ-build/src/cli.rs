@@ -13,13 +13,13 @@
 //! field can be added.
 
 pub use crate::cargo::Directives;
-pub use crate::emit::kernels_rs;
 pub use crate::env::{is_ci, Env};
 pub use crate::files::{read_lock, read_manifest, read_settings, write_lock};
 pub use crate::github::{repo_path, source_reader, Actions};
 pub use crate::status::{last_build, BuildState, BLESS_STAMP};
 pub use crate::toolkit::{find_nvcc, short_version, toolkit_dir, Nvcc, ToolkitDir};
 pub use crate::wheels::{wheel_sets, WheelSet, WHEELS};
+pub use occ_model::kernels_rs::kernels_rs;
 
 /// A [`Build`](crate::Build) run with a given environment reader instead of
 /// the process's, printing nothing: how occ's tests and tools run a build

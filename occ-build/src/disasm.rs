@@ -26,9 +26,8 @@ use crate::cache::{self, Stat};
 use crate::cargo::Directives;
 use crate::files::write_atomic;
 use crate::toolkit::{exe, Nvcc};
-use occ_model::cliff;
+use occ_model::assemble::Lines;
 use occ_model::lines::{source_lines, LifeRanges, LineInfo, SourceLines};
-use occ_model::manifest::Manifest;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read};
@@ -69,42 +68,23 @@ pub(crate) struct Settings<'a> {
     pub parallel: usize,
 }
 
-/// The kernels to locate (those whose registers matter), by cubin.
-fn wanted(manifest: &Manifest) -> BTreeMap<String, BTreeSet<String>> {
-    let mut wanted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for kernel in &manifest.kernels {
-        for a in kernel.archs.values() {
-            if a.has_device_code() && cliff::registers_matter(a) {
-                wanted
-                    .entry(a.cubin.clone())
-                    .or_default()
-                    .insert(kernel.name.clone());
-            }
-        }
-    }
-    wanted
-}
-
-/// Stage 5½: fills `lines` of every kernel × arch of `manifest` whose
-/// registers matter ([`cliff::registers_matter`]: it spills, fewer
-/// registers would gain a block, or a register cliff is near) and that has
-/// a cubin; nvdisasm
-/// reads only those kernels' code (`-fun`), and a cubin with none is not
-/// disassembled at all. Without nvdisasm, or where it fails, leaves them
-/// out with one note each.
-pub(crate) fn annotate(
+/// Stage 5½: the source lines of the kernels `wanted` (by cubin: those
+/// whose registers matter, [`occ_model::assemble::Judged::lines_wanted`]);
+/// nvdisasm reads only those kernels' code (`-fun`), and a cubin with
+/// none is not disassembled at all. Without nvdisasm, or where it fails,
+/// leaves them out with one note each.
+pub(crate) fn lines(
     nvcc: &Nvcc,
     top: Option<&Path>,
     settings: &Settings<'_>,
-    manifest: &mut Manifest,
+    wanted: &BTreeMap<String, BTreeSet<String>>,
     directives: &mut Directives,
-) {
-    let wanted = wanted(manifest);
+) -> Lines {
     let cubins: Vec<String> = wanted.keys().cloned().collect();
     let dir = settings.out.join("cache").join(DIR);
     remove_stale(&dir, settings.part, &cubins);
     if cubins.is_empty() {
-        return;
+        return Lines::new();
     }
     let places = nvdisasm_places(nvcc, top);
     let Some(tool) = places.iter().find(|p| p.is_file()).cloned() else {
@@ -121,19 +101,19 @@ pub(crate) fn annotate(
              or the nvidia-cuda-nvdisasm wheel of the same release as nvcc)",
             nvcc.path.display()
         ));
-        return;
+        return Lines::new();
     };
     if let Err(e) = std::fs::create_dir_all(&dir) {
         directives.warn(format!(
             "occ: cannot create {} ({e}); spills are not located by source line",
             dir.display()
         ));
-        return;
+        return Lines::new();
     }
     // A replaced nvdisasm reruns the script (its records are keyed by it).
     directives.watch(&tool);
     let identity = identity(&tool, settings.root);
-    let results = run_all(&tool, &identity, settings, &dir, &wanted);
+    let results = run_all(&tool, &identity, settings, &dir, wanted);
     let mut failed: Vec<String> = Vec::new();
     let mut by_cubin: BTreeMap<&str, BTreeMap<String, SourceLines>> = BTreeMap::new();
     for (cubin, result) in cubins.iter().zip(results) {
@@ -144,21 +124,17 @@ pub(crate) fn annotate(
             Err(why) => failed.push(format!("{cubin}: {why}")),
         }
     }
-    for kernel in &mut manifest.kernels {
-        for a in kernel.archs.values_mut() {
-            // Only the kernels located (a record read from a whole cubin,
-            // when `-fun` could not name them, holds every function). A
-            // kernel whose code has no line (ptxas gives some template
-            // instances none) gets no `lines`, like a build without nvdisasm.
-            let located = wanted
-                .get(&a.cubin)
-                .is_some_and(|names| names.contains(&kernel.name));
-            a.lines = by_cubin
-                .get(a.cubin.as_str())
-                .filter(|_| located)
-                .and_then(|functions| functions.get(&kernel.name))
-                .filter(|lines| !lines.is_empty())
-                .cloned();
+    // Only the kernels located (a record read from a whole cubin, when
+    // `-fun` could not name them, holds every function).
+    let mut lines = Lines::new();
+    for (cubin, functions) in by_cubin {
+        let Some(names) = wanted.get(cubin) else {
+            continue;
+        };
+        for (name, found) in functions {
+            if names.contains(&name) {
+                lines.insert((cubin.to_string(), name), found);
+            }
         }
     }
     if let Some(first) = failed.first() {
@@ -170,6 +146,7 @@ pub(crate) fn annotate(
             "occ: nvdisasm could not read {first}{more}; their spills are not located by source line"
         ));
     }
+    lines
 }
 
 /// Where the toolkit's nvdisasm is looked for, in order: its `bin` folder,

@@ -191,7 +191,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     inputs.parse_lock()?;
     let compiled = compile(build, &inputs, &nvcc, planned)?;
     watch_inputs(&inputs, &compiled.outputs, directives);
-    let mut manifest = assemble(build, &inputs, &nvcc, &compiled, directives)?;
+    let manifest = assemble(build, &inputs, &nvcc, &compiled, directives)?;
     // The report holds every finding of the gates, also when one fails.
     let mut details = summary::Details::new(&inputs.out_dir, &inputs.package);
     if let Err(e) = gate::spills(build, &manifest, &mut details) {
@@ -207,7 +207,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
             directives,
         )?;
     }
-    let view = emit(build, &inputs, &nvcc, &compiled, &mut manifest, directives)?;
+    let view = emit(build, &inputs, &compiled, &manifest, directives)?;
     let candidate = parts::candidate(&view, build.part(), inputs.lock.as_ref());
     let gated = gate::baseline(
         build,
@@ -272,12 +272,8 @@ fn from_lock(
              checking and documenting the crate work, linking it does not"
         ));
     }
-    let mut manifest = assemble::from_lock(inputs, lock, reason, directives)?;
-    // This part's kernels only: the lock holds every part's.
-    manifest
-        .kernels
-        .retain(|k| inputs.sources.contains(&k.source));
-    manifest.device_code = embed::placeholders(build.embed_mode(), &inputs.archs, &inputs.sources);
+    let device_code = embed::placeholders(build.embed_mode(), &inputs.archs, &inputs.sources);
+    let manifest = assemble::from_lock(inputs, lock, reason, &device_code, directives)?;
     let view = record_part(build, inputs, &manifest)?;
     emit::write_all(&view.merged, &inputs.out_dir)?;
     status::mark(&inputs.out_dir, BuildState::Finished)?;
@@ -368,7 +364,8 @@ fn compile(build: &Build, inputs: &Inputs, nvcc: &Nvcc, planned: Planned) -> Res
     } = planned;
     let mut outputs = compile::run(nvcc, &toolkit, inputs, &jobs)?;
     if caps.needs_second_look(caps_from_previous) {
-        let found = assemble::manifest(inputs, "", &outputs)?;
+        let contributed = assemble::contributions(inputs, &outputs)?;
+        let found = assemble::judge(inputs, "", &contributed, &[])?.finish(&Default::default());
         let placed = plan::place_caps(build, inputs, &found)?;
         if placed.by_file != caps.by_file {
             caps = placed;
@@ -414,8 +411,11 @@ fn watch_inputs(inputs: &Inputs, outputs: &[JobOutput], directives: &mut Directi
     }
 }
 
-/// Stages 5 and 5½: the manifest from the jobs' outputs (with nvcc's
-/// warnings passed on), then the source lines of spills and pressure.
+/// Stages 5 and 5½: the device code to embed (stage 7's files, written
+/// first: the manifest lists them), what each job contributed, every
+/// number of the build, the source lines of the kernels whose registers
+/// matter, and the manifest, assembled once from them (nvcc's warnings are
+/// passed on).
 fn assemble(
     build: &Build,
     inputs: &Inputs,
@@ -427,49 +427,51 @@ fn assemble(
         directives.warn(warning);
     }
     let version = toolchain::version(nvcc, &compiled.toolkit, &inputs.out_dir)?;
-    let mut manifest = assemble::manifest(inputs, &version, &compiled.outputs)?;
-    if !build.no_source_lines {
-        let settings = disasm::Settings {
-            root: &inputs.root,
-            out: &inputs.out_dir,
-            part: build.part(),
-            parallel: inputs.parallel,
-        };
-        disasm::annotate(
-            nvcc,
-            compiled.toolkit.top.as_deref(),
-            &settings,
-            &mut manifest,
-            directives,
-        );
-    }
-    Ok(manifest)
-}
-
-/// Stage 7: the device code to embed, then `manifest.json` and
-/// `kernels.rs` of every part of this process; removes the files of jobs
-/// gone from the build. Returns the parts' view the baseline is judged on.
-fn emit(
-    build: &Build,
-    inputs: &Inputs,
-    nvcc: &Nvcc,
-    compiled: &Compiled,
-    manifest: &mut Manifest,
-    directives: &mut Directives,
-) -> Result<parts::View> {
-    let settings = embed::Settings {
+    let jobs = assemble::contributions(inputs, &compiled.outputs)?;
+    let embedding = embed::Settings {
         embed: build.embed_mode(),
         strip_lines: !build.no_source_lines && !build.keeps_line_info(&inputs.nvcc_vars),
         compress: build.compress,
     };
-    manifest.device_code = embed::write(
-        &settings,
+    let device_code = embed::write(
+        &embedding,
         &inputs.archs,
         &compiled.outputs,
         nvcc,
         compiled.toolkit.top.as_deref(),
         &inputs.out_dir,
     )?;
+    let judged = assemble::judge(inputs, &version, &jobs, &device_code)?;
+    let lines = if build.no_source_lines {
+        Default::default()
+    } else {
+        let settings = disasm::Settings {
+            root: &inputs.root,
+            out: &inputs.out_dir,
+            part: build.part(),
+            parallel: inputs.parallel,
+        };
+        disasm::lines(
+            nvcc,
+            compiled.toolkit.top.as_deref(),
+            &settings,
+            &judged.lines_wanted(),
+            directives,
+        )
+    };
+    Ok(judged.finish(&lines))
+}
+
+/// Stage 7: `manifest.json` and `kernels.rs` of every part of this
+/// process; removes the files of jobs gone from the build. Returns the
+/// parts' view the baseline is judged on.
+fn emit(
+    build: &Build,
+    inputs: &Inputs,
+    compiled: &Compiled,
+    manifest: &Manifest,
+    directives: &mut Directives,
+) -> Result<parts::View> {
     // With several `Build`s in the build script, the files hold them all.
     let view = record_part(build, inputs, manifest)?;
     if let Some(note) = &view.clash {

@@ -170,7 +170,7 @@ proptest! {
         "\\{\"schema\": ?1,?.{0,200}\\}",
     ]) {
         if let Ok(m) = Manifest::from_json(&text, Path::new("m.json")) {
-            let _ = emit::kernels_rs(&m);
+            let _ = occ_model::kernels_rs::kernels_rs(&m);
         }
     }
 
@@ -182,9 +182,9 @@ proptest! {
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(&back, &m);
         prop_assert_eq!(back.to_json(), json);
-        let rs = emit::kernels_rs(&m);
+        let rs = occ_model::kernels_rs::kernels_rs(&m);
         prop_assert!(syn::parse_file(&rs).is_ok(), "kernels.rs must parse:\n{rs}");
-        let dc = emit::device_code_rs(&m, |b| emit::Reach::Assembled {
+        let dc = occ_model::kernels_rs::device_code_rs(&m, |b| occ_model::kernels_rs::Reach::Assembled {
             symbol: format!("occ_dc_{}", b.file.len()),
             len: 8,
         });
@@ -217,7 +217,7 @@ proptest! {
                 source: source.into(),
                 archs: BTreeMap::new(),
             });
-            emit::kernels_rs(&m)
+            occ_model::kernels_rs::kernels_rs(&m)
         };
         let plain = syn::parse_file(&kernel("k", "k", "k.cu", "float*"))
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -263,7 +263,7 @@ proptest! {
         bytes[at] = byte;
         if let Ok(text) = String::from_utf8(bytes) {
             if let Ok(m) = Manifest::from_json(&text, Path::new("m.json")) {
-                let _ = emit::kernels_rs(&m);
+                let _ = occ_model::kernels_rs::kernels_rs(&m);
             }
         }
     }
@@ -353,15 +353,15 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
         arch: None,
         file: "2d.fatbin".into(),
     });
-    let rs = emit::kernels_rs(&m);
+    let rs = occ_model::kernels_rs::kernels_rs(&m);
     assert!(rs.contains("code: Some(&DEVICE_CODE_ARRAY[0])"), "{rs}");
     assert!(syn::parse_file(&rs).is_ok(), "{rs}");
-    let assembled = emit::Reach::Assembled {
+    let assembled = occ_model::kernels_rs::Reach::Assembled {
         symbol: "occ_dc_0123".into(),
         len: 12,
     };
-    for reach in [assembled, emit::Reach::Included] {
-        let dc = emit::device_code_rs(&m, |_| reach.clone());
+    for reach in [assembled, occ_model::kernels_rs::Reach::Included] {
+        let dc = occ_model::kernels_rs::device_code_rs(&m, |_| reach.clone());
         assert!(dc.contains("\"/occ/2d.fatbin\""), "{dc}");
         assert!(syn::parse_file(&dc).is_ok(), "{dc}");
     }

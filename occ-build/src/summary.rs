@@ -425,8 +425,18 @@ mod tests {
             ptx: include_str!("../../tests/fixtures/ptx-13.5-kernels-sm_80.ptx"),
             signatures: &signatures,
         };
-        occ_model::analyze::build_manifest("p", "V13.5.37", &["sm_80".into()], [job])
-            .expect("manifest")
+        let jobs = [occ_model::analyze::contribution(job, "").expect("the job's kernels")];
+        occ_model::assemble::manifest(&occ_model::assemble::Assembly {
+            package: "p",
+            origin: occ_model::manifest::Origin::Nvcc,
+            nvcc: "V13.5.37",
+            archs: &["sm_80".into()],
+            jobs: &jobs,
+            launches: &[],
+            measured: &[],
+            device_code: &[],
+        })
+        .expect("manifest")
     }
 
     #[test]

@@ -4,7 +4,8 @@
 
 use crate::error::{Error, Result};
 use crate::manifest::{
-    Best, Kernel, KernelArch, LaunchBounds, Manifest, Origin, Resources, SCHEMA_VERSION,
+    Best, Compiled, Contribution, Facts, Kernel, LaunchBounds, Manifest, Origin, Resources,
+    SCHEMA_VERSION,
 };
 use crate::occupancy::{KernelResources, Launch};
 use crate::{arch, names, params, ptx, ptxas, tune};
@@ -12,11 +13,35 @@ use std::collections::BTreeMap;
 
 /// The resources the occupancy model needs, from a manifest entry.
 pub fn resources(k: &Resources) -> KernelResources {
+    model(
+        k.registers,
+        k.static_smem,
+        k.barriers,
+        k.launch_bounds.max_threads_per_block(),
+    )
+}
+
+/// The resources the occupancy model needs, from the compiler's numbers.
+pub fn model_of(f: &Facts) -> KernelResources {
+    model(
+        f.registers,
+        f.static_smem,
+        f.barriers,
+        f.launch_bounds.max_threads_per_block(),
+    )
+}
+
+fn model(
+    registers: u32,
+    static_smem: u32,
+    barriers: Option<u32>,
+    max_threads_per_block: Option<u32>,
+) -> KernelResources {
     KernelResources {
-        registers: k.registers,
-        static_smem: k.static_smem,
-        barriers: k.barriers.unwrap_or(1),
-        max_threads_per_block: k.launch_bounds.max_threads_per_block(),
+        registers,
+        static_smem,
+        barriers: barriers.unwrap_or(1),
+        max_threads_per_block,
         ..KernelResources::default()
     }
 }
@@ -24,8 +49,13 @@ pub fn resources(k: &Resources) -> KernelResources {
 /// The best launch with no dynamic shared memory, and the dynamic shared
 /// memory a block can still take at that occupancy.
 pub fn best_launch(arch_name: &str, k: &Resources) -> std::result::Result<Best, String> {
+    best_of(arch_name, &k.facts())
+}
+
+/// [`best_launch`] of the compiler's numbers.
+pub fn best_of(arch_name: &str, k: &Facts) -> std::result::Result<Best, String> {
     let arch = arch::lookup(arch_name).map_err(|e| e.to_string())?;
-    let res = resources(k);
+    let res = model_of(k);
     let request = tune::TuneRequest {
         max_block_size: k.launch_bounds.required_block_size(),
         ..tune::TuneRequest::default()
@@ -78,120 +108,87 @@ pub struct JobText<'a> {
     pub signatures: &'a params::Signatures,
 }
 
-/// Builds the manifest of a live build from every job's output.
+/// What one job contributes to a build: each kernel its PTX defines, named,
+/// with its parameters and the numbers ptxas gave it, checked against the
+/// object ([`accounted`]). `cubin_hash` is [`crate::measured::cubin_hash`]
+/// of the job's cubin (empty when it has none). Called once, when the job
+/// runs; the result is kept with the job's record.
 ///
-/// Long because it joins each job's log, PTX and signatures per kernel in one
-/// pass over the jobs.
-pub fn build_manifest<'a>(
-    package: &str,
-    nvcc_version: &str,
-    archs: &[String],
-    outputs: impl IntoIterator<Item = JobText<'a>>,
-) -> Result<Manifest> {
-    // (source, mangled name) -> kernel
-    let mut kernels: BTreeMap<(String, String), Kernel> = BTreeMap::new();
-    for job in outputs {
-        let parse_error = |detail: String| Error::Parse {
-            file: job.source.to_string(),
-            arch: job.arch.to_string(),
-            detail,
+/// Long because it joins the job's log, PTX and signatures per kernel in
+/// one pass.
+pub fn contribution(job: JobText<'_>, cubin_hash: &str) -> Result<Contribution> {
+    let parse_error = |detail: String| Error::Parse {
+        file: job.source.to_string(),
+        arch: job.arch.to_string(),
+        detail,
+    };
+    let log = ptxas::parse_log(job.log).map_err(|e| parse_error(e.to_string()))?;
+    let entries: BTreeMap<String, ptx::PtxEntry> = ptx::parse_entries(job.ptx)
+        .into_iter()
+        .map(|e| (e.name.clone(), e))
+        .collect();
+    accounted(job.source, job.arch, &log, &entries)?;
+    // Demangled once per job, when a kernel with C linkage needs them.
+    let stubs = std::cell::OnceCell::new();
+    // By symbol: a kernel the log names twice is its last record.
+    let mut kernels: BTreeMap<&str, Compiled> = BTreeMap::new();
+    for record in &log.kernels {
+        if record.arch.as_deref().is_some_and(|a| a != job.arch) {
+            continue;
+        }
+        let directives = entries.get(&record.name);
+        let narrow = |v: u64, what: &str| {
+            u32::try_from(v).map_err(|_| {
+                parse_error(format!(
+                    "{what} of {} is {v}, more than occ can hold",
+                    record.name
+                ))
+            })
         };
-        let log = ptxas::parse_log(job.log).map_err(|e| parse_error(e.to_string()))?;
-        let entries: BTreeMap<String, ptx::PtxEntry> = ptx::parse_entries(job.ptx)
-            .into_iter()
-            .map(|e| (e.name.clone(), e))
-            .collect();
-        accounted(job.source, job.arch, &log, &entries)?;
-        // Demangled once per job, when a kernel with C linkage needs them.
-        let stubs = std::cell::OnceCell::new();
-        for record in &log.kernels {
-            if record.arch.as_deref().is_some_and(|a| a != job.arch) {
-                continue;
-            }
-            let directives = entries.get(&record.name);
-            let launch_bounds = directives.map(launch_bounds).unwrap_or_default();
-            let warnings = warnings(record);
-            let narrow = |v: u64, what: &str| {
-                u32::try_from(v).map_err(|_| {
-                    parse_error(format!(
-                        "{what} of {} is {v}, more than occ can hold",
-                        record.name
-                    ))
-                })
-            };
-            let mut resources = Resources {
-                registers: record.registers,
-                static_smem: narrow(record.static_smem, "static smem")?,
-                spill_stores: narrow(record.spill_stores, "spill stores")?,
-                spill_loads: narrow(record.spill_loads, "spill loads")?,
-                stack_frame: narrow(record.stack_frame, "stack frame")?,
-                cumulative_stack: record
-                    .cumulative_stack
-                    .map(|v| narrow(v, "stack"))
-                    .transpose()?,
-                barriers: record.barriers,
-                launch_bounds,
-                maxrregcount: register_cap(record, job.args),
-                declared: None,
-                cubin_hash: String::new(),
-                best: Best::default(),
-            };
-            resources.best =
-                best_launch(job.arch, &resources).map_err(|detail| Error::Occupancy {
-                    kernel: record.name.clone(),
-                    arch: job.arch.to_string(),
-                    detail,
-                })?;
-            let arch_entry = KernelArch {
-                resources,
-                cliffs: None,
+        let facts = Facts {
+            registers: record.registers,
+            static_smem: narrow(record.static_smem, "static smem")?,
+            spill_stores: narrow(record.spill_stores, "spill stores")?,
+            spill_loads: narrow(record.spill_loads, "spill loads")?,
+            stack_frame: narrow(record.stack_frame, "stack frame")?,
+            cumulative_stack: record
+                .cumulative_stack
+                .map(|v| narrow(v, "stack"))
+                .transpose()?,
+            barriers: record.barriers,
+            launch_bounds: directives.map(launch_bounds).unwrap_or_default(),
+            maxrregcount: register_cap(record, job.args),
+        };
+        let n = names::kernel_name(&record.name);
+        let ptx_params = directives.map(|d| d.params.as_slice()).unwrap_or_default();
+        let stubs = stubs.get_or_init(|| params::StubNames::of(job.signatures));
+        let params =
+            params::kernel_params(&record.name, &n.short, ptx_params, job.signatures, stubs);
+        kernels.insert(
+            &record.name,
+            Compiled {
+                name: record.name.clone(),
+                demangled: n.demangled,
+                base_name: n.base,
+                short_name: n.short,
+                params,
+                facts,
                 cmem: record
                     .cmem
                     .iter()
                     .map(|(bank, bytes)| (bank.to_string(), *bytes))
                     .collect(),
-                warnings,
+                warnings: warnings(record),
                 cubin: format!("{}.cubin", job.name),
                 ptx: format!("{}.ptx", job.name),
-                lines: None,
-            };
-            let key = (job.source.to_string(), record.name.clone());
-            let kernel = kernels.entry(key).or_insert_with(|| {
-                let n = names::kernel_name(&record.name);
-                let ptx_params = directives.map(|d| d.params.as_slice()).unwrap_or_default();
-                let stubs = stubs.get_or_init(|| params::StubNames::of(job.signatures));
-                let params = params::kernel_params(
-                    &record.name,
-                    &n.short,
-                    ptx_params,
-                    job.signatures,
-                    stubs,
-                );
-                Kernel {
-                    params,
-                    name: record.name.clone(),
-                    demangled: n.demangled,
-                    base_name: n.base,
-                    short_name: n.short,
-                    ident: String::new(),
-                    source: job.source.to_string(),
-                    archs: BTreeMap::new(),
-                }
-            });
-            kernel.archs.insert(job.arch.to_string(), arch_entry);
-        }
+                cubin_hash: cubin_hash.to_string(),
+            },
+        );
     }
-    let mut kernels: Vec<Kernel> = kernels.into_values().collect();
-    assign_idents(&mut kernels);
-    Ok(Manifest {
-        schema: SCHEMA_VERSION,
-        package: package.to_string(),
-        origin: Origin::Nvcc,
-        nvcc: nvcc_version.to_string(),
-        archs: archs.to_vec(),
-        kernels,
-        device_code: Vec::new(),
-        measured: Vec::new(),
+    Ok(Contribution {
+        source: job.source.to_string(),
+        arch: job.arch.to_string(),
+        kernels: kernels.into_values().collect(),
     })
 }
 
@@ -243,26 +240,41 @@ fn accounted(
 }
 
 /// Sorts kernels by symbol, then source, and gives each a unique Rust
-/// identifier ([`names::unique_idents`]; the same `extern "C"` name in two
-/// files gets the file's hash). Depends only on the set of kernels, not on
-/// their order.
+/// identifier ([`idents`]).
 pub fn assign_idents(kernels: &mut [Kernel]) {
     kernels.sort_by(|a, b| a.name.cmp(&b.name).then(a.source.cmp(&b.source)));
-    let idents = names::unique_idents(kernels.iter().map(|k| k.name.as_str()));
-    let mut taken: BTreeMap<String, usize> = BTreeMap::new();
-    for kernel in kernels.iter_mut() {
-        let mut ident = idents
-            .get(&kernel.name)
-            .cloned()
-            .unwrap_or_else(|| names::rust_ident(&kernel.name));
-        // `device_code` was a module of kernels.rs (kept so idents stay);
-        // the same extern "C" name in two files gets the file's hash.
-        if ident == "device_code" || taken.contains_key(&ident) {
-            ident = format!("{ident}_{}", names::short_hash(&kernel.source));
-        }
-        *taken.entry(ident.clone()).or_insert(0) += 1;
+    let keys: Vec<(&str, &str)> = kernels
+        .iter()
+        .map(|k| (k.name.as_str(), k.source.as_str()))
+        .collect();
+    let idents = idents(&keys);
+    for (kernel, ident) in kernels.iter_mut().zip(idents) {
         kernel.ident = ident;
     }
+}
+
+/// The unique Rust identifier of each kernel, given as `(symbol, source)`
+/// sorted by symbol, then source ([`names::unique_idents`]; the same
+/// `extern "C"` name in two files gets the file's hash). Depends only on
+/// the set of kernels.
+pub fn idents(keys: &[(&str, &str)]) -> Vec<String> {
+    let unique = names::unique_idents(keys.iter().map(|(name, _)| *name));
+    let mut taken: std::collections::BTreeSet<String> = Default::default();
+    keys.iter()
+        .map(|(name, source)| {
+            let mut ident = unique
+                .get(*name)
+                .cloned()
+                .unwrap_or_else(|| names::rust_ident(name));
+            // `device_code` was a module of kernels.rs (kept so idents stay);
+            // the same extern "C" name in two files gets the file's hash.
+            if ident == "device_code" || taken.contains(&ident) {
+                ident = format!("{ident}_{}", names::short_hash(source));
+            }
+            taken.insert(ident.clone());
+            ident
+        })
+        .collect()
 }
 
 /// One manifest for the kernels of several builds into one `OUT_DIR` (the
@@ -425,7 +437,18 @@ mod tests {
             ptx,
             signatures: &signatures,
         };
-        build_manifest("p", "V13.5.37", &[arch.to_string()], [job]).unwrap()
+        let jobs = [contribution(job, "").unwrap()];
+        crate::assemble::manifest(&crate::assemble::Assembly {
+            package: "p",
+            origin: Origin::Nvcc,
+            nvcc: "V13.5.37",
+            archs: &[arch.to_string()],
+            jobs: &jobs,
+            launches: &[],
+            measured: &[],
+            device_code: &[],
+        })
+        .unwrap()
     }
 
     /// nvcc 13.5, `-cubin -arch=sm_80 -maxrregcount=16 -Xptxas -v

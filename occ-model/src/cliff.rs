@@ -29,7 +29,7 @@
 //! ```
 
 use crate::arch::{self, Arch};
-use crate::manifest::{KernelArch, Manifest, Resources};
+use crate::manifest::{KernelArch, Resources};
 use crate::occupancy::{occupancy, KernelResources, Launch, Limiter, OccupancyError};
 use crate::tune;
 
@@ -250,35 +250,25 @@ pub fn at_judged(arch_name: &str, r: &Resources) -> Result<Option<Cliffs>, Strin
 /// [`NEAR_CLIFF`] registers away. Registers that merely tie with another
 /// limit (24 registers at 1,024 threads, two blocks either way) do not
 /// matter: no change of registers up to the cliff changes the occupancy.
-/// Without [`KernelArch::cliffs`] (call after [`record`]), registers
-/// among the judged limiters.
+/// Without cliffs (a kernel that cannot launch), registers among the
+/// judged limiters.
 pub fn registers_matter(a: &KernelArch) -> bool {
-    if a.spills() {
+    registers_matter_at(&a.resources, a.cliffs.as_ref())
+}
+
+/// [`registers_matter`] of a record and its cliffs.
+pub fn registers_matter_at(r: &Resources, cliffs: Option<&Cliffs>) -> bool {
+    if r.spills() {
         return true;
     }
-    match &a.cliffs {
+    match cliffs {
         Some(c) => c.registers.up.is_some() || c.registers.within(NEAR_CLIFF),
-        None => a
+        None => r
             .judged()
             .limiters
             .iter()
             .any(|l| l == Limiter::Registers.as_str()),
     }
-}
-
-/// Records every kernel × arch's cliffs in the manifest (after
-/// [`crate::launch::declare`], so that they stand at the declared launch).
-pub fn record(manifest: &mut Manifest) -> crate::Result<()> {
-    for kernel in &mut manifest.kernels {
-        for (arch_name, k) in &mut kernel.archs {
-            k.cliffs = at_judged(arch_name, k).map_err(|detail| crate::Error::Occupancy {
-                kernel: kernel.name.clone(),
-                arch: arch_name.clone(),
-                detail,
-            })?;
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@
 //! ```
 
 use crate::error::{Error, Result};
-use crate::manifest::{LaunchBounds, Manifest, Resources};
+use crate::manifest::{Facts, LaunchBounds, Resources};
 use crate::occupancy::{self, occupancy};
 use crate::tune::{self, DynamicSmem};
 use crate::{analyze, arch};
@@ -214,6 +214,16 @@ pub fn declared(
     launch: &Launch,
     by: DeclaredBy,
 ) -> std::result::Result<Declared, String> {
+    declared_for(arch_name, &r.facts(), launch, by)
+}
+
+/// [`declared`] of the compiler's numbers.
+pub fn declared_for(
+    arch_name: &str,
+    r: &Facts,
+    launch: &Launch,
+    by: DeclaredBy,
+) -> std::result::Result<Declared, String> {
     let a = arch::lookup(arch_name).map_err(|e| e.to_string())?;
     let [x, y, z] = launch.block;
     if x == 0 || y == 0 || z == 0 {
@@ -237,7 +247,7 @@ pub fn declared(
             ));
         }
     }
-    let res = analyze::resources(r);
+    let res = analyze::model_of(r);
     let at = launch.at();
     let occ = occupancy(a, &res, &at).map_err(|e| e.to_string())?;
     let lift = if occ.active_warps < occ.max_warps {
@@ -296,66 +306,6 @@ pub fn matches(pattern: &str, name: &str) -> bool {
     p[pi..].iter().all(|&c| c == '*')
 }
 
-/// Records every kernel's declared launch on every arch of the manifest:
-/// the launch [`by_build`] picks from `stated` (build.rs's `(pattern,
-/// launch)` pairs, in order) by the kernel's names (symbol, name without
-/// parameters, short name, Rust identifier), else the launch its
-/// `__launch_bounds__`/`.reqntid` declare, else none. A pattern that
-/// matches no kernel is an error naming the closest kernels; so are two
-/// patterns that give a kernel different launches, and a launch that
-/// cannot run a kernel it matches.
-pub fn declare(manifest: &mut Manifest, stated: &[(String, Launch)]) -> Result<()> {
-    let names = |k: &crate::manifest::Kernel| {
-        [
-            k.name.clone(),
-            k.base_name.clone(),
-            k.short_name.clone(),
-            k.ident.clone(),
-        ]
-    };
-    for (pattern, _) in stated {
-        let hit = manifest
-            .kernels
-            .iter()
-            .any(|k| names(k).iter().any(|n| matches(pattern, n)));
-        if !hit {
-            return Err(Error::UnmatchedLaunch {
-                pattern: pattern.clone(),
-                closest: closest(manifest, pattern),
-            });
-        }
-    }
-    for kernel in &mut manifest.kernels {
-        let by_build = by_build(&kernel.base_name, &names(kernel), stated)?;
-        for (arch_name, k) in &mut kernel.archs {
-            let choice = match by_build {
-                Some((pattern, launch)) => Some((
-                    *launch,
-                    DeclaredBy::Build {
-                        pattern: pattern.clone(),
-                    },
-                )),
-                None => from_bounds(&k.launch_bounds),
-            };
-            k.resources.declared = match choice {
-                Some((launch, by)) => Some({
-                    let by_text = by.describe();
-                    declared(arch_name, &k.resources, &launch, by).map_err(|detail| {
-                        Error::BadLaunch {
-                            kernel: kernel.base_name.clone(),
-                            arch: arch_name.clone(),
-                            launch: format!("{}, declared by {}", launch.in_words(), by_text),
-                            detail,
-                        }
-                    })?
-                }),
-                None => None,
-            };
-        }
-    }
-    Ok(())
-}
-
 /// The `(pattern, launch)` of `stated` (build.rs's, in order) that
 /// declares the kernel called `kernel` with these `names`, if any: a
 /// pattern without wildcards (`*`, `?`) that equals one of the names wins
@@ -392,18 +342,32 @@ pub fn by_build<'a>(
     Ok(winners.last().copied())
 }
 
+/// Refuses a pattern of `stated` that matches none of the kernels, each
+/// given by its names (symbol, name without parameters, short name, Rust
+/// identifier), naming the kernels closest to it.
+pub fn check_patterns(kernels: &[[&str; 4]], stated: &[(String, Launch)]) -> Result<()> {
+    for (pattern, _) in stated {
+        if !kernels.iter().flatten().any(|n| matches(pattern, n)) {
+            return Err(Error::UnmatchedLaunch {
+                pattern: pattern.clone(),
+                closest: closest(kernels, pattern),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The kernels closest to a pattern that matched none: by similarity of
 /// the pattern (without wildcards) to their short and base names, best
 /// first, at most three; the first three kernels when none is close.
-fn closest(manifest: &Manifest, pattern: &str) -> Vec<String> {
+fn closest(kernels: &[[&str; 4]], pattern: &str) -> Vec<String> {
     let bare: String = pattern
         .chars()
         .filter(|c| !matches!(c, '*' | '?'))
         .collect();
-    let mut scored: Vec<(f64, &str)> = manifest
-        .kernels
+    let mut scored: Vec<(f64, &str)> = kernels
         .iter()
-        .flat_map(|k| [k.short_name.as_str(), k.base_name.as_str()])
+        .flat_map(|[_, base, short, _]| [*short, *base])
         .map(|name| (strsim::jaro_winkler(&bare, name), name))
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
@@ -423,6 +387,27 @@ fn closest(manifest: &Manifest, pattern: &str) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::compare::tests::arch as resources;
+
+    /// The manifest assembled from `lock`'s records with build.rs's
+    /// `stated` launches (`assemble::judge` applies them).
+    fn declare(
+        lock: &crate::lock::Lock,
+        stated: &[(String, Launch)],
+    ) -> Result<crate::manifest::Manifest> {
+        let path = std::path::Path::new("occ.lock");
+        let sources: Vec<String> = lock.kernels.iter().map(|k| k.source.clone()).collect();
+        let jobs = lock.contributions(&[], &sources, path)?;
+        crate::assemble::manifest(&crate::assemble::Assembly {
+            package: &lock.package,
+            origin: crate::manifest::Origin::Lock,
+            nvcc: &lock.nvcc,
+            archs: &lock.archs,
+            jobs: &jobs,
+            launches: stated,
+            measured: &[],
+            device_code: &[],
+        })
+    }
 
     #[test]
     fn wildcards() {
@@ -536,14 +521,12 @@ mod tests {
 
     #[test]
     fn declare_applies_the_precedence_to_the_manifest() {
-        let mut m = crate::compare::tests::lock(&[
+        let lock = crate::compare::tests::lock(&[
             ("hot", resources(32, 0, 0)),
             ("cold", resources(32, 0, 0)),
-        ])
-        .to_manifest(&[], std::path::Path::new("occ.lock"))
-        .expect("a manifest");
-        declare(
-            &mut m,
+        ]);
+        let m = declare(
+            &lock,
             &[
                 ("hot".into(), Launch::block_2d(32, 8)),
                 ("*".into(), Launch::block(128)),
@@ -578,7 +561,7 @@ mod tests {
             ))
         );
         let e = declare(
-            &mut m,
+            &lock,
             &[
                 ("h*".into(), Launch::block_2d(32, 8)),
                 ("*".into(), Launch::block(128)),
@@ -641,11 +624,9 @@ mod tests {
     #[test]
     fn a_launch_that_cannot_run_says_what_was_declared_in_words() {
         // Issue 23 item 11: not "(256 + 300000 B smem threads)".
-        let mut m = crate::compare::tests::lock(&[("hot", resources(32, 0, 0))])
-            .to_manifest(&[], std::path::Path::new("occ.lock"))
-            .expect("a manifest");
+        let lock = crate::compare::tests::lock(&[("hot", resources(32, 0, 0))]);
         let e = declare(
-            &mut m,
+            &lock,
             &[("hot".into(), Launch::block(256).dynamic_smem(300_000))],
         )
         .expect_err("300000 bytes are more than sm_80 has");

@@ -27,11 +27,13 @@
 
 pub mod analyze;
 pub mod arch;
+pub mod assemble;
 pub mod ci;
 pub mod cliff;
 mod code_hash;
 pub mod compare;
 pub mod error;
+pub mod kernels_rs;
 pub mod launch;
 pub mod lines;
 pub mod lock;

@@ -42,7 +42,9 @@
 //! records ([`Lock::import_with`]).
 
 use crate::error::{Error, Result};
-use crate::manifest::{self, DeclaredBy, Kernel, KernelArch, Manifest, Origin, Resources};
+use crate::manifest::{
+    self, Compiled, Contribution, DeclaredBy, Kernel, KernelArch, Manifest, Origin, Resources,
+};
 use crate::measured::{self, Measured, Results};
 use crate::{analyze, launch};
 use serde::{Deserialize, Serialize};
@@ -146,23 +148,7 @@ impl Lock {
     /// (empty `cubin`/`ptx`), no warnings or constant banks, and `origin`
     /// [`Origin::Lock`]. Errors name an arch the lock lacks.
     pub fn to_manifest(&self, archs: &[String], path: &Path) -> Result<Manifest> {
-        let archs: Vec<String> = if archs.is_empty() {
-            self.archs.clone()
-        } else {
-            archs.to_vec()
-        };
-        for arch in &archs {
-            if !self.archs.contains(arch) {
-                return Err(Error::Corrupt {
-                    path: path.to_path_buf(),
-                    detail: format!(
-                        "has no numbers for {arch} (it records {}); without nvcc the build can only use \
-                         recorded archs: build with nvcc and run `cargo occ bless`, or drop {arch}",
-                        self.archs.join(", ")
-                    ),
-                });
-            }
-        }
+        let archs = self.recorded(archs, path)?;
         let kernels = self
             .kernels
             .iter()
@@ -190,6 +176,71 @@ impl Lock {
             device_code: Vec::new(),
             measured,
         })
+    }
+
+    /// What a build without nvcc stands on: the lock's records of the
+    /// kernels of `sources` on `archs` (all the lock's when empty), one
+    /// [`Contribution`] per source and arch, for [`crate::assemble`]. The
+    /// derived numbers are the assembly's to work out, from build.rs's
+    /// declarations of today.
+    pub fn contributions(
+        &self,
+        archs: &[String],
+        sources: &[String],
+        path: &Path,
+    ) -> Result<Vec<Contribution>> {
+        let archs = self.recorded(archs, path)?;
+        let mut jobs: BTreeMap<(&str, &str), Vec<Compiled>> = BTreeMap::new();
+        for k in self.kernels.iter().filter(|k| sources.contains(&k.source)) {
+            for (arch, r) in k.archs.iter().filter(|(a, _)| archs.contains(a)) {
+                jobs.entry((k.source.as_str(), arch.as_str()))
+                    .or_default()
+                    .push(Compiled {
+                        name: k.name.clone(),
+                        demangled: k.demangled.clone(),
+                        base_name: k.base_name.clone(),
+                        short_name: k.short_name.clone(),
+                        params: k.params.clone(),
+                        facts: r.facts(),
+                        cmem: BTreeMap::new(),
+                        warnings: Vec::new(),
+                        cubin: String::new(),
+                        ptx: String::new(),
+                        cubin_hash: r.cubin_hash.clone(),
+                    });
+            }
+        }
+        Ok(jobs
+            .into_iter()
+            .map(|((source, arch), kernels)| Contribution {
+                source: source.to_string(),
+                arch: arch.to_string(),
+                kernels,
+            })
+            .collect())
+    }
+
+    /// `archs` (the lock's when empty), each one the lock records numbers
+    /// of, else an error naming it.
+    pub fn recorded(&self, archs: &[String], path: &Path) -> Result<Vec<String>> {
+        let archs: Vec<String> = if archs.is_empty() {
+            self.archs.clone()
+        } else {
+            archs.to_vec()
+        };
+        for arch in &archs {
+            if !self.archs.contains(arch) {
+                return Err(Error::Corrupt {
+                    path: path.to_path_buf(),
+                    detail: format!(
+                        "has no numbers for {arch} (it records {}); without nvcc the build can only use \
+                         recorded archs: build with nvcc and run `cargo occ bless`, or drop {arch}",
+                        self.archs.join(", ")
+                    ),
+                });
+            }
+        }
+        Ok(archs)
     }
 
     /// The lock's text: JSON, schema first, one line per kernel and one

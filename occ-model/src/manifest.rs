@@ -173,6 +173,129 @@ pub struct Resources {
     pub cubin_hash: String,
 }
 
+/// What one job (one source, one arch) contributes to a build: its
+/// kernels as the compiler left them (`analyze::contribution`), kept with
+/// the job's record; `assemble` makes the manifest of them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Contribution {
+    /// The source, relative to the crate root (`/` separators).
+    pub source: String,
+    /// The arch as built (`sm_90a`).
+    pub arch: String,
+    /// Its kernels, by symbol.
+    pub kernels: Vec<Compiled>,
+}
+
+/// One kernel of a job, as compiled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Compiled {
+    /// The symbol (mangled name).
+    pub name: String,
+    /// The full demangled name with parameters.
+    pub demangled: String,
+    /// The demangled name without its parameter list.
+    pub base_name: String,
+    /// The short name (no namespaces, no template arguments).
+    pub short_name: String,
+    /// The kernel's parameters.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub params: Vec<Param>,
+    /// The compiler's numbers.
+    pub facts: Facts,
+    /// Constant memory per bank, bytes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cmem: BTreeMap<String, u64>,
+    /// ptxas's warnings about the kernel.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<Warning>,
+    /// The job's cubin, relative to `$OUT_DIR/occ`; empty without one.
+    pub cubin: String,
+    /// The job's PTX, relative to `$OUT_DIR/occ`; empty without one.
+    pub ptx: String,
+    /// `measured::cubin_hash` of the cubin; empty when unknown.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cubin_hash: String,
+}
+
+/// A kernel's numbers on one arch as the compiler gave them (ptxas's log
+/// and the PTX's directives), before anything is derived from them: what
+/// a job contributes (`assemble::Compiled`) and what the lock's
+/// record holds besides the derived [`Resources::best`] and
+/// [`Resources::declared`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Facts {
+    /// Registers per thread.
+    pub registers: u32,
+    /// Static shared memory per block, bytes.
+    pub static_smem: u32,
+    /// Spill stores, bytes.
+    pub spill_stores: u32,
+    /// Spill loads, bytes.
+    pub spill_loads: u32,
+    /// Stack frame, bytes.
+    pub stack_frame: u32,
+    /// Cumulative stack of the call chain, bytes, when ptxas could determine it.
+    pub cumulative_stack: Option<u32>,
+    /// Named barriers; `None` when ptxas did not say (before CUDA 12.8).
+    pub barriers: Option<u32>,
+    /// Launch bounds and cluster directives from the PTX.
+    pub launch_bounds: LaunchBounds,
+    /// The register cap ptxas applied ([`Resources::maxrregcount`]).
+    pub maxrregcount: Option<u32>,
+}
+
+impl Resources {
+    /// The record of `facts` with what follows from them: the best launch,
+    /// the declared launch, and the cubin's hash.
+    pub fn new(
+        facts: Facts,
+        best: Best,
+        declared: Option<Declared>,
+        cubin_hash: String,
+    ) -> Resources {
+        let Facts {
+            registers,
+            static_smem,
+            spill_stores,
+            spill_loads,
+            stack_frame,
+            cumulative_stack,
+            barriers,
+            launch_bounds,
+            maxrregcount,
+        } = facts;
+        Resources {
+            registers,
+            static_smem,
+            spill_stores,
+            spill_loads,
+            stack_frame,
+            cumulative_stack,
+            barriers,
+            launch_bounds,
+            maxrregcount,
+            best,
+            declared,
+            cubin_hash,
+        }
+    }
+
+    /// The compiler's numbers of this record, without what follows from them.
+    pub fn facts(&self) -> Facts {
+        Facts {
+            registers: self.registers,
+            static_smem: self.static_smem,
+            spill_stores: self.spill_stores,
+            spill_loads: self.spill_loads,
+            stack_frame: self.stack_frame,
+            cumulative_stack: self.cumulative_stack,
+            barriers: self.barriers,
+            launch_bounds: self.launch_bounds.clone(),
+            maxrregcount: self.maxrregcount,
+        }
+    }
+}
+
 impl Resources {
     /// Spilled bytes (stores + loads).
     pub fn spill_bytes(&self) -> u32 {

@@ -10,7 +10,9 @@
 //!
 //! (the PTX is `-keep`'s `t/two-kernels.ptx`).
 
-use occ_model::analyze::{build_manifest, JobText};
+use occ_model::analyze::{contribution, JobText};
+use occ_model::assemble::{self, Assembly};
+use occ_model::manifest::Origin;
 use occ_model::params::Signatures;
 use occ_model::Error;
 
@@ -28,7 +30,17 @@ fn build(log: &str, ptx: &str) -> Result<Vec<String>, Error> {
         ptx,
         signatures: &signatures,
     };
-    let manifest = build_manifest("p", "13.5", &["sm_80".to_string()], [job])?;
+    let jobs = [contribution(job, "")?];
+    let manifest = assemble::manifest(&Assembly {
+        package: "p",
+        origin: Origin::Nvcc,
+        nvcc: "13.5",
+        archs: &["sm_80".to_string()],
+        jobs: &jobs,
+        launches: &[],
+        measured: &[],
+        device_code: &[],
+    })?;
     Ok(manifest.kernels.into_iter().map(|k| k.name).collect())
 }
 

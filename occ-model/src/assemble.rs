@@ -1,0 +1,302 @@
+//! The one assembly of a manifest. Every build, with nvcc or from the
+//! committed lock, finishes its manifest here, in one pass over facts
+//! recorded before it:
+//!
+//! - what each job contributed ([`Contribution`]: its kernels as the
+//!   compiler left them, worked out once when the job ran by
+//!   [`crate::analyze::contribution`] and kept with its record, or the
+//!   lock's records for a build without nvcc, [`crate::lock::Lock::contributions`]);
+//! - build.rs's declared launches, the lock's measurements, the device
+//!   code embedded, and the source lines nvdisasm located.
+//!
+//! Each kernel × arch is built once, whole: its best launch, its declared
+//! launch, its cliffs at the launch it is judged at, its lines. Nothing is
+//! filled in later.
+//!
+//! Source lines are wanted only where registers matter
+//! ([`crate::cliff::registers_matter`]), which depends on the judged
+//! launch, so the assembly has two steps: [`judge`] works out every
+//! number, [`Judged::lines_wanted`] says which kernels' lines the shell
+//! should locate, and [`Judged::finish`] makes the manifest with them.
+//!
+//! ```
+//! use occ_model::assemble::{self, Assembly};
+//! use occ_model::manifest::Origin;
+//! let archs = ["sm_80".to_string()];
+//! let assembly = Assembly {
+//!     package: "p",
+//!     origin: Origin::Nvcc,
+//!     nvcc: "V13.5.37",
+//!     archs: &archs,
+//!     jobs: &[],
+//!     launches: &[],
+//!     measured: &[],
+//!     device_code: &[],
+//! };
+//! let judged = assemble::judge(&assembly).unwrap();
+//! assert!(judged.lines_wanted().is_empty());
+//! let manifest = judged.finish(&Default::default());
+//! assert!(manifest.kernels.is_empty());
+//! assert_eq!(manifest, assemble::manifest(&assembly).unwrap());
+//! ```
+
+use crate::analyze;
+use crate::error::{Error, Result};
+use crate::launch::{self, Launch};
+use crate::manifest::{
+    Cliffs, DeviceCode, Kernel, KernelArch, Manifest, Origin, Resources, SourceLines,
+    SCHEMA_VERSION,
+};
+use crate::measured::{self, Measured};
+use crate::{cliff, names};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The schema's types this module assembles from (defined in [`crate::manifest`]).
+pub use crate::manifest::{Compiled, Contribution};
+
+/// Everything a build's manifest is made of.
+#[derive(Debug, Clone, Copy)]
+pub struct Assembly<'a> {
+    /// The cargo package.
+    pub package: &'a str,
+    /// Where the numbers come from.
+    pub origin: Origin,
+    /// The nvcc version of the numbers.
+    pub nvcc: &'a str,
+    /// The archs, in build order.
+    pub archs: &'a [String],
+    /// What each job contributed.
+    pub jobs: &'a [Contribution],
+    /// build.rs's declared launches, `(pattern, launch)` in order.
+    pub launches: &'a [(String, Launch)],
+    /// The lock's measurements; those of kernels × archs of this build are
+    /// kept, each under its kernel's source of today (a moved file keeps
+    /// its measurements).
+    pub measured: &'a [Measured],
+    /// The device code embedded.
+    pub device_code: &'a [DeviceCode],
+}
+
+/// Source lines located by nvdisasm, by `(cubin, symbol)`.
+pub type Lines = BTreeMap<(String, String), SourceLines>;
+
+/// A build's numbers, all worked out, before its source lines are known.
+#[derive(Debug, Clone)]
+pub struct Judged {
+    package: String,
+    origin: Origin,
+    nvcc: String,
+    archs: Vec<String>,
+    kernels: Vec<JudgedKernel>,
+    device_code: Vec<DeviceCode>,
+    measured: Vec<Measured>,
+}
+
+#[derive(Debug, Clone)]
+struct JudgedKernel {
+    compiled: Compiled,
+    ident: String,
+    source: String,
+    archs: BTreeMap<String, JudgedArch>,
+}
+
+#[derive(Debug, Clone)]
+struct JudgedArch {
+    resources: Resources,
+    cliffs: Option<Cliffs>,
+    compiled: Compiled,
+}
+
+/// Works out every number of the build: each kernel's identifier (unique
+/// over the build), and on each arch its best launch, its declared launch
+/// (build.rs's pattern, else its `__launch_bounds__`/`.reqntid`) and its
+/// cliffs there. Errors: a pattern that matches no kernel, two that give
+/// a kernel different launches, a launch that cannot run a kernel.
+pub fn judge(a: &Assembly<'_>) -> Result<Judged> {
+    // By (symbol, source): the order of the kernel table.
+    let mut by_key: BTreeMap<(&str, &str), BTreeMap<&str, &Compiled>> = BTreeMap::new();
+    for job in a.jobs {
+        for k in &job.kernels {
+            by_key
+                .entry((k.name.as_str(), job.source.as_str()))
+                .or_default()
+                .insert(job.arch.as_str(), k);
+        }
+    }
+    let keys: Vec<(&str, &str)> = by_key.keys().copied().collect();
+    let idents = analyze::idents(&keys);
+    let names: Vec<[&str; 4]> = by_key
+        .iter()
+        .zip(&idents)
+        .filter_map(|(((_, _), archs), ident)| {
+            let k = archs.values().next()?;
+            Some([
+                k.name.as_str(),
+                k.base_name.as_str(),
+                k.short_name.as_str(),
+                ident.as_str(),
+            ])
+        })
+        .collect();
+    launch::check_patterns(&names, a.launches)?;
+    let mut kernels = Vec::with_capacity(by_key.len());
+    for (((_, source), archs), ident) in by_key.iter().zip(idents) {
+        let Some(first) = archs.values().next() else {
+            continue;
+        };
+        let names = [
+            first.name.clone(),
+            first.base_name.clone(),
+            first.short_name.clone(),
+            ident.clone(),
+        ];
+        let by_build = launch::by_build(&first.base_name, &names, a.launches)?;
+        let mut judged = BTreeMap::new();
+        for (arch, compiled) in archs {
+            judged.insert(arch.to_string(), judge_arch(arch, compiled, by_build)?);
+        }
+        kernels.push(JudgedKernel {
+            compiled: (*first).clone(),
+            ident,
+            source: source.to_string(),
+            archs: judged,
+        });
+    }
+    let measured = measured::rebase(a.measured, |m| {
+        names::find_kernel(&kernels, &m.kernel, &m.source, |k| {
+            (k.compiled.name.as_str(), k.source.as_str())
+        })
+        .filter(|k| k.archs.contains_key(&m.arch))
+        .map(|k| k.source.clone())
+    });
+    Ok(Judged {
+        package: a.package.to_string(),
+        origin: a.origin,
+        nvcc: a.nvcc.to_string(),
+        archs: a.archs.to_vec(),
+        kernels,
+        device_code: a.device_code.to_vec(),
+        measured,
+    })
+}
+
+/// The manifest of a build that locates no source lines (one from the
+/// lock, or with `Build::source_lines(false)`): [`judge`], then
+/// [`Judged::finish`] with none.
+pub fn manifest(a: &Assembly<'_>) -> Result<Manifest> {
+    Ok(judge(a)?.finish(&Lines::new()))
+}
+
+/// One kernel on one arch: the best launch, the declared launch (build.rs's
+/// `by_build`, else the kernel's bounds) and the cliffs at the judged one.
+fn judge_arch(arch: &str, k: &Compiled, by_build: Option<&(String, Launch)>) -> Result<JudgedArch> {
+    let occupancy_error = |detail: String| Error::Occupancy {
+        kernel: k.name.clone(),
+        arch: arch.to_string(),
+        detail,
+    };
+    let best = analyze::best_of(arch, &k.facts).map_err(occupancy_error)?;
+    let choice = match by_build {
+        Some((pattern, launch)) => Some((
+            *launch,
+            launch::DeclaredBy::Build {
+                pattern: pattern.clone(),
+            },
+        )),
+        None => launch::from_bounds(&k.facts.launch_bounds),
+    };
+    let declared = match choice {
+        Some((launch, by)) => {
+            let by_text = by.describe();
+            Some(
+                launch::declared_for(arch, &k.facts, &launch, by).map_err(|detail| {
+                    Error::BadLaunch {
+                        kernel: k.base_name.clone(),
+                        arch: arch.to_string(),
+                        launch: format!("{}, declared by {}", launch.in_words(), by_text),
+                        detail,
+                    }
+                })?,
+            )
+        }
+        None => None,
+    };
+    let resources = Resources::new(k.facts.clone(), best, declared, k.cubin_hash.clone());
+    let cliffs = cliff::at_judged(arch, &resources).map_err(occupancy_error)?;
+    Ok(JudgedArch {
+        resources,
+        cliffs,
+        compiled: k.clone(),
+    })
+}
+
+impl Judged {
+    /// The kernels whose source lines are worth locating, by cubin: those
+    /// with device code whose registers matter
+    /// ([`cliff::registers_matter`]).
+    pub fn lines_wanted(&self) -> BTreeMap<String, BTreeSet<String>> {
+        let mut wanted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for k in &self.kernels {
+            for a in k.archs.values() {
+                if !a.compiled.cubin.is_empty()
+                    && cliff::registers_matter_at(&a.resources, a.cliffs.as_ref())
+                {
+                    wanted
+                        .entry(a.compiled.cubin.clone())
+                        .or_default()
+                        .insert(k.compiled.name.clone());
+                }
+            }
+        }
+        wanted
+    }
+
+    /// The manifest, with the source lines located (those of kernels
+    /// [`Judged::lines_wanted`] named; a kernel without lines has none).
+    pub fn finish(self, lines: &Lines) -> Manifest {
+        let kernels = self
+            .kernels
+            .into_iter()
+            .map(|k| {
+                let archs = k
+                    .archs
+                    .into_iter()
+                    .map(|(arch, a)| {
+                        let key = (a.compiled.cubin, k.compiled.name.clone());
+                        let lines = lines.get(&key).filter(|l| !l.is_empty()).cloned();
+                        let entry = KernelArch {
+                            resources: a.resources,
+                            cliffs: a.cliffs,
+                            cmem: a.compiled.cmem,
+                            warnings: a.compiled.warnings,
+                            cubin: key.0,
+                            ptx: a.compiled.ptx,
+                            lines,
+                        };
+                        (arch, entry)
+                    })
+                    .collect();
+                Kernel {
+                    name: k.compiled.name,
+                    demangled: k.compiled.demangled,
+                    base_name: k.compiled.base_name,
+                    short_name: k.compiled.short_name,
+                    ident: k.ident,
+                    source: k.source,
+                    params: k.compiled.params,
+                    archs,
+                }
+            })
+            .collect();
+        Manifest {
+            schema: SCHEMA_VERSION,
+            package: self.package,
+            origin: self.origin,
+            nvcc: self.nvcc,
+            archs: self.archs,
+            kernels,
+            device_code: self.device_code,
+            measured: self.measured,
+        }
+    }
+}
