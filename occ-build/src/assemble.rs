@@ -1,5 +1,6 @@
 //! Stage 5: what each job contributed ([`occ_model::analyze::contribution`]:
-//! its kernels as the compiler left them, with its cubin's hash), and the
+//! its kernels as the compiler left them, with its cubin's hash, worked
+//! out when the job ran and kept with its record), and the
 //! one assembly of the manifest ([`occ_model::assemble`]) from those, or,
 //! without nvcc, from the committed lock's records. build.rs's launches
 //! of today are declared, the lock's measurements of the kernels × archs
@@ -9,35 +10,14 @@ use crate::cargo::Directives;
 use crate::error::Result;
 use crate::inputs::Inputs;
 use crate::job::JobOutput;
-use occ_model::analyze::{self, JobText};
 use occ_model::assemble::{self, Assembly, Contribution, Judged};
 use occ_model::lock::Lock;
 use occ_model::manifest::{DeviceCode, Manifest, Origin};
-use occ_model::measured;
 
-/// What each job contributed, in the order of `outputs`; the cubin of each
-/// (in `$OUT_DIR/occ`) is hashed ([`measured::cubin_hash`], which a
-/// measurement is checked against; none when it cannot be read).
-pub(crate) fn contributions(inputs: &Inputs, outputs: &[JobOutput]) -> Result<Vec<Contribution>> {
-    outputs
-        .iter()
-        .map(|o| {
-            let text = JobText {
-                source: &o.job.source,
-                arch: &o.job.arch,
-                name: &o.job.name,
-                args: &o.job.args,
-                log: &o.log,
-                ptx: &o.ptx,
-                signatures: &o.signatures,
-            };
-            let cubin = inputs.out_dir.join(format!("{}.cubin", o.job.name));
-            let hash = std::fs::read(cubin)
-                .map(|bytes| measured::cubin_hash(&bytes))
-                .unwrap_or_default();
-            Ok(analyze::contribution(text, &hash)?)
-        })
-        .collect()
+/// What each job contributed (parsed when it ran, or kept with its
+/// record), in the order of `outputs`.
+pub(crate) fn contributions(outputs: &[JobOutput]) -> Vec<Contribution> {
+    outputs.iter().map(|o| o.contribution.clone()).collect()
 }
 
 /// Every number of a live build ([`assemble::judge`]), before its source

@@ -119,15 +119,16 @@ use crate::nvcc_text::{
     dryrun_include_dirs, dryrun_library_dirs, dryrun_programs, dryrun_settings, expand,
 };
 use crate::toolkit::{exe, Nvcc};
-use occ_model::params::Signatures;
+use occ_model::manifest::Contribution;
 use serde::{Deserialize, Serialize};
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-/// The version of the record format; a new one invalidates every record.
-const FORMAT: u32 = 5;
+/// The version of the record format; a new one invalidates every record
+/// (6: the record keeps what the job contributed, parsed once).
+const FORMAT: u32 = 6;
 
 /// A job's record: `$OUT_DIR/occ/cache/<job>.json` (`out` is
 /// `$OUT_DIR/occ`).
@@ -331,10 +332,10 @@ pub(crate) struct Record {
     pub outputs: Vec<Output>,
     /// nvcc's output (the ptxas `-v` log).
     pub log: String,
-    /// The kernels' signatures from nvcc's intermediate files
-    /// (`occ_model::params`), which are gone once the job is done.
-    #[serde(default)]
-    pub signatures: Signatures,
+    /// What the job contributed, per arch ([`occ_model::analyze::contribution`]:
+    /// its kernels as the compiler left them, parsed once, when it ran),
+    /// so that a build of cached jobs assembles without parsing anything.
+    pub contributions: Vec<Contribution>,
 }
 
 /// How a record stands against the files as they are now, checked by
@@ -479,8 +480,8 @@ pub(crate) struct Finished<'a> {
     pub record: &'a Path,
     /// nvcc's log.
     pub log: &'a str,
-    /// The kernels' signatures from nvcc's intermediate files.
-    pub signatures: &'a Signatures,
+    /// What the job contributed, per arch.
+    pub contributions: &'a [Contribution],
     /// The hash of the preprocessed text ([`Record::preprocessed`]).
     pub preprocessed: &'a str,
 }
@@ -676,7 +677,7 @@ fn write_record(run: &Finished<'_>, snapshot: Snapshot, outputs: Vec<Output>) ->
         preprocessed: run.preprocessed.to_string(),
         outputs,
         log: run.log.to_string(),
-        signatures: run.signatures.clone(),
+        contributions: run.contributions.to_vec(),
     };
     let text = serde_json::to_vec(&record).map_err(|e| {
         Error::io(

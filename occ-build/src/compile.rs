@@ -22,6 +22,9 @@ use crate::job::{Job, JobKind, JobOutput};
 use crate::nvcc_args;
 use crate::nvcc_text::{self, deps_from_preprocessed, Failure};
 use crate::toolkit::Nvcc;
+use occ_model::analyze::{self, JobText};
+use occ_model::manifest::Contribution;
+use occ_model::measured;
 use occ_model::params::{self, Signatures};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -299,7 +302,7 @@ impl Runner<'_> {
                 out: self.out,
                 record: &paths.record,
                 log: &record.log,
-                signatures: &record.signatures,
+                contributions: &record.contributions,
                 preprocessed: &proof.hash,
             };
             // A record not rewritten costs the next build a proof.
@@ -357,6 +360,7 @@ impl Runner<'_> {
     ) -> Result<Vec<JobOutput>> {
         let log = self.run_nvcc(job, run_args)?;
         let kept = self.gather(job, paths)?;
+        let contributions = self.contribute(job, paths, &log, &kept)?;
         let source = self.root.join(&job.source);
         // The same folders the probes use: occ's own arguments add no -I.
         let search = cache::search_dirs(self.root, &source, &self.search_args(run_args));
@@ -377,7 +381,7 @@ impl Runner<'_> {
                 out: self.out,
                 record: &paths.record,
                 log: &log,
-                signatures: &kept.signatures,
+                contributions: &contributions,
                 preprocessed: &kept.preprocessed,
             },
         )?;
@@ -394,14 +398,51 @@ impl Runner<'_> {
             paths,
             Gathered {
                 log,
-                ptx: kept.ptx,
+                contributions,
                 deps: kept.deps,
                 search,
-                signatures: kept.signatures,
                 unstable,
                 ran: true,
             },
         )
+    }
+
+    /// What the job contributed on each of its archs, in the order of
+    /// `paths.files` ([`analyze::contribution`]: parsed once, here, and kept
+    /// with the record), each with the hash of the cubin nvcc just left.
+    fn contribute(
+        &self,
+        job: &Job,
+        paths: &JobPaths,
+        log: &str,
+        kept: &Kept,
+    ) -> Result<Vec<Contribution>> {
+        let (_, logs) = arch_logs(job, log.to_string())?;
+        paths
+            .files
+            .iter()
+            .zip(logs)
+            .zip(&kept.ptx)
+            .map(|(((arch, cubin, _), log), ptx)| {
+                let text = JobText {
+                    source: &job.source,
+                    arch,
+                    name: cubin.trim_end_matches(".cubin"),
+                    args: &job.args,
+                    log: &log,
+                    ptx,
+                    signatures: &kept.signatures,
+                };
+                let hash = kept
+                    .moves
+                    .iter()
+                    .find(|(_, to)| to == cubin)
+                    .and_then(|(from, _)| std::fs::read(from).ok())
+                    .map(|bytes| measured::cubin_hash(&bytes))
+                    .unwrap_or_default();
+                Ok(analyze::contribution(text, &hash)?)
+            })
+            .collect()
     }
 
     /// Runs nvcc; its log (stderr, then stdout) when it succeeded.
@@ -482,25 +523,14 @@ impl Runner<'_> {
     /// from: itself for a device-only job, one per arch (its share of the
     /// log, its PTX) for a library job.
     fn outputs(&self, job: &Job, paths: &JobPaths, g: Gathered) -> Result<Vec<JobOutput>> {
-        let (archs, logs) = match &job.kind {
-            JobKind::Device => (vec![job.arch.clone()], vec![g.log]),
-            JobKind::Library { archs, .. } => {
-                let logs = occ_model::ptxas::split_by_arch(&g.log, archs).ok_or_else(|| {
-                    Error::LibraryLogSplit {
-                        file: job.source.clone(),
-                        archs: archs.clone(),
-                    }
-                })?;
-                (archs.clone(), logs)
-            }
-        };
+        let (archs, logs) = arch_logs(job, g.log)?;
         let object = paths.object.as_ref().map(|o| self.out.join(o));
         Ok(archs
             .into_iter()
             .zip(logs)
-            .zip(g.ptx)
+            .zip(g.contributions)
             .zip(&paths.files)
-            .map(|(((arch, log), ptx), (_, cubin, _))| JobOutput {
+            .map(|(((arch, log), contribution), (_, cubin, _))| JobOutput {
                 job: match &job.kind {
                     JobKind::Device => job.clone(),
                     // The arch's share, named as its own job would be.
@@ -513,14 +543,13 @@ impl Runner<'_> {
                     },
                 },
                 log,
-                ptx,
+                contribution,
                 deps: g.deps.clone(),
                 search: g.search.clone(),
                 unstable: g.unstable.clone(),
                 disproved: None,
                 ran: g.ran,
                 object: object.clone(),
-                signatures: g.signatures.clone(),
             })
             .collect())
     }
@@ -581,28 +610,40 @@ impl Runner<'_> {
         record: cache::Record,
         deps: Vec<PathBuf>,
     ) -> Reuse {
-        let ptx = paths
-            .files
-            .iter()
-            .map(|(_, _, ptx)| std::fs::read_to_string(self.out.join(ptx)).ok())
-            .collect::<Option<Vec<String>>>();
-        let Some(ptx) = ptx else {
+        // A record of another layout of the job (its archs) is no hit.
+        if record.contributions.len() != paths.files.len() {
             return Reuse::Miss(None);
-        };
+        }
         let source = self.root.join(&job.source);
         let search = cache::search_dirs(self.root, &source, &self.search_args(&job.args));
         let gathered = Gathered {
             log: record.log,
-            ptx,
+            contributions: record.contributions,
             deps,
             search,
-            signatures: record.signatures,
             unstable: None,
             ran: false,
         };
         match self.outputs(job, paths, gathered) {
             Ok(outputs) => Reuse::Hit(outputs),
             Err(_) => Reuse::Miss(None),
+        }
+    }
+}
+
+/// A job's archs and each one's share of nvcc's log: the one arch and the
+/// whole log of a device job; a library job's log split by arch.
+fn arch_logs(job: &Job, log: String) -> Result<(Vec<String>, Vec<String>)> {
+    match &job.kind {
+        JobKind::Device => Ok((vec![job.arch.clone()], vec![log])),
+        JobKind::Library { archs, .. } => {
+            let logs = occ_model::ptxas::split_by_arch(&log, archs).ok_or_else(|| {
+                Error::LibraryLogSplit {
+                    file: job.source.clone(),
+                    archs: archs.clone(),
+                }
+            })?;
+            Ok((archs.clone(), logs))
         }
     }
 }
@@ -637,14 +678,12 @@ struct Kept {
 struct Gathered {
     /// nvcc's log.
     log: String,
-    /// Each arch's PTX text.
-    ptx: Vec<String>,
+    /// What the job contributed, per arch.
+    contributions: Vec<Contribution>,
     /// Every input.
     deps: Vec<PathBuf>,
     /// The user's include search folders.
     search: Vec<PathBuf>,
-    /// The kernels' signatures.
-    signatures: Signatures,
     /// Why the result is not cached, if so.
     unstable: Option<String>,
     /// Whether nvcc ran.

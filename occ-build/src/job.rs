@@ -5,7 +5,7 @@
 //!
 //! A leaf: it imports no stage.
 
-use occ_model::params::Signatures;
+use occ_model::manifest::Contribution;
 use std::path::PathBuf;
 
 /// What one job compiles.
@@ -46,8 +46,9 @@ pub struct JobOutput {
     pub job: Job,
     /// nvcc's stderr and stdout (the ptxas `-v` log).
     pub log: String,
-    /// The PTX text.
-    pub ptx: String,
+    /// What the job contributed on this arch (its kernels as the compiler
+    /// left them), parsed when it ran, or from its record.
+    pub contribution: Contribution,
     /// Every file nvcc read, as absolute paths (the source and its headers).
     pub deps: Vec<PathBuf>,
     /// The user's folders its `#include`s search (the source's, each `-I`).
@@ -62,9 +63,6 @@ pub struct JobOutput {
     /// The object of a host-code library job (`$OUT_DIR/occ/<stem>.o`),
     /// on each of its per-arch outputs.
     pub object: Option<PathBuf>,
-    /// The kernels' signatures (host stubs, declarations), from nvcc's
-    /// intermediate files or the job's record.
-    pub signatures: Signatures,
 }
 
 impl Job {

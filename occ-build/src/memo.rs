@@ -257,6 +257,16 @@ pub(crate) fn reuse(
     }
     let manifest =
         std::fs::read_to_string(inputs.out_dir.join(occ_model::manifest::FILE_NAME)).ok()?;
+    // Listed among this run's parts, or no reuse (a later part would
+    // not find its kernels).
+    parts::reused(
+        &inputs.out_dir,
+        build.part(),
+        &inputs.root,
+        &inputs.sources,
+        &crate::plan::recorded_flags(build, inputs),
+    )
+    .ok()?;
     let saved = memo.directives;
     *directives = Directives {
         rerun_if_changed: saved.rerun_if_changed,
@@ -264,13 +274,6 @@ pub(crate) fn reuse(
         warnings: saved.warnings,
         link: saved.link,
     };
-    parts::reused(
-        &inputs.out_dir,
-        build.part(),
-        &inputs.root,
-        &inputs.sources,
-        &crate::plan::recorded_flags(build, inputs),
-    );
     Some(manifest)
 }
 
@@ -335,7 +338,7 @@ fn snapshot(
         let mut record = Record::read(path)?;
         // The memo checks the record; it never serves its results.
         record.log.clear();
-        record.signatures = Default::default();
+        record.contributions.clear();
         records.push((path.clone(), stat, record));
     }
     let vars: Vec<(String, Option<OsString>)> = env

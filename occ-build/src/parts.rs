@@ -6,68 +6,104 @@
 //! has the empty name). Each part compiles and caches its own jobs (their
 //! files are named `<part>@<job>`, so one part never removes another's),
 //! and `manifest.json`, `kernels.rs` and the candidate lock hold the kernels
-//! of every part run so far in this process: after the last `Build` of the
-//! build script, all of them.
+//! of every part run so far by this run of the build script: after its
+//! last `Build`, all of them.
 //!
-//! A part run again in the same process (a test rebuilding, or a build
-//! script that compiles the same part twice) replaces its earlier self.
-//!
-//! A part its memo served (`memo.rs`) is registered without its manifest
-//! ([`reused`]): it is the first part of the process (the memo serves no
-//! other), so `manifest.json` holds its kernels alone until a later part
-//! writes it, and a later part reads it from there ([`record`]).
+//! No state is kept in the process: the parts are merged through the
+//! files they write. `parts.json` in `$OUT_DIR/occ` lists the parts of the
+//! run that wrote it ([`Parts`]: each one's name, sources and recorded
+//! flags) under the run's identity (this process: its id and start time);
+//! `manifest.json` holds their kernels. A part reads both ([`record`]):
+//! when `parts.json` is another run's, the part is the run's first and
+//! stands alone; else it takes `manifest.json`'s kernels of the other
+//! parts, less those of its own sources, and adds its own. A part run again
+//! in the same run (a test rebuilding, or a build script that compiles the
+//! same part twice) so replaces its earlier self; a part its memo served
+//! (`memo.rs`, the first of its run) is listed with its kernels already in
+//! `manifest.json` ([`reused`]).
 
 use crate::error::{Error, Result};
+use crate::files::write_atomic;
 use occ_model::analyze;
 use occ_model::lock::Lock;
 use occ_model::manifest::Manifest;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
+/// The parts list's file name in `$OUT_DIR/occ`.
+const FILE: &str = "parts.json";
+
+/// The parts a run of the build script built into one `OUT_DIR`.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Parts {
+    /// The run ([`this_run`]).
+    run: String,
+    /// Its parts, in the order they were first built.
+    parts: Vec<Part>,
+}
+
+/// One part of a run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Part {
-    out: PathBuf,
     name: String,
     sources: Vec<String>,
     /// The sources as the file system resolves them (`a/../k.cu`, a
     /// symlink): one file however it is spelled.
     files: Vec<PathBuf>,
     flags: Vec<String>,
-    /// `None` for a part its memo served: its kernels are in `manifest.json`.
-    manifest: Option<Manifest>,
 }
 
-impl Part {
-    fn new(
-        out: &Path,
-        name: &str,
-        root: &Path,
-        sources: &[String],
-        flags: &[String],
-        manifest: Option<Manifest>,
-    ) -> Part {
-        Part {
-            out: out.to_path_buf(),
-            name: name.to_string(),
-            sources: sources.to_vec(),
-            files: resolved(root, sources),
-            flags: flags.to_vec(),
-            manifest,
-        }
+/// This run of the build script: the process's id and, where the system
+/// says, when it started (a later run given the same id is another run).
+fn this_run() -> String {
+    let started = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|stat| {
+            // Field 22 (`starttime`), the 20th after the command's `)`.
+            let (_, after) = stat.rsplit_once(')')?;
+            after.split_whitespace().nth(19).map(str::to_string)
+        })
+        .unwrap_or_default();
+    format!("{}-{started}", std::process::id())
+}
+
+/// The parts of this run built into `out` so far (none when `parts.json`
+/// is missing, unreadable or another run's).
+fn this_runs(out: &Path) -> Parts {
+    let run = this_run();
+    std::fs::read(out.join(FILE))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Parts>(&bytes).ok())
+        .filter(|parts| parts.run == run)
+        .unwrap_or(Parts {
+            run,
+            parts: Vec::new(),
+        })
+}
+
+/// Lists `part` among this run's parts in `out` (replacing its earlier
+/// self), and returns the list.
+fn enlist(out: &Path, mut parts: Parts, part: Part) -> Result<Parts> {
+    match parts.parts.iter_mut().find(|p| p.name == part.name) {
+        Some(p) => *p = part,
+        None => parts.parts.push(part),
     }
+    // Plain strings and paths: serializing cannot fail.
+    let text = serde_json::to_vec(&parts).unwrap_or_default();
+    write_atomic(&out.join(FILE), &text)?;
+    Ok(parts)
 }
-
-/// The parts built in this process.
-static PARTS: Mutex<Vec<Part>> = Mutex::new(Vec::new());
 
 /// What a part sees of the builds into its `OUT_DIR`.
 pub(crate) struct View {
     /// Every part's kernels: what `manifest.json` and `kernels.rs` hold.
     pub merged: Manifest,
-    /// The sources of each named part built in this process.
-    pub named: std::collections::BTreeMap<String, Vec<String>>,
+    /// The sources of each named part built in this run.
+    pub named: BTreeMap<String, Vec<String>>,
     /// The recorded flags (`plan::recorded_flags`) of each part built in
-    /// this process, the default one under `""`.
-    pub flags: std::collections::BTreeMap<String, Vec<String>>,
+    /// this run, the default one under `""`.
+    pub flags: BTreeMap<String, Vec<String>>,
     /// A note when this part replaced an earlier one of the same name with
     /// none of the same sources: two `Build`s that need distinct names.
     pub clash: Option<String>,
@@ -82,23 +118,20 @@ fn describe(name: &str) -> String {
     }
 }
 
-/// Refuses a file that another part of this process compiled into `out`
-/// too ([`Error::FileInTwoBuilds`]): its kernels' numbers would come from
-/// one compile and their code from the other. The pipeline checks it
-/// before anything is compiled (and before [`record`]).
+/// Refuses a file that another part of this run compiled into `out` too
+/// ([`Error::FileInTwoBuilds`]): its kernels' numbers would come from one
+/// compile and their code from the other. The pipeline checks it before
+/// anything is compiled (and before [`record`]).
 pub(crate) fn check_sources(out: &Path, name: &str, root: &Path, sources: &[String]) -> Result<()> {
-    let parts = PARTS.lock().unwrap_or_else(|e| e.into_inner());
+    let parts = this_runs(out);
     let files = resolved(root, sources);
-    let shared = parts
-        .iter()
-        .filter(|p| p.out == out && p.name != name)
-        .find_map(|p| {
-            sources
-                .iter()
-                .zip(&files)
-                .find(|(_, f)| p.files.contains(f))
-                .map(|(file, _)| (p, file))
-        });
+    let shared = parts.parts.iter().filter(|p| p.name != name).find_map(|p| {
+        sources
+            .iter()
+            .zip(&files)
+            .find(|(_, f)| p.files.contains(f))
+            .map(|(file, _)| (p, file))
+    });
     match shared {
         Some((other, file)) => Err(Error::FileInTwoBuilds {
             file: file.clone(),
@@ -120,23 +153,33 @@ fn resolved(root: &Path, sources: &[String]) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Whether a part other than `name` was built into `out` in this process.
+/// Whether a part other than `name` was built into `out` in this run.
 pub(crate) fn others(out: &Path, name: &str) -> bool {
-    let parts = PARTS.lock().unwrap_or_else(|e| e.into_inner());
-    parts.iter().any(|p| p.out == out && p.name != name)
+    this_runs(out).parts.iter().any(|p| p.name != name)
 }
 
-/// Registers the part `name` that its memo served: like [`record`], with
-/// its manifest left in `out`'s `manifest.json`.
-pub(crate) fn reused(out: &Path, name: &str, root: &Path, sources: &[String], flags: &[String]) {
-    let mut parts = PARTS.lock().unwrap_or_else(|e| e.into_inner());
-    parts.retain(|p| !(p.out == out && p.name == name));
-    parts.push(Part::new(out, name, root, sources, flags, None));
+/// Lists the part `name` that its memo served: its kernels are those of
+/// `out`'s `manifest.json`, which a later part reads ([`record`]).
+pub(crate) fn reused(
+    out: &Path,
+    name: &str,
+    root: &Path,
+    sources: &[String],
+    flags: &[String],
+) -> Result<()> {
+    let part = Part {
+        name: name.to_string(),
+        sources: sources.to_vec(),
+        files: resolved(root, sources),
+        flags: flags.to_vec(),
+    };
+    enlist(out, this_runs(out), part).map(|_| ())
 }
 
-/// Records `manifest` as the part `name` of the builds into `out` (its
-/// sources passed [`check_sources`]). A part registered by [`reused`] is
-/// read from `manifest.json` here, before this part writes it.
+/// Merges `manifest`, the part `name` (its sources passed
+/// [`check_sources`]), with the other parts of this run built into `out`:
+/// their kernels are `manifest.json`'s, less those of this part's sources
+/// of today and of its earlier self.
 pub(crate) fn record(
     out: &Path,
     name: &str,
@@ -145,21 +188,17 @@ pub(crate) fn record(
     flags: &[String],
     manifest: &Manifest,
 ) -> Result<View> {
-    let mut parts = PARTS.lock().unwrap_or_else(|e| e.into_inner());
-    for part in parts.iter_mut().filter(|p| p.out == out && p.name != name) {
-        if part.manifest.is_none() {
-            let path = out.join(occ_model::manifest::FILE_NAME);
-            part.manifest = Some(crate::files::read_manifest(&path)?);
-        }
-    }
-    let mut clash = None;
-    if let Some(i) = parts.iter().position(|p| p.out == out && p.name == name) {
-        let old = parts.remove(i);
-        if !old.sources.is_empty()
-            && !sources.is_empty()
-            && !old.sources.iter().any(|s| sources.contains(s))
-        {
-            clash = Some(format!(
+    let parts = this_runs(out);
+    let earlier = parts.parts.iter().find(|p| p.name == name).cloned();
+    let clash = earlier
+        .as_ref()
+        .filter(|old| {
+            !old.sources.is_empty()
+                && !sources.is_empty()
+                && !old.sources.iter().any(|s| sources.contains(s))
+        })
+        .map(|_| {
+            format!(
                 "occ: two Builds{} in this build script write into the same OUT_DIR with none of \
                  the same files; kernels.rs now holds the second one's kernels only: give each \
                  Build its own `.name(..)`",
@@ -168,34 +207,41 @@ pub(crate) fn record(
                 } else {
                     format!(" named `{name}`")
                 }
-            ));
-        }
-    }
-    parts.push(Part::new(
-        out,
-        name,
-        root,
-        sources,
-        flags,
-        Some(manifest.clone()),
-    ));
-    let mine: Vec<&Part> = parts.iter().filter(|p| p.out == out).collect();
-    // One part (most crates): what the merge gives is the part itself with
-    // its identifiers made unique, without copying it through the merge.
-    let merged = if mine.len() == 1 {
+            )
+        });
+    let others = parts.parts.iter().any(|p| p.name != name);
+    let merged = if others {
+        let path = out.join(occ_model::manifest::FILE_NAME);
+        let mut theirs = crate::files::read_manifest(&path)?;
+        let mine: Vec<&String> = sources
+            .iter()
+            .chain(earlier.iter().flat_map(|p| &p.sources))
+            .collect();
+        theirs.kernels.retain(|k| !mine.contains(&&k.source));
+        theirs.device_code.retain(|b| !mine.contains(&&b.source));
+        analyze::merge(&[&theirs, manifest]).unwrap_or_else(|| manifest.clone())
+    } else {
+        // One part (most crates): the part itself, its identifiers made
+        // unique, without copying it through the merge.
         let mut own = manifest.clone();
         analyze::assign_idents(&mut own.kernels);
         own
-    } else {
-        let manifests: Vec<&Manifest> = mine.iter().filter_map(|p| p.manifest.as_ref()).collect();
-        analyze::merge(&manifests).unwrap_or_else(|| manifest.clone())
     };
-    let named = mine
+    let part = Part {
+        name: name.to_string(),
+        sources: sources.to_vec(),
+        files: resolved(root, sources),
+        flags: flags.to_vec(),
+    };
+    let parts = enlist(out, parts, part)?;
+    let named = parts
+        .parts
         .iter()
         .filter(|p| !p.name.is_empty())
         .map(|p| (p.name.clone(), p.sources.clone()))
         .collect();
-    let flags = mine
+    let flags = parts
+        .parts
         .iter()
         .map(|p| (p.name.clone(), p.flags.clone()))
         .collect();

@@ -15,28 +15,38 @@
 //!    runs).
 //!    3½. `memo::identity`, `memo::reuse`: when nothing the last finished
 //!    build depended on changed (its memo, `memo.rs`), the build prints
-//!    that build's directives and stops here, having written nothing.
-//! 4. `compile::run`: run the jobs or reuse their cached results.
-//! 5. `assemble::manifest`: parse each job's output into the manifest.
-//!    5½. `disasm::annotate`: nvdisasm over each cubin (cached by its
-//!    bytes): where each kernel spills and where its register pressure
-//!    peaks, by source line.
+//!    that build's directives and stops here, having written nothing but
+//!    its line in `parts.json`.
+//! 4. `compile::run`: run the jobs or reuse their cached results; each
+//!    job's contribution (`occ_model::analyze::contribution`, its kernels
+//!    as the compiler left them) is worked out when it runs and kept with
+//!    its record.
+//! 5. `embed::write`: the device code to embed (a fatbin per file by
+//!    default), which the manifest lists; then `assemble::judge`: the one
+//!    assembly (`occ_model::assemble`) of the jobs' contributions, build.rs's
+//!    launches and the lock's measurements.
+//!    5½. `disasm::lines`: nvdisasm over the cubins of the kernels whose
+//!    registers matter (cached by their bytes): where each spills and where
+//!    its register pressure peaks, by source line; the manifest is
+//!    finished with them (`Judged::finish`), once.
 //! 6. `gate::spills`: spilling kernels fail a build that denies them (else
 //!    the summary of stage 9 names them), and `gate::measured` warns about
 //!    measurements of another cubin; then `hostlib::archive` archives a
 //!    host-code library's objects and adds its link directives.
-//! 7. `embed::write`: the device code to embed (a fatbin per file by
-//!    default); `emit::write_all`: `manifest.json` and `kernels.rs` into
+//! 7. `emit::write_all`: `manifest.json` and `kernels.rs` into
 //!    `$OUT_DIR/occ`; `emit::remove_stale`: files of jobs gone from the build.
 //!    7½. `parts::record`: with several `Build`s in one script, this part's
-//!    kernels merged with the others' into one table and candidate lock.
+//!    kernels merged with the others' (read back from `manifest.json`, the
+//!    parts of this run listed in `parts.json`) into one table and
+//!    candidate lock.
 //! 8. `gate::baseline`: compare with `occ.lock`; bless on request.
 //! 9. `summary::write`: the report (table, spills, every finding of the
 //!    gates) to `report.txt`, also when a gate failed, and one warning when
 //!    something is notable; then `memo::record` writes the memo.
 //!
 //! A build that stands on the lock (no nvcc) runs 1, 2, then
-//! `assemble::from_lock`, `embed::placeholders` and `emit::write_all`.
+//! `embed::placeholders`, `assemble::from_lock` (the same assembly over the
+//! lock's records) and `emit::write_all`.
 //!
 //! From the memo's miss (or a failure before it) to the end,
 //! `$OUT_DIR/occ/status.json` says `running` (`status::mark`), so `cargo
@@ -364,7 +374,7 @@ fn compile(build: &Build, inputs: &Inputs, nvcc: &Nvcc, planned: Planned) -> Res
     } = planned;
     let mut outputs = compile::run(nvcc, &toolkit, inputs, &jobs)?;
     if caps.needs_second_look(caps_from_previous) {
-        let contributed = assemble::contributions(inputs, &outputs)?;
+        let contributed = assemble::contributions(&outputs);
         let found = assemble::judge(inputs, "", &contributed, &[])?.finish(&Default::default());
         let placed = plan::place_caps(build, inputs, &found)?;
         if placed.by_file != caps.by_file {
@@ -427,7 +437,7 @@ fn assemble(
         directives.warn(warning);
     }
     let version = toolchain::version(nvcc, &compiled.toolkit, &inputs.out_dir)?;
-    let jobs = assemble::contributions(inputs, &compiled.outputs)?;
+    let jobs = assemble::contributions(&compiled.outputs);
     let embedding = embed::Settings {
         embed: build.embed_mode(),
         strip_lines: !build.no_source_lines && !build.keeps_line_info(&inputs.nvcc_vars),
