@@ -313,3 +313,78 @@ pub(crate) fn prefix(name: &str) -> String {
         format!("{name}@")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use occ_model::assemble::{self, Assembly};
+    use occ_model::manifest::Origin;
+
+    /// The kernels of one job of nvcc 13.5 (tests/fixtures/regen.sh), as
+    /// if compiled from `source`.
+    fn part(source: &str) -> Manifest {
+        let signatures = occ_model::params::Signatures::default();
+        let args = ["-maxrregcount".to_string(), "16".to_string()];
+        let text = occ_model::analyze::JobText {
+            source,
+            arch: "sm_80",
+            name: "k",
+            args: &args,
+            log: include_str!("../../tests/fixtures/ptxas-13.5-maxrregcount16-sm_80.log"),
+            ptx: include_str!("../../tests/fixtures/ptx-13.5-kernels-sm_80.ptx"),
+            signatures: &signatures,
+        };
+        let jobs = [occ_model::analyze::contribution(text, "").expect("the kernels")];
+        assemble::manifest(&Assembly {
+            package: "p",
+            origin: Origin::Nvcc,
+            nvcc: "V13.5.37",
+            archs: &["sm_80".into()],
+            jobs: &jobs,
+            launches: &[],
+            measured: &[],
+            device_code: &[],
+        })
+        .expect("manifest")
+    }
+
+    fn sources(m: &Manifest) -> std::collections::BTreeSet<&str> {
+        m.kernels.iter().map(|k| k.source.as_str()).collect()
+    }
+
+    #[test]
+    fn the_parts_of_one_run_merge_through_their_files_and_an_earlier_runs_do_not() {
+        let out = std::env::temp_dir().join(format!("occ-parts-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        std::fs::create_dir_all(&out).expect("out");
+        let write = |m: &Manifest| {
+            std::fs::write(out.join(occ_model::manifest::FILE_NAME), m.to_json()).expect("write")
+        };
+        let (a, b) = (part("a.cu"), part("b.cu"));
+        let view = record(&out, "", &out, &["a.cu".into()], &[], &a).expect("a");
+        assert_eq!(sources(&view.merged), ["a.cu"].into());
+        write(&view.merged);
+        let view = record(&out, "lib", &out, &["b.cu".into()], &["-O3".into()], &b).expect("b");
+        assert_eq!(sources(&view.merged), ["a.cu", "b.cu"].into());
+        assert_eq!(view.named.keys().collect::<Vec<_>>(), ["lib"]);
+        assert_eq!(view.flags[""], Vec::<String>::new());
+        assert_eq!(view.flags["lib"], ["-O3"]);
+        write(&view.merged);
+        // A file of a part of this run is refused in another.
+        let e = check_sources(&out, "other", &out, &["b.cu".into()]).expect_err("b is lib's");
+        assert!(e.to_string().contains("b.cu"), "{e}");
+        // The default part again, now of b.cu alone: it replaces its
+        // earlier self, a.cu's kernels go.
+        let view = record(&out, "", &out, &["b.cu".into()], &[], &b).expect("again");
+        assert_eq!(sources(&view.merged), ["b.cu"].into());
+        assert!(view.clash.is_some(), "none of the same files: a clash");
+        // An earlier run's parts are not this run's.
+        let text = std::fs::read_to_string(out.join(FILE)).expect("parts.json");
+        let run = this_run();
+        std::fs::write(out.join(FILE), text.replace(&run, "1-1")).expect("another run");
+        assert!(!others(&out, ""));
+        let view = record(&out, "", &out, &["a.cu".into()], &[], &a).expect("alone");
+        assert_eq!(sources(&view.merged), ["a.cu"].into());
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}

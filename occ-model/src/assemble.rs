@@ -300,3 +300,151 @@ impl Judged {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::{contribution, JobText};
+    use crate::lock::Lock;
+    use crate::params::Signatures;
+    use std::path::Path;
+
+    /// One job of `kernels/kernels.cu` on sm_80 with `-maxrregcount 16`,
+    /// its log and PTX as nvcc 13.5 left them in one run
+    /// (tests/fixtures/regen.sh), hashed as `hash`.
+    fn job(hash: &str) -> Contribution {
+        let signatures = Signatures::default();
+        let args = ["-maxrregcount".to_string(), "16".to_string()];
+        let text = JobText {
+            source: "kernels/kernels.cu",
+            arch: "sm_80",
+            name: "kernels.sm_80",
+            args: &args,
+            log: include_str!("../../tests/fixtures/ptxas-13.5-maxrregcount16-sm_80.log"),
+            ptx: include_str!("../../tests/fixtures/ptx-13.5-kernels-sm_80.ptx"),
+            signatures: &signatures,
+        };
+        contribution(text, hash).expect("the fixture's kernels")
+    }
+
+    fn assembly<'a>(
+        origin: Origin,
+        archs: &'a [String],
+        jobs: &'a [Contribution],
+        launches: &'a [(String, Launch)],
+    ) -> Assembly<'a> {
+        Assembly {
+            package: "p",
+            origin,
+            nvcc: "V13.5.37",
+            archs,
+            jobs,
+            launches,
+            measured: &[],
+            device_code: &[],
+        }
+    }
+
+    #[test]
+    fn a_build_from_the_lock_gives_the_numbers_of_the_build_with_nvcc() {
+        let archs = ["sm_80".to_string()];
+        let launches = [("*".to_string(), Launch::block(128))];
+        let jobs = [job("c0ffee")];
+        let live = manifest(&assembly(Origin::Nvcc, &archs, &jobs, &launches)).expect("live");
+        assert!(live.kernels.len() > 3, "{}", live.kernels.len());
+        let lock = Lock::from_manifest(&live);
+        let sources = vec!["kernels/kernels.cu".to_string()];
+        let from_lock = lock
+            .contributions(&archs, &sources, Path::new("occ.lock"))
+            .expect("the lock's records");
+        let locked =
+            manifest(&assembly(Origin::Lock, &archs, &from_lock, &launches)).expect("locked");
+        assert_eq!(locked.kernels.len(), live.kernels.len());
+        for (a, b) in live.kernels.iter().zip(&locked.kernels) {
+            assert_eq!(
+                (&a.name, &a.ident, &a.params),
+                (&b.name, &b.ident, &b.params)
+            );
+            let (x, y) = (&a.archs["sm_80"], &b.archs["sm_80"]);
+            // Every number, derived ones included; only what a lock does
+            // not carry (the files, ptxas's words) differs.
+            assert_eq!(x.resources, y.resources, "{}", a.name);
+            assert_eq!(x.cliffs, y.cliffs, "{}", a.name);
+            assert_eq!(x.resources.cubin_hash, "c0ffee");
+            assert!(x.has_device_code() && !y.has_device_code());
+        }
+    }
+
+    #[test]
+    fn each_kernel_arch_is_made_whole_at_its_declared_launch() {
+        let archs = ["sm_80".to_string()];
+        let jobs = [job("")];
+        let launches = [("*".to_string(), Launch::block(64))];
+        let m = manifest(&assembly(Origin::Nvcc, &archs, &jobs, &launches)).expect("manifest");
+        for k in &m.kernels {
+            let a = &k.archs["sm_80"];
+            assert!(!k.ident.is_empty(), "{}", k.name);
+            assert!(a.best.block_size > 0, "{}", k.name);
+            let d = a.declared.as_ref().expect("every kernel matches `*`");
+            assert_eq!(d.block_size, 64, "{}", k.name);
+            // The cliffs stand at the judged launch, the declared one.
+            let at = cliff::at_judged("sm_80", &a.resources).expect("cliffs");
+            assert_eq!(a.cliffs, at, "{}", k.name);
+        }
+    }
+
+    #[test]
+    fn lines_are_asked_for_where_registers_matter_and_kept_only_there() {
+        let archs = ["sm_80".to_string()];
+        let jobs = [job("")];
+        let judged = judge(&assembly(Origin::Nvcc, &archs, &jobs, &[])).expect("judged");
+        let wanted = judged.lines_wanted();
+        let m = judged.clone().finish(&Lines::new());
+        let expect: BTreeSet<String> = m
+            .kernels
+            .iter()
+            .filter(|k| cliff::registers_matter(&k.archs["sm_80"]))
+            .map(|k| k.name.clone())
+            .collect();
+        assert_eq!(
+            wanted.get("kernels.sm_80.cubin"),
+            Some(&expect).filter(|e| !e.is_empty())
+        );
+        let first = m.kernels[0].name.clone();
+        let peak = SourceLines {
+            spills: Vec::new(),
+            peak_pressure: Some(crate::manifest::PressurePoint {
+                file: "kernels/kernels.cu".into(),
+                line: 7,
+                registers: 40,
+            }),
+        };
+        let mut lines = Lines::new();
+        lines.insert(("kernels.sm_80.cubin".into(), first.clone()), peak.clone());
+        // An empty record is no lines.
+        for k in m.kernels.iter().skip(1) {
+            lines.insert(
+                ("kernels.sm_80.cubin".into(), k.name.clone()),
+                SourceLines::default(),
+            );
+        }
+        let with = judged.finish(&lines);
+        for k in &with.kernels {
+            let got = k.archs["sm_80"].lines.as_ref();
+            assert_eq!(got, (k.name == first).then_some(&peak), "{}", k.name);
+        }
+    }
+
+    #[test]
+    fn a_pattern_that_matches_no_kernel_is_refused_naming_the_closest() {
+        let archs = ["sm_80".to_string()];
+        let jobs = [job("")];
+        let launches = [("no_such_kernel*".to_string(), Launch::block(64))];
+        let e = manifest(&assembly(Origin::Nvcc, &archs, &jobs, &launches))
+            .expect_err("no kernel matches");
+        assert!(
+            matches!(&e, Error::UnmatchedLaunch { pattern, closest } if pattern == "no_such_kernel*" && !closest.is_empty()),
+            "{e}"
+        );
+    }
+}
