@@ -118,6 +118,7 @@ use crate::nvcc_args;
 use crate::nvcc_text::{
     dryrun_include_dirs, dryrun_library_dirs, dryrun_programs, dryrun_settings, expand,
 };
+use crate::process::{Cmd, Programs};
 use crate::toolkit::{exe, Nvcc};
 use occ_model::params::Signatures;
 use serde::{Deserialize, Serialize};
@@ -773,6 +774,7 @@ impl Toolkit {
     /// a new `nvcc --dryrun` with `args` (a job's full arguments).
     pub fn identify(
         nvcc: &Nvcc,
+        programs: &dyn Programs,
         vars: &NvccVars,
         path_var: Option<&str>,
         args: &[String],
@@ -805,7 +807,7 @@ impl Toolkit {
                 return Ok(known);
             }
         }
-        let toolkit = Toolkit::from_dryrun(nvcc, vars, args, root, probe)?;
+        let toolkit = Toolkit::from_dryrun(nvcc, programs, vars, args, root, probe)?;
         if let Ok(text) = serde_json::to_vec(&toolkit) {
             // A cache of the identity only: failing to write it costs a dry run.
             let _ = write_atomic(cache, &text);
@@ -817,23 +819,19 @@ impl Toolkit {
     /// prints them, and each program it finds is part of the identity.
     fn from_dryrun(
         nvcc: &Nvcc,
+        programs: &dyn Programs,
         vars: &NvccVars,
         args: &[String],
         root: &Path,
         probe: String,
     ) -> Result<Toolkit> {
-        let mut cmd = std::process::Command::new(&nvcc.path);
+        let mut cmd = Cmd::new(&nvcc.path);
         nvcc_vars(&mut cmd, vars);
-        let output = cmd
-            .arg("--dryrun")
-            .args(args)
-            .current_dir(root)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .map_err(|e| Error::NvccNotRunnable {
-                nvcc: nvcc.path.clone(),
-                reason: e.to_string(),
-            })?;
+        cmd.arg("--dryrun").args(args).current_dir(root);
+        let output = programs.output(&cmd).map_err(|e| Error::NvccNotRunnable {
+            nvcc: nvcc.path.clone(),
+            reason: e.to_string(),
+        })?;
         let text = String::from_utf8_lossy(&output.stderr).into_owned();
         let settings = dryrun_settings(&text);
         let stdout = String::from_utf8_lossy(&output.stdout);
@@ -942,7 +940,7 @@ impl Toolkit {
 
 /// Sets (or clears) the variables nvcc reads on a command, so that nvcc
 /// sees exactly what the build read through [`crate::env::Env`].
-pub(crate) fn nvcc_vars(cmd: &mut std::process::Command, vars: &NvccVars) {
+pub(crate) fn nvcc_vars(cmd: &mut Cmd, vars: &NvccVars) {
     for (name, value) in vars {
         match value {
             Some(v) => cmd.env(name, v),

@@ -21,6 +21,7 @@ use crate::inputs::Inputs;
 use crate::job::{Job, JobKind, JobOutput};
 use crate::nvcc_args;
 use crate::nvcc_text::{self, deps_from_preprocessed, Failure};
+use crate::process::{Cmd, Programs, Status};
 use crate::toolkit::Nvcc;
 use occ_model::params::{self, Signatures};
 use std::path::{Path, PathBuf};
@@ -42,6 +43,7 @@ pub(crate) fn run(
     let jobserver = jobserver_client();
     Runner {
         nvcc,
+        programs: &*inputs.programs,
         toolkit,
         toolkit_dirs: toolkit.include_dirs(),
         vars: &inputs.nvcc_vars,
@@ -79,6 +81,7 @@ pub(crate) fn toolkit(nvcc: &Nvcc, inputs: &Inputs, jobs: &[Job]) -> Result<Tool
     };
     Toolkit::identify(
         nvcc,
+        &*inputs.programs,
         &inputs.nvcc_vars,
         inputs.path_var.as_deref(),
         &args,
@@ -98,6 +101,8 @@ fn jobserver_client() -> Option<jobserver::Client> {
 pub(crate) struct Runner<'a> {
     /// The nvcc to run.
     pub nvcc: &'a Nvcc,
+    /// What runs it.
+    pub programs: &'a dyn Programs,
     /// The toolkit's identity.
     pub toolkit: &'a Toolkit,
     /// The toolkit's include folders ([`Toolkit::include_dirs`]).
@@ -319,16 +324,12 @@ impl Runner<'_> {
         let proof = (|| {
             let before = cache::Before::take(&source)?;
             let text = tmp.join("proof.ii");
-            let mut cmd = std::process::Command::new(&self.nvcc.path);
+            let mut cmd = Cmd::new(&self.nvcc.path);
             cache::nvcc_vars(&mut cmd, self.vars);
-            let status = cmd
-                .args(nvcc_args::preprocess(job, &text))
+            cmd.args(nvcc_args::preprocess(job, &text))
                 .current_dir(self.root)
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .status()
-                .ok()?;
+                .writes(&tmp);
+            let status = self.programs.output(&cmd).ok()?.status;
             let bytes = std::fs::read(&text).ok().filter(|_| status.success())?;
             let mut deps = deps_from_preprocessed(&bytes, self.root);
             if !deps.contains(&source) {
@@ -355,7 +356,7 @@ impl Runner<'_> {
         key: &str,
         before: &cache::Before,
     ) -> Result<Vec<JobOutput>> {
-        let log = self.run_nvcc(job, run_args)?;
+        let log = self.run_nvcc(job, run_args, &paths.tmp)?;
         let kept = self.gather(job, paths)?;
         let source = self.root.join(&job.source);
         // The same folders the probes use: occ's own arguments add no -I.
@@ -405,13 +406,13 @@ impl Runner<'_> {
     }
 
     /// Runs nvcc; its log (stderr, then stdout) when it succeeded.
-    fn run_nvcc(&self, job: &Job, run_args: &[String]) -> Result<String> {
-        let mut cmd = self.nvcc.command();
+    fn run_nvcc(&self, job: &Job, run_args: &[String], tmp: &Path) -> Result<String> {
+        let mut cmd = self.nvcc.cmd();
         cache::nvcc_vars(&mut cmd, self.vars);
-        let output = cmd
-            .args(run_args)
-            .current_dir(self.root)
-            .output()
+        cmd.args(run_args).current_dir(self.root).writes(tmp);
+        let output = self
+            .programs
+            .output(&cmd)
             .map_err(|e| match &self.nvcc.launcher {
                 Some(launcher) => Error::LauncherNotRunnable {
                     launcher: launcher.clone(),
@@ -425,7 +426,13 @@ impl Runner<'_> {
         let mut log = String::from_utf8_lossy(&output.stderr).into_owned();
         log.push_str(&String::from_utf8_lossy(&output.stdout));
         if !output.status.success() {
-            return Err(nvcc_failure(self.nvcc, job, &log, output.status));
+            return Err(nvcc_failure(
+                self.nvcc,
+                self.programs,
+                job,
+                &log,
+                output.status,
+            ));
         }
         Ok(log)
     }
@@ -764,16 +771,18 @@ fn find_preprocessed(dir: &Path, all: bool) -> Vec<PathBuf> {
 
 /// Turns a failed nvcc run into the error a user can act on (the log's
 /// class from [`nvcc_text::classify`]).
-fn nvcc_failure(nvcc: &Nvcc, job: &Job, log: &str, status: std::process::ExitStatus) -> Error {
-    let Some(code) = status.code() else {
-        #[cfg(unix)]
-        let signal = std::os::unix::process::ExitStatusExt::signal(&status);
-        #[cfg(not(unix))]
-        let signal = None;
+fn nvcc_failure(
+    nvcc: &Nvcc,
+    programs: &dyn Programs,
+    job: &Job,
+    log: &str,
+    status: Status,
+) -> Error {
+    let Some(code) = status.code else {
         return Error::NvccKilled {
             file: job.source.clone(),
             arch: job.arch.clone(),
-            signal,
+            signal: status.signal,
         };
     };
     match nvcc_text::classify(log) {
@@ -790,7 +799,7 @@ fn nvcc_failure(nvcc: &Nvcc, job: &Job, log: &str, status: std::process::ExitSta
         Failure::UnsupportedArch { line } => Error::UnsupportedArch {
             arch: job.arch.clone(),
             nvcc_version: nvcc
-                .version()
+                .version_with(programs)
                 .unwrap_or_else(|_| nvcc.path.display().to_string()),
             detail: line,
         },
@@ -821,12 +830,12 @@ fn nvcc_failure(nvcc: &Nvcc, job: &Job, log: &str, status: std::process::ExitSta
 mod tests {
     use super::*;
 
-    /// An exit status with `code`, from a real process.
-    fn exit_status(code: i32) -> std::process::ExitStatus {
-        std::process::Command::new("sh")
-            .args(["-c", &format!("exit {code}")])
-            .status()
-            .expect("run sh")
+    /// An exit status with `code`.
+    fn exit_status(code: i32) -> Status {
+        Status {
+            code: Some(code),
+            signal: None,
+        }
     }
 
     #[test]
@@ -846,6 +855,7 @@ mod tests {
         };
         let err = nvcc_failure(
             &nvcc,
+            &crate::process::Real,
             &job,
             "nvcc fatal   : Unsupported gpu architecture 'compute_52'\n",
             exit_status(1),
@@ -857,6 +867,7 @@ mod tests {
         );
         let err = nvcc_failure(
             &nvcc,
+            &crate::process::Real,
             &job,
             "k.cu(3): error: identifier \"x\" is undefined\n",
             exit_status(1),

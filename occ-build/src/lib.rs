@@ -157,6 +157,7 @@ mod nvcc_text;
 mod parts;
 mod pipeline;
 mod plan;
+mod process;
 #[cfg(test)]
 mod proptests;
 mod status;

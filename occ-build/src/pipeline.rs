@@ -426,7 +426,7 @@ fn assemble(
     for warning in nvcc_text::warnings(compiled.outputs.iter().map(|o| o.log.as_str())) {
         directives.warn(warning);
     }
-    let version = toolchain::version(nvcc, &compiled.toolkit, &inputs.out_dir)?;
+    let version = toolchain::version(nvcc, &*inputs.programs, &compiled.toolkit, &inputs.out_dir)?;
     let mut manifest = assemble::manifest(inputs, &version, &compiled.outputs)?;
     if !build.no_source_lines {
         let settings = disasm::Settings {
@@ -434,6 +434,7 @@ fn assemble(
             out: &inputs.out_dir,
             part: build.part(),
             parallel: inputs.parallel,
+            programs: &*inputs.programs,
         };
         disasm::annotate(
             nvcc,
@@ -461,6 +462,7 @@ fn emit(
         embed: build.embed_mode(),
         strip_lines: !build.no_source_lines && !build.keeps_line_info(&inputs.nvcc_vars),
         compress: build.compress,
+        programs: &*inputs.programs,
     };
     manifest.device_code = embed::write(
         &settings,
