@@ -160,6 +160,8 @@ mod plan;
 mod process;
 #[cfg(test)]
 mod proptests;
+#[cfg(any(test, feature = "replay"))]
+mod replay;
 mod status;
 mod summary;
 mod tokens;

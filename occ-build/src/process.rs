@@ -4,7 +4,7 @@
 //! by a [`Programs`] (after sccache's `CommandCreatorSync` and cc's test
 //! shim). [`Real`] starts the processes; a build gets another through its
 //! environment reader ([`Env::with_programs`](crate::env::Env::with_programs)),
-//! such as a replay that serves nvcc 13.5's
+//! such as `cli::Replay` (feature `replay`), which serves nvcc 13.5's
 //! recorded outputs so that the rules above the seam (plan, cache, memo,
 //! gate) are tested without nvcc.
 //!
