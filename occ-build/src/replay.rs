@@ -208,13 +208,16 @@ struct Run {
     id: usize,
 }
 
+/// A run with the files it left, by name (text with placeholders).
+type Recorded = (Run, Vec<(String, Vec<u8>)>);
+
 /// Runs every command for real through `inner` and records it into a
 /// folder ([`Recorder::save`]), for [`Replay`].
 #[derive(Debug)]
 pub struct Recorder {
     inner: Arc<dyn Programs>,
     folders: Folders,
-    runs: Mutex<Vec<(Run, Vec<(String, Vec<u8>)>)>>,
+    runs: Mutex<Vec<Recorded>>,
 }
 
 impl Recorder {
@@ -233,7 +236,7 @@ impl Recorder {
     /// kept once (the first run).
     pub fn save(&self, dir: &Path) -> io::Result<()> {
         let runs = self.runs.lock().map_err(|_| io::Error::other("poisoned"))?;
-        let mut unique: BTreeMap<Key, &(Run, Vec<(String, Vec<u8>)>)> = BTreeMap::new();
+        let mut unique: BTreeMap<Key, &Recorded> = BTreeMap::new();
         for run in runs.iter() {
             unique.entry(run.0.key.clone()).or_insert(run);
         }
