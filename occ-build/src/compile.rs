@@ -838,6 +838,90 @@ mod tests {
         }
     }
 
+    /// What a run of nvcc gave (or could not start), the same to every
+    /// command: what the seam lets a test choose without a process.
+    #[derive(Debug)]
+    struct Gives(Option<Status>);
+
+    impl Programs for Gives {
+        fn output(&self, _: &Cmd) -> std::io::Result<crate::process::Output> {
+            match self.0 {
+                Some(status) => Ok(crate::process::Output {
+                    status,
+                    stdout: Vec::new(),
+                    stderr: Vec::new(),
+                }),
+                None => Err(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no such file",
+                )),
+            }
+        }
+    }
+
+    /// `run_nvcc` of a job with `programs`, nvcc wrapped by `launcher`.
+    fn run_with(programs: &dyn Programs, launcher: Option<&str>) -> Result<String> {
+        let nvcc = Nvcc {
+            path: PathBuf::from("/toolkit/bin/nvcc"),
+            origin: "test".into(),
+            launcher: launcher.map(PathBuf::from),
+        };
+        let toolkit: Toolkit =
+            serde_json::from_str(r#"{"probe":"","tools":[],"dryrun":"","top":null,"id":""}"#)
+                .expect("a toolkit");
+        let runner = Runner {
+            nvcc: &nvcc,
+            programs,
+            toolkit: &toolkit,
+            toolkit_dirs: Vec::new(),
+            vars: &Vec::new(),
+            root: Path::new("/crate"),
+            out: Path::new("/crate/out/occ"),
+            jobs: 1,
+            jobserver: None,
+            verify: false,
+            walked: Mutex::default(),
+        };
+        let job = Job {
+            source: "k.cu".into(),
+            arch: "sm_80".into(),
+            name: "k.sm_80".into(),
+            args: vec![],
+            kind: JobKind::Device,
+        };
+        runner.run_nvcc(&job, &[], Path::new("/crate/out/occ/tmp/k.sm_80"))
+    }
+
+    #[test]
+    fn nvcc_or_its_launcher_that_cannot_start_or_is_killed_is_named() {
+        let err = run_with(&Gives(None), None).unwrap_err();
+        assert!(
+            matches!(err, Error::NvccNotRunnable { ref nvcc, .. } if nvcc == Path::new("/toolkit/bin/nvcc")),
+            "{err}"
+        );
+        // Through a launcher, the launcher is what did not start.
+        let err = run_with(&Gives(None), Some("/bin/sccache")).unwrap_err();
+        assert!(
+            matches!(err, Error::LauncherNotRunnable { ref launcher, .. } if launcher == Path::new("/bin/sccache")),
+            "{err}"
+        );
+        let killed = Status {
+            code: None,
+            signal: Some(9),
+        };
+        let err = run_with(&Gives(Some(killed)), None).unwrap_err();
+        assert!(
+            matches!(err, Error::NvccKilled { signal: Some(9), ref arch, .. } if arch == "sm_80"),
+            "{err}"
+        );
+        // A launcher that exits 1 having printed nothing is named.
+        let err = run_with(&Gives(Some(exit_status(1))), Some("/bin/sccache")).unwrap_err();
+        assert!(
+            matches!(err, Error::LauncherFailed { code: Some(1), .. }),
+            "{err}"
+        );
+    }
+
     #[test]
     fn unsupported_arch_is_recognised() {
         let job = Job {

@@ -360,15 +360,6 @@ impl Replay {
     pub fn served(&self) -> Vec<String> {
         self.served.lock().map(|s| s.clone()).unwrap_or_default()
     }
-
-    /// How many nvcc runs compiled a job (not a dry run, `--version` or
-    /// `-E` proof) so far.
-    pub fn compiles(&self) -> usize {
-        self.served()
-            .iter()
-            .filter(|s| s.contains("nvcc ") && s.contains(" -Xptxas -v "))
-            .count()
-    }
 }
 
 impl Programs for Replay {
