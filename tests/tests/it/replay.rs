@@ -481,6 +481,72 @@ fn gate_under_ci_a_crate_without_a_lock_fails_and_outside_ci_it_warns() {
 }
 
 // ---------------------------------------------------------------------
+// The gate against occ.lock (live: trust_gate.rs)
+
+/// A crate with `alpha` in `a.cu` and `beta` in `b.cu`, blessed for sm_80.
+fn two_kernels(test: &'static str) -> Crate {
+    let c = Crate::new(test);
+    c.s.write("kernels/a.cu", ALPHA);
+    c.s.write("kernels/b.cu", BETA);
+    c.build(["sm_80"])
+        .try_compile_with(&c.env(&[("OCC_BLESS", Some("1"))]))
+        .expect("bless");
+    c
+}
+
+/// trust_gate.rs's `item13_moved_file_with_the_same_kernels_passes_the_gate`.
+#[test]
+fn gate_a_moved_file_with_the_same_kernels_passes() {
+    let c = two_kernels("gate_moved_file");
+    std::fs::rename(
+        c.s.path().join("kernels/b.cu"),
+        c.s.path().join("kernels/c.cu"),
+    )
+    .expect("move");
+    if let Err(e) = gated(&c, &[]).0 {
+        panic!("b.cu moved to c.cu, no kernel changed, yet the gate failed: {e}");
+    }
+}
+
+/// trust_gate.rs's `item13_renamed_kernel_shows_its_new_name`.
+#[test]
+fn gate_a_renamed_kernel_shows_its_new_name() {
+    let c = two_kernels("gate_renamed_kernel");
+    c.s.write("kernels/b.cu", &BETA.replace("beta", "renamed_kernel"));
+    let msg = gated(&c, &[])
+        .0
+        .expect_err("beta renamed to renamed_kernel");
+    assert!(
+        msg.contains("beta") && msg.contains("renamed_kernel"),
+        "the verdict must show the kernel gone (beta) and the new one (renamed_kernel): {msg}"
+    );
+}
+
+/// trust_gate.rs's `item18_duplicate_lock_entries_are_refused`.
+#[test]
+fn gate_duplicate_lock_entries_are_refused() {
+    let c = blessed_alpha("gate_duplicate_entries");
+    let mut lock: serde_json::Value =
+        serde_json::from_str(&c.s.read("occ.lock")).expect("lock JSON");
+    let first = lock["kernels"][0].clone();
+    lock["kernels"]
+        .as_array_mut()
+        .expect("kernels array")
+        .push(first);
+    c.s.write(
+        "occ.lock",
+        &format!("{}\n", serde_json::to_string_pretty(&lock).expect("JSON")),
+    );
+    let msg = gated(&c, &[])
+        .0
+        .expect_err("a lock with the same kernel twice was accepted");
+    assert!(
+        msg.contains("duplicate") || msg.contains("twice"),
+        "the message must say an entry is duplicated: {msg}"
+    );
+}
+
+// ---------------------------------------------------------------------
 // The replay itself
 
 /// A command the fixture lacks is refused loudly, naming it: here a
