@@ -32,13 +32,14 @@ fn recording() -> bool {
     std::env::var("OCC_RECORD").is_ok_and(|v| v == "1")
 }
 
-/// Counts the nvcc runs that compile a job (`-Xptxas -v`, not the
+/// Counts the nvdisasm runs and the nvcc runs that compile a job (`-Xptxas -v`, not the
 /// toolkit's `--dryrun` of the same arguments), as the live tests'
 /// counting launcher does, around the replay or the recorder.
 #[derive(Debug)]
 struct Counted {
     inner: Arc<dyn Programs>,
     compiles: Mutex<usize>,
+    disassembled: Mutex<usize>,
 }
 
 impl Programs for Counted {
@@ -46,6 +47,9 @@ impl Programs for Counted {
         let args = cmd.get_args();
         if args.iter().any(|a| a == "-Xptxas") && !args.iter().any(|a| a == "--dryrun") {
             *self.compiles.lock().expect("count") += 1;
+        }
+        if cmd.get_program().ends_with("nvdisasm") {
+            *self.disassembled.lock().expect("count") += 1;
         }
         self.inner.output(cmd)
     }
@@ -110,6 +114,7 @@ impl Crate {
             programs: Arc::new(Counted {
                 inner,
                 compiles: Mutex::new(0),
+                disassembled: Mutex::new(0),
             }),
             recorder,
             test,
@@ -118,8 +123,15 @@ impl Crate {
 
     /// `kernels/*.cu` for `archs`, with the fixtures' flags.
     fn build<const N: usize>(&self, archs: [&str; N]) -> Build {
-        let mut b = self.s.build(archs);
-        b.flag("-Xcompiler").flag("-nostdinc");
+        self.build_for(&archs)
+    }
+
+    /// [`Crate::build`] for archs given as a slice.
+    fn build_for(&self, archs: &[&str]) -> Build {
+        let mut b = occ_tests::kernels_build(self.s.path(), &self.s.path().join("out"), []);
+        b.archs(archs.iter().copied())
+            .flag("-Xcompiler")
+            .flag("-nostdinc");
         b
     }
 
@@ -131,6 +143,11 @@ impl Crate {
     /// How many nvcc runs compiled a job so far.
     fn compiles(&self) -> usize {
         *self.programs.compiles.lock().expect("count")
+    }
+
+    /// How many nvdisasm runs so far.
+    fn disassembled(&self) -> usize {
+        *self.programs.disassembled.lock().expect("count")
     }
 
     fn out(&self) -> PathBuf {
@@ -478,6 +495,87 @@ fn gate_under_ci_a_crate_without_a_lock_fails_and_outside_ci_it_warns() {
         .0
         .expect_err("CI without a lock");
     assert!(err.contains("no occ.lock, and CI is set"), "{err}");
+}
+
+// ---------------------------------------------------------------------
+// The disassembly cache (live: lines.rs)
+
+/// lines.rs's `a_warm_build_reads_the_records_and_writes_the_same_manifest`
+/// (and, as the replay counts them, no nvdisasm run when warm).
+#[test]
+fn lines_a_warm_build_reads_the_records_and_writes_the_same_manifest() {
+    let c = Crate::new("lines_warm_records");
+    c.s.copy_cu("lines", "kernels");
+    // 36 values a thread, not 48: it still spills at 32 registers, and
+    // nvdisasm's text (the fixture) is smaller.
+    let tmpl = c.s.read("kernels/tmpl.cu");
+    assert!(tmpl.contains("churner<48>"), "{tmpl}");
+    c.s.write(
+        "kernels/tmpl.cu",
+        &tmpl.replace("churner<48>", "churner<36>"),
+    );
+    let build = |archs: &[&str]| c.build_for(archs).try_compile_with(&c.env(&[]));
+    let cold = build(&["sm_80", "sm_90"]).unwrap_or_else(|e| panic!("cold build: {e}"));
+    let manifest = c.s.read("out/occ/manifest.json");
+    assert!(manifest.contains("\"lines\""), "{manifest}");
+    let records = c.s.path().join("out/occ/cache/lines");
+    let record = records.join("kernels_tmpl.sm_80.json");
+    let stamp = |p: &Path| {
+        std::fs::metadata(p)
+            .and_then(|m| m.modified())
+            .expect("mtime")
+    };
+    let written = stamp(&record);
+    let mut names: Vec<String> = std::fs::read_dir(&records)
+        .expect("the records")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["kernels_tmpl.sm_80.json", "kernels_tmpl.sm_90.json"]
+    );
+
+    // Warm: nvcc and nvdisasm do not run; the same bytes.
+    let disassembled = c.disassembled();
+    let warm = build(&["sm_80", "sm_90"]).unwrap_or_else(|e| panic!("warm build: {e}"));
+    assert_eq!(warm.nvcc_runs, 0);
+    assert_eq!(c.disassembled(), disassembled, "nvdisasm ran");
+    assert_eq!(c.s.read("out/occ/manifest.json"), manifest);
+    assert_eq!(stamp(&record), written, "the record was rewritten");
+    assert_eq!(
+        warm.manifest().expect("manifest"),
+        cold.manifest().expect("manifest")
+    );
+
+    // Beyond the live test: the memo misses (an output deleted; the warm
+    // build above was the memo's) and the jobs' results hold: the records
+    // are read, nvdisasm does not run.
+    std::fs::remove_file(c.out().join("kernels.rs")).expect("delete kernels.rs");
+    build(&["sm_80", "sm_90"]).unwrap_or_else(|e| panic!("memo missed: {e}"));
+    assert_eq!(
+        c.disassembled(),
+        disassembled,
+        "nvdisasm ran though its records held"
+    );
+    assert_eq!(c.s.read("out/occ/manifest.json"), manifest);
+
+    // A record that no longer matches (another key) is recomputed, to the same bytes.
+    let text = std::fs::read_to_string(&record).expect("read the record");
+    let key_at = text.find("\"key\":\"").expect("a key") + 7;
+    let mut changed = text.clone();
+    changed.replace_range(key_at..key_at + 4, "0000");
+    std::fs::write(&record, &changed).expect("write the record");
+    std::fs::remove_file(records.join("kernels_tmpl.sm_90.json")).expect("remove a record");
+    build(&["sm_80", "sm_90"]).unwrap_or_else(|e| panic!("rebuild: {e}"));
+    assert_eq!(c.s.read("out/occ/manifest.json"), manifest);
+    assert_eq!(std::fs::read_to_string(&record).expect("read"), text);
+
+    // An arch dropped: its record goes.
+    build(&["sm_80"]).unwrap_or_else(|e| panic!("sm_80 build: {e}"));
+    assert!(!records.join("kernels_tmpl.sm_90.json").exists());
+    assert!(record.exists());
 }
 
 // ---------------------------------------------------------------------
