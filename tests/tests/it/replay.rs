@@ -1,6 +1,7 @@
-//! The rules of the build memo, the job cache and the gate, tested on
-//! nvcc 13.5's recorded outputs instead of a live nvcc: each test builds
-//! in-process with its programs run by `occ_build::cli::Replay`
+//! The rules of the build memo, the job cache, the disassembly cache and
+//! the gate, tested on nvcc 13.5's recorded outputs instead of a live
+//! nvcc: each test builds in-process with its programs run by
+//! `occ_build::cli::Replay`
 //! (through `Env::with_programs`), which serves the runs recorded in
 //! `tests/fixtures/nvcc-13.5/replay/<test>/` and panics, naming the
 //! command, on one it lacks. Nothing here fakes nvcc's numbers: the
