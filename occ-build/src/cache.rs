@@ -118,6 +118,7 @@ use crate::nvcc_args;
 use crate::nvcc_text::{
     dryrun_include_dirs, dryrun_library_dirs, dryrun_programs, dryrun_settings, expand,
 };
+use crate::process::{Cmd, Programs};
 use crate::toolkit::{exe, Nvcc};
 use occ_model::manifest::Contribution;
 use serde::{Deserialize, Serialize};
@@ -774,6 +775,7 @@ impl Toolkit {
     /// a new `nvcc --dryrun` with `args` (a job's full arguments).
     pub fn identify(
         nvcc: &Nvcc,
+        programs: &dyn Programs,
         vars: &NvccVars,
         path_var: Option<&str>,
         args: &[String],
@@ -806,7 +808,7 @@ impl Toolkit {
                 return Ok(known);
             }
         }
-        let toolkit = Toolkit::from_dryrun(nvcc, vars, args, root, probe)?;
+        let toolkit = Toolkit::from_dryrun(nvcc, programs, vars, args, root, probe)?;
         if let Ok(text) = serde_json::to_vec(&toolkit) {
             // A cache of the identity only: failing to write it costs a dry run.
             let _ = write_atomic(cache, &text);
@@ -818,23 +820,19 @@ impl Toolkit {
     /// prints them, and each program it finds is part of the identity.
     fn from_dryrun(
         nvcc: &Nvcc,
+        programs: &dyn Programs,
         vars: &NvccVars,
         args: &[String],
         root: &Path,
         probe: String,
     ) -> Result<Toolkit> {
-        let mut cmd = std::process::Command::new(&nvcc.path);
+        let mut cmd = Cmd::new(&nvcc.path);
         nvcc_vars(&mut cmd, vars);
-        let output = cmd
-            .arg("--dryrun")
-            .args(args)
-            .current_dir(root)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .map_err(|e| Error::NvccNotRunnable {
-                nvcc: nvcc.path.clone(),
-                reason: e.to_string(),
-            })?;
+        cmd.arg("--dryrun").args(args).current_dir(root);
+        let output = programs.output(&cmd).map_err(|e| Error::NvccNotRunnable {
+            nvcc: nvcc.path.clone(),
+            reason: e.to_string(),
+        })?;
         let text = String::from_utf8_lossy(&output.stderr).into_owned();
         let settings = dryrun_settings(&text);
         let stdout = String::from_utf8_lossy(&output.stdout);
@@ -943,7 +941,7 @@ impl Toolkit {
 
 /// Sets (or clears) the variables nvcc reads on a command, so that nvcc
 /// sees exactly what the build read through [`crate::env::Env`].
-pub(crate) fn nvcc_vars(cmd: &mut std::process::Command, vars: &NvccVars) {
+pub(crate) fn nvcc_vars(cmd: &mut Cmd, vars: &NvccVars) {
     for (name, value) in vars {
         match value {
             Some(v) => cmd.env(name, v),
@@ -1149,6 +1147,106 @@ fn has_include_names(text: &[u8]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::process::{Output, Status};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// nvcc 13.5's recorded `--dryrun` of a job (`tests/fixtures/nvcc-13.5`,
+    /// the replay fixtures): its arguments and what it printed, with the
+    /// toolkit at `toolkit` and the output folder at `out`.
+    fn recorded_dryrun(toolkit: &Path, out: &Path) -> Option<(Vec<String>, String)> {
+        let runs = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/nvcc-13.5/replay/memo_unchanged/runs.json");
+        let runs: serde_json::Value = serde_json::from_slice(&std::fs::read(runs).ok()?).ok()?;
+        let fill = |s: &str| {
+            s.replace("@TOOLKIT@", &toolkit.display().to_string())
+                .replace("@OUT@", &out.display().to_string())
+        };
+        let run = runs.as_array()?.iter().find(|r| {
+            r["args"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|a| a == "--dryrun"))
+        })?;
+        let args = run["args"].as_array()?.iter().skip(1);
+        let args = args.map(|a| a.as_str().map(fill)).collect::<Option<_>>()?;
+        Some((args, fill(run["stderr"].as_str()?)))
+    }
+
+    /// Serves the recorded dry run to that command (and refuses any other),
+    /// counting the runs.
+    #[derive(Debug)]
+    struct DryRun {
+        args: Vec<String>,
+        stderr: String,
+        runs: AtomicUsize,
+    }
+
+    impl Programs for DryRun {
+        fn output(&self, cmd: &Cmd) -> std::io::Result<Output> {
+            let args: Vec<String> = cmd.get_args()[1..]
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            assert_eq!(cmd.get_args()[0], "--dryrun");
+            assert_eq!(args, self.args, "not the recorded command");
+            self.runs.fetch_add(1, Ordering::SeqCst);
+            Ok(Output {
+                status: Status {
+                    code: Some(0),
+                    signal: None,
+                },
+                stdout: Vec::new(),
+                stderr: self.stderr.clone().into_bytes(),
+            })
+        }
+    }
+
+    #[test]
+    fn the_toolkits_identity_is_one_dry_run_until_what_it_covers_changes() {
+        let dir = std::env::temp_dir().join(format!("occ-identity-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (toolkit, out) = (dir.join("toolkit"), dir.join("crate/out"));
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/nvcc-13.5");
+        if !fixtures.is_dir() {
+            return; // a packaged occ-build
+        }
+        let (args, stderr) = recorded_dryrun(&toolkit, &out).expect("the recorded dry run");
+        std::fs::create_dir_all(toolkit.join("bin")).expect("toolkit");
+        std::fs::create_dir_all(&out).expect("out");
+        std::fs::write(toolkit.join("bin/nvcc"), "").expect("nvcc");
+        let nvcc = Nvcc {
+            path: toolkit.join("bin/nvcc"),
+            origin: "test".into(),
+            launcher: None,
+        };
+        let dry = DryRun {
+            args: args.clone(),
+            stderr,
+            runs: AtomicUsize::new(0),
+        };
+        let cache = out.join("toolkit.json");
+        let root = dir.join("crate");
+        let identify = |vars: &NvccVars| {
+            Toolkit::identify(&nvcc, &dry, vars, None, &args, &root, &cache).expect("identify")
+        };
+        let first = identify(&Vec::new());
+        assert_eq!(dry.runs.load(Ordering::SeqCst), 1);
+        // Its root is the profile's TOP, and nvcc is among its tools.
+        assert_eq!(first.top, std::fs::canonicalize(&toolkit).ok());
+        assert!(first.tools.iter().any(|t| t.path == nvcc.path), "{first:?}");
+        // Nothing it covers changed: the cached identity, no process.
+        assert_eq!(identify(&Vec::new()), first);
+        assert_eq!(dry.runs.load(Ordering::SeqCst), 1);
+        // A variable nvcc reads: the dry run again.
+        let set = vec![("NVCC_APPEND_FLAGS".to_string(), Some("-DX".to_string()))];
+        identify(&set);
+        assert_eq!(dry.runs.load(Ordering::SeqCst), 2);
+        // nvcc replaced (another size): again, and another identity.
+        std::fs::write(&nvcc.path, "another nvcc").expect("nvcc");
+        let replaced = identify(&set);
+        assert_eq!(dry.runs.load(Ordering::SeqCst), 3);
+        assert_ne!(replaced.id, first.id);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn every_include_option_and_comma_list_names_a_search_folder() {

@@ -16,6 +16,9 @@ pub use crate::cargo::Directives;
 pub use crate::env::{is_ci, Env};
 pub use crate::files::{read_lock, read_manifest, read_settings, write_lock};
 pub use crate::github::{repo_path, source_reader, Actions};
+pub use crate::process::{Cmd, Output, Programs, Real, Status};
+#[cfg(feature = "replay")]
+pub use crate::replay::{Folders, Recorder, Replay};
 pub use crate::status::{last_build, BuildState, BLESS_STAMP};
 pub use crate::toolkit::{find_nvcc, short_version, toolkit_dir, Nvcc, ToolkitDir};
 pub use crate::wheels::{wheel_sets, WheelSet, WHEELS};

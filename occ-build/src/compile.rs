@@ -21,6 +21,7 @@ use crate::inputs::Inputs;
 use crate::job::{Job, JobKind, JobOutput};
 use crate::nvcc_args;
 use crate::nvcc_text::{self, deps_from_preprocessed, Failure};
+use crate::process::{Cmd, Programs, Status};
 use crate::toolkit::Nvcc;
 use occ_model::analyze::{self, JobText};
 use occ_model::manifest::Contribution;
@@ -45,6 +46,7 @@ pub(crate) fn run(
     let jobserver = jobserver_client();
     Runner {
         nvcc,
+        programs: &*inputs.programs,
         toolkit,
         toolkit_dirs: toolkit.include_dirs(),
         vars: &inputs.nvcc_vars,
@@ -82,6 +84,7 @@ pub(crate) fn toolkit(nvcc: &Nvcc, inputs: &Inputs, jobs: &[Job]) -> Result<Tool
     };
     Toolkit::identify(
         nvcc,
+        &*inputs.programs,
         &inputs.nvcc_vars,
         inputs.path_var.as_deref(),
         &args,
@@ -101,6 +104,8 @@ fn jobserver_client() -> Option<jobserver::Client> {
 pub(crate) struct Runner<'a> {
     /// The nvcc to run.
     pub nvcc: &'a Nvcc,
+    /// What runs it.
+    pub programs: &'a dyn Programs,
     /// The toolkit's identity.
     pub toolkit: &'a Toolkit,
     /// The toolkit's include folders ([`Toolkit::include_dirs`]).
@@ -322,16 +327,12 @@ impl Runner<'_> {
         let proof = (|| {
             let before = cache::Before::take(&source)?;
             let text = tmp.join("proof.ii");
-            let mut cmd = std::process::Command::new(&self.nvcc.path);
+            let mut cmd = Cmd::new(&self.nvcc.path);
             cache::nvcc_vars(&mut cmd, self.vars);
-            let status = cmd
-                .args(nvcc_args::preprocess(job, &text))
+            cmd.args(nvcc_args::preprocess(job, &text))
                 .current_dir(self.root)
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .status()
-                .ok()?;
+                .writes(&tmp);
+            let status = self.programs.output(&cmd).ok()?.status;
             let bytes = std::fs::read(&text).ok().filter(|_| status.success())?;
             let mut deps = deps_from_preprocessed(&bytes, self.root);
             if !deps.contains(&source) {
@@ -358,7 +359,7 @@ impl Runner<'_> {
         key: &str,
         before: &cache::Before,
     ) -> Result<Vec<JobOutput>> {
-        let log = self.run_nvcc(job, run_args)?;
+        let log = self.run_nvcc(job, run_args, &paths.tmp)?;
         let kept = self.gather(job, paths)?;
         let contributions = self.contribute(job, paths, &log, &kept)?;
         let source = self.root.join(&job.source);
@@ -446,13 +447,13 @@ impl Runner<'_> {
     }
 
     /// Runs nvcc; its log (stderr, then stdout) when it succeeded.
-    fn run_nvcc(&self, job: &Job, run_args: &[String]) -> Result<String> {
-        let mut cmd = self.nvcc.command();
+    fn run_nvcc(&self, job: &Job, run_args: &[String], tmp: &Path) -> Result<String> {
+        let mut cmd = self.nvcc.cmd();
         cache::nvcc_vars(&mut cmd, self.vars);
-        let output = cmd
-            .args(run_args)
-            .current_dir(self.root)
-            .output()
+        cmd.args(run_args).current_dir(self.root).writes(tmp);
+        let output = self
+            .programs
+            .output(&cmd)
             .map_err(|e| match &self.nvcc.launcher {
                 Some(launcher) => Error::LauncherNotRunnable {
                     launcher: launcher.clone(),
@@ -466,7 +467,13 @@ impl Runner<'_> {
         let mut log = String::from_utf8_lossy(&output.stderr).into_owned();
         log.push_str(&String::from_utf8_lossy(&output.stdout));
         if !output.status.success() {
-            return Err(nvcc_failure(self.nvcc, job, &log, output.status));
+            return Err(nvcc_failure(
+                self.nvcc,
+                self.programs,
+                job,
+                &log,
+                output.status,
+            ));
         }
         Ok(log)
     }
@@ -803,16 +810,18 @@ fn find_preprocessed(dir: &Path, all: bool) -> Vec<PathBuf> {
 
 /// Turns a failed nvcc run into the error a user can act on (the log's
 /// class from [`nvcc_text::classify`]).
-fn nvcc_failure(nvcc: &Nvcc, job: &Job, log: &str, status: std::process::ExitStatus) -> Error {
-    let Some(code) = status.code() else {
-        #[cfg(unix)]
-        let signal = std::os::unix::process::ExitStatusExt::signal(&status);
-        #[cfg(not(unix))]
-        let signal = None;
+fn nvcc_failure(
+    nvcc: &Nvcc,
+    programs: &dyn Programs,
+    job: &Job,
+    log: &str,
+    status: Status,
+) -> Error {
+    let Some(code) = status.code else {
         return Error::NvccKilled {
             file: job.source.clone(),
             arch: job.arch.clone(),
-            signal,
+            signal: status.signal,
         };
     };
     match nvcc_text::classify(log) {
@@ -829,7 +838,7 @@ fn nvcc_failure(nvcc: &Nvcc, job: &Job, log: &str, status: std::process::ExitSta
         Failure::UnsupportedArch { line } => Error::UnsupportedArch {
             arch: job.arch.clone(),
             nvcc_version: nvcc
-                .version()
+                .version_with(programs)
                 .unwrap_or_else(|_| nvcc.path.display().to_string()),
             detail: line,
         },
@@ -860,12 +869,96 @@ fn nvcc_failure(nvcc: &Nvcc, job: &Job, log: &str, status: std::process::ExitSta
 mod tests {
     use super::*;
 
-    /// An exit status with `code`, from a real process.
-    fn exit_status(code: i32) -> std::process::ExitStatus {
-        std::process::Command::new("sh")
-            .args(["-c", &format!("exit {code}")])
-            .status()
-            .expect("run sh")
+    /// An exit status with `code`.
+    fn exit_status(code: i32) -> Status {
+        Status {
+            code: Some(code),
+            signal: None,
+        }
+    }
+
+    /// What a run of nvcc gave (or could not start), the same to every
+    /// command: what the seam lets a test choose without a process.
+    #[derive(Debug)]
+    struct Gives(Option<Status>);
+
+    impl Programs for Gives {
+        fn output(&self, _: &Cmd) -> std::io::Result<crate::process::Output> {
+            match self.0 {
+                Some(status) => Ok(crate::process::Output {
+                    status,
+                    stdout: Vec::new(),
+                    stderr: Vec::new(),
+                }),
+                None => Err(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no such file",
+                )),
+            }
+        }
+    }
+
+    /// `run_nvcc` of a job with `programs`, nvcc wrapped by `launcher`.
+    fn run_with(programs: &dyn Programs, launcher: Option<&str>) -> Result<String> {
+        let nvcc = Nvcc {
+            path: PathBuf::from("/toolkit/bin/nvcc"),
+            origin: "test".into(),
+            launcher: launcher.map(PathBuf::from),
+        };
+        let toolkit: Toolkit =
+            serde_json::from_str(r#"{"probe":"","tools":[],"dryrun":"","top":null,"id":""}"#)
+                .expect("a toolkit");
+        let runner = Runner {
+            nvcc: &nvcc,
+            programs,
+            toolkit: &toolkit,
+            toolkit_dirs: Vec::new(),
+            vars: &Vec::new(),
+            root: Path::new("/crate"),
+            out: Path::new("/crate/out/occ"),
+            jobs: 1,
+            jobserver: None,
+            verify: false,
+            walked: Mutex::default(),
+        };
+        let job = Job {
+            source: "k.cu".into(),
+            arch: "sm_80".into(),
+            name: "k.sm_80".into(),
+            args: vec![],
+            kind: JobKind::Device,
+        };
+        runner.run_nvcc(&job, &[], Path::new("/crate/out/occ/tmp/k.sm_80"))
+    }
+
+    #[test]
+    fn nvcc_or_its_launcher_that_cannot_start_or_is_killed_is_named() {
+        let err = run_with(&Gives(None), None).unwrap_err();
+        assert!(
+            matches!(err, Error::NvccNotRunnable { ref nvcc, .. } if nvcc == Path::new("/toolkit/bin/nvcc")),
+            "{err}"
+        );
+        // Through a launcher, the launcher is what did not start.
+        let err = run_with(&Gives(None), Some("/bin/sccache")).unwrap_err();
+        assert!(
+            matches!(err, Error::LauncherNotRunnable { ref launcher, .. } if launcher == Path::new("/bin/sccache")),
+            "{err}"
+        );
+        let killed = Status {
+            code: None,
+            signal: Some(9),
+        };
+        let err = run_with(&Gives(Some(killed)), None).unwrap_err();
+        assert!(
+            matches!(err, Error::NvccKilled { signal: Some(9), ref arch, .. } if arch == "sm_80"),
+            "{err}"
+        );
+        // A launcher that exits 1 having printed nothing is named.
+        let err = run_with(&Gives(Some(exit_status(1))), Some("/bin/sccache")).unwrap_err();
+        assert!(
+            matches!(err, Error::LauncherFailed { code: Some(1), .. }),
+            "{err}"
+        );
     }
 
     #[test]
@@ -885,6 +978,7 @@ mod tests {
         };
         let err = nvcc_failure(
             &nvcc,
+            &crate::process::Real,
             &job,
             "nvcc fatal   : Unsupported gpu architecture 'compute_52'\n",
             exit_status(1),
@@ -896,6 +990,7 @@ mod tests {
         );
         let err = nvcc_failure(
             &nvcc,
+            &crate::process::Real,
             &job,
             "k.cu(3): error: identifier \"x\" is undefined\n",
             exit_status(1),

@@ -25,14 +25,13 @@
 use crate::cache::{self, Stat};
 use crate::cargo::Directives;
 use crate::files::write_atomic;
+use crate::process::{Cmd, Programs};
 use crate::toolkit::{exe, Nvcc};
 use occ_model::assemble::Lines;
 use occ_model::lines::{source_lines, LifeRanges, LineInfo, SourceLines};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -66,6 +65,8 @@ pub(crate) struct Settings<'a> {
     pub part: &'a str,
     /// How many nvdisasm runs at once (besides the jobserver).
     pub parallel: usize,
+    /// What runs nvdisasm.
+    pub programs: &'a dyn Programs,
 }
 
 /// Stage 5½: the source lines of the kernels `wanted` (by cubin: those
@@ -240,7 +241,7 @@ fn run_all(
         .collect();
     let mut readings = pool(settings.parallel, &runs, |(i, pass)| {
         let path = settings.out.join(cubins[*i]);
-        pass.run(tool, &path, only[*i].as_deref())
+        pass.run(settings.programs, tool, &path, only[*i].as_deref())
     })
     .into_iter();
     let roots: Vec<&str> = identity.roots.iter().map(String::as_str).collect();
@@ -311,19 +312,25 @@ enum Reading {
 impl Pass {
     /// Runs this pass over `cubin`, over only the functions of `only` (a
     /// `-fun` list) when given.
-    fn run(self, tool: &Path, cubin: &Path, only: Option<&str>) -> Result<Reading, String> {
+    fn run(
+        self,
+        programs: &dyn Programs,
+        tool: &Path,
+        cubin: &Path,
+        only: Option<&str>,
+    ) -> Result<Reading, String> {
         let fun: Vec<&str> = only.map(|list| vec!["-fun", list]).unwrap_or_default();
         match self {
             Pass::Lines => {
                 let mut info = LineInfo::default();
                 let args = [&["-c", "-g"][..], &fun].concat();
-                disassemble(tool, cubin, &args, |l| info.line(l))?;
+                disassemble(programs, tool, cubin, &args, &mut |l| info.line(l))?;
                 Ok(Reading::Lines(info))
             }
             Pass::Pressure => {
                 let mut ranges = LifeRanges::default();
                 let args = [&["-c", "-plr", "-lrm", "count"][..], &fun].concat();
-                disassemble(tool, cubin, &args, |l| ranges.line(l))?;
+                disassemble(programs, tool, cubin, &args, &mut |l| ranges.line(l))?;
                 Ok(Reading::Pressure(ranges))
             }
         }
@@ -371,54 +378,27 @@ fn pool<T: Sync, R: Send>(
 }
 
 /// Runs `nvdisasm <args> <cubin>`, handing each line of its output to
-/// `line` as it comes (the text can be ten times the cubin).
+/// `line` as it comes (the text can be ten times the cubin:
+/// [`Programs::lines`]).
 fn disassemble(
+    programs: &dyn Programs,
     tool: &Path,
     cubin: &Path,
     args: &[&str],
-    mut line: impl FnMut(&str),
+    line: &mut dyn FnMut(&str),
 ) -> Result<(), String> {
-    let mut child = Command::new(tool)
-        .args(args)
-        .arg(cubin)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+    let mut cmd = Cmd::new(tool);
+    cmd.args(args).arg(cubin);
+    let output = programs
+        .lines(&cmd, line)
         .map_err(|e| format!("cannot run {} ({e})", tool.display()))?;
-    let (Some(stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        let _ = child.kill();
-        let _ = child.wait();
-        return Err("no output pipes".into());
-    };
-    let errors = std::thread::scope(|scope| {
-        let errors = scope.spawn(move || {
-            let mut text = String::new();
-            let _ = stderr.read_to_string(&mut text);
-            text
-        });
-        let mut reader = BufReader::new(stdout);
-        let mut buf = Vec::new();
-        loop {
-            buf.clear();
-            match reader.read_until(b'\n', &mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    let text = String::from_utf8_lossy(&buf);
-                    line(text.trim_end_matches(['\n', '\r']));
-                }
-            }
-        }
-        errors.join().unwrap_or_default()
-    });
-    let status = child
-        .wait()
-        .map_err(|e| format!("cannot wait for nvdisasm ({e})"))?;
-    if !status.success() {
+    if !output.status.success() {
+        let errors = String::from_utf8_lossy(&output.stderr);
         let said = errors.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
         return Err(format!(
-            "nvdisasm {} exited with {status}: {said}",
-            args.join(" ")
+            "nvdisasm {} exited with {}: {said}",
+            args.join(" "),
+            output.status
         ));
     }
     Ok(())

@@ -24,6 +24,7 @@ use crate::cache::Stat;
 use crate::error::{Error, Result};
 use crate::files::write_atomic;
 use crate::job::JobOutput;
+use crate::process::{Cmd, Programs};
 use crate::toolkit::{exe, Nvcc};
 use occ_model::arch::{self, Variant};
 use occ_model::manifest::{DeviceCode, Embed};
@@ -33,7 +34,7 @@ use std::path::{Path, PathBuf};
 
 /// How the device code is embedded: what, whether its line information
 /// stays, how fatbins are compressed.
-pub(crate) struct Settings {
+pub(crate) struct Settings<'a> {
     /// What `kernels.rs` embeds.
     pub embed: Embed,
     /// Whether the jobs' files carry line information occ added
@@ -42,12 +43,14 @@ pub(crate) struct Settings {
     pub strip_lines: bool,
     /// `fatbinary`'s compression.
     pub compress: Compress,
+    /// What runs `fatbinary`.
+    pub programs: &'a dyn Programs,
 }
 
 /// The blobs of a live build, written into `out` (`$OUT_DIR/occ`) where
 /// they are not already there; sorted by source, then arch.
 pub(crate) fn write(
-    settings: &Settings,
+    settings: &Settings<'_>,
     archs: &[String],
     outputs: &[JobOutput],
     nvcc: &Nvcc,
@@ -146,7 +149,7 @@ struct FatbinRecord {
 /// Long because the cache check, the `fatbinary` command and its
 /// failure's message belong to one run of one program.
 fn fatbin(
-    settings: &Settings,
+    settings: &Settings<'_>,
     jobs: &[&JobOutput],
     nvcc: &Nvcc,
     toolkit_top: Option<&Path>,
@@ -205,11 +208,14 @@ fn fatbin(
     // Unique to this process and call: two builds into one OUT_DIR at once
     // (threads of one process too) never write the same temporary file.
     let tmp = crate::files::unique_sibling(&out.join("tmp").join(file));
-    let output = std::process::Command::new(&tool)
-        .current_dir(out)
+    let mut cmd = Cmd::new(&tool);
+    cmd.current_dir(out)
         .arg(format!("--create={}", tmp.display()))
         .args(&args)
-        .output()
+        .writes(&tmp);
+    let output = settings
+        .programs
+        .output(&cmd)
         .map_err(|e| Error::io(format!("cannot run {}", tool.display()), e))?;
     if !output.status.success() {
         let _ = std::fs::remove_file(&tmp);

@@ -4,15 +4,21 @@
 //! script prints `cargo::rerun-if-env-changed` for each one and no read is
 //! forgotten (a raw `std::env::var` is banned by `clippy.toml`).
 
+use crate::process::{Programs, Real};
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::ffi::OsString;
+use std::sync::Arc;
 
-/// Reads environment variables and remembers which were read.
+/// Reads environment variables and remembers which were read; carries the
+/// [`Programs`] the build starts its programs through (the processes
+/// themselves unless a test gave others), so that a build has one
+/// injection point for the outside world.
 #[derive(Debug, Default)]
 pub struct Env {
     read: RefCell<BTreeSet<String>>,
     overrides: Vec<(String, Option<OsString>)>,
+    programs: Option<Arc<dyn Programs>>,
 }
 
 impl Env {
@@ -27,7 +33,21 @@ impl Env {
         Env {
             read: RefCell::default(),
             overrides: vars,
+            programs: None,
         }
+    }
+
+    /// This reader, with the build's programs run by `programs` instead of
+    /// as processes (a replay of recorded outputs, in tests).
+    pub fn with_programs(mut self, programs: Arc<dyn Programs>) -> Self {
+        self.programs = Some(programs);
+        self
+    }
+
+    /// What runs the build's programs ([`crate::process::Real`] unless
+    /// [`Env::with_programs`] said otherwise).
+    pub(crate) fn programs(&self) -> Arc<dyn Programs> {
+        self.programs.clone().unwrap_or_else(|| Arc::new(Real))
     }
 
     /// The variable as an `OsString`, if set.

@@ -156,6 +156,10 @@ pub(crate) fn prepare(build: &Build, inputs: &Inputs, env: &Env) -> Result<Optio
         || cpp_stdlib(&target).map(str::to_string),
         |v| (!v.is_empty()).then_some(v),
     );
+    // cc may run the compiler here to learn its family (GNU, Clang, MSVC):
+    // the one exception to `process`'s seam besides the archive below, as
+    // that probe is cc's own. occ never runs the host compiler: nvcc does
+    // (`-ccbin`), through the seam.
     let tool = cc.try_get_compiler().map_err(|e| Error::HostCompiler {
         compiler: "cc's C++ compiler (CXX)".into(),
         detail: e.to_string(),
@@ -234,6 +238,10 @@ pub(crate) fn archive(
     let dir = lib.dir.clone();
     std::fs::create_dir_all(&dir)
         .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
+    // cc runs the archiver itself (not through `process`): it owns the
+    // batching, the probe for `ar`'s `D` modifier, `ranlib` and MSVC's
+    // `lib.exe`, which occ would otherwise repeat. A documented exception,
+    // named in `occ-model/tests/it/seam.rs`.
     cc.try_compile(&lib.name).map_err(|e| Error::Archive {
         name: lib.name.clone(),
         detail: e.to_string(),

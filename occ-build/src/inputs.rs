@@ -101,6 +101,8 @@ pub(crate) struct Inputs {
     pub launches: Vec<(String, occ_model::launch::Launch)>,
     /// GitHub Actions' settings, under `GITHUB_ACTIONS=true`.
     pub github: Option<crate::github::Actions>,
+    /// What starts the build's programs ([`Env::with_programs`]).
+    pub programs: std::sync::Arc<dyn crate::process::Programs>,
 }
 
 /// Resolves a build's inputs; watches the sources and the lock. Long
@@ -208,6 +210,7 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
         path_var: env.var("PATH"),
         launches: build.launches.clone(),
         github: crate::github::Actions::from_env(env),
+        programs: env.programs(),
     })
 }
 

@@ -157,8 +157,11 @@ mod nvcc_text;
 mod parts;
 mod pipeline;
 mod plan;
+mod process;
 #[cfg(test)]
 mod proptests;
+#[cfg(any(test, feature = "replay"))]
+mod replay;
 mod status;
 mod summary;
 mod tokens;

@@ -325,7 +325,7 @@ mod tests {
     fn part(source: &str) -> Manifest {
         let signatures = occ_model::params::Signatures::default();
         let args = ["-maxrregcount".to_string(), "16".to_string()];
-        let text = occ_model::analyze::JobText {
+        let text = analyze::JobText {
             source,
             arch: "sm_80",
             name: "k",
@@ -334,7 +334,7 @@ mod tests {
             ptx: include_str!("../../tests/fixtures/ptx-13.5-kernels-sm_80.ptx"),
             signatures: &signatures,
         };
-        let jobs = [occ_model::analyze::contribution(text, "").expect("the kernels")];
+        let jobs = [analyze::contribution(text, "").expect("the kernels")];
         assemble::manifest(&Assembly {
             package: "p",
             origin: Origin::Nvcc,

@@ -436,12 +436,13 @@ fn assemble(
     for warning in nvcc_text::warnings(compiled.outputs.iter().map(|o| o.log.as_str())) {
         directives.warn(warning);
     }
-    let version = toolchain::version(nvcc, &compiled.toolkit, &inputs.out_dir)?;
+    let version = toolchain::version(nvcc, &*inputs.programs, &compiled.toolkit, &inputs.out_dir)?;
     let jobs = assemble::contributions(&compiled.outputs);
     let embedding = embed::Settings {
         embed: build.embed_mode(),
         strip_lines: !build.no_source_lines && !build.keeps_line_info(&inputs.nvcc_vars),
         compress: build.compress,
+        programs: &*inputs.programs,
     };
     let device_code = embed::write(
         &embedding,
@@ -460,6 +461,7 @@ fn assemble(
             out: &inputs.out_dir,
             part: build.part(),
             parallel: inputs.parallel,
+            programs: &*inputs.programs,
         };
         disasm::lines(
             nvcc,

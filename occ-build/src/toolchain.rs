@@ -87,7 +87,12 @@ pub(crate) fn select(build: &Build, env: &Env, inputs: &Inputs) -> Result<Toolch
 
 /// `nvcc --version` (its `V13.5.37` part), cached in `$OUT_DIR/occ/cache`
 /// under the toolkit's identity so an unchanged rebuild starts no process.
-pub(crate) fn version(nvcc: &Nvcc, toolkit: &Toolkit, out: &Path) -> Result<String> {
+pub(crate) fn version(
+    nvcc: &Nvcc,
+    programs: &dyn crate::process::Programs,
+    toolkit: &Toolkit,
+    out: &Path,
+) -> Result<String> {
     let id = toolkit.id.clone();
     let cache = out.join("cache").join("nvcc-version");
     if let Ok(text) = std::fs::read_to_string(&cache) {
@@ -97,7 +102,7 @@ pub(crate) fn version(nvcc: &Nvcc, toolkit: &Toolkit, out: &Path) -> Result<Stri
             }
         }
     }
-    let version = toolkit::short_version(&nvcc.version()?).to_string();
+    let version = toolkit::short_version(&nvcc.version_with(programs)?).to_string();
     crate::files::write_atomic(&cache, format!("{id}\n{version}\n").as_bytes())?;
     Ok(version)
 }

@@ -1,10 +1,10 @@
 //! Finding nvcc, and the commands that run it (the jobs in `compile` and
-//! the toolkit's dry run in `cache` start them).
+//! the toolkit's dry run in `cache` run them through `process`).
 
 use crate::env::Env;
 use crate::error::{Error, Result};
+use crate::process::{Cmd, Programs, Real};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 /// The folder (below a workspace root) where `scripts/cuda-toolkit` installs nvcc.
 pub const SCRIPT_INSTALL_DIR: &str = ".cuda/cu13/nvidia/cu13/bin";
@@ -257,31 +257,33 @@ fn search_path_var(env: &Env, name: &Path) -> Option<PathBuf> {
 }
 
 impl Nvcc {
-    /// A command that runs this nvcc (through the launcher, if any). No shell
-    /// is involved: every argument is passed as is.
-    pub fn command(&self) -> Command {
-        let mut cmd = match &self.launcher {
+    /// A command that runs this nvcc (through the launcher, if any), for
+    /// [`Programs`] to run. No shell is involved: every argument is passed
+    /// as is.
+    pub(crate) fn cmd(&self) -> Cmd {
+        match &self.launcher {
             Some(launcher) => {
-                let mut cmd = Command::new(launcher);
+                let mut cmd = Cmd::new(launcher);
                 cmd.arg(&self.path);
                 cmd
             }
-            None => Command::new(&self.path),
-        };
-        cmd.stdin(Stdio::null());
-        cmd
+            None => Cmd::new(&self.path),
+        }
     }
 
     /// `nvcc --version`'s release line, e.g. `Cuda compilation tools, release 13.5, V13.5.37`.
     pub fn version(&self) -> Result<String> {
-        let output = Command::new(&self.path)
-            .arg("--version")
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| Error::NvccNotRunnable {
-                nvcc: self.path.clone(),
-                reason: e.to_string(),
-            })?;
+        self.version_with(&Real)
+    }
+
+    /// [`Nvcc::version`], run by `programs`.
+    pub(crate) fn version_with(&self, programs: &dyn Programs) -> Result<String> {
+        let mut cmd = Cmd::new(&self.path);
+        cmd.arg("--version");
+        let output = programs.output(&cmd).map_err(|e| Error::NvccNotRunnable {
+            nvcc: self.path.clone(),
+            reason: e.to_string(),
+        })?;
         let text = String::from_utf8_lossy(&output.stdout);
         text.lines()
             .find(|l| l.contains("release"))

@@ -519,6 +519,12 @@ pub mod oracle {
 /// install is not found), `NVCC` is the installed nvcc, and `extra`
 /// sets or unsets (`None`) what a test needs on top.
 pub fn build_env(extra: &[(&str, Option<&str>)]) -> occ_build::cli::Env {
+    build_env_with(&nvcc(), extra)
+}
+
+/// [`build_env`] with `NVCC` set to `nvcc` (which need not run: a replay
+/// serves its outputs, `tests/tests/it/replay.rs`) instead of the installed one.
+pub fn build_env_with(nvcc: &Path, extra: &[(&str, Option<&str>)]) -> occ_build::cli::Env {
     use std::ffi::OsString;
     let mut vars: Vec<(String, Option<OsString>)> = [
         "OCC_ARCHS",
@@ -537,7 +543,7 @@ pub fn build_env(extra: &[(&str, Option<&str>)]) -> occ_build::cli::Env {
     .iter()
     .map(|name| (name.to_string(), None))
     .collect();
-    vars.push(("NVCC".into(), Some(nvcc().into_os_string())));
+    vars.push(("NVCC".into(), Some(nvcc.as_os_str().to_os_string())));
     for (name, value) in extra {
         vars.retain(|(n, _)| n != name);
         vars.push((name.to_string(), value.map(OsString::from)));

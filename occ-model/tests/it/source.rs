@@ -78,7 +78,7 @@ pub fn library(text: &str) -> String {
 
 /// `text` with comments, string literals (raw ones too) and character
 /// literals replaced by spaces, lines kept.
-fn code_only(text: &str) -> String {
+pub fn code_only(text: &str) -> String {
     let b = text.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let blank = |out: &mut Vec<u8>, part: &[u8]| {

@@ -30,6 +30,7 @@ mod parser_support;
 mod pipeline;
 mod printed_commands;
 mod publish;
+mod replay;
 mod scale;
 mod tool_words;
 mod trust_build;

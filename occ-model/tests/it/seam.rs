@@ -1,0 +1,120 @@
+//! occ-build starts every program through one seam (ARCHITECTURE.md,
+//! "Every program through one trait"): `occ-build/src/process.rs` is the
+//! only module that constructs a `std::process::Command` or starts a
+//! process, so that the rules above it can be tested on recorded outputs
+//! (`Replay`). `occ-build/clippy.toml` bans `Command::new`; this test
+//! catches the rest (a `use std::process::Command`, a spawn on a command
+//! another crate made) in library and test code alike. The one exception
+//! is cc's: `hostlib.rs` alone may use the `cc` crate, which runs the
+//! archiver and probes the host compiler itself (the comments there say
+//! why). Checked from here, beside `layers.rs`, which reads occ-build too.
+
+// The test itself reads the sources.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+use crate::source::{code_only, rs_files};
+use std::path::Path;
+
+/// What only the seam may write, with why.
+const SPAWNS: &[(&str, &str)] = &[
+    ("process::Command", "a std::process::Command"),
+    ("Command::new", "a std::process::Command"),
+    ("process::Stdio", "a process's pipes"),
+    ("process::Child", "a running process"),
+    ("CommandExt", "a std::process::Command"),
+    (".spawn()", "a process started"),
+    (".output()", "a process started"),
+    (".status()", "a process started"),
+];
+
+/// The hits of `SPAWNS` (and of `cc::` outside `hostlib.rs`) in one
+/// source, as `file:line: what: code`.
+fn hits(name: &str, text: &str) -> Vec<String> {
+    let code = code_only(text);
+    let mut hits = Vec::new();
+    // A `use std::process::{...}` group may span lines.
+    let flat = code.replace('\n', " ");
+    for group in flat.split("process::{").skip(1) {
+        let group = group.split('}').next().unwrap_or("");
+        let words: Vec<&str> = group
+            .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .collect();
+        if ["Command", "Stdio", "Child"]
+            .iter()
+            .any(|w| words.contains(w))
+        {
+            hits.push(format!("{name}: `use std::process::{{{group}}}`"));
+        }
+    }
+    for (n, line) in code.lines().enumerate() {
+        for (needle, what) in SPAWNS {
+            if line.contains(needle) {
+                hits.push(format!("{name}:{}: {what}: {}", n + 1, line.trim()));
+            }
+        }
+        if name != "hostlib.rs" && line.contains("cc::") {
+            hits.push(format!(
+                "{name}:{}: the cc crate (it starts programs itself): {}",
+                n + 1,
+                line.trim()
+            ));
+        }
+    }
+    hits
+}
+
+#[test]
+fn occ_build_starts_every_program_through_the_seam() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../occ-build");
+    if !root.join("Cargo.toml").is_file() {
+        return; // a packaged occ-model: no occ-build beside it
+    }
+    let src = root.join("src");
+    let files = rs_files(&src);
+    assert!(files.len() > 10, "occ-build's sources: {files:?}");
+    let mut found = Vec::new();
+    let mut seam = None;
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("read source");
+        let name = file
+            .strip_prefix(&src)
+            .unwrap_or(file)
+            .to_string_lossy()
+            .into_owned();
+        if name == "process.rs" {
+            seam = Some(hits(&name, &text));
+            continue;
+        }
+        found.extend(hits(&name, &text));
+    }
+    // The seam itself is seen doing what the others may not: the scan reads.
+    let seam = seam.expect("occ-build/src/process.rs, the seam");
+    assert!(
+        seam.iter().any(|h| h.contains("Command::new")),
+        "the scan does not see process.rs's Command::new: {seam:?}"
+    );
+    assert!(
+        found.is_empty(),
+        "occ-build starts programs outside its seam (run them through \
+         process::Programs, as compile.rs does):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_seam_check_can_fail() {
+    let cases = [
+        "fn f() { std::process::Command::new(\"nvcc\").output(); }",
+        "use std::process::{\n  Command,\n  Stdio };",
+        "fn f(c: &mut Cmd) { c.spawn(); }",
+        "fn f() { let b = cc::Build::new(); }",
+        "#[cfg(test)]\nmod tests {\n fn t() { x.status(); }\n}",
+    ];
+    for case in cases {
+        assert!(!hits("a.rs", case).is_empty(), "not seen: {case}");
+    }
+    // A name in a message or comment starts nothing; cc is hostlib's.
+    assert!(hits("a.rs", "// Command::new\nconst M: &str = \".spawn()\";").is_empty());
+    assert!(hits("hostlib.rs", "let cc = cc::Build::new();").is_empty());
+    assert!(hits("a.rs", "let id = std::process::id();").is_empty());
+}
