@@ -4,7 +4,7 @@
 //! (`diff`, `check`, a build from the lock); `tune import` refuses timings
 //! of another cubin than the lock's unless told to keep them.
 
-use super::trust_cli::{hand_build, EXAMPLE_LOCK};
+use super::cli_robustness::{hand_build, EXAMPLE_LOCK};
 use occ_build::cli::WithEnv as _;
 use occ_tests::{build_env, Scratch};
 use std::path::Path;

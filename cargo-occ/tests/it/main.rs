@@ -5,6 +5,7 @@
 mod calc;
 mod checked_files;
 mod ci_formats;
+mod cli_robustness;
 mod explain;
 mod first_page;
 mod gate_cli;
@@ -12,5 +13,4 @@ mod parse;
 mod report_golden;
 mod sweep;
 mod toolkit;
-mod trust_cli;
 mod tune;
