@@ -34,7 +34,5 @@ mod printed_commands;
 mod publish;
 mod scale;
 mod tool_words;
-mod trust_gate;
-mod trust_round3;
 mod tune_results;
 mod tuned_site;
