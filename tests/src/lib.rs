@@ -137,10 +137,10 @@ pub fn kernels_build<const N: usize>(
 
 /// The one way the suite sets up an in-process build: the crate below
 /// `root`, into `out` (relative to `root`, or absolute), for `archs`, of
-/// `sources`: a glob such as `kernels/*.cu` (every match, and its folder
-/// watched for new files) or one file such as `kernels/k.cu` (`.file()`:
-/// no folder watched, so only the job cache and the memo can notice a
-/// header that appears beside it). Run it with
+/// `sources`: a glob (it holds `*`, `?` or `[`) such as `kernels/*.cu`
+/// (every match, and its folder watched for new files) or one file such as
+/// `kernels/k.cu` (`.file()`: no folder watched, so only the job cache and
+/// the memo can notice a header that appears beside it). Run it with
 /// `try_compile_with(&build_env(..))`; add options with its setters.
 pub fn build_of<const N: usize>(
     root: &Path,
