@@ -379,7 +379,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn issue23_item20_one_spilling_kernel_is_singular() {
+    fn one_spilling_kernel_is_singular() {
         let path = Path::new("occ.lock");
         let lock =
             occ_model::lock::Lock::from_text(include_str!("../../fuzz/seeds/occ.lock"), path)

@@ -637,7 +637,7 @@ mod tests {
     }
 
     #[test]
-    fn issue23_item15_one_result_per_line_and_rule() {
+    fn one_result_per_line_and_rule() {
         use crate::compare::tests::{arch, lock};
         use crate::lines::{SourceLines, SpillSite};
         let l = lock(&[("k", arch(32, 64, 24)), ("j", arch(32, 64, 4))]);

@@ -623,7 +623,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn issue23_item12_a_compute_capability_that_names_no_arch_is_refused() {
+    fn a_compute_capability_that_names_no_arch_is_refused() {
         for good in ["9.0", "8.6", "12.1", "10.0"] {
             let mut r = results("a", &[(128, 2.0)]);
             r.device.compute_capability = good.into();

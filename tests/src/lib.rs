@@ -125,14 +125,36 @@ impl Scratch {
     }
 }
 
-/// An in-process build of `kernels/*.cu` below `root` into `out`, for `archs`.
+/// An in-process build of `kernels/*.cu` below `root` into `out`, for `archs`
+/// ([`build_of`] with that glob).
 pub fn kernels_build<const N: usize>(
     root: &Path,
     out: &Path,
     archs: [&str; N],
 ) -> occ_build::Build {
+    build_of(root, out, "kernels/*.cu", archs)
+}
+
+/// The one way the suite sets up an in-process build: the crate below
+/// `root`, into `out` (relative to `root`, or absolute), for `archs`, of
+/// `sources`: a glob (it holds `*`, `?` or `[`) such as `kernels/*.cu`
+/// (every match, and its folder watched for new files) or one file such as
+/// `kernels/k.cu` (`.file()`: no folder watched, so only the job cache and
+/// the memo can notice a header that appears beside it). Run it with
+/// `try_compile_with(&build_env(..))`; add options with its setters.
+pub fn build_of<const N: usize>(
+    root: &Path,
+    out: impl AsRef<Path>,
+    sources: &str,
+    archs: [&str; N],
+) -> occ_build::Build {
     let mut b = occ_build::Build::new();
-    b.root(root).out_dir(out).glob("kernels/*.cu").archs(archs);
+    b.root(root).out_dir(root.join(out)).archs(archs);
+    if sources.contains(['*', '?', '[']) {
+        b.glob(sources);
+    } else {
+        b.file(sources);
+    }
     b
 }
 

@@ -1,8 +1,11 @@
-//! Support for the trust tests (issue 12): executable scripts, a scratch copy
-//! of the CUDA toolkit with one tool swapped for a wrapper, scratch crates
-//! built with plain cargo, and the output of an `$OUT_DIR/occ` to compare.
+//! Support for the tests that change what surrounds a build (the cache's,
+//! the no-nvcc path's, the gate's): executable scripts, a scratch copy of
+//! the CUDA toolkit with one tool swapped for a wrapper or none at all,
+//! scratch crates built with plain cargo, and the output of an
+//! `$OUT_DIR/occ` to compare.
 
-use crate::{cargo, nvcc, path_dep, Scratch};
+use crate::{build_env, build_of, cargo, nvcc, path_dep, Scratch};
+use occ_build::cli::WithEnv as _;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -16,6 +19,40 @@ pub const HEAVY: &str = "extern \"C\" __global__ void scale(float* p, int n) {\n
 /// A kernel whose weight is chosen by the preprocessor: `HEAVY_KERNEL`
 /// defined (by a header, a `-D` or an nvcc environment flag) makes it heavy.
 pub const SWITCHED: &str = "#include \"common.cuh\"\n#ifdef HEAVY_KERNEL\n#define N 64\n#else\n#define N 2\n#endif\nextern \"C\" __global__ void scale(float* p, int n) {\n  float v[N];\n#pragma unroll\n  for (int i = 0; i < N; ++i) v[i] = p[(threadIdx.x + i * 131) % n];\n  float acc = 0.0f;\n#pragma unroll\n  for (int i = 0; i < N; ++i)\n#pragma unroll\n    for (int j = 0; j < N; ++j) acc += v[i] * v[(i * 7 + j) % N] * (float)(i ^ j);\n  p[threadIdx.x] = acc;\n}\n";
+
+/// The environment of a machine with no nvcc anywhere occ looks (no `NVCC`,
+/// `CUDA_*`, a bare `PATH`, `home` as every per-user folder), on top of
+/// `extra`.
+pub fn without_nvcc<'a>(
+    home: &'a Path,
+    extra: &[(&'a str, Option<&'a str>)],
+) -> Vec<(&'a str, Option<&'a str>)> {
+    let home = home.to_str().expect("utf-8 path");
+    let mut env = vec![
+        ("NVCC", None),
+        ("CUDA_HOME", None),
+        ("CUDA_PATH", None),
+        ("CUDA_ROOT", None),
+        ("PATH", Some("/usr/bin:/bin")),
+        ("OCC_CUDA_DIR", Some(home)),
+        ("XDG_CACHE_HOME", Some(home)),
+        ("HOME", Some(home)),
+    ];
+    env.extend_from_slice(extra);
+    env
+}
+
+/// `kernels/k.cu` ([`LIGHT`]) with its lock blessed by nvcc (an in-process
+/// build for sm_80 into `out/`).
+pub fn blessed_light_crate() -> Scratch {
+    let s = Scratch::new();
+    s.write("kernels/k.cu", LIGHT);
+    build_of(s.path(), "out", "kernels/k.cu", ["sm_80"])
+        .try_compile_with(&build_env(&[("OCC_BLESS", Some("1"))]))
+        .expect("bless with nvcc");
+    assert!(s.path().join("occ.lock").is_file(), "no occ.lock written");
+    s
+}
 
 /// Writes an executable `#!/bin/sh` script.
 pub fn script(path: &Path, body: &str) -> PathBuf {

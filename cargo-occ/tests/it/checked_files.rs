@@ -4,17 +4,11 @@
 //! (`diff`, `check`, a build from the lock); `tune import` refuses timings
 //! of another cubin than the lock's unless told to keep them.
 
-use super::trust_cli::{hand_build, EXAMPLE_LOCK};
+use super::cli_robustness::{hand_build, EXAMPLE_LOCK};
+use crate::occ;
 use occ_build::cli::WithEnv as _;
 use occ_tests::{build_env, Scratch};
 use std::path::Path;
-
-/// `cargo occ ARGS` in `dir`: exit code, stdout and stderr together.
-fn occ(dir: &Path, args: &[&str]) -> (i32, String) {
-    let mut cmd = occ_tests::cargo_occ(env!("CARGO_BIN_EXE_cargo-occ"), dir, args, &[]);
-    let (code, out, err) = occ_tests::code_and_text(&cmd.output().expect("run cargo-occ"));
-    (code, format!("{out}\n{err}"))
-}
 
 /// example-app's lock after a hand edit (or a bad merge): saxpy on sm_80
 /// at 200 registers beside the numbers of the 10-register kernel (best
@@ -51,7 +45,7 @@ fn diff_refuses_a_lock_whose_numbers_do_not_follow_from_its_registers() {
     let good = s.write("good.lock", EXAMPLE_LOCK).display().to_string();
     let bad = s.write("occ.lock", &edited_lock()).display().to_string();
     for args in [[&good, &bad], [&bad, &good]] {
-        let (code, out) = occ(s.path(), &["diff", args[0], args[1]]);
+        let (code, out) = occ(s.path(), &["diff", args[0], args[1]], &[], None).code_and_text();
         assert_eq!(code, 2, "`cargo occ diff` compared an edited lock:\n{out}");
         names_the_mismatch(&out);
     }
@@ -61,7 +55,7 @@ fn diff_refuses_a_lock_whose_numbers_do_not_follow_from_its_registers() {
 fn check_refuses_an_edited_lock() {
     let (s, m) = hand_build(|_| {}, true, None);
     s.write("occ.lock", &edited_lock());
-    let (code, out) = occ(s.path(), &["check", "--manifest", &m]);
+    let (code, out) = occ(s.path(), &["check", "--manifest", &m], &[], None).code_and_text();
     assert_ne!(
         code, 0,
         "`cargo occ check` passed on an edited lock:\n{out}"
@@ -115,7 +109,13 @@ fn tune_import_refuses_timings_of_another_cubin_unless_kept() {
         .write("occ-tune.json", &results.to_json())
         .display()
         .to_string();
-    let (code, out) = occ(s.path(), &["tune", "import", &file, "--manifest", &m]);
+    let (code, out) = occ(
+        s.path(),
+        &["tune", "import", &file, "--manifest", &m],
+        &[],
+        None,
+    )
+    .code_and_text();
     assert_eq!(code, 2, "{out}");
     assert_eq!(s.read("occ.lock"), EXAMPLE_LOCK, "imported:\n{out}");
     assert!(
@@ -126,7 +126,10 @@ fn tune_import_refuses_timings_of_another_cubin_unless_kept() {
     let (code, out) = occ(
         s.path(),
         &["tune", "import", &file, "--allow-stale", "--manifest", &m],
-    );
+        &[],
+        None,
+    )
+    .code_and_text();
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("1 measurement added"), "{out}");
     assert!(

@@ -11,8 +11,9 @@
 //! must also read back as `serde_sarif`'s types, which are generated from
 //! that schema.
 
+use crate::occ;
 use occ_build::cli::WithEnv as _;
-use occ_tests::{build_env, cargo_occ, code_and_text, kernels_build, Scratch};
+use occ_tests::{build_env, kernels_build, Scratch};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -109,13 +110,9 @@ fn check(
     let m = manifest.to_str().expect("utf-8 path");
     let mut all = vec!["check", "--manifest", m];
     all.extend_from_slice(args);
-    let mut cmd = cargo_occ(env!("CARGO_BIN_EXE_cargo-occ"), dir, &all, env);
-    cmd.env_remove("GITHUB_ACTIONS")
-        .env_remove("GITHUB_STEP_SUMMARY");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    code_and_text(&cmd.output().expect("run cargo-occ"))
+    let mut vars: Vec<(&str, Option<&str>)> = vec![("GITHUB_STEP_SUMMARY", None)];
+    vars.extend(env.iter().map(|&(k, v)| (k, Some(v))));
+    occ(dir, &all, &vars, None).parts()
 }
 
 /// The SARIF 2.1.0 schema: `OCC_SARIF_SCHEMA`, the official file in
@@ -388,10 +385,7 @@ fn diff_compares_two_builds_as_the_gate_does() {
     let (_, failed) = try_build(&s, &KERNELS.replace("#define N 48", "#define N 64"), &[]);
     assert!(failed.is_err(), "the gate fails the regression");
     let occ_dir = manifest.parent().expect("occ dir").to_path_buf();
-    let run = |args: &[&str]| {
-        let mut cmd = cargo_occ(env!("CARGO_BIN_EXE_cargo-occ"), s.path(), args, &[]);
-        code_and_text(&cmd.output().expect("run cargo-occ"))
-    };
+    let run = |args: &[&str]| occ(s.path(), args, &[], None).parts();
     let old_s = old.to_str().expect("utf-8");
     let new_s = occ_dir.to_str().expect("utf-8");
     let (code, out, err) = run(&["diff", old_s, new_s]);
@@ -467,13 +461,7 @@ fn a_change_that_moves_a_kernel_near_a_cliff_warns_and_is_a_sarif_result() {
     let manifest = report.out_dir.join("manifest.json");
     // explain and report.txt show the same cliff.
     let m = manifest.to_str().expect("utf-8 path");
-    let mut cmd = cargo_occ(
-        env!("CARGO_BIN_EXE_cargo-occ"),
-        s.path(),
-        &["explain", "wide", "--manifest", m],
-        &[],
-    );
-    let (code, out, err) = code_and_text(&cmd.output().expect("run cargo-occ"));
+    let (code, out, err) = occ(s.path(), &["explain", "wide", "--manifest", m], &[], None).parts();
     assert_eq!(code, 0, "{err}");
     let now = cliffs.registers.now;
     let down = cliffs.registers.down.expect("a cliff");

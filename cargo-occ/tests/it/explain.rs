@@ -3,6 +3,7 @@
 //! the lines they are at and the peak register pressure), and the text to
 //! write in the source to apply a register cap.
 
+use crate::occ;
 use occ_build::cli::WithEnv as _;
 use occ_model::manifest::KernelArch;
 use occ_model::manifest::Manifest;
@@ -29,9 +30,7 @@ fn build(s: &Scratch) -> (Manifest, PathBuf) {
 fn explain(s: &Scratch, manifest: &std::path::Path, kernel: &str) -> (i32, String) {
     let mf = manifest.to_str().expect("utf-8 path");
     let args = ["explain", kernel, "--arch", "sm_80", "--manifest", mf];
-    let mut cmd = occ_tests::cargo_occ(env!("CARGO_BIN_EXE_cargo-occ"), s.path(), &args, &[]);
-    let (code, out, err) = occ_tests::code_and_text(&cmd.output().expect("run cargo-occ"));
-    println!("$ cargo occ {}\n{out}{err}", args.join(" "));
+    let (code, out, _) = occ(s.path(), &args, &[], None).parts();
     (code, out)
 }
 
@@ -196,8 +195,7 @@ fn the_declared_launch_is_explained_with_its_lift() {
         "--manifest",
         mfs,
     ];
-    let mut cmd = occ_tests::cargo_occ(env!("CARGO_BIN_EXE_cargo-occ"), s.path(), &args, &[]);
-    let (code, out, _) = occ_tests::code_and_text(&cmd.output().expect("run cargo-occ"));
+    let (code, out, _) = occ(s.path(), &args, &[], None).parts();
     assert_eq!(code, 0, "{out}");
     assert!(
         line(&out, "launch:").starts_with("launch: 256 threads/block"),

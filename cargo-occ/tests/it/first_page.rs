@@ -15,9 +15,10 @@
 //! check of the snippet without its `cudarc` line shows that nvcc 13.5 on
 //! `PATH` is where cudarc stops, so the line is what keeps it building.
 
-use occ_tests::{code_and_text, fail, succeed, text, workspace_root, ScratchCrate};
+use crate::occ;
+use occ_tests::{fail, succeed, text, workspace_root, ScratchCrate};
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 /// Where the README's dependencies come from, and the checkout the test
@@ -166,19 +167,6 @@ fn assert_ran_cudarc_cleanly(out: &str, what: &str) {
     }
 }
 
-/// `cargo occ <args>` in `dir`, finding the scratch crate's builds.
-fn occ(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let target = occ_tests::scratch_target_dir();
-    let target = target.to_str().expect("utf-8 path");
-    let mut cmd = occ_tests::cargo_occ(
-        env!("CARGO_BIN_EXE_cargo-occ"),
-        dir,
-        args,
-        &[("CARGO_TARGET_DIR", target)],
-    );
-    code_and_text(&cmd.output().expect("run cargo-occ"))
-}
-
 /// The kernel's tile, and the taller one that makes it heavier: 11 × 32
 /// rows of 33 floats, 46,464 bytes of static shared memory (under the
 /// 48 KiB a block may declare).
@@ -201,6 +189,12 @@ fn the_first_page_builds_blesses_and_its_ci_gate_catches_a_heavier_kernel() {
     assert!(kernel.contains(TILE), "{kernel}");
     // Step 7's heavier tile is the line the page shows.
     assert_eq!(block("cuda", "    __shared__").trim(), HEAVY_TILE);
+    // `cargo occ` finds the crate's builds in the suite's scratch target.
+    let target = occ_tests::scratch_target_dir();
+    let target = [(
+        "CARGO_TARGET_DIR",
+        Some(target.to_str().expect("utf-8 path")),
+    )];
     let krate = ScratchCrate::new("first_page")
         .file("Cargo.toml", &manifest("first_page", &snippet()))
         .file("build.rs", &build_rs)
@@ -214,7 +208,7 @@ fn the_first_page_builds_blesses_and_its_ci_gate_catches_a_heavier_kernel() {
     ));
     assert_ran_cudarc_cleanly(&out, "first build, nvcc 13.5");
     assert!(out.contains("no occ.lock yet"), "{out}");
-    let (code, stdout, stderr) = occ(krate.path(), &["bless"]);
+    let (code, stdout, stderr) = occ(krate.path(), &["bless"], &target, None).parts();
     assert_eq!(code, 0, "{stdout}{stderr}");
     let lock = krate.read("occ.lock");
     assert!(lock.contains("\"transpose\""), "{lock}");
@@ -232,10 +226,11 @@ fn the_first_page_builds_blesses_and_its_ci_gate_catches_a_heavier_kernel() {
             && !out.contains("no occ.lock yet"),
         "the build after bless did not rerun its script against the lock:\n{out}"
     );
-    let (code, stdout, stderr) = occ(krate.path(), &["check"]);
+    let (code, stdout, stderr) = occ(krate.path(), &["check"], &target, None).parts();
     assert_eq!(code, 0, "{stdout}{stderr}");
     let at_32x8 = |blocks: &str| {
-        let (code, stdout, stderr) = occ(krate.path(), &["explain", "transpose"]);
+        let (code, stdout, stderr) =
+            occ(krate.path(), &["explain", "transpose"], &target, None).parts();
         assert_eq!(code, 0, "{stdout}{stderr}");
         assert!(
             stdout.contains("(the declared launch 32x8, by build.rs `transpose`)")
@@ -265,7 +260,7 @@ fn the_first_page_builds_blesses_and_its_ci_gate_catches_a_heavier_kernel() {
                 .any(|l| l.contains("sm_80") && l.split_whitespace().any(|w| w == "transpose"))
     };
     assert!(regressed(&out), "{out}");
-    let (code, stdout, stderr) = occ(krate.path(), &["check"]);
+    let (code, stdout, stderr) = occ(krate.path(), &["check"], &target, None).parts();
     assert_eq!(code, 1, "{stdout}{stderr}");
     assert!(regressed(&stdout), "{stdout}");
     // The README's numbers: an sm_80 SM holds 3 blocks of 32 x 8, not 8.

@@ -2,6 +2,7 @@
 //! with the real nvcc, found both by `--manifest` and the way cargo users
 //! call it (the newest `target/*/build/<pkg>-*/out/occ`).
 
+use crate::occ;
 use occ_build::cli::WithEnv as _;
 use occ_tests::{build_env, kernels_build, Scratch, ScratchCrate};
 use std::path::{Path, PathBuf};
@@ -14,11 +15,6 @@ fn build(s: &Scratch, out: &Path) -> occ_build::Result<PathBuf> {
     kernels_build(s.path(), out, ["sm_80", "sm_90"])
         .try_compile_with(&build_env(&[]))
         .map(|r| r.out_dir)
-}
-
-fn occ(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let mut cmd = occ_tests::cargo_occ(env!("CARGO_BIN_EXE_cargo-occ"), dir, args, env);
-    occ_tests::code_and_text(&cmd.output().expect("run cargo-occ"))
 }
 
 /// A package `cliuser` with `kernels/k.cu`, for the CLI to find its builds.
@@ -36,7 +32,7 @@ fn report_formats_and_explain_read_the_manifest() {
     let m = occ_build::cli::read_manifest(&manifest_file).expect("manifest");
     let mf = manifest_file.to_str().expect("utf-8 path");
 
-    let (code, table, err) = occ(s.path(), &["report", "--manifest", mf], &[]);
+    let (code, table, err) = occ(s.path(), &["report", "--manifest", mf], &[], None).parts();
     assert_eq!(code, 0, "{err}");
     // One line per kernel x arch, each with its registers and best block.
     for k in &m.kernels {
@@ -59,7 +55,9 @@ fn report_formats_and_explain_read_the_manifest() {
         s.path(),
         &["report", "--manifest", mf, "--format", "markdown"],
         &[],
-    );
+        None,
+    )
+    .parts();
     assert_eq!(code, 0);
     assert!(md.contains("| kernel | arch |"), "{md}");
     // Every row in the full table, after the summary and the notable rows.
@@ -77,7 +75,9 @@ fn report_formats_and_explain_read_the_manifest() {
         s.path(),
         &["report", "--manifest", mf, "--format", "json"],
         &[],
-    );
+        None,
+    )
+    .parts();
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&js).expect("json report");
     assert_eq!(v["schema"], 1);
@@ -89,7 +89,9 @@ fn report_formats_and_explain_read_the_manifest() {
         s.path(),
         &["report", "--manifest", mf, "--format", "html", "-o", hf],
         &[],
-    );
+        None,
+    )
+    .parts();
     assert_eq!(code, 0, "{err}");
     let html = std::fs::read_to_string(&html_file).expect("html");
     // Three inline charts per kernel x arch, nothing loaded from elsewhere.
@@ -115,7 +117,9 @@ fn report_formats_and_explain_read_the_manifest() {
         s.path(),
         &["explain", "tiled", "--arch", "sm_80", "--manifest", mf],
         &[],
-    );
+        None,
+    )
+    .parts();
     assert_eq!(code, 0, "{err}");
     let blocks = tiled.best.active_blocks_per_sm.to_string();
     for line in out.lines().map(str::trim_start) {
@@ -137,7 +141,13 @@ fn report_formats_and_explain_read_the_manifest() {
     }
     assert!(out.contains("shared memory: use at most"), "{out}");
     // Unknown kernel: did-you-mean, non-zero exit.
-    let (code, _, err) = occ(s.path(), &["explain", "tiledd", "--manifest", mf], &[]);
+    let (code, _, err) = occ(
+        s.path(),
+        &["explain", "tiledd", "--manifest", mf],
+        &[],
+        None,
+    )
+    .parts();
     assert_ne!(code, 0);
     assert!(err.contains("did you mean `tiled`"), "{err}");
 }
@@ -152,24 +162,24 @@ fn check_and_bless_find_the_newest_build_of_the_package() {
     let lookalike = target.join("debug/build/cliuser-extra-00000000000000cc/out");
     build(&s, &old).expect("first build");
     let t = target.to_str().expect("utf-8");
-    let env = [("CARGO_TARGET_DIR", t)];
+    let env = [("CARGO_TARGET_DIR", Some(t))];
 
     // No lock: check is an input error (2).
-    let (code, _, err) = occ(s.path(), &["check"], &env);
+    let (code, _, err) = occ(s.path(), &["check"], &env, None).parts();
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("cargo occ bless"), "{err}");
     // Bless refuses under CI.
-    let (code, _, err) = occ(s.path(), &["bless"], &[env[0], ("CI", "true")]);
+    let (code, _, err) = occ(s.path(), &["bless"], &[env[0], ("CI", Some("true"))], None).parts();
     assert_eq!(code, 2, "{err}");
     assert!(!s.path().join("occ.lock").exists());
-    let (code, out, err) = occ(s.path(), &["bless"], &env);
+    let (code, out, err) = occ(s.path(), &["bless"], &env, None).parts();
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("wrote"), "{out}");
     assert_eq!(
         s.read("occ.lock"),
         std::fs::read_to_string(old.join("occ/occ.lock.new")).expect("candidate")
     );
-    let (code, out, err) = occ(s.path(), &["check"], &env);
+    let (code, out, err) = occ(s.path(), &["check"], &env, None).parts();
     assert_eq!(code, 0, "{out}{err}");
 
     // The tile grows past what two blocks can share: a newer build regresses.
@@ -185,7 +195,7 @@ fn check_and_bless_find_the_newest_build_of_the_package() {
     );
     // An older-looking build of another package must not be picked.
     std::fs::create_dir_all(lookalike.join("occ")).expect("mkdir");
-    let (code, out, err) = occ(s.path(), &["check"], &env);
+    let (code, out, err) = occ(s.path(), &["check"], &env, None).parts();
     assert_eq!(code, 1, "{out}{err}");
     assert!(
         out.contains("regression: occupancy down") && regressed_row(&out),
@@ -198,16 +208,18 @@ fn check_and_bless_find_the_newest_build_of_the_package() {
         s.path(),
         &["check", "--manifest", old_manifest.to_str().expect("utf-8")],
         &env,
-    );
+        None,
+    )
+    .parts();
     assert_eq!(code, 0);
     // Bless adopts the newest build; check passes again.
-    let (code, _, err) = occ(s.path(), &["bless"], &env);
+    let (code, _, err) = occ(s.path(), &["bless"], &env, None).parts();
     assert_eq!(code, 0, "{err}");
     assert_ne!(s.read("occ.lock"), locked);
-    let (code, out, err) = occ(s.path(), &["check"], &env);
+    let (code, out, err) = occ(s.path(), &["check"], &env, None).parts();
     assert_eq!(code, 0, "{out}{err}");
     // Usage errors are 2.
-    let (code, _, _) = occ(s.path(), &["check", "--bogus"], &env);
+    let (code, _, _) = occ(s.path(), &["check", "--bogus"], &env, None).parts();
     assert_eq!(code, 2);
 }
 
@@ -222,7 +234,13 @@ fn check_names_every_arch_and_kernel_it_could_not_check_and_is_not_ok() {
     };
     let first = occ_dir("out1", ["sm_80", "sm_90"]);
     let manifest = |dir: &Path| dir.join("manifest.json").display().to_string();
-    let (code, _, err) = occ(s.path(), &["bless", "--manifest", &manifest(&first)], &[]);
+    let (code, _, err) = occ(
+        s.path(),
+        &["bless", "--manifest", &manifest(&first)],
+        &[],
+        None,
+    )
+    .parts();
     assert_eq!(code, 0, "{err}");
     // Another arch, and a kernel the lock has never seen.
     s.write(
@@ -230,7 +248,13 @@ fn check_names_every_arch_and_kernel_it_could_not_check_and_is_not_ok() {
         "extern \"C\" __global__ void extra(float* p) { p[threadIdx.x] += 1.0f; }\n",
     );
     let second = occ_dir("out2", ["sm_80", "sm_86"]);
-    let (code, out, err) = occ(s.path(), &["check", "--manifest", &manifest(&second)], &[]);
+    let (code, out, err) = occ(
+        s.path(),
+        &["check", "--manifest", &manifest(&second)],
+        &[],
+        None,
+    )
+    .parts();
     assert_eq!(code, 1, "unchecked kernel x archs are not ok: {out}{err}");
     assert!(!out.contains("ok, no regression"), "{out}");
     assert!(
@@ -251,7 +275,7 @@ fn check_names_every_arch_and_kernel_it_could_not_check_and_is_not_ok() {
         "--format",
         "sarif",
     ];
-    let (code, _, err) = occ(s.path(), &args, &[]);
+    let (code, _, err) = occ(s.path(), &args, &[], None).parts();
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("not ok:") && err.contains("sm_86"), "{err}");
 }

@@ -1,21 +1,16 @@
 //! `cargo occ parse` as a process: files, stdin, exit codes.
 
-use std::process::Command;
+use crate::occ;
+use std::path::Path;
 
 fn fixture(name: &str) -> String {
     occ_tests::fixture_path(name).display().to_string()
 }
 
-fn occ(args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cargo-occ"));
-    cmd.arg("occ").args(args);
-    occ_tests::code_and_text(&occ_tests::output_with_stdin(&mut cmd, stdin))
-}
-
 #[test]
 fn parses_a_saved_log_as_json() {
     let log = fixture("ptxas-12.9-sm_61.log");
-    let (code, out, err) = occ(&["parse", &log, "--json"], None);
+    let (code, out, err) = occ(Path::new("."), &["parse", &log, "--json"], &[], None).parts();
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
     let kernels = v["kernels"].as_array().expect("kernels");
@@ -35,7 +30,7 @@ fn parses_a_saved_log_as_json() {
 #[test]
 fn reads_stdin_and_keeps_nulls() {
     let text = std::fs::read_to_string(fixture("ptxas-11.8-sm_70.log")).expect("fixture");
-    let (code, out, err) = occ(&["parse", "-", "--json"], Some(&text));
+    let (code, out, err) = occ(Path::new("."), &["parse", "-", "--json"], &[], Some(&text)).parts();
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert!(v["kernels"]
@@ -45,7 +40,13 @@ fn reads_stdin_and_keeps_nulls() {
 
 #[test]
 fn table_by_default() {
-    let (code, out, _) = occ(&["parse", &fixture("ptxas-13.5-sm_90.log")], None);
+    let (code, out, _) = occ(
+        Path::new("."),
+        &["parse", &fixture("ptxas-13.5-sm_90.log")],
+        &[],
+        None,
+    )
+    .parts();
     assert_eq!(code, 0);
     assert!(out.starts_with("kernel"));
     assert!(out.contains("ns::inner::tkern<double, 128>"));
@@ -53,20 +54,29 @@ fn table_by_default() {
 
 #[test]
 fn exit_codes() {
-    let (code, _, err) = occ(&["parse", "/nonexistent/ptxas.log"], None);
+    let (code, _, err) = occ(
+        Path::new("."),
+        &["parse", "/nonexistent/ptxas.log"],
+        &[],
+        None,
+    )
+    .parts();
     assert_eq!(code, 1);
     assert!(
         err.contains("cannot read the log /nonexistent/ptxas.log"),
         "{err}"
     );
     let (code, _, err) = occ(
+        Path::new("."),
         &["parse", "-"],
+        &[],
         Some("ptxas info    : Used many registers\n"),
-    );
+    )
+    .parts();
     assert_eq!(code, 1);
     assert!(err.contains("line 1"), "{err}");
-    let (code, _, _) = occ(&["parse"], None);
+    let (code, _, _) = occ(Path::new("."), &["parse"], &[], None).parts();
     assert_eq!(code, 2);
-    let (code, _, _) = occ(&["parse", "a", "--bogus"], None);
+    let (code, _, _) = occ(Path::new("."), &["parse", "a", "--bogus"], &[], None).parts();
     assert_eq!(code, 2);
 }

@@ -6,6 +6,7 @@
 //! The snapshots are in `cargo-occ/tests/snapshots/`; tests/README.md says
 //! how to bless them.
 
+use crate::occ;
 use occ_build::cli::WithEnv as _;
 use occ_tests::{build_env, kernels_build, Scratch};
 
@@ -26,13 +27,8 @@ fn every_report_format_matches_its_golden_file() {
     let manifest = manifest.to_str().expect("utf-8 path");
     let scratch = s.path().display().to_string();
     for format in ["table", "markdown", "json", "html"] {
-        let mut cmd = occ_tests::cargo_occ(
-            env!("CARGO_BIN_EXE_cargo-occ"),
-            s.path(),
-            &["report", "--manifest", manifest, "--format", format],
-            &[],
-        );
-        let (code, text, err) = occ_tests::code_and_text(&cmd.output().expect("run cargo-occ"));
+        let args = ["report", "--manifest", manifest, "--format", format];
+        let (code, text, err) = occ(s.path(), &args, &[], None).parts();
         assert_eq!(code, 0, "{format}: {err}");
         assert!(!text.is_empty(), "{format}: no report");
         assert!(

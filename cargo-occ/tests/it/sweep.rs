@@ -2,6 +2,7 @@
 //! lives in cargo-occ, and the `occ_model::sweep` model) and
 //! `Build::max_registers`, against ptxas run by the test itself.
 
+use crate::occ;
 use occ_build::cli::WithEnv as _;
 use occ_build::Build;
 use occ_model::manifest::Manifest;
@@ -101,22 +102,23 @@ fn sweep_of(s: &Scratch, m: &Manifest, name: &str, method: Method) -> KernelSwee
         Method::Maxrregcount => "maxrregcount",
         Method::Maxnreg => "maxnreg",
     };
-    let out = Command::new(env!("CARGO_BIN_EXE_cargo-occ"))
-        .args([
-            "occ", "sweep", name, "--arch", "sm_80", "--method", method, "--json",
-        ])
-        .arg("--manifest")
-        .arg(s.path().join("out/occ/manifest.json"))
-        .current_dir(s.path())
-        .env("NVCC", nvcc())
-        .output()
-        .expect("run cargo occ sweep");
-    assert!(
-        out.status.success(),
-        "cargo occ sweep failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let sweep: sweep::Sweep = serde_json::from_slice(&out.stdout).expect("sweep JSON");
+    let manifest = s.path().join("out/occ/manifest.json");
+    let manifest = manifest.to_str().expect("utf-8 path");
+    let args = [
+        "sweep",
+        name,
+        "--arch",
+        "sm_80",
+        "--method",
+        method,
+        "--json",
+        "--manifest",
+        manifest,
+    ];
+    let nvcc = nvcc();
+    let (code, out, err) = occ(s.path(), &args, &[("NVCC", nvcc.to_str())], None).parts();
+    assert!(code == 0, "cargo occ sweep failed:\n{err}");
+    let sweep: sweep::Sweep = serde_json::from_str(&out).expect("sweep JSON");
     assert_eq!(sweep.package, m.package);
     assert_eq!(sweep.kernels.len(), 1);
     sweep.kernels.into_iter().next().unwrap()
@@ -373,20 +375,12 @@ fn max_registers_caps_the_file_of_a_kernel_and_is_recorded() {
 /// `cargo occ sweep --arch sm_80 --manifest ...` as text, with the
 /// installed nvcc.
 fn sweep_text(s: &Scratch) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_cargo-occ"))
-        .args(["occ", "sweep", "--arch", "sm_80", "--manifest"])
-        .arg(s.path().join("out/occ/manifest.json"))
-        .current_dir(s.path())
-        .env("NVCC", nvcc())
-        .output()
-        .expect("run cargo occ sweep");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "cargo occ sweep failed:\n{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    println!("{text}");
+    let manifest = s.path().join("out/occ/manifest.json");
+    let manifest = manifest.to_str().expect("utf-8 path");
+    let args = ["sweep", "--arch", "sm_80", "--manifest", manifest];
+    let nvcc = nvcc();
+    let (code, text, err) = occ(s.path(), &args, &[("NVCC", nvcc.to_str())], None).parts();
+    assert!(code == 0, "cargo occ sweep failed:\n{text}{err}");
     text
 }
 

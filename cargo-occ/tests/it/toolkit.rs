@@ -1,13 +1,13 @@
-//! Issue 17 item 1: `cargo occ toolkit path|doctor` against the installed
+//! `cargo occ toolkit path|doctor` against the installed
 //! nvcc (put where `OCC_CUDA_DIR` says, by symlink), and `install`'s
 //! orchestration (pinned wheels, the swap into place, the stamp, a second
 //! run doing nothing, a missing Python) through a stand-in Python.
 
+use crate::occ;
 use occ_tests::trust::{script, toolkit_home};
-use occ_tests::{code_and_text, workspace_root, Scratch};
+use occ_tests::{workspace_root, Scratch};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// `PATH` without any folder that holds an nvcc, so that only the place a
 /// test sets up can be found.
@@ -27,9 +27,8 @@ fn toolkit(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> (i32, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cargo-occ"));
-    cmd.args(["occ", "toolkit"]).args(args).current_dir(cwd);
-    for var in [
+    let path = path_without_nvcc();
+    let mut vars: Vec<(&str, Option<&str>)> = [
         "NVCC",
         "CUDA_HOME",
         "CUDA_PATH",
@@ -40,15 +39,14 @@ fn toolkit(
         "NVCC_APPEND_FLAGS",
         "PYTHON",
         "CI",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.env("PATH", path_without_nvcc())
-        .env("OCC_CUDA_DIR", cuda_dir);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    code_and_text(&cmd.output().expect("run cargo-occ"))
+    ]
+    .map(|var| (var, None))
+    .to_vec();
+    vars.push(("PATH", path.to_str()));
+    vars.push(("OCC_CUDA_DIR", cuda_dir.to_str()));
+    vars.extend(env.iter().map(|&(k, v)| (k, Some(v))));
+    let all: Vec<&str> = ["toolkit"].iter().chain(args).copied().collect();
+    occ(cwd, &all, &vars, None).parts()
 }
 
 /// A toolkit dir whose `cu13` holds the installed toolkit (a symlink to

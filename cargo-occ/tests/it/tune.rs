@@ -5,6 +5,7 @@
 //! The timings are written by the test: this checks the flow of recorded
 //! results, not a measurement.
 
+use crate::occ;
 use occ_build::cli::WithEnv as _;
 use occ_model::analyze::resources;
 use occ_model::arch;
@@ -28,13 +29,6 @@ fn build(s: &Scratch, bless: bool) -> (Manifest, PathBuf) {
         report.manifest().expect("manifest").clone(),
         report.out_dir.join("manifest.json"),
     )
-}
-
-fn occ(s: &Scratch, args: &[&str]) -> (i32, String, String) {
-    let mut cmd = occ_tests::cargo_occ(env!("CARGO_BIN_EXE_cargo-occ"), s.path(), args, &[]);
-    let out = occ_tests::code_and_text(&cmd.output().expect("run cargo-occ"));
-    println!("$ cargo occ {}\n{}{}", args.join(" "), out.1, out.2);
-    out
 }
 
 /// A results file timing `kernel`'s candidates on sm_80: `fastest` is
@@ -61,7 +55,7 @@ fn plan_import_and_rebuild_carry_the_measurement() {
     let blessed = std::fs::read_to_string(lock_path).expect("the build blessed occ.lock");
 
     // --plan: the model's candidates, each with its occupancy.
-    let (code, out, _) = occ(&s, &["tune", "--plan", "--manifest", &mf]);
+    let (code, out, _) = occ(s.path(), &["tune", "--plan", "--manifest", &mf], &[], None).parts();
     assert_eq!(code, 0);
     let wide = &m
         .kernels
@@ -104,7 +98,13 @@ fn plan_import_and_rebuild_carry_the_measurement() {
     // import: the smallest candidate is fastest.
     let fastest = sizes[0];
     let file = write(&s, "occ-tune.json", &results(&m, "wide", &sizes, fastest));
-    let (code, out, err) = occ(&s, &["tune", "import", &file, "--manifest", &mf]);
+    let (code, out, err) = occ(
+        s.path(),
+        &["tune", "import", &file, "--manifest", &mf],
+        &[],
+        None,
+    )
+    .parts();
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("1 measurement added"), "{out}");
     let text = std::fs::read_to_string(lock_path).expect("lock");
@@ -116,7 +116,13 @@ fn plan_import_and_rebuild_carry_the_measurement() {
     assert_eq!(measured_lines.len(), 1, "{text}");
     assert_eq!(text.lines().count(), blessed.lines().count() + 3, "{text}");
     // Importing again changes nothing, byte for byte.
-    let (code, out, _) = occ(&s, &["tune", "import", &file, "--manifest", &mf]);
+    let (code, out, _) = occ(
+        s.path(),
+        &["tune", "import", &file, "--manifest", &mf],
+        &[],
+        None,
+    )
+    .parts();
     assert_eq!((code, out.contains("up to date")), (0, true), "{out}");
     assert_eq!(std::fs::read_to_string(lock_path).expect("lock"), text);
 
@@ -124,7 +130,13 @@ fn plan_import_and_rebuild_carry_the_measurement() {
     let mut other = results(&m, "wide", &sizes, fastest);
     other.package = "someone-else".into();
     let file = write(&s, "other.json", &other);
-    let (code, _, err) = occ(&s, &["tune", "import", &file, "--manifest", &mf]);
+    let (code, _, err) = occ(
+        s.path(),
+        &["tune", "import", &file, "--manifest", &mf],
+        &[],
+        None,
+    )
+    .parts();
     assert_eq!(code, 2);
     assert!(
         err.contains("someone-else") && err.contains("package"),
@@ -133,7 +145,13 @@ fn plan_import_and_rebuild_carry_the_measurement() {
     let mut gone = results(&m, "wide", &sizes, fastest);
     gone.measurements[0].kernel = "narrow".into();
     let file = write(&s, "gone.json", &gone);
-    let (code, _, err) = occ(&s, &["tune", "import", &file, "--manifest", &mf]);
+    let (code, _, err) = occ(
+        s.path(),
+        &["tune", "import", &file, "--manifest", &mf],
+        &[],
+        None,
+    )
+    .parts();
     assert_eq!(code, 2);
     assert!(
         err.contains("\"narrow\"") && err.contains("does not have"),
@@ -143,7 +161,13 @@ fn plan_import_and_rebuild_carry_the_measurement() {
         .write("broken.json", "{\"schema\": 1}")
         .to_string_lossy()
         .into_owned();
-    let (code, _, err) = occ(&s, &["tune", "import", &file, "--manifest", &mf]);
+    let (code, _, err) = occ(
+        s.path(),
+        &["tune", "import", &file, "--manifest", &mf],
+        &[],
+        None,
+    )
+    .parts();
     assert_eq!(code, 2);
     assert!(err.contains("broken.json"), "{err}");
     assert_eq!(std::fs::read_to_string(lock_path).expect("lock"), text);
@@ -171,7 +195,7 @@ fn plan_import_and_rebuild_carry_the_measurement() {
     assert_eq!(candidate, text, "the candidate lock keeps the measurement");
 
     // The report shows the measurement beside the model's choice.
-    let (code, out, _) = occ(&s, &["report", "--manifest", &mf]);
+    let (code, out, _) = occ(s.path(), &["report", "--manifest", &mf], &[], None).parts();
     assert_eq!(code, 0);
     let e = &lock.measured[0];
     let model = wide2.best.block_size;
@@ -216,7 +240,7 @@ fn plan_offers_shapes_of_a_2d_declared_launch() {
         .join("manifest.json")
         .to_string_lossy()
         .into_owned();
-    let (code, out, err) = occ(&s, &["tune", "--plan", "--manifest", &mf]);
+    let (code, out, err) = occ(s.path(), &["tune", "--plan", "--manifest", &mf], &[], None).parts();
     assert_eq!(code, 0, "{err}");
     let ka = &m.kernels[0].archs["sm_80"];
     let sm80 = arch::lookup("sm_80").expect("sm_80");

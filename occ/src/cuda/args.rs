@@ -378,11 +378,14 @@ mod tests {
         assert!(check(&bare, &[1, 2, 3]).is_ok());
     }
 
+    /// The `Value<SIZE, ALIGN>` a type implements: the size and alignment a
+    /// launcher's parameter of it takes.
+    fn value<V: Value<S, A>, const S: usize, const A: usize>(_: &V) -> (usize, usize) {
+        (S, A)
+    }
+
     #[test]
     fn primitives_are_values_at_their_size() {
-        fn value<V: Value<S, A>, const S: usize, const A: usize>(_: &V) -> (usize, usize) {
-            (S, A)
-        }
         assert_eq!(value(&1.0f32), (4, 4));
         assert_eq!(value(&1.0f64), (8, 8));
         assert_eq!(value(&1u8), (1, 1));
@@ -390,12 +393,15 @@ mod tests {
         assert_eq!(value(&1i16), (2, 2));
     }
 
-    /// `__half h` and `__nv_bfloat16 b` by value: `Value<2, 2>`.
+    /// `__half h` and `__nv_bfloat16 b` by value: `Value<2, 2>`, which is
+    /// also each type's own size and alignment (the bytes a launch passes).
     #[test]
     #[cfg(feature = "half")]
     fn half_types_are_two_byte_values() {
-        fn half_param(_: &impl Value<2, 2>) {}
-        half_param(&half::f16::from_f32(1.5));
-        half_param(&half::bf16::from_f32(1.5));
+        let (h, b) = (half::f16::from_f32(1.5), half::bf16::from_f32(1.5));
+        assert_eq!(value(&h), (2, 2));
+        assert_eq!(value(&b), (2, 2));
+        assert_eq!(value(&h), (size_of_val(&h), align_of_val(&h)));
+        assert_eq!(value(&b), (size_of_val(&b), align_of_val(&b)));
     }
 }

@@ -27,16 +27,12 @@ fn smem(b: &Build, env: &[(&str, Option<&str>)]) -> (u32, usize, Vec<String>) {
     (smem, report.nvcc_runs, directives.warnings)
 }
 
-fn build(s: &Scratch) -> Build {
-    s.build(["sm_80"])
-}
-
 #[test]
 fn a_header_a_macro_has_include_finds_is_seen_in_every_searched_folder() {
     let s = Scratch::new();
     s.write("kernels/k.cu", MACRO_HAS_INCLUDE);
     std::fs::create_dir_all(s.path().join("inc")).expect("inc");
-    let mut b = build(&s);
+    let mut b = s.build(["sm_80"]);
     b.include("inc");
     assert_eq!(smem(&b, &[]).0, 256);
     // Beside the source, then (a new value) in the `-I` folder, whose
@@ -62,10 +58,10 @@ fn a_header_a_macro_has_include_finds_is_seen_in_every_searched_folder() {
         &MACRO_HAS_INCLUDE.replace("\"opt.cuh\"", "\"gen/opt.cuh\""),
     );
     s.write("kernels/gen/.keep", "");
-    assert_eq!(smem(&build(&s), &[]).0, 256);
+    assert_eq!(smem(&s.build(["sm_80"]), &[]).0, 256);
     s.write("kernels/gen/opt.cuh", "#define N 8\n");
     assert_eq!(
-        smem(&build(&s), &[]).0,
+        smem(&s.build(["sm_80"]), &[]).0,
         8 * 256,
         "a header created in a subfolder"
     );
@@ -78,10 +74,10 @@ fn a_header_a_macro_has_include_finds_is_seen_in_every_searched_folder() {
     s.write("elsewhere/.keep", "");
     std::os::unix::fs::symlink(s.path().join("elsewhere"), s.path().join("kernels/gen"))
         .expect("link");
-    assert_eq!(smem(&build(&s), &[]).0, 256);
+    assert_eq!(smem(&s.build(["sm_80"]), &[]).0, 256);
     s.write("elsewhere/opt.cuh", "#define N 2\n");
     assert_eq!(
-        smem(&build(&s), &[]).0,
+        smem(&s.build(["sm_80"]), &[]).0,
         2 * 256,
         "a header created behind a link"
     );
@@ -128,7 +124,7 @@ fn a_header_that_shadows_a_toolkit_header_is_seen_by_quotes_and_angle_brackets()
             &MACRO_HAS_INCLUDE.replace("#ifndef N", &format!("#include {include}\n#ifndef N")),
         );
         std::fs::create_dir_all(s.path().join("inc")).expect("inc");
-        let mut b = build(&s);
+        let mut b = s.build(["sm_80"]);
         b.include("inc");
         assert_eq!(smem(&b, &[]).0, 256, "{include}");
         s.write(
@@ -166,7 +162,7 @@ fn a_variable_the_toolkits_profile_expands_is_part_of_every_jobs_key() {
     let run = |dir: &std::path::Path| {
         let env = env(dir);
         let env: Vec<(&str, Option<&str>)> = env.iter().map(|(k, v)| (*k, v.as_deref())).collect();
-        let (result, directives) = build(&s).execute(&build_env(&env));
+        let (result, directives) = s.build(["sm_80"]).execute(&build_env(&env));
         let report = result.unwrap_or_else(|e| panic!("the build failed: {e}"));
         let smem = report.manifest().expect("manifest").kernels[0].archs["sm_80"]
             .resources
@@ -218,7 +214,7 @@ fn verify_proves_every_hit_and_says_which_assumption_failed() {
     );
     s.write("n.txt", "1");
     let nvcc = wrapper(&s);
-    let b = build(&s);
+    let b = s.build(["sm_80"]);
     let direct = [("NVCC", Some(nvcc.as_str()))];
     // Blessed, so that a CI build has a baseline to check.
     let bless = [direct[0], ("OCC_BLESS", Some("1"))];
@@ -259,7 +255,7 @@ fn a_touch_or_a_new_file_beside_a_source_compiles_nothing_and_an_edit_compiles()
     let launcher = occ_tests::counting_launcher(s.path(), &log);
     let launcher = launcher.to_str().expect("utf-8");
     let source = s.write("kernels/k.cu", MACRO_HAS_INCLUDE);
-    let b = build(&s);
+    let b = s.build(["sm_80"]);
     let env = [("OCC_NVCC_LAUNCHER", Some(launcher))];
     assert_eq!(smem(&b, &env).1, 1);
     // A touch (re-hashed) and a new file beside the source (its folder
@@ -289,7 +285,8 @@ fn a_touch_or_a_new_file_beside_a_source_compiles_nothing_and_an_edit_compiles()
 fn an_unknown_occ_cache_value_is_one_clear_error() {
     let s = Scratch::new();
     s.write("kernels/k.cu", MACRO_HAS_INCLUDE);
-    let err = build(&s)
+    let err = s
+        .build(["sm_80"])
         .try_compile_with(&build_env(&[("OCC_CACHE", Some("always"))]))
         .expect_err("OCC_CACHE=always");
     let text = err.to_string();
@@ -307,7 +304,8 @@ fn a_launcher_that_hides_nvccs_stderr_fails_naming_the_launcher_not_an_empty_tab
         &s.path().join("quiet.sh"),
         "#!/bin/sh\nexec \"$@\" 2>/dev/null\n",
     );
-    let err = build(&s)
+    let err = s
+        .build(["sm_80"])
         .try_compile_with(&build_env(&[(
             "OCC_NVCC_LAUNCHER",
             Some(quiet.to_str().expect("utf-8")),

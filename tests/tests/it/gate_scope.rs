@@ -2,25 +2,22 @@
 //! makes has a baseline in `occ.lock` or the build fails naming what has
 //! none, a crate without a lock fails, and a crate is another crate's
 //! dependency (not gated) only where cargo put it, never because of a stray
-//! marker file a copy carries.
+//! marker file a copy carries; a dependency is never gated, with or without
+//! nvcc, in-process or from git through cargo.
 
 use occ_build::cli::WithEnv as _;
-use occ_build::Build;
-use occ_tests::{build_env, Scratch};
+use occ_tests::trust::{blessed_light_crate, run_cargo, text, without_nvcc, HEAVY, LIGHT};
+use occ_tests::{build_env, build_of, Scratch};
 use std::path::Path;
 
 const ALPHA: &str = "extern \"C\" __global__ void alpha(float* p) { p[threadIdx.x] *= 2.0f; }\n";
 const BETA: &str = "extern \"C\" __global__ void beta(int* p) { p[threadIdx.x] += 1; }\n";
 
-fn build(root: &Path) -> Build {
-    occ_tests::kernels_build(root, &root.join("out"), ["sm_80"])
-}
-
 /// A crate with `alpha`, blessed for sm_80.
 fn blessed() -> Scratch {
     let s = Scratch::new();
     s.write("kernels/a.cu", ALPHA);
-    build(s.path())
+    build_of(s.path(), "out", "kernels/*.cu", ["sm_80"])
         .try_compile_with(&build_env(&[("OCC_BLESS", Some("1"))]))
         .expect("bless");
     s
@@ -28,7 +25,8 @@ fn blessed() -> Scratch {
 
 /// The result of a build with `env`, and its warnings.
 fn run(root: &Path, env: &[(&str, Option<&str>)]) -> (Result<(), String>, Vec<String>) {
-    let (result, directives) = build(root).execute(&build_env(env));
+    let (result, directives) =
+        build_of(root, "out", "kernels/*.cu", ["sm_80"]).execute(&build_env(env));
     (
         result.map(|_| ()).map_err(|e| e.to_string()),
         directives.warnings,
@@ -143,4 +141,105 @@ fn a_crate_in_a_folder_a_cargo_config_names_as_a_directory_source_is_a_dependenc
     // The same crate outside that folder is its own.
     let (result, _) = run(&s.path().join("elsewhere/dep"), &ci);
     assert!(result.is_err(), "a copy elsewhere is gated");
+}
+
+#[test]
+fn a_dependency_is_never_gated_with_or_without_nvcc() {
+    let s = blessed_light_crate();
+    s.write("kernels/k.cu", HEAVY);
+    let e = build_of(s.path(), "out", "kernels/k.cu", ["sm_80"])
+        .try_compile_with(&build_env(&[("CI", Some("true"))]))
+        .expect_err("the crate's own CI build gates the heavier kernel");
+    assert!(e.to_string().contains("scale"), "{e}");
+    // The same crate where cargo unpacks a registry crate.
+    let home = Scratch::new();
+    let root = home
+        .path()
+        .join("registry/src/index.crates.io-0/light-0.1.0");
+    for file in ["kernels/k.cu", "occ.lock"] {
+        std::fs::create_dir_all(root.join(file).parent().expect("folder")).expect("mkdir");
+        std::fs::copy(s.path().join(file), root.join(file)).expect("copy");
+    }
+    let ci = [
+        ("CI", Some("true")),
+        ("CARGO_HOME", Some(home.path().to_str().expect("utf-8"))),
+    ];
+    build_of(&root, "out", "kernels/k.cu", ["sm_80"])
+        .try_compile_with(&build_env(&ci))
+        .expect("a dependency's lock never fails its dependent's build");
+    let nowhere = s.path().join("no-toolkit");
+    let r = build_of(&root, "out", "kernels/k.cu", ["sm_80"])
+        .try_compile_with(&build_env(&without_nvcc(&nowhere, &ci)))
+        .expect("a dependency stands on its lock in its dependent's CI");
+    assert_eq!(
+        r.manifest().expect("manifest").origin,
+        occ_model::manifest::Origin::Lock
+    );
+}
+
+/// The same through cargo: a crate whose kernel got heavier than its
+/// committed lock, used from git by another crate, in that crate's CI.
+#[test]
+fn a_git_dependency_is_not_gated_in_its_dependents_ci() {
+    let dep = occ_tests::ScratchCrate::new("occ-gitdep")
+        .dep("occ")
+        .build_dep("occ-build")
+        .build_rs(
+            "fn main() {\n    occ_build::Build::new().file(\"kernels/k.cu\").arch(\"sm_80\").compile();\n}\n",
+        )
+        .file("kernels/k.cu", LIGHT)
+        .file(
+            "src/lib.rs",
+            "//! A kernel crate.\ninclude!(concat!(env!(\"OUT_DIR\"), \"/occ/kernels.rs\"));\n",
+        );
+    let mut bless = dep.cargo(&["build", "--quiet"]);
+    occ_tests::succeed(bless.env("OCC_BLESS", "1"), "bless the dependency");
+    dep.write("kernels/k.cu", HEAVY);
+    let mut own_ci = dep.cargo(&["build", "--quiet"]);
+    occ_tests::fail(own_ci.env("CI", "true"), "the dependency's own CI gates it");
+    let git = |args: &[&str]| {
+        occ_tests::succeed(
+            std::process::Command::new("git")
+                .args(args)
+                .current_dir(dep.path())
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@t")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@t"),
+            "git",
+        )
+    };
+    dep.write(".gitignore", "target/\nout/\n");
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "kernels"]);
+    let user = Scratch::new();
+    user.write(
+        "Cargo.toml",
+        &format!(
+            "[package]\nname = \"occ-gituser\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+             [workspace]\n\n[dependencies]\nocc-gitdep = {{ git = \"file://{}\" }}\n",
+            dep.path().display()
+        ),
+    );
+    user.write(
+        "src/main.rs",
+        "fn main() {\n    println!(\"{}\", occ_gitdep::KERNELS.len());\n}\n",
+    );
+    for (what, env) in [
+        ("with nvcc", vec![("CI", Some("true"))]),
+        ("without nvcc", {
+            let mut env = without_nvcc(user.path(), &[("CI", Some("true"))]);
+            // cargo itself needs the real PATH and HOME (its registry).
+            env.retain(|(k, _)| !matches!(*k, "PATH" | "HOME"));
+            env
+        }),
+    ] {
+        let out = run_cargo(&user, &["build", "--quiet"], &env);
+        assert!(
+            out.status.success(),
+            "the dependent's CI build {what} failed on its dependency's lock:\n{}",
+            text(&out)
+        );
+    }
 }

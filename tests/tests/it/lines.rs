@@ -9,7 +9,8 @@
 //!   fixtures of the suite, and nvdisasm over their code alone (`-fun`)
 //!   finds what it finds over the whole cubin.
 //! - `.deny_spills()` names the line in its error, the summary warning and
-//!   `report.txt` too.
+//!   `report.txt` too, relative to the crate under a non-ASCII folder; a
+//!   spill regression against the lock names it as well.
 //! - A warm build reads the records and writes the same manifest, byte for
 //!   byte, as a cold one; a changed record is recomputed.
 //! - A toolkit without nvdisasm (the real one, hard-linked without it)
@@ -20,7 +21,7 @@ use occ_build::cli::WithEnv as _;
 use occ_model::cliff::registers_matter;
 use occ_model::lines::{source_lines, LifeRanges, LineInfo, SourceLines};
 use occ_model::manifest::Manifest;
-use occ_tests::{build_env, fixture, nvcc, Scratch};
+use occ_tests::{build_env, build_of, fixture, nvcc, Scratch};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -443,4 +444,64 @@ fn a_toolkit_without_nvdisasm_builds_without_lines_and_one_note() {
         report.directives.rerun_if_changed
     );
     let _ = std::fs::remove_dir_all(&toolkit);
+}
+
+#[test]
+fn a_spill_regression_names_the_source_line() {
+    let s = Scratch::new();
+    s.write("kernels/k.cu", occ_tests::trust::LIGHT);
+    let capped = |root: &Path| {
+        let mut b = build_of(root, "out", "kernels/k.cu", ["sm_80"]);
+        b.max_registers("kernels/k.cu", 16);
+        b
+    };
+    capped(s.path())
+        .try_compile_with(&build_env(&[("OCC_BLESS", Some("1"))]))
+        .expect("bless");
+    s.write("kernels/k.cu", occ_tests::trust::HEAVY);
+    let e = capped(s.path())
+        .try_compile_with(&build_env(&[]))
+        .expect_err("new spills regress");
+    let msg = e.to_string();
+    assert!(msg.contains("new spills"), "{msg}");
+    let place = msg
+        .lines()
+        .find(|l| {
+            l.trim_start()
+                .starts_with("- scale on sm_80 spills at kernels/k.cu:")
+        })
+        .unwrap_or_else(|| panic!("the spill's source line must be named: {msg}"));
+    let line: u32 = place
+        .split("kernels/k.cu:")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a line number: {place}"));
+    let lines = occ_tests::trust::HEAVY.lines().count() as u32;
+    assert!((1..=lines).contains(&line), "{place}");
+}
+
+#[test]
+fn a_crate_under_a_non_ascii_folder_names_its_spill_lines_relative() {
+    // nvdisasm writes the folder's bytes as octal escapes (`j\303\274rgen`).
+    let s = Scratch::new();
+    let root = s.path().join("jürgen/sp ace");
+    s.copy_cu("lines", "jürgen/sp ace/kernels");
+    let e = build_of(&root, "out", "kernels/tmpl.cu", ["sm_80"])
+        .deny_spills()
+        .try_compile_with(&build_env(&[]))
+        .expect_err("the fixture's kernel spills");
+    let msg = e.to_string();
+    assert!(
+        msg.contains(" at kernels/"),
+        "spill sites relative to the crate: {msg}"
+    );
+    assert!(
+        !msg.contains("\\3") && !msg.contains("/303/"),
+        "no escaped bytes: {msg}"
+    );
+    assert!(
+        !msg.contains(&*root.to_string_lossy()),
+        "no absolute path: {msg}"
+    );
 }

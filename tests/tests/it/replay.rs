@@ -325,7 +325,7 @@ fn memo_a_gate_failure_fails_again() {
 }
 
 // ---------------------------------------------------------------------
-// The job cache (live: cache_proof.rs, trust_cache.rs)
+// The job cache (live: cache_proof.rs, cache_rules.rs)
 
 /// cache_proof.rs's kernel: static shared memory `N * 64` floats, `N`
 /// from whatever header its `__has_include` of a macro finds (1 without).
@@ -384,7 +384,7 @@ fn cache_a_header_a_macro_has_include_finds_is_seen_beside_the_source() {
     assert_eq!((smem, runs), (512, 1), "the new header is read");
 }
 
-/// trust_cache.rs's `item02_nvcc_append_flags_change_rebuilds`, in
+/// cache_rules.rs's `a_change_of_nvcc_append_flags_rebuilds`, in
 /// process: a variable nvcc reads itself is part of the job's key, set and
 /// unset. (That cargo reruns the build script for it stays live there.)
 #[test]
@@ -580,7 +580,7 @@ fn lines_a_warm_build_reads_the_records_and_writes_the_same_manifest() {
 }
 
 // ---------------------------------------------------------------------
-// The gate against occ.lock (live: trust_gate.rs)
+// The gate against occ.lock (live: baseline.rs)
 
 /// A crate with `alpha` in `a.cu` and `beta` in `b.cu`, blessed for sm_80.
 fn two_kernels(test: &'static str) -> Crate {
@@ -593,7 +593,7 @@ fn two_kernels(test: &'static str) -> Crate {
     c
 }
 
-/// trust_gate.rs's `item13_moved_file_with_the_same_kernels_passes_the_gate`.
+/// baseline.rs's `a_moved_file_with_the_same_kernels_passes_the_gate`.
 #[test]
 fn gate_a_moved_file_with_the_same_kernels_passes() {
     let c = two_kernels("gate_moved_file");
@@ -607,7 +607,7 @@ fn gate_a_moved_file_with_the_same_kernels_passes() {
     }
 }
 
-/// trust_gate.rs's `item13_renamed_kernel_shows_its_new_name`.
+/// baseline.rs's `a_renamed_kernel_shows_its_new_name`.
 #[test]
 fn gate_a_renamed_kernel_shows_its_new_name() {
     let c = two_kernels("gate_renamed_kernel");
@@ -621,7 +621,7 @@ fn gate_a_renamed_kernel_shows_its_new_name() {
     );
 }
 
-/// trust_gate.rs's `item18_duplicate_lock_entries_are_refused`.
+/// baseline.rs's `duplicate_lock_entries_are_refused`.
 #[test]
 fn gate_duplicate_lock_entries_are_refused() {
     let c = blessed_alpha("gate_duplicate_entries");

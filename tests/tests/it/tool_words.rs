@@ -3,6 +3,7 @@
 
 use occ_build::cli::WithEnv as _;
 use occ_model::manifest::WarningKind;
+use occ_tests::trust::{run_cargo, scale_crate, text};
 use occ_tests::{build_env, Scratch};
 
 /// Two kernels of one file, so that one `-maxrregcount` caps both.
@@ -111,4 +112,27 @@ fn a_template_error_keeps_its_instantiation_chain_and_caret() {
         .position(|l| l.contains("return x.no_such_member * 2;"))
         .unwrap_or_else(|| panic!("the source line: {msg}"));
     assert_eq!(lines.get(source + 1).map(|l| l.trim()), Some("^"), "{msg}");
+}
+
+#[test]
+fn nvcc_warnings_are_shown_once() {
+    let s = scale_crate(
+        "trust-warnings",
+        ".glob(\"kernels/*.cu\").archs([\"sm_80\", \"sm_90\"])",
+    );
+    s.write(
+        "kernels/k.cu",
+        "extern \"C\" __global__ void scale(float* p, int n) {\n  int unused_here;\n  if (threadIdx.x < n) p[threadIdx.x] *= 2.0f;\n}\n",
+    );
+    let out = run_cargo(&s, &["build"], &[]);
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    let shown = t
+        .lines()
+        .filter(|l| l.contains("warning") && l.contains("177-D"))
+        .count();
+    assert_eq!(
+        shown, 1,
+        "nvcc's warning #177-D (on both archs) must be shown as one cargo warning:\n{t}"
+    );
 }

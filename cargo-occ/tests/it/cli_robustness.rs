@@ -1,13 +1,14 @@
-//! Issue 12, the CLI parts of items 7, 14, 16 and 19: `cargo occ` on a
-//! build from the lock, blessing through a symlink or into a read-only lock,
-//! `report` after a failed build, `parse` of a huge input and `sweep` with
-//! a hung ptxas. Issue 23, items 12, 13, 14, 17 and 18 (`issue23_*`): a
-//! results file's compute capability, `diff` of two packages, SARIF without
-//! a lock, what `check` and `bless` say after a failed build, a closed
-//! stdout; these run on builds written by hand (no nvcc).
+//! `cargo occ` where a build is not a plain one: a build that stood on the
+//! lock (it works, and `check` says nothing was checked), blessing through a
+//! symlinked or into a read-only lock, `report` after a failed build and
+//! `check`/`bless` after a gate failure or an unfinished build, a huge
+//! input to `parse`, a hung ptxas under `sweep`, a results file whose
+//! compute capability names no arch, `diff` of two packages' locks, SARIF
+//! without a lock, and a closed stdout. Most run on builds written by hand
+//! (`hand_build`, no nvcc).
 
+use crate::occ;
 use occ_build::cli::WithEnv as _;
-use occ_build::Build;
 use occ_model::compare::GateSettings;
 use occ_model::lock::{Lock, LOCK_SCHEMA};
 use occ_model::manifest::{Manifest, Origin};
@@ -16,32 +17,6 @@ use occ_tests::{build_env, Scratch};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn occ(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cargo-occ"));
-    cmd.arg("occ").args(args).current_dir(dir).env_remove("CI");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("run cargo-occ");
-    (
-        out.status.code().unwrap_or(-1),
-        format!(
-            "{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
-}
-
-fn build(s: &Scratch) -> Build {
-    let mut b = Build::new();
-    b.root(s.path())
-        .out_dir(s.path().join("out"))
-        .glob("kernels/*.cu")
-        .arch("sm_80");
-    b
-}
 
 fn manifest(s: &Scratch) -> String {
     s.path().join("out/occ/manifest.json").display().to_string()
@@ -52,11 +27,11 @@ fn manifest(s: &Scratch) -> String {
 fn lock_mode_build() -> Scratch {
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
-    build(&s)
+    s.build(["sm_80"])
         .try_compile_with(&build_env(&[("OCC_BLESS", Some("1"))]))
         .expect("bless");
     std::fs::remove_dir_all(s.path().join("out")).expect("clean");
-    build(&s)
+    s.build(["sm_80"])
         .try_compile_with(&build_env(&[("OCC_NO_NVCC", Some("1"))]))
         .expect("a build from the lock");
     s
@@ -67,7 +42,7 @@ fn lock_mode_command_works(args: &[&str]) {
     let m = manifest(&s);
     let mut all: Vec<&str> = args.to_vec();
     all.extend(["--manifest", &m]);
-    let (code, out) = occ(s.path(), &all, &[]);
+    let (code, out) = occ(s.path(), &all, &[], None).code_and_text();
     assert_eq!(
         code,
         0,
@@ -77,17 +52,17 @@ fn lock_mode_command_works(args: &[&str]) {
 }
 
 #[test]
-fn item07_report_works_on_a_build_from_the_lock() {
+fn report_works_on_a_build_from_the_lock() {
     lock_mode_command_works(&["report"]);
 }
 
 /// Issue 23 item 7: a build that stood on the lock checked nothing, so
 /// `cargo occ check` must not pass it (it did, "nothing to compare", exit 0).
 #[test]
-fn issue23_item07_check_of_a_build_from_the_lock_says_nothing_was_checked() {
+fn check_of_a_build_from_the_lock_says_nothing_was_checked() {
     let s = lock_mode_build();
     let m = manifest(&s);
-    let (code, out) = occ(s.path(), &["check", "--manifest", &m], &[]);
+    let (code, out) = occ(s.path(), &["check", "--manifest", &m], &[], None).code_and_text();
     assert_eq!(code, 2, "{out}");
     assert!(
         out.contains("nothing was checked") && out.contains("nvcc"),
@@ -96,7 +71,7 @@ fn issue23_item07_check_of_a_build_from_the_lock_says_nothing_was_checked() {
 }
 
 #[test]
-fn item07_explain_works_on_a_build_from_the_lock() {
+fn explain_works_on_a_build_from_the_lock() {
     lock_mode_command_works(&["explain", "scale"]);
 }
 
@@ -107,11 +82,11 @@ const OTHER: &str = "extern \"C\" __global__ void other(int* p) { p[threadIdx.x]
 fn crate_with_candidate() -> Scratch {
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
-    build(&s)
+    s.build(["sm_80"])
         .try_compile_with(&build_env(&[("OCC_BLESS", Some("1"))]))
         .expect("bless");
     s.write("kernels/other.cu", OTHER);
-    build(&s)
+    s.build(["sm_80"])
         .try_compile_with(&build_env(&[]))
         .expect("a build with a new kernel");
     s
@@ -123,22 +98,24 @@ fn crate_with_candidate() -> Scratch {
 fn bless_of_one_kernel_says_1_kernel() {
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
-    build(&s)
+    s.build(["sm_80"])
         .try_compile_with(&build_env(&[]))
         .expect("a build without a lock");
-    let (code, out) = occ(s.path(), &["bless", "--manifest", &manifest(&s)], &[]);
+    let (code, out) =
+        occ(s.path(), &["bless", "--manifest", &manifest(&s)], &[], None).code_and_text();
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("(1 kernel, sm_80); commit it"), "{out}");
 }
 
 #[cfg(unix)]
 #[test]
-fn item14_cli_bless_writes_through_a_symlinked_lock() {
+fn bless_writes_through_a_symlinked_lock() {
     let s = crate_with_candidate();
     std::fs::create_dir_all(s.path().join("locks")).expect("locks");
     std::fs::rename(s.path().join("occ.lock"), s.path().join("locks/real.lock")).expect("move");
     std::os::unix::fs::symlink("locks/real.lock", s.path().join("occ.lock")).expect("link");
-    let (code, out) = occ(s.path(), &["bless", "--manifest", &manifest(&s)], &[]);
+    let (code, out) =
+        occ(s.path(), &["bless", "--manifest", &manifest(&s)], &[], None).code_and_text();
     assert_eq!(code, 0, "{out}");
     let is_link = std::fs::symlink_metadata(s.path().join("occ.lock"))
         .expect("occ.lock")
@@ -156,13 +133,14 @@ fn item14_cli_bless_writes_through_a_symlinked_lock() {
 
 #[cfg(unix)]
 #[test]
-fn item14_cli_bless_refuses_a_read_only_lock() {
+fn bless_refuses_a_read_only_lock() {
     use std::os::unix::fs::PermissionsExt;
     let s = crate_with_candidate();
     let lock = s.path().join("occ.lock");
     let before = s.read("occ.lock");
     std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o444)).expect("chmod");
-    let (code, out) = occ(s.path(), &["bless", "--manifest", &manifest(&s)], &[]);
+    let (code, out) =
+        occ(s.path(), &["bless", "--manifest", &manifest(&s)], &[], None).code_and_text();
     assert_eq!(
         s.read("occ.lock"),
         before,
@@ -176,18 +154,27 @@ fn item14_cli_bless_refuses_a_read_only_lock() {
 }
 
 #[test]
-fn item16_report_after_a_failed_build_says_so() {
+fn report_after_a_failed_build_says_so() {
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
-    build(&s)
+    s.build(["sm_80"])
         .try_compile_with(&build_env(&[]))
         .expect("first build");
     s.write(
         "kernels/k.cu",
         "extern \"C\" __global__ void scale(float* p) { p[0] = undefined_name; }\n",
     );
-    assert!(build(&s).try_compile_with(&build_env(&[])).is_err());
-    let (code, out) = occ(s.path(), &["report", "--manifest", &manifest(&s)], &[]);
+    assert!(s
+        .build(["sm_80"])
+        .try_compile_with(&build_env(&[]))
+        .is_err());
+    let (code, out) = occ(
+        s.path(),
+        &["report", "--manifest", &manifest(&s)],
+        &[],
+        None,
+    )
+    .code_and_text();
     let lower = out.to_ascii_lowercase();
     assert!(
         lower.contains("fail") || lower.contains("stale"),
@@ -197,7 +184,7 @@ fn item16_report_after_a_failed_build_says_so() {
 }
 
 #[test]
-fn item19_parse_does_not_hold_its_whole_input_in_memory() {
+fn parse_does_not_hold_its_whole_input_in_memory() {
     // 1 GiB of zeros under a 512 MiB address-space limit.
     let exe = env!("CARGO_BIN_EXE_cargo-occ");
     let out = Command::new("sh")
@@ -216,10 +203,12 @@ fn item19_parse_does_not_hold_its_whole_input_in_memory() {
 }
 
 #[test]
-fn item19_sweep_times_out_a_hung_ptxas() {
+fn sweep_times_out_a_hung_ptxas() {
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
-    build(&s).try_compile_with(&build_env(&[])).expect("build");
+    s.build(["sm_80"])
+        .try_compile_with(&build_env(&[]))
+        .expect("build");
     let tk = s.path().join("toolkit");
     let nvcc = scratch_toolkit(&tk, &[("bin/ptxas", "")]);
     let pids = s.path().join("hung-pids");
@@ -320,14 +309,8 @@ pub(crate) fn hand_build(
     (s, manifest.display().to_string())
 }
 
-/// `cargo occ ARGS` in `dir`: exit code, stdout, stderr apart.
-fn occ_apart(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let mut cmd = occ_tests::cargo_occ(env!("CARGO_BIN_EXE_cargo-occ"), dir, args, &[]);
-    occ_tests::code_and_text(&cmd.output().expect("run cargo-occ"))
-}
-
 #[test]
-fn issue23_item12_tune_import_refuses_a_compute_capability_that_names_no_arch() {
+fn tune_import_refuses_a_compute_capability_that_names_no_arch() {
     let (s, m) = hand_build(|_| {}, true, None);
     let manifest = occ_build::cli::read_manifest(Path::new(&m)).expect("manifest");
     let mut results = occ_tests::recorded_results(
@@ -341,7 +324,13 @@ fn issue23_item12_tune_import_refuses_a_compute_capability_that_names_no_arch() 
     results.device.compute_capability = "abc".into();
     let file = s.write("occ-tune.json", &results.to_json());
     let file = file.display().to_string();
-    let (code, out) = occ(s.path(), &["tune", "import", &file, "--manifest", &m], &[]);
+    let (code, out) = occ(
+        s.path(),
+        &["tune", "import", &file, "--manifest", &m],
+        &[],
+        None,
+    )
+    .code_and_text();
     assert_eq!(
         s.read("occ.lock"),
         EXAMPLE_LOCK,
@@ -357,7 +346,7 @@ fn issue23_item12_tune_import_refuses_a_compute_capability_that_names_no_arch() 
 }
 
 #[test]
-fn issue23_item13_diff_refuses_locks_of_two_packages() {
+fn diff_refuses_locks_of_two_packages() {
     let s = Scratch::new();
     let old = s.write("old.lock", EXAMPLE_LOCK);
     let renamed = EXAMPLE_LOCK.replacen(
@@ -369,7 +358,7 @@ fn issue23_item13_diff_refuses_locks_of_two_packages() {
     let new = s.write("new.lock", &renamed);
     let (old, new) = (old.display().to_string(), new.display().to_string());
     for args in [[&old, &new], [&new, &old]] {
-        let (code, out) = occ(s.path(), &["diff", args[0], args[1]], &[]);
+        let (code, out) = occ(s.path(), &["diff", args[0], args[1]], &[], None).code_and_text();
         assert_eq!(
             code, 2,
             "`cargo occ diff` compared the locks of two packages:\n{out}"
@@ -382,7 +371,7 @@ fn issue23_item13_diff_refuses_locks_of_two_packages() {
 }
 
 #[test]
-fn issue23_item14_check_sarif_without_a_lock_has_the_spill_results() {
+fn check_sarif_without_a_lock_has_the_spill_results() {
     let (s, m) = hand_build(
         |m| {
             let saxpy = m.kernels.iter_mut().find(|k| k.name == "saxpy");
@@ -394,7 +383,13 @@ fn issue23_item14_check_sarif_without_a_lock_has_the_spill_results() {
         false,
         None,
     );
-    let (code, out, err) = occ_apart(s.path(), &["check", "--format", "sarif", "--manifest", &m]);
+    let (code, out, err) = occ(
+        s.path(),
+        &["check", "--format", "sarif", "--manifest", &m],
+        &[],
+        None,
+    )
+    .parts();
     assert_eq!(code, 2, "no lock is an input error\n{out}\n{err}");
     assert!(
         err.contains("no lock"),
@@ -417,10 +412,10 @@ fn issue23_item14_check_sarif_without_a_lock_has_the_spill_results() {
 }
 
 #[test]
-fn issue23_item17_after_a_gate_failure_check_and_bless_say_the_numbers_are_current() {
+fn after_a_gate_failure_check_and_bless_say_the_numbers_are_current() {
     let (s, m) = hand_build(|_| {}, true, Some("gate_failed"));
     for cmd in ["check", "bless"] {
-        let (code, out) = occ(s.path(), &[cmd, "--manifest", &m], &[]);
+        let (code, out) = occ(s.path(), &[cmd, "--manifest", &m], &[], None).code_and_text();
         assert_eq!(code, 0, "{out}");
         let lower = out.to_ascii_lowercase();
         assert!(
@@ -435,11 +430,11 @@ fn issue23_item17_after_a_gate_failure_check_and_bless_say_the_numbers_are_curre
 }
 
 #[test]
-fn issue23_item17_after_an_unfinished_build_the_warning_gives_both_next_steps() {
+fn after_an_unfinished_build_the_warning_gives_both_next_steps() {
     // A build that did not finish may have failed at the gate (its numbers
     // are current: change the kernel or bless) or before (fix the build).
     let (s, m) = hand_build(|_| {}, true, Some("running"));
-    let (_, out) = occ(s.path(), &["check", "--manifest", &m], &[]);
+    let (_, out) = occ(s.path(), &["check", "--manifest", &m], &[], None).code_and_text();
     assert!(
         out.contains("fix the build") && out.contains("cargo occ bless"),
         "{out}"
@@ -460,7 +455,7 @@ fn bless_refuses_the_candidate_of_a_build_that_did_not_finish() {
         true,
         Some("running"),
     );
-    let (code, out) = occ(s.path(), &["bless", "--manifest", &m], &[]);
+    let (code, out) = occ(s.path(), &["bless", "--manifest", &m], &[], None).code_and_text();
     assert_eq!(
         code, 2,
         "bless took an unfinished build's candidate:\n{out}"
@@ -481,13 +476,13 @@ fn bless_refuses_the_candidate_of_a_build_that_did_not_finish() {
     );
     // A candidate equal to the lock is not called "up to date" either.
     let (s, m) = hand_build(|_| {}, true, Some("running"));
-    let (code, out) = occ(s.path(), &["bless", "--manifest", &m], &[]);
+    let (code, out) = occ(s.path(), &["bless", "--manifest", &m], &[], None).code_and_text();
     assert_eq!(code, 2, "{out}");
     assert!(!out.contains("up to date"), "{out}");
     // A finished build, or one that failed at occ's own gate, blesses.
     for state in ["finished", "gate_failed"] {
         let (s, m) = hand_build(|_| {}, true, Some(state));
-        let (code, out) = occ(s.path(), &["bless", "--manifest", &m], &[]);
+        let (code, out) = occ(s.path(), &["bless", "--manifest", &m], &[], None).code_and_text();
         assert_eq!(code, 0, "{state}: {out}");
     }
 }
@@ -501,8 +496,10 @@ fn under_ci_check_after_an_unfinished_build_checks_nothing_and_fails() {
         let (code, out) = occ(
             s.path(),
             &["check", "--format", format, "--manifest", &m],
-            &[("CI", "true")],
-        );
+            &[("CI", Some("true"))],
+            None,
+        )
+        .code_and_text();
         assert_eq!(code, 2, "--format {format}: {out}");
         assert!(
             out.contains("nothing was checked") && out.contains("did not finish"),
@@ -516,23 +513,26 @@ fn under_ci_check_after_an_unfinished_build_checks_nothing_and_fails() {
         );
     }
     // Outside CI a developer gets the warning and the comparison.
-    let (code, out) = occ(s.path(), &["check", "--manifest", &m], &[]);
+    let (code, out) = occ(s.path(), &["check", "--manifest", &m], &[], None).code_and_text();
     assert_eq!(code, 0, "{out}");
 }
 
 #[test]
-fn issue23_item17_a_real_gate_failure_is_not_called_an_unfinished_build() {
+fn a_real_gate_failure_is_not_called_an_unfinished_build() {
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
-    build(&s)
+    s.build(["sm_80"])
         .try_compile_with(&build_env(&[("OCC_BLESS", Some("1"))]))
         .expect("bless");
     s.write("kernels/k.cu", HEAVY);
     assert!(
-        build(&s).try_compile_with(&build_env(&[])).is_err(),
+        s.build(["sm_80"])
+            .try_compile_with(&build_env(&[]))
+            .is_err(),
         "the heavier kernel must fail the gate"
     );
-    let (code, out) = occ(s.path(), &["check", "--manifest", &manifest(&s)], &[]);
+    let (code, out) =
+        occ(s.path(), &["check", "--manifest", &manifest(&s)], &[], None).code_and_text();
     assert_eq!(code, 1, "{out}");
     assert!(
         !out.contains("fix the build") && out.contains("failed at occ's gate"),
@@ -542,7 +542,7 @@ fn issue23_item17_a_real_gate_failure_is_not_called_an_unfinished_build() {
 
 #[cfg(unix)]
 #[test]
-fn issue23_item18_a_closed_stdout_ends_every_subcommand_quietly() {
+fn a_closed_stdout_ends_every_subcommand_quietly() {
     use std::os::unix::process::ExitStatusExt;
     let (s, m) = hand_build(|_| {}, true, None);
     let cases: [&[&str]; 7] = [

@@ -1,5 +1,5 @@
-//! Issue 12, items 1-6 and 20: a warm build must equal a cold build of the
-//! same inputs. Each test makes a warm build stale the way a user (or a
+//! The job cache's rules, seen from outside: a warm build must equal a cold
+//! build of the same inputs. Each test makes a warm build stale the way a user (or a
 //! killed build) would, then compares it with a cold build into an empty
 //! `OUT_DIR`: `manifest.json`, `kernels.rs` and every device-code file, byte
 //! for byte.
@@ -10,18 +10,8 @@ use occ_tests::trust::{
     assert_same_outputs, manifest_registers, printed_registers, reswap, run_cargo, scale_crate,
     scratch_toolkit, script, script_ok, text, BuildScript, HEAVY, LIGHT, SWITCHED,
 };
-use occ_tests::{build_env, Scratch};
+use occ_tests::{build_env, build_of, Scratch};
 use std::path::{Path, PathBuf};
-
-/// An in-process build of `kernels/k.cu` for sm_80 into `<scratch>/<out>`.
-fn build(s: &Scratch, out: &str) -> Build {
-    let mut b = Build::new();
-    b.root(s.path())
-        .out_dir(s.path().join(out))
-        .file("kernels/k.cu")
-        .arch("sm_80");
-    b
-}
 
 fn occ_dir(s: &Scratch, out: &str) -> PathBuf {
     s.path().join(out).join("occ")
@@ -32,7 +22,7 @@ fn path_str(p: &Path) -> &str {
 }
 
 #[test]
-fn item01_source_saved_while_nvcc_runs_is_not_cached_under_the_new_bytes() {
+fn a_source_saved_while_nvcc_runs_is_not_cached_under_the_new_bytes() {
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
     let heavy = s.write("heavy.cu.txt", HEAVY);
@@ -48,12 +38,14 @@ fn item01_source_saved_while_nvcc_runs_is_not_cached_under_the_new_bytes() {
         ),
     );
     let env = build_env(&[("OCC_NVCC_LAUNCHER", Some(path_str(&launcher)))]);
-    build(&s, "out")
+    build_of(s.path(), "out", "kernels/k.cu", ["sm_80"])
         .try_compile_with(&env)
         .expect("first build");
     assert!(saved.exists(), "the launcher did not save the new source");
-    build(&s, "out").try_compile_with(&env).expect("warm build");
-    build(&s, "cold")
+    build_of(s.path(), "out", "kernels/k.cu", ["sm_80"])
+        .try_compile_with(&env)
+        .expect("warm build");
+    build_of(s.path(), "cold", "kernels/k.cu", ["sm_80"])
         .try_compile_with(&env)
         .expect("cold build");
     assert_same_outputs(
@@ -87,17 +79,17 @@ fn nvcc_variable_is_honoured(name: &str, var: &str, value: &str) {
 }
 
 #[test]
-fn item02_nvcc_append_flags_change_rebuilds() {
+fn a_change_of_nvcc_append_flags_rebuilds() {
     nvcc_variable_is_honoured("trust-append", "NVCC_APPEND_FLAGS", "-DHEAVY_KERNEL");
 }
 
 #[test]
-fn item02_nvcc_prepend_flags_change_rebuilds() {
+fn a_change_of_nvcc_prepend_flags_rebuilds() {
     nvcc_variable_is_honoured("trust-prepend", "NVCC_PREPEND_FLAGS", "-DHEAVY_KERNEL");
 }
 
 #[test]
-fn item02_nvcc_ccbin_change_rebuilds() {
+fn a_change_of_nvcc_ccbin_rebuilds() {
     // A host compiler whose preprocessor defines HEAVY_KERNEL (nvcc runs the
     // host preprocessor for device code too).
     let dir = Scratch::new();
@@ -119,7 +111,7 @@ fn shadow_scratch(includes: &[&str]) -> (Scratch, Build) {
         &format!("{}/common.cuh", includes.last().expect("an include folder")),
         "#pragma once\n",
     );
-    let mut b = build(&s, "out");
+    let mut b = build_of(s.path(), "out", "kernels/k.cu", ["sm_80"]);
     for dir in includes {
         b.include(s.path().join(dir));
     }
@@ -127,7 +119,7 @@ fn shadow_scratch(includes: &[&str]) -> (Scratch, Build) {
 }
 
 #[test]
-fn item03_header_shadowing_next_to_the_source_is_seen() {
+fn a_shadowing_header_next_to_the_source_is_seen() {
     let (s, b) = shadow_scratch(&["inc"]);
     let env = build_env(&[]);
     b.try_compile_with(&env).expect("first build");
@@ -148,7 +140,7 @@ fn item03_header_shadowing_next_to_the_source_is_seen() {
 }
 
 #[test]
-fn item03_header_shadowing_in_an_earlier_include_folder_is_seen() {
+fn a_shadowing_header_in_an_earlier_include_folder_is_seen() {
     let (s, b) = shadow_scratch(&["inc1", "inc2"]);
     let env = build_env(&[]);
     b.try_compile_with(&env).expect("first build");
@@ -169,7 +161,7 @@ fn item03_header_shadowing_in_an_earlier_include_folder_is_seen() {
 /// that judged headers by size would miss it (the differential test's
 /// sample meets that only late in its walk: BENCHMARKS.md, section 11).
 #[test]
-fn item03_a_header_edit_of_the_same_size_is_seen() {
+fn a_header_edit_of_the_same_size_is_seen() {
     let s = Scratch::new();
     s.write("kernels/k.cu", SWITCHED);
     let light = "#define LIGHT_KERNEL\n";
@@ -177,15 +169,15 @@ fn item03_a_header_edit_of_the_same_size_is_seen() {
     assert_eq!(light.len(), heavy.len());
     s.write("kernels/common.cuh", light);
     let env = build_env(&[]);
-    build(&s, "warm")
+    build_of(s.path(), "warm", "kernels/k.cu", ["sm_80"])
         .try_compile_with(&env)
         .expect("first build");
     let before = manifest_registers(&occ_dir(&s, "warm"), "sm_80");
     s.write("kernels/common.cuh", heavy);
-    build(&s, "warm")
+    build_of(s.path(), "warm", "kernels/k.cu", ["sm_80"])
         .try_compile_with(&env)
         .expect("warm build");
-    build(&s, "cold")
+    build_of(s.path(), "cold", "kernels/k.cu", ["sm_80"])
         .try_compile_with(&env)
         .expect("cold build");
     assert_same_outputs(
@@ -201,7 +193,7 @@ fn item03_a_header_edit_of_the_same_size_is_seen() {
 }
 
 #[test]
-fn item03_cargo_reruns_for_a_header_added_to_an_earlier_include_folder() {
+fn cargo_reruns_for_a_header_added_to_an_earlier_include_folder() {
     let s = scale_crate(
         "trust-shadow-inc",
         ".file(\"kernels/k.cu\").include(\"inc1\").include(\"inc2\").arch(\"sm_80\")",
@@ -292,20 +284,20 @@ fn warm_equals_cold_after_a_full_disk(name: &str, limit: u32, must_fail: bool) {
 }
 
 #[test]
-fn item04_build_killed_while_replacing_outputs_leaves_no_mixed_job() {
+fn a_build_killed_while_replacing_outputs_leaves_no_mixed_job() {
     // 63ddf56 wrote the ~150 KB cubin and failed on the ~260 KB PTX.
     warm_equals_cold_after_a_full_disk("trust-killed-mixed", 200_000, false);
 }
 
 #[test]
-fn item04_disk_full_before_the_record_reruns_the_job() {
+fn a_full_disk_before_the_record_reruns_the_job() {
     // Every write of more than 4 KB fails: the job's record and the
     // manifest are not written, though nvcc's outputs are in place.
     warm_equals_cold_after_a_full_disk("trust-killed-record", 4096, true);
 }
 
 #[test]
-fn item04_failed_write_leaves_no_truncated_temp_file() {
+fn a_failed_write_leaves_no_truncated_temp_file() {
     let (_s, bs, warm) = build_killed_while_replacing_outputs("trust-killed-temp", 4096, true);
     let out = bs.run(&warm, &[]);
     assert!(script_ok(&out), "next build: {}", text(&out));
@@ -324,12 +316,14 @@ fn toolkit_change_is_seen(tool: &str, extra: &str) {
     let tk = s.path().join("toolkit");
     let nvcc = scratch_toolkit(&tk, &[(tool, "")]);
     let env = build_env(&[("NVCC", Some(path_str(&nvcc)))]);
-    build(&s, "out")
+    build_of(s.path(), "out", "kernels/k.cu", ["sm_80"])
         .try_compile_with(&env)
         .expect("first build");
     reswap(&tk, tool, extra);
-    build(&s, "out").try_compile_with(&env).expect("warm build");
-    build(&s, "cold")
+    build_of(s.path(), "out", "kernels/k.cu", ["sm_80"])
+        .try_compile_with(&env)
+        .expect("warm build");
+    build_of(s.path(), "cold", "kernels/k.cu", ["sm_80"])
         .try_compile_with(&env)
         .expect("cold build");
     assert_ne!(
@@ -345,23 +339,23 @@ fn toolkit_change_is_seen(tool: &str, extra: &str) {
 }
 
 #[test]
-fn item05_changed_ptxas_is_seen() {
+fn a_changed_ptxas_is_seen() {
     toolkit_change_is_seen("bin/ptxas", "-O0");
 }
 
 #[test]
-fn item05_changed_cicc_is_seen() {
+fn a_changed_cicc_is_seen() {
     toolkit_change_is_seen("nvvm/bin/cicc", "-O0");
 }
 
 #[test]
-fn item05_changed_nvcc_profile_is_seen() {
+fn a_changed_nvcc_profile_is_seen() {
     let s = Scratch::new();
     s.write("kernels/k.cu", HEAVY);
     let tk = s.path().join("toolkit");
     let nvcc = scratch_toolkit(&tk, &[]);
     let env = build_env(&[("NVCC", Some(path_str(&nvcc)))]);
-    build(&s, "out")
+    build_of(s.path(), "out", "kernels/k.cu", ["sm_80"])
         .try_compile_with(&env)
         .expect("first build");
     let profile = tk.join("bin/nvcc.profile");
@@ -372,8 +366,10 @@ fn item05_changed_nvcc_profile_is_seen() {
         text.replace("PTXAS_FLAGS     +=", "PTXAS_FLAGS     += -O0"),
     )
     .expect("edit nvcc.profile");
-    build(&s, "out").try_compile_with(&env).expect("warm build");
-    build(&s, "cold")
+    build_of(s.path(), "out", "kernels/k.cu", ["sm_80"])
+        .try_compile_with(&env)
+        .expect("warm build");
+    build_of(s.path(), "cold", "kernels/k.cu", ["sm_80"])
         .try_compile_with(&env)
         .expect("cold build");
     assert_same_outputs(
@@ -384,7 +380,7 @@ fn item05_changed_nvcc_profile_is_seen() {
 }
 
 #[test]
-fn item05_nvcc_wrapper_whose_real_nvcc_changes_is_seen() {
+fn an_nvcc_wrapper_whose_real_nvcc_changes_is_seen() {
     let s = Scratch::new();
     s.write("kernels/k.cu", HEAVY);
     let plain = scratch_toolkit(&s.path().join("tk-plain"), &[]);
@@ -396,14 +392,16 @@ fn item05_nvcc_wrapper_whose_real_nvcc_changes_is_seen() {
         &format!("exec '{}/bin/nvcc' \"$@\"", current.display()),
     );
     let env = build_env(&[("NVCC", Some(path_str(&wrapper)))]);
-    build(&s, "out")
+    build_of(s.path(), "out", "kernels/k.cu", ["sm_80"])
         .try_compile_with(&env)
         .expect("first build");
     let _ = (&plain, &slow);
     std::fs::remove_file(&current).expect("unlink current");
     std::os::unix::fs::symlink(s.path().join("tk-O0"), &current).expect("relink current");
-    build(&s, "out").try_compile_with(&env).expect("warm build");
-    build(&s, "cold")
+    build_of(s.path(), "out", "kernels/k.cu", ["sm_80"])
+        .try_compile_with(&env)
+        .expect("warm build");
+    build_of(s.path(), "cold", "kernels/k.cu", ["sm_80"])
         .try_compile_with(&env)
         .expect("cold build");
     assert_same_outputs(
@@ -416,15 +414,15 @@ fn item05_nvcc_wrapper_whose_real_nvcc_changes_is_seen() {
 const GENERATED: &str = "#line 1 \"gen/kernels.cu.in\"\nextern \"C\" __global__ void scale(float* p, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] *= 2.0f;\n}\n";
 
 #[test]
-fn item06_line_directive_naming_a_missing_file_keeps_the_cache() {
+fn a_line_directive_naming_a_missing_file_keeps_the_cache() {
     let s = Scratch::new();
     s.write("kernels/k.cu", GENERATED);
     let env = build_env(&[]);
-    let first = build(&s, "out")
+    let first = build_of(s.path(), "out", "kernels/k.cu", ["sm_80"])
         .try_compile_with(&env)
         .expect("first build");
     assert_eq!(first.nvcc_runs, 1);
-    let again = build(&s, "out")
+    let again = build_of(s.path(), "out", "kernels/k.cu", ["sm_80"])
         .try_compile_with(&env)
         .expect("second build");
     assert_eq!(
@@ -434,7 +432,7 @@ fn item06_line_directive_naming_a_missing_file_keeps_the_cache() {
 }
 
 #[test]
-fn item06_line_directive_naming_a_missing_file_keeps_cargo_fresh() {
+fn a_line_directive_naming_a_missing_file_keeps_cargo_fresh() {
     let s = scale_crate("trust-line", ".file(\"kernels/k.cu\").arch(\"sm_80\")");
     s.write("kernels/k.cu", GENERATED);
     let out = run_cargo(&s, &["build"], &[]);
@@ -449,7 +447,7 @@ fn item06_line_directive_naming_a_missing_file_keeps_cargo_fresh() {
 }
 
 #[test]
-fn item20_killed_build_leaves_no_scratch_folders_after_the_next_build() {
+fn a_killed_build_leaves_no_scratch_folders_after_the_next_build() {
     let name = "trust-killed-tmp";
     let s = scale_crate(name, ".file(\"kernels/k.cu\").arch(\"sm_80\")");
     s.write("kernels/k.cu", LIGHT);

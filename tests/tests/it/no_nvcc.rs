@@ -1,0 +1,214 @@
+//! Building without nvcc: the committed `occ.lock` stands in (a crate with
+//! `#[launch_config]` sites, docs.rs, example-app, the guide's code), a
+//! build leaves that mode as soon as nvcc appears where occ looks, and
+//! under `CI` a crate's own build without nvcc fails unless it opts out.
+//! (A dependency is never gated: `gate_scope.rs`.)
+
+use occ_build::cli::WithEnv as _;
+use occ_tests::trust::{
+    blessed_light_crate, cargo_toml, newest_out_dir, printed_registers, run_cargo, scale_crate,
+    text, without_nvcc, LIGHT,
+};
+use occ_tests::{build_env, build_of, cargo, Scratch};
+use std::path::Path;
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// A crate with a `#[launch_config]` site, its lock blessed with nvcc.
+fn launch_config_crate(name: &str) -> Scratch {
+    let s = Scratch::new();
+    s.write("Cargo.toml", &cargo_toml(name));
+    s.write(
+        "build.rs",
+        "fn main() {\n    occ_build::Build::new().glob(\"kernels/*.cu\").archs([\"sm_80\"]).compile();\n}\n",
+    );
+    s.write("kernels/scale.cu", LIGHT);
+    s.write(
+        "src/main.rs",
+        "mod kernels {\n    include!(concat!(env!(\"OUT_DIR\"), \"/occ/kernels.rs\"));\n}\n\n\
+         /// Launches scale.\n\
+         #[occ::launch_config(kernel = \"scale\")]\n\
+         fn scale_launch(n: u32) -> (u32, u32) {\n    (grid_for(n), BLOCK_SIZE)\n}\n\n\
+         fn main() {\n    println!(\"{:?} {}\", scale_launch(1 << 20), kernels::scale::KERNEL.archs[0].registers);\n}\n",
+    );
+    let out = run_cargo(&s, &["build"], &[("OCC_BLESS", Some("1"))]);
+    assert!(out.status.success(), "blessing with nvcc: {}", text(&out));
+    assert!(s.path().join("occ.lock").is_file(), "no occ.lock written");
+    s
+}
+
+#[test]
+fn a_launch_config_crate_builds_with_occ_no_nvcc() {
+    let s = launch_config_crate("trust-nonvcc");
+    let out = run_cargo(&s, &["build"], &[("OCC_NO_NVCC", Some("1"))]);
+    assert!(
+        out.status.success(),
+        "OCC_NO_NVCC=1 cargo build with a committed occ.lock failed:\n{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn docs_rs_documents_a_launch_config_crate() {
+    let s = launch_config_crate("trust-docsrs");
+    let out = run_cargo(&s, &["doc", "--no-deps"], &[("DOCS_RS", Some("1"))]);
+    assert!(
+        out.status.success(),
+        "DOCS_RS=1 cargo doc with a committed occ.lock failed:\n{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn the_guides_cubin_line_compiles_without_nvcc() {
+    let s = scale_crate(
+        "trust-nonvcc-cubin",
+        ".glob(\"kernels/*.cu\").arch(\"sm_80\")",
+    );
+    s.write("kernels/scale.cu", LIGHT);
+    s.write(
+        "src/main.rs",
+        "mod kernels {\n    include!(concat!(env!(\"OUT_DIR\"), \"/occ/kernels.rs\"));\n}\n\n\
+         fn main() {\n    let sm_80 = kernels::scale::KERNEL.on(\"sm_80\").unwrap();\n    \
+         let code: &[u8] = sm_80.code.unwrap().bytes;\n    \
+         println!(\"registers={} {}\", sm_80.registers, code.len());\n}\n",
+    );
+    let out = run_cargo(&s, &["build"], &[("OCC_BLESS", Some("1"))]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = run_cargo(&s, &["build"], &[("OCC_NO_NVCC", Some("1"))]);
+    assert!(
+        out.status.success(),
+        "`let code: &[u8] = sm_80.code.unwrap().bytes;` (docs/GUIDE.md's line) does not \
+         compile in a build from occ.lock:\n{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn example_app_builds_without_nvcc() {
+    let mut cmd = cargo();
+    let out = cmd
+        .args(["build", "-p", "example-app", "--manifest-path"])
+        .arg(occ_tests::workspace_root().join("Cargo.toml"))
+        .env("OCC_NO_NVCC", "1")
+        .output()
+        .expect("run cargo");
+    assert!(
+        out.status.success(),
+        "OCC_NO_NVCC=1 cargo build -p example-app failed:\n{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn a_build_leaves_lock_mode_once_nvcc_appears() {
+    leaves_lock_mode_once_nvcc_appears("trust-nvcc-appears", false);
+}
+
+/// The same through the per-user toolkit dir (`$XDG_CACHE_HOME/occ/cuda`,
+/// where `cargo occ toolkit install` puts nvcc) with `OCC_CUDA_DIR` unset.
+#[test]
+fn a_build_leaves_lock_mode_once_nvcc_appears_in_the_user_cache() {
+    // Not "trust-nvcc-appears-…": newest_out_dir matches a name by prefix.
+    leaves_lock_mode_once_nvcc_appears("trust-user-cache-nvcc", true);
+}
+
+fn leaves_lock_mode_once_nvcc_appears(name: &str, xdg: bool) {
+    let s = scale_crate(name, ".glob(\"kernels/*.cu\").arch(\"sm_80\")");
+    s.write("kernels/scale.cu", LIGHT);
+    let cache = s.path().join("cache");
+    let cuda = if xdg {
+        cache.join("occ/cuda")
+    } else {
+        s.path().join("cuda")
+    };
+    let out = run_cargo(&s, &["build"], &[("OCC_BLESS", Some("1"))]);
+    assert!(out.status.success(), "{}", text(&out));
+    // No nvcc anywhere: the build stands on the lock.
+    let (occ_cuda_dir, xdg_cache_home) = if xdg {
+        (None, Some(path_str(&cache)))
+    } else {
+        (Some(path_str(&cuda)), None)
+    };
+    let none: &[(&str, Option<&str>)] = &[
+        ("NVCC", None),
+        ("CUDA_HOME", None),
+        ("CUDA_PATH", None),
+        ("CUDA_ROOT", None),
+        ("OCC_CUDA_DIR", occ_cuda_dir),
+        ("XDG_CACHE_HOME", xdg_cache_home),
+    ];
+    let out = run_cargo(&s, &["run", "-q"], none);
+    assert!(printed_registers(&out) > 0);
+    let cubins = || cubins(&newest_out_dir(name).join("occ"));
+    assert!(
+        cubins().is_empty(),
+        "expected a build from the lock, with no device code"
+    );
+    // Now the toolkit script installs nvcc where occ looks.
+    let bin = cuda.join("cu13/nvidia/cu13");
+    std::fs::create_dir_all(bin.parent().expect("parent")).expect("create cuda folder");
+    std::os::unix::fs::symlink(occ_tests::trust::toolkit_home(), &bin).expect("install nvcc");
+    let out = run_cargo(&s, &["run", "-q"], none);
+    assert!(printed_registers(&out) > 0);
+    assert!(
+        !cubins().is_empty(),
+        "nvcc is now installed in {}, yet the build still stands on the lock",
+        cuda.display()
+    );
+}
+
+/// The device code files `manifest.json` of an `$OUT_DIR/occ` names (none
+/// in a build from the lock).
+fn cubins(occ_dir: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(occ_dir.join("manifest.json")).expect("manifest.json");
+    let m: serde_json::Value = serde_json::from_str(&text).expect("manifest JSON");
+    let mut found = Vec::new();
+    for k in m["kernels"].as_array().into_iter().flatten() {
+        for a in k["archs"].as_object().into_iter().flat_map(|o| o.values()) {
+            if let Some(c) = a["cubin"].as_str().filter(|c| !c.is_empty()) {
+                found.push(c.to_string());
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_ci_build_without_nvcc_fails_unless_opted_out() {
+    let s = blessed_light_crate();
+    let nowhere = s.path().join("no-toolkit");
+    // CI, no nvcc: the lock would check nothing, so the build fails and
+    // says how to install nvcc or opt out.
+    let e = build_of(s.path(), "out", "kernels/k.cu", ["sm_80"])
+        .try_compile_with(&build_env(&without_nvcc(&nowhere, &[("CI", Some("true"))])))
+        .expect_err("a CI build without nvcc must not pass on the lock");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("CI is set") && msg.contains("check nothing") && msg.contains("OCC_NO_NVCC=1"),
+        "{msg}"
+    );
+    // Opted out: the lock stands in, as on docs.rs.
+    for opt_out in [("OCC_NO_NVCC", Some("1")), ("DOCS_RS", Some("1"))] {
+        let r = build_of(s.path(), "out", "kernels/k.cu", ["sm_80"])
+            .try_compile_with(&build_env(&without_nvcc(
+                &nowhere,
+                &[("CI", Some("true")), opt_out],
+            )))
+            .unwrap_or_else(|e| panic!("{opt_out:?} in CI: {e}"));
+        assert_eq!(
+            r.manifest().expect("manifest").origin,
+            occ_model::manifest::Origin::Lock
+        );
+    }
+    // Outside CI a machine without nvcc still builds from the lock.
+    let r = build_of(s.path(), "out", "kernels/k.cu", ["sm_80"])
+        .try_compile_with(&build_env(&without_nvcc(&nowhere, &[])))
+        .expect("no CI, no nvcc: the lock stands in");
+    assert_eq!(
+        r.manifest().expect("manifest").origin,
+        occ_model::manifest::Origin::Lock
+    );
+}
