@@ -10,7 +10,7 @@
 //! nvcc's arguments, and every variable nvcc reads itself
 //! (`NVCC_APPEND_FLAGS`, `NVCC_PREPEND_FLAGS`, `NVCC_CCBIN`), its host
 //! compiler's include variables, and those its `nvcc.profile` expands or
-//! extends (`INCLUDES += "-I$(MY_INC)"`: `Nvcc::profile_variables`). A
+//! extends (`INCLUDES += "-I$(MY_INC)"`: `inputs::profile_variables`). A
 //! result is **proven** by preprocessing the job again (`nvcc -E` with the
 //! same arch, flags and source: byte for byte the text the compile read)
 //! and comparing hashes.
@@ -830,9 +830,11 @@ impl Toolkit {
             .current_dir(root)
             .stdin(std::process::Stdio::null())
             .output()
-            .map_err(|e| Error::NvccNotRunnable {
-                nvcc: nvcc.path.clone(),
-                reason: e.to_string(),
+            .map_err(|e| {
+                Error::Shell(occ_shell::Error::NvccNotRunnable {
+                    nvcc: nvcc.path.clone(),
+                    reason: e.to_string(),
+                })
             })?;
         let text = String::from_utf8_lossy(&output.stderr).into_owned();
         let settings = dryrun_settings(&text);

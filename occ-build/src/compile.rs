@@ -417,10 +417,10 @@ impl Runner<'_> {
                     launcher: launcher.clone(),
                     reason: e.to_string(),
                 },
-                None => Error::NvccNotRunnable {
+                None => Error::Shell(occ_shell::Error::NvccNotRunnable {
                     nvcc: self.nvcc.path.clone(),
                     reason: e.to_string(),
-                },
+                }),
             })?;
         let mut log = String::from_utf8_lossy(&output.stderr).into_owned();
         log.push_str(&String::from_utf8_lossy(&output.stdout));

@@ -3,7 +3,7 @@
 //! names, the cleanup of what killed builds left, crate-relative names, and
 //! the manifest, lock and `gate.json` as files.
 //!
-//! A leaf: it imports no stage.
+//! A leaf: it imports nothing of the crate but its error.
 
 use crate::error::{Error, Result};
 use occ_model::compare::GateSettings;
@@ -36,7 +36,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// `path` with a suffix unique to this process and call (`.tmp<pid>.<n>`):
 /// a temporary name no other thread or process writes to.
-pub(crate) fn unique_sibling(path: &Path) -> PathBuf {
+pub fn unique_sibling(path: &Path) -> PathBuf {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let mut name = path.as_os_str().to_owned();
@@ -48,7 +48,7 @@ pub(crate) fn unique_sibling(path: &Path) -> PathBuf {
 /// half-written files named `<name>.tmp<pid>.<n>` whose process is gone
 /// (two live builds into one `OUT_DIR` keep theirs), and in `tmp/` the
 /// canonical per-job folders no run owns.
-pub(crate) fn remove_stale_scratch(dir: &Path) {
+pub fn remove_stale_scratch(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -84,7 +84,7 @@ fn process_alive(pid: u32) -> bool {
 
 /// `root/kernels/a.cu` → `kernels/a.cu` (with `/`), or the path as given
 /// when it lies outside the crate.
-pub(crate) fn relative(root: &Path, path: &Path) -> String {
+pub fn relative(root: &Path, path: &Path) -> String {
     let rel = path.strip_prefix(root).unwrap_or(path);
     rel.components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
@@ -96,7 +96,7 @@ pub(crate) fn relative(root: &Path, path: &Path) -> String {
 /// (no file system call, so a link is not followed): the spelling to compare
 /// two paths by when one names a file as nvcc's line markers do,
 /// `<crate root>/../target/…`.
-pub(crate) fn lexical(path: &Path) -> PathBuf {
+pub fn lexical(path: &Path) -> PathBuf {
     use std::path::Component;
     let mut out = PathBuf::new();
     for part in path.components() {

@@ -3,7 +3,6 @@
 //! the lines they are at and the peak register pressure), and the text to
 //! write in the source to apply a register cap.
 
-use occ_build::cli::WithEnv as _;
 use occ_model::manifest::KernelArch;
 use occ_model::manifest::Manifest;
 use occ_tests::{build_env, kernels_build, Scratch};

@@ -6,7 +6,6 @@
 //! The snapshots are in `cargo-occ/tests/snapshots/`; tests/README.md says
 //! how to bless them.
 
-use occ_build::cli::WithEnv as _;
 use occ_tests::{build_env, kernels_build, Scratch};
 
 #[test]

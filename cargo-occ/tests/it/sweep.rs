@@ -2,7 +2,6 @@
 //! lives in cargo-occ, and the `occ_model::sweep` model) and
 //! `Build::max_registers`, against ptxas run by the test itself.
 
-use occ_build::cli::WithEnv as _;
 use occ_build::Build;
 use occ_model::manifest::Manifest;
 use occ_model::sweep::{self, KernelSweep, Method};

@@ -205,7 +205,7 @@ fn install_pip_installs_the_pinned_wheels_once() {
     let dir = s.path().join("cache/occ/cuda");
     let log = s.path().join("python.log");
     let python = stand_in_python(&s, &log).display().to_string();
-    let cu13 = occ_build::cli::wheel_sets()
+    let cu13 = occ_shell::wheels::wheel_sets()
         .into_iter()
         .find(|set| set.name == "cu13")
         .expect("the cu13 set");

@@ -6,7 +6,6 @@
 //! a lock, what `check` and `bless` say after a failed build, a closed
 //! stdout; these run on builds written by hand (no nvcc).
 
-use occ_build::cli::WithEnv as _;
 use occ_build::Build;
 use occ_model::compare::GateSettings;
 use occ_model::lock::{Lock, LOCK_SCHEMA};
@@ -329,7 +328,7 @@ fn occ_apart(dir: &Path, args: &[&str]) -> (i32, String, String) {
 #[test]
 fn issue23_item12_tune_import_refuses_a_compute_capability_that_names_no_arch() {
     let (s, m) = hand_build(|_| {}, true, None);
-    let manifest = occ_build::cli::read_manifest(Path::new(&m)).expect("manifest");
+    let manifest = occ_shell::files::read_manifest(Path::new(&m)).expect("manifest");
     let mut results = occ_tests::recorded_results(
         &manifest,
         "saxpy",

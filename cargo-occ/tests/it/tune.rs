@@ -5,7 +5,6 @@
 //! The timings are written by the test: this checks the flow of recorded
 //! results, not a measurement.
 
-use occ_build::cli::WithEnv as _;
 use occ_model::analyze::resources;
 use occ_model::arch;
 use occ_model::lock::Lock;

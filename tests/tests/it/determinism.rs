@@ -8,8 +8,7 @@
 //! differ. (tests/tests/it/pipeline.rs checks two folders with the zoo
 //! module.)
 
-use occ_build::cli::Env;
-use occ_build::cli::WithEnv as _;
+use occ_shell::Env;
 use occ_build::Build;
 use occ_tests::Scratch;
 use std::collections::BTreeMap;

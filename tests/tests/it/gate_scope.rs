@@ -4,7 +4,6 @@
 //! dependency (not gated) only where cargo put it, never because of a stray
 //! marker file a copy carries.
 
-use occ_build::cli::WithEnv as _;
 use occ_build::Build;
 use occ_tests::{build_env, Scratch};
 use std::path::Path;
@@ -28,11 +27,11 @@ fn blessed() -> Scratch {
 
 /// The result of a build with `env`, and its warnings.
 fn run(root: &Path, env: &[(&str, Option<&str>)]) -> (Result<(), String>, Vec<String>) {
-    let (result, directives) = build(root).execute(&build_env(env));
-    (
-        result.map(|_| ()).map_err(|e| e.to_string()),
-        directives.warnings,
-    )
+    // A failed build's warnings are on its error, as its other directives.
+    match build(root).try_compile_with(&build_env(env)) {
+        Ok(report) => (Ok(()), report.directives().warnings().to_vec()),
+        Err(e) => (Err(e.to_string()), e.directives().warnings().to_vec()),
+    }
 }
 
 #[test]

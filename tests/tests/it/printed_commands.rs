@@ -144,7 +144,7 @@ fn the_guides_pip_line_installs_every_pinned_wheel() {
         .find("python3 -m pip install --no-deps --target")
         .expect("the guide's pip line");
     let block = &guide[at..at + guide[at..].find("```").expect("its block's end")];
-    for set in occ_build::cli::wheel_sets().iter().filter(|s| !s.legacy) {
+    for set in occ_shell::wheels::wheel_sets().iter().filter(|s| !s.legacy) {
         for req in &set.requirements {
             assert!(
                 block.contains(req),

@@ -3,7 +3,6 @@
 //! `NVCC` pointing nowhere, the macro's ambiguity message, and messages
 //! for flags occ owns, a missing launcher, nvcc's warnings and a signal.
 
-use occ_build::cli::WithEnv as _;
 use occ_build::Build;
 use occ_tests::trust::{
     cargo_toml, newest_out_dir, printed_registers, run_cargo, scale_crate, script, text, LIGHT,

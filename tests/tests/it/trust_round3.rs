@@ -3,7 +3,6 @@
 //! no CI run that checked nothing looks green. Each test is the
 //! reproduction of one item, named by it.
 
-use occ_build::cli::WithEnv as _;
 use occ_build::Build;
 use occ_tests::{build_env, Scratch};
 use std::path::Path;
@@ -642,8 +641,8 @@ fn review_the_anchor_header_works_under_a_quote_and_is_not_watched() {
     let r = build_in(&root, &root.join("out"), &[]);
     assert!(r.manifest().expect("manifest").kernels.len() >= 4);
     let watched: Vec<&String> = r
-        .directives
-        .rerun_if_changed
+        .directives()
+        .rerun_if_changed()
         .iter()
         .filter(|p| p.contains("anchor"))
         .collect();
@@ -655,7 +654,7 @@ fn review_the_anchor_header_works_under_a_quote_and_is_not_watched() {
     let root = s.path().join("ws/crate");
     s.write("ws/crate/kernels/k.cu", INTERNAL);
     let r = build_in(&root, &s.path().join("ws/target/out"), &[]);
-    let watched = &r.directives.rerun_if_changed;
+    let watched = &r.directives().rerun_if_changed();
     assert!(
         watched.iter().any(|p| p.ends_with("k.cu")),
         "the source is watched: {watched:?}"
