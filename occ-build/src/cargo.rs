@@ -17,13 +17,12 @@ use std::path::Path;
 /// read are watched either way, so fixing them reruns the script):
 ///
 /// ```no_run
-/// match occ_build::Build::new().glob("kernels/*.cu").try_compile() {
-///     Ok(report) => report.directives().print(),
-///     Err(error) => {
-///         error.directives().print();
-///         panic!("{error}");
-///     }
-/// }
+/// let result = occ_build::Build::new().glob("kernels/*.cu").try_compile();
+/// let directives = match &result {
+///     Ok(report) => report.directives(),
+///     Err(error) => error.directives(),
+/// };
+/// directives.print();
 /// ```
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Directives {

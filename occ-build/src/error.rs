@@ -1320,6 +1320,9 @@ mod tests {
 
     #[test]
     fn the_public_error_shows_each_message_as_it_is_with_its_kind_and_directives() {
+        // As cc's: it goes into `anyhow::Error` and across threads.
+        fn send_sync<T: Send + Sync + 'static>() {}
+        send_sync::<crate::Error>();
         let mut directives = crate::cargo::Directives::default();
         directives.rerun_if_env_changed.insert("NVCC".into());
         for e in every_variant() {

@@ -26,6 +26,7 @@ use std::fmt;
 /// ```no_run
 /// use occ_build::{Build, ErrorKind};
 ///
+/// println!("cargo::rustc-check-cfg=cfg(no_cuda)");
 /// match Build::new().glob("kernels/*.cu").archs(["sm_80"]).try_compile() {
 ///     Ok(report) => report.directives().print(),
 ///     // No nvcc and no committed lock to stand on: build without the kernels.

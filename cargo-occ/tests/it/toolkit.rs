@@ -326,7 +326,12 @@ fn every_variable_read_is_in_the_one_table_in_the_guide() {
     let table = guide.join("\n");
     // Every variable named in a read (`var("X")`, `var_os("X")`, `flag("X")`).
     let mut missing = Vec::new();
-    for dir in ["occ-build/src", "cargo-occ/src", "occ-macros/src"] {
+    for dir in [
+        "occ-build/src",
+        "occ-shell/src",
+        "cargo-occ/src",
+        "occ-macros/src",
+    ] {
         for entry in std::fs::read_dir(root.join(dir)).expect(dir).flatten() {
             let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
             for call in ["var(\"", "var_os(\"", "flag(\""] {

@@ -14,7 +14,7 @@
 use occ_tests::workspace_root;
 use std::path::{Path, PathBuf};
 
-const OCC_CRATES: [&str; 4] = ["occ", "occ-build", "occ-macros", "occ-model"];
+const OCC_CRATES: [&str; 5] = ["occ", "occ-build", "occ-macros", "occ-model", "occ-shell"];
 
 fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
