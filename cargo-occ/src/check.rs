@@ -4,14 +4,14 @@
 //! near-cliff warning at its source line.
 
 use crate::locate::{Locate, Located};
-use occ_shell::github::{self, Actions};
-use occ_shell::status::{self, BuildState};
-use occ_shell::Env;
 use occ_model::ci::{self, Alert};
 use occ_model::compare::{self, Diff, Verdict};
 use occ_model::lock::Lock;
 use occ_model::manifest::Origin;
 use occ_model::markdown::{self, Baseline};
+use occ_shell::github::{self, Actions};
+use occ_shell::status::{self, BuildState};
+use occ_shell::Env;
 use std::path::{Path, PathBuf};
 
 /// Output formats of `cargo occ check`.

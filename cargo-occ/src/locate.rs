@@ -5,11 +5,11 @@
 //! the gate) goes to stderr.
 
 use anyhow::{bail, Context, Result};
-use occ_shell::files;
-use occ_shell::status::{self, BuildState};
 use occ_model::compare::{GateSettings, GATE_FILE};
 use occ_model::lock::Lock;
 use occ_model::manifest::Manifest;
+use occ_shell::files;
+use occ_shell::status::{self, BuildState};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

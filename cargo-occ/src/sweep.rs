@@ -7,10 +7,10 @@ use crate::locate::Locate;
 use crate::source::{has_bounds, min_blocks_for, written};
 use crate::sweep_run;
 use anyhow::{bail, Context};
-use occ_shell::Env;
 use occ_model::arch;
 use occ_model::manifest::{self, LaunchBounds, Manifest};
 use occ_model::sweep::{KernelSweep, Method, SweepPoint};
+use occ_shell::Env;
 
 /// Arguments of `cargo occ sweep`.
 #[derive(Debug, Clone, clap::Args)]

@@ -10,10 +10,10 @@
 use crate::cudarc;
 use crate::locate::Locate;
 use anyhow::{bail, Context, Result};
+use occ_model::lock::DEFAULT_LOCK_FILE;
 use occ_shell::toolkit::{self, Nvcc, ToolkitDir};
 use occ_shell::wheels::{self, WheelSet};
 use occ_shell::{files, Env};
-use occ_model::lock::DEFAULT_LOCK_FILE;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

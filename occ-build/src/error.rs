@@ -413,9 +413,7 @@ impl Error {
         use occ_shell::Error as Shell;
         match self {
             Error::Shell(Shell::NvccNotFound { .. }) => ErrorKind::NvccNotFound,
-            Error::Shell(
-                Shell::NvccNotRunnable { .. } | Shell::NvccMissing { .. },
-            )
+            Error::Shell(Shell::NvccNotRunnable { .. } | Shell::NvccMissing { .. })
             | Error::LauncherNotRunnable { .. }
             | Error::NotAnNvcc { .. }
             | Error::UnsupportedArch { .. }
@@ -456,9 +454,9 @@ impl Error {
             Error::Shell(Shell::LockReadOnly { .. }) | Error::ForeignLock { .. } => ErrorKind::Lock,
             Error::Shell(Shell::Io { .. }) | Error::DiskFull { .. } => ErrorKind::Io,
             Error::Shell(Shell::Model(e)) | Error::Model(e) => model_kind(e),
-            Error::WorkerPanicked | Error::LibraryLogSplit { .. } | Error::LineInfoLayout { .. } => {
-                ErrorKind::Internal
-            }
+            Error::WorkerPanicked
+            | Error::LibraryLogSplit { .. }
+            | Error::LineInfoLayout { .. } => ErrorKind::Internal,
         }
     }
 }
@@ -1341,9 +1339,15 @@ mod tests {
         let not_found = |ci: bool| {
             let (looked, install_dir) = (vec![], None);
             Error::from(if ci {
-                Shell::NvccNotFoundInCi { looked, install_dir }
+                Shell::NvccNotFoundInCi {
+                    looked,
+                    install_dir,
+                }
             } else {
-                Shell::NvccNotFound { looked, install_dir }
+                Shell::NvccNotFound {
+                    looked,
+                    install_dir,
+                }
             })
         };
         assert_eq!(kind(not_found(false)), ErrorKind::NvccNotFound);

@@ -283,7 +283,10 @@ fn a_corrupt_manifest_names_the_file_and_says_rebuild() {
         let err = occ_shell::files::read_manifest(&path).expect_err("corrupt");
         let msg = err.to_string();
         assert!(
-            matches!(err, occ_shell::Error::Model(occ_model::Error::Corrupt { .. })),
+            matches!(
+                err,
+                occ_shell::Error::Model(occ_model::Error::Corrupt { .. })
+            ),
             "{msg}"
         );
         assert!(

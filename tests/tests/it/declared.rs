@@ -355,7 +355,10 @@ fn a_recursive_glob_leaves_out_what_exclude_names() {
     // The glob's folder is watched, so a new file reruns the build script.
     let src = s.path().join("src").display().to_string();
     let directives = report.directives();
-    assert!(directives.rerun_if_changed().contains(&src), "{directives:?}");
+    assert!(
+        directives.rerun_if_changed().contains(&src),
+        "{directives:?}"
+    );
     // `*` stays within its folder.
     let report = build(&["src/*.cu"]).expect("build");
     let m = report.manifest().expect("manifest").clone();

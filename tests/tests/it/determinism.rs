@@ -8,8 +8,8 @@
 //! differ. (tests/tests/it/pipeline.rs checks two folders with the zoo
 //! module.)
 
-use occ_shell::Env;
 use occ_build::Build;
+use occ_shell::Env;
 use occ_tests::Scratch;
 use std::collections::BTreeMap;
 use std::path::Path;

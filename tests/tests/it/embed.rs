@@ -647,7 +647,8 @@ fn two_crates_in_one_binary_hold_their_own_bytes_and_none_in_the_rmeta() {
     let rlib = std::fs::read(newest_rlib("occdcdep")).expect("rlib");
     let members = ar_members(&rlib);
     let out_dir = occ_tests::trust::newest_out_dir("occdcdep").join("occ");
-    let manifest = occ_shell::files::read_manifest(&out_dir.join("manifest.json")).expect("manifest");
+    let manifest =
+        occ_shell::files::read_manifest(&out_dir.join("manifest.json")).expect("manifest");
     for blob in &manifest.device_code {
         let bytes = std::fs::read(out_dir.join(&blob.file)).expect("blob");
         // 64 bytes of the blob found nowhere by chance (not padding).

@@ -2,8 +2,8 @@
 //! nothing writes nothing and prints what the last one printed; anything
 //! its outputs depend on that changed makes it do the full work.
 
-use occ_shell::status::{last_build, BuildState};
 use occ_build::{Build, ErrorKind, Launch, Report};
+use occ_shell::status::{last_build, BuildState};
 use occ_tests::{build_env, counting_launcher, launches, Scratch};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;

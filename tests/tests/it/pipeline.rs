@@ -256,7 +256,10 @@ fn nvcc_compile_errors_name_the_file_and_line() {
         .expect_err("must fail");
     let text = err.to_string();
     assert_eq!(err.kind(), ErrorKind::Compile, "{text}");
-    assert!(text.starts_with("nvcc failed to compile kernels/bad.cu"), "{text}");
+    assert!(
+        text.starts_with("nvcc failed to compile kernels/bad.cu"),
+        "{text}"
+    );
     assert!(text.contains("kernels/bad.cu(2)"), "{text}");
     assert!(text.contains("undefined_thing"), "{text}");
     assert!(
@@ -381,7 +384,10 @@ fn deny_spills_fails_the_build_naming_kernel_arch_and_bytes() {
         .expect_err("spills denied");
     let text = err.to_string();
     assert_eq!(err.kind(), ErrorKind::Gate, "{text}");
-    assert!(text.starts_with("register spills to local memory"), "{text}");
+    assert!(
+        text.starts_with("register spills to local memory"),
+        "{text}"
+    );
     assert!(
         text.contains("spills on sm_80") && text.contains("bytes spill stores"),
         "{text}"

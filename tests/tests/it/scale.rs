@@ -164,7 +164,10 @@ fn two_hundred_kernels_give_grouped_warnings_bounded_errors_and_a_compact_lock()
         .try_compile_with(&build_env(&[]))
         .expect_err("spills denied");
     assert_eq!(e.kind(), ErrorKind::Gate, "{e}");
-    assert!(e.to_string().starts_with("register spills to local memory"), "{e}");
+    assert!(
+        e.to_string().starts_with("register spills to local memory"),
+        "{e}"
+    );
     let msg = e.to_string();
     assert!(msg.lines().count() <= 13, "{msg}");
     assert!(
