@@ -8,7 +8,7 @@
 //!   [`toolkit::toolkit_dir`]), and the places a build without one watches;
 //! - [`wheels`]: the pinned list of NVIDIA's nvcc wheels that `cargo occ
 //!   toolkit install` and `scripts/cuda-toolkit` install;
-//! - [`env`]: the one environment reader, which remembers every variable
+//! - [`env`](mod@env): the one environment reader, which remembers every variable
 //!   read (occ-build prints each as `cargo::rerun-if-env-changed`);
 //! - [`files`]: writes through a temporary sibling and a rename, and the
 //!   readers and writer of occ's files (`manifest.json`, `occ.lock`,

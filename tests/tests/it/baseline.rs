@@ -16,7 +16,7 @@ const EXTRA: &str = include_str!("../../fixtures/cu/baseline/extra.cu");
 const ARCHS: [&str; 2] = ["sm_80", "sm_90"];
 
 fn warnings(r: &Report) -> &[String] {
-    &r.directives().warnings()
+    r.directives().warnings()
 }
 
 fn grow_registers(r: &Report, arch: &str) -> (u32, u32) {
@@ -171,7 +171,7 @@ fn improvements_new_and_gone_kernels() {
         "warnings do not write the lock"
     );
     // The lock and the variables are watched.
-    let watched = &r.directives().rerun_if_changed();
+    let watched = r.directives().rerun_if_changed();
     assert!(
         watched.iter().any(|p| p.ends_with("gpu/occ.lock")),
         "{watched:?}"

@@ -85,7 +85,7 @@ fn two_hundred_kernels_give_grouped_warnings_bounded_errors_and_a_compact_lock()
 
     // A new arch: one line for all 200 kernels, naming five.
     let wide = build(&s, ["sm_80", "sm_90"], false).expect("a new arch passes");
-    let warnings = &wide.directives().warnings();
+    let warnings = wide.directives().warnings();
     let new_arch: Vec<&String> = warnings.iter().filter(|w| w.contains("sm_90")).collect();
     assert_eq!(new_arch.len(), 1, "{warnings:#?}");
     let line = new_arch[0];

@@ -654,7 +654,7 @@ fn review_the_anchor_header_works_under_a_quote_and_is_not_watched() {
     let root = s.path().join("ws/crate");
     s.write("ws/crate/kernels/k.cu", INTERNAL);
     let r = build_in(&root, &s.path().join("ws/target/out"), &[]);
-    let watched = &r.directives().rerun_if_changed();
+    let watched = r.directives().rerun_if_changed();
     assert!(
         watched.iter().any(|p| p.ends_with("k.cu")),
         "the source is watched: {watched:?}"
