@@ -2,11 +2,11 @@
 
 use crate::locate::Locate;
 use anyhow::{bail, Context};
-use occ_build::cli;
-use occ_build::cli::{BuildState, Env};
 use occ_model::compare::{self, Verdict};
 use occ_model::lock::{Lock, CANDIDATE_FILE};
 use occ_model::manifest::Origin;
+use occ_shell::status::{BuildState, BLESS_STAMP};
+use occ_shell::{files, Env};
 use std::path::PathBuf;
 
 /// Arguments of `cargo occ bless`.
@@ -24,7 +24,7 @@ pub struct BlessArgs {
 /// `running`: a failed nvcc build leaves the previous candidate), since
 /// that candidate may be an earlier build's.
 pub fn run(args: BlessArgs) -> anyhow::Result<i32> {
-    if cli::is_ci(&Env::new()) {
+    if occ_shell::is_ci(&Env::new()) {
         eprintln!("error: CI is set; occ.lock is never written in CI: bless on a developer machine and commit it");
         return Ok(2);
     }
@@ -64,10 +64,10 @@ pub fn run(args: BlessArgs) -> anyhow::Result<i32> {
         }
         None => {}
     }
-    cli::write_lock(&path, &text)?;
+    files::write_lock(&path, &text)?;
     // The build that had no lock watches this stamp in its stead: touched,
     // the next build reruns its script and gates against the new lock.
-    let stamp = found.occ_dir.join(cli::BLESS_STAMP);
+    let stamp = found.occ_dir.join(BLESS_STAMP);
     if stamp.is_file() {
         let _ = std::fs::write(&stamp, b"");
     }

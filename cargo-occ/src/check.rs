@@ -4,13 +4,14 @@
 //! near-cliff warning at its source line.
 
 use crate::locate::{Locate, Located};
-use occ_build::cli::Env;
-use occ_build::cli::{self, Actions};
 use occ_model::ci::{self, Alert};
 use occ_model::compare::{self, Diff, Verdict};
 use occ_model::lock::Lock;
 use occ_model::manifest::Origin;
 use occ_model::markdown::{self, Baseline};
+use occ_shell::github::{self, Actions};
+use occ_shell::status::{self, BuildState};
+use occ_shell::Env;
 use std::path::{Path, PathBuf};
 
 /// Output formats of `cargo occ check`.
@@ -81,14 +82,14 @@ impl Report<'_> {
             &self.found.manifest,
             diff,
             deny,
-            &cli::source_reader(&self.root),
+            &github::source_reader(&self.root),
         )
     }
 
     fn path(&self, file: &str) -> String {
         match &self.actions {
             Some(a) => a.path(&self.root, file),
-            None => cli::repo_path(&self.root, file, None),
+            None => github::repo_path(&self.root, file, None),
         }
     }
 
@@ -157,7 +158,7 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
         );
         return nothing_checked(args, &found, &env, lock.as_deref(), note);
     }
-    if cli::is_ci(&env) && cli::last_build(&found.occ_dir) == Some(cli::BuildState::Running) {
+    if occ_shell::is_ci(&env) && status::last_build(&found.occ_dir) == Some(BuildState::Running) {
         // The last build stopped before its gate (a compile error, a
         // build stopped): its folder may hold an earlier build's numbers.
         let note = format!(

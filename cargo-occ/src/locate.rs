@@ -5,10 +5,11 @@
 //! the gate) goes to stderr.
 
 use anyhow::{bail, Context, Result};
-use occ_build::cli::{self, BuildState};
 use occ_model::compare::{GateSettings, GATE_FILE};
 use occ_model::lock::Lock;
 use occ_model::manifest::Manifest;
+use occ_shell::files;
+use occ_shell::status::{self, BuildState};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -51,7 +52,7 @@ impl Located {
                 self.occ_dir.display()
             ),
         };
-        let lock = cli::read_lock(&path)?;
+        let lock = files::read_lock(&path)?;
         Ok((path, lock))
     }
 
@@ -100,9 +101,9 @@ impl Locate {
             .manifest
             .clone()
             .unwrap_or_else(|| occ_dir.join(occ_model::manifest::FILE_NAME));
-        let manifest = cli::read_manifest(&manifest_file)?;
-        let state = cli::last_build(&occ_dir);
-        let gate = cli::read_settings(&occ_dir.join(GATE_FILE))?;
+        let manifest = files::read_manifest(&manifest_file)?;
+        let state = status::last_build(&occ_dir);
+        let gate = files::read_settings(&occ_dir.join(GATE_FILE))?;
         Ok(Located {
             occ_dir,
             manifest,

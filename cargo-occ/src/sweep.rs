@@ -7,10 +7,10 @@ use crate::locate::Locate;
 use crate::source::{has_bounds, min_blocks_for, written};
 use crate::sweep_run;
 use anyhow::{bail, Context};
-use occ_build::cli::Env;
 use occ_model::arch;
 use occ_model::manifest::{self, LaunchBounds, Manifest};
 use occ_model::sweep::{KernelSweep, Method, SweepPoint};
+use occ_shell::Env;
 
 /// Arguments of `cargo occ sweep`.
 #[derive(Debug, Clone, clap::Args)]
@@ -60,7 +60,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     let cwd = std::env::current_dir().context("cannot read the current folder")?;
     let located = args.locate.find()?;
     let (manifest, dir) = (located.manifest, located.occ_dir);
-    let nvcc = occ_build::cli::find_nvcc(&Env::new(), None, Some(&cwd))?;
+    let nvcc = occ_shell::toolkit::find_nvcc(&Env::new(), None, Some(&cwd))?;
     let ptxas = sweep_run::ptxas_beside(&nvcc.path);
     if !ptxas.is_file() {
         bail!(

@@ -1,8 +1,8 @@
 //! `cargo occ toolkit install|path|doctor`: NVIDIA's nvcc for any crate.
 //!
-//! `install` pip-installs the pinned wheels of `occ_build::cli::WHEELS`
+//! `install` pip-installs the pinned wheels of `occ_shell::wheels::WHEELS`
 //! (the list `scripts/cuda-toolkit` reads too) with the system's Python into
-//! the per-user toolkit dir (`occ_build::cli::toolkit_dir`), where
+//! the per-user toolkit dir (`occ_shell::toolkit::toolkit_dir`), where
 //! occ-build looks after the usual places; `path` prints the nvcc occ would
 //! use; `doctor` reports everything a build depends on and what to do about
 //! each gap.
@@ -10,9 +10,10 @@
 use crate::cudarc;
 use crate::locate::Locate;
 use anyhow::{bail, Context, Result};
-use occ_build::cli::Env;
-use occ_build::cli::{self, Nvcc, ToolkitDir, WheelSet};
 use occ_model::lock::DEFAULT_LOCK_FILE;
+use occ_shell::toolkit::{self, Nvcc, ToolkitDir};
+use occ_shell::wheels::{self, WheelSet};
+use occ_shell::{files, Env};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -69,8 +70,8 @@ fn here() -> Result<PathBuf> {
 }
 
 /// The nvcc occ-build would find for a crate in the current folder.
-fn find(cwd: &Path) -> occ_build::Result<Nvcc> {
-    cli::find_nvcc(&Env::new(), None, Some(cwd))
+fn find(cwd: &Path) -> occ_shell::Result<Nvcc> {
+    toolkit::find_nvcc(&Env::new(), None, Some(cwd))
 }
 
 fn path() -> Result<i32> {
@@ -96,10 +97,10 @@ fn install(args: InstallArgs) -> Result<i32> {
         );
     }
     let env = Env::new();
-    let Some(dir) = cli::toolkit_dir(&env) else {
+    let Some(dir) = toolkit::toolkit_dir(&env) else {
         bail!("no folder to install into (HOME is not set); set OCC_CUDA_DIR=<folder>");
     };
-    let sets: Vec<WheelSet> = cli::wheel_sets()
+    let sets: Vec<WheelSet> = wheels::wheel_sets()
         .into_iter()
         .filter(|s| args.legacy || !s.legacy)
         .collect();
@@ -307,7 +308,7 @@ fn doctor(args: DoctorArgs) -> Result<i32> {
             ));
             match nvcc.version() {
                 Ok(v) => {
-                    nvcc_version = Some(cli::short_version(&v).to_string());
+                    nvcc_version = Some(toolkit::short_version(&v).to_string());
                     lines.push(line("version", v, None));
                     usable = true;
                 }
@@ -582,7 +583,7 @@ fn lock(locate: &Locate, cwd: &Path, nvcc_version: Option<&str>) -> Line {
                 return line("lock", "none: not in a cargo package", None);
             };
             let path = package.join(DEFAULT_LOCK_FILE);
-            match cli::read_lock(&path) {
+            match files::read_lock(&path) {
                 Ok(lock) => (path, lock),
                 Err(e) => {
                     return line(
@@ -614,7 +615,7 @@ fn lock(locate: &Locate, cwd: &Path, nvcc_version: Option<&str>) -> Line {
         lock.nvcc
     );
     let fix = nvcc_version
-        .filter(|v| cli::short_version(&lock.nvcc) != *v)
+        .filter(|v| toolkit::short_version(&lock.nvcc) != *v)
         .map(|v| {
             format!(
                 "this nvcc is {v}: its numbers may differ from the lock's; after a build, \

@@ -4,7 +4,6 @@
 
 use crate::locate::{unknown_kernel, Locate};
 use anyhow::{anyhow, Context};
-use occ_build::cli;
 use occ_model::analyze::resources;
 use occ_model::arch;
 use occ_model::lock::{Lock, OtherCubin};
@@ -291,7 +290,7 @@ fn import(args: &ImportArgs) -> anyhow::Result<i32> {
         println!("{} is up to date", path.display());
         return Ok(0);
     }
-    cli::write_lock(&path, &after)?;
+    occ_shell::files::write_lock(&path, &after)?;
     println!(
         "wrote {}: {} measurement{} added, {} replaced (on {}); commit it",
         path.display(),

@@ -5,7 +5,6 @@
 
 use libfuzzer_sys::fuzz_target;
 use occ_model::lock::Lock;
-use occ_build::cli;
 use std::path::Path;
 
 fuzz_target!(|data: &[u8]| {
@@ -17,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     if let Ok(manifest) = lock.to_manifest(&lock.archs, path) {
-        let _ = cli::kernels_rs(&manifest);
+        let _ = occ_model::kernels_rs::kernels_rs(&manifest);
     }
     let again = Lock::from_text(&lock.to_text(), path);
     assert!(again.is_ok(), "a lock that was read must read back: {again:?}");

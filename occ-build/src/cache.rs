@@ -10,7 +10,7 @@
 //! nvcc's arguments, and every variable nvcc reads itself
 //! (`NVCC_APPEND_FLAGS`, `NVCC_PREPEND_FLAGS`, `NVCC_CCBIN`), its host
 //! compiler's include variables, and those its `nvcc.profile` expands or
-//! extends (`INCLUDES += "-I$(MY_INC)"`: `Nvcc::profile_variables`). A
+//! extends (`INCLUDES += "-I$(MY_INC)"`: `inputs::profile_variables`). A
 //! result is **proven** by preprocessing the job again (`nvcc -E` with the
 //! same arch, flags and source: byte for byte the text the compile read)
 //! and comparing hashes.
@@ -829,9 +829,11 @@ impl Toolkit {
         let mut cmd = Cmd::new(&nvcc.path);
         nvcc_vars(&mut cmd, vars);
         cmd.arg("--dryrun").args(args).current_dir(root);
-        let output = programs.output(&cmd).map_err(|e| Error::NvccNotRunnable {
-            nvcc: nvcc.path.clone(),
-            reason: e.to_string(),
+        let output = programs.output(&cmd).map_err(|e| {
+            Error::Shell(occ_shell::Error::NvccNotRunnable {
+                nvcc: nvcc.path.clone(),
+                reason: e.to_string(),
+            })
         })?;
         let text = String::from_utf8_lossy(&output.stderr).into_owned();
         let settings = dryrun_settings(&text);

@@ -8,47 +8,82 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::Path;
 
-/// Cargo directives collected during a build.
+/// The cargo directives a build gathered: the files and variables that
+/// rerun the build script, its warnings, and a host-code library's link
+/// directives. [`Build::compile`](crate::Build::compile) prints them; a
+/// build script that calls [`Build::try_compile`](crate::Build::try_compile)
+/// prints them itself, from the [`Report`](crate::Report) or, when the
+/// build failed, from the [`Error`](crate::Error) (the files and variables
+/// read are watched either way, so fixing them reruns the script):
+///
+/// ```no_run
+/// let result = occ_build::Build::new().glob("kernels/*.cu").try_compile();
+/// let directives = match &result {
+///     Ok(report) => report.directives(),
+///     Err(error) => error.directives(),
+/// };
+/// directives.print();
+/// ```
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct Directives {
     /// Files whose change reruns the build script.
-    pub rerun_if_changed: BTreeSet<String>,
+    pub(crate) rerun_if_changed: BTreeSet<String>,
     /// Variables whose change reruns the build script.
-    pub rerun_if_env_changed: BTreeSet<String>,
+    pub(crate) rerun_if_env_changed: BTreeSet<String>,
     /// Warnings, in the order they were raised.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
     /// Link directives (`rustc-link-lib=...`, `rustc-link-search=...`), in
     /// the order the linker needs them, each once.
-    pub link: Vec<String>,
+    pub(crate) link: Vec<String>,
 }
 
 impl Directives {
+    /// The files (and folders) whose change reruns the build script: every
+    /// source, every header nvcc read, the lock (or the file that stands in
+    /// for a missing one), and where nvcc may appear in a build without it.
+    pub fn rerun_if_changed(&self) -> &BTreeSet<String> {
+        &self.rerun_if_changed
+    }
+
+    /// The environment variables whose change reruns the build script:
+    /// every variable the build read.
+    pub fn rerun_if_env_changed(&self) -> &BTreeSet<String> {
+        &self.rerun_if_env_changed
+    }
+
+    /// The build's warnings, in the order they were raised (one may span
+    /// several lines; each line is printed as a `cargo::warning=`).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
     /// Watches a file. A directive is one line, so a path with a line
     /// break (a header `#include`d from a folder so named) is watched by
     /// its nearest folder without one: cargo watches a folder's files
     /// too, so the build reruns at least as often, and no part of the path
     /// reads as a directive of its own.
-    pub fn watch(&mut self, path: &Path) {
+    pub(crate) fn watch(&mut self, path: &Path) {
         let breaks = |p: &Path| p.display().to_string().contains(['\n', '\r']);
         let watched = path.ancestors().find(|p| !breaks(p)).unwrap_or(path);
         self.rerun_if_changed.insert(watched.display().to_string());
     }
 
     /// Adds a warning (one line per warning; newlines are split).
-    pub fn warn(&mut self, message: impl Into<String>) {
+    pub(crate) fn warn(&mut self, message: impl Into<String>) {
         self.warnings.push(message.into());
     }
 
     /// Adds a link directive (`rustc-link-lib=static=moe`); a repeat is dropped.
-    pub fn link(&mut self, directive: impl Into<String>) {
+    pub(crate) fn link(&mut self, directive: impl Into<String>) {
         let directive = directive.into();
         if !self.link.contains(&directive) {
             self.link.push(directive);
         }
     }
 
-    /// The directives as the lines cargo reads.
+    /// The directives as the lines cargo reads (`cargo::rerun-if-changed=…`,
+    /// `cargo::rerun-if-env-changed=…`, `cargo::warning=…`, link
+    /// directives), in the order [`Directives::print`] prints them.
     pub fn lines(&self) -> Vec<String> {
         let mut out = Vec::new();
         for directive in &self.link {
@@ -68,14 +103,16 @@ impl Directives {
         out
     }
 
-    /// Prints the directives to stdout.
+    /// Prints the directives to stdout, as a build script's output: what
+    /// [`Build::compile`](crate::Build::compile) prints before its error,
+    /// if any.
     pub fn print(&self) {
         print_lines(&self.lines());
     }
 }
 
 /// Prints an error as `cargo::error=` lines (one per line of the message).
-pub fn print_error(message: &str) {
+pub(crate) fn print_error(message: &str) {
     let lines: Vec<String> = message
         .lines()
         .map(|line| format!("cargo::error={line}"))

@@ -459,10 +459,10 @@ impl Runner<'_> {
                     launcher: launcher.clone(),
                     reason: e.to_string(),
                 },
-                None => Error::NvccNotRunnable {
+                None => Error::Shell(occ_shell::Error::NvccNotRunnable {
                     nvcc: self.nvcc.path.clone(),
                     reason: e.to_string(),
-                },
+                }),
             })?;
         let mut log = String::from_utf8_lossy(&output.stderr).into_owned();
         log.push_str(&String::from_utf8_lossy(&output.stdout));
@@ -935,7 +935,7 @@ mod tests {
     fn nvcc_or_its_launcher_that_cannot_start_or_is_killed_is_named() {
         let err = run_with(&Gives(None), None).unwrap_err();
         assert!(
-            matches!(err, Error::NvccNotRunnable { ref nvcc, .. } if nvcc == Path::new("/toolkit/bin/nvcc")),
+            matches!(err, Error::Shell(occ_shell::Error::NvccNotRunnable { ref nvcc, .. }) if nvcc == Path::new("/toolkit/bin/nvcc")),
             "{err}"
         );
         // Through a launcher, the launcher is what did not start.

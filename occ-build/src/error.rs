@@ -1,36 +1,51 @@
-//! The one error type of occ-build.
+//! The error type inside occ-build: one named variant per case a user can
+//! hit, with the fields its message needs. A build script never sees it:
+//! at the public boundary it becomes the opaque `occ_build::Error`
+//! (`failure.rs`), a kind ([`Error::kind`], an [`ErrorKind`], defined here
+//! beside the variants it sorts) and this message.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+/// What kind of failure an [`Error`](crate::Error) is: the few cases a build script
+/// could act on differently. More kinds may be added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// No nvcc in any of the places occ looks, and no committed `occ.lock`
+    /// to stand on. (Under `CI` the same is a [`ErrorKind::Gate`] failure.)
+    NvccNotFound,
+    /// A program of the toolkit was found but cannot be used: nvcc (or
+    /// the file `NVCC` names) does not run, is not an nvcc or cannot build
+    /// an arch; its launcher (`OCC_NVCC_LAUNCHER`), the host compiler,
+    /// `fatbinary`, the archiver or the CUDA runtime library is missing or
+    /// failed.
+    Toolkit,
+    /// What build.rs or the environment asked for cannot be built: an
+    /// arch, a source, a glob, a flag, a name, a declared launch or a
+    /// register cap, or a variable cargo sets.
+    Config,
+    /// nvcc failed to compile a source, or was killed while it did.
+    Compile,
+    /// A gate failed the build: spills it denies, a regression against
+    /// `occ.lock`, measurements of code that changed, or a CI build that
+    /// would leave something unchecked (no nvcc, no lock, a kernel × arch
+    /// without a baseline).
+    Gate,
+    /// `occ.lock` cannot be used or written: another package's, read-only,
+    /// or a file occ reads (the lock, a manifest) that does not parse.
+    Lock,
+    /// Reading or writing a file failed (a full disk included).
+    Io,
+    /// Output occ could not read (a ptxas log, a cubin layout), or an occ
+    /// bug; the message says what to report.
+    Internal,
+}
 
 /// Everything that can make a build fail, each with a message that says what
 /// went wrong and what to do.
 #[derive(Debug)]
-#[non_exhaustive]
-pub enum Error {
-    /// No nvcc was found in any of the places occ-build looks.
-    NvccNotFound {
-        /// Every place looked, in order, with what was there.
-        looked: Vec<String>,
-        /// The per-user toolkit dir (`toolkit::toolkit_dir`), where the
-        /// message tells the user to install nvcc; `None` without a home.
-        install_dir: Option<PathBuf>,
-    },
-    /// No nvcc was found in a CI run (`CI` set) of the crate's own build,
-    /// which would otherwise stand on the committed lock and check nothing.
-    NvccNotFoundInCi {
-        /// Every place looked, in order, with what was there.
-        looked: Vec<String>,
-        /// The per-user toolkit dir, as in [`Error::NvccNotFound`].
-        install_dir: Option<PathBuf>,
-    },
-    /// nvcc exists but could not be started (not executable, wrong format).
-    NvccNotRunnable {
-        /// The nvcc that was tried.
-        nvcc: PathBuf,
-        /// The operating system's reason.
-        reason: String,
-    },
+pub(crate) enum Error {
     /// `OCC_NVCC_LAUNCHER` names a program that could not be started.
     LauncherNotRunnable {
         /// The launcher.
@@ -133,13 +148,10 @@ pub enum Error {
         /// Why it is unusable.
         detail: String,
     },
-    /// Reading or writing a file failed.
-    Io {
-        /// What was being done, naming the path.
-        action: String,
-        /// The operating system's error.
-        source: std::io::Error,
-    },
+    /// What occ-shell failed with: no nvcc found, or none that runs; a
+    /// file occ could not read or write; a read-only lock. The messages
+    /// are occ-shell's, which cargo-occ shows too.
+    Shell(occ_shell::Error),
     /// An error of the pure core (a corrupt manifest or lock, ptxas output
     /// occ cannot read, a launch the model refuses), as occ-model words it.
     Model(occ_model::Error),
@@ -255,13 +267,6 @@ pub enum Error {
         /// Where it came from.
         origin: String,
     },
-    /// `NVCC` (or `.nvcc()`) names a file that does not exist.
-    NvccMissing {
-        /// `NVCC` or `.nvcc()`.
-        origin: String,
-        /// The path given.
-        path: PathBuf,
-    },
     /// nvcc (or its launcher) was ended by a signal.
     NvccKilled {
         /// The `.cu` file.
@@ -290,11 +295,6 @@ pub enum Error {
         arch: String,
         /// Its exit status.
         code: Option<i32>,
-    },
-    /// The lock would be written (a bless) but its file is read-only.
-    LockReadOnly {
-        /// The lock file (after following symlinks).
-        path: PathBuf,
     },
     /// The lock found is another package's (a lock from elsewhere, or the
     /// package was renamed).
@@ -389,13 +389,90 @@ impl From<occ_model::Error> for Error {
     }
 }
 
+/// An error of occ-shell: the core's errors (a corrupt file) are
+/// [`Error::Model`], as those of occ-build's own reads are; the rest are
+/// [`Error::Shell`].
+impl From<occ_shell::Error> for Error {
+    fn from(e: occ_shell::Error) -> Self {
+        match e {
+            occ_shell::Error::Model(e) => Error::Model(e),
+            other => Error::Shell(other),
+        }
+    }
+}
+
 impl Error {
     /// Wraps an I/O error with what was being done.
     pub(crate) fn io(action: impl Into<String>, source: std::io::Error) -> Self {
-        Error::Io {
-            action: action.into(),
-            source,
+        Error::Shell(occ_shell::Error::io(action, source))
+    }
+
+    /// The kind a build script sees (`occ_build::ErrorKind`). Every
+    /// variant is sorted here, so that a new one must be.
+    pub(crate) fn kind(&self) -> ErrorKind {
+        use occ_shell::Error as Shell;
+        match self {
+            Error::Shell(Shell::NvccNotFound { .. }) => ErrorKind::NvccNotFound,
+            Error::Shell(Shell::NvccNotRunnable { .. } | Shell::NvccMissing { .. })
+            | Error::LauncherNotRunnable { .. }
+            | Error::NotAnNvcc { .. }
+            | Error::UnsupportedArch { .. }
+            | Error::NoPtx { .. }
+            | Error::LauncherFailed { .. }
+            | Error::ToolNotFound { .. }
+            | Error::ToolFailed { .. }
+            | Error::HostCompiler { .. }
+            | Error::Archive { .. }
+            | Error::NoCudart { .. } => ErrorKind::Toolkit,
+            Error::UnknownArch { .. }
+            | Error::NoArch
+            | Error::NoSources { .. }
+            | Error::VirtualArch { .. }
+            | Error::NoArchVariant { .. }
+            | Error::MissingSource { .. }
+            | Error::UnwritableSource { .. }
+            | Error::Env { .. }
+            | Error::BadGlob { .. }
+            | Error::UnknownCapTarget { .. }
+            | Error::AmbiguousCapTarget { .. }
+            | Error::OptionsFile { .. }
+            | Error::CacheMode { .. }
+            | Error::ShellUnsafeArgument { .. }
+            | Error::CommaInLibrarySource { .. }
+            | Error::ReservedFlag { .. }
+            | Error::RelocatableDeviceCode { .. }
+            | Error::BadBuildName { .. }
+            | Error::FileInTwoBuilds { .. }
+            | Error::BadLibraryName { .. } => ErrorKind::Config,
+            Error::Compile { .. } | Error::NvccKilled { .. } => ErrorKind::Compile,
+            Error::Shell(Shell::NvccNotFoundInCi { .. })
+            | Error::Spills { .. }
+            | Error::Regression { .. }
+            | Error::MeasuredCodeChanged { .. }
+            | Error::NoLockInCi { .. }
+            | Error::Unchecked { .. } => ErrorKind::Gate,
+            Error::Shell(Shell::LockReadOnly { .. }) | Error::ForeignLock { .. } => ErrorKind::Lock,
+            Error::Shell(Shell::Io { .. }) | Error::DiskFull { .. } => ErrorKind::Io,
+            Error::Shell(Shell::Model(e)) | Error::Model(e) => model_kind(e),
+            Error::WorkerPanicked
+            | Error::LibraryLogSplit { .. }
+            | Error::LineInfoLayout { .. } => ErrorKind::Internal,
         }
+    }
+}
+
+/// The kind of a core error (a `#[non_exhaustive]` enum of occ-model:
+/// what it adds is [`ErrorKind::Internal`] until sorted here).
+fn model_kind(e: &occ_model::Error) -> ErrorKind {
+    use occ_model::Error as Model;
+    match e {
+        Model::Corrupt { .. } => ErrorKind::Lock,
+        Model::Unaccounted(_) => ErrorKind::Toolkit,
+        Model::Parse { .. } | Model::Occupancy { .. } => ErrorKind::Internal,
+        Model::UnmatchedLaunch { .. }
+        | Model::ConflictingLaunches { .. }
+        | Model::BadLaunch { .. } => ErrorKind::Config,
+        _ => ErrorKind::Internal,
     }
 }
 
@@ -404,41 +481,6 @@ impl fmt::Display for Error {
     /// one place (the unit test below renders each).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::NvccNotFound {
-                looked,
-                install_dir,
-            } => {
-                writeln!(f, "nvcc not found; looked in:")?;
-                for place in looked {
-                    writeln!(f, "  - {place}")?;
-                }
-                not_found_fix(f, install_dir.as_deref())
-            }
-            Error::NvccNotFoundInCi {
-                looked,
-                install_dir,
-            } => {
-                writeln!(
-                    f,
-                    "nvcc not found, and CI is set: a CI build that stood on the committed lock \
-                     would check nothing, so it fails; looked in:"
-                )?;
-                for place in looked {
-                    writeln!(f, "  - {place}")?;
-                }
-                not_found_fix(f, install_dir.as_deref())?;
-                write!(
-                    f,
-                    "\n  or, to build from the lock on purpose (no device code, nothing checked), \
-                     set OCC_NO_NVCC=1"
-                )
-            }
-            Error::NvccNotRunnable { nvcc, reason } => write!(
-                f,
-                "cannot run nvcc at {}: {reason}; check that it is an executable nvcc for this machine, \
-                 or point NVCC at another one",
-                nvcc.display()
-            ),
             Error::LauncherNotRunnable { launcher, reason } => write!(
                 f,
                 "cannot run the nvcc launcher {} (OCC_NVCC_LAUNCHER): {reason}; install it, \
@@ -564,10 +606,6 @@ impl fmt::Display for Error {
                 f,
                 "environment variable {var} {detail}; occ-build must run from a cargo build script"
             ),
-            Error::Io { action, source } => write!(
-                f,
-                "{action}: {source}; check the path, its permissions and the free space"
-            ),
             Error::Regression { report } => write!(f, "{report}"),
             Error::MeasuredCodeChanged {
                 lock,
@@ -617,6 +655,7 @@ impl fmt::Display for Error {
                 )
             }
             Error::Model(e) => write!(f, "{e}"),
+            Error::Shell(e) => write!(f, "{e}"),
             Error::BadGlob { pattern, detail } => write!(
                 f,
                 "bad glob pattern `{pattern}`: {detail}; see the glob crate's syntax"
@@ -730,12 +769,6 @@ impl fmt::Display for Error {
                  occ does not device-link yet: remove it, or build the relocatable code with the \
                  cc crate and leave it out of occ"
             ),
-            Error::NvccMissing { origin, path } => write!(
-                f,
-                "{origin} is {} but there is no such file; point {origin} at an nvcc, or unset it \
-                 to let occ look in CUDA_HOME, PATH and the other usual places",
-                path.display()
-            ),
             Error::NvccKilled { file, arch, signal } => match signal {
                 Some(n) => write!(
                     f,
@@ -763,13 +796,6 @@ impl fmt::Display for Error {
                  compiling {file} for {arch}; check the launcher, or unset OCC_NVCC_LAUNCHER",
                 launcher.display(),
                 code.map_or("a signal".to_string(), |c| format!("status {c}"))
-            ),
-            Error::LockReadOnly { path } => write!(
-                f,
-                "{} is read-only, so it was not blessed; make it writable (`chmod u+w {}`) and bless again, \
-                 or leave it as it is",
-                path.display(),
-                path.display()
             ),
             Error::ForeignLock {
                 path,
@@ -866,85 +892,13 @@ impl fmt::Display for Error {
 /// it twice.
 impl std::error::Error for Error {}
 
-/// The result type of occ-build.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// The end of the nvcc-not-found message: the two ways to install nvcc that
-/// work for any crate (both into the per-user dir occ looks in), then the
-/// variables for an nvcc already installed.
-fn not_found_fix(f: &mut fmt::Formatter<'_>, install_dir: Option<&Path>) -> fmt::Result {
-    let Some(dir) = install_dir else {
-        return write!(
-            f,
-            "set NVCC=/path/to/nvcc or CUDA_HOME=/path/to/cuda, or set OCC_CUDA_DIR=<folder> and \
-             run `cargo occ toolkit install` (pip-installs NVIDIA's nvcc wheels there, no root)"
-        );
-    };
-    let mut wheels = String::new();
-    for set in crate::wheels::wheel_sets().iter().filter(|s| !s.legacy) {
-        wheels.push_str(&format!(
-            "\n    python3 -m pip install --no-deps --target {} {}",
-            dir.join(set.name).display(),
-            set.requirements.join(" ")
-        ));
-    }
-    write!(
-        f,
-        "install nvcc without root (NVIDIA's wheels: about 130 MB to download, 347 MB on disk; into {}, where occ looks):\n    \
-         {} && cargo occ toolkit install\n  \
-         or with pip:{wheels}\n  \
-         or, for an nvcc already installed, set NVCC=/path/to/nvcc or CUDA_HOME=/path/to/cuda",
-        dir.display(),
-        install_cargo_occ()
-    )
-}
-
-/// The command that installs `cargo occ` today: from the occ source tree
-/// this occ-build was built from when it has cargo-occ beside it (a path
-/// or git dependency: cargo checks out the whole repository), else from
-/// the repository (the crates are not on crates.io yet).
-pub(crate) fn install_cargo_occ() -> String {
-    let beside = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(|workspace| workspace.join("cargo-occ"))
-        .filter(|dir| dir.join("Cargo.toml").is_file());
-    match beside {
-        Some(dir) if dir.to_string_lossy().contains(char::is_whitespace) => {
-            format!("cargo install --locked --path \"{}\"", dir.display())
-        }
-        Some(dir) => format!("cargo install --locked --path {}", dir.display()),
-        None => "cargo install --locked --git https://github.com/occ-rs/occ cargo-occ".into(),
-    }
-}
+/// The result type inside occ-build (`occ_build::Result` is the public one).
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_printed_install_command_names_a_cargo_occ_that_exists() {
-        // Built from this workspace, occ-build points at its own cargo-occ
-        // (the crates are not on crates.io, so `cargo install cargo-occ`
-        // would fail).
-        let command = install_cargo_occ();
-        let dir = command
-            .strip_prefix("cargo install --locked --path ")
-            .unwrap_or_else(|| panic!("not the path form: {command}"))
-            .trim_matches('"');
-        assert!(
-            Path::new(dir).join("Cargo.toml").is_file()
-                && std::fs::read_to_string(Path::new(dir).join("Cargo.toml"))
-                    .expect("read")
-                    .contains("name = \"cargo-occ\""),
-            "{command}"
-        );
-        let message = Error::NvccNotFound {
-            looked: vec![],
-            install_dir: Some(PathBuf::from("/home/u/.cache/occ/cuda")),
-        }
-        .to_string();
-        assert!(message.contains(&command), "{message}");
-    }
+    use occ_shell::Error as Shell;
 
     /// One value of every variant. The `match` below fails to compile when
     /// a variant is added, which brings whoever adds it here; the values
@@ -955,22 +909,22 @@ mod tests {
         let s = |t: &str| t.to_string();
         let looked = vec![s("NVCC: unset"), s("PATH: no nvcc")];
         let all = vec![
-            Error::NvccNotFound {
+            Error::Shell(Shell::NvccNotFound {
                 looked: looked.clone(),
                 install_dir: Some(PathBuf::from("/home/u/.cache/occ/cuda")),
-            },
-            Error::NvccNotFound {
+            }),
+            Error::Shell(Shell::NvccNotFound {
                 looked: looked.clone(),
                 install_dir: None,
-            },
-            Error::NvccNotFoundInCi {
+            }),
+            Error::Shell(Shell::NvccNotFoundInCi {
                 looked,
                 install_dir: None,
-            },
-            Error::NvccNotRunnable {
+            }),
+            Error::Shell(Shell::NvccNotRunnable {
                 nvcc: PathBuf::from("/x/nvcc"),
                 reason: s("permission denied"),
-            },
+            }),
             Error::LauncherNotRunnable {
                 launcher: PathBuf::from("sccache"),
                 reason: s("not found"),
@@ -1150,10 +1104,10 @@ mod tests {
                 flag: s("-rdc=true"),
                 origin: s(".flag()"),
             },
-            Error::NvccMissing {
+            Error::Shell(Shell::NvccMissing {
                 origin: s("NVCC"),
                 path: PathBuf::from("/x/nvcc"),
-            },
+            }),
             Error::NvccKilled {
                 file: s("k.cu"),
                 arch: s("sm_80"),
@@ -1175,9 +1129,9 @@ mod tests {
                 arch: s("sm_80"),
                 code: Some(2),
             },
-            Error::LockReadOnly {
+            Error::Shell(Shell::LockReadOnly {
                 path: PathBuf::from("occ.lock"),
-            },
+            }),
             Error::ForeignLock {
                 path: PathBuf::from("occ.lock"),
                 lock_package: s("other"),
@@ -1227,10 +1181,7 @@ mod tests {
         ];
         for e in &all {
             match e {
-                Error::NvccNotFound { .. }
-                | Error::NvccNotFoundInCi { .. }
-                | Error::NvccNotRunnable { .. }
-                | Error::LauncherNotRunnable { .. }
+                Error::LauncherNotRunnable { .. }
                 | Error::NotAnNvcc { .. }
                 | Error::Compile { .. }
                 | Error::UnsupportedArch { .. }
@@ -1243,7 +1194,6 @@ mod tests {
                 | Error::UnwritableSource { .. }
                 | Error::Spills { .. }
                 | Error::Env { .. }
-                | Error::Io { .. }
                 | Error::Model(_)
                 | Error::Regression { .. }
                 | Error::MeasuredCodeChanged { .. }
@@ -1260,11 +1210,9 @@ mod tests {
                 | Error::WorkerPanicked
                 | Error::ReservedFlag { .. }
                 | Error::RelocatableDeviceCode { .. }
-                | Error::NvccMissing { .. }
                 | Error::NvccKilled { .. }
                 | Error::DiskFull { .. }
                 | Error::LauncherFailed { .. }
-                | Error::LockReadOnly { .. }
                 | Error::ForeignLock { .. }
                 | Error::LibraryLogSplit { .. }
                 | Error::BadBuildName { .. }
@@ -1276,6 +1224,16 @@ mod tests {
                 | Error::HostCompiler { .. }
                 | Error::Archive { .. }
                 | Error::NoCudart { .. } => {}
+                // occ-shell's enum is exhaustive: its new variants come here too.
+                Error::Shell(
+                    Shell::NvccNotFound { .. }
+                    | Shell::NvccNotFoundInCi { .. }
+                    | Shell::NvccNotRunnable { .. }
+                    | Shell::NvccMissing { .. }
+                    | Shell::Io { .. }
+                    | Shell::LockReadOnly { .. }
+                    | Shell::Model(_),
+                ) => {}
             }
         }
         all
@@ -1356,5 +1314,61 @@ mod tests {
             }
         }
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn the_public_error_shows_each_message_as_it_is_with_its_kind_and_directives() {
+        // As cc's: it goes into `anyhow::Error` and across threads.
+        fn send_sync<T: Send + Sync + 'static>() {}
+        send_sync::<crate::Error>();
+        let mut directives = crate::cargo::Directives::default();
+        directives.rerun_if_env_changed.insert("NVCC".into());
+        for e in every_variant() {
+            let (text, kind) = (e.to_string(), e.kind());
+            let public = crate::Error::new(e, directives.clone());
+            assert_eq!(public.to_string(), text);
+            assert_eq!(public.kind(), kind);
+            assert_eq!(public.directives(), &directives);
+        }
+    }
+
+    #[test]
+    fn each_kind_is_the_case_a_build_script_would_act_on() {
+        let kind = |e: Error| e.kind();
+        let s = |t: &str| t.to_string();
+        let not_found = |ci: bool| {
+            let (looked, install_dir) = (vec![], None);
+            Error::from(if ci {
+                Shell::NvccNotFoundInCi {
+                    looked,
+                    install_dir,
+                }
+            } else {
+                Shell::NvccNotFound {
+                    looked,
+                    install_dir,
+                }
+            })
+        };
+        assert_eq!(kind(not_found(false)), ErrorKind::NvccNotFound);
+        // Under CI, standing on the lock would check nothing: a gate.
+        assert_eq!(kind(not_found(true)), ErrorKind::Gate);
+        let compile = Error::Compile {
+            file: s("k.cu"),
+            arch: s("sm_80"),
+            diagnostics: vec![],
+        };
+        assert_eq!(kind(compile), ErrorKind::Compile);
+        assert_eq!(kind(Error::Regression { report: s("r") }), ErrorKind::Gate);
+        assert_eq!(kind(Error::NoArch), ErrorKind::Config);
+        let corrupt = occ_shell::Error::Model(occ_model::Error::Corrupt {
+            path: PathBuf::from("occ.lock"),
+            detail: s("not JSON"),
+        });
+        // The core's errors from occ-shell are the build's own `Model`.
+        assert!(matches!(Error::from(corrupt), Error::Model(_)));
+        let io = Error::io("cannot write x", std::io::Error::other("full"));
+        assert_eq!(kind(io), ErrorKind::Io);
+        assert_eq!(kind(Error::WorkerPanicked), ErrorKind::Internal);
     }
 }

@@ -39,7 +39,7 @@ impl Build {
     /// }
     /// build.compile();
     /// ```
-    pub fn resolved_archs(&self) -> Result<Vec<arch::Target>> {
+    pub fn resolved_archs(&self) -> crate::Result<Vec<arch::Target>> {
         let env = Env::new();
         let archs = targets(self, &env);
         Directives {
@@ -47,7 +47,7 @@ impl Build {
             ..Directives::default()
         }
         .print();
-        archs
+        Ok(archs?)
     }
 }
 
@@ -325,12 +325,30 @@ fn directory_sources(config: &str) -> Vec<&str> {
     folders
 }
 
+/// The environment variables `nvcc`'s `nvcc.profile` can take a value from
+/// (`nvcc_text::profile_variables`): the profile beside nvcc, as found and
+/// through its links. A wrapper script given as `NVCC` whose real nvcc lies
+/// elsewhere is seen through `--dryrun` by the toolkit's identity, but its
+/// profile's variables are not read here.
+fn profile_variables(nvcc: &crate::toolkit::Nvcc) -> Vec<String> {
+    let mut dirs = vec![nvcc.path.clone()];
+    dirs.extend(std::fs::canonicalize(&nvcc.path).ok());
+    let mut names: Vec<String> = dirs
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p.with_file_name("nvcc.profile")).ok())
+        .flat_map(|text| crate::nvcc_text::profile_variables(&text))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 impl Inputs {
     /// Adds the variables `nvcc`'s profile expands to [`Inputs::nvcc_vars`]
     /// (read through `env`, so watched): `INCLUDES += "-I$(MY_INC)"` makes
     /// `MY_INC` part of every job's key, as nvcc's own variables are.
     pub fn add_profile_vars(&mut self, env: &Env, nvcc: &crate::toolkit::Nvcc) {
-        for name in nvcc.profile_variables() {
+        for name in profile_variables(nvcc) {
             if !self.nvcc_vars.iter().any(|(n, _)| *n == name) {
                 let value = env.var(&name);
                 self.nvcc_vars.push((name, value));

@@ -84,7 +84,7 @@
 //! `PATH`, `/usr/local/cuda`, `OCC_CUDA_DIR`, `.cuda/` of the crate or any
 //! folder above it (where the workspace's `scripts/cuda-toolkit` installs
 //! NVIDIA's nvcc wheels), then occ's per-user toolkit dir
-//! ([`cli::toolkit_dir`]: `$XDG_CACHE_HOME/occ/cuda`, else
+//! (`OCC_CUDA_DIR`, else `$XDG_CACHE_HOME/occ/cuda`, else
 //! `~/.cache/occ/cuda`), where
 //!
 //! ```sh
@@ -92,9 +92,20 @@
 //! cargo occ toolkit install
 //! ```
 //!
-//! puts the pinned wheels ([`cli::WHEELS`]) for any crate, without
-//! root. nvcc needs no GPU. A build that found none watches these places
+//! puts the pinned wheels (occ-shell's `toolkit-wheels.txt`) for any
+//! crate, without root. nvcc needs no GPU. A build that found none watches these places
 //! and reruns once nvcc appears in one of them.
+//!
+//! ## When the build fails
+//!
+//! [`Build::compile`] prints the cargo directives (every file and variable
+//! read is watched, also by a failed build, so fixing one reruns the
+//! script), then each line of the error as `cargo::error=`, which fails
+//! the build. [`Build::try_compile`] prints nothing and returns a
+//! [`Report`] or an [`Error`]: its [`kind`](Error::kind) says what failed
+//! ([`ErrorKind::NvccNotFound`], [`ErrorKind::Compile`],
+//! [`ErrorKind::Gate`], ...), its `Display` what to do, and both carry the
+//! [`Directives`] to print (an example is on [`Error`]).
 //!
 //! ## Environment variables
 //!
@@ -138,16 +149,14 @@ mod assemble;
 mod builder;
 mod cache;
 mod cargo;
-pub mod cli;
 mod compile;
 mod disasm;
 mod embed;
 mod emit;
-mod env;
 mod error;
+mod failure;
 mod files;
 mod gate;
-mod github;
 mod hostlib;
 mod inputs;
 mod job;
@@ -157,20 +166,22 @@ mod nvcc_text;
 mod parts;
 mod pipeline;
 mod plan;
-mod process;
 #[cfg(test)]
 mod proptests;
-#[cfg(any(test, feature = "replay"))]
-mod replay;
-mod status;
 mod summary;
 mod tokens;
 mod toolchain;
-mod toolkit;
-mod wheels;
+mod with_env;
+
+// What occ-build shares with cargo-occ lives in occ-shell; imported here by
+// the names these modules had, so that `crate::toolkit::…` and the like
+// read as before. None of it is re-exported.
+use occ_shell::{env, github, process, status, toolkit};
 
 pub use builder::{Build, Compress, Cudart};
-pub use error::{Error, Result};
+pub use cargo::Directives;
+pub use error::ErrorKind;
+pub use failure::{Error, Result};
 pub use occ_model::arch::Target;
 pub use occ_model::launch::Launch;
 pub use occ_model::manifest::Embed;

@@ -82,8 +82,8 @@ pub struct Report {
     pub out_dir: PathBuf,
     /// How many nvcc jobs ran (the rest were unchanged and reused).
     pub nvcc_runs: usize,
-    /// The cargo directives of the build (printed by [`Build::compile`]).
-    pub directives: Directives,
+    /// The cargo directives of the build ([`Report::directives`]).
+    directives: Directives,
 }
 
 /// The manifest a build made: in hand, or, for a build its memo served,
@@ -102,7 +102,7 @@ impl Report {
     /// The manifest written to `$OUT_DIR/occ/manifest.json`. A build that
     /// changed nothing kept the manifest's text and parses it here, on the
     /// first call: an error only if that text cannot be read as a manifest.
-    pub fn manifest(&self) -> Result<&Manifest> {
+    pub fn manifest(&self) -> crate::Result<&Manifest> {
         match &self.manifest {
             Made::Manifest(m) => Ok(m),
             Made::Text(text, parsed) => {
@@ -110,10 +110,17 @@ impl Report {
                     return Ok(m);
                 }
                 let path = self.out_dir.join(occ_model::manifest::FILE_NAME);
-                let m = Manifest::from_json(text, &path)?;
+                let m = Manifest::from_json(text, &path).map_err(crate::error::Error::from)?;
                 Ok(parsed.get_or_init(|| m))
             }
         }
+    }
+
+    /// The cargo directives of the build: what [`Build::compile`] printed,
+    /// and what a build script that calls [`Build::try_compile`] prints
+    /// ([`Directives::print`]).
+    pub fn directives(&self) -> &Directives {
+        &self.directives
     }
 }
 
@@ -133,15 +140,20 @@ impl Build {
         }
     }
 
-    /// Runs the build and returns what it made. Prints nothing.
-    pub fn try_compile(&self) -> Result<Report> {
-        self.run_with(&Env::new()).0
+    /// Runs the build and returns what it made. Prints nothing: the cargo
+    /// directives are in the report and, when the build failed, in the
+    /// error ([`Report::directives`], [`Error::directives`](crate::Error::directives));
+    /// print them, so that cargo reruns the script when a file or variable
+    /// the build read changes.
+    pub fn try_compile(&self) -> crate::Result<Report> {
+        self.try_compile_with(&Env::new())
     }
 
     /// Runs the build; returns its result and the cargo directives gathered,
     /// also on failure (the files and variables read are still watched, so
     /// fixing them reruns the build script). This is what [`Build::compile`]
-    /// prints; occ's tests reach it through [`crate::cli::WithEnv`].
+    /// prints; occ's tests reach it through `Build::try_compile_with`
+    /// (`with_env.rs`).
     pub(crate) fn run_with(&self, env: &Env) -> (Result<Report>, Directives) {
         let mut directives = Directives::default();
         let result = run(self, env, &mut directives);

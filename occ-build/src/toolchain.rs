@@ -10,7 +10,7 @@
 use crate::builder::Build;
 use crate::cache::Toolkit;
 use crate::env::Env;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::inputs::Inputs;
 use crate::toolkit::{self, Nvcc};
 use occ_model::lock::Lock;
@@ -45,7 +45,7 @@ pub(crate) fn select(build: &Build, env: &Env, inputs: &Inputs) -> Result<Toolch
         ),
         None => match toolkit::find_nvcc(env, build.nvcc.as_deref(), Some(&inputs.root)) {
             Ok(nvcc) => return Ok(Toolchain::Nvcc(nvcc)),
-            Err(Error::NvccNotFound {
+            Err(occ_shell::Error::NvccNotFound {
                 looked,
                 install_dir,
             }) => (
@@ -53,7 +53,7 @@ pub(crate) fn select(build: &Build, env: &Env, inputs: &Inputs) -> Result<Toolch
                 install_dir,
                 toolkit::watch_points(env, Some(&inputs.root)),
             ),
-            Err(other) => return Err(other),
+            Err(other) => return Err(other.into()),
         },
     };
     match &inputs.lock_text {
@@ -61,10 +61,11 @@ pub(crate) fn select(build: &Build, env: &Env, inputs: &Inputs) -> Result<Toolch
         // check nothing and pass: it fails, unless the user said so
         // (`OCC_NO_NVCC`, `DOCS_RS`) or the crate is a dependency.
         Some(_) if inputs.ci && inputs.no_nvcc.is_none() && inputs.dependency.is_none() => {
-            Err(Error::NvccNotFoundInCi {
+            Err(occ_shell::Error::NvccNotFoundInCi {
                 looked,
                 install_dir,
-            })
+            }
+            .into())
         }
         Some(text) => Ok(Toolchain::Lock {
             lock: Lock::from_text(text, &inputs.lock_path)?,
@@ -77,10 +78,11 @@ pub(crate) fn select(build: &Build, env: &Env, inputs: &Inputs) -> Result<Toolch
                 "{}: none (a committed lock lets the crate build without nvcc; see `cargo occ bless`)",
                 inputs.display(&inputs.lock_path)
             ));
-            Err(Error::NvccNotFound {
+            Err(occ_shell::Error::NvccNotFound {
                 looked,
                 install_dir,
-            })
+            }
+            .into())
         }
     }
 }

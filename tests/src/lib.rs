@@ -24,8 +24,8 @@ pub fn workspace_root() -> PathBuf {
 /// The nvcc that `scripts/cuda-toolkit` installed (or NVCC/CUDA_HOME/PATH).
 /// Panics with the fix when there is none: the live tests need a real nvcc.
 pub fn nvcc() -> PathBuf {
-    let env = occ_build::cli::Env::new();
-    match occ_build::cli::find_nvcc(&env, None, Some(&workspace_root())) {
+    let env = occ_shell::Env::new();
+    match occ_shell::toolkit::find_nvcc(&env, None, Some(&workspace_root())) {
         Ok(found) => found.path,
         Err(e) => panic!("the live tests need nvcc: {e}"),
     }
@@ -533,20 +533,20 @@ pub mod oracle {
     }
 }
 
-/// An environment for in-process builds (`cli::WithEnv::try_compile_with`): every
+/// An environment for in-process builds (`Build::try_compile_with`): every
 /// variable occ-build reads that would change a build is unset (`OCC_ARCHS`,
 /// `CUDA_COMPUTE_CAP`, `OCC_NVCC_LAUNCHER`, `NUM_JOBS`, `OCC_BLESS`,
 /// `OCC_NO_NVCC`, `DOCS_RS`, `CI`, and the per-user toolkit dir's
 /// `OCC_CUDA_DIR`, `XDG_CACHE_HOME`, `HOME`, so that a developer's own
 /// install is not found), `NVCC` is the installed nvcc, and `extra`
 /// sets or unsets (`None`) what a test needs on top.
-pub fn build_env(extra: &[(&str, Option<&str>)]) -> occ_build::cli::Env {
+pub fn build_env(extra: &[(&str, Option<&str>)]) -> occ_shell::Env {
     build_env_with(&nvcc(), extra)
 }
 
 /// [`build_env`] with `NVCC` set to `nvcc` (which need not run: a replay
 /// serves its outputs, `tests/tests/it/replay.rs`) instead of the installed one.
-pub fn build_env_with(nvcc: &Path, extra: &[(&str, Option<&str>)]) -> occ_build::cli::Env {
+pub fn build_env_with(nvcc: &Path, extra: &[(&str, Option<&str>)]) -> occ_shell::Env {
     use std::ffi::OsString;
     let mut vars: Vec<(String, Option<OsString>)> = [
         "OCC_ARCHS",
@@ -570,7 +570,7 @@ pub fn build_env_with(nvcc: &Path, extra: &[(&str, Option<&str>)]) -> occ_build:
         vars.retain(|(n, _)| n != name);
         vars.push((name.to_string(), value.map(OsString::from)));
     }
-    occ_build::cli::Env::with_overrides(vars)
+    occ_shell::Env::with_overrides(vars)
 }
 
 /// A results file of recorded times (not a measurement) for `kernel` of

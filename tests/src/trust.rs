@@ -5,7 +5,6 @@
 //! `$OUT_DIR/occ` to compare.
 
 use crate::{build_env, build_of, cargo, nvcc, path_dep, Scratch};
-use occ_build::cli::WithEnv as _;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;

@@ -14,7 +14,6 @@
 //! wrong scalar, a wrong element type, an integer for a pointer, a shared
 //! borrow for a written buffer), included through `OCC_UI_KERNELS_RS`.
 
-use occ_build::cli::WithEnv as _;
 use occ_model::manifest::Manifest;
 use occ_tests::{build_env, nvcc, workspace_root};
 use std::path::Path;

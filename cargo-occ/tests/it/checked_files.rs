@@ -6,7 +6,6 @@
 
 use super::cli_robustness::{hand_build, EXAMPLE_LOCK};
 use crate::occ;
-use occ_build::cli::WithEnv as _;
 use occ_tests::{build_env, Scratch};
 use std::path::Path;
 
@@ -92,7 +91,7 @@ fn a_build_without_nvcc_refuses_an_edited_lock() {
 #[test]
 fn tune_import_refuses_timings_of_another_cubin_unless_kept() {
     let (s, m) = hand_build(|_| {}, true, None);
-    let manifest = occ_build::cli::read_manifest(Path::new(&m)).expect("manifest");
+    let manifest = occ_shell::files::read_manifest(Path::new(&m)).expect("manifest");
     let mut results = occ_tests::recorded_results(
         &manifest,
         "saxpy",

@@ -12,7 +12,6 @@
 //! that schema.
 
 use crate::occ;
-use occ_build::cli::WithEnv as _;
 use occ_tests::{build_env, kernels_build, Scratch};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -33,7 +32,7 @@ fn line_starting(text: &str, prefix: &str) -> u32 {
 /// site's line, once, for a spill; the pressure peak, else the first site,
 /// for a regression or a cliff), else the kernel's `definition` line.
 fn expected(manifest: &Path, kernel: &str, spill: bool, definition: u32) -> Vec<(String, u64)> {
-    let m = occ_build::cli::read_manifest(manifest).expect("manifest");
+    let m = occ_shell::files::read_manifest(manifest).expect("manifest");
     let k = m
         .kernels
         .iter()
@@ -445,12 +444,12 @@ fn a_change_that_moves_a_kernel_near_a_cliff_warns_and_is_a_sarif_result() {
     let distance = cliffs.registers.down.expect("a cliff").at - cliffs.registers.now;
     assert!(distance <= 2, "the precondition: {cliffs:?}");
     let warned: Vec<&String> = report
-        .directives
-        .warnings
+        .directives()
+        .warnings()
         .iter()
         .filter(|w| w.contains("of an occupancy cliff"))
         .collect();
-    assert_eq!(warned.len(), 1, "{:#?}", report.directives.warnings);
+    assert_eq!(warned.len(), 1, "{:#?}", report.directives().warnings());
     assert!(
         warned[0].contains("1 kernel moved within the cliff margin"),
         "{}",

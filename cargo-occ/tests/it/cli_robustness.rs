@@ -8,7 +8,6 @@
 //! (`hand_build`, no nvcc).
 
 use crate::occ;
-use occ_build::cli::WithEnv as _;
 use occ_model::compare::GateSettings;
 use occ_model::lock::{Lock, LOCK_SCHEMA};
 use occ_model::manifest::{Manifest, Origin};
@@ -312,7 +311,7 @@ pub(crate) fn hand_build(
 #[test]
 fn tune_import_refuses_a_compute_capability_that_names_no_arch() {
     let (s, m) = hand_build(|_| {}, true, None);
-    let manifest = occ_build::cli::read_manifest(Path::new(&m)).expect("manifest");
+    let manifest = occ_shell::files::read_manifest(Path::new(&m)).expect("manifest");
     let mut results = occ_tests::recorded_results(
         &manifest,
         "saxpy",

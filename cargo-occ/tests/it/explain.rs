@@ -4,7 +4,6 @@
 //! write in the source to apply a register cap.
 
 use crate::occ;
-use occ_build::cli::WithEnv as _;
 use occ_model::manifest::KernelArch;
 use occ_model::manifest::Manifest;
 use occ_tests::{build_env, kernels_build, Scratch};

@@ -3,7 +3,6 @@
 //! call it (the newest `target/*/build/<pkg>-*/out/occ`).
 
 use crate::occ;
-use occ_build::cli::WithEnv as _;
 use occ_tests::{build_env, kernels_build, Scratch, ScratchCrate};
 use std::path::{Path, PathBuf};
 
@@ -29,7 +28,7 @@ fn report_formats_and_explain_read_the_manifest() {
     let s = crate_with_kernels();
     let occ_dir = build(&s, &s.path().join("out")).expect("build");
     let manifest_file = occ_dir.join("manifest.json");
-    let m = occ_build::cli::read_manifest(&manifest_file).expect("manifest");
+    let m = occ_shell::files::read_manifest(&manifest_file).expect("manifest");
     let mf = manifest_file.to_str().expect("utf-8 path");
 
     let (code, table, err) = occ(s.path(), &["report", "--manifest", mf], &[], None).parts();

@@ -7,7 +7,6 @@
 //! how to bless them.
 
 use crate::occ;
-use occ_build::cli::WithEnv as _;
 use occ_tests::{build_env, kernels_build, Scratch};
 
 #[test]

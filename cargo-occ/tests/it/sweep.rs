@@ -3,7 +3,6 @@
 //! `Build::max_registers`, against ptxas run by the test itself.
 
 use crate::occ;
-use occ_build::cli::WithEnv as _;
 use occ_build::Build;
 use occ_model::manifest::Manifest;
 use occ_model::sweep::{self, KernelSweep, Method};

@@ -203,7 +203,7 @@ fn install_pip_installs_the_pinned_wheels_once() {
     let dir = s.path().join("cache/occ/cuda");
     let log = s.path().join("python.log");
     let python = stand_in_python(&s, &log).display().to_string();
-    let cu13 = occ_build::cli::wheel_sets()
+    let cu13 = occ_shell::wheels::wheel_sets()
         .into_iter()
         .find(|set| set.name == "cu13")
         .expect("the cu13 set");
@@ -324,7 +324,12 @@ fn every_variable_read_is_in_the_one_table_in_the_guide() {
     let table = guide.join("\n");
     // Every variable named in a read (`var("X")`, `var_os("X")`, `flag("X")`).
     let mut missing = Vec::new();
-    for dir in ["occ-build/src", "cargo-occ/src", "occ-macros/src"] {
+    for dir in [
+        "occ-build/src",
+        "occ-shell/src",
+        "cargo-occ/src",
+        "occ-macros/src",
+    ] {
         for entry in std::fs::read_dir(root.join(dir)).expect(dir).flatten() {
             let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
             for call in ["var(\"", "var_os(\"", "flag(\""] {

@@ -6,7 +6,6 @@
 //! results, not a measurement.
 
 use crate::occ;
-use occ_build::cli::WithEnv as _;
 use occ_model::analyze::resources;
 use occ_model::arch;
 use occ_model::lock::Lock;

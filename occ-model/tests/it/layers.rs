@@ -235,6 +235,19 @@ fn occ_build_imports_no_module_through_others() {
     no_cycles(&graph);
 }
 
+/// occ-shell's modules (what occ-build and cargo-occ share) form no circle
+/// either; checked as occ-build's are.
+#[test]
+fn occ_shell_imports_no_module_through_others() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../occ-shell");
+    if !root.join("Cargo.toml").is_file() {
+        return;
+    }
+    let graph = graph(&root.join("src"));
+    assert!(graph.len() > 5, "occ-shell's modules: {:?}", graph.keys());
+    no_cycles(&graph);
+}
+
 /// Panics naming the first import cycle of `graph`.
 fn no_cycles(graph: &BTreeMap<String, BTreeSet<String>>) {
     if let Some(cycle) = cycle(graph) {

@@ -17,7 +17,6 @@
 //! with the 11.0 figures (occ maps `sm_101` to 11.0). Every field of every
 //! answer must match; a failure prints the count and the first mismatches.
 
-use occ_build::cli::WithEnv as _;
 use occ_model::arch::{self, Arch};
 use occ_model::occupancy::{
     occupancy, CachePref, KernelResources, Launch, OccupancyError, PartitionedGc,

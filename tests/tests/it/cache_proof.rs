@@ -5,7 +5,6 @@
 //! without one. Each test builds in-process with the real nvcc; the cache's
 //! rules are in `occ-build/src/cache.rs`'s module doc.
 
-use occ_build::cli::WithEnv as _;
 use occ_build::Build;
 use occ_tests::trust::{scratch_toolkit, script};
 use occ_tests::{build_env, Scratch};
@@ -20,11 +19,13 @@ const MACRO_HAS_INCLUDE: &str = "#define OPT_H \"opt.cuh\"\n#if __has_include(OP
 
 /// The kernel's static shared memory on sm_80, from a build with `env`.
 fn smem(b: &Build, env: &[(&str, Option<&str>)]) -> (u32, usize, Vec<String>) {
-    let (result, directives) = b.execute(&build_env(env));
-    let report = result.unwrap_or_else(|e| panic!("the build failed: {e}"));
+    let report = b
+        .try_compile_with(&build_env(env))
+        .unwrap_or_else(|e| panic!("the build failed: {e}"));
     let manifest = report.manifest().expect("manifest");
     let smem = manifest.kernels[0].archs["sm_80"].resources.static_smem;
-    (smem, report.nvcc_runs, directives.warnings)
+    let warnings = report.directives().warnings().to_vec();
+    (smem, report.nvcc_runs, warnings)
 }
 
 #[test]
@@ -162,19 +163,21 @@ fn a_variable_the_toolkits_profile_expands_is_part_of_every_jobs_key() {
     let run = |dir: &std::path::Path| {
         let env = env(dir);
         let env: Vec<(&str, Option<&str>)> = env.iter().map(|(k, v)| (*k, v.as_deref())).collect();
-        let (result, directives) = s.build(["sm_80"]).execute(&build_env(&env));
-        let report = result.unwrap_or_else(|e| panic!("the build failed: {e}"));
+        let report = s
+            .build(["sm_80"])
+            .try_compile_with(&build_env(&env))
+            .unwrap_or_else(|e| panic!("the build failed: {e}"));
         let smem = report.manifest().expect("manifest").kernels[0].archs["sm_80"]
             .resources
             .static_smem;
-        (smem, directives)
+        (smem, report.directives().clone())
     };
     let (first, directives) = run(&one);
     assert_eq!(first, 256);
     assert!(
-        directives.rerun_if_env_changed.contains("OCC_TEST_INC"),
+        directives.rerun_if_env_changed().contains("OCC_TEST_INC"),
         "the profile's variable is watched: {:?}",
-        directives.rerun_if_env_changed
+        directives.rerun_if_env_changed()
     );
     assert_eq!(run(&two).0, 2 * 256, "OCC_TEST_INC changed");
     // A header created in the folder the profile adds.

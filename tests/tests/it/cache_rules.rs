@@ -4,7 +4,6 @@
 //! `OUT_DIR`: `manifest.json`, `kernels.rs` and every device-code file, byte
 //! for byte.
 
-use occ_build::cli::WithEnv as _;
 use occ_build::Build;
 use occ_tests::trust::{
     assert_same_outputs, manifest_registers, printed_registers, reswap, run_cargo, scale_crate,
@@ -495,8 +494,8 @@ fn scripts_cuda_toolkit_run_again_leaves_the_toolkit_as_it_was() {
     use std::os::unix::fs::PermissionsExt;
     let s = Scratch::new();
     let root = occ_tests::workspace_root();
-    let wheels = std::fs::read_to_string(root.join("occ-build/toolkit-wheels.txt"))
-        .expect("read occ-build/toolkit-wheels.txt");
+    let wheels = std::fs::read_to_string(root.join("occ-shell/toolkit-wheels.txt"))
+        .expect("read occ-shell/toolkit-wheels.txt");
     let stamp: Vec<&str> = wheels
         .lines()
         .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {

@@ -15,9 +15,8 @@
 //! anchor header occ has nvcc include works under a quote in the path and
 //! is never watched.
 
-use occ_build::cli::Env;
-use occ_build::cli::WithEnv as _;
 use occ_build::Build;
+use occ_shell::Env;
 use occ_tests::{build_env, build_of, Scratch};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -377,8 +376,8 @@ fn the_anchor_header_works_under_a_quote_and_is_not_watched() {
     let r = no_lines_build(&root, &root.join("out"), &[]);
     assert!(r.manifest().expect("manifest").kernels.len() >= 4);
     let watched: Vec<&String> = r
-        .directives
-        .rerun_if_changed
+        .directives()
+        .rerun_if_changed()
         .iter()
         .filter(|p| p.contains("anchor"))
         .collect();
@@ -390,7 +389,7 @@ fn the_anchor_header_works_under_a_quote_and_is_not_watched() {
     let root = s.path().join("ws/crate");
     s.write("ws/crate/kernels/k.cu", INTERNAL);
     let r = no_lines_build(&root, &s.path().join("ws/target/out"), &[]);
-    let watched = &r.directives.rerun_if_changed;
+    let watched = r.directives().rerun_if_changed();
     assert!(
         watched.iter().any(|p| p.ends_with("k.cu")),
         "the source is watched: {watched:?}"

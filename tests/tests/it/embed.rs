@@ -2,7 +2,6 @@
 //! `cuobjdump`, and `kernels.rs` as a table that a crate looks kernels up
 //! in by name at run time.
 
-use occ_build::cli::WithEnv as _;
 use occ_model::manifest::{DeviceCode, Embed};
 use occ_model::measured;
 use occ_tests::{build_env, Scratch, ScratchCrate};
@@ -307,7 +306,7 @@ fn a_crate_looks_kernels_up_by_name_and_handles_a_kernel_of_one_arch() {
         .cu("embed", "kernels")
         .file("src/main.rs", MAIN);
     let stdout = krate.run("build and run");
-    let manifest = occ_build::cli::read_manifest(
+    let manifest = occ_shell::files::read_manifest(
         &occ_tests::trust::newest_out_dir("embeduser").join("occ/manifest.json"),
     )
     .expect("manifest");
@@ -363,7 +362,7 @@ fn a_crate_looks_kernels_up_by_name_and_handles_a_kernel_of_one_arch() {
 
 /// Two `Build`s of one build script: the default one (`kernels/`) and one
 /// named `extra` (`extra/`), into `out`.
-fn two_parts(root: &Path, out: &Path, env: &occ_build::cli::Env) -> [occ_build::Report; 2] {
+fn two_parts(root: &Path, out: &Path, env: &occ_shell::Env) -> [occ_build::Report; 2] {
     let mut ptx = occ_build::Build::new();
     ptx.root(root)
         .out_dir(out)
@@ -443,9 +442,9 @@ fn several_builds_in_one_build_script_share_kernels_rs_and_the_lock() {
     );
     for r in [&a, &b] {
         assert!(
-            r.directives.warnings.is_empty(),
+            r.directives().warnings().is_empty(),
             "{:?}",
-            r.directives.warnings
+            r.directives().warnings()
         );
     }
     // A bad name says what names may hold.
@@ -541,7 +540,7 @@ fn run_and_compare_with(mut cargo: Command, app: &Path, blobs: &Path) -> Vec<Str
     for (name, package) in [("app", "occdcapp"), ("dep", "occdcdep")] {
         let out_dir = occ_tests::trust::newest_out_dir(package).join("occ");
         let manifest =
-            occ_build::cli::read_manifest(&out_dir.join("manifest.json")).expect("manifest");
+            occ_shell::files::read_manifest(&out_dir.join("manifest.json")).expect("manifest");
         assert_eq!(manifest.device_code.len(), 2, "{name}");
         for (i, blob) in manifest.device_code.iter().enumerate() {
             let file = std::fs::read(out_dir.join(&blob.file)).expect("blob file");
@@ -648,7 +647,8 @@ fn two_crates_in_one_binary_hold_their_own_bytes_and_none_in_the_rmeta() {
     let rlib = std::fs::read(newest_rlib("occdcdep")).expect("rlib");
     let members = ar_members(&rlib);
     let out_dir = occ_tests::trust::newest_out_dir("occdcdep").join("occ");
-    let manifest = occ_build::cli::read_manifest(&out_dir.join("manifest.json")).expect("manifest");
+    let manifest =
+        occ_shell::files::read_manifest(&out_dir.join("manifest.json")).expect("manifest");
     for blob in &manifest.device_code {
         let bytes = std::fs::read(out_dir.join(&blob.file)).expect("blob");
         // 64 bytes of the blob found nowhere by chance (not padding).

@@ -5,7 +5,6 @@
 //! marker file a copy carries; a dependency is never gated, with or without
 //! nvcc, in-process or from git through cargo.
 
-use occ_build::cli::WithEnv as _;
 use occ_tests::trust::{blessed_light_crate, run_cargo, text, without_nvcc, HEAVY, LIGHT};
 use occ_tests::{build_env, build_of, Scratch};
 use std::path::Path;
@@ -25,12 +24,11 @@ fn blessed() -> Scratch {
 
 /// The result of a build with `env`, and its warnings.
 fn run(root: &Path, env: &[(&str, Option<&str>)]) -> (Result<(), String>, Vec<String>) {
-    let (result, directives) =
-        build_of(root, "out", "kernels/*.cu", ["sm_80"]).execute(&build_env(env));
-    (
-        result.map(|_| ()).map_err(|e| e.to_string()),
-        directives.warnings,
-    )
+    // A failed build's warnings are on its error, as its other directives.
+    match build_of(root, "out", "kernels/*.cu", ["sm_80"]).try_compile_with(&build_env(env)) {
+        Ok(report) => (Ok(()), report.directives().warnings().to_vec()),
+        Err(e) => (Err(e.to_string()), e.directives().warnings().to_vec()),
+    }
 }
 
 #[test]

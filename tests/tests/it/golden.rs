@@ -4,12 +4,11 @@
 //! `scripts/cuda-toolkit` pins (13.5). The snapshots are in
 //! `tests/tests/snapshots/`; tests/README.md says how to bless them.
 
-use occ_build::cli::WithEnv as _;
 use occ_tests::{build_env, Scratch};
 
 /// The build's environment: the package name fixed (it is in every file),
 /// the host compiler nvcc picks.
-fn env() -> occ_build::cli::Env {
+fn env() -> occ_shell::Env {
     build_env(&[("CARGO_PKG_NAME", Some("golden")), ("NVCC_CCBIN", None)])
 }
 

@@ -17,7 +17,6 @@
 //!   builds today's manifest with one note, watching the folder nvdisasm
 //!   would be installed into; installed, it gives lines and is watched.
 
-use occ_build::cli::WithEnv as _;
 use occ_model::cliff::registers_matter;
 use occ_model::lines::{source_lines, LifeRanges, LineInfo, SourceLines};
 use occ_model::manifest::Manifest;
@@ -141,12 +140,12 @@ fn a_header_template_spills_at_the_header_line_and_the_sites_add_up() {
     assert!(sites >= 3, "{report_txt}");
     assert!(
         report
-            .directives
-            .warnings
+            .directives()
+            .warnings()
             .iter()
             .any(|w| w.contains(" registers: ") && w.contains(" at kernels/")),
         "{:?}",
-        report.directives.warnings
+        report.directives().warnings()
     );
 
     // calm's registers do not matter anywhere: no lines, and no nvdisasm
@@ -399,12 +398,12 @@ fn a_toolkit_without_nvdisasm_builds_without_lines_and_one_note() {
         .all(|a| a.lines.is_none()));
     assert!(!s.read("out/occ/manifest.json").contains("\"lines\""));
     let notes: Vec<&String> = report
-        .directives
-        .warnings
+        .directives()
+        .warnings()
         .iter()
         .filter(|w| w.contains("nvdisasm"))
         .collect();
-    assert_eq!(notes.len(), 1, "{:?}", report.directives.warnings);
+    assert_eq!(notes.len(), 1, "{:?}", report.directives().warnings());
     assert!(
         notes[0].contains("no nvdisasm") && notes[0].contains("install"),
         "{}",
@@ -415,14 +414,14 @@ fn a_toolkit_without_nvdisasm_builds_without_lines_and_one_note() {
     // the script once it appears; with it, the program itself.
     let bin = toolkit.join("bin");
     let watched = |r: &occ_build::Report, p: &Path| {
-        r.directives
-            .rerun_if_changed
+        r.directives()
+            .rerun_if_changed()
             .contains(&p.display().to_string())
     };
     assert!(
         watched(&report, &bin),
         "the folder nvdisasm would appear in must be watched: {:?}",
-        report.directives.rerun_if_changed
+        report.directives().rerun_if_changed()
     );
     std::fs::copy(home.join("bin/nvdisasm"), bin.join("nvdisasm")).expect("install nvdisasm");
     let report = build
@@ -441,7 +440,7 @@ fn a_toolkit_without_nvdisasm_builds_without_lines_and_one_note() {
     assert!(
         watched(&report, &bin.join("nvdisasm")),
         "nvdisasm must be watched: {:?}",
-        report.directives.rerun_if_changed
+        report.directives().rerun_if_changed()
     );
     let _ = std::fs::remove_dir_all(&toolkit);
 }

@@ -185,7 +185,7 @@ fn baked_launches_equal_the_tuner_and_a_spilling_kernel_fails_the_build() {
         .lines()
         .find_map(|l| l.strip_prefix("manifest "))
         .expect("the manifest path");
-    let m = occ_build::cli::read_manifest(Path::new(manifest_path)).expect("read the manifest");
+    let m = occ_shell::files::read_manifest(Path::new(manifest_path)).expect("read the manifest");
     assert_eq!(m.archs, ["sm_80", "sm_90"]);
 
     let req = TuneRequest::default;

@@ -2,9 +2,8 @@
 //! nothing writes nothing and prints what the last one printed; anything
 //! its outputs depend on that changed makes it do the full work.
 
-use occ_build::cli::WithEnv as _;
-use occ_build::cli::{last_build, BuildState};
-use occ_build::{Build, Error, Launch, Report};
+use occ_build::{Build, ErrorKind, Launch, Report};
+use occ_shell::status::{last_build, BuildState};
 use occ_tests::{build_env, counting_launcher, launches, Scratch};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -43,7 +42,7 @@ impl Crate {
         b
     }
 
-    fn env(&self, extra: &[(&str, Option<&str>)]) -> occ_build::cli::Env {
+    fn env(&self, extra: &[(&str, Option<&str>)]) -> occ_shell::Env {
         let mut vars = vec![("OCC_NVCC_LAUNCHER", self.launcher.to_str())];
         vars.extend_from_slice(extra);
         build_env(&vars)
@@ -111,7 +110,7 @@ fn an_unchanged_build_writes_nothing_and_prints_the_same() {
         .filter(|(p, _)| !p.ends_with("kernels/staged.cu"))
         .collect();
     assert_eq!(after, before_touch, "no file written");
-    assert_eq!(again.directives.lines(), full.directives.lines());
+    assert_eq!(again.directives().lines(), full.directives().lines());
     assert_eq!(again.nvcc_runs, 0);
     assert_eq!(
         again.manifest().expect("manifest"),
@@ -173,7 +172,8 @@ fn a_changed_lock_is_judged_again() {
     assert_ne!(edited, text, "{text}");
     std::fs::write(&lock, edited).expect("edit the lock");
     let e = c.run(&[]).expect_err("a regression against the lock");
-    assert!(matches!(e, Error::Regression { .. }), "{e}");
+    assert_eq!(e.kind(), ErrorKind::Gate, "{e}");
+    assert!(e.to_string().contains("cargo occ bless"), "{e}");
 }
 
 #[test]
@@ -181,11 +181,13 @@ fn a_gate_failure_fails_again() {
     let c = blessed();
     c.s.write("kernels/common.cuh", "#define SMEM 12288\n");
     let e = c.run(&[]).expect_err("more shared memory: fewer blocks");
-    assert!(matches!(e, Error::Regression { .. }), "{e}");
+    assert_eq!(e.kind(), ErrorKind::Gate, "{e}");
+    assert!(e.to_string().contains("cargo occ bless"), "{e}");
     assert_eq!(last_build(&c.out()), Some(BuildState::GateFailed));
     // Nothing changed since: the same failure, not the last good build.
     let e = c.run(&[]).expect_err("still a regression");
-    assert!(matches!(e, Error::Regression { .. }), "{e}");
+    assert_eq!(e.kind(), ErrorKind::Gate, "{e}");
+    assert!(e.to_string().contains("cargo occ bless"), "{e}");
 }
 
 #[test]
@@ -194,12 +196,12 @@ fn a_blessed_lock_is_written() {
     let first = c.run(&[]).expect("build");
     assert!(
         first
-            .directives
-            .warnings
+            .directives()
+            .warnings()
             .iter()
             .any(|w| w.contains("no occ.lock yet")),
         "{:?}",
-        first.directives.warnings
+        first.directives().warnings()
     );
     let lock = c.s.path().join("occ.lock");
     assert!(!lock.exists());
@@ -208,12 +210,12 @@ fn a_blessed_lock_is_written() {
     let after = c.run(&[]).expect("build on the lock");
     assert!(
         !after
-            .directives
-            .warnings
+            .directives()
+            .warnings()
             .iter()
             .any(|w| w.contains("no occ.lock yet")),
         "{:?}",
-        after.directives.warnings
+        after.directives().warnings()
     );
 }
 

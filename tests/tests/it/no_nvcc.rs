@@ -4,7 +4,6 @@
 //! under `CI` a crate's own build without nvcc fails unless it opts out.
 //! (A dependency is never gated: `gate_scope.rs`.)
 
-use occ_build::cli::WithEnv as _;
 use occ_tests::trust::{
     blessed_light_crate, cargo_toml, newest_out_dir, printed_registers, run_cargo, scale_crate,
     text, without_nvcc, LIGHT,

@@ -14,7 +14,7 @@
 use occ_tests::workspace_root;
 use std::path::{Path, PathBuf};
 
-const OCC_CRATES: [&str; 4] = ["occ", "occ-build", "occ-macros", "occ-model"];
+const OCC_CRATES: [&str; 5] = ["occ", "occ-build", "occ-macros", "occ-model", "occ-shell"];
 
 fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -144,7 +144,7 @@ fn the_guides_pip_line_installs_every_pinned_wheel() {
         .find("python3 -m pip install --no-deps --target")
         .expect("the guide's pip line");
     let block = &guide[at..at + guide[at..].find("```").expect("its block's end")];
-    for set in occ_build::cli::wheel_sets().iter().filter(|s| !s.legacy) {
+    for set in occ_shell::wheels::wheel_sets().iter().filter(|s| !s.legacy) {
         for req in &set.requirements {
             assert!(
                 block.contains(req),

@@ -1,7 +1,8 @@
 //! What crates.io and docs.rs need from the workspace, checked from `cargo
 //! metadata` and `cargo package --list` (no build, a few seconds):
 //!
-//! - exactly occ-model, occ-build, occ-macros and cargo-occ are publishable;
+//! - exactly occ-model, occ-shell, occ-build, occ-macros, occ and cargo-occ
+//!   are publishable;
 //!   every other member says `publish = false`;
 //! - each publishable crate has a description, license, repository, readme
 //!   (a file in the package that links to the repository), keywords and
@@ -22,7 +23,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const PUBLISHED: [&str; 5] = ["cargo-occ", "occ", "occ-build", "occ-macros", "occ-model"];
+const PUBLISHED: [&str; 6] = [
+    "cargo-occ",
+    "occ",
+    "occ-build",
+    "occ-macros",
+    "occ-model",
+    "occ-shell",
+];
 
 /// crates.io's category slugs that occ uses; a typo is rejected at publish.
 const CATEGORIES: [&str; 6] = [

@@ -1,14 +1,14 @@
 //! The rules of the build memo, the job cache, the disassembly cache and
 //! the gate, tested on nvcc 13.5's recorded outputs instead of a live
 //! nvcc: each test builds in-process with its programs run by
-//! `occ_build::cli::Replay`
+//! `occ_shell::Replay`
 //! (through `Env::with_programs`), which serves the runs recorded in
 //! `tests/fixtures/nvcc-13.5/replay/<test>/` and panics, naming the
 //! command, on one it lacks. Nothing here fakes nvcc's numbers: the
 //! fixtures are what nvcc 13.5 printed and wrote for these very builds.
 //!
 //! `OCC_RECORD=1` runs the same tests with the real nvcc and records
-//! their runs anew (`occ_build::cli::Recorder`); the fixtures' README
+//! their runs anew (`occ_shell::Recorder`); the fixtures' README
 //! has the command. Each test is a copy, with the same assertions, of a
 //! live one (named in its doc), which stays as the evidence that a real
 //! nvcc behaves so; these run where no toolkit is installed, and fail
@@ -18,11 +18,10 @@
 //! their root and pass `-Xcompiler -nostdinc`, so that every file nvcc
 //! reads is in the crate (a replay machine has no toolkit headers).
 
-use occ_build::cli::WithEnv as _;
-use occ_build::cli::{
-    last_build, BuildState, Cmd, Env, Folders, Output, Programs, Recorder, Replay,
-};
-use occ_build::{Build, Error, Launch, Report};
+use occ_build::{Build, ErrorKind, Launch, Report};
+use occ_shell::process::{Cmd, Output, Programs};
+use occ_shell::status::{last_build, BuildState};
+use occ_shell::{Env, Folders, Recorder, Replay};
 use occ_tests::{build_env_with, fixture, fixture_path, Scratch};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -243,7 +242,7 @@ fn memo_an_unchanged_build_writes_nothing_and_prints_the_same() {
         .filter(|(p, _)| !p.ends_with("kernels/staged.cu"))
         .collect();
     assert_eq!(after, before_touch, "no file written");
-    assert_eq!(again.directives.lines(), full.directives.lines());
+    assert_eq!(again.directives().lines(), full.directives().lines());
     assert_eq!(again.nvcc_runs, 0);
     assert_eq!(
         again.manifest().expect("manifest"),
@@ -308,7 +307,7 @@ fn memo_a_changed_lock_is_judged_again() {
     assert_ne!(edited, text, "{text}");
     std::fs::write(&lock, edited).expect("edit the lock");
     let e = run_staged(&c, &[]).expect_err("a regression against the lock");
-    assert!(matches!(e, Error::Regression { .. }), "{e}");
+    assert_eq!(e.kind(), ErrorKind::Gate, "{e}");
 }
 
 /// memo.rs's `a_gate_failure_fails_again`.
@@ -317,11 +316,11 @@ fn memo_a_gate_failure_fails_again() {
     let c = blessed_staged("memo_gate_failure");
     c.s.write("kernels/common.cuh", "#define SMEM 12288\n");
     let e = run_staged(&c, &[]).expect_err("more shared memory: fewer blocks");
-    assert!(matches!(e, Error::Regression { .. }), "{e}");
+    assert_eq!(e.kind(), ErrorKind::Gate, "{e}");
     assert_eq!(last_build(&c.out()), Some(BuildState::GateFailed));
     // Nothing changed since: the same failure, not the last good build.
     let e = run_staged(&c, &[]).expect_err("still a regression");
-    assert!(matches!(e, Error::Regression { .. }), "{e}");
+    assert_eq!(e.kind(), ErrorKind::Gate, "{e}");
 }
 
 // ---------------------------------------------------------------------
@@ -338,11 +337,17 @@ const MACRO_HAS_INCLUDE: &str = "#define OPT_H \"opt.cuh\"\n#if __has_include(OP
 /// The kernel's static shared memory on sm_80, the jobs compiled and the
 /// warnings of a build with `env`.
 fn smem(c: &Crate, env: &[(&str, Option<&str>)]) -> (u32, usize, Vec<String>) {
-    let (result, directives) = c.build(["sm_80"]).execute(&c.env(env));
-    let report = result.unwrap_or_else(|e| panic!("the build failed: {e}"));
+    let report = c
+        .build(["sm_80"])
+        .try_compile_with(&c.env(env))
+        .unwrap_or_else(|e| panic!("the build failed: {e}"));
     let manifest = report.manifest().expect("manifest");
     let smem = manifest.kernels[0].archs["sm_80"].resources.static_smem;
-    (smem, report.nvcc_runs, directives.warnings)
+    (
+        smem,
+        report.nvcc_runs,
+        report.directives().warnings().to_vec(),
+    )
 }
 
 /// cache_proof.rs's
@@ -436,11 +441,11 @@ fn blessed_alpha(test: &'static str) -> Crate {
 
 /// The result of a build with `env`, and its warnings.
 fn gated(c: &Crate, env: &[(&str, Option<&str>)]) -> (Result<(), String>, Vec<String>) {
-    let (result, directives) = c.build(["sm_80"]).execute(&c.env(env));
-    (
-        result.map(|_| ()).map_err(|e| e.to_string()),
-        directives.warnings,
-    )
+    // A failed build's warnings are on its error, as its other directives.
+    match c.build(["sm_80"]).try_compile_with(&c.env(env)) {
+        Ok(report) => (Ok(()), report.directives().warnings().to_vec()),
+        Err(e) => (Err(e.to_string()), e.directives().warnings().to_vec()),
+    }
 }
 
 /// gate_scope.rs's `under_ci_an_arch_the_lock_does_not_record_fails_naming_it`.

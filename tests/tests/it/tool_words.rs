@@ -1,7 +1,6 @@
 //! Live tests with the real nvcc: ptxas's and nvcc's own words reach the
 //! user, and what they say is recorded.
 
-use occ_build::cli::WithEnv as _;
 use occ_model::manifest::WarningKind;
 use occ_tests::trust::{run_cargo, scale_crate, text};
 use occ_tests::{build_env, Scratch};
@@ -25,12 +24,12 @@ fn a_register_cap_below_ptxas_bound_is_warned_once_and_recorded_as_applied() {
     // ptxas says it once per arch: one line for the kind, with its words
     // and every kernel × arch it was printed for.
     let said: Vec<&String> = report
-        .directives
-        .warnings
+        .directives()
+        .warnings()
         .iter()
         .filter(|w| w.contains("ptxas"))
         .collect();
-    assert_eq!(said.len(), 1, "{:#?}", report.directives.warnings);
+    assert_eq!(said.len(), 1, "{:#?}", report.directives().warnings());
     let words =
         "\"For profile sm_80 adjusting per thread register count of 16 to lower bound of 24\"";
     assert!(

@@ -9,7 +9,7 @@ use occ_model::{analyze, arch};
 use std::path::Path;
 
 pub fn manifest() -> Manifest {
-    occ_build::cli::read_manifest(Path::new(env!("OCC_MANIFEST"))).expect("read the ui manifest")
+    occ_shell::files::read_manifest(Path::new(env!("OCC_MANIFEST"))).expect("read the ui manifest")
 }
 
 pub fn kernel_arch(name: &str, arch_name: &str) -> KernelArch {

@@ -1,5 +1,6 @@
-//! Finding nvcc, and the commands that run it (the jobs in `compile` and
-//! the toolkit's dry run in `cache` run them through `process`).
+//! Finding nvcc, and the commands that run it (occ-build's jobs and the
+//! toolkit's dry run start them through `process`; `cargo occ toolkit`
+//! runs `--version`).
 
 use crate::env::Env;
 use crate::error::{Error, Result};
@@ -69,7 +70,7 @@ pub struct Nvcc {
 }
 
 /// A program's file name on this OS (`nvcc`, `nvcc.exe`).
-pub(crate) fn exe(name: &str) -> String {
+pub fn exe(name: &str) -> String {
     if cfg!(windows) {
         format!("{name}.exe")
     } else {
@@ -82,24 +83,6 @@ impl Nvcc {
     /// (`fatbinary`, `cuobjdump`); it may not exist.
     pub fn beside(&self, tool: &str) -> PathBuf {
         self.path.with_file_name(exe(tool))
-    }
-
-    /// The environment variables its `nvcc.profile` can take a value from
-    /// (`nvcc_text::profile_variables`): the profile beside nvcc,
-    /// as found and through its links. A wrapper script given as `NVCC`
-    /// whose real nvcc lies elsewhere is seen through `--dryrun` by the
-    /// toolkit's identity, but its profile's variables are not read here.
-    pub(crate) fn profile_variables(&self) -> Vec<String> {
-        let mut dirs = vec![self.path.clone()];
-        dirs.extend(std::fs::canonicalize(&self.path).ok());
-        let mut names: Vec<String> = dirs
-            .iter()
-            .filter_map(|p| std::fs::read_to_string(p.with_file_name("nvcc.profile")).ok())
-            .flat_map(|text| crate::nvcc_text::profile_variables(&text))
-            .collect();
-        names.sort();
-        names.dedup();
-        names
     }
 }
 
@@ -260,7 +243,7 @@ impl Nvcc {
     /// A command that runs this nvcc (through the launcher, if any), for
     /// [`Programs`] to run. No shell is involved: every argument is passed
     /// as is.
-    pub(crate) fn cmd(&self) -> Cmd {
+    pub fn cmd(&self) -> Cmd {
         match &self.launcher {
             Some(launcher) => {
                 let mut cmd = Cmd::new(launcher);
@@ -277,7 +260,7 @@ impl Nvcc {
     }
 
     /// [`Nvcc::version`], run by `programs`.
-    pub(crate) fn version_with(&self, programs: &dyn Programs) -> Result<String> {
+    pub fn version_with(&self, programs: &dyn Programs) -> Result<String> {
         let mut cmd = Cmd::new(&self.path);
         cmd.arg("--version");
         let output = programs.output(&cmd).map_err(|e| Error::NvccNotRunnable {

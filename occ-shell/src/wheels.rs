@@ -1,10 +1,10 @@
-//! The pinned nvcc wheels (`occ-build/toolkit-wheels.txt`), shared by the
+//! The pinned nvcc wheels (`occ-shell/toolkit-wheels.txt`), shared by the
 //! installers (`cargo occ toolkit install`, `scripts/cuda-toolkit`) and the
 //! nvcc-not-found message.
 //!
 //! A leaf: it imports nothing of the crate.
 
-/// The pinned wheel list (`occ-build/toolkit-wheels.txt`), shared with
+/// The pinned wheel list (`occ-shell/toolkit-wheels.txt`), shared with
 /// `scripts/cuda-toolkit`; read it through [`wheel_sets`].
 pub const WHEELS: &str = include_str!("../toolkit-wheels.txt");
 

@@ -49,7 +49,7 @@ struct Status {
 }
 
 /// Marks the build in `occ_dir` as `state`.
-pub(crate) fn mark(occ_dir: &Path, state: BuildState) -> Result<()> {
+pub fn mark(occ_dir: &Path, state: BuildState) -> Result<()> {
     let status = Status {
         schema: STATUS_SCHEMA,
         build: state,

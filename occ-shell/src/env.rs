@@ -46,7 +46,7 @@ impl Env {
 
     /// What runs the build's programs ([`crate::process::Real`] unless
     /// [`Env::with_programs`] said otherwise).
-    pub(crate) fn programs(&self) -> Arc<dyn Programs> {
+    pub fn programs(&self) -> Arc<dyn Programs> {
         self.programs.clone().unwrap_or_else(|| Arc::new(Real))
     }
 
