@@ -14,7 +14,7 @@
 use crate::args::{Args, BlockShape, DynamicSmemArg, Errors};
 use occ_model::launch::{DeclaredBy, Launch};
 use occ_model::manifest::{Kernel, KernelArch};
-use occ_model::tune::{DynamicSmem, TuneRequest};
+use occ_model::tune::DynamicSmem;
 
 /// The launch build.rs declares for a kernel, and the pattern of the
 /// `.launch(..)` that declares it (the same on every arch: build.rs's list
@@ -42,19 +42,6 @@ pub fn by_build(ka: &KernelArch) -> Option<ByBuild<'_>> {
 /// build.rs's declared launch of `kernel` on any of its archs.
 pub fn of_kernel(kernel: &Kernel) -> Option<ByBuild<'_>> {
     kernel.archs.values().find_map(by_build)
-}
-
-/// The request that yields exactly the declared launch: its one block size
-/// and its dynamic shared memory (`dynamic_smem = "max"` then adds what
-/// keeps that launch's resident blocks).
-pub fn request(decl: ByBuild<'_>) -> TuneRequest {
-    let threads = decl.launch.threads();
-    TuneRequest {
-        dynamic_smem: decl.launch.dynamic_smem,
-        max_block_size: Some(threads),
-        block_multiple: Some(threads),
-        ..TuneRequest::default()
-    }
 }
 
 /// Checks the site's options against build.rs's declared launch: each one

@@ -1,15 +1,17 @@
 //! Step 3: check the site against the manifest and run the tuner for each
 //! arch the site launches on (at build.rs's declared launch when there is
-//! one: [`crate::declared`]). The numbers come from occ-build's one model:
-//! [`occ_model::tune::best_block_size`] on [`occ_model::analyze::resources`].
+//! one: [`crate::declared`]). The launch comes from the one rule the
+//! build's manifest, `kernels.rs` and the gate use too,
+//! [`occ_model::launch::decide`] on [`occ_model::analyze::resources`]:
+//! exactly build.rs's launch, else the best block the site's options allow.
 
 use crate::args::{Args, DynamicSmemArg, Errors};
 use crate::declared;
-use occ_model::arch;
 use occ_model::manifest::{describe_candidates, Kernel, KernelArch, Lookup, Manifest};
 use occ_model::measured::{self, Measured, Staleness};
 use occ_model::occupancy::{KernelResources, Launch};
 use occ_model::tune::{self, BestBlock, DynamicSmem, TuneRequest};
+use occ_model::{arch, launch};
 use proc_macro2::Span;
 
 /// The launch of one arch.
@@ -408,10 +410,15 @@ fn tune_arch(
     let request = arch_request(args, kernel, ka, by_build)?;
     let from_measurement = measured.and_then(|m| measured_best(m, limits, &resources, &request));
     let was_measured = from_measurement.is_some();
-    let best = match from_measurement.map_or_else(
-        || tune::best_block_size(limits, &resources, &request),
-        |b| Ok(Some(b)),
-    ) {
+    // The one rule the build's manifest, kernels.rs and the gate use too:
+    // exactly build.rs's launch, else the best the site's options allow.
+    let ask = match by_build {
+        Some(decl) => launch::Ask::At(decl.launch),
+        None => launch::Ask::Best(&request),
+    };
+    let best = match from_measurement
+        .map_or_else(|| launch::decide(limits, &resources, ask), |b| Ok(Some(b)))
+    {
         Ok(Some(best)) => best,
         Ok(None) => return Err(no_block_fits(args, kernel, arch_name, ka, &request, limits)),
         Err(e) => {
@@ -463,7 +470,7 @@ fn arch_request(
     by_build: Option<declared::ByBuild<'_>>,
 ) -> Result<TuneRequest, Failure> {
     if let Some(decl) = by_build {
-        return Ok(declared::request(decl));
+        return Ok(decl.launch.request());
     }
     let mut request = site_request(args);
     require_block(args, kernel, ka, &mut request)?;

@@ -4,11 +4,11 @@
 
 use crate::error::{Error, Result};
 use crate::manifest::{
-    Best, Compiled, Contribution, Facts, Kernel, LaunchBounds, Manifest, Origin, Resources,
+    Compiled, Contribution, Facts, Kernel, LaunchBounds, Manifest, Origin, Resources,
     SCHEMA_VERSION,
 };
-use crate::occupancy::{KernelResources, Launch};
-use crate::{arch, names, params, ptx, ptxas, tune};
+use crate::occupancy::KernelResources;
+use crate::{names, params, ptx, ptxas};
 use std::collections::BTreeMap;
 
 /// The resources the occupancy model needs, from a manifest entry.
@@ -44,49 +44,6 @@ fn model(
         max_threads_per_block,
         ..KernelResources::default()
     }
-}
-
-/// The best launch with no dynamic shared memory, and the dynamic shared
-/// memory a block can still take at that occupancy.
-pub fn best_launch(arch_name: &str, k: &Resources) -> std::result::Result<Best, String> {
-    best_of(arch_name, &k.facts())
-}
-
-/// [`best_launch`] of the compiler's numbers.
-pub fn best_of(arch_name: &str, k: &Facts) -> std::result::Result<Best, String> {
-    let arch = arch::lookup(arch_name).map_err(|e| e.to_string())?;
-    let res = model_of(k);
-    let request = tune::TuneRequest {
-        max_block_size: k.launch_bounds.required_block_size(),
-        ..tune::TuneRequest::default()
-    };
-    let best = tune::best_block_size(arch, &res, &request).map_err(|e| e.to_string())?;
-    let Some(best) = best else {
-        return Ok(Best {
-            block_size: 0,
-            active_blocks_per_sm: 0,
-            active_warps_per_sm: 0,
-            occupancy: 0.0,
-            limiters: vec!["cannot launch".into()],
-            dynamic_smem_headroom: 0,
-        });
-    };
-    let occ = &best.occupancy;
-    let launch = Launch::new(best.block_size);
-    let headroom =
-        tune::available_dynamic_smem(arch, &res, &launch, occ.active_blocks.max(1)).unwrap_or(0);
-    Ok(Best {
-        block_size: best.block_size,
-        active_blocks_per_sm: occ.active_blocks,
-        active_warps_per_sm: occ.active_warps,
-        occupancy: occ.occupancy,
-        limiters: occ
-            .binding_limiters()
-            .iter()
-            .map(|l| l.to_string())
-            .collect(),
-        dynamic_smem_headroom: headroom,
-    })
 }
 
 /// What one nvcc job (one `.cu` file for one arch) left, as text.

@@ -195,7 +195,7 @@ fn judge_arch(arch: &str, k: &Compiled, by_build: Option<&(String, Launch)>) -> 
         arch: arch.to_string(),
         detail,
     };
-    let best = analyze::best_of(arch, &k.facts).map_err(occupancy_error)?;
+    let best = launch::best_of(arch, &k.facts).map_err(occupancy_error)?;
     let choice = match by_build {
         Some((pattern, launch)) => Some((
             *launch,

@@ -294,7 +294,7 @@ mod tests {
         };
         let matter = |registers: u32, spill_stores: u32| {
             let mut r = resources(registers, spill_stores);
-            r.best = crate::analyze::best_launch("sm_80", &r).expect("a best launch");
+            r.best = crate::launch::best_launch("sm_80", &r).expect("a best launch");
             let mut a = KernelArch::from_resources(r);
             a.cliffs = at_judged("sm_80", &a).expect("cliffs");
             registers_matter(&a)
@@ -311,7 +311,7 @@ mod tests {
         assert!(matter(40, 0));
         // Without cliffs, registers among the judged limiters.
         let mut r = resources(24, 0);
-        r.best = crate::analyze::best_launch("sm_80", &r).expect("a best launch");
+        r.best = crate::launch::best_launch("sm_80", &r).expect("a best launch");
         assert!(registers_matter(&KernelArch::from_resources(r)));
     }
 

@@ -17,7 +17,7 @@
 //! ```
 
 use crate::error::{Error, Result};
-use crate::manifest::{Facts, LaunchBounds, Resources};
+use crate::manifest::{Best, Facts, LaunchBounds, Resources};
 use crate::occupancy::{self, occupancy};
 use crate::tune::{self, DynamicSmem};
 use crate::{analyze, arch};
@@ -85,6 +85,19 @@ impl Launch {
     pub fn at(&self) -> occupancy::Launch {
         let bytes = u32::try_from(self.dynamic_smem_bytes()).unwrap_or(u32::MAX);
         occupancy::Launch::new(self.threads()).with_dynamic_smem(bytes)
+    }
+
+    /// The tuning request that allows this launch alone: its one block
+    /// size and its dynamic shared memory rule (what a measurement of a
+    /// declared launch must fit).
+    pub fn request(&self) -> tune::TuneRequest {
+        let threads = self.threads();
+        tune::TuneRequest {
+            dynamic_smem: self.dynamic_smem,
+            max_block_size: Some(threads),
+            block_multiple: Some(threads),
+            ..tune::TuneRequest::default()
+        }
     }
 
     /// The launch in words, for messages: `a block of 256 threads with
@@ -204,6 +217,84 @@ pub fn from_bounds(lb: &LaunchBounds) -> Option<(Launch, DeclaredBy)> {
         .map(|n| (Launch::block(n), DeclaredBy::LaunchBounds))
 }
 
+/// What a launch is worked out for.
+#[derive(Debug, Clone, Copy)]
+pub enum Ask<'a> {
+    /// Exactly this launch (build.rs's, or the kernel's `.reqntid` or
+    /// `__launch_bounds__`): its block and dynamic shared memory.
+    At(&'a Launch),
+    /// The best block size this request allows.
+    Best(&'a tune::TuneRequest),
+}
+
+/// The launch a kernel × arch runs at, by one rule for every reader: the
+/// manifest's `declared` ([`declared_for`]) and `best`
+/// ([`best_of`]), which `kernels.rs` records and the gate and the
+/// reports judge, and each `#[launch_config]` site's row (occ-macros),
+/// which asks the same at build.rs's launch and the best its options
+/// allow elsewhere. `Ok(None)` when no block size can run.
+pub fn decide(
+    arch: &arch::Arch,
+    res: &occupancy::KernelResources,
+    ask: Ask<'_>,
+) -> std::result::Result<Option<tune::BestBlock>, occupancy::OccupancyError> {
+    match ask {
+        Ask::At(launch) => {
+            let at = launch.at();
+            let occ = occupancy(arch, res, &at)?;
+            Ok(Some(tune::BestBlock {
+                block_size: at.block_size,
+                dynamic_smem: at.dynamic_smem,
+                occupancy: occ,
+            }))
+        }
+        Ask::Best(request) => tune::best_block_size(arch, res, request),
+    }
+}
+
+/// The best launch with no dynamic shared memory, and the dynamic shared
+/// memory a block can still take at that occupancy.
+pub fn best_launch(arch_name: &str, k: &Resources) -> std::result::Result<Best, String> {
+    best_of(arch_name, &k.facts())
+}
+
+/// [`best_launch`] of the compiler's numbers.
+pub fn best_of(arch_name: &str, k: &Facts) -> std::result::Result<Best, String> {
+    let arch = arch::lookup(arch_name).map_err(|e| e.to_string())?;
+    let res = analyze::model_of(k);
+    let request = tune::TuneRequest {
+        max_block_size: k.launch_bounds.required_block_size(),
+        ..tune::TuneRequest::default()
+    };
+    let best = decide(arch, &res, Ask::Best(&request)).map_err(|e| e.to_string())?;
+    let Some(best) = best else {
+        return Ok(Best {
+            block_size: 0,
+            active_blocks_per_sm: 0,
+            active_warps_per_sm: 0,
+            occupancy: 0.0,
+            limiters: vec!["cannot launch".into()],
+            dynamic_smem_headroom: 0,
+        });
+    };
+    let occ = &best.occupancy;
+    let launch = occupancy::Launch::new(best.block_size);
+    let headroom =
+        tune::available_dynamic_smem(arch, &res, &launch, occ.active_blocks.max(1)).unwrap_or(0);
+    Ok(Best {
+        block_size: best.block_size,
+        active_blocks_per_sm: occ.active_blocks,
+        active_warps_per_sm: occ.active_warps,
+        occupancy: occ.occupancy,
+        limiters: occ
+            .binding_limiters()
+            .iter()
+            .map(|l| l.to_string())
+            .collect(),
+        dynamic_smem_headroom: headroom,
+    })
+}
+
 /// The kernel's occupancy at `launch` on `arch_name`, and its lift. An
 /// error (a message) when the launch cannot run the kernel: a block above
 /// the arch's or the kernel's limit, a shape other than its `.reqntid`,
@@ -249,7 +340,10 @@ pub fn declared_for(
     }
     let res = analyze::model_of(r);
     let at = launch.at();
-    let occ = occupancy(a, &res, &at).map_err(|e| e.to_string())?;
+    let occ = match decide(a, &res, Ask::At(launch)).map_err(|e| e.to_string())? {
+        Some(decided) => decided.occupancy,
+        None => return Err(format!("no block of {} runs", launch.describe())),
+    };
     let lift = if occ.active_warps < occ.max_warps {
         let w = tune::what_if(a, &res, &at).map_err(|e| e.to_string())?;
         let warps_per_block = at.block_size.div_ceil(a.warp_size);

@@ -42,11 +42,11 @@
 //! records ([`Lock::import_with`]).
 
 use crate::error::{Error, Result};
+use crate::launch;
 use crate::manifest::{
     self, Compiled, Contribution, DeclaredBy, Kernel, KernelArch, Manifest, Origin, Resources,
 };
 use crate::measured::{self, Measured, Results};
-use crate::{analyze, launch};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -297,7 +297,7 @@ impl Lock {
     /// Checks every number of the lock that follows from its recorded
     /// facts against the model: each kernel × arch's `best` (from its
     /// registers, static shared memory, barriers and launch bounds, by
-    /// [`analyze::best_launch`], as a build computes it) and its `declared`
+    /// [`launch::best_launch`], as a build computes it) and its `declared`
     /// occupancy and lift (from the declared launch, by
     /// [`launch::declared`]). A hand edit or a bad merge that changed a
     /// number, or a resource without the numbers it gives, is refused: the
@@ -583,7 +583,7 @@ struct Difference {
 /// then both records compared field by field as JSON (so a field added to
 /// either is compared too).
 fn derived_differences(arch: &str, r: &Resources) -> Vec<Difference> {
-    let again = analyze::best_launch(arch, r).and_then(|best| {
+    let again = launch::best_launch(arch, r).and_then(|best| {
         // build.rs's launch is a fact the lock cannot check; a launch the
         // kernel declares itself follows from its launch bounds. No
         // `declared` is a lock from before occ recorded it: nothing to check.
@@ -781,7 +781,7 @@ mod tests {
     fn derived(mut l: Lock) -> Lock {
         for k in &mut l.kernels {
             for (arch, r) in &mut k.archs {
-                r.best = analyze::best_launch(arch, r).expect("the model");
+                r.best = launch::best_launch(arch, r).expect("the model");
             }
         }
         l
@@ -1037,7 +1037,7 @@ mod tests {
         let mut bounds = l.clone();
         let r = bounds.kernels[0].archs.get_mut("sm_80").expect("sm_80");
         r.launch_bounds.max_threads = Some([256, 1, 1]);
-        r.best = analyze::best_launch("sm_80", r).expect("the model");
+        r.best = launch::best_launch("sm_80", r).expect("the model");
         r.declared = Some(
             launch::declared("sm_80", r, &Launch::block(128), DeclaredBy::LaunchBounds)
                 .expect("a launch"),

@@ -4,7 +4,7 @@
 //! spills, stack and occupancy at each.
 //!
 //! - [`caps`][]: the caps worth trying, from the model: for each occupancy
-//!   level the tuner ([`analyze::best_launch`], the same one the manifest
+//!   level the tuner ([`launch::best_launch`], the same one the manifest
 //!   uses) can reach with fewer registers, the most registers per thread that
 //!   reach it. A kernel already at 100% gets none. Nothing here is a fixed list.
 //! - the runner (cargo-occ): `ptxas -arch=<arch> -v -e <kernel>` on the PTX
@@ -33,8 +33,8 @@
 //! point by a register or a few spill bytes; the manifest of that build has
 //! its real numbers.
 
-use crate::analyze;
 use crate::error::{Error, Result};
+use crate::launch;
 use crate::manifest::{Best, LaunchBounds, Resources};
 use crate::{ptx, ptxas};
 use serde::{Deserialize, Serialize};
@@ -152,7 +152,7 @@ pub fn caps(arch: &str, k: &Resources) -> Result<Vec<u32>> {
             registers,
             ..k.clone()
         };
-        analyze::best_launch(arch, &trial)
+        launch::best_launch(arch, &trial)
             .map(|b| b.occupancy)
             .map_err(|detail| Error::Occupancy {
                 kernel: format!("a kernel at {registers} registers"),
@@ -223,7 +223,7 @@ pub fn point(
         spill_loads: narrow(r.spill_loads),
         ..k.clone()
     };
-    let best = analyze::best_launch(arch, &trial).map_err(|detail| Error::Occupancy {
+    let best = launch::best_launch(arch, &trial).map_err(|detail| Error::Occupancy {
         kernel: r.name.clone(),
         arch: arch.to_string(),
         detail,
@@ -284,7 +284,7 @@ mod tests {
         let c = caps("sm_80", &k).unwrap();
         assert!(!c.is_empty());
         let occ = |r: u32| {
-            analyze::best_launch("sm_80", &kernel_arch(r))
+            launch::best_launch("sm_80", &kernel_arch(r))
                 .unwrap()
                 .occupancy
         };
@@ -304,13 +304,13 @@ mod tests {
     #[test]
     fn maxrregcount_is_read_from_nvcc_args() {
         let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(analyze::maxrregcount(&args(&["-O3"])), None);
+        assert_eq!(crate::analyze::maxrregcount(&args(&["-O3"])), None);
         assert_eq!(
-            analyze::maxrregcount(&args(&["-maxrregcount", "40", "-O3"])),
+            crate::analyze::maxrregcount(&args(&["-maxrregcount", "40", "-O3"])),
             Some(40)
         );
         assert_eq!(
-            analyze::maxrregcount(&args(&["--maxrregcount=64", "-maxrregcount", "32"])),
+            crate::analyze::maxrregcount(&args(&["--maxrregcount=64", "-maxrregcount", "32"])),
             Some(32)
         );
     }
