@@ -4,7 +4,9 @@
 //! **The key of record is what nvcc compiled** (ccache's "preprocessor
 //! mode"): a job's record holds the hash of the preprocessed text its
 //! result was compiled from (the device side's `.cpp1.ii` that `-keep`
-//! leaves), beside the job's **key**: the cache format, the toolkit's
+//! leaves), beside the job's **key**: the cache format, occ-model's code
+//! (`occ_model::CODE`: the record keeps the job's contribution as
+//! occ-model parsed it, so another occ-model compiles again), the toolkit's
 //! identity ([`Toolkit`]: every program nvcc runs, found by `nvcc
 //! --dryrun`, with their profile, the host compiler and the launcher),
 //! nvcc's arguments, and every variable nvcc reads itself
@@ -137,7 +139,8 @@ pub(crate) fn record_path(out: &Path, job: &str) -> PathBuf {
     out.join("cache").join(format!("{job}.json"))
 }
 
-/// A job's key (the module doc's first bullet): the toolkit, the source's
+/// A job's key (the module doc's first bullet): occ-model's code
+/// (`occ_model::CODE`: the record keeps what it parsed), the toolkit, the source's
 /// absolute path (two checkouts sharing a target dir get the same
 /// `OUT_DIR`), the launcher, nvcc's arguments (`nvcc_args::for_job`, with
 /// the job's canonical scratch folder, fixed per job name), the source and
@@ -153,6 +156,9 @@ pub(crate) fn job_key(
 ) -> String {
     let args = nvcc_args::for_job(job, &nvcc_args::scratch(out, job));
     hash_bytes(&[
+        // The record keeps what occ-model parsed: another occ-model's
+        // parse is another result.
+        occ_model::CODE.as_bytes(),
         toolkit.id.as_bytes(),
         root.join(&job.source).to_string_lossy().as_bytes(),
         format!("{:?}", nvcc.launcher).as_bytes(),

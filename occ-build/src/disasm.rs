@@ -182,8 +182,11 @@ fn identity(tool: &Path, root: &Path) -> Identity {
             roots.push(r);
         }
     }
+    // The record keeps what occ-model read from nvdisasm's text: another
+    // occ-model's reading is another result.
     let key = format!(
-        "{FORMAT} {} {} {:?} {roots:?}",
+        "{FORMAT} {} {} {} {:?} {roots:?}",
+        occ_model::CODE,
         tool.display(),
         target.display(),
         Stat::of(&target)

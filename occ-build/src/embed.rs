@@ -47,17 +47,13 @@ pub(crate) struct Settings<'a> {
     pub programs: &'a dyn Programs,
 }
 
-/// The blobs of a live build, written into `out` (`$OUT_DIR/occ`) where
-/// they are not already there; sorted by source, then arch.
-pub(crate) fn write(
-    settings: &Settings<'_>,
+/// The blobs a live build embeds, each with the jobs it is made of:
+/// sorted by source, then arch. Names only: [`write`] makes the files.
+fn planned<'o>(
+    embed: Embed,
     archs: &[String],
-    outputs: &[JobOutput],
-    nvcc: &Nvcc,
-    toolkit_top: Option<&Path>,
-    out: &Path,
-) -> Result<Vec<DeviceCode>> {
-    let embed = settings.embed;
+    outputs: &'o [JobOutput],
+) -> Vec<(DeviceCode, Vec<&'o JobOutput>)> {
     let mut blobs = Vec::new();
     let mut sources: Vec<&str> = outputs.iter().map(|o| o.job.source.as_str()).collect();
     sources.sort();
@@ -70,19 +66,13 @@ pub(crate) fn write(
             Embed::Nothing => {}
             Embed::Cubin | Embed::Ptx => {
                 for job in jobs {
-                    let file = shipped(
-                        out,
-                        &job.job.name,
-                        embed.extension(),
-                        settings.strip_lines,
-                        End::for_blob(embed),
-                    )?;
-                    blobs.push(DeviceCode {
+                    let blob = DeviceCode {
                         source: source.to_string(),
                         kind: embed,
                         arch: Some(job.job.arch.clone()),
-                        file,
-                    });
+                        file: embedded(&job.job.name, embed.extension()),
+                    };
+                    blobs.push((blob, vec![job]));
                 }
             }
             Embed::Fatbin => {
@@ -92,18 +82,58 @@ pub(crate) fn write(
                     .name
                     .strip_suffix(&format!(".{}", first.job.arch))
                     .unwrap_or(&first.job.name);
-                let file = format!("{stem}.fatbin");
-                fatbin(settings, &jobs, nvcc, toolkit_top, out, &file)?;
-                blobs.push(DeviceCode {
+                let blob = DeviceCode {
                     source: source.to_string(),
                     kind: Embed::Fatbin,
                     arch: None,
-                    file,
-                });
+                    file: format!("{stem}.fatbin"),
+                };
+                blobs.push((blob, jobs));
             }
         }
     }
-    Ok(blobs)
+    blobs
+}
+
+/// The blobs a live build embeds (sorted by source, then arch), as the
+/// manifest lists them before [`write`] makes them: the gates run between,
+/// and a build they fail leaves the last build's blobs beside the last
+/// build's `kernels.rs`.
+pub(crate) fn listed(embed: Embed, archs: &[String], outputs: &[JobOutput]) -> Vec<DeviceCode> {
+    planned(embed, archs, outputs)
+        .into_iter()
+        .map(|(blob, _)| blob)
+        .collect()
+}
+
+/// Writes the blobs of a live build into `out` (`$OUT_DIR/occ`) where they
+/// are not already there: exactly those [`listed`] names.
+pub(crate) fn write(
+    settings: &Settings<'_>,
+    archs: &[String],
+    outputs: &[JobOutput],
+    nvcc: &Nvcc,
+    toolkit_top: Option<&Path>,
+    out: &Path,
+) -> Result<()> {
+    for (blob, jobs) in planned(settings.embed, archs, outputs) {
+        match blob.kind {
+            Embed::Nothing => {}
+            Embed::Cubin | Embed::Ptx => {
+                for job in jobs {
+                    shipped(
+                        out,
+                        &job.job.name,
+                        blob.kind.extension(),
+                        settings.strip_lines,
+                        End::for_blob(blob.kind),
+                    )?;
+                }
+            }
+            Embed::Fatbin => fatbin(settings, &jobs, nvcc, toolkit_top, out, &blob.file)?,
+        }
+    }
+    Ok(())
 }
 
 /// The blobs of a build from the lock: the same entries a live build would
@@ -183,7 +213,8 @@ fn fatbin(
     for (kind, job, ext) in images {
         // By name, run in `out`: fatbinary records each image's file name
         // in the fatbin, which must not name the build's folder.
-        let name = shipped(out, &job.job.name, ext, settings.strip_lines, End::AsIs)?;
+        shipped(out, &job.job.name, ext, settings.strip_lines, End::AsIs)?;
+        let name = embedded(&job.job.name, ext);
         args.push(format!(
             "--image3=kind={kind},sm={},file={name}",
             sm(&job.job.arch),
@@ -267,7 +298,7 @@ impl End {
 /// changes only then). One name whatever the mode, so a build that turns
 /// source lines off leaves no copy of the last build's behind (the
 /// differential test's step).
-fn shipped(out: &Path, job: &str, ext: &str, strip_lines: bool, end: End) -> Result<String> {
+fn shipped(out: &Path, job: &str, ext: &str, strip_lines: bool, end: End) -> Result<()> {
     let path = out.join(format!("{job}.{ext}"));
     let bytes = std::fs::read(&path)
         .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
@@ -285,12 +316,16 @@ fn shipped(out: &Path, job: &str, ext: &str, strip_lines: bool, end: End) -> Res
         }
         stripped.push(0);
     }
-    let file = format!("{job}.embed.{ext}");
-    let dest = out.join(&file);
+    let dest = out.join(embedded(job, ext));
     if std::fs::read(&dest).ok().as_deref() != Some(stripped.as_slice()) {
         write_atomic(&dest, &stripped)?;
     }
-    Ok(file)
+    Ok(())
+}
+
+/// The file that embeds a job's `<job>.<ext>`: `<job>.embed.<ext>`.
+fn embedded(job: &str, ext: &str) -> String {
+    format!("{job}.embed.{ext}")
 }
 
 /// `sm_90a` → `90a`, as `fatbinary --image3` names an arch.

@@ -329,6 +329,17 @@ pub(crate) enum Error {
         /// The build that compiles it again.
         second: String,
     },
+    /// Two Builds of this build script name different files by one path
+    /// (each relative to its own root): the table and the lock key a
+    /// kernel by that path.
+    OnePathTwoFiles {
+        /// The path both Builds give.
+        file: String,
+        /// The build that compiled its file first.
+        first: String,
+        /// The build that compiles the other file.
+        second: String,
+    },
     /// A program of the toolkit that a step needs is not there.
     ToolNotFound {
         /// Its name (`fatbinary`).
@@ -443,6 +454,7 @@ impl Error {
             | Error::RelocatableDeviceCode { .. }
             | Error::BadBuildName { .. }
             | Error::FileInTwoBuilds { .. }
+            | Error::OnePathTwoFiles { .. }
             | Error::BadLibraryName { .. } => ErrorKind::Config,
             Error::Compile { .. } | Error::NvccKilled { .. } => ErrorKind::Compile,
             Error::Shell(Shell::NvccNotFoundInCi { .. })
@@ -830,6 +842,17 @@ impl fmt::Display for Error {
                  in one Build, or give the variant a .cu file of its own (one that `#define`s what \
                  it needs and `#include`s {file})"
             ),
+            Error::OnePathTwoFiles {
+                file,
+                first,
+                second,
+            } => write!(
+                f,
+                "{file} names two different files in two Builds of this build script ({first} \
+                 and {second}, each under its own root); kernels.rs and occ.lock name a kernel by \
+                 its file's path relative to the root, so the two would be one: give the files \
+                 distinct paths (another folder or name, or one root for both Builds)"
+            ),
             Error::ToolNotFound { tool, near, todo } => write!(
                 f,
                 "the toolkit of {} has no {tool} (looked in its bin folder and beside nvcc); {todo}",
@@ -1147,6 +1170,11 @@ mod tests {
                 first: s("the unnamed Build"),
                 second: s("Build `fast`"),
             },
+            Error::OnePathTwoFiles {
+                file: s("k.cu"),
+                first: s("the default Build"),
+                second: s("the Build named `b`"),
+            },
             Error::ToolNotFound {
                 tool: s("fatbinary"),
                 near: PathBuf::from("/cuda/bin/nvcc"),
@@ -1217,6 +1245,7 @@ mod tests {
                 | Error::LibraryLogSplit { .. }
                 | Error::BadBuildName { .. }
                 | Error::FileInTwoBuilds { .. }
+                | Error::OnePathTwoFiles { .. }
                 | Error::ToolNotFound { .. }
                 | Error::ToolFailed { .. }
                 | Error::LineInfoLayout { .. }

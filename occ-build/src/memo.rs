@@ -371,7 +371,9 @@ fn snapshot(
 
 /// Every file of `$OUT_DIR/occ`, of its `cache/` and of `cache/lines/`
 /// (the caches' own files: a record disturbed is a miss, and the full
-/// build mends it), by name below `$OUT_DIR/occ`, with its stat.
+/// build mends it), by name below `$OUT_DIR/occ`, with its stat; not
+/// `parts.json`, which every run rewrites (a build its memo served too:
+/// `parts::reused`) and which holds no result.
 fn listing(out: &Path) -> Vec<(String, Stat)> {
     let mut files: Vec<(String, Stat)> = Vec::new();
     for dir in ["", "cache", "cache/lines"] {
@@ -379,8 +381,11 @@ fn listing(out: &Path) -> Vec<(String, Stat)> {
             continue;
         };
         for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if dir.is_empty() && name == parts::FILE {
+                continue;
+            }
             if let Some(stat) = Stat::of(&entry.path()) {
-                let name = entry.file_name().to_string_lossy().into_owned();
                 files.push((format!("{dir}/{name}"), stat));
             }
         }

@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The parts list's file name in `$OUT_DIR/occ`.
-const FILE: &str = "parts.json";
+pub(crate) const FILE: &str = "parts.json";
 
 /// The parts a run of the build script built into one `OUT_DIR`.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -120,26 +120,34 @@ fn describe(name: &str) -> String {
 
 /// Refuses a file that another part of this run compiled into `out` too
 /// ([`Error::FileInTwoBuilds`]): its kernels' numbers would come from one
-/// compile and their code from the other. The pipeline checks it before
-/// anything is compiled (and before [`record`]).
+/// compile and their code from the other; and a path that another part
+/// gives a different file (parts with their own roots,
+/// [`Error::OnePathTwoFiles`]): the table, the lock and [`record`]'s
+/// merge know a kernel by its path. So within a run a path is one file
+/// of one part. The pipeline checks it before anything is compiled (and
+/// before [`record`]).
 pub(crate) fn check_sources(out: &Path, name: &str, root: &Path, sources: &[String]) -> Result<()> {
     let parts = this_runs(out);
     let files = resolved(root, sources);
-    let shared = parts.parts.iter().filter(|p| p.name != name).find_map(|p| {
-        sources
-            .iter()
-            .zip(&files)
-            .find(|(_, f)| p.files.contains(f))
-            .map(|(file, _)| (p, file))
-    });
-    match shared {
-        Some((other, file)) => Err(Error::FileInTwoBuilds {
-            file: file.clone(),
-            first: describe(&other.name),
-            second: describe(name),
-        }),
-        None => Ok(()),
+    for other in parts.parts.iter().filter(|p| p.name != name) {
+        for (source, file) in sources.iter().zip(&files) {
+            if other.files.contains(file) {
+                return Err(Error::FileInTwoBuilds {
+                    file: source.clone(),
+                    first: describe(&other.name),
+                    second: describe(name),
+                });
+            }
+            if other.sources.contains(source) {
+                return Err(Error::OnePathTwoFiles {
+                    file: source.clone(),
+                    first: describe(&other.name),
+                    second: describe(name),
+                });
+            }
+        }
     }
+    Ok(())
 }
 
 /// `sources` (relative to `root`) as the file system resolves them.
@@ -178,8 +186,9 @@ pub(crate) fn reused(
 
 /// Merges `manifest`, the part `name` (its sources passed
 /// [`check_sources`]), with the other parts of this run built into `out`:
-/// their kernels are `manifest.json`'s, less those of this part's sources
-/// of today and of its earlier self.
+/// their kernels are `manifest.json`'s of the sources another part lists
+/// (a path is one part's, [`check_sources`]), so neither this part's
+/// earlier self nor a part of an earlier run leaves a kernel behind.
 pub(crate) fn record(
     out: &Path,
     name: &str,
@@ -213,12 +222,14 @@ pub(crate) fn record(
     let merged = if others {
         let path = out.join(occ_model::manifest::FILE_NAME);
         let mut theirs = crate::files::read_manifest(&path)?;
-        let mine: Vec<&String> = sources
+        let listed: Vec<&String> = parts
+            .parts
             .iter()
-            .chain(earlier.iter().flat_map(|p| &p.sources))
+            .filter(|p| p.name != name)
+            .flat_map(|p| &p.sources)
             .collect();
-        theirs.kernels.retain(|k| !mine.contains(&&k.source));
-        theirs.device_code.retain(|b| !mine.contains(&&b.source));
+        theirs.kernels.retain(|k| listed.contains(&&k.source));
+        theirs.device_code.retain(|b| listed.contains(&&b.source));
         analyze::merge(&[&theirs, manifest]).unwrap_or_else(|| manifest.clone())
     } else {
         // One part (most crates): the part itself, its identifiers made
@@ -373,6 +384,13 @@ mod tests {
         // A file of a part of this run is refused in another.
         let e = check_sources(&out, "other", &out, &["b.cu".into()]).expect_err("b is lib's");
         assert!(e.to_string().contains("b.cu"), "{e}");
+        // lib's path under another root is another file: refused too.
+        let elsewhere = out.join("elsewhere");
+        std::fs::create_dir_all(&elsewhere).expect("elsewhere");
+        std::fs::write(elsewhere.join("b.cu"), "").expect("b.cu");
+        std::fs::write(out.join("b.cu"), "// lib's").expect("b.cu");
+        let e = check_sources(&out, "other", &elsewhere, &["b.cu".into()]).expect_err("one path");
+        assert!(matches!(e, Error::OnePathTwoFiles { .. }), "{e}");
         // The default part again, now of b.cu alone: it replaces its
         // earlier self, a.cu's kernels go.
         let view = record(&out, "", &out, &["b.cu".into()], &[], &b).expect("again");

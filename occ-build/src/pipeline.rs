@@ -21,10 +21,11 @@
 //!    job's contribution (`occ_model::analyze::contribution`, its kernels
 //!    as the compiler left them) is worked out when it runs and kept with
 //!    its record.
-//! 5. `embed::write`: the device code to embed (a fatbin per file by
-//!    default), which the manifest lists; then `assemble::judge`: the one
-//!    assembly (`occ_model::assemble`) of the jobs' contributions, build.rs's
-//!    launches and the lock's measurements.
+//! 5. `embed::listed`: the names of the device code to embed (a fatbin
+//!    per file by default), which the manifest lists; then
+//!    `assemble::judge`: the one assembly (`occ_model::assemble`) of the
+//!    jobs' contributions, build.rs's launches and the lock's
+//!    measurements.
 //!    5½. `disasm::lines`: nvdisasm over the cubins of the kernels whose
 //!    registers matter (cached by their bytes): where each spills and where
 //!    its register pressure peaks, by source line; the manifest is
@@ -33,8 +34,11 @@
 //!    the summary of stage 9 names them), and `gate::measured` warns about
 //!    measurements of another cubin; then `hostlib::archive` archives a
 //!    host-code library's objects and adds its link directives.
-//! 7. `emit::write_all`: `manifest.json` and `kernels.rs` into
-//!    `$OUT_DIR/occ`; `emit::remove_stale`: files of jobs gone from the build.
+//! 7. `embed::write`: the device code 5 listed, made only now, once the
+//!    gates of 6 passed (a build they fail leaves the last build's blobs
+//!    beside the last build's `kernels.rs`); `emit::write_all`:
+//!    `manifest.json` and `kernels.rs` into `$OUT_DIR/occ`;
+//!    `emit::remove_stale`: files of jobs gone from the build.
 //!    7½. `parts::record`: with several `Build`s in one script, this part's
 //!    kernels merged with the others' (read back from `manifest.json`, the
 //!    parts of this run listed in `parts.json`) into one table and
@@ -229,7 +233,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
             directives,
         )?;
     }
-    let view = emit(build, &inputs, &compiled, &manifest, directives)?;
+    let view = emit(build, &inputs, &nvcc, &compiled, &manifest, directives)?;
     let candidate = parts::candidate(&view, build.part(), inputs.lock.as_ref());
     let gated = gate::baseline(
         build,
@@ -450,20 +454,7 @@ fn assemble(
     }
     let version = toolchain::version(nvcc, &*inputs.programs, &compiled.toolkit, &inputs.out_dir)?;
     let jobs = assemble::contributions(&compiled.outputs);
-    let embedding = embed::Settings {
-        embed: build.embed_mode(),
-        strip_lines: !build.no_source_lines && !build.keeps_line_info(&inputs.nvcc_vars),
-        compress: build.compress,
-        programs: &*inputs.programs,
-    };
-    let device_code = embed::write(
-        &embedding,
-        &inputs.archs,
-        &compiled.outputs,
-        nvcc,
-        compiled.toolkit.top.as_deref(),
-        &inputs.out_dir,
-    )?;
+    let device_code = embed::listed(build.embed_mode(), &inputs.archs, &compiled.outputs);
     let judged = assemble::judge(inputs, &version, &jobs, &device_code)?;
     let lines = if build.no_source_lines {
         Default::default()
@@ -492,10 +483,25 @@ fn assemble(
 fn emit(
     build: &Build,
     inputs: &Inputs,
+    nvcc: &Nvcc,
     compiled: &Compiled,
     manifest: &Manifest,
     directives: &mut Directives,
 ) -> Result<parts::View> {
+    let embedding = embed::Settings {
+        embed: build.embed_mode(),
+        strip_lines: !build.no_source_lines && !build.keeps_line_info(&inputs.nvcc_vars),
+        compress: build.compress,
+        programs: &*inputs.programs,
+    };
+    embed::write(
+        &embedding,
+        &inputs.archs,
+        &compiled.outputs,
+        nvcc,
+        compiled.toolkit.top.as_deref(),
+        &inputs.out_dir,
+    )?;
     // With several `Build`s in the build script, the files hold them all.
     let view = record_part(build, inputs, manifest)?;
     if let Some(note) = &view.clash {

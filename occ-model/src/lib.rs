@@ -25,6 +25,12 @@
 //! ```
 #![deny(missing_docs)]
 
+/// The identity of this occ-model's code (a hash of its sources, made by
+/// its build script): whatever a build keeps that occ-model worked out —
+/// a job's parsed contribution, the source lines read from nvdisasm — is
+/// keyed by it, so a changed parser never serves what an older one made.
+pub const CODE: &str = env!("OCC_MODEL_CODE");
+
 pub mod analyze;
 pub mod arch;
 pub mod assemble;

@@ -299,7 +299,7 @@ impl Lock {
     /// registers, static shared memory, barriers and launch bounds, by
     /// [`launch::best_launch`], as a build computes it) and its `declared`
     /// occupancy and lift (from the declared launch, by
-    /// [`launch::declared`]). A hand edit or a bad merge that changed a
+    /// [`launch::declared_for`]). A hand edit or a bad merge that changed a
     /// number, or a resource without the numbers it gives, is refused: the
     /// error names the first such kernel, arch and field with the file's
     /// value and the recomputed one, counts the others, and says what to

@@ -47,13 +47,17 @@ fn env(num_jobs: &str) -> Env {
 }
 
 /// Every file the build left in `$OUT_DIR/occ` (not the cache), by name,
-/// except `gate.json`: it tells `cargo occ` where this checkout's lock file
-/// is, an absolute path by design.
+/// except `gate.json`, which tells `cargo occ` where this checkout's lock
+/// file is, an absolute path by design; and `parts.json`, which names the
+/// run of the build script (its process) and the files it compiled, to
+/// merge that run's `Build`s: bookkeeping of one run, no output.
 fn outputs(out: &Path) -> BTreeMap<String, Vec<u8>> {
     std::fs::read_dir(out.join("occ"))
         .expect("out/occ")
         .map(|e| e.expect("entry").path())
-        .filter(|p| p.is_file() && !p.ends_with(occ_model::compare::GATE_FILE))
+        .filter(|p| {
+            p.is_file() && !p.ends_with(occ_model::compare::GATE_FILE) && !p.ends_with("parts.json")
+        })
         .map(|p| {
             let name = p
                 .file_name()

@@ -117,6 +117,34 @@ fn an_unchanged_build_writes_nothing_and_prints_the_same() {
         full.manifest().expect("manifest")
     );
     assert_eq!(last_build(&c.out()), Some(BuildState::Finished));
+    // A later run of the build script (another process: `parts.json`
+    // names another run, which a build its memo served rewrites) is
+    // served by the memo too, and so is the run after it.
+    let parts = c.out().join("parts.json");
+    let text = std::fs::read_to_string(&parts).expect("parts.json");
+    let run = text
+        .split("\"run\":\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .expect("the run")
+        .to_string();
+    std::fs::write(&parts, text.replace(&run, "1-1")).expect("another run's parts");
+    let but_parts = |dir: &Path| -> Vec<(PathBuf, SystemTime)> {
+        mtimes(dir)
+            .into_iter()
+            .filter(|(p, _)| !p.ends_with("parts.json"))
+            .collect()
+    };
+    for _ in 0..2 {
+        let before = but_parts(c.s.path());
+        let again = c.run(&[]).expect("rebuild");
+        assert_eq!(again.nvcc_runs, 0);
+        assert_eq!(
+            but_parts(c.s.path()),
+            before,
+            "served by the memo: no file written but parts.json"
+        );
+    }
 }
 
 #[test]
