@@ -31,6 +31,12 @@ const FORBIDDEN: &[(&str, &str)] = &[
     ("include_bytes!(", "files at compile time"),
 ];
 
+/// The one read of the build environment src/ makes, with why: `CODE`, the
+/// hash of occ-model's own sources that its build script makes (in
+/// `lib.rs`). It is fixed by src/ itself, so what occ-model returns still
+/// follows from its inputs alone; builds key what it parsed by it.
+const ALLOWED: (&str, &str) = ("lib.rs", "pub const CODE: &str = env!(");
+
 /// Whether a `use std::{...}` group names a forbidden module (`fs`, `env`,
 /// `process`, `net`, or `io`'s streams), in any layout or rename.
 fn forbidden_group(code: &str) -> Option<&'static str> {
@@ -65,6 +71,9 @@ fn the_model_does_no_io() {
         }
         for (n, line) in library.lines().enumerate() {
             let code = line.split("//").next().unwrap_or("");
+            if file.ends_with(ALLOWED.0) && code.trim_start().starts_with(ALLOWED.1) {
+                continue;
+            }
             for (needle, what) in FORBIDDEN {
                 if code.contains(needle) {
                     hits.push(format!(
