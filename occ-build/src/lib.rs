@@ -145,32 +145,17 @@
 //! the guide: [Publish a crate that uses occ-build](https://github.com/occ-rs/occ/blob/main/docs/GUIDE.md#publish-a-crate-that-uses-occ-build).
 #![deny(missing_docs)]
 
-mod assemble;
+// On top: the configuration (`builder`), the stages in order (`pipeline`),
+// the public error (`failure`) and the tests' door (`with_env`). Below
+// them, one module per stage (`stage`), and the leaves every stage uses
+// (`leaf`), which import no stage.
 mod builder;
-mod cache;
-mod cargo;
-mod compile;
-mod disasm;
-mod embed;
-mod emit;
-mod error;
 mod failure;
-mod files;
-mod gate;
-mod hostlib;
-mod inputs;
-mod job;
-mod memo;
-mod nvcc_args;
-mod nvcc_text;
-mod parts;
+mod leaf;
 mod pipeline;
-mod plan;
 #[cfg(test)]
 mod proptests;
-mod summary;
-mod tokens;
-mod toolchain;
+mod stage;
 mod with_env;
 
 // What occ-build shares with cargo-occ lives in occ-shell; imported here by
@@ -179,9 +164,9 @@ mod with_env;
 use occ_shell::{env, github, process, status, toolkit};
 
 pub use builder::{Build, Compress, Cudart};
-pub use cargo::Directives;
-pub use error::ErrorKind;
 pub use failure::{Error, Result};
+pub use leaf::directives::Directives;
+pub use leaf::error::ErrorKind;
 pub use occ_model::arch::Target;
 pub use occ_model::launch::Launch;
 pub use occ_model::manifest::Embed;

@@ -1,4 +1,4 @@
-//! The build memo (`occ-build/src/memo.rs`): a build that would change
+//! The build memo (`occ-build/src/stage/memo.rs`): a build that would change
 //! nothing writes nothing and prints what the last one printed; anything
 //! its outputs depend on that changed makes it do the full work.
 

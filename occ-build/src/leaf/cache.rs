@@ -113,11 +113,11 @@
 //! the script by mtimes, so a symlink retargeted outside the watched
 //! folders (or a toolkit switched that way) is seen only at the next rerun.
 
-use crate::error::{Error, Result};
-use crate::files::write_atomic;
-use crate::job::Job;
-use crate::nvcc_args;
-use crate::nvcc_text::{
+use crate::leaf::error::{Error, Result};
+use crate::leaf::files::write_atomic;
+use crate::leaf::job::Job;
+use crate::leaf::nvcc_args;
+use crate::leaf::nvcc_text::{
     dryrun_include_dirs, dryrun_library_dirs, dryrun_programs, dryrun_settings, expand,
 };
 use crate::process::{Cmd, Programs};
@@ -560,9 +560,9 @@ fn searched_folders(
     dirs.dedup();
     // The anchor header is named from the crate root (`<root>/../target/…`
     // when the target folder is beside the crate): compared without `..`.
-    let out = crate::files::lexical(run.out);
+    let out = crate::leaf::files::lexical(run.out);
     dirs.into_iter()
-        .filter(|d| !crate::files::lexical(d).starts_with(&out))
+        .filter(|d| !crate::leaf::files::lexical(d).starts_with(&out))
         .map(|d| {
             let stat = Stat::of_dir(d).map(|s| {
                 if s.not_older_than(started) {
@@ -590,7 +590,7 @@ const MAX_SUBFOLDERS: usize = 1000;
 /// `.git`, `target` and any folder that holds `out` or lies in it (occ
 /// writes there itself).
 pub(crate) fn subfolders(dir: &Path, out: &Path) -> Option<Vec<PathBuf>> {
-    let out = crate::files::lexical(out);
+    let out = crate::leaf::files::lexical(out);
     let mut found = Vec::new();
     let mut seen: std::collections::HashSet<PathBuf> =
         std::fs::canonicalize(dir).into_iter().collect();
@@ -605,7 +605,7 @@ pub(crate) fn subfolders(dir: &Path, out: &Path) -> Option<Vec<PathBuf>> {
             let is_dir = std::fs::metadata(&path).is_ok_and(|m| m.is_dir())
                 && std::fs::canonicalize(&path).is_ok_and(|c| seen.insert(c));
             let name = entry.file_name();
-            let lexical = crate::files::lexical(&path);
+            let lexical = crate::leaf::files::lexical(&path);
             if !is_dir
                 || name == ".git"
                 || name == "target"

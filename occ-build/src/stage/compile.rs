@@ -14,14 +14,14 @@
 //! one record (`cache/<stem>.lib.json`) whose outputs are all of them; its
 //! result comes back as one `JobOutput` per arch.
 
-use crate::cache::{self, NvccVars, Toolkit};
-use crate::error::{Error, Result};
-use crate::files::{remove_stale_scratch, unique_sibling};
-use crate::inputs::Inputs;
-use crate::job::{Job, JobKind, JobOutput};
-use crate::nvcc_args;
-use crate::nvcc_text::{self, deps_from_preprocessed, Failure};
+use crate::leaf::cache::{self, NvccVars, Toolkit};
+use crate::leaf::error::{Error, Result};
+use crate::leaf::files::{remove_stale_scratch, unique_sibling};
+use crate::leaf::job::{Job, JobKind, JobOutput};
+use crate::leaf::nvcc_args;
+use crate::leaf::nvcc_text::{self, deps_from_preprocessed, Failure};
 use crate::process::{Cmd, Programs, Status};
+use crate::stage::inputs::Inputs;
 use crate::toolkit::Nvcc;
 use occ_model::analyze::{self, JobText};
 use occ_model::manifest::Contribution;
@@ -145,7 +145,7 @@ impl Runner<'_> {
         let results: Mutex<Vec<Option<Result<Vec<JobOutput>>>>> =
             Mutex::new((0..jobs.len()).map(|_| None).collect());
         let workers = self.jobs.clamp(1, jobs.len().max(1));
-        let tokens = crate::tokens::Tokens::new(self.jobserver);
+        let tokens = crate::leaf::tokens::Tokens::new(self.jobserver);
         std::thread::scope(|scope| {
             for worker in 0..workers {
                 let next = &next;
@@ -497,7 +497,7 @@ impl Runner<'_> {
                     find_ptx(&paths.tmp, &job.source).ok_or_else(|| no_ptx(arch))?,
                 ),
                 JobKind::Library { .. } => {
-                    crate::hostlib::kept_files(&paths.tmp, &job.source, arch)
+                    crate::stage::hostlib::kept_files(&paths.tmp, &job.source, arch)
                         .ok_or_else(|| no_ptx(arch))?
                 }
             };
