@@ -158,10 +158,11 @@ mod proptests;
 mod stage;
 mod with_env;
 
-// What occ-build shares with cargo-occ lives in occ-shell; imported here by
-// the names these modules had, so that `crate::toolkit::…` and the like
-// read as before. None of it is re-exported.
-use occ_shell::{env, github, process, status, toolkit};
+// What occ-build shares with cargo-occ lives in occ-shell; its modules are
+// imported here by their own names, so that a stage reads
+// `crate::toolkit::Nvcc` (finding nvcc) or `crate::build_state::mark`
+// (status.json). None of it is re-exported.
+use occ_shell::{build_state, env, github, process, toolkit};
 
 pub use builder::{Build, Compress, Cudart};
 pub use failure::{Error, Result};

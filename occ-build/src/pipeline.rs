@@ -12,7 +12,7 @@
 //! 3. `hostlib::prepare`, `plan::jobs`: one nvcc job per (source, arch),
 //!    with its arguments (per source, for all archs, with the host
 //!    compiler cc picked, when the build makes a host-code library).
-//!    Then `compile::toolkit` identifies the toolkit (every program nvcc
+//!    Then `compile::toolkit_id` identifies the toolkit (every program nvcc
 //!    runs).
 //!    3½. `memo::identity`, `memo::reuse`: when nothing the last finished
 //!    build depended on changed (its memo, `stage/memo.rs`), the build prints
@@ -54,13 +54,14 @@
 //! over the lock's records) and `outputs::write_all`.
 //!
 //! From the memo's miss (or a failure before it) to the end,
-//! `$OUT_DIR/occ/status.json` says `running` (`status::mark`), so `cargo
+//! `$OUT_DIR/occ/status.json` says `running` (`build_state::mark`), so `cargo
 //! occ` can tell a failed build's leftovers; a build its memo served
 //! leaves it `finished`.
 
+use crate::build_state::{self, BuildState};
 use crate::builder::Build;
 use crate::env::Env;
-use crate::leaf::cache::Toolkit;
+use crate::leaf::cache::ToolkitId;
 use crate::leaf::directives::{self, Directives};
 use crate::leaf::error::Result;
 use crate::leaf::files;
@@ -73,7 +74,6 @@ use crate::stage::{
     assemble, compile, device_code, disasm, gate, hostlib, inputs, memo, nvcc_or_lock, outputs,
     parts, plan, report,
 };
-use crate::status::{self, BuildState};
 use crate::toolkit::Nvcc;
 use occ_model::lock::Lock;
 use occ_model::manifest::Manifest;
@@ -197,7 +197,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
             reason,
             watch,
         }) => {
-            status::mark(&inputs.out_dir, BuildState::Running)?;
+            build_state::mark(&inputs.out_dir, BuildState::Running)?;
             return from_lock(build, &inputs, &lock, &reason, &watch, directives);
         }
         Err(e) => return failed(&inputs, e),
@@ -216,7 +216,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
             nvcc_runs: 0,
         });
     }
-    status::mark(&inputs.out_dir, BuildState::Running)?;
+    build_state::mark(&inputs.out_dir, BuildState::Running)?;
     inputs.parse_lock()?;
     let compiled = compile(build, &inputs, &nvcc, planned)?;
     watch_inputs(&inputs, &compiled.outputs, directives);
@@ -250,10 +250,10 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     report::write(&view.merged, &details, &inputs, directives)?;
     if gated.is_err() && details.failed {
         // The numbers are this build's; only the gate said no.
-        status::mark(&inputs.out_dir, BuildState::GateFailed)?;
+        build_state::mark(&inputs.out_dir, BuildState::GateFailed)?;
     }
     gated?;
-    status::mark(&inputs.out_dir, BuildState::Finished)?;
+    build_state::mark(&inputs.out_dir, BuildState::Finished)?;
     let unstable = compiled.outputs.iter().any(|o| o.unstable.is_some());
     memo::record(memo.as_ref(), build, env, &inputs, unstable, directives);
     Ok(Outcome {
@@ -267,7 +267,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
 /// any failed build is (its outputs may be an earlier build's).
 fn failed<T>(inputs: &Inputs, error: crate::leaf::error::Error) -> Result<T> {
     // The build's own error says more than one about the marker.
-    let _ = status::mark(&inputs.out_dir, BuildState::Running);
+    let _ = build_state::mark(&inputs.out_dir, BuildState::Running);
     Err(error)
 }
 
@@ -305,7 +305,7 @@ fn from_lock(
     let manifest = assemble::from_lock(inputs, lock, reason, &device_code, directives)?;
     let view = record_part(build, inputs, &manifest)?;
     outputs::write_all(&view.merged, &inputs.out_dir)?;
-    status::mark(&inputs.out_dir, BuildState::Finished)?;
+    build_state::mark(&inputs.out_dir, BuildState::Finished)?;
     Ok(Outcome {
         manifest: Made::Manifest(view.merged),
         out_dir: inputs.out_dir.clone(),
@@ -324,7 +324,7 @@ struct Planned {
     /// The jobs.
     jobs: Vec<Job>,
     /// The toolkit's identity.
-    toolkit: Toolkit,
+    toolkit: ToolkitId,
 }
 
 /// The jobs of stages 3 and 4 and what they made.
@@ -334,7 +334,7 @@ struct Compiled {
     /// The jobs, as last planned.
     jobs: Vec<Job>,
     /// The toolkit's identity.
-    toolkit: Toolkit,
+    toolkit: ToolkitId,
     /// Each job's outputs (per arch), in the order of `jobs`.
     outputs: Vec<JobOutput>,
 }
@@ -363,7 +363,7 @@ fn plan(
     )?;
     let host = hostlib::prepare(build, inputs, env)?;
     let jobs = plan::jobs(build, inputs, &caps.by_file, host.as_ref())?;
-    let toolkit = compile::toolkit(nvcc, inputs, &jobs)?;
+    let toolkit = compile::toolkit_id(nvcc, inputs, &jobs)?;
     // A new ptxas, cicc, host compiler or profile reruns the build script,
     // and so does a header created in the toolkit's include folders.
     for tool in &toolkit.tools {

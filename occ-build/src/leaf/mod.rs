@@ -2,7 +2,7 @@
 //! imports no stage (so that imports say who depends on whom, and the
 //! modules form no cycle):
 //!
-//! - `cache`: the job cache (reuse, the commit protocol, the toolkit's identity);
+//! - `cache`: the job cache (reuse, the commit protocol, `ToolkitId`);
 //! - `directives`: `Directives`, the one place that prints cargo directives;
 //! - `error`: the error inside the crate and its `ErrorKind`;
 //! - `files`: occ-shell's file helpers, failing with occ-build's error;

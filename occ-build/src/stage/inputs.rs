@@ -175,7 +175,7 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
         // watch the stamp `cargo occ bless` touches when it writes the lock.
         // Made with an mtime of long ago: a watched file newer than the
         // script's run would rerun the script once more for nothing.
-        let stamp = out_dir.join(crate::status::BLESS_STAMP);
+        let stamp = out_dir.join(crate::build_state::BLESS_STAMP);
         let made = stamp.is_file()
             || (std::fs::create_dir_all(&out_dir).is_ok()
                 && std::fs::File::create(&stamp)

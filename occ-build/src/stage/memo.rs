@@ -50,7 +50,7 @@
 
 use crate::builder::Build;
 use crate::env::Env;
-use crate::leaf::cache::{self, hash_bytes, Input, JobLock, Record, Stat, Toolkit};
+use crate::leaf::cache::{self, hash_bytes, Input, JobLock, Record, Stat, ToolkitId};
 use crate::leaf::directives::Directives;
 use crate::leaf::files::write_atomic;
 use crate::leaf::job::Job;
@@ -137,7 +137,7 @@ fn applies(build: &Build, inputs: &Inputs) -> bool {
 fn job_records(
     inputs: &Inputs,
     nvcc: &Nvcc,
-    toolkit: &Toolkit,
+    toolkit: &ToolkitId,
     jobs: &[Job],
 ) -> Vec<(PathBuf, String)> {
     jobs.iter()
@@ -161,7 +161,7 @@ pub(crate) fn identity(
     build: &Build,
     inputs: &Inputs,
     nvcc: &Nvcc,
-    toolkit: &Toolkit,
+    toolkit: &ToolkitId,
     jobs: &[Job],
 ) -> Option<Identity> {
     if !applies(build, inputs) {

@@ -9,7 +9,7 @@
 
 use crate::builder::Build;
 use crate::env::Env;
-use crate::leaf::cache::Toolkit;
+use crate::leaf::cache::ToolkitId;
 use crate::leaf::error::Result;
 use crate::stage::inputs::Inputs;
 use crate::toolkit::{self, Nvcc};
@@ -92,7 +92,7 @@ pub(crate) fn select(build: &Build, env: &Env, inputs: &Inputs) -> Result<NvccOr
 pub(crate) fn version(
     nvcc: &Nvcc,
     programs: &dyn crate::process::Programs,
-    toolkit: &Toolkit,
+    toolkit: &ToolkitId,
     out: &Path,
 ) -> Result<String> {
     let id = toolkit.id.clone();

@@ -3,7 +3,7 @@
 //! its outputs depend on that changed makes it do the full work.
 
 use occ_build::{Build, ErrorKind, Launch, Report};
-use occ_shell::status::{last_build, BuildState};
+use occ_shell::build_state::{last_build, BuildState};
 use occ_tests::{build_env, counting_launcher, launches, Scratch};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
