@@ -2,7 +2,7 @@
 """What proving a cached job costs (issue 37 item 1), side by side in one run.
 
 A cached job's result is *proven* by preprocessing the job again (`nvcc
--E`) and comparing the text's hash with the record's (occ-build/src/cache.rs).
+-E`) and comparing the text's hash with the record's (occ-build/src/leaf/cache.rs).
 Under `CI` and with `OCC_CACHE=verify` every hit is proven; the default
 (`OCC_CACHE=direct`) trusts unchanged stats, and above it the build memo
 answers a build in which nothing changed without reading a record.

@@ -5,7 +5,7 @@ use anyhow::{bail, Context};
 use occ_model::compare::{self, Verdict};
 use occ_model::lock::{Lock, CANDIDATE_FILE};
 use occ_model::manifest::Origin;
-use occ_shell::status::{BuildState, BLESS_STAMP};
+use occ_shell::build_state::{BuildState, BLESS_STAMP};
 use occ_shell::{files, Env};
 use std::path::PathBuf;
 

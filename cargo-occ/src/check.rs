@@ -9,8 +9,8 @@ use occ_model::compare::{self, Diff, Verdict};
 use occ_model::lock::Lock;
 use occ_model::manifest::Origin;
 use occ_model::markdown::{self, Baseline};
+use occ_shell::build_state::{self, BuildState};
 use occ_shell::github::{self, Actions};
-use occ_shell::status::{self, BuildState};
 use occ_shell::Env;
 use std::path::{Path, PathBuf};
 
@@ -158,7 +158,9 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
         );
         return nothing_checked(args, &found, &env, lock.as_deref(), note);
     }
-    if occ_shell::is_ci(&env) && status::last_build(&found.occ_dir) == Some(BuildState::Running) {
+    if occ_shell::is_ci(&env)
+        && build_state::last_build(&found.occ_dir) == Some(BuildState::Running)
+    {
         // The last build stopped before its gate (a compile error, a
         // build stopped): its folder may hold an earlier build's numbers.
         let note = format!(

@@ -8,8 +8,8 @@ use anyhow::{bail, Context, Result};
 use occ_model::compare::{GateSettings, GATE_FILE};
 use occ_model::lock::Lock;
 use occ_model::manifest::Manifest;
+use occ_shell::build_state::{self, BuildState};
 use occ_shell::files;
-use occ_shell::status::{self, BuildState};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -102,7 +102,7 @@ impl Locate {
             .clone()
             .unwrap_or_else(|| occ_dir.join(occ_model::manifest::FILE_NAME));
         let manifest = files::read_manifest(&manifest_file)?;
-        let state = status::last_build(&occ_dir);
+        let state = build_state::last_build(&occ_dir);
         let gate = files::read_settings(&occ_dir.join(GATE_FILE))?;
         Ok(Located {
             occ_dir,

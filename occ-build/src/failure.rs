@@ -2,15 +2,15 @@
 //! [`ErrorKind`] to act on, the message to show, and the cargo directives
 //! the build gathered before it failed), after cc's `Error`.
 //!
-//! Inside the crate every failure is a variant of `crate::error::Error`,
+//! Inside the crate every failure is a variant of `crate::leaf::error::Error`,
 //! one per case with the fields its message needs; it becomes this type at
 //! the public boundary (`Build::try_compile`, `Report::manifest`,
-//! `Build::resolved_archs`), where `crate::error::Error::kind` sorts it.
+//! `Build::resolved_archs`), where `crate::leaf::error::Error::kind` sorts it.
 //! The variants and their fields are free to change; the kinds and the
 //! messages are what a build script sees.
 
-use crate::cargo::Directives;
-use crate::error::ErrorKind;
+use crate::leaf::directives::Directives;
+use crate::leaf::error::ErrorKind;
 use std::fmt;
 
 /// Why a build failed: its [`kind`](Error::kind), its message (the
@@ -51,7 +51,7 @@ pub struct Error {
 
 impl Error {
     /// The error of a failed build, with the directives it gathered.
-    pub(crate) fn new(error: crate::error::Error, directives: Directives) -> Self {
+    pub(crate) fn new(error: crate::leaf::error::Error, directives: Directives) -> Self {
         Error {
             kind: error.kind(),
             message: error.to_string(),
@@ -74,8 +74,8 @@ impl Error {
     }
 }
 
-impl From<crate::error::Error> for Error {
-    fn from(error: crate::error::Error) -> Self {
+impl From<crate::leaf::error::Error> for Error {
+    fn from(error: crate::leaf::error::Error) -> Self {
         Error::new(error, Directives::default())
     }
 }

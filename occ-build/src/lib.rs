@@ -145,43 +145,29 @@
 //! the guide: [Publish a crate that uses occ-build](https://github.com/occ-rs/occ/blob/main/docs/GUIDE.md#publish-a-crate-that-uses-occ-build).
 #![deny(missing_docs)]
 
-mod assemble;
+// On top: the configuration (`builder`), the stages in order (`pipeline`),
+// the public error (`failure`) and the tests' door (`with_env`). Below
+// them, one module per stage (`stage`), and the leaves every stage uses
+// (`leaf`), which import no stage.
 mod builder;
-mod cache;
-mod cargo;
-mod compile;
-mod disasm;
-mod embed;
-mod emit;
-mod error;
 mod failure;
-mod files;
-mod gate;
-mod hostlib;
-mod inputs;
-mod job;
-mod memo;
-mod nvcc_args;
-mod nvcc_text;
-mod parts;
+mod leaf;
 mod pipeline;
-mod plan;
 #[cfg(test)]
 mod proptests;
-mod summary;
-mod tokens;
-mod toolchain;
+mod stage;
 mod with_env;
 
-// What occ-build shares with cargo-occ lives in occ-shell; imported here by
-// the names these modules had, so that `crate::toolkit::…` and the like
-// read as before. None of it is re-exported.
-use occ_shell::{env, github, process, status, toolkit};
+// What occ-build shares with cargo-occ lives in occ-shell; its modules are
+// imported here by their own names, so that a stage reads
+// `crate::toolkit::Nvcc` (finding nvcc) or `crate::build_state::mark`
+// (status.json). None of it is re-exported.
+use occ_shell::{build_state, env, github, process, toolkit};
 
 pub use builder::{Build, Compress, Cudart};
-pub use cargo::Directives;
-pub use error::ErrorKind;
 pub use failure::{Error, Result};
+pub use leaf::directives::Directives;
+pub use leaf::error::ErrorKind;
 pub use occ_model::arch::Target;
 pub use occ_model::launch::Launch;
 pub use occ_model::manifest::Embed;

@@ -1,28 +1,29 @@
 //! The build, stage by stage. This is the one place that says what a build
 //! does and in which order; each stage's work is a function in the module
-//! named for it (this module keeps only the glue between them: the anchor
-//! header written before the jobs, the inputs watched after them), and
-//! ARCHITECTURE.md lists the same stages.
+//! of `stage/` named for it (this module keeps only the glue between them:
+//! the anchor header written before the jobs, the inputs watched after
+//! them), the helpers they share are in `leaf/`, and ARCHITECTURE.md lists
+//! the same stages.
 //!
 //! 1. `inputs::resolve`: paths, archs, sources, the lock's text, and the
 //!    settings read from the environment (the lock is parsed,
 //!    `Inputs::parse_lock`, once the memo of 3½ missed).
-//! 2. `toolchain::select`: a live nvcc, or the committed lock (and why).
+//! 2. `nvcc_or_lock::select`: a live nvcc, or the committed lock (and why).
 //! 3. `hostlib::prepare`, `plan::jobs`: one nvcc job per (source, arch),
 //!    with its arguments (per source, for all archs, with the host
 //!    compiler cc picked, when the build makes a host-code library).
-//!    Then `compile::toolkit` identifies the toolkit (every program nvcc
+//!    Then `compile::toolkit_id` identifies the toolkit (every program nvcc
 //!    runs).
 //!    3½. `memo::identity`, `memo::reuse`: when nothing the last finished
-//!    build depended on changed (its memo, `memo.rs`), the build prints
+//!    build depended on changed (its memo, `stage/memo.rs`), the build prints
 //!    that build's directives and stops here, having written nothing but
 //!    its line in `parts.json`.
 //! 4. `compile::run`: run the jobs or reuse their cached results; each
 //!    job's contribution (`occ_model::analyze::contribution`, its kernels
 //!    as the compiler left them) is worked out when it runs and kept with
 //!    its record.
-//! 5. `embed::listed`: the names of the device code to embed (a fatbin
-//!    per file by default), which the manifest lists; then
+//! 5. `device_code::listed`: the names of the device code to embed (a
+//!    fatbin per file by default), which the manifest lists; then
 //!    `assemble::judge`: the one assembly (`occ_model::assemble`) of the
 //!    jobs' contributions, build.rs's launches and the lock's
 //!    measurements.
@@ -31,48 +32,49 @@
 //!    its register pressure peaks, by source line; the manifest is
 //!    finished with them (`Judged::finish`), once.
 //! 6. `gate::spills`: spilling kernels fail a build that denies them (else
-//!    the summary of stage 9 names them), and `gate::measured` warns about
+//!    the report of stage 9 names them), and `gate::measured` warns about
 //!    measurements of another cubin; then `hostlib::archive` archives a
 //!    host-code library's objects and adds its link directives.
-//! 7. `embed::write`: the device code 5 listed, made only now, once the
-//!    gates of 6 passed (a build they fail leaves the last build's blobs
-//!    beside the last build's `kernels.rs`); `emit::write_all`:
+//! 7. `device_code::write`: the device code 5 listed, made only now, once
+//!    the gates of 6 passed (a build they fail leaves the last build's blobs
+//!    beside the last build's `kernels.rs`); `outputs::write_all`:
 //!    `manifest.json` and `kernels.rs` into `$OUT_DIR/occ`;
-//!    `emit::remove_stale`: files of jobs gone from the build.
+//!    `outputs::remove_stale`: files of jobs gone from the build.
 //!    7½. `parts::record`: with several `Build`s in one script, this part's
 //!    kernels merged with the others' (read back from `manifest.json`, the
 //!    parts of this run listed in `parts.json`) into one table and
 //!    candidate lock.
 //! 8. `gate::baseline`: compare with `occ.lock`; bless on request.
-//! 9. `summary::write`: the report (table, spills, every finding of the
+//! 9. `report::write`: the report (table, spills, every finding of the
 //!    gates) to `report.txt`, also when a gate failed, and one warning when
 //!    something is notable; then `memo::record` writes the memo.
 //!
 //! A build that stands on the lock (no nvcc) runs 1, 2, then
-//! `embed::placeholders`, `assemble::from_lock` (the same assembly over the
-//! lock's records) and `emit::write_all`.
+//! `device_code::placeholders`, `assemble::from_lock` (the same assembly
+//! over the lock's records) and `outputs::write_all`.
 //!
 //! From the memo's miss (or a failure before it) to the end,
-//! `$OUT_DIR/occ/status.json` says `running` (`status::mark`), so `cargo
+//! `$OUT_DIR/occ/status.json` says `running` (`build_state::mark`), so `cargo
 //! occ` can tell a failed build's leftovers; a build its memo served
 //! leaves it `finished`.
 
+use crate::build_state::{self, BuildState};
 use crate::builder::Build;
-use crate::cache::Toolkit;
-use crate::cargo::{self, Directives};
 use crate::env::Env;
-use crate::error::Result;
-use crate::files;
-use crate::hostlib::HostLib;
-use crate::inputs::Inputs;
-use crate::job::{Job, JobOutput};
-use crate::status::{self, BuildState};
-use crate::toolchain::Toolchain;
-use crate::toolkit::Nvcc;
-use crate::{
-    assemble, compile, disasm, embed, emit, gate, hostlib, inputs, memo, nvcc_text, parts, plan,
-    summary, toolchain,
+use crate::leaf::cache::ToolkitId;
+use crate::leaf::directives::{self, Directives};
+use crate::leaf::error::Result;
+use crate::leaf::files;
+use crate::leaf::job::{Job, JobOutput};
+use crate::leaf::nvcc_text;
+use crate::stage::hostlib::HostLib;
+use crate::stage::inputs::Inputs;
+use crate::stage::nvcc_or_lock::NvccOrLock;
+use crate::stage::{
+    assemble, compile, device_code, disasm, gate, hostlib, inputs, memo, nvcc_or_lock, outputs,
+    parts, plan, report,
 };
+use crate::toolkit::Nvcc;
 use occ_model::lock::Lock;
 use occ_model::manifest::Manifest;
 use std::path::PathBuf;
@@ -114,7 +116,8 @@ impl Report {
                     return Ok(m);
                 }
                 let path = self.out_dir.join(occ_model::manifest::FILE_NAME);
-                let m = Manifest::from_json(text, &path).map_err(crate::error::Error::from)?;
+                let m =
+                    Manifest::from_json(text, &path).map_err(crate::leaf::error::Error::from)?;
                 Ok(parsed.get_or_init(|| m))
             }
         }
@@ -138,7 +141,7 @@ impl Build {
         match result {
             Ok(report) => Some(report),
             Err(error) => {
-                cargo::print_error(&format!("occ: {error}"));
+                directives::print_error(&format!("occ: {error}"));
                 None
             }
         }
@@ -187,14 +190,14 @@ pub(crate) struct Outcome {
 pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Result<Outcome> {
     let mut inputs = inputs::resolve(build, env, directives)?;
     check_names(build, &inputs)?;
-    let nvcc = match toolchain::select(build, env, &inputs) {
-        Ok(Toolchain::Nvcc(nvcc)) => nvcc,
-        Ok(Toolchain::Lock {
+    let nvcc = match nvcc_or_lock::select(build, env, &inputs) {
+        Ok(NvccOrLock::Nvcc(nvcc)) => nvcc,
+        Ok(NvccOrLock::Lock {
             lock,
             reason,
             watch,
         }) => {
-            status::mark(&inputs.out_dir, BuildState::Running)?;
+            build_state::mark(&inputs.out_dir, BuildState::Running)?;
             return from_lock(build, &inputs, &lock, &reason, &watch, directives);
         }
         Err(e) => return failed(&inputs, e),
@@ -213,15 +216,15 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
             nvcc_runs: 0,
         });
     }
-    status::mark(&inputs.out_dir, BuildState::Running)?;
+    build_state::mark(&inputs.out_dir, BuildState::Running)?;
     inputs.parse_lock()?;
     let compiled = compile(build, &inputs, &nvcc, planned)?;
     watch_inputs(&inputs, &compiled.outputs, directives);
     let manifest = assemble(build, &inputs, &nvcc, &compiled, directives)?;
     // The report holds every finding of the gates, also when one fails.
-    let mut details = summary::Details::new(&inputs.out_dir, &inputs.package);
+    let mut details = report::Details::new(&inputs.out_dir, &inputs.package);
     if let Err(e) = gate::spills(build, &manifest, &mut details) {
-        summary::write(&manifest, &details, &inputs, directives)?;
+        report::write(&manifest, &details, &inputs, directives)?;
         return Err(e);
     }
     gate::measured(&manifest, &mut details, directives);
@@ -233,7 +236,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
             directives,
         )?;
     }
-    let view = emit(build, &inputs, &nvcc, &compiled, &manifest, directives)?;
+    let view = outputs(build, &inputs, &nvcc, &compiled, &manifest, directives)?;
     let candidate = parts::candidate(&view, build.part(), inputs.lock.as_ref());
     let gated = gate::baseline(
         build,
@@ -244,13 +247,13 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
         &mut details,
         directives,
     );
-    summary::write(&view.merged, &details, &inputs, directives)?;
+    report::write(&view.merged, &details, &inputs, directives)?;
     if gated.is_err() && details.failed {
         // The numbers are this build's; only the gate said no.
-        status::mark(&inputs.out_dir, BuildState::GateFailed)?;
+        build_state::mark(&inputs.out_dir, BuildState::GateFailed)?;
     }
     gated?;
-    status::mark(&inputs.out_dir, BuildState::Finished)?;
+    build_state::mark(&inputs.out_dir, BuildState::Finished)?;
     let unstable = compiled.outputs.iter().any(|o| o.unstable.is_some());
     memo::record(memo.as_ref(), build, env, &inputs, unstable, directives);
     Ok(Outcome {
@@ -262,9 +265,9 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
 
 /// A build that failed before its memo was checked: marked `running`, as
 /// any failed build is (its outputs may be an earlier build's).
-fn failed<T>(inputs: &Inputs, error: crate::error::Error) -> Result<T> {
+fn failed<T>(inputs: &Inputs, error: crate::leaf::error::Error) -> Result<T> {
     // The build's own error says more than one about the marker.
-    let _ = status::mark(&inputs.out_dir, BuildState::Running);
+    let _ = build_state::mark(&inputs.out_dir, BuildState::Running);
     Err(error)
 }
 
@@ -298,11 +301,11 @@ fn from_lock(
              checking and documenting the crate work, linking it does not"
         ));
     }
-    let device_code = embed::placeholders(build.embed_mode(), &inputs.archs, &inputs.sources);
+    let device_code = device_code::placeholders(build.embed_mode(), &inputs.archs, &inputs.sources);
     let manifest = assemble::from_lock(inputs, lock, reason, &device_code, directives)?;
     let view = record_part(build, inputs, &manifest)?;
-    emit::write_all(&view.merged, &inputs.out_dir)?;
-    status::mark(&inputs.out_dir, BuildState::Finished)?;
+    outputs::write_all(&view.merged, &inputs.out_dir)?;
+    build_state::mark(&inputs.out_dir, BuildState::Finished)?;
     Ok(Outcome {
         manifest: Made::Manifest(view.merged),
         out_dir: inputs.out_dir.clone(),
@@ -321,7 +324,7 @@ struct Planned {
     /// The jobs.
     jobs: Vec<Job>,
     /// The toolkit's identity.
-    toolkit: Toolkit,
+    toolkit: ToolkitId,
 }
 
 /// The jobs of stages 3 and 4 and what they made.
@@ -331,7 +334,7 @@ struct Compiled {
     /// The jobs, as last planned.
     jobs: Vec<Job>,
     /// The toolkit's identity.
-    toolkit: Toolkit,
+    toolkit: ToolkitId,
     /// Each job's outputs (per arch), in the order of `jobs`.
     outputs: Vec<JobOutput>,
 }
@@ -360,7 +363,7 @@ fn plan(
     )?;
     let host = hostlib::prepare(build, inputs, env)?;
     let jobs = plan::jobs(build, inputs, &caps.by_file, host.as_ref())?;
-    let toolkit = compile::toolkit(nvcc, inputs, &jobs)?;
+    let toolkit = compile::toolkit_id(nvcc, inputs, &jobs)?;
     // A new ptxas, cicc, host compiler or profile reruns the build script,
     // and so does a header created in the toolkit's include folders.
     for tool in &toolkit.tools {
@@ -452,9 +455,10 @@ fn assemble(
     for warning in nvcc_text::warnings(compiled.outputs.iter().map(|o| o.log.as_str())) {
         directives.warn(warning);
     }
-    let version = toolchain::version(nvcc, &*inputs.programs, &compiled.toolkit, &inputs.out_dir)?;
+    let version =
+        nvcc_or_lock::version(nvcc, &*inputs.programs, &compiled.toolkit, &inputs.out_dir)?;
     let jobs = assemble::contributions(&compiled.outputs);
-    let device_code = embed::listed(build.embed_mode(), &inputs.archs, &compiled.outputs);
+    let device_code = device_code::listed(build.embed_mode(), &inputs.archs, &compiled.outputs);
     let judged = assemble::judge(inputs, &version, &jobs, &device_code)?;
     let lines = if build.no_source_lines {
         Default::default()
@@ -480,7 +484,7 @@ fn assemble(
 /// Stage 7: `manifest.json` and `kernels.rs` of every part of this
 /// process; removes the files of jobs gone from the build. Returns the
 /// parts' view the baseline is judged on.
-fn emit(
+fn outputs(
     build: &Build,
     inputs: &Inputs,
     nvcc: &Nvcc,
@@ -488,13 +492,13 @@ fn emit(
     manifest: &Manifest,
     directives: &mut Directives,
 ) -> Result<parts::View> {
-    let embedding = embed::Settings {
+    let embedding = device_code::Settings {
         embed: build.embed_mode(),
         strip_lines: !build.no_source_lines && !build.keeps_line_info(&inputs.nvcc_vars),
         compress: build.compress,
         programs: &*inputs.programs,
     };
-    embed::write(
+    device_code::write(
         &embedding,
         &inputs.archs,
         &compiled.outputs,
@@ -507,11 +511,11 @@ fn emit(
     if let Some(note) = &view.clash {
         directives.warn(note.clone());
     }
-    emit::write_all(&view.merged, &inputs.out_dir)?;
+    outputs::write_all(&view.merged, &inputs.out_dir)?;
     // A library job's files are also named per arch (`<stem>.<arch>.cubin`).
     let names: Vec<String> = compiled.jobs.iter().flat_map(Job::file_stems).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    emit::remove_stale(&inputs.out_dir, build.part(), &names, &manifest.device_code);
+    outputs::remove_stale(&inputs.out_dir, build.part(), &names, &manifest.device_code);
     Ok(view)
 }
 

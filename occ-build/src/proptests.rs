@@ -4,7 +4,7 @@
 //! entry points much further. Regression tests for what fuzzing found are at
 //! the end.
 
-use crate::emit;
+use crate::stage::outputs;
 use occ_model::manifest::{
     Best, DeviceCode, Embed, Kernel, KernelArch, LaunchBounds, Manifest, Resources, Warning,
     WarningKind,
@@ -159,7 +159,7 @@ fn a_manifest() -> impl Strategy<Value = Manifest> {
         });
     (writable_name(), prop::collection::vec(kernel, 0..4)).prop_map(|(package, kernels)| Manifest {
         package,
-        ..emit::tests::manifest(kernels, Vec::new())
+        ..outputs::tests::manifest(kernels, Vec::new())
     })
 }
 
@@ -200,7 +200,7 @@ proptest! {
         let [name, demangled, base, source, c_type] = <[String; 5]>::try_from(names)
             .map_err(|_| TestCaseError::fail("five names"))?;
         let kernel = |name: &str, base: &str, source: &str, c_type: &str| {
-            let mut m = emit::tests::manifest(Vec::new(), Vec::new());
+            let mut m = outputs::tests::manifest(Vec::new(), Vec::new());
             m.kernels.push(Kernel {
                 name: name.into(),
                 demangled: demangled.clone(),
@@ -307,7 +307,7 @@ impl FloorCharBoundary for str {
 fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
     // `2d.cu` at the crate root makes the job `2d.sm_80` and the fatbin
     // `2d.fatbin`: names kernels.rs only quotes, never makes items of.
-    let mut m = emit::tests::manifest(vec![], Vec::new());
+    let mut m = outputs::tests::manifest(vec![], Vec::new());
     let k = KernelArch {
         resources: Resources {
             registers: 8,

@@ -30,6 +30,6 @@ impl Build {
     /// nothing (the variables read are in [`Env::read_vars`]).
     #[doc(hidden)]
     pub fn resolved_archs_with(&self, env: &Env) -> crate::Result<Vec<Target>> {
-        Ok(crate::inputs::targets(self, env)?)
+        Ok(crate::stage::inputs::targets(self, env)?)
     }
 }

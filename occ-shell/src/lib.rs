@@ -13,7 +13,7 @@
 //! - [`files`]: writes through a temporary sibling and a rename, and the
 //!   readers and writer of occ's files (`manifest.json`, `occ.lock`,
 //!   `gate.json`);
-//! - [`status`]: `$OUT_DIR/occ/status.json`, whether the last build
+//! - [`build_state`]: `$OUT_DIR/occ/status.json`, whether the last build
 //!   finished;
 //! - [`github`]: GitHub Actions' step summary and the paths annotations
 //!   name.
@@ -23,6 +23,7 @@
 //! occ's other crates, which are released together.
 #![deny(missing_docs)]
 
+pub mod build_state;
 pub mod env;
 pub mod error;
 pub mod files;
@@ -30,7 +31,6 @@ pub mod github;
 pub mod process;
 #[cfg(any(test, feature = "replay"))]
 mod replay;
-pub mod status;
 pub mod toolkit;
 pub mod wheels;
 

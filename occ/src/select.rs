@@ -338,8 +338,8 @@ pub fn pick_code(kernel: &Kernel, major: u32, minor: u32) -> Result<Code, NoCode
 }
 
 /// The row whose PTX the fatbin `blob` holds: of the rows pointing at it,
-/// the newest plain arch, else the newest (as occ-build's `embed` puts it
-/// together).
+/// the newest plain arch, else the newest (as occ-build's `device_code`
+/// stage puts it together).
 fn fatbin_ptx_row(rows: &[KernelArch], blob: &DeviceCode) -> Option<usize> {
     rows.iter()
         .enumerate()

@@ -330,8 +330,8 @@ fn every_variable_read_is_in_the_one_table_in_the_guide() {
         "cargo-occ/src",
         "occ-macros/src",
     ] {
-        for entry in std::fs::read_dir(root.join(dir)).expect(dir).flatten() {
-            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        for path in rs_files(&root.join(dir)) {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
             for call in ["var(\"", "var_os(\"", "flag(\""] {
                 for part in text.split(call).skip(1) {
                     let name: String = part
@@ -342,13 +342,31 @@ fn every_variable_read_is_in_the_one_table_in_the_guide() {
                         && !name.is_empty()
                         && !table.contains(&format!("`{name}`"))
                     {
-                        missing.push(format!("{name} ({})", entry.path().display()));
+                        missing.push(format!("{name} ({})", path.display()));
                     }
                 }
             }
         }
     }
     assert!(missing.is_empty(), "not in the table: {missing:?}");
+}
+
+/// Every `.rs` file under `dir`, at any depth (occ-build's `stage/` and
+/// `leaf/` included).
+fn rs_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for path in std::fs::read_dir(dir)
+        .expect("read a source folder")
+        .flatten()
+    {
+        let path = path.path();
+        if path.is_dir() {
+            out.extend(rs_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    out
 }
 
 /// Issue 27: a crate that takes occ's cudarc with no CUDA version, with

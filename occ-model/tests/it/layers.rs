@@ -31,24 +31,71 @@ fn modules() -> BTreeMap<String, String> {
 
 /// Each module of a crate's `src` (by file stem, or folder for a module of
 /// several files, at any depth) with its library text ([`library`]: inline
-/// test modules and comments blanked).
+/// test modules and comments blanked). A folder whose `mod.rs` only
+/// declares modules ([`is_namespace`], as occ-build's `stage/` and
+/// `leaf/`) groups modules rather than being one: each of its files and
+/// folders is a module of its own, named `folder::name`.
 fn modules_of(src: &Path) -> BTreeMap<String, String> {
     let mut out: BTreeMap<String, String> = BTreeMap::new();
-    for entry in std::fs::read_dir(src).expect("read src/") {
+    for (name, path) in entries(src) {
+        if path.is_dir() && is_namespace(&path) {
+            for (child, path) in entries(&path) {
+                if child != "mod" {
+                    add_module(&mut out, src, &format!("{name}::{child}"), &path);
+                }
+            }
+        } else if name != "lib" && name != "proptests" {
+            add_module(&mut out, src, &name, &path);
+        }
+    }
+    out
+}
+
+/// The `.rs` files and the folders of `dir`, each with its name (a file's
+/// stem).
+fn entries(dir: &Path) -> Vec<(String, std::path::PathBuf)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read a source folder") {
         let path = entry.expect("dir entry").path();
         let Some(stem) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
             continue;
         };
-        let files = if path.is_dir() {
-            rs_files(&path)
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            vec![path]
-        } else {
-            continue;
-        };
-        if stem == "lib" || stem == "proptests" {
-            continue;
+        if path.is_dir() || path.extension().is_some_and(|e| e == "rs") {
+            out.push((stem, path));
         }
+    }
+    out
+}
+
+/// Whether a folder only groups modules: its `mod.rs` holds nothing but
+/// `mod` declarations (and attributes on them).
+fn is_namespace(dir: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(dir.join("mod.rs")) else {
+        return false;
+    };
+    library(&text)
+        .split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .all(|statement| {
+            let statement = statement.trim_start_matches("#[cfg(test)]").trim();
+            ["mod ", "pub mod ", "pub(crate) mod "]
+                .iter()
+                .any(|p| statement.starts_with(p))
+        })
+}
+
+/// Adds the library text of module `name` (the file `path`, or every file
+/// of the folder `path`) to `out`.
+fn add_module(out: &mut BTreeMap<String, String>, src: &Path, name: &str, path: &Path) {
+    let files = if path.is_dir() {
+        rs_files(path)
+    } else {
+        vec![path.to_path_buf()]
+    };
+    // In a namespace's file, one `super::` is the namespace.
+    let namespace = name.rsplit_once("::").map(|(ns, _)| ns);
+    {
         for file in files {
             let text = std::fs::read_to_string(&file).expect("read a source");
             // `super::` climbs one module: from a file of the root folder or
@@ -59,12 +106,13 @@ fn modules_of(src: &Path) -> BTreeMap<String, String> {
                 .map_or(0, |rel| rel.components().count() - 1);
             let is_mod = file.file_name().is_some_and(|n| n == "mod.rs");
             let up = "super::".repeat(folders + usize::from(!is_mod));
-            out.entry(stem.clone())
-                .or_default()
-                .push_str(&library(&text).replace(&up, "crate::"));
+            let mut code = library(&text).replace(&up, "crate::");
+            if let (Some(ns), false) = (namespace, path.is_dir()) {
+                code = code.replace("super::", &format!("crate::{ns}::"));
+            }
+            out.entry(name.to_string()).or_default().push_str(&code);
         }
     }
-    out
 }
 
 /// The names a crate's `lib.rs` re-exports from its modules (`pub use
@@ -85,10 +133,9 @@ fn reexports(src: &Path, known: &BTreeSet<String>) -> BTreeMap<String, String> {
         let path = path
             .trim_start_matches("crate::")
             .trim_start_matches("self::");
-        let module = path.split("::").next().unwrap_or("");
-        if !known.contains(module) {
+        let Some(module) = module_of(path, known) else {
             continue;
-        }
+        };
         let rest = &path[module.len()..];
         for name in top_level(rest.trim_start_matches("::")) {
             let name = name.rsplit("::").next().unwrap_or("").trim();
@@ -99,6 +146,22 @@ fn reexports(src: &Path, known: &BTreeSet<String>) -> BTreeMap<String, String> {
         }
     }
     out
+}
+
+/// The known module a path starts with: `m` of `m::x`, or `ns::m` of
+/// `ns::m::x` when `ns` is a namespace folder ([`modules_of`]).
+fn module_of<'a>(path: &'a str, known: &BTreeSet<String>) -> Option<&'a str> {
+    let word_end = |s: &str| {
+        s.find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(s.len())
+    };
+    let first = &path[..word_end(path)];
+    if known.contains(first) {
+        return Some(first);
+    }
+    let rest = path[first.len()..].strip_prefix("::")?;
+    let end = first.len() + 2 + word_end(rest);
+    known.contains(&path[..end]).then(|| &path[..end])
 }
 
 /// The top-level items of a `use` group: `{b, c::{d, e}}` → `b` and
@@ -138,7 +201,8 @@ fn top_level(tree: &str) -> Vec<&str> {
 }
 
 /// The modules a module's code names: `crate::m`, `crate::{m, n::{..}}`,
-/// and `crate::Name` for a name `lib.rs` re-exports from `m`.
+/// `crate::ns::m` and `crate::ns::{m, ..}` for a module of a namespace
+/// folder, and `crate::Name` for a name `lib.rs` re-exports from `m`.
 fn imports(
     code: &str,
     known: &BTreeSet<String>,
@@ -148,24 +212,37 @@ fn imports(
     let mut rest = code;
     while let Some(i) = rest.find("crate::") {
         rest = &rest[i + "crate::".len()..];
-        let items = if rest.starts_with('{') {
-            top_level(rest)
-        } else {
-            vec![rest]
-        };
-        for item in items {
-            let first = item
-                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-                .next()
-                .unwrap_or("");
-            if known.contains(first) {
-                found.insert(first.to_string());
-            } else if let Some(module) = reexported.get(first) {
-                found.insert(module.clone());
-            }
+        for item in top_level(rest) {
+            named(item, known, reexported, &mut found);
         }
     }
     found
+}
+
+/// Adds the module one item of a `use` group (or a path) names to `found`.
+fn named(
+    item: &str,
+    known: &BTreeSet<String>,
+    reexported: &BTreeMap<String, String>,
+    found: &mut BTreeSet<String>,
+) {
+    if let Some(module) = module_of(item, known) {
+        found.insert(module.to_string());
+        return;
+    }
+    let first = item
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .next()
+        .unwrap_or("");
+    let namespace = format!("{first}::");
+    let group = item[first.len()..].trim_start_matches("::");
+    if group.starts_with('{') && known.iter().any(|m| m.starts_with(&namespace)) {
+        for sub in top_level(group) {
+            named(&format!("{namespace}{sub}"), known, reexported, found);
+        }
+    } else if let Some(module) = reexported.get(first) {
+        found.insert(module.clone());
+    }
 }
 
 /// A crate's modules with what each imports (itself left out).
@@ -233,6 +310,31 @@ fn occ_build_imports_no_module_through_others() {
     let graph = graph(&src);
     assert!(graph.len() > 10, "occ-build's modules: {:?}", graph.keys());
     no_cycles(&graph);
+    // The folders show the layers: the stages (`stage/`) below the doors
+    // (`pipeline`, `with_env`), importing only stages, leaves, the
+    // configuration (`builder`) and the public error (`failure`, for a
+    // public method such as `Build::resolved_archs`); the leaves (`leaf/`)
+    // import only leaves.
+    assert!(
+        graph["pipeline"].contains("stage::compile") && graph["pipeline"].contains("leaf::job"),
+        "the namespaces are not read: {:?}",
+        graph["pipeline"]
+    );
+    let mut wrong = Vec::new();
+    for (name, imports) in &graph {
+        for import in imports {
+            let leaf_up = name.starts_with("leaf::") && !import.starts_with("leaf::");
+            let stage_up = name.starts_with("stage::")
+                && !(import.starts_with("stage::")
+                    || import.starts_with("leaf::")
+                    || import == "builder"
+                    || import == "failure");
+            if leaf_up || stage_up {
+                wrong.push(format!("{name} imports {import}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 /// occ-shell's modules (what occ-build and cargo-occ share) form no circle

@@ -3,7 +3,7 @@
 //! by a proof, which `OCC_CACHE=verify` and `CI` take for every hit; and a
 //! header that appears anywhere the include search looks is seen even
 //! without one. Each test builds in-process with the real nvcc; the cache's
-//! rules are in `occ-build/src/cache.rs`'s module doc.
+//! rules are in `occ-build/src/leaf/cache.rs`'s module doc.
 
 use occ_build::Build;
 use occ_tests::trust::{scratch_toolkit, script};

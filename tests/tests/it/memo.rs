@@ -1,9 +1,9 @@
-//! The build memo (`occ-build/src/memo.rs`): a build that would change
+//! The build memo (`occ-build/src/stage/memo.rs`): a build that would change
 //! nothing writes nothing and prints what the last one printed; anything
 //! its outputs depend on that changed makes it do the full work.
 
 use occ_build::{Build, ErrorKind, Launch, Report};
-use occ_shell::status::{last_build, BuildState};
+use occ_shell::build_state::{last_build, BuildState};
 use occ_tests::{build_env, counting_launcher, launches, Scratch};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;

@@ -19,8 +19,8 @@
 //! reads is in the crate (a replay machine has no toolkit headers).
 
 use occ_build::{Build, ErrorKind, Launch, Report};
+use occ_shell::build_state::{last_build, BuildState};
 use occ_shell::process::{Cmd, Output, Programs};
-use occ_shell::status::{last_build, BuildState};
 use occ_shell::{Env, Folders, Recorder, Replay};
 use occ_tests::{build_env_with, fixture, fixture_path, Scratch};
 use std::path::{Path, PathBuf};

@@ -12,10 +12,10 @@
 //! as a `directory` source (`cargo vendor`).
 
 use crate::builder::Build;
-use crate::cargo::Directives;
 use crate::env::Env;
-use crate::error::{Error, Result};
-use crate::files::relative;
+use crate::leaf::directives::Directives;
+use crate::leaf::error::{Error, Result};
+use crate::leaf::files::relative;
 use occ_model::arch;
 use occ_model::lock::{Lock, DEFAULT_LOCK_FILE};
 use std::collections::BTreeSet;
@@ -92,7 +92,7 @@ pub(crate) struct Inputs {
     /// `NVCC_PREPEND_FLAGS`, `NVCC_CCBIN`) and those of the host compiler it
     /// preprocesses with (`CPATH`, `CPLUS_INCLUDE_PATH`, ...): watched, part
     /// of every job's key, and passed to nvcc exactly as read.
-    pub nvcc_vars: crate::cache::NvccVars,
+    pub nvcc_vars: crate::leaf::cache::NvccVars,
     /// How many nvcc jobs may run at once (besides the jobserver).
     pub parallel: usize,
     /// `PATH`, where nvcc finds the host compiler and its tools.
@@ -175,7 +175,7 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
         // watch the stamp `cargo occ bless` touches when it writes the lock.
         // Made with an mtime of long ago: a watched file newer than the
         // script's run would rerun the script once more for nothing.
-        let stamp = out_dir.join(crate::status::BLESS_STAMP);
+        let stamp = out_dir.join(crate::build_state::BLESS_STAMP);
         let made = stamp.is_file()
             || (std::fs::create_dir_all(&out_dir).is_ok()
                 && std::fs::File::create(&stamp)
@@ -336,7 +336,7 @@ fn profile_variables(nvcc: &crate::toolkit::Nvcc) -> Vec<String> {
     let mut names: Vec<String> = dirs
         .iter()
         .filter_map(|p| std::fs::read_to_string(p.with_file_name("nvcc.profile")).ok())
-        .flat_map(|text| crate::nvcc_text::profile_variables(&text))
+        .flat_map(|text| crate::leaf::nvcc_text::profile_variables(&text))
         .collect();
     names.sort();
     names.dedup();

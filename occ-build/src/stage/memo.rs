@@ -49,14 +49,14 @@
 //! above; the build script's executable changes when occ-build does.
 
 use crate::builder::Build;
-use crate::cache::{self, hash_bytes, Input, JobLock, Record, Stat, Toolkit};
-use crate::cargo::Directives;
 use crate::env::Env;
-use crate::files::write_atomic;
-use crate::inputs::Inputs;
-use crate::job::Job;
+use crate::leaf::cache::{self, hash_bytes, Input, JobLock, Record, Stat, ToolkitId};
+use crate::leaf::directives::Directives;
+use crate::leaf::files::write_atomic;
+use crate::leaf::job::Job;
+use crate::stage::inputs::Inputs;
+use crate::stage::{device_code, disasm, parts, report};
 use crate::toolkit::Nvcc;
-use crate::{disasm, embed, parts, summary};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -67,7 +67,7 @@ use std::time::SystemTime;
 const FORMAT: u32 = 1;
 
 /// The memos' folder below `$OUT_DIR/occ/cache` (apart from the job
-/// records, which `emit::remove_stale` sorts by name).
+/// records, which `outputs::remove_stale` sorts by name).
 const DIR: &str = "memo";
 
 /// The memo's file name in [`DIR`], after the part's prefix; its lock is
@@ -137,7 +137,7 @@ fn applies(build: &Build, inputs: &Inputs) -> bool {
 fn job_records(
     inputs: &Inputs,
     nvcc: &Nvcc,
-    toolkit: &Toolkit,
+    toolkit: &ToolkitId,
     jobs: &[Job],
 ) -> Vec<(PathBuf, String)> {
     jobs.iter()
@@ -161,7 +161,7 @@ pub(crate) fn identity(
     build: &Build,
     inputs: &Inputs,
     nvcc: &Nvcc,
-    toolkit: &Toolkit,
+    toolkit: &ToolkitId,
     jobs: &[Job],
 ) -> Option<Identity> {
     if !applies(build, inputs) {
@@ -169,7 +169,7 @@ pub(crate) fn identity(
     }
     let records = job_records(inputs, nvcc, toolkit, jobs);
     let top = toolkit.top.as_deref();
-    let tools = [disasm::tool(nvcc, top), embed::fatbinary(nvcc, top)].map(|tool| {
+    let tools = [disasm::tool(nvcc, top), device_code::fatbinary(nvcc, top)].map(|tool| {
         tool.map(|path| {
             let target = std::fs::canonicalize(&path).ok();
             let stat = target.as_deref().and_then(Stat::of);
@@ -264,7 +264,7 @@ pub(crate) fn reuse(
         build.part(),
         &inputs.root,
         &inputs.sources,
-        &crate::plan::recorded_flags(build, inputs),
+        &crate::stage::plan::recorded_flags(build, inputs),
     )
     .ok()?;
     let saved = memo.directives;
@@ -396,8 +396,8 @@ fn listing(out: &Path) -> Vec<(String, Stat)> {
 
 /// The stable `report.txt` beside cargo's build folder, if the build has one.
 fn report_path(inputs: &Inputs) -> Option<PathBuf> {
-    let path = summary::report_path(&inputs.out_dir, &inputs.package);
-    (path != inputs.out_dir.join(summary::REPORT_FILE)).then_some(path)
+    let path = report::report_path(&inputs.out_dir, &inputs.package);
+    (path != inputs.out_dir.join(report::REPORT_FILE)).then_some(path)
 }
 
 /// `cache/memo/<part>build.json` of this build's part.

@@ -16,10 +16,10 @@
 //! host compiler and flags cc picks.
 
 use crate::builder::Build;
-use crate::error::{Error, Result};
-use crate::hostlib::HostLib;
-use crate::inputs::Inputs;
-use crate::job::{Job, JobKind};
+use crate::leaf::error::{Error, Result};
+use crate::leaf::job::{Job, JobKind};
+use crate::stage::hostlib::HostLib;
+use crate::stage::inputs::Inputs;
 use occ_model::manifest::{Lookup, Manifest};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -100,7 +100,7 @@ pub(crate) fn jobs(
     let part = build.part();
     let args = common_args(build, inputs);
     let names = job_names(&inputs.sources);
-    let prefix = crate::parts::prefix(part);
+    let prefix = crate::stage::parts::prefix(part);
     let mut jobs = Vec::new();
     for (source, name) in inputs.sources.iter().zip(&names) {
         let mut source_args = args.clone();
@@ -515,7 +515,7 @@ fn unknown_cap_target(target: &str, manifest: &Manifest) -> Error {
 #[cfg(test)]
 mod tests {
     use super::{check_flags, relative_to, without_paths};
-    use crate::error::Error;
+    use crate::leaf::error::Error;
     use std::path::Path;
 
     #[test]

@@ -547,7 +547,8 @@ mod tests {
 
     /// nvcc 13.5, `nvcc -cubin -arch=sm_80 -Xptxas -v
     /// src/errors/template.cu` in tests/fixtures (regen.sh).
-    const TEMPLATE_ERROR: &str = include_str!("../../tests/fixtures/nvcc-13.5-template-error.log");
+    const TEMPLATE_ERROR: &str =
+        include_str!("../../../tests/fixtures/nvcc-13.5-template-error.log");
 
     #[test]
     fn a_template_error_keeps_its_caret_and_instantiation_chain() {
@@ -569,7 +570,7 @@ mod tests {
     /// src/errors/include.cu` in tests/fixtures (regen.sh).
     #[test]
     fn a_missing_header_keeps_its_include_chain_and_source_line() {
-        let log = include_str!("../../tests/fixtures/nvcc-13.5-include-error.log");
+        let log = include_str!("../../../tests/fixtures/nvcc-13.5-include-error.log");
         assert_eq!(
             diagnostics(log),
             [
@@ -587,7 +588,7 @@ mod tests {
     /// in tests/fixtures (regen.sh): ptxas's error among its report.
     #[test]
     fn diagnostics_drop_ptxas_resource_report_and_are_bounded() {
-        let log = include_str!("../../tests/fixtures/nvcc-13.5-smem-error.log");
+        let log = include_str!("../../../tests/fixtures/nvcc-13.5-smem-error.log");
         assert_eq!(
             diagnostics(log),
             ["ptxas error   : Entry function '_Z3bigPf' uses too much shared data (0x10000 bytes, 0xc000 max)"]

@@ -20,10 +20,10 @@
 //! checked by stat as the job records are).
 
 use crate::builder::Compress;
-use crate::cache::Stat;
-use crate::error::{Error, Result};
-use crate::files::write_atomic;
-use crate::job::JobOutput;
+use crate::leaf::cache::Stat;
+use crate::leaf::error::{Error, Result};
+use crate::leaf::files::write_atomic;
+use crate::leaf::job::JobOutput;
 use crate::process::{Cmd, Programs};
 use crate::toolkit::{exe, Nvcc};
 use occ_model::arch::{self, Variant};
@@ -238,7 +238,7 @@ fn fatbin(
     }
     // Unique to this process and call: two builds into one OUT_DIR at once
     // (threads of one process too) never write the same temporary file.
-    let tmp = crate::files::unique_sibling(&out.join("tmp").join(file));
+    let tmp = crate::leaf::files::unique_sibling(&out.join("tmp").join(file));
     let mut cmd = Cmd::new(&tool);
     cmd.current_dir(out)
         .arg(format!("--create={}", tmp.display()))

@@ -1,6 +1,6 @@
 //! Stages 6 and 8: the gates, and the policy around the lock.
 //!
-//! - `spills`: spilling kernels are named in the summary's one warning, or
+//! - `spills`: spilling kernels are named in the report's one warning, or
 //!   fail the build when it says [`Build::deny_spills`]; each with the line
 //!   it spills at (the most spilled bytes), its loop and its peak register
 //!   pressure when stage 5½ found them.
@@ -20,7 +20,7 @@
 //!   watched (`rerun-if-changed`) once it exists: cargo treats a watched
 //!   missing file as always stale, so a crate with no lock yet does not
 //!   watch it, and a lock created by `cargo occ bless` is picked up by the
-//!   next build that reruns the script. Both writers use [`crate::files::write_lock`]:
+//!   next build that reruns the script. Both writers use [`crate::leaf::files::write_lock`]:
 //!   through a symlinked lock, never over a read-only one.
 //! - A crate built as a dependency (`inputs::dependency`: where cargo put
 //!   it) is never gated: its lock is its own CI's baseline, not its
@@ -38,11 +38,11 @@
 //!   the model's block (or the fastest measured one that still launches).
 
 use crate::builder::Build;
-use crate::cargo::Directives;
-use crate::error::{Error, Result};
-use crate::files::{write_atomic, write_lock};
-use crate::inputs::Inputs;
-use crate::summary::{self, Details};
+use crate::leaf::directives::Directives;
+use crate::leaf::error::{Error, Result};
+use crate::leaf::files::{write_atomic, write_lock};
+use crate::stage::inputs::Inputs;
+use crate::stage::report::{self, Details};
 use occ_model::compare::{
     self, Cause, GateSettings, Group, Thresholds, Verdict, DEFAULT_CLIFF_MARGIN,
     DEFAULT_REGISTER_THRESHOLD, GATE_FILE,
@@ -57,7 +57,7 @@ pub(crate) const ROWS: usize = 10;
 
 /// Spilling kernels: [`Error::Spills`] under [`Build::deny_spills`] (the
 /// first [`ROWS`] kernel × archs, then a count and where the rest are);
-/// otherwise the build's one summary line names them (`summary`).
+/// otherwise the build's one report warning names them (`report`).
 pub(crate) fn spills(build: &Build, manifest: &Manifest, details: &mut Details) -> Result<()> {
     let mut lines = Vec::new();
     for kernel in &manifest.kernels {
@@ -354,7 +354,7 @@ fn measured_code(
         changed.join("\n"),
     );
     let count = changed.len();
-    changed.truncate(summary::NAMED);
+    changed.truncate(report::NAMED);
     Err(Error::MeasuredCodeChanged {
         lock: lock_name.to_string(),
         kernels: changed,
@@ -495,7 +495,7 @@ fn kernels(n: usize, singular: &str, plural: &str) -> String {
 
 /// The lock's measurements this build cannot stand behind: taken on
 /// another cubin (stale), or with a fastest block the kernel can no longer
-/// launch. One warning per kind, naming the first [`summary::NAMED`]; all
+/// launch. One warning per kind, naming the first [`report::NAMED`]; all
 /// go to the report.
 pub(crate) fn measured(manifest: &Manifest, details: &mut Details, directives: &mut Directives) {
     let mut stale = Vec::new();
@@ -535,10 +535,10 @@ pub(crate) fn measured(manifest: &Manifest, details: &mut Details, directives: &
     }
     let report = details.report().display().to_string();
     let named = |list: &[String]| {
-        let more = list.len().saturating_sub(summary::NAMED);
+        let more = list.len().saturating_sub(report::NAMED);
         let mut text = list
             .iter()
-            .take(summary::NAMED)
+            .take(report::NAMED)
             .cloned()
             .collect::<Vec<_>>()
             .join(", ");
@@ -582,7 +582,7 @@ fn measurements(n: usize) -> String {
 fn warning(group: &Group<'_>, lock_name: &str, report: &Path) -> Option<String> {
     let n = group.kernels().len();
     let archs = group.archs().join(", ");
-    let names = table::group_names(group, summary::NAMED);
+    let names = table::group_names(group, report::NAMED);
     let record = "run `cargo occ bless` to record";
     let all = format!("all in {}", report.display());
     if group.causes.contains(&Cause::NearCliff) {

@@ -1,6 +1,6 @@
 //! The job types every stage after planning shares: what one nvcc job
 //! compiles ([`Job`], [`JobKind`], made by `plan`) and what it produced
-//! ([`JobOutput`], made by `compile`, read by `assemble`, `embed`,
+//! ([`JobOutput`], made by `compile`, read by `assemble`, `device_code`,
 //! `hostlib` and the pipeline).
 //!
 //! A leaf: it imports no stage.

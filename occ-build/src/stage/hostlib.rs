@@ -14,15 +14,15 @@
 //! its flags for the target (`CXX`, `CXXFLAGS`, PIC, optimization and debug
 //! info of the profile), which nvcc gets as `-ccbin` and `-Xcompiler`, and
 //! it archives the objects with the target's archiver (`AR`, `ARFLAGS`).
-//! occ prints the link directives itself (`cargo.rs` is the one place that
+//! occ prints the link directives itself (`leaf/directives.rs` is the one place that
 //! prints): cc is told to print nothing.
 
 use crate::builder::{Build, Cudart};
-use crate::cargo::Directives;
 use crate::env::Env;
-use crate::error::{Error, Result};
-use crate::inputs::Inputs;
-use crate::job::JobOutput;
+use crate::leaf::directives::Directives;
+use crate::leaf::error::{Error, Result};
+use crate::leaf::job::JobOutput;
+use crate::stage::inputs::Inputs;
 use std::path::{Path, PathBuf};
 
 /// The settings of a build's host-code library, resolved before the jobs

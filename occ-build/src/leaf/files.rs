@@ -1,10 +1,10 @@
-//! occ-shell's file helpers, as the stages use them (`crate::files::…`):
+//! occ-shell's file helpers, as the stages use them (`crate::leaf::files::…`):
 //! the same functions, those that can fail returning occ-build's error, so
 //! that a stage can end on one (`write_atomic(..)`) as on its own.
 //!
 //! A leaf: it imports nothing of the crate but its error.
 
-use crate::error::Result;
+use crate::leaf::error::Result;
 use std::path::Path;
 
 pub(crate) use occ_shell::files::{lexical, relative, remove_stale_scratch, unique_sibling};

@@ -1350,7 +1350,7 @@ mod tests {
         // As cc's: it goes into `anyhow::Error` and across threads.
         fn send_sync<T: Send + Sync + 'static>() {}
         send_sync::<crate::Error>();
-        let mut directives = crate::cargo::Directives::default();
+        let mut directives = crate::leaf::directives::Directives::default();
         directives.rerun_if_env_changed.insert("NVCC".into());
         for e in every_variant() {
             let (text, kind) = (e.to_string(), e.kind());

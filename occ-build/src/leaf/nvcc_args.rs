@@ -3,8 +3,8 @@
 //! (`memo`) also holds records by, hashes them; and the check that refuses
 //! what nvcc cannot pass on safely. A leaf: it imports no stage.
 
-use crate::error::{Error, Result};
-use crate::job::{Job, JobKind};
+use crate::leaf::error::{Error, Result};
+use crate::leaf::job::{Job, JobKind};
 use std::path::{Path, PathBuf};
 
 /// A job's canonical scratch folder, `$OUT_DIR/occ/tmp/<job>`: the one its

@@ -16,12 +16,12 @@
 //! the kernels and archs it was printed for; the report lists every
 //! kernel × arch with each of its warnings once. A build with nothing
 //! notable prints nothing. (The gate's own lines come from
-//! [`crate::gate`].)
+//! [`crate::stage::gate`].)
 
-use crate::cargo::Directives;
-use crate::error::Result;
-use crate::files::write_atomic;
-use crate::inputs::Inputs;
+use crate::leaf::directives::Directives;
+use crate::leaf::error::Result;
+use crate::leaf::files::write_atomic;
+use crate::stage::inputs::Inputs;
 use occ_model::manifest::{Manifest, WarningKind};
 use occ_model::markdown::Baseline;
 use occ_model::table;
@@ -71,7 +71,7 @@ impl Details {
 }
 
 /// Writes the report, appends the Markdown step summary under GitHub
-/// Actions, and raises the summary warning, if any (not when a gate
+/// Actions, and raises the report's warning, if any (not when a gate
 /// failed: its error names the spills); returns the stable path of the
 /// report.
 pub(crate) fn write(
@@ -382,7 +382,7 @@ mod tests {
     fn one_spilling_kernel_is_singular() {
         let path = Path::new("occ.lock");
         let lock =
-            occ_model::lock::Lock::from_text(include_str!("../../fuzz/seeds/occ.lock"), path)
+            occ_model::lock::Lock::from_text(include_str!("../../../fuzz/seeds/occ.lock"), path)
                 .expect("lock");
         let mut m = lock.to_manifest(&["sm_80".into()], path).expect("manifest");
         m.kernels.truncate(1);
@@ -412,7 +412,7 @@ mod tests {
     /// -Xptxas -v kernels.cu` (tests/fixtures/regen.sh): ptxas raised the
     /// cap to 24 for all 13 kernels, and one of them recurses.
     fn capped_at_16() -> Manifest {
-        let log = include_str!("../../tests/fixtures/ptxas-13.5-maxrregcount16-sm_80.log");
+        let log = include_str!("../../../tests/fixtures/ptxas-13.5-maxrregcount16-sm_80.log");
         let args = ["-maxrregcount".to_string(), "16".to_string()];
         let signatures = occ_model::params::Signatures::default();
         let job = occ_model::analyze::JobText {
@@ -422,7 +422,7 @@ mod tests {
             args: &args,
             log,
             // The PTX of the same run: its entries are the job's kernels.
-            ptx: include_str!("../../tests/fixtures/ptx-13.5-kernels-sm_80.ptx"),
+            ptx: include_str!("../../../tests/fixtures/ptx-13.5-kernels-sm_80.ptx"),
             signatures: &signatures,
         };
         let jobs = [occ_model::analyze::contribution(job, "").expect("the job's kernels")];

@@ -1,4 +1,4 @@
-//! Stage 2: what this build compiles with. A [`Toolchain`] is a value that
+//! Stage 2: what this build compiles with. An [`NvccOrLock`] is a value that
 //! says whether the build has a live nvcc or stands on the committed lock,
 //! and why; nothing downstream learns it from an error.
 //!
@@ -8,17 +8,17 @@
 //! in a dependency's build it never is.
 
 use crate::builder::Build;
-use crate::cache::Toolkit;
 use crate::env::Env;
-use crate::error::Result;
-use crate::inputs::Inputs;
+use crate::leaf::cache::ToolkitId;
+use crate::leaf::error::Result;
+use crate::stage::inputs::Inputs;
 use crate::toolkit::{self, Nvcc};
 use occ_model::lock::Lock;
 use std::path::Path;
 
-/// The toolchain of one build.
+/// What one build compiles with: a live nvcc or the committed lock.
 #[derive(Debug)]
-pub(crate) enum Toolchain {
+pub(crate) enum NvccOrLock {
     /// A live nvcc: the numbers are this build's.
     Nvcc(Nvcc),
     /// No nvcc: the committed lock's numbers stand in, without device code.
@@ -33,10 +33,10 @@ pub(crate) enum Toolchain {
     },
 }
 
-/// Picks the toolchain: no nvcc under `DOCS_RS`/`OCC_NO_NVCC`, else the
+/// Picks nvcc or the lock: no nvcc under `DOCS_RS`/`OCC_NO_NVCC`, else the
 /// nvcc [`toolkit::find_nvcc`] finds; without one, the lock, else the error
 /// listing every place looked.
-pub(crate) fn select(build: &Build, env: &Env, inputs: &Inputs) -> Result<Toolchain> {
+pub(crate) fn select(build: &Build, env: &Env, inputs: &Inputs) -> Result<NvccOrLock> {
     let (looked, install_dir, watch) = match inputs.no_nvcc {
         Some(why) => (
             vec![format!("{why}: not looking for nvcc")],
@@ -44,7 +44,7 @@ pub(crate) fn select(build: &Build, env: &Env, inputs: &Inputs) -> Result<Toolch
             Vec::new(),
         ),
         None => match toolkit::find_nvcc(env, build.nvcc.as_deref(), Some(&inputs.root)) {
-            Ok(nvcc) => return Ok(Toolchain::Nvcc(nvcc)),
+            Ok(nvcc) => return Ok(NvccOrLock::Nvcc(nvcc)),
             Err(occ_shell::Error::NvccNotFound {
                 looked,
                 install_dir,
@@ -67,7 +67,7 @@ pub(crate) fn select(build: &Build, env: &Env, inputs: &Inputs) -> Result<Toolch
             }
             .into())
         }
-        Some(text) => Ok(Toolchain::Lock {
+        Some(text) => Ok(NvccOrLock::Lock {
             lock: Lock::from_text(text, &inputs.lock_path)?,
             reason: looked.last().cloned().unwrap_or_default(),
             watch,
@@ -92,7 +92,7 @@ pub(crate) fn select(build: &Build, env: &Env, inputs: &Inputs) -> Result<Toolch
 pub(crate) fn version(
     nvcc: &Nvcc,
     programs: &dyn crate::process::Programs,
-    toolkit: &Toolkit,
+    toolkit: &ToolkitId,
     out: &Path,
 ) -> Result<String> {
     let id = toolkit.id.clone();
@@ -105,6 +105,6 @@ pub(crate) fn version(
         }
     }
     let version = toolkit::short_version(&nvcc.version_with(programs)?).to_string();
-    crate::files::write_atomic(&cache, format!("{id}\n{version}\n").as_bytes())?;
+    crate::leaf::files::write_atomic(&cache, format!("{id}\n{version}\n").as_bytes())?;
     Ok(version)
 }

@@ -22,9 +22,9 @@
 //! A toolkit without nvdisasm gives today's manifest (no `lines`) and one
 //! note; nvdisasm failing on a cubin is one note too, never an error.
 
-use crate::cache::{self, Stat};
-use crate::cargo::Directives;
-use crate::files::write_atomic;
+use crate::leaf::cache::{self, Stat};
+use crate::leaf::directives::Directives;
+use crate::leaf::files::write_atomic;
 use crate::process::{Cmd, Programs};
 use crate::toolkit::{exe, Nvcc};
 use occ_model::assemble::Lines;
@@ -355,7 +355,7 @@ fn pool<T: Sync, R: Send>(
     // script; nothing in this process closes them (the client opens its own).
     let jobserver = unsafe { jobserver::Client::from_env() };
     let workers = parallel.clamp(1, items.len().max(1));
-    let tokens = crate::tokens::Tokens::new(jobserver.as_ref());
+    let tokens = crate::leaf::tokens::Tokens::new(jobserver.as_ref());
     std::thread::scope(|scope| {
         for worker in 0..workers {
             let (next, results, tokens, f) = (&next, &results, &tokens, &f);
@@ -430,7 +430,7 @@ fn remove_stale(dir: &Path, part: &str, cubins: &[String]) {
             }
             continue;
         };
-        if crate::parts::owns(part, record) && !cubins.iter().any(|c| stem(c) == record) {
+        if crate::stage::parts::owns(part, record) && !cubins.iter().any(|c| stem(c) == record) {
             let _ = std::fs::remove_file(entry.path());
         }
     }

@@ -1,6 +1,6 @@
 //! Stage 7: writes what a build made into `$OUT_DIR/occ`: `manifest.json`,
 //! `kernels.rs` and `device_code.rs` (the device code files are placed by
-//! the nvcc jobs and `embed`), and removes the files of jobs this build no
+//! the nvcc jobs and `device_code`), and removes the files of jobs this build no
 //! longer has.
 //!
 //! The files' text is [`occ_model::kernels_rs`]'s. `kernels.rs` is data, not a forest of modules: one static table of
@@ -31,8 +31,8 @@
 //! there. Other targets (Mach-O, COFF: other section directives, and a
 //! Windows `OUT_DIR` is all backslashes) keep `include_bytes!`.
 
-use crate::error::Result;
-use crate::files::write_atomic;
+use crate::leaf::error::Result;
+use crate::leaf::files::write_atomic;
 use occ_model::kernels_rs::{device_code_rs, kernels_rs, Reach};
 use occ_model::manifest::{self, DeviceCode, Manifest};
 use std::path::Path;
@@ -60,10 +60,10 @@ pub fn write_all(manifest: &Manifest, out: &Path) -> Result<()> {
 /// source dropped from the build, which would otherwise stay forever.
 /// `jobs` are this build's job names (`kernels_a.sm_80`), `blobs` its
 /// embedded files.
-/// Only the files of `part` ([`crate::parts::owns`]) are considered.
+/// Only the files of `part` ([`crate::stage::parts::owns`]) are considered.
 pub(crate) fn remove_stale(out: &Path, part: &str, jobs: &[&str], blobs: &[DeviceCode]) {
     let keep = |stem: &str| {
-        !crate::parts::owns(part, stem)
+        !crate::stage::parts::owns(part, stem)
             || jobs.contains(&stem)
             || blobs.iter().any(|b| b.file == stem)
     };
@@ -125,7 +125,7 @@ fn reach(out: &Path, blob: &DeviceCode) -> Reach {
         Ok(bytes) if quotable => Reach::Assembled {
             symbol: format!(
                 "occ_dc_{}",
-                crate::cache::hash_bytes(&[blob.file.as_bytes(), &bytes])
+                crate::leaf::cache::hash_bytes(&[blob.file.as_bytes(), &bytes])
             ),
             len: bytes.len() as u64,
         },

@@ -14,14 +14,14 @@
 //! one record (`cache/<stem>.lib.json`) whose outputs are all of them; its
 //! result comes back as one `JobOutput` per arch.
 
-use crate::cache::{self, NvccVars, Toolkit};
-use crate::error::{Error, Result};
-use crate::files::{remove_stale_scratch, unique_sibling};
-use crate::inputs::Inputs;
-use crate::job::{Job, JobKind, JobOutput};
-use crate::nvcc_args;
-use crate::nvcc_text::{self, deps_from_preprocessed, Failure};
+use crate::leaf::cache::{self, NvccVars, ToolkitId};
+use crate::leaf::error::{Error, Result};
+use crate::leaf::files::{remove_stale_scratch, unique_sibling};
+use crate::leaf::job::{Job, JobKind, JobOutput};
+use crate::leaf::nvcc_args;
+use crate::leaf::nvcc_text::{self, deps_from_preprocessed, Failure};
 use crate::process::{Cmd, Programs, Status};
+use crate::stage::inputs::Inputs;
 use crate::toolkit::Nvcc;
 use occ_model::analyze::{self, JobText};
 use occ_model::manifest::Contribution;
@@ -35,7 +35,7 @@ use std::sync::Mutex;
 /// build script has one; results come back in the order of `jobs`.
 pub(crate) fn run(
     nvcc: &Nvcc,
-    toolkit: &Toolkit,
+    toolkit: &ToolkitId,
     inputs: &Inputs,
     jobs: &[Job],
 ) -> Result<Vec<JobOutput>> {
@@ -60,10 +60,10 @@ pub(crate) fn run(
     .run_all(jobs)
 }
 
-/// The identity of the toolkit the jobs run ([`Toolkit::identify`], with the
+/// The identity of the toolkit the jobs run ([`ToolkitId::identify`], with the
 /// first job's arguments), cached in `$OUT_DIR/occ/cache/toolkit.json`.
 /// Creates the output folders.
-pub(crate) fn toolkit(nvcc: &Nvcc, inputs: &Inputs, jobs: &[Job]) -> Result<Toolkit> {
+pub(crate) fn toolkit_id(nvcc: &Nvcc, inputs: &Inputs, jobs: &[Job]) -> Result<ToolkitId> {
     let out = &inputs.out_dir;
     for dir in [out.to_path_buf(), out.join("cache"), out.join("tmp")] {
         std::fs::create_dir_all(&dir)
@@ -82,7 +82,7 @@ pub(crate) fn toolkit(nvcc: &Nvcc, inputs: &Inputs, jobs: &[Job]) -> Result<Tool
         }
         None => Vec::new(),
     };
-    Toolkit::identify(
+    ToolkitId::identify(
         nvcc,
         &*inputs.programs,
         &inputs.nvcc_vars,
@@ -107,8 +107,8 @@ pub(crate) struct Runner<'a> {
     /// What runs it.
     pub programs: &'a dyn Programs,
     /// The toolkit's identity.
-    pub toolkit: &'a Toolkit,
-    /// The toolkit's include folders ([`Toolkit::include_dirs`]).
+    pub toolkit: &'a ToolkitId,
+    /// The toolkit's include folders ([`ToolkitId::include_dirs`]).
     pub toolkit_dirs: Vec<PathBuf>,
     /// The variables nvcc reads itself, as this build read them.
     pub vars: &'a NvccVars,
@@ -145,7 +145,7 @@ impl Runner<'_> {
         let results: Mutex<Vec<Option<Result<Vec<JobOutput>>>>> =
             Mutex::new((0..jobs.len()).map(|_| None).collect());
         let workers = self.jobs.clamp(1, jobs.len().max(1));
-        let tokens = crate::tokens::Tokens::new(self.jobserver);
+        let tokens = crate::leaf::tokens::Tokens::new(self.jobserver);
         std::thread::scope(|scope| {
             for worker in 0..workers {
                 let next = &next;
@@ -497,7 +497,7 @@ impl Runner<'_> {
                     find_ptx(&paths.tmp, &job.source).ok_or_else(|| no_ptx(arch))?,
                 ),
                 JobKind::Library { .. } => {
-                    crate::hostlib::kept_files(&paths.tmp, &job.source, arch)
+                    crate::stage::hostlib::kept_files(&paths.tmp, &job.source, arch)
                         .ok_or_else(|| no_ptx(arch))?
                 }
             };
@@ -905,7 +905,7 @@ mod tests {
             origin: "test".into(),
             launcher: launcher.map(PathBuf::from),
         };
-        let toolkit: Toolkit =
+        let toolkit: ToolkitId =
             serde_json::from_str(r#"{"probe":"","tools":[],"dryrun":"","top":null,"id":""}"#)
                 .expect("a toolkit");
         let runner = Runner {

@@ -1,4 +1,5 @@
-//! `$OUT_DIR/occ/status.json`: whether the last build finished.
+//! The build's state, kept in `$OUT_DIR/occ/status.json`: whether the last
+//! build finished (not its report, which occ-build writes to `report.txt`).
 //!
 //! A build marks itself `running` as soon as it knows its `$OUT_DIR/occ`
 //! and `finished` after its last stage. A build that fails (or is killed)

@@ -22,8 +22,8 @@
 //! (`memo.rs`, the first of its run) is listed with its kernels already in
 //! `manifest.json` ([`reused`]).
 
-use crate::error::{Error, Result};
-use crate::files::write_atomic;
+use crate::leaf::error::{Error, Result};
+use crate::leaf::files::write_atomic;
 use occ_model::analyze;
 use occ_model::lock::Lock;
 use occ_model::manifest::Manifest;
@@ -221,7 +221,7 @@ pub(crate) fn record(
     let others = parts.parts.iter().any(|p| p.name != name);
     let merged = if others {
         let path = out.join(occ_model::manifest::FILE_NAME);
-        let mut theirs = crate::files::read_manifest(&path)?;
+        let mut theirs = crate::leaf::files::read_manifest(&path)?;
         let listed: Vec<&String> = parts
             .parts
             .iter()
@@ -341,8 +341,8 @@ mod tests {
             arch: "sm_80",
             name: "k",
             args: &args,
-            log: include_str!("../../tests/fixtures/ptxas-13.5-maxrregcount16-sm_80.log"),
-            ptx: include_str!("../../tests/fixtures/ptx-13.5-kernels-sm_80.ptx"),
+            log: include_str!("../../../tests/fixtures/ptxas-13.5-maxrregcount16-sm_80.log"),
+            ptx: include_str!("../../../tests/fixtures/ptx-13.5-kernels-sm_80.ptx"),
             signatures: &signatures,
         };
         let jobs = [analyze::contribution(text, "").expect("the kernels")];

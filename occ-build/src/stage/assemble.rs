@@ -6,10 +6,10 @@
 //! of today are declared, the lock's measurements of the kernels × archs
 //! built are attached, and each kernel × arch is made whole, once.
 
-use crate::cargo::Directives;
-use crate::error::Result;
-use crate::inputs::Inputs;
-use crate::job::JobOutput;
+use crate::leaf::directives::Directives;
+use crate::leaf::error::Result;
+use crate::leaf::job::JobOutput;
+use crate::stage::inputs::Inputs;
 use occ_model::assemble::{self, Assembly, Contribution, Judged};
 use occ_model::lock::Lock;
 use occ_model::manifest::{DeviceCode, Manifest, Origin};

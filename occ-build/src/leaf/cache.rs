@@ -7,7 +7,7 @@
 //! leaves), beside the job's **key**: the cache format, occ-model's code
 //! (`occ_model::CODE`: the record keeps the job's contribution as
 //! occ-model parsed it, so another occ-model compiles again), the toolkit's
-//! identity ([`Toolkit`]: every program nvcc runs, found by `nvcc
+//! identity ([`ToolkitId`]: every program nvcc runs, found by `nvcc
 //! --dryrun`, with their profile, the host compiler and the launcher),
 //! nvcc's arguments, and every variable nvcc reads itself
 //! (`NVCC_APPEND_FLAGS`, `NVCC_PREPEND_FLAGS`, `NVCC_CCBIN`), its host
@@ -113,11 +113,11 @@
 //! the script by mtimes, so a symlink retargeted outside the watched
 //! folders (or a toolkit switched that way) is seen only at the next rerun.
 
-use crate::error::{Error, Result};
-use crate::files::write_atomic;
-use crate::job::Job;
-use crate::nvcc_args;
-use crate::nvcc_text::{
+use crate::leaf::error::{Error, Result};
+use crate::leaf::files::write_atomic;
+use crate::leaf::job::Job;
+use crate::leaf::nvcc_args;
+use crate::leaf::nvcc_text::{
     dryrun_include_dirs, dryrun_library_dirs, dryrun_programs, dryrun_settings, expand,
 };
 use crate::process::{Cmd, Programs};
@@ -147,7 +147,7 @@ pub(crate) fn record_path(out: &Path, job: &str) -> PathBuf {
 /// arch, and the variables nvcc reads. Stage 4 checks a job's record by it,
 /// and the build memo holds the records by it.
 pub(crate) fn job_key(
-    toolkit: &Toolkit,
+    toolkit: &ToolkitId,
     nvcc: &Nvcc,
     vars: &NvccVars,
     root: &Path,
@@ -471,7 +471,7 @@ pub(crate) struct Finished<'a> {
     pub search: &'a [PathBuf],
     /// The toolkit's root: its headers are covered by its identity.
     pub toolkit_top: Option<&'a Path>,
-    /// The toolkit's include folders ([`Toolkit::include_dirs`]).
+    /// The toolkit's include folders ([`ToolkitId::include_dirs`]).
     pub toolkit_dirs: &'a [PathBuf],
     /// Every folder below the user's search folders ([`subfolders`]): a
     /// header created in one (`#include "gen/x.cuh"`) changes its stat.
@@ -560,9 +560,9 @@ fn searched_folders(
     dirs.dedup();
     // The anchor header is named from the crate root (`<root>/../target/…`
     // when the target folder is beside the crate): compared without `..`.
-    let out = crate::files::lexical(run.out);
+    let out = crate::leaf::files::lexical(run.out);
     dirs.into_iter()
-        .filter(|d| !crate::files::lexical(d).starts_with(&out))
+        .filter(|d| !crate::leaf::files::lexical(d).starts_with(&out))
         .map(|d| {
             let stat = Stat::of_dir(d).map(|s| {
                 if s.not_older_than(started) {
@@ -590,7 +590,7 @@ const MAX_SUBFOLDERS: usize = 1000;
 /// `.git`, `target` and any folder that holds `out` or lies in it (occ
 /// writes there itself).
 pub(crate) fn subfolders(dir: &Path, out: &Path) -> Option<Vec<PathBuf>> {
-    let out = crate::files::lexical(out);
+    let out = crate::leaf::files::lexical(out);
     let mut found = Vec::new();
     let mut seen: std::collections::HashSet<PathBuf> =
         std::fs::canonicalize(dir).into_iter().collect();
@@ -605,7 +605,7 @@ pub(crate) fn subfolders(dir: &Path, out: &Path) -> Option<Vec<PathBuf>> {
             let is_dir = std::fs::metadata(&path).is_ok_and(|m| m.is_dir())
                 && std::fs::canonicalize(&path).is_ok_and(|c| seen.insert(c));
             let name = entry.file_name();
-            let lexical = crate::files::lexical(&path);
+            let lexical = crate::leaf::files::lexical(&path);
             if !is_dir
                 || name == ".git"
                 || name == "target"
@@ -726,12 +726,12 @@ impl Drop for JobLock {
     }
 }
 
-/// The identity of the toolchain every job of a build runs: nvcc as it
+/// The identity of the toolkit every job of a build runs: nvcc as it
 /// really is (seen through `--dryrun`, so a wrapper script's real nvcc
 /// counts), every program it starts (cicc, ptxas, the host compiler, ...),
 /// its profile and libdevice, and the launcher.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Toolkit {
+pub(crate) struct ToolkitId {
     /// What the identity was computed from: nvcc's and the launcher's stat,
     /// the arguments and nvcc's variables. Unchanged, with unchanged tools,
     /// the dry run is not repeated.
@@ -776,7 +776,7 @@ impl Tool {
 /// those its profile expands), with their values in this build.
 pub(crate) type NvccVars = Vec<(String, Option<String>)>;
 
-impl Toolkit {
+impl ToolkitId {
     /// The identity, from `cache` when nothing it covers changed, else from
     /// a new `nvcc --dryrun` with `args` (a job's full arguments).
     pub fn identify(
@@ -787,7 +787,7 @@ impl Toolkit {
         args: &[String],
         root: &Path,
         cache: &Path,
-    ) -> Result<Toolkit> {
+    ) -> Result<ToolkitId> {
         let probe = hash_bytes(&[
             format!("{FORMAT}").as_bytes(),
             format!("{:?}", Stat::of(&nvcc.path)).as_bytes(),
@@ -808,13 +808,13 @@ impl Toolkit {
         ]);
         if let Some(known) = std::fs::read(cache)
             .ok()
-            .and_then(|t| serde_json::from_slice::<Toolkit>(&t).ok())
+            .and_then(|t| serde_json::from_slice::<ToolkitId>(&t).ok())
         {
             if known.probe == probe && known.tools.iter().all(Tool::unchanged) {
                 return Ok(known);
             }
         }
-        let toolkit = Toolkit::from_dryrun(nvcc, programs, vars, args, root, probe)?;
+        let toolkit = ToolkitId::from_dryrun(nvcc, programs, vars, args, root, probe)?;
         if let Ok(text) = serde_json::to_vec(&toolkit) {
             // A cache of the identity only: failing to write it costs a dry run.
             let _ = write_atomic(cache, &text);
@@ -831,7 +831,7 @@ impl Toolkit {
         args: &[String],
         root: &Path,
         probe: String,
-    ) -> Result<Toolkit> {
+    ) -> Result<ToolkitId> {
         let mut cmd = Cmd::new(&nvcc.path);
         nvcc_vars(&mut cmd, vars);
         cmd.arg("--dryrun").args(args).current_dir(root);
@@ -914,7 +914,7 @@ impl Toolkit {
             format!("{tools:?}").as_bytes(),
             commands.as_bytes(),
         ]);
-        Ok(Toolkit {
+        Ok(ToolkitId {
             probe,
             tools,
             dryrun: text,
@@ -924,7 +924,7 @@ impl Toolkit {
     }
 }
 
-impl Toolkit {
+impl ToolkitId {
     /// The toolkit's include folders, as its profile set them for every
     /// job (the dry run's `INCLUDES` and `SYSTEM_INCLUDES`).
     pub fn include_dirs(&self) -> Vec<PathBuf> {
@@ -1234,7 +1234,7 @@ mod tests {
         let cache = out.join("toolkit.json");
         let root = dir.join("crate");
         let identify = |vars: &NvccVars| {
-            Toolkit::identify(&nvcc, &dry, vars, None, &args, &root, &cache).expect("identify")
+            ToolkitId::identify(&nvcc, &dry, vars, None, &args, &root, &cache).expect("identify")
         };
         let first = identify(&Vec::new());
         assert_eq!(dry.runs.load(Ordering::SeqCst), 1);
