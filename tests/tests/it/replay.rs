@@ -9,10 +9,12 @@
 //!
 //! `OCC_RECORD=1` runs the same tests with the real nvcc and records
 //! their runs anew (`occ_shell::Recorder`); the fixtures' README
-//! has the command. Each test is a copy, with the same assertions, of a
-//! live one (named in its doc), which stays as the evidence that a real
-//! nvcc behaves so; these run where no toolkit is installed, and fail
-//! when the rule breaks as the live ones do.
+//! has the command. These are the tests of those rules: they run where
+//! no toolkit is installed, and fail when a rule breaks. The live tests
+//! beside them (`memo.rs`, `cache_proof.rs`, `cache_rules.rs`,
+//! `gate_scope.rs`, `lines.rs`, `baseline.rs`) keep what a replay cannot
+//! show: a launcher or wrapper that changes what nvcc runs, a scratch
+//! toolkit, cargo's own reruns, killed builds and full disks.
 //!
 //! The crates pre-include the fixtures' stand-in `cuda_runtime.h` from
 //! their root and pass `-Xcompiler -nostdinc`, so that every file nvcc
@@ -33,8 +35,8 @@ fn recording() -> bool {
 }
 
 /// Counts the nvdisasm runs and the nvcc runs that compile a job (`-Xptxas -v`, not the
-/// toolkit's `--dryrun` of the same arguments), as the live tests'
-/// counting launcher does, around the replay or the recorder.
+/// toolkit's `--dryrun` of the same arguments), as a counting
+/// `OCC_NVCC_LAUNCHER` would, around the replay or the recorder.
 #[derive(Debug)]
 struct Counted {
     inner: Arc<dyn Programs>,
@@ -167,7 +169,7 @@ impl Drop for Crate {
 }
 
 // ---------------------------------------------------------------------
-// The build memo (live: memo.rs)
+// The build memo (more, live, in memo.rs)
 
 const STAGED: &str = "#include \"common.cuh\"\n\
 extern \"C\" __global__ void staged(float* p) {\n\
@@ -177,7 +179,7 @@ extern \"C\" __global__ void staged(float* p) {\n\
   p[threadIdx.x] = s[(threadIdx.x + 1) % SMEM];\n\
 }\n";
 
-/// memo.rs's crate: one kernel whose shared memory its header sets, for
+/// One kernel whose shared memory its header sets, for
 /// sm_80, judged at blocks of 256 threads.
 fn staged(test: &'static str) -> Crate {
     let c = Crate::new(test);
@@ -219,7 +221,9 @@ fn touch(path: &Path) {
     file.set_modified(SystemTime::now()).expect("touch");
 }
 
-/// memo.rs's `an_unchanged_build_writes_nothing_and_prints_the_same`.
+/// A build that would change nothing writes nothing, runs no nvcc and
+/// prints what the last one printed, in a later run of the build script
+/// too.
 #[test]
 fn memo_an_unchanged_build_writes_nothing_and_prints_the_same() {
     let c = staged("memo_unchanged");
@@ -249,9 +253,38 @@ fn memo_an_unchanged_build_writes_nothing_and_prints_the_same() {
         full.manifest().expect("manifest")
     );
     assert_eq!(last_build(&c.out()), Some(BuildState::Finished));
+    // A later run of the build script (another process: `parts.json`
+    // names another run, which a build its memo served rewrites) is
+    // served by the memo too, and so is the run after it.
+    let parts = c.out().join("parts.json");
+    let text = std::fs::read_to_string(&parts).expect("parts.json");
+    let run = text
+        .split("\"run\":\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .expect("the run")
+        .to_string();
+    std::fs::write(&parts, text.replace(&run, "1-1")).expect("another run's parts");
+    let but_parts = |dir: &Path| -> Vec<(PathBuf, SystemTime)> {
+        mtimes(dir)
+            .into_iter()
+            .filter(|(p, _)| !p.ends_with("parts.json"))
+            .collect()
+    };
+    for _ in 0..2 {
+        let before = but_parts(c.s.path());
+        let again = run_staged(&c, &[]).expect("rebuild");
+        assert_eq!(again.nvcc_runs, 0);
+        assert_eq!(c.compiles(), runs, "no nvcc run");
+        assert_eq!(
+            but_parts(c.s.path()),
+            before,
+            "served by the memo: no file written but parts.json"
+        );
+    }
 }
 
-/// memo.rs's `an_edited_header_is_compiled_again`.
+/// An edited header is compiled again.
 #[test]
 fn memo_an_edited_header_is_compiled_again() {
     let c = staged("memo_edited_header");
@@ -269,7 +302,7 @@ fn memo_an_edited_header_is_compiled_again() {
         .contains("static_smem_bytes: 2048"));
 }
 
-/// memo.rs's `a_deleted_output_is_written_again`.
+/// An output deleted since the last build is written again.
 #[test]
 fn memo_a_deleted_output_is_written_again() {
     let c = staged("memo_deleted_output");
@@ -293,7 +326,7 @@ fn blessed_staged(test: &'static str) -> Crate {
     c
 }
 
-/// memo.rs's `a_changed_lock_is_judged_again`.
+/// A lock changed since the last build is judged again.
 #[test]
 fn memo_a_changed_lock_is_judged_again() {
     let c = blessed_staged("memo_changed_lock");
@@ -308,25 +341,28 @@ fn memo_a_changed_lock_is_judged_again() {
     std::fs::write(&lock, edited).expect("edit the lock");
     let e = run_staged(&c, &[]).expect_err("a regression against the lock");
     assert_eq!(e.kind(), ErrorKind::Gate, "{e}");
+    assert!(e.to_string().contains("cargo occ bless"), "{e}");
 }
 
-/// memo.rs's `a_gate_failure_fails_again`.
+/// A build the gate failed fails again, not served as the last good one.
 #[test]
 fn memo_a_gate_failure_fails_again() {
     let c = blessed_staged("memo_gate_failure");
     c.s.write("kernels/common.cuh", "#define SMEM 12288\n");
     let e = run_staged(&c, &[]).expect_err("more shared memory: fewer blocks");
     assert_eq!(e.kind(), ErrorKind::Gate, "{e}");
+    assert!(e.to_string().contains("cargo occ bless"), "{e}");
     assert_eq!(last_build(&c.out()), Some(BuildState::GateFailed));
     // Nothing changed since: the same failure, not the last good build.
     let e = run_staged(&c, &[]).expect_err("still a regression");
     assert_eq!(e.kind(), ErrorKind::Gate, "{e}");
+    assert!(e.to_string().contains("cargo occ bless"), "{e}");
 }
 
 // ---------------------------------------------------------------------
-// The job cache (live: cache_proof.rs, cache_rules.rs)
+// The job cache (more, live, in cache_proof.rs and cache_rules.rs)
 
-/// cache_proof.rs's kernel: static shared memory `N * 64` floats, `N`
+/// A kernel with static shared memory `N * 64` floats, `N`
 /// from whatever header its `__has_include` of a macro finds (1 without).
 const MACRO_HAS_INCLUDE: &str = "#define OPT_H \"opt.cuh\"\n#if __has_include(OPT_H)\n\
     #include OPT_H\n#endif\n#ifndef N\n#define N 1\n#endif\n\
@@ -350,8 +386,8 @@ fn smem(c: &Crate, env: &[(&str, Option<&str>)]) -> (u32, usize, Vec<String>) {
     )
 }
 
-/// cache_proof.rs's
-/// `a_touch_or_a_new_file_beside_a_source_compiles_nothing_and_an_edit_compiles`.
+/// A touch or a new file beside a source compiles nothing; an edit
+/// compiles.
 #[test]
 fn cache_a_touch_or_a_new_file_beside_a_source_compiles_nothing_and_an_edit_compiles() {
     let c = Crate::new("cache_touch_new_file_edit");
@@ -375,23 +411,73 @@ fn cache_a_touch_or_a_new_file_beside_a_source_compiles_nothing_and_an_edit_comp
     assert_eq!((smem, runs), (512, 1), "a changed source compiles");
 }
 
-/// cache_proof.rs's
-/// `a_header_a_macro_has_include_finds_is_seen_in_every_searched_folder`,
-/// for the source's own folder: a header the `__has_include` of a macro
-/// finds, created, is seen without a proof.
+/// A header the `__has_include` of a macro finds, created in any folder
+/// the include search looks in, is seen without a proof: beside the
+/// source, in a `-I` folder (which the one beside the source shadows), in
+/// a subfolder that holds no input, behind a symbolic link.
 #[test]
-fn cache_a_header_a_macro_has_include_finds_is_seen_beside_the_source() {
-    let c = Crate::new("cache_has_include_beside");
+fn cache_a_header_a_macro_has_include_finds_is_seen_in_every_searched_folder() {
+    let smem_of = |c: &Crate, b: &Build| {
+        let report = b
+            .try_compile_with(&c.env(&[]))
+            .unwrap_or_else(|e| panic!("the build failed: {e}"));
+        report.manifest().expect("manifest").kernels[0].archs["sm_80"]
+            .resources
+            .static_smem
+    };
+    let c = Crate::new("cache_has_include_folders");
     c.s.write("kernels/k.cu", MACRO_HAS_INCLUDE);
-    assert_eq!(smem(&c, &[]).0, 256);
-    c.s.write("kernels/opt.cuh", "#define N 2\n");
-    let (smem, runs, _) = smem(&c, &[]);
-    assert_eq!((smem, runs), (512, 1), "the new header is read");
+    std::fs::create_dir_all(c.s.path().join("inc")).expect("inc");
+    let mut b = c.build(["sm_80"]);
+    b.include("inc");
+    assert_eq!(smem_of(&c, &b), 256);
+    // Beside the source, then (a new value) in the `-I` folder, whose
+    // header the one beside the source shadows until it is removed.
+    c.s.write("kernels/opt.cuh", "#define N 4\n");
+    assert_eq!(
+        smem_of(&c, &b),
+        4 * 256,
+        "a header created beside the source"
+    );
+    c.s.write("inc/opt.cuh", "#define N 2\n");
+    assert_eq!(smem_of(&c, &b), 4 * 256, "the source's folder comes first");
+    std::fs::remove_file(c.s.path().join("kernels/opt.cuh")).expect("remove");
+    assert_eq!(
+        smem_of(&c, &b),
+        2 * 256,
+        "the -I folder's header, once alone"
+    );
+    // In a subfolder that already exists and holds no input.
+    let in_gen = MACRO_HAS_INCLUDE.replace("\"opt.cuh\"", "\"gen/opt.cuh\"");
+    let c = Crate::new("cache_has_include_subfolder");
+    c.s.write("kernels/k.cu", &in_gen);
+    c.s.write("kernels/gen/.keep", "");
+    assert_eq!(smem_of(&c, &c.build(["sm_80"])), 256);
+    c.s.write("kernels/gen/opt.cuh", "#define N 8\n");
+    assert_eq!(
+        smem_of(&c, &c.build(["sm_80"])),
+        8 * 256,
+        "a header created in a subfolder"
+    );
+    // Behind a symbolic link to a folder elsewhere.
+    let c = Crate::new("cache_has_include_link");
+    c.s.write("kernels/k.cu", &in_gen);
+    c.s.write("elsewhere/.keep", "");
+    std::os::unix::fs::symlink(c.s.path().join("elsewhere"), c.s.path().join("kernels/gen"))
+        .expect("link");
+    assert_eq!(smem_of(&c, &c.build(["sm_80"])), 256);
+    c.s.write("elsewhere/opt.cuh", "#define N 2\n");
+    assert_eq!(
+        smem_of(&c, &c.build(["sm_80"])),
+        2 * 256,
+        "a header created behind a link"
+    );
 }
 
-/// cache_rules.rs's `a_change_of_nvcc_append_flags_rebuilds`, in
-/// process: a variable nvcc reads itself is part of the job's key, set and
-/// unset. (That cargo reruns the build script for it stays live there.)
+/// A variable nvcc reads itself (`NVCC_APPEND_FLAGS`) is watched, so that
+/// cargo reruns the build script for it, and is part of the job's key,
+/// set and unset. (`NVCC_PREPEND_FLAGS` and `NVCC_CCBIN` are tested
+/// through cargo, live, in cache_rules.rs.)
 #[test]
 fn cache_nvcc_append_flags_are_part_of_the_jobs_key() {
     let c = Crate::new("cache_nvcc_append_flags");
@@ -408,23 +494,27 @@ fn cache_nvcc_append_flags_are_part_of_the_jobs_key() {
         let report = b
             .try_compile_with(&c.env(env))
             .unwrap_or_else(|e| panic!("the build failed: {e}"));
-        report.manifest().expect("manifest").kernels[0].archs["sm_80"]
+        let watched = report.directives().rerun_if_env_changed().clone();
+        let registers = report.manifest().expect("manifest").kernels[0].archs["sm_80"]
             .resources
-            .registers
+            .registers;
+        (registers, watched)
     };
     let var = "NVCC_APPEND_FLAGS";
-    let light = registers(&[]);
-    let with = registers(&[(var, Some("-DHEAVY_KERNEL"))]);
+    let (light, watched) = registers(&[]);
+    // Cargo reruns the build script for a variable it prints.
+    assert!(watched.contains(var), "{var} is not watched: {watched:?}");
+    let (with, _) = registers(&[(var, Some("-DHEAVY_KERNEL"))]);
     assert!(
         with > light,
         "{var} (which nvcc reads) was ignored: {with} registers with it, {light} without"
     );
-    let back = registers(&[]);
+    let (back, _) = registers(&[]);
     assert_eq!(back, light, "unsetting {var} was ignored");
 }
 
 // ---------------------------------------------------------------------
-// The gate's scope (live: gate_scope.rs)
+// The gate's scope (more, live, in gate_scope.rs)
 
 const ALPHA: &str = "extern \"C\" __global__ void alpha(float* p) { p[threadIdx.x] *= 2.0f; }\n";
 const BETA: &str = "extern \"C\" __global__ void beta(int* p) { p[threadIdx.x] += 1; }\n";
@@ -448,7 +538,8 @@ fn gated(c: &Crate, env: &[(&str, Option<&str>)]) -> (Result<(), String>, Vec<St
     }
 }
 
-/// gate_scope.rs's `under_ci_an_arch_the_lock_does_not_record_fails_naming_it`.
+/// Under `CI`, an arch the lock does not record fails the build, naming
+/// it and how to bless; outside CI it is a warning.
 #[test]
 fn gate_under_ci_an_arch_the_lock_does_not_record_fails_naming_it() {
     let c = blessed_alpha("gate_new_arch");
@@ -472,7 +563,8 @@ fn gate_under_ci_an_arch_the_lock_does_not_record_fails_naming_it() {
     assert!(result.is_ok(), "{result:?}");
 }
 
-/// gate_scope.rs's `under_ci_a_kernel_the_lock_does_not_record_fails_naming_it`.
+/// Under `CI`, a kernel the lock does not record fails the build, naming
+/// it.
 #[test]
 fn gate_under_ci_a_kernel_the_lock_does_not_record_fails_naming_it() {
     let c = blessed_alpha("gate_new_kernel");
@@ -486,7 +578,7 @@ fn gate_under_ci_a_kernel_the_lock_does_not_record_fails_naming_it() {
     );
 }
 
-/// gate_scope.rs's `under_ci_a_crate_without_a_lock_fails_and_outside_ci_it_warns`.
+/// Under `CI`, a crate without a lock fails; outside CI it warns.
 #[test]
 fn gate_under_ci_a_crate_without_a_lock_fails_and_outside_ci_it_warns() {
     let c = Crate::new("gate_no_lock");
@@ -504,10 +596,12 @@ fn gate_under_ci_a_crate_without_a_lock_fails_and_outside_ci_it_warns() {
 }
 
 // ---------------------------------------------------------------------
-// The disassembly cache (live: lines.rs)
+// The disassembly cache (more, live, in lines.rs)
 
-/// lines.rs's `a_warm_build_reads_the_records_and_writes_the_same_manifest`
-/// (and, as the replay counts them, no nvdisasm run when warm).
+/// A warm build reads the disassembly's records (no nvcc or nvdisasm
+/// run) and writes the same manifest, byte for byte, as the cold one; a
+/// record that no longer matches is recomputed, to the same bytes; an
+/// arch dropped takes its record with it.
 #[test]
 fn lines_a_warm_build_reads_the_records_and_writes_the_same_manifest() {
     let c = Crate::new("lines_warm_records");
@@ -555,7 +649,7 @@ fn lines_a_warm_build_reads_the_records_and_writes_the_same_manifest() {
         cold.manifest().expect("manifest")
     );
 
-    // Beyond the live test: the memo misses (an output deleted; the warm
+    // The memo misses (an output deleted; the warm
     // build above was the memo's) and the jobs' results hold: the records
     // are read, nvdisasm does not run.
     std::fs::remove_file(c.out().join("kernels.rs")).expect("delete kernels.rs");
@@ -585,7 +679,7 @@ fn lines_a_warm_build_reads_the_records_and_writes_the_same_manifest() {
 }
 
 // ---------------------------------------------------------------------
-// The gate against occ.lock (live: baseline.rs)
+// The gate against occ.lock (more, live, in baseline.rs)
 
 /// A crate with `alpha` in `a.cu` and `beta` in `b.cu`, blessed for sm_80.
 fn two_kernels(test: &'static str) -> Crate {
@@ -598,7 +692,7 @@ fn two_kernels(test: &'static str) -> Crate {
     c
 }
 
-/// baseline.rs's `a_moved_file_with_the_same_kernels_passes_the_gate`.
+/// A file moved with the same kernels passes the gate.
 #[test]
 fn gate_a_moved_file_with_the_same_kernels_passes() {
     let c = two_kernels("gate_moved_file");
@@ -612,7 +706,7 @@ fn gate_a_moved_file_with_the_same_kernels_passes() {
     }
 }
 
-/// baseline.rs's `a_renamed_kernel_shows_its_new_name`.
+/// A renamed kernel's verdict shows the name gone and the new one.
 #[test]
 fn gate_a_renamed_kernel_shows_its_new_name() {
     let c = two_kernels("gate_renamed_kernel");
@@ -626,7 +720,7 @@ fn gate_a_renamed_kernel_shows_its_new_name() {
     );
 }
 
-/// baseline.rs's `duplicate_lock_entries_are_refused`.
+/// A lock with the same entry twice is refused, saying so.
 #[test]
 fn gate_duplicate_lock_entries_are_refused() {
     let c = blessed_alpha("gate_duplicate_entries");
