@@ -104,7 +104,7 @@ fn one() -> u32 {
 #[derive(Debug, Serialize)]
 struct Output {
     arch: &'static str,
-    threads: u32,
+    block_size: u32,
     active_blocks_per_sm: u32,
     active_warps_per_sm: u32,
     max_warps_per_sm: u32,
@@ -204,17 +204,17 @@ fn compute(input: &Input) -> anyhow::Result<Answer> {
 fn output(arch: &'static Arch, occ: &Occupancy, best: Option<&BestBlock>) -> Output {
     Output {
         arch: arch.name,
-        threads: occ.block_size,
-        active_blocks_per_sm: occ.active_blocks,
-        active_warps_per_sm: occ.active_warps,
-        max_warps_per_sm: occ.max_warps,
+        block_size: occ.block_size,
+        active_blocks_per_sm: occ.active_blocks_per_sm,
+        active_warps_per_sm: occ.active_warps_per_sm,
+        max_warps_per_sm: occ.max_warps_per_sm,
         occupancy: occ.occupancy,
         limiters: occ.limiters.iter().map(Limiter::as_str).collect(),
         limits: occ.limits,
         allocated_registers_per_block: occ.allocated_registers_per_block,
         allocated_smem_per_block: occ.allocated_smem_per_block,
         best_block_size: best.map_or(0, |b| b.block_size),
-        best_active_blocks_per_sm: best.map_or(0, |b| b.blocks_per_sm()),
+        best_active_blocks_per_sm: best.map_or(0, |b| b.active_blocks_per_sm()),
         best_occupancy: best.map_or(0.0, |b| b.occupancy.occupancy),
     }
 }
@@ -250,11 +250,11 @@ fn write_table(
         "block size        {} threads ({} warps)",
         occ.block_size, occ.warps_per_block
     )?;
-    writeln!(out, "active blocks     {} per SM", occ.active_blocks)?;
+    writeln!(out, "active blocks     {} per SM", occ.active_blocks_per_sm)?;
     writeln!(
         out,
         "active warps      {} of {} per SM",
-        occ.active_warps, occ.max_warps
+        occ.active_warps_per_sm, occ.max_warps_per_sm
     )?;
     writeln!(out, "occupancy         {}", percent(occ.occupancy))?;
     writeln!(out, "limited by        {}", occ.binding_limiters())?;
@@ -278,8 +278,8 @@ fn write_table(
             out,
             "best block size   {} threads: {} blocks, {} warps per SM, {}",
             b.block_size,
-            b.blocks_per_sm(),
-            b.occupancy.active_warps,
+            b.active_blocks_per_sm(),
+            b.occupancy.active_warps_per_sm,
             percent(b.occupancy.occupancy)
         ),
         None => writeln!(out, "best block size   none: no block size can run"),

@@ -72,7 +72,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     let c = cliff::cliffs(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;
     print_cliffs(&c);
     let hints = tune::what_if(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;
-    if occ.active_warps >= occ.max_warps {
+    if occ.active_warps_per_sm >= occ.max_warps_per_sm {
         if k.spills() {
             println!(
                 "  full occupancy at this block size, but it spills {} B per thread",
@@ -155,9 +155,9 @@ fn print_launch(
     println!(
         "  occupancy: {} ({}/{} warps, {} blocks per SM)",
         percent(occ.occupancy),
-        occ.active_warps,
-        occ.max_warps,
-        occ.active_blocks
+        occ.active_warps_per_sm,
+        occ.max_warps_per_sm,
+        occ.active_blocks_per_sm
     );
     println!();
     println!("  {:<18} {:>10}", "block limit", "blocks/SM");
@@ -181,7 +181,7 @@ fn print_launch(
 fn print_cliffs(c: &Cliffs) {
     println!(
         "  cliffs at this launch ({} blocks per SM now):",
-        c.active_blocks
+        c.active_blocks_per_sm
     );
     for (what, unit, side) in [
         ("registers", " registers/thread", &c.registers),
@@ -197,13 +197,13 @@ fn print_cliffs(c: &Cliffs) {
                 "{} (+{}) costs {} block{}: {} per SM, {}",
                 d.at,
                 d.at - side.now,
-                c.active_blocks - d.blocks,
-                if c.active_blocks - d.blocks == 1 {
+                c.active_blocks_per_sm - d.active_blocks_per_sm,
+                if c.active_blocks_per_sm - d.active_blocks_per_sm == 1 {
                     ""
                 } else {
                     "s"
                 },
-                d.blocks,
+                d.active_blocks_per_sm,
                 percent(d.occupancy)
             )),
             None => parts.push("no block to lose".into()),
@@ -213,8 +213,8 @@ fn print_cliffs(c: &Cliffs) {
                 "{} or less (-{}) gains {}: {} per SM, {}",
                 u.at,
                 side.now - u.at,
-                u.blocks - c.active_blocks,
-                u.blocks,
+                u.active_blocks_per_sm - c.active_blocks_per_sm,
+                u.active_blocks_per_sm,
                 percent(u.occupancy)
             ));
         }
@@ -232,13 +232,13 @@ fn print_what_if(
     occ: &Occupancy,
     hints: &WhatIf,
 ) {
-    let next_warps = (hints.target_blocks * block.div_ceil(a.warp_size)).min(occ.max_warps);
+    let next_warps = (hints.target_blocks * block.div_ceil(a.warp_size)).min(occ.max_warps_per_sm);
     println!(
         "  what if (one more block per SM: {} -> {}, occupancy {} -> {}):",
-        hints.active_blocks,
+        hints.active_blocks_per_sm,
         hints.target_blocks,
         percent(occ.occupancy),
-        percent(f64::from(next_warps) / f64::from(occ.max_warps.max(1)))
+        percent(f64::from(next_warps) / f64::from(occ.max_warps_per_sm.max(1)))
     );
     let mut any = false;
     if let Some(r) = hints.registers {
@@ -265,7 +265,7 @@ fn print_what_if(
         println!(
             "    __launch_bounds__({}, {}){}: caps registers near {}{}",
             lb.max_threads,
-            lb.min_blocks,
+            lb.min_blocks_per_sm,
             written(&k.launch_bounds)
                 .filter(|_| has_bounds(&k.launch_bounds))
                 .map(|w| format!(" in place of {w}"))
@@ -393,8 +393,8 @@ fn spill_hints(a: &Arch, name: &str, k: &KernelArch, res: &KernelResources, smem
             .map(|o| {
                 format!(
                     "at {registers}: {} block{} of {block} per SM, {}",
-                    o.active_blocks,
-                    if o.active_blocks == 1 { "" } else { "s" },
+                    o.active_blocks_per_sm,
+                    if o.active_blocks_per_sm == 1 { "" } else { "s" },
                     percent(o.occupancy)
                 )
             })

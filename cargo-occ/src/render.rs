@@ -9,7 +9,7 @@ pub use occ_model::markdown::markdown;
 pub use occ_model::table::{rows, table, Row};
 use serde::Serialize;
 
-/// The JSON report: `{"schema": 1, "package", "nvcc", "rows": [...]}`.
+/// The JSON report: `{"schema": 2, "package", "nvcc", "rows": [...]}`.
 pub fn json(m: &Manifest) -> String {
     #[derive(Serialize)]
     struct Doc<'a> {
@@ -19,7 +19,7 @@ pub fn json(m: &Manifest) -> String {
         rows: Vec<Row>,
     }
     occ_model::manifest::to_json_pretty(&Doc {
-        schema: 1,
+        schema: 2,
         package: &m.package,
         nvcc: &m.nvcc,
         rows: rows(m),

@@ -223,8 +223,8 @@ fn plan(args: &TuneArgs) -> anyhow::Result<i32> {
                     rows.push([
                         format!("  {}", shape(*block, dims)),
                         c.dynamic_smem.to_string(),
-                        c.occupancy.active_blocks.to_string(),
-                        c.occupancy.active_warps.to_string(),
+                        c.occupancy.active_blocks_per_sm.to_string(),
+                        c.occupancy.active_warps_per_sm.to_string(),
                         percent(c.occupancy.occupancy),
                         c.occupancy.binding_limiters().to_string(),
                         why(&c.why),
@@ -396,7 +396,10 @@ pub fn measured_section(m: &occ_model::manifest::Manifest, gpu: Option<&str>) ->
             name.to_string(),
             e.arch.clone(),
             e.bucket.clone(),
-            format!("{} ({}, {} SMs)", e.device, e.cc, e.sms),
+            format!(
+                "{} ({}, {} SMs)",
+                e.device, e.compute_capability, e.sm_count
+            ),
             format!("{}{}", e.best, if stale { " (stale)" } else { "" }),
             us(e.time_at(e.best)),
             model.map_or("-".into(), |b| b.to_string()),

@@ -159,7 +159,7 @@ pub struct LaunchPlan {
     /// Dynamic shared memory per block, bytes.
     pub dynamic_smem: u32,
     /// Resident blocks per SM.
-    pub blocks_per_sm: u32,
+    pub active_blocks_per_sm: u32,
     /// Resident warps / the SM's maximum.
     pub occupancy: f64,
     /// What holds it back: every resource whose own limit equals the
@@ -178,11 +178,11 @@ impl LaunchPlan {
         LaunchPlan {
             block_size: o.block_size,
             dynamic_smem,
-            blocks_per_sm: o.active_blocks,
+            active_blocks_per_sm: o.active_blocks_per_sm,
             occupancy: o.occupancy,
             limiters: Limiter::ALL
                 .into_iter()
-                .filter(|l| o.limits.get(*l) == Some(o.active_blocks))
+                .filter(|l| o.limits.get(*l) == Some(o.active_blocks_per_sm))
                 .collect(),
             header_limiters: o.limiters.iter().collect(),
         }

@@ -111,7 +111,7 @@ pub fn model(spec: &Arch, kernel: &KernelResources, p: Point) -> Option<u32> {
     };
     occupancy(spec, kernel, &launch)
         .ok()
-        .map(|o| o.active_blocks)
+        .map(|o| o.active_blocks_per_sm)
 }
 
 /// What one kernel's sweep found.

@@ -58,7 +58,7 @@ fuzz_target!(|input: Input| {
         partitioned_gc,
     };
     if let Ok(occ) = occupancy(arch, &kernel, &launch) {
-        assert!(occ.active_warps <= arch.max_warps_per_sm());
+        assert!(occ.active_warps_per_sm <= arch.max_warps_per_sm());
         assert!((0.0..=1.0).contains(&occ.occupancy));
     }
     let _ = tune::available_dynamic_smem(arch, &kernel, &launch, input.num_blocks);
@@ -76,7 +76,7 @@ fuzz_target!(|input: Input| {
     };
     if let Ok(Some(best)) = tune::best_block_size(arch, &kernel, &request) {
         assert!(best.block_size > 0 && best.block_size <= arch.max_threads_per_block);
-        assert!(best.occupancy.active_warps <= arch.max_warps_per_sm());
+        assert!(best.occupancy.active_warps_per_sm <= arch.max_warps_per_sm());
     }
     let _ = tune::what_if(arch, &kernel, &launch);
 });

@@ -370,7 +370,7 @@ fn consts(plan: &Plan, uses: &Uses) -> TokenStream {
     let block = first.block_size;
     let [bx, by, bz] = first.block;
     let smem = first.dynamic_smem;
-    let blocks = first.blocks_per_sm;
+    let blocks = first.active_blocks_per_sm;
     let occupancy = f32_lit(first.occupancy);
     let measured = first.measured;
     let mut out = TokenStream::new();
@@ -397,7 +397,13 @@ fn consts(plan: &Plan, uses: &Uses) -> TokenStream {
     item("MEASURED", quote!(const MEASURED: bool = #measured;));
     if uses.wants("LAUNCH") {
         let rows = plan.rows.iter().map(|r| {
-            let (a, maj, min, s, n) = (&r.arch, r.major, r.minor, r.dynamic_smem, r.blocks_per_sm);
+            let (a, maj, min, s, n) = (
+                &r.arch,
+                r.major,
+                r.minor,
+                r.dynamic_smem,
+                r.active_blocks_per_sm,
+            );
             let [x, y, z] = r.block;
             let o = f32_lit(r.occupancy);
             quote!(::occ::BakedArch {
@@ -405,8 +411,8 @@ fn consts(plan: &Plan, uses: &Uses) -> TokenStream {
                 major: #maj,
                 minor: #min,
                 block: (#x, #y, #z),
-                dynamic_smem_bytes: #s,
-                blocks_per_sm: #n,
+                dynamic_smem: #s,
+                active_blocks_per_sm: #n,
                 occupancy: #o,
             })
         });

@@ -30,7 +30,7 @@ pub struct Row {
     /// Dynamic shared memory per block, bytes.
     pub dynamic_smem: u32,
     /// Resident blocks per SM.
-    pub blocks_per_sm: u32,
+    pub active_blocks_per_sm: u32,
     /// Resident warps / the SM's maximum.
     pub occupancy: f64,
     /// Whether the block is the one measured on a GPU (`tuned`), not the
@@ -453,7 +453,7 @@ fn tune_arch(
         block_size: best.block_size,
         block,
         dynamic_smem,
-        blocks_per_sm: occ.active_blocks,
+        active_blocks_per_sm: occ.active_blocks_per_sm,
         occupancy: occ.occupancy,
         measured: was_measured,
     })
@@ -620,8 +620,12 @@ fn dynamic_smem_at(
     Ok(match args.dynamic_smem.as_ref().map(|d| d.value) {
         Some(DynamicSmemArg::Max) => {
             let launch = Launch::new(best.block_size);
-            match tune::available_dynamic_smem(limits, resources, &launch, occ.active_blocks.max(1))
-            {
+            match tune::available_dynamic_smem(
+                limits,
+                resources,
+                &launch,
+                occ.active_blocks_per_sm.max(1),
+            ) {
                 Ok(bytes) => bytes,
                 Err(e) => {
                     return Err(Failure::new(
@@ -655,8 +659,8 @@ fn check_min_occupancy(
                 format!(
                     "{:.3} on {arch_name} ({} of {} warps per SM at its {} {}, limited by {})",
                     occ.occupancy,
-                    occ.active_warps,
-                    occ.max_warps,
+                    occ.active_warps_per_sm,
+                    occ.max_warps_per_sm,
                     if was_measured {
                         "fastest measured block size (tuned)"
                     } else if declared {

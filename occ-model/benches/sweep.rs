@@ -67,7 +67,7 @@ fn sweep(devs: &[(u32, u32, &'static Arch)]) -> (u64, u64) {
             };
             for b in 1..=1024u32 {
                 if let Ok(o) = occupancy(a, black_box(&kernel), &Launch::new(b)) {
-                    checksum += u64::from(o.active_blocks);
+                    checksum += u64::from(o.active_blocks_per_sm);
                 }
                 calls += 1;
             }

@@ -21,11 +21,11 @@
 //! let sm80 = arch::lookup("sm_80").unwrap();
 //! let k = KernelResources { registers: 40, static_smem: 16384, ..Default::default() };
 //! let c = cliff::cliffs(sm80, &k, &Launch::new(256)).unwrap();
-//! assert_eq!(c.active_blocks, 6);
+//! assert_eq!(c.active_blocks_per_sm, 6);
 //! // 41 registers allocate 48 per thread: 5 blocks.
-//! assert_eq!(c.registers.down.map(|s| (s.at, s.blocks)), Some((41, 5)));
+//! assert_eq!(c.registers.down.map(|s| (s.at, s.active_blocks_per_sm)), Some((41, 5)));
 //! // At most 32 registers give 8 blocks.
-//! assert_eq!(c.registers.up.map(|s| (s.at, s.blocks)), Some((32, 8)));
+//! assert_eq!(c.registers.up.map(|s| (s.at, s.active_blocks_per_sm)), Some((32, 8)));
 //! ```
 
 use crate::arch::{self, Arch};
@@ -71,8 +71,8 @@ impl Cliff {
             Some(d) => parts.push(format!(
                 "+{}{unit} costs {} ({blocks} -> {}, {} -> {})",
                 d.at - self.now,
-                count(blocks - d.blocks),
-                d.blocks,
+                count(blocks - d.active_blocks_per_sm),
+                d.active_blocks_per_sm,
                 pct(occupancy),
                 pct(d.occupancy)
             )),
@@ -82,8 +82,8 @@ impl Cliff {
             parts.push(format!(
                 "-{}{unit} gains {} ({blocks} -> {}, {} -> {})",
                 self.now - u.at,
-                count(u.blocks - blocks),
-                u.blocks,
+                count(u.active_blocks_per_sm - blocks),
+                u.active_blocks_per_sm,
                 pct(occupancy),
                 pct(u.occupancy)
             ));
@@ -95,7 +95,7 @@ impl Cliff {
 impl Cliffs {
     /// The occupancy at the launch (resident warps over the SM's maximum).
     pub fn occupancy(&self, arch: &Arch) -> f64 {
-        fraction(arch, self.active_blocks, self.block_size)
+        fraction(arch, self.active_blocks_per_sm, self.block_size)
     }
 
     /// One line: `registers 40: +1 costs a block (…); -8 gains a block (…);
@@ -105,9 +105,10 @@ impl Cliffs {
         format!(
             "registers {}: {}; smem {} B/block: {}",
             self.registers.now,
-            self.registers.describe("", self.active_blocks, occ),
+            self.registers.describe("", self.active_blocks_per_sm, occ),
             self.shared_memory.now,
-            self.shared_memory.describe(" B", self.active_blocks, occ)
+            self.shared_memory
+                .describe(" B", self.active_blocks_per_sm, occ)
         )
     }
 }
@@ -126,11 +127,11 @@ pub fn cliffs(
     launch: &Launch,
 ) -> Result<Cliffs, OccupancyError> {
     let now = occupancy(arch, kernel, launch)?;
-    let blocks = now.active_blocks;
+    let blocks = now.active_blocks_per_sm;
     let hints = tune::what_if(arch, kernel, launch)?;
     let step = |at: u32, blocks: u32| Step {
         at,
-        blocks,
+        active_blocks_per_sm: blocks,
         occupancy: fraction(arch, blocks, launch.block_size),
     };
     let with_registers = |r: u32| {
@@ -138,7 +139,7 @@ pub fn cliffs(
             registers: r,
             ..*kernel
         };
-        crate::occupancy::compute(arch, &k, launch).active_blocks
+        crate::occupancy::compute(arch, &k, launch).active_blocks_per_sm
     };
     // Shared memory per block `t` (static + dynamic): the extra bytes are
     // dynamic, the same footprint as static ones.
@@ -155,7 +156,7 @@ pub fn cliffs(
             static_smem: kernel.static_smem.min(t),
             ..*kernel
         };
-        crate::occupancy::compute(arch, &k, &l).active_blocks
+        crate::occupancy::compute(arch, &k, &l).active_blocks_per_sm
     };
     let registers = Cliff {
         now: kernel.registers,
@@ -178,7 +179,7 @@ pub fn cliffs(
     Ok(Cliffs {
         block_size: launch.block_size,
         dynamic_smem: launch.dynamic_smem,
-        active_blocks: blocks,
+        active_blocks_per_sm: blocks,
         registers,
         shared_memory,
     })
@@ -334,7 +335,7 @@ mod tests {
         {
             return 0;
         }
-        compute(a, k, l).active_blocks
+        compute(a, k, l).active_blocks_per_sm
     }
 
     /// Brute force: step registers one at a time from today's, up to the
@@ -366,7 +367,7 @@ mod tests {
                 blocks(a, &KernelResources { registers: r, ..k }, &l)
             };
             let now = at(k.registers);
-            assert_eq!(c.active_blocks, now, "seed {seed:#x} case {case}");
+            assert_eq!(c.active_blocks_per_sm, now, "seed {seed:#x} case {case}");
             let down = (k.registers + 1..=a.max_regs_per_thread + 1).find(|&r| at(r) < now);
             let want = if now == 0 { None } else { down };
             assert_eq!(
@@ -376,8 +377,8 @@ mod tests {
                 a.name
             );
             if let Some(d) = c.registers.down {
-                assert_eq!(d.blocks, at(d.at), "case {case}");
-                assert!((d.occupancy - fraction(a, d.blocks, block)).abs() < 1e-12);
+                assert_eq!(d.active_blocks_per_sm, at(d.at), "case {case}");
+                assert!((d.occupancy - fraction(a, d.active_blocks_per_sm, block)).abs() < 1e-12);
             }
             let up = (0..k.registers).rev().find(|&r| at(r) > now);
             assert_eq!(
@@ -387,7 +388,7 @@ mod tests {
                 a.name
             );
             if let Some(u) = c.registers.up {
-                assert_eq!(u.blocks, at(u.at), "case {case}");
+                assert_eq!(u.active_blocks_per_sm, at(u.at), "case {case}");
             }
         }
     }
@@ -431,7 +432,7 @@ mod tests {
                 a.name
             );
             if let Some(d) = c.shared_memory.down {
-                assert_eq!(d.blocks, at(d.at), "case {case}");
+                assert_eq!(d.active_blocks_per_sm, at(d.at), "case {case}");
             }
             let up = (0..total).rev().find(|&t| at(t) > now);
             assert_eq!(
@@ -458,7 +459,8 @@ mod tests {
             let l = Launch::new(best.block_size);
             let c = cliffs(a, &k, &l).unwrap();
             let headroom =
-                tune::available_dynamic_smem(a, &k, &l, best.occupancy.active_blocks).unwrap();
+                tune::available_dynamic_smem(a, &k, &l, best.occupancy.active_blocks_per_sm)
+                    .unwrap();
             assert_eq!(c.shared_memory.headroom(), Some(headroom), "{k:?}");
         }
     }

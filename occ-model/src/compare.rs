@@ -694,13 +694,18 @@ fn judge(
     let judged = judged_occupancy(arch, before, after);
     let (was, now) = (judged.before, judged.after);
     let removed = removed_from_build(before, after);
-    if now.warps < was.warps || (now.warps == was.warps && now.occupancy + 1e-9 < was.occupancy) {
+    if now.active_warps_per_sm < was.active_warps_per_sm
+        || (now.active_warps_per_sm == was.active_warps_per_sm
+            && now.occupancy + 1e-9 < was.occupancy)
+    {
         worse.push(Reason::OccupancyDown {
             before: was,
             after: now,
             at: judged.at.clone(),
         });
-    } else if now.warps > was.warps || now.occupancy > was.occupancy + 1e-9 {
+    } else if now.active_warps_per_sm > was.active_warps_per_sm
+        || now.occupancy > was.occupancy + 1e-9
+    {
         better.push(Reason::OccupancyUp {
             before: was,
             after: now,
@@ -717,7 +722,7 @@ fn judge(
         // best block, which a kernel written for one shape may not take.
         worse.push(Reason::LaunchRemoved {
             launch,
-            best_block: after.best.block_size,
+            best_block_size: after.best.block_size,
         });
     }
     let launch = |r: &Resources| r.declared.as_ref().map(|d| d.launch);
@@ -842,8 +847,8 @@ fn near_cliff(arch: &str, before: &Resources, after: &Resources, margin: u32) ->
     Some(Reason::NearCliff {
         registers: distance,
         block_size: now.block_size,
-        blocks: now.active_blocks,
-        blocks_past: d.blocks,
+        active_blocks_per_sm: now.active_blocks_per_sm,
+        blocks_past: d.active_blocks_per_sm,
     })
 }
 
@@ -950,11 +955,11 @@ pub(crate) fn judged_occupancy(
 ) -> JudgedOccupancy {
     let best = |r: &Resources| Resident {
         occupancy: r.best.occupancy,
-        warps: r.best.active_warps_per_sm,
+        active_warps_per_sm: r.best.active_warps_per_sm,
     };
     let at = |d: &Declared| Resident {
         occupancy: d.occupancy,
-        warps: d.active_warps_per_sm,
+        active_warps_per_sm: d.active_warps_per_sm,
     };
     let judged = |before, after, at| JudgedOccupancy { before, after, at };
     match (&before.declared, &after.declared) {
@@ -980,7 +985,7 @@ pub(crate) fn judged_occupancy(
             JudgedAt::Changed {
                 change: LaunchChange::Removed {
                     before: then.launch,
-                    best_block: after.best.block_size,
+                    best_block_size: after.best.block_size,
                 },
             },
         ),
@@ -1545,7 +1550,7 @@ pub(crate) mod tests {
             Reason::NearCliff {
                 registers: 1,
                 block_size: 256,
-                blocks: 8,
+                active_blocks_per_sm: 8,
                 blocks_past: 6
             }
         );

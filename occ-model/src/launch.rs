@@ -191,7 +191,7 @@ impl Lift {
         if let Some(lb) = self.launch_bounds.filter(|lb| lb.reaches_target) {
             ways.push(format!(
                 "__launch_bounds__({}, {})",
-                lb.max_threads, lb.min_blocks
+                lb.max_threads, lb.min_blocks_per_sm
             ));
         }
         if let Some(s) = self.shared_memory {
@@ -280,11 +280,12 @@ pub fn best_of(arch_name: &str, k: &Facts) -> std::result::Result<Best, String> 
     let occ = &best.occupancy;
     let launch = occupancy::Launch::new(best.block_size);
     let headroom =
-        tune::available_dynamic_smem(arch, &res, &launch, occ.active_blocks.max(1)).unwrap_or(0);
+        tune::available_dynamic_smem(arch, &res, &launch, occ.active_blocks_per_sm.max(1))
+            .unwrap_or(0);
     Ok(Best {
         block_size: best.block_size,
-        active_blocks_per_sm: occ.active_blocks,
-        active_warps_per_sm: occ.active_warps,
+        active_blocks_per_sm: occ.active_blocks_per_sm,
+        active_warps_per_sm: occ.active_warps_per_sm,
         occupancy: occ.occupancy,
         limiters: occ
             .binding_limiters()
@@ -344,13 +345,13 @@ pub fn declared_for(
         Some(decided) => decided.occupancy,
         None => return Err(format!("no block of {} runs", launch.describe())),
     };
-    let lift = if occ.active_warps < occ.max_warps {
+    let lift = if occ.active_warps_per_sm < occ.max_warps_per_sm {
         let w = tune::what_if(a, &res, &at).map_err(|e| e.to_string())?;
         let warps_per_block = at.block_size.div_ceil(a.warp_size);
-        let target_warps = (w.target_blocks * warps_per_block).min(occ.max_warps);
+        let target_warps = (w.target_blocks * warps_per_block).min(occ.max_warps_per_sm);
         Some(Lift {
             target_blocks: w.target_blocks,
-            occupancy: f64::from(target_warps) / f64::from(occ.max_warps.max(1)),
+            occupancy: f64::from(target_warps) / f64::from(occ.max_warps_per_sm.max(1)),
             registers: w.registers,
             shared_memory: w.shared_memory,
             launch_bounds: w.launch_bounds.filter(|lb| lb.register_cap < r.registers),
@@ -363,8 +364,8 @@ pub fn declared_for(
         by,
         block_size: at.block_size,
         dynamic_smem: at.dynamic_smem,
-        active_blocks_per_sm: occ.active_blocks,
-        active_warps_per_sm: occ.active_warps,
+        active_blocks_per_sm: occ.active_blocks_per_sm,
+        active_warps_per_sm: occ.active_warps_per_sm,
         occupancy: occ.occupancy,
         limiters: occ
             .binding_limiters()
@@ -695,7 +696,7 @@ mod tests {
         .expect("runs");
         let a = arch::lookup("sm_80").unwrap();
         let model = occupancy(a, &analyze::resources(&r), &occupancy::Launch::new(1024)).unwrap();
-        assert_eq!(d.active_blocks_per_sm, model.active_blocks);
+        assert_eq!(d.active_blocks_per_sm, model.active_blocks_per_sm);
         assert_eq!(d.occupancy, model.occupancy);
         assert_eq!((d.active_blocks_per_sm, d.occupancy), (1, 0.5));
         let lift = d.lift.expect("below full occupancy");
@@ -706,7 +707,7 @@ mod tests {
         );
         let lb = lift.launch_bounds.expect("a launch bound caps registers");
         assert_eq!(
-            (lb.max_threads, lb.min_blocks, lb.register_cap),
+            (lb.max_threads, lb.min_blocks_per_sm, lb.register_cap),
             (1024, 2, 32)
         );
         assert_eq!(

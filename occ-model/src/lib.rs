@@ -21,7 +21,7 @@
 //! let sm80 = arch::lookup("sm_80").unwrap();
 //! let k = KernelResources { registers: 32, ..KernelResources::default() };
 //! let occ = occupancy(sm80, &k, &Launch::new(256)).unwrap();
-//! assert_eq!(occ.active_blocks, 8);
+//! assert_eq!(occ.active_blocks_per_sm, 8);
 //! ```
 #![deny(missing_docs)]
 

@@ -15,7 +15,7 @@
 //!
 //! ```text
 //! {
-//!   "schema": 1,
+//!   "schema": 2,
 //!   "package": "app",
 //!   "nvcc": "V13.5.37",
 //!   "archs": [
@@ -51,8 +51,11 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The schema version of `occ.lock`.
-pub const LOCK_SCHEMA: u32 = 1;
+/// The schema version of `occ.lock` (2: the manifest's names, one per
+/// fact: a lift's launch bounds say `min_blocks_per_sm`, a measured line
+/// `compute_capability` and `sm_count`). A lock of another version is
+/// refused with what to do (`delete it and run cargo occ bless`).
+pub const LOCK_SCHEMA: u32 = 2;
 
 /// The default lock file name, next to the crate's `Cargo.toml`.
 pub const DEFAULT_LOCK_FILE: &str = "occ.lock";
@@ -791,7 +794,7 @@ mod tests {
     fn lock_text_round_trips_and_starts_with_the_schema() {
         let l = lock(&[("a", arch(32, 64, 0))]);
         let text = l.to_text();
-        assert!(text.starts_with("{\n  \"schema\": 1,"), "{text}");
+        assert!(text.starts_with("{\n  \"schema\": 2,"), "{text}");
         assert!(text.ends_with("}\n"));
         assert_eq!(Lock::from_text(&text, Path::new("occ.lock")).ok(), Some(l));
         let empty = Lock {

@@ -28,7 +28,7 @@
 //! let sm80 = arch::lookup("sm_80").unwrap();
 //! let kernel = KernelResources { registers: 40, static_smem: 16384, ..Default::default() };
 //! let occ = occupancy(sm80, &kernel, &Launch::new(256)).unwrap();
-//! assert_eq!((occ.active_blocks, occ.active_warps), (6, 48));
+//! assert_eq!((occ.active_blocks_per_sm, occ.active_warps_per_sm), (6, 48));
 //! assert_eq!(occ.limiters.to_string(), "registers");
 //! ```
 
@@ -331,12 +331,12 @@ pub struct Occupancy {
     /// Warps per block.
     pub warps_per_block: u32,
     /// Resident blocks per SM (0: the launch cannot run).
-    pub active_blocks: u32,
+    pub active_blocks_per_sm: u32,
     /// Resident warps per SM.
-    pub active_warps: u32,
+    pub active_warps_per_sm: u32,
     /// Warp slots per SM.
-    pub max_warps: u32,
-    /// `active_warps / max_warps`, 0 to 1.
+    pub max_warps_per_sm: u32,
+    /// `active_warps_per_sm / max_warps_per_sm`, 0 to 1.
     pub occupancy: f64,
     /// Each resource's block limit.
     pub limits: BlockLimits,
@@ -353,14 +353,14 @@ pub struct Occupancy {
 }
 
 impl Occupancy {
-    /// The limiters whose own block limit equals `active_blocks`: what really
+    /// The limiters whose own block limit equals `active_blocks_per_sm`: what really
     /// holds the kernel there. The same as [`Occupancy::limiters`] except when
     /// the block-barrier limit (sm_90+) lowered the count after the header had
     /// flagged the others, which then no longer bind.
     pub fn binding_limiters(&self) -> Limiters {
         let mut out = Limiters::EMPTY;
         for l in self.limiters.iter() {
-            if self.limits.get(l) == Some(self.active_blocks) {
+            if self.limits.get(l) == Some(self.active_blocks_per_sm) {
                 out = out.with(l);
             }
         }
@@ -548,7 +548,7 @@ pub(crate) fn validate_kernel(
 /// arch's (or the launch bounds') maximum, a carveout above 100 %, static +
 /// dynamic shared memory above the opt-in maximum, a `max_dynamic_smem`
 /// attribute the driver would refuse. An input that is legal but cannot run
-/// (too many registers, say) gives `active_blocks == 0`.
+/// (too many registers, say) gives `active_blocks_per_sm == 0`.
 #[inline]
 pub fn occupancy(
     arch: &Arch,
@@ -819,15 +819,15 @@ pub(crate) fn compute(arch: &Arch, kernel: &KernelResources, launch: &Launch) ->
         INT_MAX
     };
 
-    let max_warps = arch.max_threads_per_sm >> warp_shift;
-    let active_warps = active * warps;
+    let max_warps_per_sm = arch.max_threads_per_sm >> warp_shift;
+    let active_warps_per_sm = active * warps;
     Occupancy {
         block_size: block,
         warps_per_block: warps,
-        active_blocks: active,
-        active_warps,
-        max_warps,
-        occupancy: f64::from(active_warps) / f64::from(max_warps),
+        active_blocks_per_sm: active,
+        active_warps_per_sm,
+        max_warps_per_sm,
+        occupancy: f64::from(active_warps_per_sm) / f64::from(max_warps_per_sm),
         limits: BlockLimits {
             warps: lim_warps,
             registers: to_opt(lim_regs),
@@ -867,9 +867,9 @@ mod tests {
     #[test]
     fn sm80_40_regs_256_threads_16k() {
         let o = occ("sm_80", k(40, 16384), Launch::new(256));
-        assert_eq!(o.active_blocks, 6);
-        assert_eq!(o.active_warps, 48);
-        assert_eq!(o.max_warps, 64);
+        assert_eq!(o.active_blocks_per_sm, 6);
+        assert_eq!(o.active_warps_per_sm, 48);
+        assert_eq!(o.max_warps_per_sm, 64);
         assert!((o.occupancy - 0.75).abs() < 1e-12);
         assert_eq!(flags(&o), 0x02);
         assert_eq!(o.limits.registers, Some(6));
@@ -883,7 +883,7 @@ mod tests {
     #[test]
     fn sm90_tie_warps_registers() {
         let o = occ("sm_90", k(32, 0), Launch::new(1024));
-        assert_eq!(o.active_blocks, 2);
+        assert_eq!(o.active_blocks_per_sm, 2);
         assert_eq!(flags(&o), 0x03);
         assert_eq!(o.limits.barriers, Some(64));
         assert_eq!(o.limits.shared_memory, Some(228));
@@ -893,7 +893,7 @@ mod tests {
     #[test]
     fn sm86_smem_static_or_dynamic() {
         let o = occ("sm_86", k(64, 48 * 1024), Launch::new(128));
-        assert_eq!(o.active_blocks, 2);
+        assert_eq!(o.active_blocks_per_sm, 2);
         assert_eq!(flags(&o), 0x04);
         assert_eq!(o.allocated_smem_per_block, 50176);
         assert_eq!(
@@ -905,31 +905,37 @@ mod tests {
             k(64, 0),
             Launch::new(128).with_dynamic_smem(48 * 1024),
         );
-        assert_eq!(d.active_blocks, 2);
+        assert_eq!(d.active_blocks_per_sm, 2);
     }
 
     #[test]
     fn vectors_v1_to_v5_barriers() {
         // v1..v3: 16 regs, 32 threads, 1 barrier.
         let o = occ("12.0", k(16, 0), Launch::new(32));
-        assert_eq!((o.active_blocks, flags(&o)), (24, 0x18));
+        assert_eq!((o.active_blocks_per_sm, flags(&o)), (24, 0x18));
         let o = occ("9.0", k(16, 0), Launch::new(32));
         assert_eq!(
-            (o.active_blocks, flags(&o), o.limits.barriers),
+            (o.active_blocks_per_sm, flags(&o), o.limits.barriers),
             (32, 0x08, Some(64))
         );
         let o = occ("10.3", k(16, 0), Launch::new(32));
-        assert_eq!((o.active_blocks, flags(&o)), (32, 0x18));
+        assert_eq!((o.active_blocks_per_sm, flags(&o)), (32, 0x18));
         // v4: 2 barriers.
         let two = KernelResources {
             barriers: 2,
             ..k(16, 0)
         };
-        assert_eq!(occ("10.3", two, Launch::new(32)).active_blocks, 16);
-        assert_eq!(occ("10.0", two, Launch::new(32)).active_blocks, 32);
+        assert_eq!(occ("10.3", two, Launch::new(32)).active_blocks_per_sm, 16);
+        assert_eq!(occ("10.0", two, Launch::new(32)).active_blocks_per_sm, 32);
         // v5
-        assert_eq!(occ("11.0", k(16, 0), Launch::new(32)).active_blocks, 24);
-        assert_eq!(occ("sm_101", k(16, 0), Launch::new(32)).active_blocks, 24);
+        assert_eq!(
+            occ("11.0", k(16, 0), Launch::new(32)).active_blocks_per_sm,
+            24
+        );
+        assert_eq!(
+            occ("sm_101", k(16, 0), Launch::new(32)).active_blocks_per_sm,
+            24
+        );
         // No barriers: no barrier limit.
         let none = KernelResources {
             barriers: 0,
@@ -943,16 +949,31 @@ mod tests {
     fn vectors_v6_to_v8_register_checks() {
         // v6: hardware check rounds 10 warps up to 12.
         let o = occ("8.0", k(192, 0), Launch::new(320));
-        assert_eq!((o.active_blocks, o.limits.registers), (0, Some(0)));
+        assert_eq!((o.active_blocks_per_sm, o.limits.registers), (0, Some(0)));
         assert_eq!(flags(&o), 0x02);
         // v7: regsPerBlock 32K.
-        assert_eq!(occ("5.3", k(64, 0), Launch::new(1024)).active_blocks, 0);
+        assert_eq!(
+            occ("5.3", k(64, 0), Launch::new(1024)).active_blocks_per_sm,
+            0
+        );
         // v8: GP100 rule.
-        assert_eq!(occ("6.0", k(104, 0), Launch::new(576)).active_blocks, 0);
+        assert_eq!(
+            occ("6.0", k(104, 0), Launch::new(576)).active_blocks_per_sm,
+            0
+        );
         // Above the per-thread cap.
-        assert_eq!(occ("8.0", k(257, 0), Launch::new(32)).active_blocks, 0);
-        assert_eq!(occ("6.1", k(256, 0), Launch::new(32)).active_blocks, 0);
-        assert_eq!(occ("7.0", k(256, 0), Launch::new(32)).active_blocks, 8);
+        assert_eq!(
+            occ("8.0", k(257, 0), Launch::new(32)).active_blocks_per_sm,
+            0
+        );
+        assert_eq!(
+            occ("6.1", k(256, 0), Launch::new(32)).active_blocks_per_sm,
+            0
+        );
+        assert_eq!(
+            occ("7.0", k(256, 0), Launch::new(32)).active_blocks_per_sm,
+            8
+        );
     }
 
     #[test]
@@ -962,10 +983,10 @@ mod tests {
             ..Launch::new(96)
         };
         let on = occ("5.2", k(32, 0), with(PartitionedGc::On));
-        assert_eq!(on.active_blocks, 20);
+        assert_eq!(on.active_blocks_per_sm, 20);
         assert_eq!(on.partitioned_gc, PartitionedGc::On);
         assert_eq!(
-            occ("5.2", k(32, 0), with(PartitionedGc::Off)).active_blocks,
+            occ("5.2", k(32, 0), with(PartitionedGc::Off)).active_blocks_per_sm,
             21
         );
         let big = |gc| Launch {
@@ -973,16 +994,16 @@ mod tests {
             ..Launch::new(1024)
         };
         let fallback = occ("5.2", k(64, 0), big(PartitionedGc::On));
-        assert_eq!(fallback.active_blocks, 1);
+        assert_eq!(fallback.active_blocks_per_sm, 1);
         assert_eq!(fallback.partitioned_gc, PartitionedGc::Off);
         assert_eq!(
-            occ("5.2", k(64, 0), big(PartitionedGc::OnStrict)).active_blocks,
+            occ("5.2", k(64, 0), big(PartitionedGc::OnStrict)).active_blocks_per_sm,
             0
         );
         // Unsupported archs force it off.
         let o = occ("7.0", k(32, 0), with(PartitionedGc::OnStrict));
         assert_eq!(
-            (o.active_blocks, o.partitioned_gc),
+            (o.active_blocks_per_sm, o.partitioned_gc),
             (21, PartitionedGc::Off)
         );
     }
@@ -990,13 +1011,13 @@ mod tests {
     #[test]
     fn vectors_v10_to_v13() {
         let o = occ("8.6", k(32, 0), Launch::new(100));
-        assert_eq!((o.active_blocks, o.warps_per_block), (12, 4));
+        assert_eq!((o.active_blocks_per_sm, o.warps_per_block), (12, 4));
         let o = occ("8.0", k(0, 0), Launch::new(256));
-        assert_eq!((o.active_blocks, o.limits.registers), (8, None));
+        assert_eq!((o.active_blocks_per_sm, o.limits.registers), (8, None));
         let o = occ("8.0", k(0, 16384), Launch::new(256).with_carveout(50));
-        assert_eq!((o.active_blocks, flags(&o)), (5, 0x04));
+        assert_eq!((o.active_blocks_per_sm, flags(&o)), (5, 0x04));
         let o = occ("8.0", k(0, 0), Launch::new(64).with_carveout(0));
-        assert_eq!(o.active_blocks, 8);
+        assert_eq!(o.active_blocks_per_sm, 8);
     }
 
     #[test]
@@ -1008,17 +1029,19 @@ mod tests {
             ..k(0, 0)
         };
         assert_eq!(
-            compute(sm90, &attr(Some(48 * 1024)), &launch).active_blocks,
+            compute(sm90, &attr(Some(48 * 1024)), &launch).active_blocks_per_sm,
             0
         );
         assert_eq!(
-            compute(sm90, &attr(Some(227 * 1024)), &launch).active_blocks,
+            compute(sm90, &attr(Some(227 * 1024)), &launch).active_blocks_per_sm,
             2
         );
-        assert_eq!(compute(sm90, &attr(None), &launch).active_blocks, 2);
+        assert_eq!(compute(sm90, &attr(None), &launch).active_blocks_per_sm, 2);
         let full = Launch::new(128).with_dynamic_smem(227 * 1024);
         assert_eq!(
-            occupancy(sm90, &attr(None), &full).unwrap().active_blocks,
+            occupancy(sm90, &attr(None), &full)
+                .unwrap()
+                .active_blocks_per_sm,
             1
         );
         let over = Launch::new(128).with_dynamic_smem(227 * 1024 + 1);
@@ -1036,12 +1059,15 @@ mod tests {
         };
         for a in ["10.0", "12.0"] {
             let o = occ(a, v, Launch::new(32));
-            assert_eq!(o.active_blocks, 12);
+            assert_eq!(o.active_blocks_per_sm, 12);
             assert!(o.limiters.contains(Limiter::VirtualResources));
             assert_eq!(o.limits.virtual_resources, Some(12));
         }
         let o = occ("9.0", v, Launch::new(32));
-        assert_eq!((o.active_blocks, o.limits.virtual_resources), (32, None));
+        assert_eq!(
+            (o.active_blocks_per_sm, o.limits.virtual_resources),
+            (32, None)
+        );
     }
 
     #[test]
@@ -1086,17 +1112,17 @@ mod tests {
             ..Launch::new(256)
         };
         // 0 % carveout: grows to one block's aligned size (32 KB) → 1 block.
-        assert_eq!(occupancy(a, &kk, &l1).unwrap().active_blocks, 1);
+        assert_eq!(occupancy(a, &kk, &l1).unwrap().active_blocks_per_sm, 1);
         let eq = Launch {
             cache_pref: CachePref::Equal,
             ..Launch::new(256)
         };
-        assert_eq!(occupancy(a, &kk, &eq).unwrap().active_blocks, 5);
+        assert_eq!(occupancy(a, &kk, &eq).unwrap().active_blocks_per_sm, 5);
         // The carveout wins over the cache preference.
         assert_eq!(
             occupancy(a, &kk, &l1.with_carveout(100))
                 .unwrap()
-                .active_blocks,
+                .active_blocks_per_sm,
             8
         );
         // Dedicated shared memory ignores both.
@@ -1104,7 +1130,7 @@ mod tests {
         assert_eq!(
             occupancy(m, &kk, &l1.with_carveout(0))
                 .unwrap()
-                .active_blocks,
+                .active_blocks_per_sm,
             6
         );
     }
@@ -1133,7 +1159,7 @@ mod tests {
             ..KernelResources::default()
         };
         let o = occupancy(arch, &k, &Launch::new(128)).expect("valid");
-        assert_eq!(o.active_blocks, 10);
+        assert_eq!(o.active_blocks_per_sm, 10);
         assert!(o.limiters.contains(Limiter::Warps) && o.limiters.contains(Limiter::Barriers));
         assert_eq!(o.binding_limiters().to_string(), "barriers");
         // Without the barrier step the two sets agree.

@@ -234,7 +234,7 @@ proptest! {
     ) {
         let arch = &arch::all()[a.index(arch::all().len())];
         if let Ok(occ) = occupancy(arch, &kernel, &launch) {
-            prop_assert!(occ.active_warps <= arch.max_warps_per_sm());
+            prop_assert!(occ.active_warps_per_sm <= arch.max_warps_per_sm());
             prop_assert!((0.0..=1.0).contains(&occ.occupancy));
         }
         let _ = tune::available_dynamic_smem(arch, &kernel, &launch, blocks);

@@ -23,7 +23,7 @@ pub fn available_dynamic_smem(
         ..*launch
     };
     validate(arch, kernel, &base)?;
-    let active = compute(arch, kernel, &base).active_blocks;
+    let active = compute(arch, kernel, &base).active_blocks_per_sm;
     if num_blocks == 0 || active < num_blocks {
         return Err(OccupancyError::NumBlocks {
             requested: num_blocks,
@@ -73,7 +73,7 @@ pub fn min_carveout(
     if arch.carveouts_kb.is_empty() {
         return Ok(None);
     }
-    let target = compute(arch, kernel, launch).active_blocks;
+    let target = compute(arch, kernel, launch).active_blocks_per_sm;
     if target == 0 {
         return Ok(None);
     }
@@ -82,7 +82,7 @@ pub fn min_carveout(
             carveout: Some(percent),
             ..*launch
         };
-        if compute(arch, kernel, &trial).active_blocks >= target {
+        if compute(arch, kernel, &trial).active_blocks_per_sm >= target {
             let bytes = smem_preference(arch, Some(percent), CachePref::None);
             return Ok(Some(CarveoutHint {
                 percent,

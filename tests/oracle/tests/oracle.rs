@@ -140,7 +140,7 @@ fn sweep_matches_header() {
                     };
                     let l = &ours.limits;
                     let mine: [u32; 11] = [
-                        ours.active_blocks,
+                        ours.active_blocks_per_sm,
                         u32::from(ours.limiters.bits()),
                         ours.partitioned_gc as u32,
                         u32::from(u16_limit(Some(l.warps))),
@@ -184,7 +184,7 @@ fn sweep_matches_header() {
                     ..Default::default()
                 };
                 let ours = match best_block_size(a, &kernel, &req) {
-                    Ok(Some(bb)) => (bb.block_size as u16, bb.blocks_per_sm() as u16),
+                    Ok(Some(bb)) => (bb.block_size as u16, bb.active_blocks_per_sm() as u16),
                     Ok(None) => (0, 0),
                     Err(_) => (0xFFFF, 0xFFFF),
                 };
@@ -432,7 +432,7 @@ fn random_inputs_match_header() {
                 let l = &o.limits;
                 let mine = [
                     0,
-                    o.active_blocks as i32,
+                    o.active_blocks_per_sm as i32,
                     i32::from(o.limiters.bits()),
                     l.warps as i32,
                     i32_limit(l.registers),
@@ -474,7 +474,7 @@ fn random_inputs_match_header() {
             ..Default::default()
         };
         let best = match best_block_size(a, &kernel, &req) {
-            Ok(Some(b)) => [0, b.block_size as i32, b.blocks_per_sm() as i32],
+            Ok(Some(b)) => [0, b.block_size as i32, b.active_blocks_per_sm() as i32],
             Ok(None) => [0, 0, 0],
             Err(_) => [-1, 0, 0],
         };
@@ -550,7 +550,7 @@ fn bench_side_by_side() {
             for block in 1..=1024 {
                 let o = occupancy(a, std::hint::black_box(&kernel), &Launch::new(block))
                     .expect("valid sweep input");
-                sum += u64::from(o.active_blocks) + u64::from(o.limiters.bits());
+                sum += u64::from(o.active_blocks_per_sm) + u64::from(o.limiters.bits());
                 n += 1;
             }
         }

@@ -25,7 +25,7 @@ mod kernels {
 fn show(site: &str, kernel: &str, arch: &str, block: u32, smem: u32, blocks: u32, baked: &occ::Baked) {
     println!("site {site} {kernel} {arch} {block} {smem} {blocks}");
     for r in baked.archs {
-        println!("row {site} {} {} {} {} {} {}", r.arch, r.major, r.minor, r.threads(), r.dynamic_smem_bytes, r.blocks_per_sm);
+        println!("row {site} {} {} {} {} {} {}", r.arch, r.major, r.minor, r.threads(), r.dynamic_smem, r.active_blocks_per_sm);
     }
 }
 
@@ -33,7 +33,7 @@ fn show(site: &str, kernel: &str, arch: &str, block: u32, smem: u32, blocks: u32
 fn sum() {
     show("sum", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, &LAUNCH);
     println!("grid sum {}", grid_for(1_000_000));
-    let pick = |major, minor| LAUNCH.for_device(major, minor).map(|r| (r.threads(), r.dynamic_smem_bytes));
+    let pick = |major, minor| LAUNCH.for_device(major, minor).map(|r| (r.threads(), r.dynamic_smem));
     println!("pick sum {:?} {:?} {:?}", pick(8, 6), pick(9, 0), pick(7, 0));
 }
 
@@ -130,7 +130,7 @@ fn expected(
             limits,
             &res,
             &Launch::new(best.block_size),
-            best.occupancy.active_blocks,
+            best.occupancy.active_blocks_per_sm,
         )
         .expect("headroom")
     } else {
@@ -140,7 +140,7 @@ fn expected(
         k.name.clone(),
         best.block_size,
         smem,
-        best.occupancy.active_blocks,
+        best.occupancy.active_blocks_per_sm,
     )
 }
 

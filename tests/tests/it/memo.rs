@@ -158,10 +158,7 @@ fn an_edited_header_is_compiled_again() {
     let second = c.run(&[]).expect("rebuild");
     assert_eq!(c.nvcc_runs(), runs + 1, "the job runs again");
     assert_eq!(smem(&second), 512 * 4);
-    assert!(c
-        .s
-        .read("out/occ/kernels.rs")
-        .contains("static_smem_bytes: 2048"));
+    assert!(c.s.read("out/occ/kernels.rs").contains("static_smem: 2048"));
 }
 
 #[test]

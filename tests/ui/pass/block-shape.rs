@@ -38,9 +38,9 @@ fn main() {
         assert_eq!((shape, threads), ((32, 8, 1), 256));
         let row = baked.on(arch).expect("row");
         assert_eq!(row.block, (32, 8, 1));
-        assert_eq!(row.blocks_per_sm, want.occupancy.active_blocks, "{arch}");
+        assert_eq!(row.active_blocks_per_sm, want.occupancy.active_blocks_per_sm, "{arch}");
         if arch == "sm_80" {
-            assert_eq!(blocks, want.occupancy.active_blocks);
+            assert_eq!(blocks, want.occupancy.active_blocks_per_sm);
         }
     }
     let want = expect::best(

@@ -34,8 +34,8 @@ fn main() {
         assert_eq!(d.launch.block, [32, 8, 1]);
         assert_eq!(ka.judged().block_size, 256);
         let row = baked.on(arch).expect("row");
-        assert_eq!((row.block, row.dynamic_smem_bytes), ((32, 8, 1), 0), "{arch}");
-        assert_eq!(row.blocks_per_sm, d.active_blocks_per_sm, "{arch}");
+        assert_eq!((row.block, row.dynamic_smem), ((32, 8, 1), 0), "{arch}");
+        assert_eq!(row.active_blocks_per_sm, d.active_blocks_per_sm, "{arch}");
         if arch == "sm_80" {
             assert_eq!(blocks, d.active_blocks_per_sm);
         }
@@ -51,6 +51,6 @@ fn main() {
         },
     );
     let (threads, smem, blocks) = headroom();
-    assert_eq!((threads, blocks), (256, at.occupancy.active_blocks));
+    assert_eq!((threads, blocks), (256, at.occupancy.active_blocks_per_sm));
     assert_eq!(smem, expect::headroom("transpose_tiled", "sm_80", &at));
 }

@@ -54,13 +54,13 @@ fn main() {
     let rows = expect::rows(&baked);
     assert_eq!(name, "axpy");
     assert_eq!(arch, "sm_80");
-    assert_eq!(blocks, sm80.occupancy.active_blocks);
+    assert_eq!(blocks, sm80.occupancy.active_blocks_per_sm);
     assert_eq!(occupancy, sm80.occupancy.occupancy as f32);
     assert_eq!(
         rows,
         [
-            ("sm_80", 8, 0, sm80.block_size, 0, sm80.occupancy.active_blocks),
-            ("sm_90", 9, 0, sm90.block_size, 0, sm90.occupancy.active_blocks),
+            ("sm_80", 8, 0, sm80.block_size, 0, sm80.occupancy.active_blocks_per_sm),
+            ("sm_90", 9, 0, sm90.block_size, 0, sm90.occupancy.active_blocks_per_sm),
         ]
     );
 

@@ -46,7 +46,7 @@ pub fn headroom(name: &str, arch_name: &str, b: &BestBlock) -> u32 {
         limits,
         &analyze::resources(&ka),
         &Launch::new(b.block_size),
-        b.occupancy.active_blocks,
+        b.occupancy.active_blocks_per_sm,
     )
     .expect("headroom")
 }
@@ -56,7 +56,7 @@ pub fn rows(baked: &occ::Baked) -> Vec<(&'static str, u32, u32, u32, u32, u32)> 
     baked
         .archs
         .iter()
-        .map(|r| (r.arch, r.major, r.minor, r.threads(), r.dynamic_smem_bytes, r.blocks_per_sm))
+        .map(|r| (r.arch, r.major, r.minor, r.threads(), r.dynamic_smem, r.active_blocks_per_sm))
         .collect()
 }
 
@@ -64,5 +64,5 @@ pub fn rows(baked: &occ::Baked) -> Vec<(&'static str, u32, u32, u32, u32, u32)> 
 pub fn pick(baked: &occ::Baked, major: u32, minor: u32) -> Option<(occ::select::How, u32, u32)> {
     baked
         .pick(major, minor)
-        .map(|(how, r)| (how, r.threads(), r.dynamic_smem_bytes))
+        .map(|(how, r)| (how, r.threads(), r.dynamic_smem))
 }
