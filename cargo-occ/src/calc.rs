@@ -9,8 +9,8 @@
 use anyhow::Context as _;
 use clap::Args;
 use occ_model::arch::{self, Arch};
-use occ_model::occupancy::{occupancy, KernelResources, Launch, Limiter, Occupancy};
-use occ_model::tune::{best_block_size, BestBlock, DynamicSmem, TuneRequest};
+use occ_model::occupancy::{occupancy, BlockLaunch, KernelResources, Limiter, Occupancy};
+use occ_model::suggest::{best_block_size, BestBlock, DynamicSmem, TuneRequest};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 
@@ -185,11 +185,11 @@ fn compute(input: &Input) -> anyhow::Result<Answer> {
         max_threads_per_block: input.max_threads,
         ..Default::default()
     };
-    let launch = Launch {
+    let launch = BlockLaunch {
         block_size: input.threads,
         dynamic_smem: input.dynamic_smem,
         carveout: input.carveout,
-        ..Launch::new(input.threads)
+        ..BlockLaunch::new(input.threads)
     };
     let occ = occupancy(arch, &kernel, &launch)?;
     let req = TuneRequest {

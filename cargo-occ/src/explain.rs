@@ -13,9 +13,9 @@ use occ_model::arch::Arch;
 use occ_model::manifest::{
     Cliffs, Declared, Kernel, KernelArch, LaunchBounds, Lookup, Manifest, SourceLines, SpillSite,
 };
-use occ_model::occupancy::{occupancy, KernelResources, Launch, Limiter, Occupancy};
-use occ_model::table::percent;
-use occ_model::tune::{self, WhatIf};
+use occ_model::occupancy::{occupancy, BlockLaunch, KernelResources, Limiter, Occupancy};
+use occ_model::suggest::{self, WhatIf};
+use occ_model::text_table::percent;
 use occ_model::{arch, cliff};
 
 /// Arguments of `cargo occ explain`.
@@ -65,13 +65,13 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
         .or(declared.map(|d| d.block_size))
         .unwrap_or(k.best.block_size);
     let smem = args.smem.or(declared.map(|d| d.dynamic_smem)).unwrap_or(0);
-    let launch = Launch::new(block).with_dynamic_smem(smem);
+    let launch = BlockLaunch::new(block).with_dynamic_smem(smem);
     let occ = occupancy(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;
     print_resources(kernel, &arch_name, a, k);
     print_launch(block, smem, declared, args.block.is_none(), &occ);
     let c = cliff::cliffs(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;
     print_cliffs(&c);
-    let hints = tune::what_if(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;
+    let hints = suggest::what_if(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;
     if occ.active_warps_per_sm >= occ.max_warps_per_sm {
         if k.spills() {
             println!(
@@ -340,7 +340,7 @@ fn bounds_line(a: &Arch, lb: &LaunchBounds) -> Option<String> {
     }
     let derived = lb
         .max_threads_per_block()
-        .and_then(|t| tune::launch_bounds_register_cap(a, t, lb.min_blocks_per_sm.unwrap_or(1)));
+        .and_then(|t| suggest::launch_bounds_register_cap(a, t, lb.min_blocks_per_sm.unwrap_or(1)));
     match (lb.max_registers, derived) {
         (Some(n), Some(d)) => facts.push(format!("registers at most {}", n.min(d))),
         (Some(n), None) => facts.push(format!("registers at most {n}")),
@@ -389,7 +389,7 @@ fn spill_hints(a: &Arch, name: &str, k: &KernelArch, res: &KernelResources, smem
             max_threads_per_block: None,
             ..*res
         };
-        occupancy(a, &trial, &Launch::new(block).with_dynamic_smem(smem))
+        occupancy(a, &trial, &BlockLaunch::new(block).with_dynamic_smem(smem))
             .map(|o| {
                 format!(
                     "at {registers}: {} block{} of {block} per SM, {}",
@@ -410,7 +410,7 @@ fn spill_hints(a: &Arch, name: &str, k: &KernelArch, res: &KernelResources, smem
     }
     if let (Some(t), None) = (lb.max_threads_per_block(), lb.max_registers) {
         let now = lb.min_blocks_per_sm.unwrap_or(1).max(1);
-        let cap_now = tune::launch_bounds_register_cap(a, t, now);
+        let cap_now = suggest::launch_bounds_register_cap(a, t, now);
         any = true;
         println!(
             "    {} keeps registers at or below {} so that {now} block{} of {t} threads fit{}",
@@ -423,14 +423,14 @@ fn spill_hints(a: &Arch, name: &str, k: &KernelArch, res: &KernelResources, smem
             (1..now)
                 .rev()
                 .filter_map(|m| {
-                    let cap = tune::launch_bounds_register_cap(a, t, m)?;
+                    let cap = suggest::launch_bounds_register_cap(a, t, m)?;
                     Some((format!("__launch_bounds__({t}, {m})"), cap, t))
                 })
                 .collect()
         } else {
             // A smaller block bound, a warp multiple, leaves each thread more.
             let half = (t / 2).div_ceil(32) * 32;
-            tune::launch_bounds_register_cap(a, half, 1)
+            suggest::launch_bounds_register_cap(a, half, 1)
                 .filter(|_| half >= 32 && half < t)
                 .map(|cap| (format!("__launch_bounds__({half})"), cap, half))
                 .into_iter()

@@ -9,8 +9,8 @@ use occ_model::arch;
 use occ_model::lock::{Lock, OtherCubin};
 use occ_model::manifest::{Kernel, Lookup};
 use occ_model::measured::{candidates_hash, Results, NOISY};
-use occ_model::table::{align, percent};
-use occ_model::tune::{self, CandidateWhy, DynamicSmem, ShapedCandidate, TuneRequest};
+use occ_model::suggest::{self, CandidateWhy, DynamicSmem, ShapedCandidate, TuneRequest};
+use occ_model::text_table::{align, percent};
 use std::path::PathBuf;
 
 /// Arguments of `cargo occ tune`.
@@ -121,9 +121,9 @@ fn candidates(
 ) -> Result<Vec<ShapedCandidate>, occ_model::occupancy::OccupancyError> {
     match k.declared.as_ref().map(|d| d.launch.block) {
         Some(block @ [_, y, z]) if y > 1 || z > 1 => {
-            tune::shaped_candidates(arch, &resources(k), req, block)
+            suggest::shaped_candidates(arch, &resources(k), req, block)
         }
-        _ => Ok(tune::candidates(arch, &resources(k), req)?
+        _ => Ok(suggest::candidates(arch, &resources(k), req)?
             .into_iter()
             .map(|c| ShapedCandidate {
                 block: [c.block_size, 1, 1],

@@ -10,7 +10,7 @@ use occ::cuda::{CudaContext, CudaSlice, CudaStream, Function, Loader};
 use occ::select::How;
 use occ_model::manifest::KernelArch;
 use occ_model::manifest::Manifest;
-use occ_model::occupancy::{occupancy, Launch};
+use occ_model::occupancy::{occupancy, BlockLaunch};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -273,9 +273,9 @@ fn check_site(gpu: &Gpu<'_>, site: &Site) -> Result<Check> {
     let ours = occupancy(
         spec,
         &resources,
-        &Launch {
+        &BlockLaunch {
             dynamic_smem: launch.1,
-            ..Launch::new(launch.0)
+            ..BlockLaunch::new(launch.0)
         },
     )
     .map_err(|e| anyhow!("{} on {arch}: {e}", site.ident))?;

@@ -4,7 +4,7 @@
 
 use crate::args;
 use crate::manifest::{self, Loaded, Source, OVERRIDE_VAR};
-use crate::memo;
+use crate::plans;
 use crate::validate::{self, Plan};
 use occ_model::manifest::FILE_NAME;
 use proc_macro2::{Delimiter, Group, Literal, Span, TokenStream, TokenTree};
@@ -17,11 +17,11 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     // hundreds of sites cheap (parsing whole functions dominated the cost).
     let func = split_body(&item);
     // A site whose attribute an earlier error-free site wrote, against the
-    // same manifest, takes that site's plan (`memo`): no syn parse, no tuner.
-    let key = memo::key(&attr);
+    // same manifest, takes that site's plan (`plans`): no syn parse, no tuner.
+    let key = plans::key(&attr);
     let loaded = manifest::load();
     if let (Some((head, body)), Ok(loaded), Some(key)) = (&func, &loaded, &key) {
-        if let Some(plan) = memo::get(&loaded.manifest, key) {
+        if let Some(plan) = plans::get(&loaded.manifest, key) {
             return site(head.clone(), body, Ok(&plan), Some(loaded));
         }
     }
@@ -50,7 +50,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     match (errors.into_error(), plan) {
         (None, Some(plan)) => {
             if let (Some(key), Some(loaded)) = (key, &loaded) {
-                memo::put(&loaded.manifest, key, &plan);
+                plans::put(&loaded.manifest, key, &plan);
             }
             site(head, &body, Ok(&plan), loaded.as_ref())
         }

@@ -183,7 +183,7 @@ mod args;
 mod declared;
 mod expand;
 mod manifest;
-mod memo;
+mod plans;
 mod validate;
 
 /// Bakes the best launch of a CUDA kernel into this function; see the

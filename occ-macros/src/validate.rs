@@ -2,16 +2,16 @@
 //! arch the site launches on (at build.rs's declared launch when there is
 //! one: [`crate::declared`]). The launch comes from the one rule the
 //! build's manifest, `kernels.rs` and the gate use too,
-//! [`occ_model::launch::decide`] on [`occ_model::analyze::resources`]:
+//! [`occ_model::occ_model::declared::decide`] on [`occ_model::analyze::resources`]:
 //! exactly build.rs's launch, else the best block the site's options allow.
 
 use crate::args::{Args, DynamicSmemArg, Errors};
 use crate::declared;
+use occ_model::arch;
 use occ_model::manifest::{describe_candidates, Kernel, KernelArch, Lookup, Manifest};
 use occ_model::measured::{self, Measured, Staleness};
-use occ_model::occupancy::{KernelResources, Launch};
-use occ_model::tune::{self, BestBlock, DynamicSmem, TuneRequest};
-use occ_model::{arch, launch};
+use occ_model::occupancy::{BlockLaunch, KernelResources};
+use occ_model::suggest::{self, BestBlock, DynamicSmem, TuneRequest};
 use proc_macro2::Span;
 
 /// The launch of one arch.
@@ -361,7 +361,7 @@ fn measurement<'m>(
 }
 
 /// The fastest measured block the site's request allows and the kernel can
-/// launch ([`tune::at_block_size`]), if any.
+/// launch ([`suggest::at_block_size`]), if any.
 fn measured_best(
     m: &Measured,
     limits: &arch::Arch,
@@ -375,7 +375,7 @@ fn measured_best(
             .then(b.block_size.cmp(&a.block_size))
     });
     timings.into_iter().find_map(|t| {
-        tune::at_block_size(limits, resources, request, t.block_size)
+        suggest::at_block_size(limits, resources, request, t.block_size)
             .ok()
             .flatten()
     })
@@ -413,12 +413,13 @@ fn tune_arch(
     // The one rule the build's manifest, kernels.rs and the gate use too:
     // exactly build.rs's launch, else the best the site's options allow.
     let ask = match by_build {
-        Some(decl) => launch::Ask::At(decl.launch),
-        None => launch::Ask::Best(&request),
+        Some(decl) => occ_model::declared::Ask::At(decl.launch),
+        None => occ_model::declared::Ask::Best(&request),
     };
-    let best = match from_measurement
-        .map_or_else(|| launch::decide(limits, &resources, ask), |b| Ok(Some(b)))
-    {
+    let best = match from_measurement.map_or_else(
+        || occ_model::declared::decide(limits, &resources, ask),
+        |b| Ok(Some(b)),
+    ) {
         Ok(Some(best)) => best,
         Ok(None) => return Err(no_block_fits(args, kernel, arch_name, ka, &request, limits)),
         Err(e) => {
@@ -619,8 +620,8 @@ fn dynamic_smem_at(
     let occ = &best.occupancy;
     Ok(match args.dynamic_smem.as_ref().map(|d| d.value) {
         Some(DynamicSmemArg::Max) => {
-            let launch = Launch::new(best.block_size);
-            match tune::available_dynamic_smem(
+            let launch = BlockLaunch::new(best.block_size);
+            match suggest::available_dynamic_smem(
                 limits,
                 resources,
                 &launch,

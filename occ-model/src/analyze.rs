@@ -67,7 +67,7 @@ pub struct JobText<'a> {
 
 /// What one job contributes to a build: each kernel its PTX defines, named,
 /// with its parameters and the numbers ptxas gave it, checked against the
-/// object ([`accounted`]). `cubin_hash` is [`crate::measured::cubin_hash`]
+/// object (`accounted`). `cubin_hash` is [`crate::measured::cubin_hash`]
 /// of the job's cubin (empty when it has none). Called once, when the job
 /// runs; the result is kept with the job's record.
 ///

@@ -4,9 +4,9 @@
 //! many it must drop to gain one (the step up).
 //!
 //! Exact for `cuda_occupancy.h`: the register side reads the register
-//! limit's steps ([`tune::register_steps`]: the per-warp allocation rounded
+//! limit's steps ([`suggest::register_steps`]: the per-warp allocation rounded
 //! to the arch's allocation unit, split over sub-partitions, the hardware's
-//! per-block check) and the step up is [`tune::what_if`]'s. The
+//! per-block check) and the step up is [`suggest::what_if`]'s. The
 //! shared-memory side walks the allocation granules: a block's footprint,
 //! `roundUp(static + dynamic + reserve, granularity)`, changes only at a
 //! granule's first byte, so the first granule with fewer blocks is the
@@ -17,10 +17,10 @@
 //! are the last cliffs (0 blocks).
 //!
 //! ```
-//! use occ_model::{arch, cliff, occupancy::{KernelResources, Launch}};
+//! use occ_model::{arch, cliff, occupancy::{KernelResources, BlockLaunch}};
 //! let sm80 = arch::lookup("sm_80").unwrap();
 //! let k = KernelResources { registers: 40, static_smem: 16384, ..Default::default() };
-//! let c = cliff::cliffs(sm80, &k, &Launch::new(256)).unwrap();
+//! let c = cliff::cliffs(sm80, &k, &BlockLaunch::new(256)).unwrap();
 //! assert_eq!(c.active_blocks_per_sm, 6);
 //! // 41 registers allocate 48 per thread: 5 blocks.
 //! assert_eq!(c.registers.down.map(|s| (s.at, s.active_blocks_per_sm)), Some((41, 5)));
@@ -30,8 +30,8 @@
 
 use crate::arch::{self, Arch};
 use crate::manifest::{KernelArch, Resources};
-use crate::occupancy::{occupancy, KernelResources, Launch, Limiter, OccupancyError};
-use crate::tune;
+use crate::occupancy::{occupancy, BlockLaunch, KernelResources, Limiter, OccupancyError};
+use crate::suggest;
 
 /// The manifest schema's types this module fills (defined in [`crate::manifest`]).
 pub use crate::manifest::{Cliff, Cliffs, Step, NEAR_CLIFF};
@@ -124,11 +124,11 @@ fn fraction(arch: &Arch, blocks: u32, block_size: u32) -> f64 {
 pub fn cliffs(
     arch: &'static Arch,
     kernel: &KernelResources,
-    launch: &Launch,
+    launch: &BlockLaunch,
 ) -> Result<Cliffs, OccupancyError> {
     let now = occupancy(arch, kernel, launch)?;
     let blocks = now.active_blocks_per_sm;
-    let hints = tune::what_if(arch, kernel, launch)?;
+    let hints = suggest::what_if(arch, kernel, launch)?;
     let step = |at: u32, blocks: u32| Step {
         at,
         active_blocks_per_sm: blocks,
@@ -148,7 +148,7 @@ pub fn cliffs(
         if t > arch.smem_per_block_optin {
             return 0;
         }
-        let l = Launch {
+        let l = BlockLaunch {
             dynamic_smem: t - kernel.static_smem.min(t),
             ..*launch
         };
@@ -187,11 +187,11 @@ pub fn cliffs(
 
 /// The fewest registers above `registers` whose register limit alone is
 /// below `blocks` (the other limits do not depend on registers): the first
-/// count of the first step of [`tune::register_steps`] that allows fewer,
+/// count of the first step of [`suggest::register_steps`] that allows fewer,
 /// else one above the arch's cap (no block launches).
 fn register_cliff(arch: &'static Arch, registers: u32, block_size: u32, blocks: u32) -> u32 {
     let mut start = 1;
-    for s in tune::register_steps(arch, block_size) {
+    for s in suggest::register_steps(arch, block_size) {
         if s.max_registers > registers && s.blocks < blocks {
             return start.max(registers + 1);
         }
@@ -206,7 +206,7 @@ fn register_cliff(arch: &'static Arch, registers: u32, block_size: u32, blocks: 
 fn smem_cliff(
     arch: &Arch,
     kernel: &KernelResources,
-    launch: &Launch,
+    launch: &BlockLaunch,
     blocks: u32,
     with_total: &dyn Fn(u32) -> u32,
 ) -> u32 {
@@ -238,7 +238,7 @@ pub fn at_judged(arch_name: &str, r: &Resources) -> Result<Option<Cliffs>, Strin
         return Ok(None);
     }
     let dynamic = r.declared.as_ref().map_or(0, |d| d.dynamic_smem);
-    let launch = Launch::new(judged.block_size).with_dynamic_smem(dynamic);
+    let launch = BlockLaunch::new(judged.block_size).with_dynamic_smem(dynamic);
     cliffs(a, &crate::analyze::resources(r), &launch)
         .map(Some)
         .map_err(|e| e.to_string())
@@ -295,7 +295,7 @@ mod tests {
         };
         let matter = |registers: u32, spill_stores: u32| {
             let mut r = resources(registers, spill_stores);
-            r.best = crate::launch::best_launch("sm_80", &r).expect("a best launch");
+            r.best = crate::declared::best_launch("sm_80", &r).expect("a best launch");
             let mut a = KernelArch::from_resources(r);
             a.cliffs = at_judged("sm_80", &a).expect("cliffs");
             registers_matter(&a)
@@ -312,7 +312,7 @@ mod tests {
         assert!(matter(40, 0));
         // Without cliffs, registers among the judged limiters.
         let mut r = resources(24, 0);
-        r.best = crate::launch::best_launch("sm_80", &r).expect("a best launch");
+        r.best = crate::declared::best_launch("sm_80", &r).expect("a best launch");
         assert!(registers_matter(&KernelArch::from_resources(r)));
     }
 
@@ -330,7 +330,7 @@ mod tests {
         }
     }
 
-    fn blocks(a: &Arch, k: &KernelResources, l: &Launch) -> u32 {
+    fn blocks(a: &Arch, k: &KernelResources, l: &BlockLaunch) -> u32 {
         if u64::from(k.static_smem) + u64::from(l.dynamic_smem) > u64::from(a.smem_per_block_optin)
         {
             return 0;
@@ -358,7 +358,7 @@ mod tests {
                 },
                 ..Default::default()
             };
-            let l = Launch::new(block);
+            let l = BlockLaunch::new(block);
             let Ok(c) = cliffs(a, &k, &l) else { continue };
             let at = |r: u32| {
                 if r > a.max_regs_per_thread {
@@ -410,7 +410,7 @@ mod tests {
                 static_smem,
                 ..Default::default()
             };
-            let l = Launch::new(block).with_dynamic_smem(dynamic);
+            let l = BlockLaunch::new(block).with_dynamic_smem(dynamic);
             let Ok(c) = cliffs(a, &k, &l) else { continue };
             let at = |t: u32| {
                 let dynamic = t.saturating_sub(static_smem);
@@ -453,13 +453,13 @@ mod tests {
                 static_smem,
                 ..Default::default()
             };
-            let best = tune::best_block_size(a, &k, &tune::TuneRequest::default())
+            let best = suggest::best_block_size(a, &k, &suggest::TuneRequest::default())
                 .unwrap()
                 .unwrap();
-            let l = Launch::new(best.block_size);
+            let l = BlockLaunch::new(best.block_size);
             let c = cliffs(a, &k, &l).unwrap();
             let headroom =
-                tune::available_dynamic_smem(a, &k, &l, best.occupancy.active_blocks_per_sm)
+                suggest::available_dynamic_smem(a, &k, &l, best.occupancy.active_blocks_per_sm)
                     .unwrap();
             assert_eq!(c.shared_memory.headroom(), Some(headroom), "{k:?}");
         }
@@ -473,7 +473,7 @@ mod tests {
             static_smem: 16384,
             ..Default::default()
         };
-        let c = cliffs(a, &k, &Launch::new(256)).unwrap();
+        let c = cliffs(a, &k, &BlockLaunch::new(256)).unwrap();
         assert_eq!(c.registers.headroom(), Some(0));
         assert!(c.registers.within(1) && !c.registers.within(0));
         assert_eq!(c.registers.to_gain(), Some(8));

@@ -41,8 +41,8 @@
 //! disagree. A measurement is imported only onto the cubin the lock
 //! records ([`Lock::import_with`]).
 
+use crate::declared;
 use crate::error::{Error, Result};
-use crate::launch;
 use crate::manifest::{
     self, Compiled, Contribution, DeclaredBy, Kernel, KernelArch, Manifest, Origin, Resources,
 };
@@ -300,9 +300,9 @@ impl Lock {
     /// Checks every number of the lock that follows from its recorded
     /// facts against the model: each kernel × arch's `best` (from its
     /// registers, static shared memory, barriers and launch bounds, by
-    /// [`launch::best_launch`], as a build computes it) and its `declared`
+    /// [`declared::best_launch`], as a build computes it) and its `declared`
     /// occupancy and lift (from the declared launch, by
-    /// [`launch::declared_for`]). A hand edit or a bad merge that changed a
+    /// [`declared::declared_for`]). A hand edit or a bad merge that changed a
     /// number, or a resource without the numbers it gives, is refused: the
     /// error names the first such kernel, arch and field with the file's
     /// value and the recomputed one, counts the others, and says what to
@@ -586,16 +586,16 @@ struct Difference {
 /// then both records compared field by field as JSON (so a field added to
 /// either is compared too).
 fn derived_differences(arch: &str, r: &Resources) -> Vec<Difference> {
-    let again = launch::best_launch(arch, r).and_then(|best| {
+    let again = declared::best_launch(arch, r).and_then(|best| {
         // build.rs's launch is a fact the lock cannot check; a launch the
         // kernel declares itself follows from its launch bounds. No
         // `declared` is a lock from before occ recorded it: nothing to check.
         let choice = r.declared.as_ref().and_then(|d| match d.by {
             DeclaredBy::Build { .. } => Some((d.launch, d.by.clone())),
-            _ => launch::from_bounds(&r.launch_bounds),
+            _ => declared::from_bounds(&r.launch_bounds),
         });
         let declared = choice
-            .map(|(at, by)| launch::declared(arch, r, &at, by))
+            .map(|(at, by)| declared::declared(arch, r, &at, by))
             .transpose()?;
         Ok(Resources {
             best,
@@ -784,7 +784,7 @@ mod tests {
     fn derived(mut l: Lock) -> Lock {
         for k in &mut l.kernels {
             for (arch, r) in &mut k.archs {
-                r.best = launch::best_launch(arch, r).expect("the model");
+                r.best = declared::best_launch(arch, r).expect("the model");
             }
         }
         l
@@ -1009,13 +1009,14 @@ mod tests {
 
     #[test]
     fn a_declared_launch_is_checked_at_its_launch_and_against_the_launch_bounds() {
-        use crate::launch::{Launch, Lift};
+        use crate::declared::{Launch, Lift};
         let mut l = lock(&[("a", arch(64, 32, 0))]);
         let r = l.kernels[0].archs.get_mut("sm_80").expect("sm_80");
         let by = DeclaredBy::Build {
             pattern: "a".into(),
         };
-        r.declared = Some(launch::declared("sm_80", r, &Launch::block(128), by).expect("a launch"));
+        r.declared =
+            Some(declared::declared("sm_80", r, &Launch::block(128), by).expect("a launch"));
         let good = l.to_text();
         assert_eq!(
             Lock::from_text(&good, Path::new("occ.lock")).ok(),
@@ -1040,9 +1041,9 @@ mod tests {
         let mut bounds = l.clone();
         let r = bounds.kernels[0].archs.get_mut("sm_80").expect("sm_80");
         r.launch_bounds.max_threads = Some([256, 1, 1]);
-        r.best = launch::best_launch("sm_80", r).expect("the model");
+        r.best = declared::best_launch("sm_80", r).expect("the model");
         r.declared = Some(
-            launch::declared("sm_80", r, &Launch::block(128), DeclaredBy::LaunchBounds)
+            declared::declared("sm_80", r, &Launch::block(128), DeclaredBy::LaunchBounds)
                 .expect("a launch"),
         );
         let err = refusal(&bounds);

@@ -930,7 +930,7 @@ fn strip_templates(name: &str) -> String {
 }
 
 // The types below are the parts of the schema that an analysis fills:
-// `launch::declare` (Declared), `cliff::record` (Cliffs), the measured
+// `declared::declared_for` (Declared), `cliff::cliffs` (Cliffs), the measured
 // launches (Measured), with the types they hold. Their methods live with
 // the analysis that computes them.
 
@@ -987,7 +987,7 @@ pub struct Declared {
 }
 
 /// What would reach the next occupancy step at a declared launch
-/// ([`crate::tune::what_if`], the hints `cargo occ explain` prints).
+/// ([`crate::suggest::what_if`], the hints `cargo occ explain` prints).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Lift {
     /// Resident blocks per SM at the next step.

@@ -1,5 +1,5 @@
 //! Measured launches: the results file a tuner writes after timing a
-//! kernel's [`crate::tune::candidates`] on a GPU, and the `measured`
+//! kernel's [`crate::suggest::candidates`] on a GPU, and the `measured`
 //! section of `occ.lock` that `cargo occ tune import` merges it into.
 //!
 //! A results file ([`Results`], schema [`RESULTS_SCHEMA`]) names the device

@@ -19,9 +19,9 @@
 
 use occ_model::arch::{self, Arch};
 use occ_model::occupancy::{
-    occupancy, CachePref, KernelResources, Launch, OccupancyError, PartitionedGc,
+    occupancy, BlockLaunch, CachePref, KernelResources, OccupancyError, PartitionedGc,
 };
-use occ_model::tune::{available_dynamic_smem, best_block_size, DynamicSmem, TuneRequest};
+use occ_model::suggest::{available_dynamic_smem, best_block_size, DynamicSmem, TuneRequest};
 use std::fmt::Write as _;
 use std::io::{BufReader, Read, Write};
 use std::path::Path;
@@ -130,7 +130,7 @@ fn sweep_matches_header() {
                     let r = &rec[(b as usize - 1) * 24..b as usize * 24];
                     let u16at = |i: usize| u16::from_le_bytes([r[i], r[i + 1]]);
                     let u32at = |i: usize| u32::from_le_bytes([r[i], r[i + 1], r[i + 2], r[i + 3]]);
-                    let launch = Launch::new(b).with_dynamic_smem(dynamic);
+                    let launch = BlockLaunch::new(b).with_dynamic_smem(dynamic);
                     let ours = match occupancy(a, &kernel, &launch) {
                         Ok(o) => o,
                         Err(e) => {
@@ -402,7 +402,7 @@ fn random_inputs_match_header() {
             PartitionedGc::OnStrict,
         ][c.gc as usize];
         let carveout = (c.carveout >= 0).then_some(c.carveout as u8);
-        let launch = Launch {
+        let launch = BlockLaunch {
             block_size: c.block_size,
             dynamic_smem: c.dyn_smem,
             carveout,
@@ -548,7 +548,7 @@ fn bench_side_by_side() {
                 ..Default::default()
             };
             for block in 1..=1024 {
-                let o = occupancy(a, std::hint::black_box(&kernel), &Launch::new(block))
+                let o = occupancy(a, std::hint::black_box(&kernel), &BlockLaunch::new(block))
                     .expect("valid sweep input");
                 sum += u64::from(o.active_blocks_per_sm) + u64::from(o.limiters.bits());
                 n += 1;

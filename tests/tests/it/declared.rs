@@ -9,8 +9,8 @@
 
 use occ_build::{Build, ErrorKind, Launch};
 use occ_model::arch::{self, Variant};
-use occ_model::launch::DeclaredBy;
-use occ_model::occupancy::{occupancy, KernelResources, Launch as At};
+use occ_model::declared::DeclaredBy;
+use occ_model::occupancy::{occupancy, BlockLaunch as At, KernelResources};
 use occ_model::{analyze, manifest::Manifest};
 use occ_tests::{build_env, Scratch, ScratchCrate};
 

@@ -7,8 +7,8 @@
 //! with the kernel, the arch and the bytes that nvcc itself reports.
 
 use occ_model::manifest::{Lookup, Manifest};
-use occ_model::occupancy::Launch;
-use occ_model::tune::{self, DynamicSmem, TuneRequest};
+use occ_model::occupancy::BlockLaunch;
+use occ_model::suggest::{self, DynamicSmem, TuneRequest};
 use occ_model::{analyze, arch};
 use occ_tests::{nvcc, ScratchCrate, BUILD_RS};
 use std::path::Path;
@@ -122,14 +122,14 @@ fn expected(
     let ka = &k.archs[arch_name];
     let limits = arch::lookup(arch_name).expect("arch");
     let res = analyze::resources(ka);
-    let best = tune::best_block_size(limits, &res, &request)
+    let best = suggest::best_block_size(limits, &res, &request)
         .expect("tune")
         .expect("a launch");
     let smem = if max_smem {
-        tune::available_dynamic_smem(
+        suggest::available_dynamic_smem(
             limits,
             &res,
-            &Launch::new(best.block_size),
+            &BlockLaunch::new(best.block_size),
             best.occupancy.active_blocks_per_sm,
         )
         .expect("headroom")

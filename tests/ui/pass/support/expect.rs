@@ -3,8 +3,8 @@
 #![allow(dead_code)]
 
 use occ_model::manifest::{KernelArch, Lookup, Manifest};
-use occ_model::occupancy::Launch;
-use occ_model::tune::{self, BestBlock, DynamicSmem, TuneRequest};
+use occ_model::occupancy::BlockLaunch;
+use occ_model::suggest::{self, BestBlock, DynamicSmem, TuneRequest};
 use occ_model::{analyze, arch};
 use std::path::Path;
 
@@ -23,7 +23,7 @@ pub fn kernel_arch(name: &str, arch_name: &str) -> KernelArch {
 pub fn best(name: &str, arch_name: &str, request: TuneRequest) -> BestBlock {
     let ka = kernel_arch(name, arch_name);
     let limits = arch::lookup(arch_name).expect("arch");
-    tune::best_block_size(limits, &analyze::resources(&ka), &request)
+    suggest::best_block_size(limits, &analyze::resources(&ka), &request)
         .expect("tune")
         .expect("a launch")
 }
@@ -42,10 +42,10 @@ pub fn fixed(bytes: u32) -> TuneRequest {
 pub fn headroom(name: &str, arch_name: &str, b: &BestBlock) -> u32 {
     let ka = kernel_arch(name, arch_name);
     let limits = arch::lookup(arch_name).expect("arch");
-    tune::available_dynamic_smem(
+    suggest::available_dynamic_smem(
         limits,
         &analyze::resources(&ka),
-        &Launch::new(b.block_size),
+        &BlockLaunch::new(b.block_size),
         b.occupancy.active_blocks_per_sm,
     )
     .expect("headroom")

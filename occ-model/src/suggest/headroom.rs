@@ -4,8 +4,8 @@
 
 use crate::arch::Arch;
 use crate::occupancy::{
-    align_up_carveout, compute, smem_per_block_limit, smem_preference, validate, CachePref,
-    KernelResources, Launch, OccupancyError,
+    align_up_carveout, compute, smem_per_block_limit, smem_preference, validate, BlockLaunch,
+    CachePref, KernelResources, OccupancyError,
 };
 
 /// The most dynamic shared memory per block that still lets `num_blocks`
@@ -15,10 +15,10 @@ use crate::occupancy::{
 pub fn available_dynamic_smem(
     arch: &Arch,
     kernel: &KernelResources,
-    launch: &Launch,
+    launch: &BlockLaunch,
     num_blocks: u32,
 ) -> Result<u32, OccupancyError> {
-    let base = Launch {
+    let base = BlockLaunch {
         dynamic_smem: 0,
         ..*launch
     };
@@ -67,7 +67,7 @@ pub struct CarveoutHint {
 pub fn min_carveout(
     arch: &Arch,
     kernel: &KernelResources,
-    launch: &Launch,
+    launch: &BlockLaunch,
 ) -> Result<Option<CarveoutHint>, OccupancyError> {
     validate(arch, kernel, launch)?;
     if arch.carveouts_kb.is_empty() {
@@ -78,7 +78,7 @@ pub fn min_carveout(
         return Ok(None);
     }
     for percent in 0..=100u8 {
-        let trial = Launch {
+        let trial = BlockLaunch {
             carveout: Some(percent),
             ..*launch
         };

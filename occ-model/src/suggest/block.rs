@@ -4,7 +4,7 @@
 use super::DynamicSmem;
 use crate::arch::Arch;
 use crate::occupancy::{
-    compute, validate_kernel, CachePref, KernelResources, Launch, Occupancy, OccupancyError,
+    compute, validate_kernel, BlockLaunch, CachePref, KernelResources, Occupancy, OccupancyError,
     PartitionedGc,
 };
 
@@ -80,7 +80,7 @@ pub(super) fn candidate(
     let dynamic = req.dynamic_smem.bytes(block_size);
     let fits = u64::from(kernel.static_smem) + dynamic <= u64::from(arch.smem_per_block_optin);
     let dynamic = if fits { dynamic as u32 } else { u32::MAX };
-    let launch = Launch {
+    let launch = BlockLaunch {
         block_size,
         dynamic_smem: dynamic,
         carveout: req.carveout,

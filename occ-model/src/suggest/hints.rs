@@ -3,7 +3,7 @@
 
 use super::{register_limit, LaunchBoundsHint, RegisterHint, SmemHint};
 use crate::arch::Arch;
-use crate::occupancy::{compute, validate, KernelResources, Launch, OccupancyError};
+use crate::occupancy::{compute, validate, BlockLaunch, KernelResources, OccupancyError};
 
 /// What-if hints for the next occupancy step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -28,7 +28,7 @@ pub struct WhatIf {
 pub fn what_if(
     arch: &Arch,
     kernel: &KernelResources,
-    launch: &Launch,
+    launch: &BlockLaunch,
 ) -> Result<WhatIf, OccupancyError> {
     validate(arch, kernel, launch)?;
     let now = compute(arch, kernel, launch);
@@ -60,7 +60,7 @@ pub fn what_if(
             static_smem: t.min(kernel.static_smem),
             ..*kernel
         };
-        let l = Launch {
+        let l = BlockLaunch {
             dynamic_smem: dynamic.min(launch.dynamic_smem),
             ..*launch
         };

@@ -22,7 +22,7 @@
 //!   steps, for an arch and block size.
 //!
 //! ```
-//! use occ_model::{arch, occupancy::KernelResources, tune::*};
+//! use occ_model::{arch, occupancy::KernelResources, suggest::*};
 //! let sm80 = arch::lookup("sm_80").unwrap();
 //! let kernel = KernelResources { registers: 40, ..Default::default() };
 //! let best = best_block_size(sm80, &kernel, &TuneRequest::default()).unwrap().unwrap();
@@ -241,7 +241,7 @@ mod tests {
             .map(|m| m * 96)
             .map(|s| {
                 (
-                    s * compute(a, &k(40), &Launch::new(s)).active_blocks_per_sm,
+                    s * compute(a, &k(40), &BlockLaunch::new(s)).active_blocks_per_sm,
                     s,
                 )
             })
@@ -455,7 +455,7 @@ mod tests {
     #[test]
     fn v19_available_dynamic_smem() {
         let h = lookup("sm_90").unwrap();
-        let l = Launch::new(128);
+        let l = BlockLaunch::new(128);
         assert_eq!(available_dynamic_smem(h, &k(0), &l, 1).unwrap(), 232448);
         assert_eq!(available_dynamic_smem(h, &k(0), &l, 2).unwrap(), 115712);
         assert!(matches!(
@@ -475,7 +475,7 @@ mod tests {
             static_smem: 16384,
             ..k(40)
         };
-        let l = Launch::new(256);
+        let l = BlockLaunch::new(256);
         let hint = min_carveout(a, &kk, &l).unwrap().unwrap();
         // 6 blocks × 17408 B = 104448 B → the 132 KB carveout.
         assert_eq!(hint.smem_per_sm, 132 * 1024);
@@ -517,7 +517,7 @@ mod tests {
             static_smem: 16384,
             ..k(40)
         };
-        let w = what_if(a, &kk, &Launch::new(256)).unwrap();
+        let w = what_if(a, &kk, &BlockLaunch::new(256)).unwrap();
         assert_eq!((w.active_blocks_per_sm, w.target_blocks), (6, 7));
         // 7 blocks of 8 warps need ≤ 32 registers (Rw = 1024 → 16 warps/SP).
         assert_eq!(
@@ -542,7 +542,7 @@ mod tests {
             static_smem: 48 * 1024,
             ..k(64)
         };
-        let w = what_if(ga, &kk, &Launch::new(128)).unwrap();
+        let w = what_if(ga, &kk, &BlockLaunch::new(128)).unwrap();
         let s = w.shared_memory.unwrap();
         // 3 blocks in 100 KB: roundUp(x + 1 KB, 128) ≤ 34133 → x ≤ 33024.
         assert_eq!(s.max_bytes, 33024);
