@@ -353,8 +353,8 @@ const INJECTED: [&str; 10] = [
     "ARCH",
     "BLOCK_SIZE",
     "BLOCK",
-    "DYNAMIC_SMEM_BYTES",
-    "BLOCKS_PER_SM",
+    "DYNAMIC_SMEM",
+    "ACTIVE_BLOCKS_PER_SM",
     "OCCUPANCY",
     "MEASURED",
     "LAUNCH",
@@ -388,11 +388,11 @@ fn consts(plan: &Plan, uses: &Uses) -> TokenStream {
         "BLOCK",
         quote!(const BLOCK: (u32, u32, u32) = (#bx, #by, #bz);),
     );
+    item("DYNAMIC_SMEM", quote!(const DYNAMIC_SMEM: u32 = #smem;));
     item(
-        "DYNAMIC_SMEM_BYTES",
-        quote!(const DYNAMIC_SMEM_BYTES: u32 = #smem;),
+        "ACTIVE_BLOCKS_PER_SM",
+        quote!(const ACTIVE_BLOCKS_PER_SM: u32 = #blocks;),
     );
-    item("BLOCKS_PER_SM", quote!(const BLOCKS_PER_SM: u32 = #blocks;));
     item("OCCUPANCY", quote!(const OCCUPANCY: f32 = #occupancy;));
     item("MEASURED", quote!(const MEASURED: bool = #measured;));
     if uses.wants("LAUNCH") {
@@ -449,9 +449,9 @@ fn placeholders() -> TokenStream {
         #[allow(dead_code)]
         const BLOCK: (u32, u32, u32) = (1, 1, 1);
         #[allow(dead_code)]
-        const DYNAMIC_SMEM_BYTES: u32 = 0;
+        const DYNAMIC_SMEM: u32 = 0;
         #[allow(dead_code)]
-        const BLOCKS_PER_SM: u32 = 0;
+        const ACTIVE_BLOCKS_PER_SM: u32 = 0;
         #[allow(dead_code)]
         const OCCUPANCY: f32 = 0.0;
         #[allow(dead_code)]

@@ -131,7 +131,7 @@ use occ::launch_config;
 fn site() {
     println!(
         "site {} {} {} {} {} {} {}",
-        BLOCK.0, BLOCK.1, BLOCK.2, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, grid_for(1000)
+        BLOCK.0, BLOCK.1, BLOCK.2, BLOCK_SIZE, DYNAMIC_SMEM, ACTIVE_BLOCKS_PER_SM, grid_for(1000)
     );
 }
 

@@ -31,7 +31,7 @@ fn show(site: &str, kernel: &str, arch: &str, block: u32, smem: u32, blocks: u32
 
 #[launch_config(kernel = "block_sum")]
 fn sum() {
-    show("sum", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, &LAUNCH);
+    show("sum", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM, ACTIVE_BLOCKS_PER_SM, &LAUNCH);
     println!("grid sum {}", grid_for(1_000_000));
     let pick = |major, minor| LAUNCH.for_device(major, minor).map(|r| (r.threads(), r.dynamic_smem));
     println!("pick sum {:?} {:?} {:?}", pick(8, 6), pick(9, 0), pick(7, 0));
@@ -39,22 +39,22 @@ fn sum() {
 
 #[launch_config(kernel = "phys::nbody_step<64>", arch = "sm_90")]
 fn nbody() {
-    show("nbody", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, &LAUNCH);
+    show("nbody", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM, ACTIVE_BLOCKS_PER_SM, &LAUNCH);
 }
 
 #[launch_config(kernel = "nbody_step")]
 fn nbody_by_base_name() {
-    show("nbody_base", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, &LAUNCH);
+    show("nbody_base", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM, ACTIVE_BLOCKS_PER_SM, &LAUNCH);
 }
 
 #[launch_config(kernel = "tile_gemm", smem_per_thread = 8, smem_fixed = 512, block_multiple = 64)]
 fn gemm() {
-    show("gemm", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, &LAUNCH);
+    show("gemm", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM, ACTIVE_BLOCKS_PER_SM, &LAUNCH);
 }
 
 #[launch_config(kernel = "block_sum", dynamic_smem = "max", max_block_size = 512)]
 fn sum_max_smem() {
-    show("sum_max", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, &LAUNCH);
+    show("sum_max", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM, ACTIVE_BLOCKS_PER_SM, &LAUNCH);
 }
 
 // A launch site as docs/GUIDE.md writes one: the baked row of the loaded

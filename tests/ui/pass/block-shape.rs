@@ -8,7 +8,7 @@ mod expect;
 
 #[launch_config(kernel = "transpose_tiled", block = (32, 8))]
 fn tile() -> ((u32, u32, u32), u32, u32, occ::Baked) {
-    (BLOCK, BLOCK_SIZE, BLOCKS_PER_SM, LAUNCH)
+    (BLOCK, BLOCK_SIZE, ACTIVE_BLOCKS_PER_SM, LAUNCH)
 }
 
 #[launch_config(kernel = "axpy", block = (32, _))]

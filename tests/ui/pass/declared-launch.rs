@@ -9,7 +9,7 @@ mod expect;
 
 #[launch_config(kernel = "transpose_tiled")]
 fn plain() -> ((u32, u32, u32), u32, u32, u32, u32, occ::Baked) {
-    (BLOCK, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, grid_for(1000), LAUNCH)
+    (BLOCK, BLOCK_SIZE, DYNAMIC_SMEM, ACTIVE_BLOCKS_PER_SM, grid_for(1000), LAUNCH)
 }
 
 #[launch_config(kernel = "transpose_tiled", block = (32, _), max_block_size = 512, block_multiple = 64)]
@@ -21,7 +21,7 @@ fn agreeing() -> (u32, u32, u32) {
 // resident blocks, so the gate's numbers still hold.
 #[launch_config(kernel = "transpose_tiled", dynamic_smem = "max", tuned = true)]
 fn headroom() -> (u32, u32, u32) {
-    (BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM)
+    (BLOCK_SIZE, DYNAMIC_SMEM, ACTIVE_BLOCKS_PER_SM)
 }
 
 fn main() {

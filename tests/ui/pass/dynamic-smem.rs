@@ -6,17 +6,17 @@ mod expect;
 
 #[launch_config(kernel = "tiled", dynamic_smem = 40 * 1024)]
 fn fixed() -> (u32, u32, Vec<(&'static str, u32, u32, u32, u32, u32)>) {
-    (BLOCK_SIZE, DYNAMIC_SMEM_BYTES, expect::rows(&LAUNCH))
+    (BLOCK_SIZE, DYNAMIC_SMEM, expect::rows(&LAUNCH))
 }
 
 #[launch_config(kernel = "tiled", dynamic_smem = 4096)]
 fn small() -> (u32, u32) {
-    (BLOCK_SIZE, DYNAMIC_SMEM_BYTES)
+    (BLOCK_SIZE, DYNAMIC_SMEM)
 }
 
 #[launch_config(kernel = "hoarder", dynamic_smem = "max")]
 fn max() -> (u32, u32, u32, Vec<(&'static str, u32, u32, u32, u32, u32)>) {
-    (BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, expect::rows(&LAUNCH))
+    (BLOCK_SIZE, DYNAMIC_SMEM, ACTIVE_BLOCKS_PER_SM, expect::rows(&LAUNCH))
 }
 
 fn main() {

@@ -7,12 +7,12 @@ mod expect;
 
 #[launch_config(kernel = "tiled", smem_per_thread = 96, smem_fixed = 2048)]
 fn per_thread() -> (u32, u32) {
-    (BLOCK_SIZE, DYNAMIC_SMEM_BYTES)
+    (BLOCK_SIZE, DYNAMIC_SMEM)
 }
 
 #[launch_config(kernel = "tiled", smem_per_thread = 4)]
 fn per_thread_only() -> (u32, u32) {
-    (BLOCK_SIZE, DYNAMIC_SMEM_BYTES)
+    (BLOCK_SIZE, DYNAMIC_SMEM)
 }
 
 fn main() {
