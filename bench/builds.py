@@ -366,7 +366,7 @@ def site_kernels():
 EXPANSION = """    #[allow(dead_code)]
     const BLOCK_SIZE: u32 = {block};
     #[allow(dead_code)]
-    const DYNAMIC_SMEM_BYTES: u32 = 0;
+    const DYNAMIC_SMEM: u32 = 0;
     #[allow(dead_code)]
     const fn grid_for(n: u32) -> u32 {{
         n.div_ceil(BLOCK_SIZE)
@@ -388,19 +388,19 @@ def sites_main(macro):
             out.append(f"\nfn launch_{i}(n: u32) -> (u32, u32, u32) {{\n"
                        + EXPANSION.format(k=k, block=128 + 32 * (i % 8))
                        + (TRACKING if i == 0 else "")
-                       + "    (grid_for(n), BLOCK_SIZE, DYNAMIC_SMEM_BYTES)\n}\n")
+                       + "    (grid_for(n), BLOCK_SIZE, DYNAMIC_SMEM)\n}\n")
         elif macro:
             out.append(f'\n#[launch_config(kernel = "site_k{k}")]\n'
                        f"fn launch_{i}(n: u32) -> (u32, u32, u32) {{\n"
-                       f"    (grid_for(n), BLOCK_SIZE, DYNAMIC_SMEM_BYTES)\n}}\n")
+                       f"    (grid_for(n), BLOCK_SIZE, DYNAMIC_SMEM)\n}}\n")
         else:
             out.append(f"\nfn launch_{i}(n: u32) -> (u32, u32, u32) {{\n"
                        f'    #[allow(dead_code)]\n    const KERNEL_NAME: &str = "site_k{k}";\n'
                        f"    const BLOCK_SIZE: u32 = {128 + 32 * (i % 8)};\n"
-                       f"    const DYNAMIC_SMEM_BYTES: u32 = 0;\n"
-                       f"    #[allow(dead_code)]\n    const BLOCKS_PER_SM: u32 = 8;\n"
+                       f"    const DYNAMIC_SMEM: u32 = 0;\n"
+                       f"    #[allow(dead_code)]\n    const ACTIVE_BLOCKS_PER_SM: u32 = 8;\n"
                        f"    const fn grid_for(n: u32) -> u32 {{\n        n.div_ceil(BLOCK_SIZE)\n    }}\n"
-                       f"    (grid_for(n), BLOCK_SIZE, DYNAMIC_SMEM_BYTES)\n}}\n")
+                       f"    (grid_for(n), BLOCK_SIZE, DYNAMIC_SMEM)\n}}\n")
     out.append("\nfn main() {\n    let mut sum = 0u64;\n")
     for i in range(SITES):
         out.append(f"    sum += u64::from(launch_{i}(1 << 20).0);\n")

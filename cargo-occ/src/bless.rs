@@ -60,7 +60,10 @@ pub fn run(args: BlessArgs) -> anyhow::Result<i32> {
         }
         Some(old) => {
             let diff = compare::compare(old, &candidate, &Default::default());
-            print!("{}", occ_model::table::render_diff(&diff, &Verdict::ALL));
+            print!(
+                "{}",
+                occ_model::text_table::render_diff(&diff, &Verdict::ALL)
+            );
         }
         None => {}
     }

@@ -9,8 +9,8 @@
 use anyhow::Context as _;
 use clap::Args;
 use occ_model::arch::{self, Arch};
-use occ_model::occupancy::{occupancy, KernelResources, Launch, Limiter, Occupancy};
-use occ_model::tune::{best_block_size, BestBlock, DynamicSmem, TuneRequest};
+use occ_model::occupancy::{occupancy, BlockLaunch, KernelResources, Limiter, Occupancy};
+use occ_model::suggest::{best_block_size, BestBlock, DynamicSmem, TuneRequest};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 
@@ -104,7 +104,7 @@ fn one() -> u32 {
 #[derive(Debug, Serialize)]
 struct Output {
     arch: &'static str,
-    threads: u32,
+    block_size: u32,
     active_blocks_per_sm: u32,
     active_warps_per_sm: u32,
     max_warps_per_sm: u32,
@@ -185,11 +185,11 @@ fn compute(input: &Input) -> anyhow::Result<Answer> {
         max_threads_per_block: input.max_threads,
         ..Default::default()
     };
-    let launch = Launch {
+    let launch = BlockLaunch {
         block_size: input.threads,
         dynamic_smem: input.dynamic_smem,
         carveout: input.carveout,
-        ..Launch::new(input.threads)
+        ..BlockLaunch::new(input.threads)
     };
     let occ = occupancy(arch, &kernel, &launch)?;
     let req = TuneRequest {
@@ -204,17 +204,17 @@ fn compute(input: &Input) -> anyhow::Result<Answer> {
 fn output(arch: &'static Arch, occ: &Occupancy, best: Option<&BestBlock>) -> Output {
     Output {
         arch: arch.name,
-        threads: occ.block_size,
-        active_blocks_per_sm: occ.active_blocks,
-        active_warps_per_sm: occ.active_warps,
-        max_warps_per_sm: occ.max_warps,
+        block_size: occ.block_size,
+        active_blocks_per_sm: occ.active_blocks_per_sm,
+        active_warps_per_sm: occ.active_warps_per_sm,
+        max_warps_per_sm: occ.max_warps_per_sm,
         occupancy: occ.occupancy,
         limiters: occ.limiters.iter().map(Limiter::as_str).collect(),
         limits: occ.limits,
         allocated_registers_per_block: occ.allocated_registers_per_block,
         allocated_smem_per_block: occ.allocated_smem_per_block,
         best_block_size: best.map_or(0, |b| b.block_size),
-        best_active_blocks_per_sm: best.map_or(0, |b| b.blocks_per_sm()),
+        best_active_blocks_per_sm: best.map_or(0, |b| b.active_blocks_per_sm()),
         best_occupancy: best.map_or(0.0, |b| b.occupancy.occupancy),
     }
 }
@@ -250,11 +250,11 @@ fn write_table(
         "block size        {} threads ({} warps)",
         occ.block_size, occ.warps_per_block
     )?;
-    writeln!(out, "active blocks     {} per SM", occ.active_blocks)?;
+    writeln!(out, "active blocks     {} per SM", occ.active_blocks_per_sm)?;
     writeln!(
         out,
         "active warps      {} of {} per SM",
-        occ.active_warps, occ.max_warps
+        occ.active_warps_per_sm, occ.max_warps_per_sm
     )?;
     writeln!(out, "occupancy         {}", percent(occ.occupancy))?;
     writeln!(out, "limited by        {}", occ.binding_limiters())?;
@@ -278,8 +278,8 @@ fn write_table(
             out,
             "best block size   {} threads: {} blocks, {} warps per SM, {}",
             b.block_size,
-            b.blocks_per_sm(),
-            b.occupancy.active_warps,
+            b.active_blocks_per_sm(),
+            b.occupancy.active_warps_per_sm,
             percent(b.occupancy.occupancy)
         ),
         None => writeln!(out, "best block size   none: no block size can run"),

@@ -240,7 +240,7 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
         if diff.has_regressions() {
             print!(
                 "occupancy regression against {name}:\n{}",
-                occ_model::table::render_diff(&diff, &Verdict::ALL)
+                occ_model::text_table::render_diff(&diff, &Verdict::ALL)
             );
             if !unchecked.is_empty() {
                 println!("not checked: {unchecked}; {fix}");
@@ -249,7 +249,7 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
         } else if !unchecked.is_empty() {
             print!(
                 "not ok: {unchecked}; differences from {name}:\n{}",
-                occ_model::table::render_diff(&diff, &Verdict::ALL)
+                occ_model::text_table::render_diff(&diff, &Verdict::ALL)
             );
             println!("{fix}");
         } else if diff.findings.is_empty() {
@@ -261,13 +261,13 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
             }
             println!(
                 "ok: {} match {name}",
-                occ_model::table::count(candidate.kernels.len(), "kernel")
+                occ_model::text_table::count(candidate.kernels.len(), "kernel")
             );
         } else {
             let others = [Verdict::Improvement, Verdict::New, Verdict::Changed];
             print!(
                 "ok, no regression; differences from {name}:\n{}",
-                occ_model::table::render_diff(&diff, &others)
+                occ_model::text_table::render_diff(&diff, &others)
             );
             println!("run `cargo occ bless` to record them");
         }

@@ -77,13 +77,16 @@ pub fn run(args: DiffArgs) -> anyhow::Result<i32> {
             }
             println!(
                 "no difference in numbers: {}, the same in {} and {}",
-                occ_model::table::count(new.kernels.len(), "kernel"),
+                occ_model::text_table::count(new.kernels.len(), "kernel"),
                 old_name,
                 args.new.display()
             )
         }
         Format::Table => {
-            print!("{}", occ_model::table::render_diff(&diff, &Verdict::ALL));
+            print!(
+                "{}",
+                occ_model::text_table::render_diff(&diff, &Verdict::ALL)
+            );
             if !diff.dropped_archs.is_empty() {
                 println!(
                     "archs in {old_name} only: {}",

@@ -13,9 +13,9 @@ use occ_model::arch::Arch;
 use occ_model::manifest::{
     Cliffs, Declared, Kernel, KernelArch, LaunchBounds, Lookup, Manifest, SourceLines, SpillSite,
 };
-use occ_model::occupancy::{occupancy, KernelResources, Launch, Limiter, Occupancy};
-use occ_model::table::percent;
-use occ_model::tune::{self, WhatIf};
+use occ_model::occupancy::{occupancy, BlockLaunch, KernelResources, Limiter, Occupancy};
+use occ_model::suggest::{self, WhatIf};
+use occ_model::text_table::percent;
 use occ_model::{arch, cliff};
 
 /// Arguments of `cargo occ explain`.
@@ -65,14 +65,14 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
         .or(declared.map(|d| d.block_size))
         .unwrap_or(k.best.block_size);
     let smem = args.smem.or(declared.map(|d| d.dynamic_smem)).unwrap_or(0);
-    let launch = Launch::new(block).with_dynamic_smem(smem);
+    let launch = BlockLaunch::new(block).with_dynamic_smem(smem);
     let occ = occupancy(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;
     print_resources(kernel, &arch_name, a, k);
     print_launch(block, smem, declared, args.block.is_none(), &occ);
     let c = cliff::cliffs(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;
     print_cliffs(&c);
-    let hints = tune::what_if(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;
-    if occ.active_warps >= occ.max_warps {
+    let hints = suggest::what_if(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;
+    if occ.active_warps_per_sm >= occ.max_warps_per_sm {
         if k.spills() {
             println!(
                 "  full occupancy at this block size, but it spills {} B per thread",
@@ -155,9 +155,9 @@ fn print_launch(
     println!(
         "  occupancy: {} ({}/{} warps, {} blocks per SM)",
         percent(occ.occupancy),
-        occ.active_warps,
-        occ.max_warps,
-        occ.active_blocks
+        occ.active_warps_per_sm,
+        occ.max_warps_per_sm,
+        occ.active_blocks_per_sm
     );
     println!();
     println!("  {:<18} {:>10}", "block limit", "blocks/SM");
@@ -181,7 +181,7 @@ fn print_launch(
 fn print_cliffs(c: &Cliffs) {
     println!(
         "  cliffs at this launch ({} blocks per SM now):",
-        c.active_blocks
+        c.active_blocks_per_sm
     );
     for (what, unit, side) in [
         ("registers", " registers/thread", &c.registers),
@@ -197,13 +197,13 @@ fn print_cliffs(c: &Cliffs) {
                 "{} (+{}) costs {} block{}: {} per SM, {}",
                 d.at,
                 d.at - side.now,
-                c.active_blocks - d.blocks,
-                if c.active_blocks - d.blocks == 1 {
+                c.active_blocks_per_sm - d.active_blocks_per_sm,
+                if c.active_blocks_per_sm - d.active_blocks_per_sm == 1 {
                     ""
                 } else {
                     "s"
                 },
-                d.blocks,
+                d.active_blocks_per_sm,
                 percent(d.occupancy)
             )),
             None => parts.push("no block to lose".into()),
@@ -213,8 +213,8 @@ fn print_cliffs(c: &Cliffs) {
                 "{} or less (-{}) gains {}: {} per SM, {}",
                 u.at,
                 side.now - u.at,
-                u.blocks - c.active_blocks,
-                u.blocks,
+                u.active_blocks_per_sm - c.active_blocks_per_sm,
+                u.active_blocks_per_sm,
                 percent(u.occupancy)
             ));
         }
@@ -232,13 +232,13 @@ fn print_what_if(
     occ: &Occupancy,
     hints: &WhatIf,
 ) {
-    let next_warps = (hints.target_blocks * block.div_ceil(a.warp_size)).min(occ.max_warps);
+    let next_warps = (hints.target_blocks * block.div_ceil(a.warp_size)).min(occ.max_warps_per_sm);
     println!(
         "  what if (one more block per SM: {} -> {}, occupancy {} -> {}):",
-        hints.active_blocks,
+        hints.active_blocks_per_sm,
         hints.target_blocks,
         percent(occ.occupancy),
-        percent(f64::from(next_warps) / f64::from(occ.max_warps.max(1)))
+        percent(f64::from(next_warps) / f64::from(occ.max_warps_per_sm.max(1)))
     );
     let mut any = false;
     if let Some(r) = hints.registers {
@@ -265,7 +265,7 @@ fn print_what_if(
         println!(
             "    __launch_bounds__({}, {}){}: caps registers near {}{}",
             lb.max_threads,
-            lb.min_blocks,
+            lb.min_blocks_per_sm,
             written(&k.launch_bounds)
                 .filter(|_| has_bounds(&k.launch_bounds))
                 .map(|w| format!(" in place of {w}"))
@@ -340,7 +340,7 @@ fn bounds_line(a: &Arch, lb: &LaunchBounds) -> Option<String> {
     }
     let derived = lb
         .max_threads_per_block()
-        .and_then(|t| tune::launch_bounds_register_cap(a, t, lb.min_blocks_per_sm.unwrap_or(1)));
+        .and_then(|t| suggest::launch_bounds_register_cap(a, t, lb.min_blocks_per_sm.unwrap_or(1)));
     match (lb.max_registers, derived) {
         (Some(n), Some(d)) => facts.push(format!("registers at most {}", n.min(d))),
         (Some(n), None) => facts.push(format!("registers at most {n}")),
@@ -389,12 +389,12 @@ fn spill_hints(a: &Arch, name: &str, k: &KernelArch, res: &KernelResources, smem
             max_threads_per_block: None,
             ..*res
         };
-        occupancy(a, &trial, &Launch::new(block).with_dynamic_smem(smem))
+        occupancy(a, &trial, &BlockLaunch::new(block).with_dynamic_smem(smem))
             .map(|o| {
                 format!(
                     "at {registers}: {} block{} of {block} per SM, {}",
-                    o.active_blocks,
-                    if o.active_blocks == 1 { "" } else { "s" },
+                    o.active_blocks_per_sm,
+                    if o.active_blocks_per_sm == 1 { "" } else { "s" },
                     percent(o.occupancy)
                 )
             })
@@ -410,7 +410,7 @@ fn spill_hints(a: &Arch, name: &str, k: &KernelArch, res: &KernelResources, smem
     }
     if let (Some(t), None) = (lb.max_threads_per_block(), lb.max_registers) {
         let now = lb.min_blocks_per_sm.unwrap_or(1).max(1);
-        let cap_now = tune::launch_bounds_register_cap(a, t, now);
+        let cap_now = suggest::launch_bounds_register_cap(a, t, now);
         any = true;
         println!(
             "    {} keeps registers at or below {} so that {now} block{} of {t} threads fit{}",
@@ -423,14 +423,14 @@ fn spill_hints(a: &Arch, name: &str, k: &KernelArch, res: &KernelResources, smem
             (1..now)
                 .rev()
                 .filter_map(|m| {
-                    let cap = tune::launch_bounds_register_cap(a, t, m)?;
+                    let cap = suggest::launch_bounds_register_cap(a, t, m)?;
                     Some((format!("__launch_bounds__({t}, {m})"), cap, t))
                 })
                 .collect()
         } else {
             // A smaller block bound, a warp multiple, leaves each thread more.
             let half = (t / 2).div_ceil(32) * 32;
-            tune::launch_bounds_register_cap(a, half, 1)
+            suggest::launch_bounds_register_cap(a, half, 1)
                 .filter(|_| half >= 32 && half < t)
                 .map(|cap| (format!("__launch_bounds__({half})"), cap, half))
                 .into_iter()

@@ -1,15 +1,15 @@
 //! The report's renderers: the JSON here; the terminal table and its rows
-//! are `occ_model::table`'s and the Markdown `occ_model::markdown`'s (the
+//! are `occ_model::text_table`'s and the Markdown `occ_model::markdown`'s (the
 //! build writes the same table to `report.txt` and the same Markdown to a
 //! GitHub step summary). The Markdown tests stay here, beside the report's
 //! test manifest.
 
 use occ_model::manifest::Manifest;
 pub use occ_model::markdown::markdown;
-pub use occ_model::table::{rows, table, Row};
+pub use occ_model::text_table::{rows, table, Row};
 use serde::Serialize;
 
-/// The JSON report: `{"schema": 1, "package", "nvcc", "rows": [...]}`.
+/// The JSON report: `{"schema": 2, "package", "nvcc", "rows": [...]}`.
 pub fn json(m: &Manifest) -> String {
     #[derive(Serialize)]
     struct Doc<'a> {
@@ -19,7 +19,7 @@ pub fn json(m: &Manifest) -> String {
         rows: Vec<Row>,
     }
     occ_model::manifest::to_json_pretty(&Doc {
-        schema: 1,
+        schema: 2,
         package: &m.package,
         nvcc: &m.nvcc,
         rows: rows(m),

@@ -6,7 +6,7 @@
 
 use occ_model::arch::Arch;
 use occ_model::manifest::LaunchBounds;
-use occ_model::tune;
+use occ_model::suggest;
 
 /// Whether the kernel has `__launch_bounds__` (`.maxntid`, `.reqntid` or
 /// `.minnctapersm`), which nvcc refuses beside `__maxnreg__`.
@@ -50,7 +50,7 @@ pub fn written(lb: &LaunchBounds) -> Option<String> {
 /// blocks per SM that the register file allows at that cap.
 pub fn min_blocks_for(a: &Arch, max_threads: u32, cap: u32) -> Option<u32> {
     (1..=a.max_blocks_per_sm)
-        .map_while(|m| tune::launch_bounds_register_cap(a, max_threads, m).map(|c| (m, c)))
+        .map_while(|m| suggest::launch_bounds_register_cap(a, max_threads, m).map(|c| (m, c)))
         .filter(|&(_, c)| c == cap)
         .last()
         .map(|(m, _)| m)

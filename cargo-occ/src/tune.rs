@@ -9,8 +9,8 @@ use occ_model::arch;
 use occ_model::lock::{Lock, OtherCubin};
 use occ_model::manifest::{Kernel, Lookup};
 use occ_model::measured::{candidates_hash, Results, NOISY};
-use occ_model::table::{align, percent};
-use occ_model::tune::{self, CandidateWhy, DynamicSmem, ShapedCandidate, TuneRequest};
+use occ_model::suggest::{self, CandidateWhy, DynamicSmem, ShapedCandidate, TuneRequest};
+use occ_model::text_table::{align, percent};
 use std::path::PathBuf;
 
 /// Arguments of `cargo occ tune`.
@@ -121,9 +121,9 @@ fn candidates(
 ) -> Result<Vec<ShapedCandidate>, occ_model::occupancy::OccupancyError> {
     match k.declared.as_ref().map(|d| d.launch.block) {
         Some(block @ [_, y, z]) if y > 1 || z > 1 => {
-            tune::shaped_candidates(arch, &resources(k), req, block)
+            suggest::shaped_candidates(arch, &resources(k), req, block)
         }
-        _ => Ok(tune::candidates(arch, &resources(k), req)?
+        _ => Ok(suggest::candidates(arch, &resources(k), req)?
             .into_iter()
             .map(|c| ShapedCandidate {
                 block: [c.block_size, 1, 1],
@@ -223,8 +223,8 @@ fn plan(args: &TuneArgs) -> anyhow::Result<i32> {
                     rows.push([
                         format!("  {}", shape(*block, dims)),
                         c.dynamic_smem.to_string(),
-                        c.occupancy.active_blocks.to_string(),
-                        c.occupancy.active_warps.to_string(),
+                        c.occupancy.active_blocks_per_sm.to_string(),
+                        c.occupancy.active_warps_per_sm.to_string(),
                         percent(c.occupancy.occupancy),
                         c.occupancy.binding_limiters().to_string(),
                         why(&c.why),
@@ -396,7 +396,10 @@ pub fn measured_section(m: &occ_model::manifest::Manifest, gpu: Option<&str>) ->
             name.to_string(),
             e.arch.clone(),
             e.bucket.clone(),
-            format!("{} ({}, {} SMs)", e.device, e.cc, e.sms),
+            format!(
+                "{} ({}, {} SMs)",
+                e.device, e.compute_capability, e.sm_count
+            ),
             format!("{}{}", e.best, if stale { " (stale)" } else { "" }),
             us(e.time_at(e.best)),
             model.map_or("-".into(), |b| b.to_string()),

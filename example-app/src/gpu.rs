@@ -10,7 +10,7 @@ use occ::cuda::{CudaContext, CudaSlice, CudaStream, Function, Loader};
 use occ::select::How;
 use occ_model::manifest::KernelArch;
 use occ_model::manifest::Manifest;
-use occ_model::occupancy::{occupancy, Launch};
+use occ_model::occupancy::{occupancy, BlockLaunch};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -42,7 +42,7 @@ struct Check {
     block: u32,
     source: &'static str,
     dyn_smem: u32,
-    blocks_per_sm: (u32, u32),
+    active_blocks_per_sm: (u32, u32),
     potential_block: (u32, u32),
     registers: (u32, u32),
     static_smem: (u32, u32),
@@ -53,7 +53,7 @@ struct Check {
 
 impl Check {
     fn agrees(&self) -> bool {
-        self.blocks_per_sm.0 == self.blocks_per_sm.1
+        self.active_blocks_per_sm.0 == self.active_blocks_per_sm.1
             && self.potential_block.0 == self.potential_block.1
             && self.registers.0 == self.registers.1
             && self.sweep.disagreeing == 0
@@ -134,7 +134,7 @@ pub fn check(ctx: &Arc<CudaContext>, manifest: &Manifest) -> Result<(String, boo
             c.code,
             format!("{} {}", c.block, c.source),
             c.dyn_smem,
-            pair(c.blocks_per_sm),
+            pair(c.active_blocks_per_sm),
             pair(c.potential_block),
             pair(c.registers),
             format!("{}/{}", c.static_smem.0, c.static_smem.1),
@@ -267,15 +267,15 @@ fn check_site(gpu: &Gpu<'_>, site: &Site) -> Result<Check> {
         k.registers = regs;
     }
     let plan: LaunchPlan = site.plan(arch, &k)?;
-    let launch = (row.threads(), row.dynamic_smem_bytes);
+    let launch = (row.threads(), row.dynamic_smem);
     let resources = occ_model::analyze::resources(&k);
     // Our blocks per SM at that launch, on this arch.
     let ours = occupancy(
         spec,
         &resources,
-        &Launch {
+        &BlockLaunch {
             dynamic_smem: launch.1,
-            ..Launch::new(launch.0)
+            ..BlockLaunch::new(launch.0)
         },
     )
     .map_err(|e| anyhow!("{} on {arch}: {e}", site.ident))?;
@@ -322,7 +322,10 @@ fn check_site(gpu: &Gpu<'_>, site: &Site) -> Result<Check> {
             "baked"
         },
         dyn_smem: launch.1,
-        blocks_per_sm: (ours.active_blocks, u32::try_from(drv_blocks).unwrap_or(0)),
+        active_blocks_per_sm: (
+            ours.active_blocks_per_sm,
+            u32::try_from(drv_blocks).unwrap_or(0),
+        ),
         potential_block: (plan.block_size, u32::try_from(drv_block).unwrap_or(0)),
         registers: (k.registers, regs),
         static_smem: (k.static_smem, smem),

@@ -5,7 +5,7 @@
 //! A site is one line: it returns the table the attribute baked
 //! (`LAUNCH`, an [`occ::Baked`]); [`crate::gpu`] takes the row of the code
 //! it loaded (`LAUNCH.for_function(&f)`) and hands it to the kernel's typed
-//! launcher. [`Site::plan`] runs occ's model (`occ_model::tune`) on the
+//! launcher. [`Site::plan`] runs occ's model (`occ_model::suggest`) on the
 //! manifest at run time: for the limiters (which the macro does not bake)
 //! and for the tests, which check that it agrees with what the macro baked.
 
@@ -13,7 +13,7 @@ use crate::kernels;
 use occ::launch_config;
 use occ_model::manifest::KernelArch;
 use occ_model::occupancy::Limiter;
-use occ_model::tune::{DynamicSmem, TuneRequest};
+use occ_model::suggest::{DynamicSmem, TuneRequest};
 
 /// How a kernel is launched and what holds it back there.
 #[derive(Debug, Clone, Copy)]
@@ -159,7 +159,7 @@ pub struct LaunchPlan {
     /// Dynamic shared memory per block, bytes.
     pub dynamic_smem: u32,
     /// Resident blocks per SM.
-    pub blocks_per_sm: u32,
+    pub active_blocks_per_sm: u32,
     /// Resident warps / the SM's maximum.
     pub occupancy: f64,
     /// What holds it back: every resource whose own limit equals the
@@ -178,11 +178,11 @@ impl LaunchPlan {
         LaunchPlan {
             block_size: o.block_size,
             dynamic_smem,
-            blocks_per_sm: o.active_blocks,
+            active_blocks_per_sm: o.active_blocks_per_sm,
             occupancy: o.occupancy,
             limiters: Limiter::ALL
                 .into_iter()
-                .filter(|l| o.limits.get(*l) == Some(o.active_blocks))
+                .filter(|l| o.limits.get(*l) == Some(o.active_blocks_per_sm))
                 .collect(),
             header_limiters: o.limiters.iter().collect(),
         }
@@ -217,7 +217,7 @@ impl Site {
         let spec =
             occ_model::arch::lookup(arch).map_err(|e| anyhow::anyhow!("{}: {e}", self.ident))?;
         let res = occ_model::analyze::resources(k);
-        let best = occ_model::tune::best_block_size(spec, &res, &self.request())
+        let best = occ_model::suggest::best_block_size(spec, &res, &self.request())
             .map_err(|e| anyhow::anyhow!("{} on {arch}: {e}", self.ident))?
             .ok_or_else(|| anyhow::anyhow!("{} cannot launch on {arch}", self.ident))?;
         Ok(LaunchPlan::of(best.dynamic_smem, &best.occupancy))
@@ -228,9 +228,9 @@ impl Site {
     pub fn at(&self, arch: &str, k: &KernelArch, block_size: u32) -> anyhow::Result<LaunchPlan> {
         let spec =
             occ_model::arch::lookup(arch).map_err(|e| anyhow::anyhow!("{}: {e}", self.ident))?;
-        let launch = occ_model::occupancy::Launch {
+        let launch = occ_model::occupancy::BlockLaunch {
             dynamic_smem: self.dynamic_smem(block_size),
-            ..occ_model::occupancy::Launch::new(block_size)
+            ..occ_model::occupancy::BlockLaunch::new(block_size)
         };
         let o = occ_model::occupancy::occupancy(spec, &occ_model::analyze::resources(k), &launch)
             .map_err(|e| {

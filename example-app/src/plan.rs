@@ -44,17 +44,17 @@ pub fn rows(manifest: &Manifest) -> anyhow::Result<Vec<Row>> {
                 anyhow::anyhow!("{}: #[launch_config] baked nothing for {arch}", site.ident)
             })?;
             let baked = site.at(arch, k, row.threads())?;
-            if (baked.dynamic_smem, baked.blocks_per_sm)
-                != (row.dynamic_smem_bytes, row.blocks_per_sm)
+            if (baked.dynamic_smem, baked.active_blocks_per_sm)
+                != (row.dynamic_smem, row.active_blocks_per_sm)
             {
                 anyhow::bail!(
                     "{} on {arch}: #[launch_config] baked {} B of dynamic smem and {} blocks per SM at block {}, the model gives {} B and {}",
                     site.ident,
-                    row.dynamic_smem_bytes,
-                    row.blocks_per_sm,
+                    row.dynamic_smem,
+                    row.active_blocks_per_sm,
                     row.threads(),
                     baked.dynamic_smem,
-                    baked.blocks_per_sm
+                    baked.active_blocks_per_sm
                 );
             }
             rows.push(Row {
@@ -119,7 +119,7 @@ pub fn render(manifest: &Manifest) -> anyhow::Result<String> {
             r.spills,
             r.baked.block_size,
             r.baked.dynamic_smem,
-            r.baked.blocks_per_sm,
+            r.baked.active_blocks_per_sm,
             r.baked.occupancy * 100.0,
             limiters(&r.baked.limiters),
             claimed

@@ -18,7 +18,7 @@ use occ::cuda::cudarc::driver::result::{function as cu_function, occupancy as cu
 use occ::cuda::cudarc::driver::sys::CUfunction_attribute;
 use occ::cuda::Function;
 use occ_model::arch::Arch;
-use occ_model::occupancy::{occupancy, KernelResources, Launch};
+use occ_model::occupancy::{occupancy, BlockLaunch, KernelResources};
 
 /// The preferred carveouts asked about (percent of the largest); `None` is
 /// the driver's default. 33 and 61 are no carveout of any arch, so the
@@ -104,14 +104,14 @@ pub fn points(spec: &Arch, kernel: &KernelResources, max_dynamic: u32) -> Vec<Po
 
 /// The model's blocks per SM at `p`, or `None` where it refuses the launch.
 pub fn model(spec: &Arch, kernel: &KernelResources, p: Point) -> Option<u32> {
-    let launch = Launch {
+    let launch = BlockLaunch {
         dynamic_smem: p.dynamic_smem,
         carveout: p.carveout,
-        ..Launch::new(p.block)
+        ..BlockLaunch::new(p.block)
     };
     occupancy(spec, kernel, &launch)
         .ok()
-        .map(|o| o.active_blocks)
+        .map(|o| o.active_blocks_per_sm)
 }
 
 /// What one kernel's sweep found.

@@ -3,7 +3,7 @@
 //! merges into `occ.lock`, and prints measured against max-occupancy time
 //! per kernel.
 //!
-//! The candidates are occ's ([`occ_model::tune::candidates`] at the site's
+//! The candidates are occ's ([`occ_model::suggest::candidates`] at the site's
 //! policy, as `cargo occ tune --plan` prints them given the site's options),
 //! less the block sizes a kernel is not written for ([`works_at`]). The timer is
 //! [`occ::cuda::EventTimer`] (CUDA events around each launch, warm-up
@@ -45,7 +45,7 @@ pub fn candidates(site: &Site, manifest: &Manifest, arch: &str) -> Result<(Vec<u
     let k = site.resources(manifest, arch)?;
     let spec = occ_model::arch::lookup(arch).map_err(|e| anyhow!("{}: {e}", site.ident))?;
     let res = occ_model::analyze::resources(k);
-    let all = occ_model::tune::candidates(spec, &res, &site.request())
+    let all = occ_model::suggest::candidates(spec, &res, &site.request())
         .map_err(|e| anyhow!("{} on {arch}: {e}", site.ident))?;
     let sizes: Vec<u32> = all
         .iter()

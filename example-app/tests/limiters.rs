@@ -35,7 +35,7 @@ fn every_kernel_is_bound_by_its_claimed_limiter_alone() {
             site.limiter
         );
         assert!(
-            p.blocks_per_sm > 0,
+            p.active_blocks_per_sm > 0,
             "{} cannot launch on {}",
             site.ident,
             site.arch
@@ -85,7 +85,8 @@ fn dynamic_smem_is_what_binds_block_sum() {
     assert_eq!(with.dynamic_smem, with.block_size * site.smem_per_thread);
     assert!(without.limiters.contains(&Limiter::Warps), "{without:?}");
     assert!(
-        with.blocks_per_sm * with.block_size < without.blocks_per_sm * without.block_size,
+        with.active_blocks_per_sm * with.block_size
+            < without.active_blocks_per_sm * without.block_size,
         "{with:?} vs {without:?}"
     );
 }
@@ -149,7 +150,10 @@ fn sites_without_a_policy_launch_at_the_baked_best_block() {
         let p = plan(&site, "sm_80");
         assert_eq!(p.block_size, k.best.block_size, "{ident}");
         assert_eq!(p.block_size, constant, "{ident}");
-        assert_eq!(p.blocks_per_sm, k.best.active_blocks_per_sm, "{ident}");
+        assert_eq!(
+            p.active_blocks_per_sm, k.best.active_blocks_per_sm,
+            "{ident}"
+        );
     }
 }
 
@@ -202,18 +206,18 @@ fn launch_config_bakes_the_models_launch_or_the_measured_block_on_every_arch() {
         for arch in &m.archs {
             let p = plan(&site, arch);
             let want = match measured(&lock, &m, &site, arch).filter(|_| site.tuned) {
-                None => (p.block_size, p.dynamic_smem, p.blocks_per_sm),
+                None => (p.block_size, p.dynamic_smem, p.active_blocks_per_sm),
                 Some(block) => {
                     tuned_rows += 1;
                     let k = site.resources(&m, arch).unwrap_or_else(|e| panic!("{e:#}"));
                     let at = site.at(arch, k, block).unwrap_or_else(|e| panic!("{e:#}"));
-                    (block, at.dynamic_smem, at.blocks_per_sm)
+                    (block, at.dynamic_smem, at.active_blocks_per_sm)
                 }
             };
             assert_eq!(
                 baked
                     .on(arch)
-                    .map(|r| (r.threads(), r.dynamic_smem_bytes, r.blocks_per_sm)),
+                    .map(|r| (r.threads(), r.dynamic_smem, r.active_blocks_per_sm)),
                 Some(want),
                 "{} on {arch}: #[launch_config] vs the model with the site's policy, or the block occ.lock measured",
                 site.ident
@@ -275,7 +279,7 @@ fn the_plan_shows_each_baked_launch_at_its_own_occupancy() {
     let mut differ = 0;
     for r in &rows {
         let spec = occ_model::arch::lookup(&r.arch).unwrap_or_else(|e| panic!("{e}"));
-        let warps = r.baked.block_size.div_ceil(spec.warp_size) * r.baked.blocks_per_sm;
+        let warps = r.baked.block_size.div_ceil(spec.warp_size) * r.baked.active_blocks_per_sm;
         let want = f64::from(warps) / f64::from(spec.max_threads_per_sm / spec.warp_size);
         assert!(
             (r.baked.occupancy - want).abs() < 1e-9,
@@ -284,7 +288,7 @@ fn the_plan_shows_each_baked_launch_at_its_own_occupancy() {
             r.arch,
             r.baked.occupancy,
             r.baked.block_size,
-            r.baked.blocks_per_sm
+            r.baked.active_blocks_per_sm
         );
         if !r.agrees() {
             differ += 1;

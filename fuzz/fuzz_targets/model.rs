@@ -5,8 +5,8 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use occ_model::arch;
-use occ_model::occupancy::{occupancy, CachePref, KernelResources, Launch, PartitionedGc};
-use occ_model::tune::{self, DynamicSmem, TuneRequest};
+use occ_model::occupancy::{occupancy, CachePref, KernelResources, BlockLaunch, PartitionedGc};
+use occ_model::suggest::{self, DynamicSmem, TuneRequest};
 
 #[derive(Debug, Arbitrary)]
 struct Input {
@@ -50,7 +50,7 @@ fuzz_target!(|input: Input| {
         1 => PartitionedGc::On,
         _ => PartitionedGc::OnStrict,
     };
-    let launch = Launch {
+    let launch = BlockLaunch {
         block_size: input.block_size,
         dynamic_smem: input.dynamic_smem,
         carveout: input.carveout,
@@ -58,10 +58,10 @@ fuzz_target!(|input: Input| {
         partitioned_gc,
     };
     if let Ok(occ) = occupancy(arch, &kernel, &launch) {
-        assert!(occ.active_warps <= arch.max_warps_per_sm());
+        assert!(occ.active_warps_per_sm <= arch.max_warps_per_sm());
         assert!((0.0..=1.0).contains(&occ.occupancy));
     }
-    let _ = tune::available_dynamic_smem(arch, &kernel, &launch, input.num_blocks);
+    let _ = suggest::available_dynamic_smem(arch, &kernel, &launch, input.num_blocks);
     let request = TuneRequest {
         dynamic_smem: match input.per_thread {
             Some((per_thread, fixed)) => DynamicSmem::PerThread { per_thread, fixed },
@@ -74,9 +74,9 @@ fuzz_target!(|input: Input| {
         cache_pref,
         partitioned_gc,
     };
-    if let Ok(Some(best)) = tune::best_block_size(arch, &kernel, &request) {
+    if let Ok(Some(best)) = suggest::best_block_size(arch, &kernel, &request) {
         assert!(best.block_size > 0 && best.block_size <= arch.max_threads_per_block);
-        assert!(best.occupancy.active_warps <= arch.max_warps_per_sm());
+        assert!(best.occupancy.active_warps_per_sm <= arch.max_warps_per_sm());
     }
-    let _ = tune::what_if(arch, &kernel, &launch);
+    let _ = suggest::what_if(arch, &kernel, &launch);
 });

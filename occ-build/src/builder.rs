@@ -1,7 +1,7 @@
 //! [`Build`]: the build-script API, in the shape of `cc::Build`.
 
 use occ_model::arch;
-use occ_model::launch::Launch;
+use occ_model::declared::Launch;
 use occ_model::manifest::Embed;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -177,7 +177,7 @@ proptest! {
     #[test]
     fn manifests_round_trip_and_give_kernels_rs(m in a_manifest()) {
         let json = m.to_json();
-        prop_assert!(json.starts_with("{\n  \"schema\": 3,"), "{json}");
+        prop_assert!(json.starts_with("{\n  \"schema\": 4,"), "{json}");
         let back = Manifest::from_json(&json, Path::new("m.json"))
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(&back, &m);
@@ -371,7 +371,7 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
 fn a_manifest_with_a_bad_kernel_ident_or_arch_is_rejected() {
     let json = |ident: &str, arch: &str| {
         format!(
-            r#"{{"schema": 3, "package": "p", "origin": "nvcc", "nvcc": "V13.5.37", "archs": ["sm_80"], "kernels": [{{
+            r#"{{"schema": 4, "package": "p", "origin": "nvcc", "nvcc": "V13.5.37", "archs": ["sm_80"], "kernels": [{{
   "name": "k", "demangled": "k", "base_name": "k", "short_name": "k", "ident": "{ident}",
   "source": "k.cu", "archs": {{"{arch}": {{"registers": 8, "barriers": null, "static_smem": 0,
   "cmem": {{}}, "stack_frame": 0, "cumulative_stack": null, "spill_stores": 0, "spill_loads": 0,

@@ -4,7 +4,7 @@
 
 use crate::args;
 use crate::manifest::{self, Loaded, Source, OVERRIDE_VAR};
-use crate::memo;
+use crate::plans;
 use crate::validate::{self, Plan};
 use occ_model::manifest::FILE_NAME;
 use proc_macro2::{Delimiter, Group, Literal, Span, TokenStream, TokenTree};
@@ -17,11 +17,11 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     // hundreds of sites cheap (parsing whole functions dominated the cost).
     let func = split_body(&item);
     // A site whose attribute an earlier error-free site wrote, against the
-    // same manifest, takes that site's plan (`memo`): no syn parse, no tuner.
-    let key = memo::key(&attr);
+    // same manifest, takes that site's plan (`plans`): no syn parse, no tuner.
+    let key = plans::key(&attr);
     let loaded = manifest::load();
     if let (Some((head, body)), Ok(loaded), Some(key)) = (&func, &loaded, &key) {
-        if let Some(plan) = memo::get(&loaded.manifest, key) {
+        if let Some(plan) = plans::get(&loaded.manifest, key) {
             return site(head.clone(), body, Ok(&plan), Some(loaded));
         }
     }
@@ -50,7 +50,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     match (errors.into_error(), plan) {
         (None, Some(plan)) => {
             if let (Some(key), Some(loaded)) = (key, &loaded) {
-                memo::put(&loaded.manifest, key, &plan);
+                plans::put(&loaded.manifest, key, &plan);
             }
             site(head, &body, Ok(&plan), loaded.as_ref())
         }
@@ -353,8 +353,8 @@ const INJECTED: [&str; 10] = [
     "ARCH",
     "BLOCK_SIZE",
     "BLOCK",
-    "DYNAMIC_SMEM_BYTES",
-    "BLOCKS_PER_SM",
+    "DYNAMIC_SMEM",
+    "ACTIVE_BLOCKS_PER_SM",
     "OCCUPANCY",
     "MEASURED",
     "LAUNCH",
@@ -370,7 +370,7 @@ fn consts(plan: &Plan, uses: &Uses) -> TokenStream {
     let block = first.block_size;
     let [bx, by, bz] = first.block;
     let smem = first.dynamic_smem;
-    let blocks = first.blocks_per_sm;
+    let blocks = first.active_blocks_per_sm;
     let occupancy = f32_lit(first.occupancy);
     let measured = first.measured;
     let mut out = TokenStream::new();
@@ -388,16 +388,22 @@ fn consts(plan: &Plan, uses: &Uses) -> TokenStream {
         "BLOCK",
         quote!(const BLOCK: (u32, u32, u32) = (#bx, #by, #bz);),
     );
+    item("DYNAMIC_SMEM", quote!(const DYNAMIC_SMEM: u32 = #smem;));
     item(
-        "DYNAMIC_SMEM_BYTES",
-        quote!(const DYNAMIC_SMEM_BYTES: u32 = #smem;),
+        "ACTIVE_BLOCKS_PER_SM",
+        quote!(const ACTIVE_BLOCKS_PER_SM: u32 = #blocks;),
     );
-    item("BLOCKS_PER_SM", quote!(const BLOCKS_PER_SM: u32 = #blocks;));
     item("OCCUPANCY", quote!(const OCCUPANCY: f32 = #occupancy;));
     item("MEASURED", quote!(const MEASURED: bool = #measured;));
     if uses.wants("LAUNCH") {
         let rows = plan.rows.iter().map(|r| {
-            let (a, maj, min, s, n) = (&r.arch, r.major, r.minor, r.dynamic_smem, r.blocks_per_sm);
+            let (a, maj, min, s, n) = (
+                &r.arch,
+                r.major,
+                r.minor,
+                r.dynamic_smem,
+                r.active_blocks_per_sm,
+            );
             let [x, y, z] = r.block;
             let o = f32_lit(r.occupancy);
             quote!(::occ::BakedArch {
@@ -405,8 +411,8 @@ fn consts(plan: &Plan, uses: &Uses) -> TokenStream {
                 major: #maj,
                 minor: #min,
                 block: (#x, #y, #z),
-                dynamic_smem_bytes: #s,
-                blocks_per_sm: #n,
+                dynamic_smem: #s,
+                active_blocks_per_sm: #n,
                 occupancy: #o,
             })
         });
@@ -443,9 +449,9 @@ fn placeholders() -> TokenStream {
         #[allow(dead_code)]
         const BLOCK: (u32, u32, u32) = (1, 1, 1);
         #[allow(dead_code)]
-        const DYNAMIC_SMEM_BYTES: u32 = 0;
+        const DYNAMIC_SMEM: u32 = 0;
         #[allow(dead_code)]
-        const BLOCKS_PER_SM: u32 = 0;
+        const ACTIVE_BLOCKS_PER_SM: u32 = 0;
         #[allow(dead_code)]
         const OCCUPANCY: f32 = 0.0;
         #[allow(dead_code)]

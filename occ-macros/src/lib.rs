@@ -51,9 +51,9 @@
 //!
 //! #[launch_config(kernel = "saxpy")]
 //! fn saxpy_launch(n: u32) -> (u32, u32, u32) {
-//!     // Injected: KERNEL_NAME, ARCH, BLOCK_SIZE, BLOCK, DYNAMIC_SMEM_BYTES,
-//!     // BLOCKS_PER_SM, OCCUPANCY, LAUNCH, grid_for.
-//!     (grid_for(n), BLOCK_SIZE, DYNAMIC_SMEM_BYTES)
+//!     // Injected: KERNEL_NAME, ARCH, BLOCK_SIZE, BLOCK, DYNAMIC_SMEM,
+//!     // ACTIVE_BLOCKS_PER_SM, OCCUPANCY, LAUNCH, grid_for.
+//!     (grid_for(n), BLOCK_SIZE, DYNAMIC_SMEM)
 //! }
 //!
 //! fn main() {
@@ -71,8 +71,8 @@
 //! | `const ARCH: &str` | the arch of the plain consts: the build's first arch, or `arch = "..."` |
 //! | `const BLOCK_SIZE: u32` | threads per block: build.rs's declared launch's, else the size with the most resident threads per SM (`cudaOccMaxPotentialOccupancyBlockSize`) |
 //! | `const BLOCK: (u32, u32, u32)` | the block's shape: build.rs's declared one, the site's `block = (x, _)`, the kernel's `.reqntid`, or `(BLOCK_SIZE, 1, 1)` |
-//! | `const DYNAMIC_SMEM_BYTES: u32` | dynamic shared memory per block: build.rs's declared launch's, or what the site asks for; else 0 |
-//! | `const BLOCKS_PER_SM: u32` | resident blocks per SM at that size (× the SM count = a full wave) |
+//! | `const DYNAMIC_SMEM: u32` | dynamic shared memory per block: build.rs's declared launch's, or what the site asks for; else 0 |
+//! | `const ACTIVE_BLOCKS_PER_SM: u32` | resident blocks per SM at that size (× the SM count = a full wave) |
 //! | `const OCCUPANCY: f32` | resident warps / the SM's warp slots |
 //! | `const LAUNCH: occ::Baked` | the same per arch of the build (`occ::BakedArch` rows): `LAUNCH.for_function(&f)` (the row of the code `occ::cuda` loaded), `LAUNCH.for_device(major, minor)`, `LAUNCH.on("sm_90")`; each row makes a `LaunchConfig` (`for_elements(n)`, `for_2d(w, h)`, `config(grid)`) |
 //! | `const fn grid_for(n: u32) -> u32` | blocks of `BLOCK_SIZE` threads that cover `n` elements |
@@ -116,7 +116,7 @@
 //! judge a kernel at its declared launch, which build.rs states once:
 //! `.launch("transpose_tiled", Launch::block_2d(32, 8))`. A site of that
 //! kernel launches there without saying so: `BLOCK` is `(32, 8, 1)`,
-//! `BLOCK_SIZE` 256, `DYNAMIC_SMEM_BYTES` the declared bytes, `grid_for`
+//! `BLOCK_SIZE` 256, `DYNAMIC_SMEM` the declared bytes, `grid_for`
 //! counts blocks of 256. What the site states besides is checked against
 //! it, never a second launch:
 //!
@@ -183,7 +183,7 @@ mod args;
 mod declared;
 mod expand;
 mod manifest;
-mod memo;
+mod plans;
 mod validate;
 
 /// Bakes the best launch of a CUDA kernel into this function; see the

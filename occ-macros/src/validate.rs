@@ -2,16 +2,16 @@
 //! arch the site launches on (at build.rs's declared launch when there is
 //! one: [`crate::declared`]). The launch comes from the one rule the
 //! build's manifest, `kernels.rs` and the gate use too,
-//! [`occ_model::launch::decide`] on [`occ_model::analyze::resources`]:
+//! [`occ_model::occ_model::declared::decide`] on [`occ_model::analyze::resources`]:
 //! exactly build.rs's launch, else the best block the site's options allow.
 
 use crate::args::{Args, DynamicSmemArg, Errors};
 use crate::declared;
+use occ_model::arch;
 use occ_model::manifest::{describe_candidates, Kernel, KernelArch, Lookup, Manifest};
 use occ_model::measured::{self, Measured, Staleness};
-use occ_model::occupancy::{KernelResources, Launch};
-use occ_model::tune::{self, BestBlock, DynamicSmem, TuneRequest};
-use occ_model::{arch, launch};
+use occ_model::occupancy::{BlockLaunch, KernelResources};
+use occ_model::suggest::{self, BestBlock, DynamicSmem, TuneRequest};
 use proc_macro2::Span;
 
 /// The launch of one arch.
@@ -30,7 +30,7 @@ pub struct Row {
     /// Dynamic shared memory per block, bytes.
     pub dynamic_smem: u32,
     /// Resident blocks per SM.
-    pub blocks_per_sm: u32,
+    pub active_blocks_per_sm: u32,
     /// Resident warps / the SM's maximum.
     pub occupancy: f64,
     /// Whether the block is the one measured on a GPU (`tuned`), not the
@@ -361,7 +361,7 @@ fn measurement<'m>(
 }
 
 /// The fastest measured block the site's request allows and the kernel can
-/// launch ([`tune::at_block_size`]), if any.
+/// launch ([`suggest::at_block_size`]), if any.
 fn measured_best(
     m: &Measured,
     limits: &arch::Arch,
@@ -375,7 +375,7 @@ fn measured_best(
             .then(b.block_size.cmp(&a.block_size))
     });
     timings.into_iter().find_map(|t| {
-        tune::at_block_size(limits, resources, request, t.block_size)
+        suggest::at_block_size(limits, resources, request, t.block_size)
             .ok()
             .flatten()
     })
@@ -413,12 +413,13 @@ fn tune_arch(
     // The one rule the build's manifest, kernels.rs and the gate use too:
     // exactly build.rs's launch, else the best the site's options allow.
     let ask = match by_build {
-        Some(decl) => launch::Ask::At(decl.launch),
-        None => launch::Ask::Best(&request),
+        Some(decl) => occ_model::declared::Ask::At(decl.launch),
+        None => occ_model::declared::Ask::Best(&request),
     };
-    let best = match from_measurement
-        .map_or_else(|| launch::decide(limits, &resources, ask), |b| Ok(Some(b)))
-    {
+    let best = match from_measurement.map_or_else(
+        || occ_model::declared::decide(limits, &resources, ask),
+        |b| Ok(Some(b)),
+    ) {
         Ok(Some(best)) => best,
         Ok(None) => return Err(no_block_fits(args, kernel, arch_name, ka, &request, limits)),
         Err(e) => {
@@ -453,7 +454,7 @@ fn tune_arch(
         block_size: best.block_size,
         block,
         dynamic_smem,
-        blocks_per_sm: occ.active_blocks,
+        active_blocks_per_sm: occ.active_blocks_per_sm,
         occupancy: occ.occupancy,
         measured: was_measured,
     })
@@ -619,9 +620,13 @@ fn dynamic_smem_at(
     let occ = &best.occupancy;
     Ok(match args.dynamic_smem.as_ref().map(|d| d.value) {
         Some(DynamicSmemArg::Max) => {
-            let launch = Launch::new(best.block_size);
-            match tune::available_dynamic_smem(limits, resources, &launch, occ.active_blocks.max(1))
-            {
+            let launch = BlockLaunch::new(best.block_size);
+            match suggest::available_dynamic_smem(
+                limits,
+                resources,
+                &launch,
+                occ.active_blocks_per_sm.max(1),
+            ) {
                 Ok(bytes) => bytes,
                 Err(e) => {
                     return Err(Failure::new(
@@ -655,8 +660,8 @@ fn check_min_occupancy(
                 format!(
                     "{:.3} on {arch_name} ({} of {} warps per SM at its {} {}, limited by {})",
                     occ.occupancy,
-                    occ.active_warps,
-                    occ.max_warps,
+                    occ.active_warps_per_sm,
+                    occ.max_warps_per_sm,
                     if was_measured {
                         "fastest measured block size (tuned)"
                     } else if declared {

@@ -20,7 +20,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
 use occ_model::arch::{self, Arch};
-use occ_model::occupancy::{occupancy, KernelResources, Launch};
+use occ_model::occupancy::{occupancy, BlockLaunch, KernelResources};
 use std::fmt::Write as _;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -66,8 +66,8 @@ fn sweep(devs: &[(u32, u32, &'static Arch)]) -> (u64, u64) {
                 ..Default::default()
             };
             for b in 1..=1024u32 {
-                if let Ok(o) = occupancy(a, black_box(&kernel), &Launch::new(b)) {
-                    checksum += u64::from(o.active_blocks);
+                if let Ok(o) = occupancy(a, black_box(&kernel), &BlockLaunch::new(b)) {
+                    checksum += u64::from(o.active_blocks_per_sm);
                 }
                 calls += 1;
             }

@@ -41,8 +41,8 @@
 //! ```
 
 use crate::analyze;
+use crate::declared::{self, Launch};
 use crate::error::{Error, Result};
-use crate::launch::{self, Launch};
 use crate::manifest::{
     Cliffs, DeviceCode, Kernel, KernelArch, Manifest, Origin, Resources, SourceLines,
     SCHEMA_VERSION,
@@ -138,7 +138,7 @@ pub fn judge(a: &Assembly<'_>) -> Result<Judged> {
             ])
         })
         .collect();
-    launch::check_patterns(&names, a.launches)?;
+    declared::check_patterns(&names, a.launches)?;
     let mut kernels = Vec::with_capacity(by_key.len());
     for (((_, source), archs), ident) in by_key.iter().zip(idents) {
         let Some(first) = archs.values().next() else {
@@ -150,7 +150,7 @@ pub fn judge(a: &Assembly<'_>) -> Result<Judged> {
             first.short_name.clone(),
             ident.clone(),
         ];
-        let by_build = launch::by_build(&first.base_name, &names, a.launches)?;
+        let by_build = declared::by_build(&first.base_name, &names, a.launches)?;
         let mut judged = BTreeMap::new();
         for (arch, compiled) in archs {
             judged.insert(arch.to_string(), judge_arch(arch, compiled, by_build)?);
@@ -195,21 +195,21 @@ fn judge_arch(arch: &str, k: &Compiled, by_build: Option<&(String, Launch)>) -> 
         arch: arch.to_string(),
         detail,
     };
-    let best = launch::best_of(arch, &k.facts).map_err(occupancy_error)?;
+    let best = declared::best_of(arch, &k.facts).map_err(occupancy_error)?;
     let choice = match by_build {
         Some((pattern, launch)) => Some((
             *launch,
-            launch::DeclaredBy::Build {
+            declared::DeclaredBy::Build {
                 pattern: pattern.clone(),
             },
         )),
-        None => launch::from_bounds(&k.facts.launch_bounds),
+        None => declared::from_bounds(&k.facts.launch_bounds),
     };
     let declared = match choice {
         Some((launch, by)) => {
             let by_text = by.describe();
             Some(
-                launch::declared_for(arch, &k.facts, &launch, by).map_err(|detail| {
+                declared::declared_for(arch, &k.facts, &launch, by).map_err(|detail| {
                     Error::BadLaunch {
                         kernel: k.base_name.clone(),
                         arch: arch.to_string(),

@@ -4,9 +4,9 @@
 //! many it must drop to gain one (the step up).
 //!
 //! Exact for `cuda_occupancy.h`: the register side reads the register
-//! limit's steps ([`tune::register_steps`]: the per-warp allocation rounded
+//! limit's steps ([`suggest::register_steps`]: the per-warp allocation rounded
 //! to the arch's allocation unit, split over sub-partitions, the hardware's
-//! per-block check) and the step up is [`tune::what_if`]'s. The
+//! per-block check) and the step up is [`suggest::what_if`]'s. The
 //! shared-memory side walks the allocation granules: a block's footprint,
 //! `roundUp(static + dynamic + reserve, granularity)`, changes only at a
 //! granule's first byte, so the first granule with fewer blocks is the
@@ -17,21 +17,21 @@
 //! are the last cliffs (0 blocks).
 //!
 //! ```
-//! use occ_model::{arch, cliff, occupancy::{KernelResources, Launch}};
+//! use occ_model::{arch, cliff, occupancy::{KernelResources, BlockLaunch}};
 //! let sm80 = arch::lookup("sm_80").unwrap();
 //! let k = KernelResources { registers: 40, static_smem: 16384, ..Default::default() };
-//! let c = cliff::cliffs(sm80, &k, &Launch::new(256)).unwrap();
-//! assert_eq!(c.active_blocks, 6);
+//! let c = cliff::cliffs(sm80, &k, &BlockLaunch::new(256)).unwrap();
+//! assert_eq!(c.active_blocks_per_sm, 6);
 //! // 41 registers allocate 48 per thread: 5 blocks.
-//! assert_eq!(c.registers.down.map(|s| (s.at, s.blocks)), Some((41, 5)));
+//! assert_eq!(c.registers.down.map(|s| (s.at, s.active_blocks_per_sm)), Some((41, 5)));
 //! // At most 32 registers give 8 blocks.
-//! assert_eq!(c.registers.up.map(|s| (s.at, s.blocks)), Some((32, 8)));
+//! assert_eq!(c.registers.up.map(|s| (s.at, s.active_blocks_per_sm)), Some((32, 8)));
 //! ```
 
 use crate::arch::{self, Arch};
 use crate::manifest::{KernelArch, Resources};
-use crate::occupancy::{occupancy, KernelResources, Launch, Limiter, OccupancyError};
-use crate::tune;
+use crate::occupancy::{occupancy, BlockLaunch, KernelResources, Limiter, OccupancyError};
+use crate::suggest;
 
 /// The manifest schema's types this module fills (defined in [`crate::manifest`]).
 pub use crate::manifest::{Cliff, Cliffs, Step, NEAR_CLIFF};
@@ -71,8 +71,8 @@ impl Cliff {
             Some(d) => parts.push(format!(
                 "+{}{unit} costs {} ({blocks} -> {}, {} -> {})",
                 d.at - self.now,
-                count(blocks - d.blocks),
-                d.blocks,
+                count(blocks - d.active_blocks_per_sm),
+                d.active_blocks_per_sm,
                 pct(occupancy),
                 pct(d.occupancy)
             )),
@@ -82,8 +82,8 @@ impl Cliff {
             parts.push(format!(
                 "-{}{unit} gains {} ({blocks} -> {}, {} -> {})",
                 self.now - u.at,
-                count(u.blocks - blocks),
-                u.blocks,
+                count(u.active_blocks_per_sm - blocks),
+                u.active_blocks_per_sm,
                 pct(occupancy),
                 pct(u.occupancy)
             ));
@@ -95,7 +95,7 @@ impl Cliff {
 impl Cliffs {
     /// The occupancy at the launch (resident warps over the SM's maximum).
     pub fn occupancy(&self, arch: &Arch) -> f64 {
-        fraction(arch, self.active_blocks, self.block_size)
+        fraction(arch, self.active_blocks_per_sm, self.block_size)
     }
 
     /// One line: `registers 40: +1 costs a block (…); -8 gains a block (…);
@@ -105,9 +105,10 @@ impl Cliffs {
         format!(
             "registers {}: {}; smem {} B/block: {}",
             self.registers.now,
-            self.registers.describe("", self.active_blocks, occ),
+            self.registers.describe("", self.active_blocks_per_sm, occ),
             self.shared_memory.now,
-            self.shared_memory.describe(" B", self.active_blocks, occ)
+            self.shared_memory
+                .describe(" B", self.active_blocks_per_sm, occ)
         )
     }
 }
@@ -123,14 +124,14 @@ fn fraction(arch: &Arch, blocks: u32, block_size: u32) -> f64 {
 pub fn cliffs(
     arch: &'static Arch,
     kernel: &KernelResources,
-    launch: &Launch,
+    launch: &BlockLaunch,
 ) -> Result<Cliffs, OccupancyError> {
     let now = occupancy(arch, kernel, launch)?;
-    let blocks = now.active_blocks;
-    let hints = tune::what_if(arch, kernel, launch)?;
+    let blocks = now.active_blocks_per_sm;
+    let hints = suggest::what_if(arch, kernel, launch)?;
     let step = |at: u32, blocks: u32| Step {
         at,
-        blocks,
+        active_blocks_per_sm: blocks,
         occupancy: fraction(arch, blocks, launch.block_size),
     };
     let with_registers = |r: u32| {
@@ -138,7 +139,7 @@ pub fn cliffs(
             registers: r,
             ..*kernel
         };
-        crate::occupancy::compute(arch, &k, launch).active_blocks
+        crate::occupancy::compute(arch, &k, launch).active_blocks_per_sm
     };
     // Shared memory per block `t` (static + dynamic): the extra bytes are
     // dynamic, the same footprint as static ones.
@@ -147,7 +148,7 @@ pub fn cliffs(
         if t > arch.smem_per_block_optin {
             return 0;
         }
-        let l = Launch {
+        let l = BlockLaunch {
             dynamic_smem: t - kernel.static_smem.min(t),
             ..*launch
         };
@@ -155,7 +156,7 @@ pub fn cliffs(
             static_smem: kernel.static_smem.min(t),
             ..*kernel
         };
-        crate::occupancy::compute(arch, &k, &l).active_blocks
+        crate::occupancy::compute(arch, &k, &l).active_blocks_per_sm
     };
     let registers = Cliff {
         now: kernel.registers,
@@ -178,7 +179,7 @@ pub fn cliffs(
     Ok(Cliffs {
         block_size: launch.block_size,
         dynamic_smem: launch.dynamic_smem,
-        active_blocks: blocks,
+        active_blocks_per_sm: blocks,
         registers,
         shared_memory,
     })
@@ -186,11 +187,11 @@ pub fn cliffs(
 
 /// The fewest registers above `registers` whose register limit alone is
 /// below `blocks` (the other limits do not depend on registers): the first
-/// count of the first step of [`tune::register_steps`] that allows fewer,
+/// count of the first step of [`suggest::register_steps`] that allows fewer,
 /// else one above the arch's cap (no block launches).
 fn register_cliff(arch: &'static Arch, registers: u32, block_size: u32, blocks: u32) -> u32 {
     let mut start = 1;
-    for s in tune::register_steps(arch, block_size) {
+    for s in suggest::register_steps(arch, block_size) {
         if s.max_registers > registers && s.blocks < blocks {
             return start.max(registers + 1);
         }
@@ -205,7 +206,7 @@ fn register_cliff(arch: &'static Arch, registers: u32, block_size: u32, blocks: 
 fn smem_cliff(
     arch: &Arch,
     kernel: &KernelResources,
-    launch: &Launch,
+    launch: &BlockLaunch,
     blocks: u32,
     with_total: &dyn Fn(u32) -> u32,
 ) -> u32 {
@@ -237,7 +238,7 @@ pub fn at_judged(arch_name: &str, r: &Resources) -> Result<Option<Cliffs>, Strin
         return Ok(None);
     }
     let dynamic = r.declared.as_ref().map_or(0, |d| d.dynamic_smem);
-    let launch = Launch::new(judged.block_size).with_dynamic_smem(dynamic);
+    let launch = BlockLaunch::new(judged.block_size).with_dynamic_smem(dynamic);
     cliffs(a, &crate::analyze::resources(r), &launch)
         .map(Some)
         .map_err(|e| e.to_string())
@@ -294,7 +295,7 @@ mod tests {
         };
         let matter = |registers: u32, spill_stores: u32| {
             let mut r = resources(registers, spill_stores);
-            r.best = crate::launch::best_launch("sm_80", &r).expect("a best launch");
+            r.best = crate::declared::best_launch("sm_80", &r).expect("a best launch");
             let mut a = KernelArch::from_resources(r);
             a.cliffs = at_judged("sm_80", &a).expect("cliffs");
             registers_matter(&a)
@@ -311,7 +312,7 @@ mod tests {
         assert!(matter(40, 0));
         // Without cliffs, registers among the judged limiters.
         let mut r = resources(24, 0);
-        r.best = crate::launch::best_launch("sm_80", &r).expect("a best launch");
+        r.best = crate::declared::best_launch("sm_80", &r).expect("a best launch");
         assert!(registers_matter(&KernelArch::from_resources(r)));
     }
 
@@ -329,12 +330,12 @@ mod tests {
         }
     }
 
-    fn blocks(a: &Arch, k: &KernelResources, l: &Launch) -> u32 {
+    fn blocks(a: &Arch, k: &KernelResources, l: &BlockLaunch) -> u32 {
         if u64::from(k.static_smem) + u64::from(l.dynamic_smem) > u64::from(a.smem_per_block_optin)
         {
             return 0;
         }
-        compute(a, k, l).active_blocks
+        compute(a, k, l).active_blocks_per_sm
     }
 
     /// Brute force: step registers one at a time from today's, up to the
@@ -357,7 +358,7 @@ mod tests {
                 },
                 ..Default::default()
             };
-            let l = Launch::new(block);
+            let l = BlockLaunch::new(block);
             let Ok(c) = cliffs(a, &k, &l) else { continue };
             let at = |r: u32| {
                 if r > a.max_regs_per_thread {
@@ -366,7 +367,7 @@ mod tests {
                 blocks(a, &KernelResources { registers: r, ..k }, &l)
             };
             let now = at(k.registers);
-            assert_eq!(c.active_blocks, now, "seed {seed:#x} case {case}");
+            assert_eq!(c.active_blocks_per_sm, now, "seed {seed:#x} case {case}");
             let down = (k.registers + 1..=a.max_regs_per_thread + 1).find(|&r| at(r) < now);
             let want = if now == 0 { None } else { down };
             assert_eq!(
@@ -376,8 +377,8 @@ mod tests {
                 a.name
             );
             if let Some(d) = c.registers.down {
-                assert_eq!(d.blocks, at(d.at), "case {case}");
-                assert!((d.occupancy - fraction(a, d.blocks, block)).abs() < 1e-12);
+                assert_eq!(d.active_blocks_per_sm, at(d.at), "case {case}");
+                assert!((d.occupancy - fraction(a, d.active_blocks_per_sm, block)).abs() < 1e-12);
             }
             let up = (0..k.registers).rev().find(|&r| at(r) > now);
             assert_eq!(
@@ -387,7 +388,7 @@ mod tests {
                 a.name
             );
             if let Some(u) = c.registers.up {
-                assert_eq!(u.blocks, at(u.at), "case {case}");
+                assert_eq!(u.active_blocks_per_sm, at(u.at), "case {case}");
             }
         }
     }
@@ -409,7 +410,7 @@ mod tests {
                 static_smem,
                 ..Default::default()
             };
-            let l = Launch::new(block).with_dynamic_smem(dynamic);
+            let l = BlockLaunch::new(block).with_dynamic_smem(dynamic);
             let Ok(c) = cliffs(a, &k, &l) else { continue };
             let at = |t: u32| {
                 let dynamic = t.saturating_sub(static_smem);
@@ -431,7 +432,7 @@ mod tests {
                 a.name
             );
             if let Some(d) = c.shared_memory.down {
-                assert_eq!(d.blocks, at(d.at), "case {case}");
+                assert_eq!(d.active_blocks_per_sm, at(d.at), "case {case}");
             }
             let up = (0..total).rev().find(|&t| at(t) > now);
             assert_eq!(
@@ -452,13 +453,14 @@ mod tests {
                 static_smem,
                 ..Default::default()
             };
-            let best = tune::best_block_size(a, &k, &tune::TuneRequest::default())
+            let best = suggest::best_block_size(a, &k, &suggest::TuneRequest::default())
                 .unwrap()
                 .unwrap();
-            let l = Launch::new(best.block_size);
+            let l = BlockLaunch::new(best.block_size);
             let c = cliffs(a, &k, &l).unwrap();
             let headroom =
-                tune::available_dynamic_smem(a, &k, &l, best.occupancy.active_blocks).unwrap();
+                suggest::available_dynamic_smem(a, &k, &l, best.occupancy.active_blocks_per_sm)
+                    .unwrap();
             assert_eq!(c.shared_memory.headroom(), Some(headroom), "{k:?}");
         }
     }
@@ -471,7 +473,7 @@ mod tests {
             static_smem: 16384,
             ..Default::default()
         };
-        let c = cliffs(a, &k, &Launch::new(256)).unwrap();
+        let c = cliffs(a, &k, &BlockLaunch::new(256)).unwrap();
         assert_eq!(c.registers.headroom(), Some(0));
         assert!(c.registers.within(1) && !c.registers.within(0));
         assert_eq!(c.registers.to_gain(), Some(8));

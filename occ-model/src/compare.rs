@@ -1,6 +1,6 @@
 //! The regression gate's judgement: a build's lock (the candidate) against
 //! the committed one. Pure: which kernels got worse, better, new or gone,
-//! and why, as typed findings; the views (`table::render_diff`, `ci`,
+//! and why, as typed findings; the views (`text_table::render_diff`, `ci`,
 //! `markdown`) render them. The policy (when to fail, bless, or write)
 //! lives in occ-build's gate.
 
@@ -694,13 +694,18 @@ fn judge(
     let judged = judged_occupancy(arch, before, after);
     let (was, now) = (judged.before, judged.after);
     let removed = removed_from_build(before, after);
-    if now.warps < was.warps || (now.warps == was.warps && now.occupancy + 1e-9 < was.occupancy) {
+    if now.active_warps_per_sm < was.active_warps_per_sm
+        || (now.active_warps_per_sm == was.active_warps_per_sm
+            && now.occupancy + 1e-9 < was.occupancy)
+    {
         worse.push(Reason::OccupancyDown {
             before: was,
             after: now,
             at: judged.at.clone(),
         });
-    } else if now.warps > was.warps || now.occupancy > was.occupancy + 1e-9 {
+    } else if now.active_warps_per_sm > was.active_warps_per_sm
+        || now.occupancy > was.occupancy + 1e-9
+    {
         better.push(Reason::OccupancyUp {
             before: was,
             after: now,
@@ -717,7 +722,7 @@ fn judge(
         // best block, which a kernel written for one shape may not take.
         worse.push(Reason::LaunchRemoved {
             launch,
-            best_block: after.best.block_size,
+            best_block_size: after.best.block_size,
         });
     }
     let launch = |r: &Resources| r.declared.as_ref().map(|d| d.launch);
@@ -842,8 +847,8 @@ fn near_cliff(arch: &str, before: &Resources, after: &Resources, margin: u32) ->
     Some(Reason::NearCliff {
         registers: distance,
         block_size: now.block_size,
-        blocks: now.active_blocks,
-        blocks_past: d.blocks,
+        active_blocks_per_sm: now.active_blocks_per_sm,
+        blocks_past: d.active_blocks_per_sm,
     })
 }
 
@@ -950,11 +955,11 @@ pub(crate) fn judged_occupancy(
 ) -> JudgedOccupancy {
     let best = |r: &Resources| Resident {
         occupancy: r.best.occupancy,
-        warps: r.best.active_warps_per_sm,
+        active_warps_per_sm: r.best.active_warps_per_sm,
     };
     let at = |d: &Declared| Resident {
         occupancy: d.occupancy,
-        warps: d.active_warps_per_sm,
+        active_warps_per_sm: d.active_warps_per_sm,
     };
     let judged = |before, after, at| JudgedOccupancy { before, after, at };
     match (&before.declared, &after.declared) {
@@ -980,12 +985,12 @@ pub(crate) fn judged_occupancy(
             JudgedAt::Changed {
                 change: LaunchChange::Removed {
                     before: then.launch,
-                    best_block: after.best.block_size,
+                    best_block_size: after.best.block_size,
                 },
             },
         ),
         (None, Some(now)) => {
-            match crate::launch::declared(arch, before, &now.launch, now.by.clone()) {
+            match crate::declared::declared(arch, before, &now.launch, now.by.clone()) {
                 Ok(then) => judged(at(&then), at(now), JudgedAt::Launch { launch: now.launch }),
                 // The old resources cannot take the new launch: compare best to best.
                 Err(_) => judged(best(before), best(after), JudgedAt::Best),
@@ -997,10 +1002,10 @@ pub(crate) fn judged_occupancy(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::launch::{DeclaredBy, Launch};
+    use crate::declared::{DeclaredBy, Launch};
     use crate::lock::LOCK_SCHEMA;
     use crate::manifest::{Best, Kernel, LaunchBounds};
-    use crate::table::{render_diff, render_diff_bounded};
+    use crate::text_table::{render_diff, render_diff_bounded};
 
     pub(crate) fn arch(registers: u32, warps: u32, spills: u32) -> Resources {
         Resources {
@@ -1248,7 +1253,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_declared_launch_is_judged_at_that_launch() {
-        use crate::launch::declared;
+        use crate::declared::declared;
         let at_1024 = |mut r: Resources| {
             let by = DeclaredBy::Build {
                 pattern: "a".into(),
@@ -1485,13 +1490,13 @@ pub(crate) mod tests {
         let d = compare(&before, &after, &Thresholds::default());
         let groups = groups(&d, &Verdict::ALL);
         assert_eq!(groups.len(), 2, "{groups:#?}");
-        assert_eq!(crate::table::group_title(&groups[0]), "new spills");
+        assert_eq!(crate::text_table::group_title(&groups[0]), "new spills");
         assert_eq!(groups[0].findings.len(), 50);
         assert_eq!(
-            crate::table::group_names(&groups[0], 3),
+            crate::text_table::group_names(&groups[0], 3),
             "k_0000, k_0001, k_0002 and 47 more"
         );
-        assert_eq!(crate::table::group_title(&groups[1]), "new kernel");
+        assert_eq!(crate::text_table::group_title(&groups[1]), "new kernel");
         let full = render_diff(&d, &Verdict::ALL);
         // Two headers, two tables of a header and a rule each, a row per finding.
         assert_eq!(full.lines().count(), 2 + 2 * 2 + 51, "{full}");
@@ -1518,11 +1523,11 @@ pub(crate) mod tests {
         let d = compare(&before, &after, &Thresholds::default());
         let titles: Vec<String> = groups(&d, &Verdict::ALL)
             .iter()
-            .map(crate::table::group_title)
+            .map(crate::text_table::group_title)
             .collect();
         assert_eq!(titles, ["new arch sm_100", "new arch sm_90"]);
         assert_eq!(
-            crate::table::group_names(&groups(&d, &Verdict::ALL)[1], 2),
+            crate::text_table::group_names(&groups(&d, &Verdict::ALL)[1], 2),
             "k_0000, k_0001 and 28 more"
         );
     }
@@ -1545,7 +1550,7 @@ pub(crate) mod tests {
             Reason::NearCliff {
                 registers: 1,
                 block_size: 256,
-                blocks: 8,
+                active_blocks_per_sm: 8,
                 blocks_past: 6
             }
         );
@@ -1582,7 +1587,7 @@ pub(crate) mod tests {
 
     /// `r` with a launch declared by `by` on sm_80.
     fn launched(mut r: Resources, launch: Launch, by: &DeclaredBy) -> Resources {
-        let d = crate::launch::declared("sm_80", &r, &launch, by.clone()).expect("runs");
+        let d = crate::declared::declared("sm_80", &r, &launch, by.clone()).expect("runs");
         r.declared = Some(d);
         r
     }

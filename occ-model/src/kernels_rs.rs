@@ -397,18 +397,18 @@ fn kernel_arch(arch: &str, k: &KernelArch, blob: Option<usize>) -> String {
         Some(d) => {
             let [x, y, z] = d.launch.block;
             format!(
-                "Some(DeclaredLaunch {{ block: [{x}, {y}, {z}], dynamic_smem_bytes: {}, blocks_per_sm: {}, occupancy: {:?} }})",
+                "Some(DeclaredLaunch {{ block: [{x}, {y}, {z}], dynamic_smem: {}, active_blocks_per_sm: {}, occupancy: {:?} }})",
                 d.dynamic_smem, d.active_blocks_per_sm, d.occupancy as f32
             )
         }
         None => "None".into(),
     };
     format!(
-        "KernelArch {{ arch: {}, registers: {}, static_smem_bytes: {}, stack_frame_bytes: {}, \
-         spill_stores_bytes: {}, spill_loads_bytes: {}, barriers: {}, max_threads_per_block: {}, \
+        "KernelArch {{ arch: {}, registers: {}, static_smem: {}, stack_frame: {}, \
+         spill_stores: {}, spill_loads: {}, barriers: {}, max_threads_per_block: {}, \
          min_blocks_per_sm: {}, max_registers: {}, cluster_dims: {cluster}, best_block_size: {}, \
-         blocks_per_sm: {}, warps_per_sm: {}, occupancy: {:?}, limiters: &[{}], \
-         dynamic_smem_headroom_bytes: {}, declared: {declared}, code: {code} }}",
+         active_blocks_per_sm: {}, active_warps_per_sm: {}, occupancy: {:?}, limiters: &[{}], \
+         dynamic_smem_headroom: {}, declared: {declared}, code: {code} }}",
         lit(arch),
         k.registers,
         k.static_smem,

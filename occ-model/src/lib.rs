@@ -3,7 +3,8 @@
 //! Everything occ knows about CUDA kernels that needs no process, no file
 //! system and no environment: the per-arch limits ([`arch`]), occupancy
 //! exactly as NVIDIA's `cuda_occupancy.h` computes it ([`occupancy`]), the
-//! block-size tuner ([`tune`]), declared launches ([`launch`]), the readers of ptxas's `-v` log ([`ptxas`])
+//! model's block-size suggestions ([`suggest`]), declared launches and the
+//! one rule that decides a launch ([`declared`]), the readers of ptxas's `-v` log ([`ptxas`])
 //! and of PTX directives ([`ptx`]), kernel names ([`names`]), the
 //! manifest and lock schemas ([`manifest`], [`lock`]), where spills and
 //! register pressure are in the source ([`lines`], from nvdisasm's text), how a build compares
@@ -16,12 +17,12 @@
 //! greps the sources for them.
 //!
 //! ```
-//! use occ_model::{arch, occupancy::{occupancy, KernelResources, Launch}};
+//! use occ_model::{arch, occupancy::{occupancy, KernelResources, BlockLaunch}};
 //!
 //! let sm80 = arch::lookup("sm_80").unwrap();
 //! let k = KernelResources { registers: 32, ..KernelResources::default() };
-//! let occ = occupancy(sm80, &k, &Launch::new(256)).unwrap();
-//! assert_eq!(occ.active_blocks, 8);
+//! let occ = occupancy(sm80, &k, &BlockLaunch::new(256)).unwrap();
+//! assert_eq!(occ.active_blocks_per_sm, 8);
 //! ```
 #![deny(missing_docs)]
 
@@ -38,9 +39,9 @@ pub mod ci;
 pub mod cliff;
 mod code_hash;
 pub mod compare;
+pub mod declared;
 pub mod error;
 pub mod kernels_rs;
-pub mod launch;
 pub mod lines;
 pub mod lock;
 pub mod manifest;
@@ -54,9 +55,9 @@ mod proptests;
 pub mod ptx;
 pub mod ptxas;
 pub mod shipped;
+pub mod suggest;
 pub mod sweep;
-pub mod table;
-pub mod tune;
+pub mod text_table;
 pub mod units;
 
 pub use error::{Error, Result};

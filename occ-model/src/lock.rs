@@ -15,7 +15,7 @@
 //!
 //! ```text
 //! {
-//!   "schema": 1,
+//!   "schema": 2,
 //!   "package": "app",
 //!   "nvcc": "V13.5.37",
 //!   "archs": [
@@ -41,8 +41,8 @@
 //! disagree. A measurement is imported only onto the cubin the lock
 //! records ([`Lock::import_with`]).
 
+use crate::declared;
 use crate::error::{Error, Result};
-use crate::launch;
 use crate::manifest::{
     self, Compiled, Contribution, DeclaredBy, Kernel, KernelArch, Manifest, Origin, Resources,
 };
@@ -51,8 +51,11 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The schema version of `occ.lock`.
-pub const LOCK_SCHEMA: u32 = 1;
+/// The schema version of `occ.lock` (2: the manifest's names, one per
+/// fact: a lift's launch bounds say `min_blocks_per_sm`, a measured line
+/// `compute_capability` and `sm_count`). A lock of another version is
+/// refused with what to do (`delete it and run cargo occ bless`).
+pub const LOCK_SCHEMA: u32 = 2;
 
 /// The default lock file name, next to the crate's `Cargo.toml`.
 pub const DEFAULT_LOCK_FILE: &str = "occ.lock";
@@ -258,7 +261,8 @@ impl Lock {
         text
     }
 
-    /// Parses a lock, checking its schema, its names, that no kernel is
+    /// Parses a lock (one of an older schema read as today's, `upgrade`),
+    /// checking its schema, its names, that no kernel is
     /// listed twice and that every occupancy is a fraction (0..=1). A UTF-8
     /// byte-order mark (some editors save one) is skipped.
     pub fn from_text(text: &str, path: &Path) -> Result<Lock> {
@@ -269,6 +273,7 @@ impl Lock {
                 "not valid JSON ({e}); restore it from version control, or delete it and run `cargo occ bless`"
             ),
         })?;
+        let value = upgrade(value);
         manifest::check_schema(
             &value,
             path,
@@ -297,9 +302,9 @@ impl Lock {
     /// Checks every number of the lock that follows from its recorded
     /// facts against the model: each kernel × arch's `best` (from its
     /// registers, static shared memory, barriers and launch bounds, by
-    /// [`launch::best_launch`], as a build computes it) and its `declared`
+    /// [`declared::best_launch`], as a build computes it) and its `declared`
     /// occupancy and lift (from the declared launch, by
-    /// [`launch::declared_for`]). A hand edit or a bad merge that changed a
+    /// [`declared::declared_for`]). A hand edit or a bad merge that changed a
     /// number, or a resource without the numbers it gives, is refused: the
     /// error names the first such kernel, arch and field with the file's
     /// value and the recomputed one, counts the others, and says what to
@@ -583,16 +588,16 @@ struct Difference {
 /// then both records compared field by field as JSON (so a field added to
 /// either is compared too).
 fn derived_differences(arch: &str, r: &Resources) -> Vec<Difference> {
-    let again = launch::best_launch(arch, r).and_then(|best| {
+    let again = declared::best_launch(arch, r).and_then(|best| {
         // build.rs's launch is a fact the lock cannot check; a launch the
         // kernel declares itself follows from its launch bounds. No
         // `declared` is a lock from before occ recorded it: nothing to check.
         let choice = r.declared.as_ref().and_then(|d| match d.by {
             DeclaredBy::Build { .. } => Some((d.launch, d.by.clone())),
-            _ => launch::from_bounds(&r.launch_bounds),
+            _ => declared::from_bounds(&r.launch_bounds),
         });
         let declared = choice
-            .map(|(at, by)| launch::declared(arch, r, &at, by))
+            .map(|(at, by)| declared::declared(arch, r, &at, by))
             .transpose()?;
         Ok(Resources {
             best,
@@ -766,10 +771,73 @@ impl GateSettings {
     }
 }
 
+/// A lock of schema 1 as schema 2, which renamed three keys and nothing
+/// else (one name per fact): a lift's `launch_bounds.min_blocks` is
+/// `min_blocks_per_sm`, a measured line's `cc` and `sms` are
+/// `compute_capability` and `sm_count`. So a committed lock keeps gating
+/// across the upgrade, and the next `cargo occ bless` writes it anew. Any
+/// other value is returned as it is.
+fn upgrade(mut value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    if value.get("schema").and_then(Value::as_u64) != Some(1) {
+        return value;
+    }
+    fn rename(object: Option<&mut Value>, from: &str, to: &str) {
+        if let Some(Value::Object(map)) = object {
+            if let Some(v) = map.remove(from) {
+                map.insert(to.to_string(), v);
+            }
+        }
+    }
+    if let Some(Value::Array(kernels)) = value.get_mut("kernels") {
+        for kernel in kernels {
+            if let Some(Value::Object(archs)) = kernel.get_mut("archs") {
+                for arch in archs.values_mut() {
+                    let bounds = arch
+                        .get_mut("declared")
+                        .and_then(|d| d.get_mut("lift"))
+                        .and_then(|l| l.get_mut("launch_bounds"));
+                    rename(bounds, "min_blocks", "min_blocks_per_sm");
+                }
+            }
+        }
+    }
+    if let Some(Value::Array(measured)) = value.get_mut("measured") {
+        for line in measured {
+            rename(Some(&mut *line), "cc", "compute_capability");
+            rename(Some(line), "sms", "sm_count");
+        }
+    }
+    value["schema"] = Value::from(LOCK_SCHEMA);
+    value
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::compare::tests::{arch, lock as fabricated};
+
+    /// example-app's lock as the last occ of schema 1 wrote it (its lift
+    /// hints' `min_blocks`, its H200 measurements' `cc` and `sms`) reads
+    /// as the same lock of schema 2: every kernel, number and measurement.
+    #[test]
+    fn a_lock_of_schema_1_reads_as_schema_2() {
+        let old = include_str!("../../tests/fixtures/lock-schema-1/occ.lock");
+        let new = include_str!("../../example-app/occ.lock");
+        assert!(old.contains("\"schema\": 1") && old.contains("\"cc\": \"9.0\""));
+        assert!(old.contains("\"min_blocks\": 4"));
+        let upgraded = Lock::from_text(old, Path::new("occ.lock")).expect("schema 1 reads");
+        let today = Lock::from_text(new, Path::new("occ.lock")).expect("schema 2 reads");
+        assert!(!today.measured.is_empty(), "the measurements are compared");
+        assert_eq!(upgraded.to_text(), today.to_text());
+        // A schema it does not know is still refused, naming it.
+        let e = Lock::from_text(
+            &old.replace("\"schema\": 1", "\"schema\": 0"),
+            Path::new("occ.lock"),
+        )
+        .expect_err("schema 0");
+        assert!(e.to_string().contains("schema 0"), "{e}");
+    }
 
     /// A lock of these kernels on sm_80 whose `best` numbers are the
     /// model's, so that it reads back.
@@ -781,7 +849,7 @@ mod tests {
     fn derived(mut l: Lock) -> Lock {
         for k in &mut l.kernels {
             for (arch, r) in &mut k.archs {
-                r.best = launch::best_launch(arch, r).expect("the model");
+                r.best = declared::best_launch(arch, r).expect("the model");
             }
         }
         l
@@ -791,7 +859,7 @@ mod tests {
     fn lock_text_round_trips_and_starts_with_the_schema() {
         let l = lock(&[("a", arch(32, 64, 0))]);
         let text = l.to_text();
-        assert!(text.starts_with("{\n  \"schema\": 1,"), "{text}");
+        assert!(text.starts_with("{\n  \"schema\": 2,"), "{text}");
         assert!(text.ends_with("}\n"));
         assert_eq!(Lock::from_text(&text, Path::new("occ.lock")).ok(), Some(l));
         let empty = Lock {
@@ -1006,13 +1074,14 @@ mod tests {
 
     #[test]
     fn a_declared_launch_is_checked_at_its_launch_and_against_the_launch_bounds() {
-        use crate::launch::{Launch, Lift};
+        use crate::declared::{Launch, Lift};
         let mut l = lock(&[("a", arch(64, 32, 0))]);
         let r = l.kernels[0].archs.get_mut("sm_80").expect("sm_80");
         let by = DeclaredBy::Build {
             pattern: "a".into(),
         };
-        r.declared = Some(launch::declared("sm_80", r, &Launch::block(128), by).expect("a launch"));
+        r.declared =
+            Some(declared::declared("sm_80", r, &Launch::block(128), by).expect("a launch"));
         let good = l.to_text();
         assert_eq!(
             Lock::from_text(&good, Path::new("occ.lock")).ok(),
@@ -1037,9 +1106,9 @@ mod tests {
         let mut bounds = l.clone();
         let r = bounds.kernels[0].archs.get_mut("sm_80").expect("sm_80");
         r.launch_bounds.max_threads = Some([256, 1, 1]);
-        r.best = launch::best_launch("sm_80", r).expect("the model");
+        r.best = declared::best_launch("sm_80", r).expect("the model");
         r.declared = Some(
-            launch::declared("sm_80", r, &Launch::block(128), DeclaredBy::LaunchBounds)
+            declared::declared("sm_80", r, &Launch::block(128), DeclaredBy::LaunchBounds)
                 .expect("a launch"),
         );
         let err = refusal(&bounds);

@@ -10,9 +10,12 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// The schema version this occ writes and reads (3: each kernel × arch's
-/// `warnings` are [`Warning`] objects, no longer strings).
-pub const SCHEMA_VERSION: u32 = 3;
+/// The schema version this occ writes and reads (4: one name per fact —
+/// blocks per SM are `active_blocks_per_sm` in `cliffs` and their steps,
+/// `min_blocks_per_sm` in a lift's launch bounds, a measurement's device
+/// `compute_capability` and `sm_count`; 3: each kernel × arch's `warnings`
+/// are [`Warning`] objects, no longer strings).
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The file name of the manifest inside `$OUT_DIR/occ`.
 pub const FILE_NAME: &str = "manifest.json";
@@ -927,7 +930,7 @@ fn strip_templates(name: &str) -> String {
 }
 
 // The types below are the parts of the schema that an analysis fills:
-// `launch::declare` (Declared), `cliff::record` (Cliffs), the measured
+// `declared::declared_for` (Declared), `cliff::cliffs` (Cliffs), the measured
 // launches (Measured), with the types they hold. Their methods live with
 // the analysis that computes them.
 
@@ -984,7 +987,7 @@ pub struct Declared {
 }
 
 /// What would reach the next occupancy step at a declared launch
-/// ([`crate::tune::what_if`], the hints `cargo occ explain` prints).
+/// ([`crate::suggest::what_if`], the hints `cargo occ explain` prints).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Lift {
     /// Resident blocks per SM at the next step.
@@ -1036,18 +1039,18 @@ pub struct SmemHint {
     pub shed: u32,
 }
 
-/// What `__launch_bounds__(max_threads, min_blocks)` would do.
+/// What `__launch_bounds__(max_threads, min_blocks_per_sm)` would do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LaunchBoundsHint {
     /// The first argument: the launch's block size.
     pub max_threads: u32,
     /// The second argument: the target blocks per SM.
-    pub min_blocks: u32,
+    pub min_blocks_per_sm: u32,
     /// The most registers per thread for which the register file alone
-    /// fits `min_blocks` blocks (ptxas caps the kernel near this; it may
+    /// fits `min_blocks_per_sm` blocks (ptxas caps the kernel near this; it may
     /// spill).
     pub register_cap: u32,
-    /// Whether the launch reaches `min_blocks` with that cap (false when
+    /// Whether the launch reaches `min_blocks_per_sm` with that cap (false when
     /// something other than registers limits it).
     pub reaches_target: bool,
 }
@@ -1060,7 +1063,7 @@ pub struct Cliffs {
     /// Dynamic shared memory per block at that launch, bytes.
     pub dynamic_smem: u32,
     /// Resident blocks per SM there.
-    pub active_blocks: u32,
+    pub active_blocks_per_sm: u32,
     /// Registers per thread.
     pub registers: Cliff,
     /// Shared memory per block, static plus dynamic, bytes.
@@ -1088,7 +1091,7 @@ pub struct Step {
     /// The value (registers per thread, or bytes per block).
     pub at: u32,
     /// Resident blocks per SM there.
-    pub blocks: u32,
+    pub active_blocks_per_sm: u32,
     /// Resident warps / the SM's maximum there, 0..=1.
     pub occupancy: f64,
 }
@@ -1122,9 +1125,9 @@ pub struct Measured {
     /// The device's name.
     pub device: String,
     /// Its compute capability, `major.minor`.
-    pub cc: String,
+    pub compute_capability: String,
     /// Its SM count.
-    pub sms: u32,
+    pub sm_count: u32,
     /// The toolkit that built the cubin.
     pub toolkit: String,
     /// [`crate::measured::cubin_hash`] of the cubin that ran.

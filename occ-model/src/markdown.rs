@@ -11,7 +11,7 @@
 
 use crate::compare::{self, Diff, Finding, Verdict};
 use crate::manifest::{Manifest, Origin};
-use crate::table::{cells, percent, rows, Row, HEADER};
+use crate::text_table::{cells, percent, rows, Row, HEADER};
 use std::collections::BTreeSet;
 
 /// What a report knows about regressions against the committed lock.
@@ -234,7 +234,7 @@ pub fn markdown_within(m: &Manifest, baseline: &Baseline, budget: usize) -> Stri
         .filter(|r| {
             r.cliffs
                 .as_ref()
-                .is_some_and(|c| c.registers.within(crate::table::NEAR_CLIFF))
+                .is_some_and(|c| c.registers.within(crate::text_table::NEAR_CLIFF))
         })
         .filter_map(|r| {
             Some(format!(
@@ -250,7 +250,7 @@ pub fn markdown_within(m: &Manifest, baseline: &Baseline, budget: usize) -> Stri
     if !near.is_empty() {
         out.push_str(&format!(
             "\nWithin {} registers of an occupancy cliff (a few more registers per thread cost a block):\n\n",
-            crate::table::NEAR_CLIFF
+            crate::text_table::NEAR_CLIFF
         ));
         let room = budget.saturating_sub(out.len()) / 4;
         let mut used = 0;
@@ -408,13 +408,13 @@ pub fn changes(lock: &str, diff: &Diff, room: usize) -> String {
         }
         out.push_str(&format!(
             "- {verdict}: {} ({n} kernel x arch{}): {}\n",
-            esc(&crate::table::group_title(&group)),
+            esc(&crate::text_table::group_title(&group)),
             if n == 1 { "" } else { "s" },
             names.join(", ")
         ));
     }
     let mut text =
-        crate::table::render_diff_bounded(diff, &Verdict::ALL, DIFF_ROWS, "see report.txt");
+        crate::text_table::render_diff_bounded(diff, &Verdict::ALL, DIFF_ROWS, "see report.txt");
     let open = "\n<details><summary>Before and after</summary>\n\n```text\n";
     let close = "```\n\n</details>\n";
     let cut = "... (cut here: the rest is in report.txt)\n";

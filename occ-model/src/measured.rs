@@ -1,5 +1,5 @@
 //! Measured launches: the results file a tuner writes after timing a
-//! kernel's [`crate::tune::candidates`] on a GPU, and the `measured`
+//! kernel's [`crate::suggest::candidates`] on a GPU, and the `measured`
 //! section of `occ.lock` that `cargo occ tune import` merges it into.
 //!
 //! A results file ([`Results`], schema [`RESULTS_SCHEMA`]) names the device
@@ -340,8 +340,8 @@ impl Results {
                     bucket: m.bucket.clone(),
                     best,
                     device: self.device.name.clone(),
-                    cc: self.device.compute_capability.clone(),
-                    sms: self.device.sm_count,
+                    compute_capability: self.device.compute_capability.clone(),
+                    sm_count: self.device.sm_count,
                     toolkit: self.toolkit.clone(),
                     cubin_hash: m.cubin_hash.clone(),
                     candidates_hash: m.candidates_hash.clone(),

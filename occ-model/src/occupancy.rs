@@ -2,7 +2,7 @@
 //! `cuda_occupancy.h` (CUDA 13.5), in Rust.
 //!
 //! [`occupancy`] takes a kernel's resources ([`KernelResources`], from ptxas),
-//! a launch ([`Launch`]) and an architecture ([`Arch`]) and returns how many
+//! a launch ([`BlockLaunch`]) and an architecture ([`Arch`]) and returns how many
 //! blocks stay resident per SM, every limit that the header computes, and the
 //! limiter(s) — every limit equal to the result, as Nsight Compute reports
 //! them. The arithmetic follows the header step by step (the oracle test in
@@ -27,8 +27,8 @@
 //! use occ_model::{arch, occupancy::*};
 //! let sm80 = arch::lookup("sm_80").unwrap();
 //! let kernel = KernelResources { registers: 40, static_smem: 16384, ..Default::default() };
-//! let occ = occupancy(sm80, &kernel, &Launch::new(256)).unwrap();
-//! assert_eq!((occ.active_blocks, occ.active_warps), (6, 48));
+//! let occ = occupancy(sm80, &kernel, &BlockLaunch::new(256)).unwrap();
+//! assert_eq!((occ.active_blocks_per_sm, occ.active_warps_per_sm), (6, 48));
 //! assert_eq!(occ.limiters.to_string(), "registers");
 //! ```
 
@@ -110,7 +110,7 @@ pub enum PartitionedGc {
 
 /// How a kernel is launched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Launch {
+pub struct BlockLaunch {
     /// Threads per block.
     pub block_size: u32,
     /// Dynamic shared memory per block in bytes.
@@ -127,11 +127,11 @@ pub struct Launch {
     pub partitioned_gc: PartitionedGc,
 }
 
-impl Launch {
+impl BlockLaunch {
     /// A launch of `block_size` threads with no dynamic shared memory and
     /// default preferences.
     pub const fn new(block_size: u32) -> Self {
-        Launch {
+        BlockLaunch {
             block_size,
             dynamic_smem: 0,
             carveout: None,
@@ -331,12 +331,12 @@ pub struct Occupancy {
     /// Warps per block.
     pub warps_per_block: u32,
     /// Resident blocks per SM (0: the launch cannot run).
-    pub active_blocks: u32,
+    pub active_blocks_per_sm: u32,
     /// Resident warps per SM.
-    pub active_warps: u32,
+    pub active_warps_per_sm: u32,
     /// Warp slots per SM.
-    pub max_warps: u32,
-    /// `active_warps / max_warps`, 0 to 1.
+    pub max_warps_per_sm: u32,
+    /// `active_warps_per_sm / max_warps_per_sm`, 0 to 1.
     pub occupancy: f64,
     /// Each resource's block limit.
     pub limits: BlockLimits,
@@ -353,14 +353,14 @@ pub struct Occupancy {
 }
 
 impl Occupancy {
-    /// The limiters whose own block limit equals `active_blocks`: what really
+    /// The limiters whose own block limit equals `active_blocks_per_sm`: what really
     /// holds the kernel there. The same as [`Occupancy::limiters`] except when
     /// the block-barrier limit (sm_90+) lowered the count after the header had
     /// flagged the others, which then no longer bind.
     pub fn binding_limiters(&self) -> Limiters {
         let mut out = Limiters::EMPTY;
         for l in self.limiters.iter() {
-            if self.limits.get(l) == Some(self.active_blocks) {
+            if self.limits.get(l) == Some(self.active_blocks_per_sm) {
                 out = out.with(l);
             }
         }
@@ -414,7 +414,7 @@ pub enum OccupancyError {
     },
     /// A block-size multiple of 0 was asked for.
     BlockMultiple,
-    /// `num_blocks` of [`crate::tune::available_dynamic_smem`] is 0 or more
+    /// `num_blocks` of [`crate::suggest::available_dynamic_smem`] is 0 or more
     /// than fit even without dynamic shared memory.
     NumBlocks {
         /// The number asked for.
@@ -477,7 +477,7 @@ impl std::error::Error for OccupancyError {}
 pub(crate) fn validate(
     arch: &Arch,
     kernel: &KernelResources,
-    launch: &Launch,
+    launch: &BlockLaunch,
 ) -> Result<(), OccupancyError> {
     validate_kernel(arch, kernel, launch.carveout)?;
     if launch.block_size == 0 || launch.block_size > arch.max_threads_per_block {
@@ -548,12 +548,12 @@ pub(crate) fn validate_kernel(
 /// arch's (or the launch bounds') maximum, a carveout above 100 %, static +
 /// dynamic shared memory above the opt-in maximum, a `max_dynamic_smem`
 /// attribute the driver would refuse. An input that is legal but cannot run
-/// (too many registers, say) gives `active_blocks == 0`.
+/// (too many registers, say) gives `active_blocks_per_sm == 0`.
 #[inline]
 pub fn occupancy(
     arch: &Arch,
     kernel: &KernelResources,
-    launch: &Launch,
+    launch: &BlockLaunch,
 ) -> Result<Occupancy, OccupancyError> {
     validate(arch, kernel, launch)?;
     Ok(compute(arch, kernel, launch))
@@ -720,7 +720,7 @@ fn regs_limit_u64(
 /// Long because it follows `cudaOccMaxActiveBlocksPerMultiprocessor` step by
 /// step, so it can be read beside the header.
 #[inline]
-pub(crate) fn compute(arch: &Arch, kernel: &KernelResources, launch: &Launch) -> Occupancy {
+pub(crate) fn compute(arch: &Arch, kernel: &KernelResources, launch: &BlockLaunch) -> Occupancy {
     let block = launch.block_size;
     // The warp size is a power of two (checked by a unit test of the table).
     let warp_shift = arch.warp_size.trailing_zeros();
@@ -819,15 +819,15 @@ pub(crate) fn compute(arch: &Arch, kernel: &KernelResources, launch: &Launch) ->
         INT_MAX
     };
 
-    let max_warps = arch.max_threads_per_sm >> warp_shift;
-    let active_warps = active * warps;
+    let max_warps_per_sm = arch.max_threads_per_sm >> warp_shift;
+    let active_warps_per_sm = active * warps;
     Occupancy {
         block_size: block,
         warps_per_block: warps,
-        active_blocks: active,
-        active_warps,
-        max_warps,
-        occupancy: f64::from(active_warps) / f64::from(max_warps),
+        active_blocks_per_sm: active,
+        active_warps_per_sm,
+        max_warps_per_sm,
+        occupancy: f64::from(active_warps_per_sm) / f64::from(max_warps_per_sm),
         limits: BlockLimits {
             warps: lim_warps,
             registers: to_opt(lim_regs),
@@ -856,7 +856,7 @@ mod tests {
         }
     }
 
-    fn occ(arch: &str, kernel: KernelResources, launch: Launch) -> Occupancy {
+    fn occ(arch: &str, kernel: KernelResources, launch: BlockLaunch) -> Occupancy {
         occupancy(lookup(arch).unwrap(), &kernel, &launch).unwrap()
     }
 
@@ -866,10 +866,10 @@ mod tests {
 
     #[test]
     fn sm80_40_regs_256_threads_16k() {
-        let o = occ("sm_80", k(40, 16384), Launch::new(256));
-        assert_eq!(o.active_blocks, 6);
-        assert_eq!(o.active_warps, 48);
-        assert_eq!(o.max_warps, 64);
+        let o = occ("sm_80", k(40, 16384), BlockLaunch::new(256));
+        assert_eq!(o.active_blocks_per_sm, 6);
+        assert_eq!(o.active_warps_per_sm, 48);
+        assert_eq!(o.max_warps_per_sm, 64);
         assert!((o.occupancy - 0.75).abs() < 1e-12);
         assert_eq!(flags(&o), 0x02);
         assert_eq!(o.limits.registers, Some(6));
@@ -882,8 +882,8 @@ mod tests {
 
     #[test]
     fn sm90_tie_warps_registers() {
-        let o = occ("sm_90", k(32, 0), Launch::new(1024));
-        assert_eq!(o.active_blocks, 2);
+        let o = occ("sm_90", k(32, 0), BlockLaunch::new(1024));
+        assert_eq!(o.active_blocks_per_sm, 2);
         assert_eq!(flags(&o), 0x03);
         assert_eq!(o.limits.barriers, Some(64));
         assert_eq!(o.limits.shared_memory, Some(228));
@@ -892,8 +892,8 @@ mod tests {
 
     #[test]
     fn sm86_smem_static_or_dynamic() {
-        let o = occ("sm_86", k(64, 48 * 1024), Launch::new(128));
-        assert_eq!(o.active_blocks, 2);
+        let o = occ("sm_86", k(64, 48 * 1024), BlockLaunch::new(128));
+        assert_eq!(o.active_blocks_per_sm, 2);
         assert_eq!(flags(&o), 0x04);
         assert_eq!(o.allocated_smem_per_block, 50176);
         assert_eq!(
@@ -903,125 +903,154 @@ mod tests {
         let d = occ(
             "sm_86",
             k(64, 0),
-            Launch::new(128).with_dynamic_smem(48 * 1024),
+            BlockLaunch::new(128).with_dynamic_smem(48 * 1024),
         );
-        assert_eq!(d.active_blocks, 2);
+        assert_eq!(d.active_blocks_per_sm, 2);
     }
 
     #[test]
     fn vectors_v1_to_v5_barriers() {
         // v1..v3: 16 regs, 32 threads, 1 barrier.
-        let o = occ("12.0", k(16, 0), Launch::new(32));
-        assert_eq!((o.active_blocks, flags(&o)), (24, 0x18));
-        let o = occ("9.0", k(16, 0), Launch::new(32));
+        let o = occ("12.0", k(16, 0), BlockLaunch::new(32));
+        assert_eq!((o.active_blocks_per_sm, flags(&o)), (24, 0x18));
+        let o = occ("9.0", k(16, 0), BlockLaunch::new(32));
         assert_eq!(
-            (o.active_blocks, flags(&o), o.limits.barriers),
+            (o.active_blocks_per_sm, flags(&o), o.limits.barriers),
             (32, 0x08, Some(64))
         );
-        let o = occ("10.3", k(16, 0), Launch::new(32));
-        assert_eq!((o.active_blocks, flags(&o)), (32, 0x18));
+        let o = occ("10.3", k(16, 0), BlockLaunch::new(32));
+        assert_eq!((o.active_blocks_per_sm, flags(&o)), (32, 0x18));
         // v4: 2 barriers.
         let two = KernelResources {
             barriers: 2,
             ..k(16, 0)
         };
-        assert_eq!(occ("10.3", two, Launch::new(32)).active_blocks, 16);
-        assert_eq!(occ("10.0", two, Launch::new(32)).active_blocks, 32);
+        assert_eq!(
+            occ("10.3", two, BlockLaunch::new(32)).active_blocks_per_sm,
+            16
+        );
+        assert_eq!(
+            occ("10.0", two, BlockLaunch::new(32)).active_blocks_per_sm,
+            32
+        );
         // v5
-        assert_eq!(occ("11.0", k(16, 0), Launch::new(32)).active_blocks, 24);
-        assert_eq!(occ("sm_101", k(16, 0), Launch::new(32)).active_blocks, 24);
+        assert_eq!(
+            occ("11.0", k(16, 0), BlockLaunch::new(32)).active_blocks_per_sm,
+            24
+        );
+        assert_eq!(
+            occ("sm_101", k(16, 0), BlockLaunch::new(32)).active_blocks_per_sm,
+            24
+        );
         // No barriers: no barrier limit.
         let none = KernelResources {
             barriers: 0,
             ..k(16, 0)
         };
-        let o = occ("12.0", none, Launch::new(32));
+        let o = occ("12.0", none, BlockLaunch::new(32));
         assert_eq!((flags(&o), o.limits.barriers), (0x08, None));
     }
 
     #[test]
     fn vectors_v6_to_v8_register_checks() {
         // v6: hardware check rounds 10 warps up to 12.
-        let o = occ("8.0", k(192, 0), Launch::new(320));
-        assert_eq!((o.active_blocks, o.limits.registers), (0, Some(0)));
+        let o = occ("8.0", k(192, 0), BlockLaunch::new(320));
+        assert_eq!((o.active_blocks_per_sm, o.limits.registers), (0, Some(0)));
         assert_eq!(flags(&o), 0x02);
         // v7: regsPerBlock 32K.
-        assert_eq!(occ("5.3", k(64, 0), Launch::new(1024)).active_blocks, 0);
+        assert_eq!(
+            occ("5.3", k(64, 0), BlockLaunch::new(1024)).active_blocks_per_sm,
+            0
+        );
         // v8: GP100 rule.
-        assert_eq!(occ("6.0", k(104, 0), Launch::new(576)).active_blocks, 0);
+        assert_eq!(
+            occ("6.0", k(104, 0), BlockLaunch::new(576)).active_blocks_per_sm,
+            0
+        );
         // Above the per-thread cap.
-        assert_eq!(occ("8.0", k(257, 0), Launch::new(32)).active_blocks, 0);
-        assert_eq!(occ("6.1", k(256, 0), Launch::new(32)).active_blocks, 0);
-        assert_eq!(occ("7.0", k(256, 0), Launch::new(32)).active_blocks, 8);
+        assert_eq!(
+            occ("8.0", k(257, 0), BlockLaunch::new(32)).active_blocks_per_sm,
+            0
+        );
+        assert_eq!(
+            occ("6.1", k(256, 0), BlockLaunch::new(32)).active_blocks_per_sm,
+            0
+        );
+        assert_eq!(
+            occ("7.0", k(256, 0), BlockLaunch::new(32)).active_blocks_per_sm,
+            8
+        );
     }
 
     #[test]
     fn vector_v9_partitioned_gc() {
-        let with = |gc| Launch {
+        let with = |gc| BlockLaunch {
             partitioned_gc: gc,
-            ..Launch::new(96)
+            ..BlockLaunch::new(96)
         };
         let on = occ("5.2", k(32, 0), with(PartitionedGc::On));
-        assert_eq!(on.active_blocks, 20);
+        assert_eq!(on.active_blocks_per_sm, 20);
         assert_eq!(on.partitioned_gc, PartitionedGc::On);
         assert_eq!(
-            occ("5.2", k(32, 0), with(PartitionedGc::Off)).active_blocks,
+            occ("5.2", k(32, 0), with(PartitionedGc::Off)).active_blocks_per_sm,
             21
         );
-        let big = |gc| Launch {
+        let big = |gc| BlockLaunch {
             partitioned_gc: gc,
-            ..Launch::new(1024)
+            ..BlockLaunch::new(1024)
         };
         let fallback = occ("5.2", k(64, 0), big(PartitionedGc::On));
-        assert_eq!(fallback.active_blocks, 1);
+        assert_eq!(fallback.active_blocks_per_sm, 1);
         assert_eq!(fallback.partitioned_gc, PartitionedGc::Off);
         assert_eq!(
-            occ("5.2", k(64, 0), big(PartitionedGc::OnStrict)).active_blocks,
+            occ("5.2", k(64, 0), big(PartitionedGc::OnStrict)).active_blocks_per_sm,
             0
         );
         // Unsupported archs force it off.
         let o = occ("7.0", k(32, 0), with(PartitionedGc::OnStrict));
         assert_eq!(
-            (o.active_blocks, o.partitioned_gc),
+            (o.active_blocks_per_sm, o.partitioned_gc),
             (21, PartitionedGc::Off)
         );
     }
 
     #[test]
     fn vectors_v10_to_v13() {
-        let o = occ("8.6", k(32, 0), Launch::new(100));
-        assert_eq!((o.active_blocks, o.warps_per_block), (12, 4));
-        let o = occ("8.0", k(0, 0), Launch::new(256));
-        assert_eq!((o.active_blocks, o.limits.registers), (8, None));
-        let o = occ("8.0", k(0, 16384), Launch::new(256).with_carveout(50));
-        assert_eq!((o.active_blocks, flags(&o)), (5, 0x04));
-        let o = occ("8.0", k(0, 0), Launch::new(64).with_carveout(0));
-        assert_eq!(o.active_blocks, 8);
+        let o = occ("8.6", k(32, 0), BlockLaunch::new(100));
+        assert_eq!((o.active_blocks_per_sm, o.warps_per_block), (12, 4));
+        let o = occ("8.0", k(0, 0), BlockLaunch::new(256));
+        assert_eq!((o.active_blocks_per_sm, o.limits.registers), (8, None));
+        let o = occ("8.0", k(0, 16384), BlockLaunch::new(256).with_carveout(50));
+        assert_eq!((o.active_blocks_per_sm, flags(&o)), (5, 0x04));
+        let o = occ("8.0", k(0, 0), BlockLaunch::new(64).with_carveout(0));
+        assert_eq!(o.active_blocks_per_sm, 8);
     }
 
     #[test]
     fn vectors_v14_v15_opt_in() {
         let sm90 = lookup("9.0").unwrap();
-        let launch = Launch::new(128).with_dynamic_smem(100 * 1024);
+        let launch = BlockLaunch::new(128).with_dynamic_smem(100 * 1024);
         let attr = |a| KernelResources {
             max_dynamic_smem: a,
             ..k(0, 0)
         };
         assert_eq!(
-            compute(sm90, &attr(Some(48 * 1024)), &launch).active_blocks,
+            compute(sm90, &attr(Some(48 * 1024)), &launch).active_blocks_per_sm,
             0
         );
         assert_eq!(
-            compute(sm90, &attr(Some(227 * 1024)), &launch).active_blocks,
+            compute(sm90, &attr(Some(227 * 1024)), &launch).active_blocks_per_sm,
             2
         );
-        assert_eq!(compute(sm90, &attr(None), &launch).active_blocks, 2);
-        let full = Launch::new(128).with_dynamic_smem(227 * 1024);
+        assert_eq!(compute(sm90, &attr(None), &launch).active_blocks_per_sm, 2);
+        let full = BlockLaunch::new(128).with_dynamic_smem(227 * 1024);
         assert_eq!(
-            occupancy(sm90, &attr(None), &full).unwrap().active_blocks,
+            occupancy(sm90, &attr(None), &full)
+                .unwrap()
+                .active_blocks_per_sm,
             1
         );
-        let over = Launch::new(128).with_dynamic_smem(227 * 1024 + 1);
+        let over = BlockLaunch::new(128).with_dynamic_smem(227 * 1024 + 1);
         assert!(matches!(
             occupancy(sm90, &attr(None), &over),
             Err(OccupancyError::SharedMemory { .. })
@@ -1035,13 +1064,16 @@ mod tests {
             ..k(16, 0)
         };
         for a in ["10.0", "12.0"] {
-            let o = occ(a, v, Launch::new(32));
-            assert_eq!(o.active_blocks, 12);
+            let o = occ(a, v, BlockLaunch::new(32));
+            assert_eq!(o.active_blocks_per_sm, 12);
             assert!(o.limiters.contains(Limiter::VirtualResources));
             assert_eq!(o.limits.virtual_resources, Some(12));
         }
-        let o = occ("9.0", v, Launch::new(32));
-        assert_eq!((o.active_blocks, o.limits.virtual_resources), (32, None));
+        let o = occ("9.0", v, BlockLaunch::new(32));
+        assert_eq!(
+            (o.active_blocks_per_sm, o.limits.virtual_resources),
+            (32, None)
+        );
     }
 
     #[test]
@@ -1049,19 +1081,19 @@ mod tests {
         let a = lookup("sm_80").unwrap();
         let kk = k(32, 0);
         for bs in [0, 1025] {
-            let e = occupancy(a, &kk, &Launch::new(bs)).unwrap_err();
+            let e = occupancy(a, &kk, &BlockLaunch::new(bs)).unwrap_err();
             assert!(matches!(e, OccupancyError::BlockSize { .. }));
             assert!(e.to_string().contains("sm_80"));
         }
-        let e = occupancy(a, &kk, &Launch::new(32).with_carveout(101)).unwrap_err();
+        let e = occupancy(a, &kk, &BlockLaunch::new(32).with_carveout(101)).unwrap_err();
         assert_eq!(e, OccupancyError::Carveout(101));
         let bounded = KernelResources {
             max_threads_per_block: Some(128),
             ..kk
         };
-        assert!(occupancy(a, &bounded, &Launch::new(128)).is_ok());
+        assert!(occupancy(a, &bounded, &BlockLaunch::new(128)).is_ok());
         assert!(matches!(
-            occupancy(a, &bounded, &Launch::new(129)),
+            occupancy(a, &bounded, &BlockLaunch::new(129)),
             Err(OccupancyError::LaunchBounds { .. })
         ));
         let attr = KernelResources {
@@ -1070,33 +1102,33 @@ mod tests {
             ..kk
         };
         assert!(matches!(
-            occupancy(a, &attr, &Launch::new(32)),
+            occupancy(a, &attr, &BlockLaunch::new(32)),
             Err(OccupancyError::MaxDynamicSmem { .. })
         ));
         let big = k(0, 200_000);
-        assert!(occupancy(a, &big, &Launch::new(32)).is_err());
+        assert!(occupancy(a, &big, &BlockLaunch::new(32)).is_err());
     }
 
     #[test]
     fn cache_preference_maps_to_carveouts() {
         let a = lookup("sm_80").unwrap();
         let kk = k(0, 16384);
-        let l1 = Launch {
+        let l1 = BlockLaunch {
             cache_pref: CachePref::L1,
-            ..Launch::new(256)
+            ..BlockLaunch::new(256)
         };
         // 0 % carveout: grows to one block's aligned size (32 KB) → 1 block.
-        assert_eq!(occupancy(a, &kk, &l1).unwrap().active_blocks, 1);
-        let eq = Launch {
+        assert_eq!(occupancy(a, &kk, &l1).unwrap().active_blocks_per_sm, 1);
+        let eq = BlockLaunch {
             cache_pref: CachePref::Equal,
-            ..Launch::new(256)
+            ..BlockLaunch::new(256)
         };
-        assert_eq!(occupancy(a, &kk, &eq).unwrap().active_blocks, 5);
+        assert_eq!(occupancy(a, &kk, &eq).unwrap().active_blocks_per_sm, 5);
         // The carveout wins over the cache preference.
         assert_eq!(
             occupancy(a, &kk, &l1.with_carveout(100))
                 .unwrap()
-                .active_blocks,
+                .active_blocks_per_sm,
             8
         );
         // Dedicated shared memory ignores both.
@@ -1104,7 +1136,7 @@ mod tests {
         assert_eq!(
             occupancy(m, &kk, &l1.with_carveout(0))
                 .unwrap()
-                .active_blocks,
+                .active_blocks_per_sm,
             6
         );
     }
@@ -1132,13 +1164,13 @@ mod tests {
             barriers: 6,
             ..KernelResources::default()
         };
-        let o = occupancy(arch, &k, &Launch::new(128)).expect("valid");
-        assert_eq!(o.active_blocks, 10);
+        let o = occupancy(arch, &k, &BlockLaunch::new(128)).expect("valid");
+        assert_eq!(o.active_blocks_per_sm, 10);
         assert!(o.limiters.contains(Limiter::Warps) && o.limiters.contains(Limiter::Barriers));
         assert_eq!(o.binding_limiters().to_string(), "barriers");
         // Without the barrier step the two sets agree.
         let k1 = KernelResources { barriers: 1, ..k };
-        let o1 = occupancy(arch, &k1, &Launch::new(128)).expect("valid");
+        let o1 = occupancy(arch, &k1, &BlockLaunch::new(128)).expect("valid");
         assert_eq!(o1.binding_limiters(), o1.limiters);
     }
 }

@@ -4,8 +4,8 @@
 //! cargo-fuzz targets in `fuzz/` push the same entry points much further.
 //! Regression tests for what fuzzing found are at the end.
 
-use crate::occupancy::{occupancy, CachePref, KernelResources, Launch, PartitionedGc};
-use crate::{arch, ptx, ptxas, tune};
+use crate::occupancy::{occupancy, BlockLaunch, CachePref, KernelResources, PartitionedGc};
+use crate::{arch, ptx, ptxas, suggest};
 use proptest::prelude::*;
 
 /// Fragments of real ptxas and PTX text, so random input reaches deep states.
@@ -111,7 +111,7 @@ fn kernel_resources() -> impl Strategy<Value = KernelResources> {
         )
 }
 
-fn launch() -> impl Strategy<Value = Launch> {
+fn launch() -> impl Strategy<Value = BlockLaunch> {
     (
         prop_oneof![0u32..2048, any::<u32>()],
         prop_oneof![0u32..300_000, any::<u32>()],
@@ -129,7 +129,7 @@ fn launch() -> impl Strategy<Value = Launch> {
         ]),
     )
         .prop_map(
-            |(block_size, dynamic_smem, carveout, cache_pref, partitioned_gc)| Launch {
+            |(block_size, dynamic_smem, carveout, cache_pref, partitioned_gc)| BlockLaunch {
                 block_size,
                 dynamic_smem,
                 carveout,
@@ -234,20 +234,20 @@ proptest! {
     ) {
         let arch = &arch::all()[a.index(arch::all().len())];
         if let Ok(occ) = occupancy(arch, &kernel, &launch) {
-            prop_assert!(occ.active_warps <= arch.max_warps_per_sm());
+            prop_assert!(occ.active_warps_per_sm <= arch.max_warps_per_sm());
             prop_assert!((0.0..=1.0).contains(&occ.occupancy));
         }
-        let _ = tune::available_dynamic_smem(arch, &kernel, &launch, blocks);
-        let _ = tune::what_if(arch, &kernel, &launch);
-        let req = tune::TuneRequest {
+        let _ = suggest::available_dynamic_smem(arch, &kernel, &launch, blocks);
+        let _ = suggest::what_if(arch, &kernel, &launch);
+        let req = suggest::TuneRequest {
             max_block_size: cap,
             block_multiple: multiple,
             carveout: launch.carveout,
             cache_pref: launch.cache_pref,
             partitioned_gc: launch.partitioned_gc,
-            ..tune::TuneRequest::default()
+            ..suggest::TuneRequest::default()
         };
-        if let Ok(Some(best)) = tune::best_block_size(arch, &kernel, &req) {
+        if let Ok(Some(best)) = suggest::best_block_size(arch, &kernel, &req) {
             prop_assert!(best.block_size > 0 && best.block_size <= arch.max_threads_per_block);
         }
     }
@@ -268,7 +268,8 @@ fn what_if_with_a_bogus_register_count_returns_at_once() {
         registers: u32::MAX,
         ..KernelResources::default()
     };
-    let hint = tune::what_if(sm80, &kernel, &Launch::new(128)).map_err(|e| format!("{e:?}"));
+    let hint =
+        suggest::what_if(sm80, &kernel, &BlockLaunch::new(128)).map_err(|e| format!("{e:?}"));
     assert_eq!(
         hint.map(|h| h.registers.map(|r| r.max_registers)),
         Ok(Some(sm80.max_regs_per_thread))
@@ -288,7 +289,7 @@ mod names_in_every_writer {
     use crate::manifest::{Kernel, KernelArch, Manifest};
     use crate::markdown::{markdown, Baseline};
     use crate::names;
-    use crate::table::table;
+    use crate::text_table::table;
     use proptest::prelude::*;
     use std::path::Path;
 

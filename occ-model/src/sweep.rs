@@ -4,7 +4,7 @@
 //! spills, stack and occupancy at each.
 //!
 //! - [`caps`][]: the caps worth trying, from the model: for each occupancy
-//!   level the tuner ([`launch::best_launch`], the same one the manifest
+//!   level the tuner ([`declared::best_launch`], the same one the manifest
 //!   uses) can reach with fewer registers, the most registers per thread that
 //!   reach it. A kernel already at 100% gets none. Nothing here is a fixed list.
 //! - the runner (cargo-occ): `ptxas -arch=<arch> -v -e <kernel>` on the PTX
@@ -33,8 +33,8 @@
 //! point by a register or a few spill bytes; the manifest of that build has
 //! its real numbers.
 
+use crate::declared;
 use crate::error::{Error, Result};
-use crate::launch;
 use crate::manifest::{Best, LaunchBounds, Resources};
 use crate::{ptx, ptxas};
 use serde::{Deserialize, Serialize};
@@ -152,7 +152,7 @@ pub fn caps(arch: &str, k: &Resources) -> Result<Vec<u32>> {
             registers,
             ..k.clone()
         };
-        launch::best_launch(arch, &trial)
+        declared::best_launch(arch, &trial)
             .map(|b| b.occupancy)
             .map_err(|detail| Error::Occupancy {
                 kernel: format!("a kernel at {registers} registers"),
@@ -223,7 +223,7 @@ pub fn point(
         spill_loads: narrow(r.spill_loads),
         ..k.clone()
     };
-    let best = launch::best_launch(arch, &trial).map_err(|detail| Error::Occupancy {
+    let best = declared::best_launch(arch, &trial).map_err(|detail| Error::Occupancy {
         kernel: r.name.clone(),
         arch: arch.to_string(),
         detail,
@@ -284,7 +284,7 @@ mod tests {
         let c = caps("sm_80", &k).unwrap();
         assert!(!c.is_empty());
         let occ = |r: u32| {
-            launch::best_launch("sm_80", &kernel_arch(r))
+            declared::best_launch("sm_80", &kernel_arch(r))
                 .unwrap()
                 .occupancy
         };

@@ -13,8 +13,8 @@
 //! const LAUNCH: Baked = Baked {
 //!     kernel: "saxpy",
 //!     archs: &[
-//!         BakedArch { arch: "sm_80", major: 8, minor: 0, block: (256, 1, 1), dynamic_smem_bytes: 0, blocks_per_sm: 8, occupancy: 1.0 },
-//!         BakedArch { arch: "sm_90", major: 9, minor: 0, block: (512, 1, 1), dynamic_smem_bytes: 0, blocks_per_sm: 4, occupancy: 1.0 },
+//!         BakedArch { arch: "sm_80", major: 8, minor: 0, block: (256, 1, 1), dynamic_smem: 0, active_blocks_per_sm: 8, occupancy: 1.0 },
+//!         BakedArch { arch: "sm_90", major: 9, minor: 0, block: (512, 1, 1), dynamic_smem: 0, active_blocks_per_sm: 4, occupancy: 1.0 },
 //!     ],
 //! };
 //! // The row for an RTX 3090 (8.6): sm_80's cubin runs there.
@@ -37,7 +37,7 @@ pub struct LaunchConfig {
     /// Threads per block in x, y, z.
     pub block: (u32, u32, u32),
     /// Dynamic shared memory per block, bytes.
-    pub dynamic_smem_bytes: u32,
+    pub dynamic_smem: u32,
 }
 
 impl LaunchConfig {
@@ -47,7 +47,7 @@ impl LaunchConfig {
         LaunchConfig {
             grid: grid.into().into(),
             block: block.into().into(),
-            dynamic_smem_bytes: 0,
+            dynamic_smem: 0,
         }
     }
 
@@ -57,14 +57,14 @@ impl LaunchConfig {
         LaunchConfig {
             grid: (grid_for(n, block_threads), 1, 1),
             block: (block_threads, 1, 1),
-            dynamic_smem_bytes: 0,
+            dynamic_smem: 0,
         }
     }
 
     /// The same launch with `bytes` of dynamic shared memory per block.
     pub const fn with_dynamic_smem(self, bytes: u32) -> LaunchConfig {
         LaunchConfig {
-            dynamic_smem_bytes: bytes,
+            dynamic_smem: bytes,
             ..self
         }
     }
@@ -237,9 +237,9 @@ pub struct BakedArch {
     /// Threads per block in x, y, z.
     pub block: (u32, u32, u32),
     /// Dynamic shared memory per block, bytes.
-    pub dynamic_smem_bytes: u32,
+    pub dynamic_smem: u32,
     /// Resident blocks per SM at this launch.
-    pub blocks_per_sm: u32,
+    pub active_blocks_per_sm: u32,
     /// Occupancy at this launch, 0..=1.
     pub occupancy: f32,
 }
@@ -255,7 +255,7 @@ impl BakedArch {
         LaunchConfig {
             grid,
             block: self.block,
-            dynamic_smem_bytes: self.dynamic_smem_bytes,
+            dynamic_smem: self.dynamic_smem,
         }
     }
 
@@ -368,8 +368,8 @@ mod tests {
             major: 0,
             minor: 0,
             block,
-            dynamic_smem_bytes: smem,
-            blocks_per_sm: 1,
+            dynamic_smem: smem,
+            active_blocks_per_sm: 1,
             occupancy: 0.5,
         }
     }
@@ -479,7 +479,7 @@ mod tests {
         let c = LaunchConfig::new(10, (16, 16)).with_dynamic_smem(4096);
         assert_eq!(c.grid, (10, 1, 1));
         assert_eq!(c.block, (16, 16, 1));
-        assert_eq!(c.dynamic_smem_bytes, 4096);
+        assert_eq!(c.dynamic_smem, 4096);
         assert_eq!(c.threads_per_block(), 256);
         assert_eq!(LaunchConfig::new([2, 3, 4], [8, 8, 4]).grid, (2, 3, 4));
         assert_eq!(LaunchConfig::new([2, 3], (1, 2, 3)).block, (1, 2, 3));
@@ -496,7 +496,7 @@ mod tests {
         assert_eq!(LAUNCH.on("sm_90"), None);
         // const-evaluable
         const ROW: Option<&BakedArch> = LAUNCH.on("sm_90a");
-        assert_eq!(ROW.map(|r| r.dynamic_smem_bytes), Some(65536));
+        assert_eq!(ROW.map(|r| r.dynamic_smem), Some(65536));
         let empty = Baked {
             kernel: "x",
             archs: &[],
@@ -537,7 +537,7 @@ mod tests {
             LaunchConfig {
                 grid: (8, 1, 1),
                 block: (128, 1, 1),
-                dynamic_smem_bytes: 1024
+                dynamic_smem: 1024
             }
         );
         assert_eq!(r.config((3, 2, 1)).grid, (3, 2, 1));
@@ -546,7 +546,7 @@ mod tests {
         assert_eq!(tile.threads(), 256);
         assert_eq!(tile.for_elements(1000).grid, (4, 1, 1));
         assert_eq!(tile.for_2d(1000, 33).grid, (63, 3, 1));
-        assert_eq!(tile.for_2d(1000, 33).dynamic_smem_bytes, 65536);
+        assert_eq!(tile.for_2d(1000, 33).dynamic_smem, 65536);
         // A 1-D block over rows: one block row per element row.
         assert_eq!(r.for_2d(1000, 7).grid, (8, 7, 1));
     }

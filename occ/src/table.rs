@@ -33,21 +33,21 @@
 //!     archs: &[KernelArch {
 //!         arch: "sm_80",
 //!         registers: 16,
-//!         static_smem_bytes: 0,
-//!         stack_frame_bytes: 0,
-//!         spill_stores_bytes: 0,
-//!         spill_loads_bytes: 0,
+//!         static_smem: 0,
+//!         stack_frame: 0,
+//!         spill_stores: 0,
+//!         spill_loads: 0,
 //!         barriers: None,
 //!         max_threads_per_block: None,
 //!         min_blocks_per_sm: None,
 //!         max_registers: None,
 //!         cluster_dims: None,
 //!         best_block_size: 1024,
-//!         blocks_per_sm: 2,
-//!         warps_per_sm: 64,
+//!         active_blocks_per_sm: 2,
+//!         active_warps_per_sm: 64,
 //!         occupancy: 1.0,
 //!         limiters: &["warps"],
-//!         dynamic_smem_headroom_bytes: 0,
+//!         dynamic_smem_headroom: 0,
 //!         declared: None,
 //!         code: Some(&CODE),
 //!     }],
@@ -177,9 +177,9 @@ pub struct DeclaredLaunch {
     /// Threads per block in x, y, z.
     pub block: [u32; 3],
     /// Dynamic shared memory per block at that launch, bytes.
-    pub dynamic_smem_bytes: u32,
+    pub dynamic_smem: u32,
     /// Resident blocks per SM.
-    pub blocks_per_sm: u32,
+    pub active_blocks_per_sm: u32,
     /// Occupancy, 0..=1.
     pub occupancy: f32,
 }
@@ -193,13 +193,13 @@ pub struct KernelArch {
     /// Registers per thread.
     pub registers: u32,
     /// Static shared memory per block, bytes.
-    pub static_smem_bytes: u32,
+    pub static_smem: u32,
     /// Stack frame, bytes.
-    pub stack_frame_bytes: u32,
+    pub stack_frame: u32,
     /// Spill stores, bytes.
-    pub spill_stores_bytes: u32,
+    pub spill_stores: u32,
     /// Spill loads, bytes.
-    pub spill_loads_bytes: u32,
+    pub spill_loads: u32,
     /// Named barriers, when ptxas reported them.
     pub barriers: Option<u32>,
     /// `__launch_bounds__` maximum threads per block.
@@ -213,15 +213,15 @@ pub struct KernelArch {
     /// The block size with the highest occupancy (no dynamic smem).
     pub best_block_size: u32,
     /// Resident blocks per SM at `best_block_size`.
-    pub blocks_per_sm: u32,
+    pub active_blocks_per_sm: u32,
     /// Resident warps per SM at `best_block_size`.
-    pub warps_per_sm: u32,
+    pub active_warps_per_sm: u32,
     /// Occupancy at `best_block_size`, 0..=1.
     pub occupancy: f32,
     /// What limits occupancy there.
     pub limiters: &'static [&'static str],
     /// Dynamic shared memory a block can still take at that occupancy, bytes.
-    pub dynamic_smem_headroom_bytes: u32,
+    pub dynamic_smem_headroom: u32,
     /// The launch the kernel is written for, when one is declared.
     pub declared: Option<DeclaredLaunch>,
     /// The embedded device code that holds this kernel for this arch
@@ -341,21 +341,21 @@ pub(crate) mod tests {
         KernelArch {
             arch,
             registers: 32,
-            static_smem_bytes: 0,
-            stack_frame_bytes: 0,
-            spill_stores_bytes: 0,
-            spill_loads_bytes: 0,
+            static_smem: 0,
+            stack_frame: 0,
+            spill_stores: 0,
+            spill_loads: 0,
             barriers: None,
             max_threads_per_block: None,
             min_blocks_per_sm: None,
             max_registers: None,
             cluster_dims: None,
             best_block_size: 256,
-            blocks_per_sm: 8,
-            warps_per_sm: 64,
+            active_blocks_per_sm: 8,
+            active_warps_per_sm: 64,
             occupancy: 1.0,
             limiters: &[],
-            dynamic_smem_headroom_bytes: 0,
+            dynamic_smem_headroom: 0,
             declared: None,
             code,
         }

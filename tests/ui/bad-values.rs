@@ -17,12 +17,12 @@ fn zero_multiple() -> u32 {
 
 #[launch_config(kernel = "tiled", dynamic_smem = "lots")]
 fn not_a_size() -> u32 {
-    DYNAMIC_SMEM_BYTES
+    DYNAMIC_SMEM
 }
 
 #[launch_config(kernel = "tiled", dynamic_smem = -1)]
 fn negative() -> u32 {
-    DYNAMIC_SMEM_BYTES
+    DYNAMIC_SMEM
 }
 
 #[launch_config(kernel = "spilly", allow_spills = true)]

@@ -2,12 +2,12 @@ use occ::launch_config;
 
 #[launch_config(kernel = "tiled", dynamic_smem = 1024, smem_per_thread = 8)]
 fn two_smem_sizes() -> u32 {
-    DYNAMIC_SMEM_BYTES
+    DYNAMIC_SMEM
 }
 
 #[launch_config(kernel = "tiled", smem_fixed = 1024)]
 fn fixed_alone() -> u32 {
-    DYNAMIC_SMEM_BYTES
+    DYNAMIC_SMEM
 }
 
 #[launch_config(kernel = "spilly", allow_spills, max_spill_bytes = 64)]

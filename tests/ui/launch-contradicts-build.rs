@@ -13,7 +13,7 @@ fn other_width() -> (u32, u32, u32) {
 
 #[launch_config(kernel = "transpose_tiled", dynamic_smem = 1024)]
 fn other_smem() -> u32 {
-    DYNAMIC_SMEM_BYTES
+    DYNAMIC_SMEM
 }
 
 #[launch_config(kernel = "transpose_tiled", max_block_size = 128)]

@@ -5,7 +5,7 @@ use super::html::kib;
 use occ_model::analyze::resources;
 use occ_model::arch;
 use occ_model::manifest::KernelArch;
-use occ_model::occupancy::{occupancy, KernelResources, Launch};
+use occ_model::occupancy::{occupancy, BlockLaunch, KernelResources};
 use plotters::prelude::*;
 use std::fmt::Write as _;
 
@@ -118,7 +118,7 @@ fn svg(chart: &Chart<'_>) -> anyhow::Result<String> {
 }
 
 fn occ_at(a: &'static arch::Arch, res: &KernelResources, block: u32) -> Option<f64> {
-    occupancy(a, res, &Launch::new(block))
+    occupancy(a, res, &BlockLaunch::new(block))
         .ok()
         .map(|o| o.occupancy * 100.0)
 }

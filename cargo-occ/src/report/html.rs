@@ -7,7 +7,7 @@ use super::{Baseline, Charts, AUTO_ALL_ROWS, LOW_OCCUPANCY};
 use occ_model::arch;
 use occ_model::compare::{Reason, Verdict};
 use occ_model::manifest::{Kernel, KernelArch, Manifest, Origin};
-use occ_model::table::percent;
+use occ_model::text_table::percent;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 

@@ -127,7 +127,7 @@ pub(crate) mod tests {
     use super::charts::compact_svg;
     use super::html::*;
     use super::*;
-    use occ_model::launch::best_launch;
+    use occ_model::declared::best_launch;
     use occ_model::manifest::{Best, Kernel, KernelArch, LaunchBounds, Manifest, Resources};
 
     fn arch_entry(arch: &str, registers: u32, static_smem: u32, spill: u32) -> KernelArch {

@@ -79,7 +79,7 @@ fn report_formats_and_explain_read_the_manifest() {
     .parts();
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&js).expect("json report");
-    assert_eq!(v["schema"], 1);
+    assert_eq!(v["schema"], 2);
     assert_eq!(v["rows"].as_array().map(Vec::len), Some(4));
 
     let html_file = s.path().join("r.html");

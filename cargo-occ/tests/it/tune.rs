@@ -11,7 +11,7 @@ use occ_model::arch;
 use occ_model::lock::Lock;
 use occ_model::manifest::Manifest;
 use occ_model::measured::{self, Results};
-use occ_model::tune::{self, TuneRequest};
+use occ_model::suggest::{self, TuneRequest};
 use occ_tests::{build_env, Scratch};
 use std::path::{Path, PathBuf};
 
@@ -63,7 +63,8 @@ fn plan_import_and_rebuild_carry_the_measurement() {
         .expect("wide")
         .archs["sm_80"];
     let sm80 = arch::lookup("sm_80").expect("sm_80");
-    let cands = tune::candidates(sm80, &resources(wide), &TuneRequest::default()).expect("model");
+    let cands =
+        suggest::candidates(sm80, &resources(wide), &TuneRequest::default()).expect("model");
     assert!(cands.len() >= 3, "{cands:?}");
     let section: String = out
         .split("wide on sm_80")
@@ -86,7 +87,7 @@ fn plan_import_and_rebuild_carry_the_measurement() {
             .find(|l| l.split_whitespace().next() == Some(&c.block_size.to_string()))
             .expect("a row per candidate");
         assert!(
-            row.contains(&occ_model::table::percent(c.occupancy.occupancy)),
+            row.contains(&occ_model::text_table::percent(c.occupancy.occupancy)),
             "{row}"
         );
     }
@@ -245,10 +246,10 @@ fn plan_offers_shapes_of_a_2d_declared_launch() {
     let sm80 = arch::lookup("sm_80").expect("sm_80");
     // The declared launch's dynamic shared memory, x kept at 32, y varied.
     let req = TuneRequest {
-        dynamic_smem: tune::DynamicSmem::Fixed(1024),
+        dynamic_smem: suggest::DynamicSmem::Fixed(1024),
         ..TuneRequest::default()
     };
-    let shaped = tune::shaped_candidates(sm80, &resources(ka), &req, [32, 8, 1]).expect("model");
+    let shaped = suggest::shaped_candidates(sm80, &resources(ka), &req, [32, 8, 1]).expect("model");
     assert!(shaped.len() >= 3, "{shaped:?}");
     let rows: Vec<&str> = out.lines().skip(3).collect();
     assert_eq!(rows.len(), shaped.len(), "{out}");
@@ -265,7 +266,9 @@ fn plan_offers_shapes_of_a_2d_declared_launch() {
             "{row}"
         );
         assert!(
-            row.contains(&occ_model::table::percent(c.candidate.occupancy.occupancy)),
+            row.contains(&occ_model::text_table::percent(
+                c.candidate.occupancy.occupancy
+            )),
             "{row}"
         );
     }

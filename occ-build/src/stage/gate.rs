@@ -49,7 +49,7 @@ use occ_model::compare::{
 };
 use occ_model::lock::{Lock, CANDIDATE_FILE, LOCK_SCHEMA};
 use occ_model::manifest::{self, Manifest};
-use occ_model::table;
+use occ_model::text_table;
 use std::path::Path;
 
 /// The most rows per cause an error's table shows; the report has them all.
@@ -193,7 +193,7 @@ pub(crate) fn baseline(
     if !diff.findings.is_empty() {
         details.add(
             format!("differences from {lock_name}"),
-            table::render_diff(&diff, &Verdict::ALL),
+            text_table::render_diff(&diff, &Verdict::ALL),
         );
     }
     if blessing {
@@ -415,7 +415,7 @@ fn regression_report(
 ) -> String {
     let regressions = diff.regressions().count();
     let rest = format!("see {}", details.report().display());
-    let mut text = table::render_diff_bounded(diff, &Verdict::ALL, ROWS, &rest);
+    let mut text = text_table::render_diff_bounded(diff, &Verdict::ALL, ROWS, &rest);
     text.push_str(&spill_places(diff, manifest));
     let mut hints = Vec::new();
     let past_threshold = diff
@@ -518,12 +518,12 @@ pub(crate) fn measured(manifest: &Manifest, details: &mut Details, directives: &
             continue;
         };
         let required = ka.launch_bounds.required_block_size();
-        let request = occ_model::tune::TuneRequest {
+        let request = occ_model::suggest::TuneRequest {
             max_block_size: required,
             block_multiple: required,
             ..Default::default()
         };
-        let launches = occ_model::tune::at_block_size(
+        let launches = occ_model::suggest::at_block_size(
             target.arch,
             &occ_model::analyze::resources(ka),
             &request,
@@ -582,7 +582,7 @@ fn measurements(n: usize) -> String {
 fn warning(group: &Group<'_>, lock_name: &str, report: &Path) -> Option<String> {
     let n = group.kernels().len();
     let archs = group.archs().join(", ");
-    let names = table::group_names(group, report::NAMED);
+    let names = text_table::group_names(group, report::NAMED);
     let record = "run `cargo occ bless` to record";
     let all = format!("all in {}", report.display());
     if group.causes.contains(&Cause::NearCliff) {
@@ -602,7 +602,7 @@ fn warning(group: &Group<'_>, lock_name: &str, report: &Path) -> Option<String> 
         (Verdict::Improvement, _) => format!(
             "{} improved on {lock_name} ({archs}: {})",
             kernels(n, "has", "have"),
-            table::group_title(group)
+            text_table::group_title(group)
         ),
         (Verdict::Changed, _) if group.causes.contains(&Cause::LaunchChanged) => format!(
             "{} another declared launch than {lock_name} records, with the same occupancy ({archs})",

@@ -98,7 +98,7 @@ pub(crate) struct Inputs {
     /// `PATH`, where nvcc finds the host compiler and its tools.
     pub path_var: Option<String>,
     /// The launches of `Build::launch`, `(pattern, launch)` in order.
-    pub launches: Vec<(String, occ_model::launch::Launch)>,
+    pub launches: Vec<(String, occ_model::declared::Launch)>,
     /// GitHub Actions' settings, under `GITHUB_ACTIONS=true`.
     pub github: Option<crate::github::Actions>,
     /// What starts the build's programs ([`Env::with_programs`]).

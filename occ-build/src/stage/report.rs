@@ -24,7 +24,7 @@ use crate::leaf::files::write_atomic;
 use crate::stage::inputs::Inputs;
 use occ_model::manifest::{Manifest, WarningKind};
 use occ_model::markdown::Baseline;
-use occ_model::table;
+use occ_model::text_table;
 use std::path::{Path, PathBuf};
 
 /// The report file's name.
@@ -97,12 +97,12 @@ pub(crate) fn write(
     let mut text = format!(
         "occupancy of {} ({} x {}, nvcc {})\n\n{}",
         manifest.package,
-        table::count(manifest.kernels.len(), "kernel"),
-        table::count(manifest.archs.len(), "arch"),
+        text_table::count(manifest.kernels.len(), "kernel"),
+        text_table::count(manifest.archs.len(), "arch"),
         manifest.nvcc,
-        table::table_without_cliffs(manifest)
+        text_table::table_without_cliffs(manifest)
     );
-    text.push_str(&table::cliff_lines(manifest, None));
+    text.push_str(&text_table::cliff_lines(manifest, None));
     if let Some(spills) = spill_table(manifest) {
         text.push_str(&format!("\nspilling kernels\n{spills}"));
     }
@@ -155,7 +155,7 @@ fn spill_table(manifest: &Manifest) -> Option<String> {
             ]);
         }
     }
-    (rows.len() > 1).then(|| table::align(&rows))
+    (rows.len() > 1).then(|| text_table::align(&rows))
 }
 
 /// Every spill site of every kernel × arch (from nvdisasm), `None` when
@@ -183,7 +183,7 @@ fn site_table(manifest: &Manifest) -> Option<String> {
             }
         }
     }
-    (rows.len() > 1).then(|| table::align(&rows))
+    (rows.len() > 1).then(|| text_table::align(&rows))
 }
 
 /// Every ptxas warning of every kernel × arch, each once, `None` when
@@ -207,7 +207,7 @@ fn warning_table(manifest: &Manifest) -> Option<String> {
             }
         }
     }
-    (rows.len() > 1).then(|| table::align(&rows))
+    (rows.len() > 1).then(|| text_table::align(&rows))
 }
 
 /// One line per kind of ptxas warning: ptxas's words (the first of the
@@ -260,7 +260,7 @@ fn warning_lines(manifest: &Manifest, report: &Path) -> Vec<String> {
         .map(|kind| {
             let like = match kind.texts.len() {
                 1 => String::new(),
-                n => format!(" and {} like it", table::count(n - 1, "other")),
+                n => format!(" and {} like it", text_table::count(n - 1, "other")),
             };
             let named: Vec<String> = kind
                 .kernels
@@ -274,7 +274,7 @@ fn warning_lines(manifest: &Manifest, report: &Path) -> Vec<String> {
             };
             format!(
                 "occ: ptxas warns for {}: {}{more}: \"{}\"{like} ({}); report: {}",
-                table::count(kind.kernels.len(), "kernel"),
+                text_table::count(kind.kernels.len(), "kernel"),
                 named.join(", "),
                 kind.texts.first().copied().unwrap_or_default(),
                 kind.kind.title(),
@@ -338,15 +338,15 @@ fn line(manifest: &Manifest, report: &Path) -> Option<String> {
         .map(|(name, arch, occ, limiter)| {
             format!(
                 "; lowest occupancy {} ({name} on {arch}: {limiter})",
-                table::percent(occ)
+                text_table::percent(occ)
             )
         })
         .unwrap_or_default();
     Some(format!(
         "occ: {} x {}; {} {} registers: {}{more}{lowest}; report: {}",
-        table::count(manifest.kernels.len(), "kernel"),
-        table::count(manifest.archs.len(), "arch"),
-        table::count(spilling.len(), "kernel"),
+        text_table::count(manifest.kernels.len(), "kernel"),
+        text_table::count(manifest.archs.len(), "arch"),
+        text_table::count(spilling.len(), "kernel"),
         if spilling.len() == 1 {
             "spills"
         } else {

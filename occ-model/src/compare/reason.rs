@@ -58,7 +58,7 @@ pub enum Reason {
         /// The launch the lock records.
         launch: Launch,
         /// The best block the kernel's sites now launch at.
-        best_block: u32,
+        best_block_size: u32,
     },
     /// More resident warps: `occupancy 68.8% -> 100.0% at block 704 -> 1024`.
     OccupancyUp {
@@ -110,7 +110,7 @@ pub enum Reason {
         /// Threads per block of the launch judged.
         block_size: u32,
         /// Resident blocks per SM now.
-        blocks: u32,
+        active_blocks_per_sm: u32,
         /// Resident blocks per SM with `registers` more.
         blocks_past: u32,
     },
@@ -162,7 +162,7 @@ pub struct Resident {
     /// Resident warps / the SM's maximum, 0..=1.
     pub occupancy: f64,
     /// Resident warps per SM.
-    pub warps: u32,
+    pub active_warps_per_sm: u32,
 }
 
 /// The launch a kernel × arch's occupancy was judged at, before and after
@@ -207,7 +207,7 @@ pub enum LaunchChange {
         /// The launch the lock records.
         before: Launch,
         /// This build's best block.
-        best_block: u32,
+        best_block_size: u32,
     },
 }
 
@@ -300,17 +300,20 @@ impl fmt::Display for Reason {
             Reason::Gone => f.write_str(Cause::Gone.phrase()),
             Reason::NewKernel => f.write_str(Cause::NewKernel.phrase()),
             Reason::NewArch { arch } => write!(f, "new arch {arch}"),
-            Reason::LaunchRemoved { launch, best_block } => write!(
+            Reason::LaunchRemoved {
+                launch,
+                best_block_size,
+            } => write!(
                 f,
                 "declared launch {} removed from build.rs: its sites now launch at the best \
-                 block {best_block}; declare it again (`.launch(..)`), or bless if the kernel \
+                 block {best_block_size}; declare it again (`.launch(..)`), or bless if the kernel \
                  takes any block",
                 launch.describe()
             ),
             Reason::NearCliff {
                 registers,
                 block_size,
-                blocks,
+                active_blocks_per_sm: blocks,
                 blocks_past,
             } => {
                 let lost = blocks - blocks_past;
@@ -355,10 +358,14 @@ impl fmt::Display for JudgedAt {
                 change: LaunchChange::Other { before, after, .. },
             } => write!(f, "at block {} -> {}", before.describe(), after.describe()),
             JudgedAt::Changed {
-                change: LaunchChange::Removed { before, best_block },
+                change:
+                    LaunchChange::Removed {
+                        before,
+                        best_block_size,
+                    },
             } => write!(
                 f,
-                "at block {} -> best block {best_block}",
+                "at block {} -> best block {best_block_size}",
                 before.describe()
             ),
         }
@@ -389,9 +396,12 @@ impl fmt::Display for LaunchChange {
                     )
                 }
             }
-            LaunchChange::Removed { before, best_block } => write!(
+            LaunchChange::Removed {
+                before,
+                best_block_size,
+            } => write!(
                 f,
-                "declared launch {} removed: judged at its best block {best_block}",
+                "declared launch {} removed: judged at its best block {best_block_size}",
                 before.describe()
             ),
         }

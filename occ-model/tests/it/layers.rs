@@ -1,6 +1,6 @@
 //! occ-model's layers go one way: the manifest schema (`manifest`, with
 //! `SCHEMA_VERSION`), the analyses that fill it, and the views on top
-//! (`table`: text tables and the before/after diff; `markdown`; `ci`:
+//! (`text_table`: text tables and the before/after diff; `markdown`; `ci`:
 //! SARIF and workflow commands). A view may import anything; nothing below
 //! a view imports one, and no two modules import each other in a circle.
 //! occ-build's modules form no circle either. Imports are `crate::m`,
@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// The views: text for people and tools, made from what the analyses found.
-const VIEWS: &[&str] = &["table", "markdown", "ci"];
+const VIEWS: &[&str] = &["text_table", "markdown", "ci"];
 
 /// occ-model's `src/`.
 fn own_src() -> std::path::PathBuf {
@@ -461,11 +461,11 @@ fn the_schema_is_one_module() {
         ("SourceLines", "lines"),
         ("SpillSite", "lines"),
         ("PressurePoint", "lines"),
-        ("Declared", "launch"),
-        ("Launch", "launch"),
+        ("Declared", "declared"),
+        ("Launch", "declared"),
         ("Cliffs", "cliff"),
         ("Measured", "measured"),
-        ("DynamicSmem", "tune"),
+        ("DynamicSmem", "suggest"),
     ] {
         let defines = |code: &str| {
             code.contains(&format!("pub struct {ty} ")) || code.contains(&format!("pub enum {ty} "))

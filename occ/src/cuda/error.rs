@@ -276,7 +276,7 @@ impl fmt::Display for Error {
                 Name(error),
                 config.grid,
                 config.block,
-                config.dynamic_smem_bytes
+                config.dynamic_smem
             ),
         }
     }

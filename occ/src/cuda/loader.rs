@@ -421,7 +421,7 @@ impl Function {
                 what: "binding the CUDA context to this thread",
                 error,
             })?;
-        self.allow_dynamic_smem(cfg.dynamic_smem_bytes)?;
+        self.allow_dynamic_smem(cfg.dynamic_smem)?;
         // SAFETY: the caller vouches for `params`; the function's module is
         // alive and its context bound.
         unsafe {
@@ -429,7 +429,7 @@ impl Function {
                 inner.raw,
                 cfg.grid,
                 cfg.block,
-                cfg.dynamic_smem_bytes,
+                cfg.dynamic_smem,
                 stream.cu_stream(),
                 params,
             )

@@ -116,7 +116,7 @@ impl From<crate::LaunchConfig> for cudarc::driver::LaunchConfig {
         cudarc::driver::LaunchConfig {
             grid_dim: c.grid,
             block_dim: c.block,
-            shared_mem_bytes: c.dynamic_smem_bytes,
+            shared_mem_bytes: c.dynamic_smem,
         }
     }
 }
@@ -126,7 +126,7 @@ impl From<cudarc::driver::LaunchConfig> for crate::LaunchConfig {
         crate::LaunchConfig {
             grid: c.grid_dim,
             block: c.block_dim,
-            dynamic_smem_bytes: c.shared_mem_bytes,
+            dynamic_smem: c.shared_mem_bytes,
         }
     }
 }

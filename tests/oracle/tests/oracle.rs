@@ -19,9 +19,9 @@
 
 use occ_model::arch::{self, Arch};
 use occ_model::occupancy::{
-    occupancy, CachePref, KernelResources, Launch, OccupancyError, PartitionedGc,
+    occupancy, BlockLaunch, CachePref, KernelResources, OccupancyError, PartitionedGc,
 };
-use occ_model::tune::{available_dynamic_smem, best_block_size, DynamicSmem, TuneRequest};
+use occ_model::suggest::{available_dynamic_smem, best_block_size, DynamicSmem, TuneRequest};
 use std::fmt::Write as _;
 use std::io::{BufReader, Read, Write};
 use std::path::Path;
@@ -130,7 +130,7 @@ fn sweep_matches_header() {
                     let r = &rec[(b as usize - 1) * 24..b as usize * 24];
                     let u16at = |i: usize| u16::from_le_bytes([r[i], r[i + 1]]);
                     let u32at = |i: usize| u32::from_le_bytes([r[i], r[i + 1], r[i + 2], r[i + 3]]);
-                    let launch = Launch::new(b).with_dynamic_smem(dynamic);
+                    let launch = BlockLaunch::new(b).with_dynamic_smem(dynamic);
                     let ours = match occupancy(a, &kernel, &launch) {
                         Ok(o) => o,
                         Err(e) => {
@@ -140,7 +140,7 @@ fn sweep_matches_header() {
                     };
                     let l = &ours.limits;
                     let mine: [u32; 11] = [
-                        ours.active_blocks,
+                        ours.active_blocks_per_sm,
                         u32::from(ours.limiters.bits()),
                         ours.partitioned_gc as u32,
                         u32::from(u16_limit(Some(l.warps))),
@@ -184,7 +184,7 @@ fn sweep_matches_header() {
                     ..Default::default()
                 };
                 let ours = match best_block_size(a, &kernel, &req) {
-                    Ok(Some(bb)) => (bb.block_size as u16, bb.blocks_per_sm() as u16),
+                    Ok(Some(bb)) => (bb.block_size as u16, bb.active_blocks_per_sm() as u16),
                     Ok(None) => (0, 0),
                     Err(_) => (0xFFFF, 0xFFFF),
                 };
@@ -402,7 +402,7 @@ fn random_inputs_match_header() {
             PartitionedGc::OnStrict,
         ][c.gc as usize];
         let carveout = (c.carveout >= 0).then_some(c.carveout as u8);
-        let launch = Launch {
+        let launch = BlockLaunch {
             block_size: c.block_size,
             dynamic_smem: c.dyn_smem,
             carveout,
@@ -432,7 +432,7 @@ fn random_inputs_match_header() {
                 let l = &o.limits;
                 let mine = [
                     0,
-                    o.active_blocks as i32,
+                    o.active_blocks_per_sm as i32,
                     i32::from(o.limiters.bits()),
                     l.warps as i32,
                     i32_limit(l.registers),
@@ -474,7 +474,7 @@ fn random_inputs_match_header() {
             ..Default::default()
         };
         let best = match best_block_size(a, &kernel, &req) {
-            Ok(Some(b)) => [0, b.block_size as i32, b.blocks_per_sm() as i32],
+            Ok(Some(b)) => [0, b.block_size as i32, b.active_blocks_per_sm() as i32],
             Ok(None) => [0, 0, 0],
             Err(_) => [-1, 0, 0],
         };
@@ -548,9 +548,9 @@ fn bench_side_by_side() {
                 ..Default::default()
             };
             for block in 1..=1024 {
-                let o = occupancy(a, std::hint::black_box(&kernel), &Launch::new(block))
+                let o = occupancy(a, std::hint::black_box(&kernel), &BlockLaunch::new(block))
                     .expect("valid sweep input");
-                sum += u64::from(o.active_blocks) + u64::from(o.limiters.bits());
+                sum += u64::from(o.active_blocks_per_sm) + u64::from(o.limiters.bits());
                 n += 1;
             }
         }

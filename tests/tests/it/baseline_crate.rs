@@ -112,7 +112,7 @@ fn lock_bless_regression_ci_and_build_without_nvcc() {
     let out = run(&s, &["build"], &[("OCC_BLESS", "1")]);
     assert!(out.status.success(), "{}", text(&out));
     let lock_text = s.read("occ.lock");
-    assert!(lock_text.starts_with("{\n  \"schema\": 1,"), "{lock_text}");
+    assert!(lock_text.starts_with("{\n  \"schema\": 2,"), "{lock_text}");
     assert!(
         !lock_text.contains(&*s.path().to_string_lossy()),
         "no absolute paths"

@@ -9,8 +9,8 @@
 
 use occ_build::{Build, ErrorKind, Launch};
 use occ_model::arch::{self, Variant};
-use occ_model::launch::DeclaredBy;
-use occ_model::occupancy::{occupancy, KernelResources, Launch as At};
+use occ_model::declared::DeclaredBy;
+use occ_model::occupancy::{occupancy, BlockLaunch as At, KernelResources};
 use occ_model::{analyze, manifest::Manifest};
 use occ_tests::{build_env, Scratch, ScratchCrate};
 
@@ -52,7 +52,7 @@ fn a_declared_block_is_judged_at_that_launch_and_says_what_lifts_it() {
             let res = analyze::resources(k);
             let model = occupancy(a, &res, &At::new(1024)).expect("launchable");
             assert_eq!(
-                d.active_blocks_per_sm, model.active_blocks,
+                d.active_blocks_per_sm, model.active_blocks_per_sm,
                 "{name} {arch_name}"
             );
             assert_eq!(d.occupancy, model.occupancy, "{name} {arch_name}");
@@ -68,12 +68,14 @@ fn a_declared_block_is_judged_at_that_launch_and_says_what_lifts_it() {
                 let hint = lift.registers.expect("fewer registers reach it");
                 let with = |registers: u32| {
                     let r = KernelResources { registers, ..res };
-                    occupancy(a, &r, &At::new(1024)).expect("ok").active_blocks
+                    occupancy(a, &r, &At::new(1024))
+                        .expect("ok")
+                        .active_blocks_per_sm
                 };
                 assert!(with(hint.max_registers) >= 2 && with(hint.max_registers + 1) < 2);
                 assert_eq!(hint.drop, k.registers - hint.max_registers);
                 let lb = lift.launch_bounds.expect("a launch bound caps registers");
-                assert_eq!((lb.max_threads, lb.min_blocks), (1024, 2));
+                assert_eq!((lb.max_threads, lb.min_blocks_per_sm), (1024, 2));
                 assert!(lb.reaches_target);
             }
         }
@@ -129,7 +131,7 @@ use occ::launch_config;
 fn site() {
     println!(
         "site {} {} {} {} {} {} {}",
-        BLOCK.0, BLOCK.1, BLOCK.2, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, grid_for(1000)
+        BLOCK.0, BLOCK.1, BLOCK.2, BLOCK_SIZE, DYNAMIC_SMEM, ACTIVE_BLOCKS_PER_SM, grid_for(1000)
     );
 }
 
@@ -174,7 +176,7 @@ fn a_2d_launch_declared_in_build_rs_is_what_the_site_bakes_and_the_gate_judges()
         &At::new(256).with_dynamic_smem(1024),
     )
     .expect("launchable");
-    assert_eq!(d.active_blocks_per_sm, model.active_blocks);
+    assert_eq!(d.active_blocks_per_sm, model.active_blocks_per_sm);
     let judged = ka.judged();
     assert_eq!(
         (judged.block_size, judged.occupancy),
@@ -188,7 +190,7 @@ fn a_2d_launch_declared_in_build_rs_is_what_the_site_bakes_and_the_gate_judges()
         1,
         256,
         1024,
-        model.active_blocks,
+        model.active_blocks_per_sm,
         1000u32.div_ceil(256),
     ];
     assert_eq!(word("site"), site.map(|n| n.to_string()));

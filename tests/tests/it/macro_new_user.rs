@@ -7,8 +7,8 @@
 //! with the kernel, the arch and the bytes that nvcc itself reports.
 
 use occ_model::manifest::{Lookup, Manifest};
-use occ_model::occupancy::Launch;
-use occ_model::tune::{self, DynamicSmem, TuneRequest};
+use occ_model::occupancy::BlockLaunch;
+use occ_model::suggest::{self, DynamicSmem, TuneRequest};
 use occ_model::{analyze, arch};
 use occ_tests::{nvcc, ScratchCrate, BUILD_RS};
 use std::path::Path;
@@ -25,36 +25,36 @@ mod kernels {
 fn show(site: &str, kernel: &str, arch: &str, block: u32, smem: u32, blocks: u32, baked: &occ::Baked) {
     println!("site {site} {kernel} {arch} {block} {smem} {blocks}");
     for r in baked.archs {
-        println!("row {site} {} {} {} {} {} {}", r.arch, r.major, r.minor, r.threads(), r.dynamic_smem_bytes, r.blocks_per_sm);
+        println!("row {site} {} {} {} {} {} {}", r.arch, r.major, r.minor, r.threads(), r.dynamic_smem, r.active_blocks_per_sm);
     }
 }
 
 #[launch_config(kernel = "block_sum")]
 fn sum() {
-    show("sum", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, &LAUNCH);
+    show("sum", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM, ACTIVE_BLOCKS_PER_SM, &LAUNCH);
     println!("grid sum {}", grid_for(1_000_000));
-    let pick = |major, minor| LAUNCH.for_device(major, minor).map(|r| (r.threads(), r.dynamic_smem_bytes));
+    let pick = |major, minor| LAUNCH.for_device(major, minor).map(|r| (r.threads(), r.dynamic_smem));
     println!("pick sum {:?} {:?} {:?}", pick(8, 6), pick(9, 0), pick(7, 0));
 }
 
 #[launch_config(kernel = "phys::nbody_step<64>", arch = "sm_90")]
 fn nbody() {
-    show("nbody", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, &LAUNCH);
+    show("nbody", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM, ACTIVE_BLOCKS_PER_SM, &LAUNCH);
 }
 
 #[launch_config(kernel = "nbody_step")]
 fn nbody_by_base_name() {
-    show("nbody_base", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, &LAUNCH);
+    show("nbody_base", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM, ACTIVE_BLOCKS_PER_SM, &LAUNCH);
 }
 
 #[launch_config(kernel = "tile_gemm", smem_per_thread = 8, smem_fixed = 512, block_multiple = 64)]
 fn gemm() {
-    show("gemm", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, &LAUNCH);
+    show("gemm", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM, ACTIVE_BLOCKS_PER_SM, &LAUNCH);
 }
 
 #[launch_config(kernel = "block_sum", dynamic_smem = "max", max_block_size = 512)]
 fn sum_max_smem() {
-    show("sum_max", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, &LAUNCH);
+    show("sum_max", KERNEL_NAME, ARCH, BLOCK_SIZE, DYNAMIC_SMEM, ACTIVE_BLOCKS_PER_SM, &LAUNCH);
 }
 
 // A launch site as docs/GUIDE.md writes one: the baked row of the loaded
@@ -122,15 +122,15 @@ fn expected(
     let ka = &k.archs[arch_name];
     let limits = arch::lookup(arch_name).expect("arch");
     let res = analyze::resources(ka);
-    let best = tune::best_block_size(limits, &res, &request)
+    let best = suggest::best_block_size(limits, &res, &request)
         .expect("tune")
         .expect("a launch");
     let smem = if max_smem {
-        tune::available_dynamic_smem(
+        suggest::available_dynamic_smem(
             limits,
             &res,
-            &Launch::new(best.block_size),
-            best.occupancy.active_blocks,
+            &BlockLaunch::new(best.block_size),
+            best.occupancy.active_blocks_per_sm,
         )
         .expect("headroom")
     } else {
@@ -140,7 +140,7 @@ fn expected(
         k.name.clone(),
         best.block_size,
         smem,
-        best.occupancy.active_blocks,
+        best.occupancy.active_blocks_per_sm,
     )
 }
 

@@ -296,10 +296,7 @@ fn memo_an_edited_header_is_compiled_again() {
     let second = run_staged(&c, &[]).expect("rebuild");
     assert_eq!(c.compiles(), runs + 1, "the job runs again");
     assert_eq!(smem(&second), 512 * 4);
-    assert!(c
-        .s
-        .read("out/occ/kernels.rs")
-        .contains("static_smem_bytes: 2048"));
+    assert!(c.s.read("out/occ/kernels.rs").contains("static_smem: 2048"));
 }
 
 /// An output deleted since the last build is written again.

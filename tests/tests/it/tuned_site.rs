@@ -11,7 +11,7 @@ use occ_model::analyze::resources;
 use occ_model::arch;
 use occ_model::lock::Lock;
 use occ_model::manifest::Manifest;
-use occ_model::tune::{self, TuneRequest};
+use occ_model::suggest::{self, TuneRequest};
 use occ_tests::{succeed, ScratchCrate};
 use std::path::Path;
 
@@ -102,7 +102,7 @@ fn tuned_sites_bake_the_measured_block_and_fall_back_when_stale() {
     // 2. Time the candidates (recorded: the smallest candidate other than
     // the model's block is fastest) and import them into the lock.
     let sm80 = arch::lookup("sm_80").expect("sm_80");
-    let cands = tune::candidates(sm80, &resources(ka), &TuneRequest::default()).expect("model");
+    let cands = suggest::candidates(sm80, &resources(ka), &TuneRequest::default()).expect("model");
     let sizes: Vec<u32> = cands.iter().map(|c| c.block_size).collect();
     let fastest = *sizes.iter().find(|&&s| s != model).expect("two candidates");
     let times: Vec<(u32, f64)> = sizes

@@ -27,7 +27,7 @@ fn main() {
     let on_ampere = expect::pick(&baked, 8, 0);
     assert_eq!(arch, "sm_90");
     assert_eq!(block, sm90.block_size);
-    assert_eq!(rows, [("sm_90", 9, 0, sm90.block_size, 0, sm90.occupancy.active_blocks)]);
+    assert_eq!(rows, [("sm_90", 9, 0, sm90.block_size, 0, sm90.occupancy.active_blocks_per_sm)]);
     assert_eq!(on_ampere, None);
     assert_eq!(short_spelling(), "sm_90");
     assert_eq!(dotted_spelling(), "sm_90");

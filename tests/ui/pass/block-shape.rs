@@ -1,14 +1,14 @@
 // `block = (x, y)`: a fixed 2-D shape is build.rs's (saying it again is
 // allowed); `(x, _)` leaves y to the tuner, every size a multiple of x.
 use occ::launch_config;
-use occ_model::tune::TuneRequest;
+use occ_model::suggest::TuneRequest;
 
 #[path = "support/expect.rs"]
 mod expect;
 
 #[launch_config(kernel = "transpose_tiled", block = (32, 8))]
 fn tile() -> ((u32, u32, u32), u32, u32, occ::Baked) {
-    (BLOCK, BLOCK_SIZE, BLOCKS_PER_SM, LAUNCH)
+    (BLOCK, BLOCK_SIZE, ACTIVE_BLOCKS_PER_SM, LAUNCH)
 }
 
 #[launch_config(kernel = "axpy", block = (32, _))]
@@ -38,9 +38,9 @@ fn main() {
         assert_eq!((shape, threads), ((32, 8, 1), 256));
         let row = baked.on(arch).expect("row");
         assert_eq!(row.block, (32, 8, 1));
-        assert_eq!(row.blocks_per_sm, want.occupancy.active_blocks, "{arch}");
+        assert_eq!(row.active_blocks_per_sm, want.occupancy.active_blocks_per_sm, "{arch}");
         if arch == "sm_80" {
-            assert_eq!(blocks, want.occupancy.active_blocks);
+            assert_eq!(blocks, want.occupancy.active_blocks_per_sm);
         }
     }
     let want = expect::best(

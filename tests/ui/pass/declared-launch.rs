@@ -9,7 +9,7 @@ mod expect;
 
 #[launch_config(kernel = "transpose_tiled")]
 fn plain() -> ((u32, u32, u32), u32, u32, u32, u32, occ::Baked) {
-    (BLOCK, BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM, grid_for(1000), LAUNCH)
+    (BLOCK, BLOCK_SIZE, DYNAMIC_SMEM, ACTIVE_BLOCKS_PER_SM, grid_for(1000), LAUNCH)
 }
 
 #[launch_config(kernel = "transpose_tiled", block = (32, _), max_block_size = 512, block_multiple = 64)]
@@ -21,7 +21,7 @@ fn agreeing() -> (u32, u32, u32) {
 // resident blocks, so the gate's numbers still hold.
 #[launch_config(kernel = "transpose_tiled", dynamic_smem = "max", tuned = true)]
 fn headroom() -> (u32, u32, u32) {
-    (BLOCK_SIZE, DYNAMIC_SMEM_BYTES, BLOCKS_PER_SM)
+    (BLOCK_SIZE, DYNAMIC_SMEM, ACTIVE_BLOCKS_PER_SM)
 }
 
 fn main() {
@@ -34,8 +34,8 @@ fn main() {
         assert_eq!(d.launch.block, [32, 8, 1]);
         assert_eq!(ka.judged().block_size, 256);
         let row = baked.on(arch).expect("row");
-        assert_eq!((row.block, row.dynamic_smem_bytes), ((32, 8, 1), 0), "{arch}");
-        assert_eq!(row.blocks_per_sm, d.active_blocks_per_sm, "{arch}");
+        assert_eq!((row.block, row.dynamic_smem), ((32, 8, 1), 0), "{arch}");
+        assert_eq!(row.active_blocks_per_sm, d.active_blocks_per_sm, "{arch}");
         if arch == "sm_80" {
             assert_eq!(blocks, d.active_blocks_per_sm);
         }
@@ -44,13 +44,13 @@ fn main() {
     let at = expect::best(
         "transpose_tiled",
         "sm_80",
-        occ_model::tune::TuneRequest {
+        occ_model::suggest::TuneRequest {
             max_block_size: Some(256),
             block_multiple: Some(256),
             ..Default::default()
         },
     );
     let (threads, smem, blocks) = headroom();
-    assert_eq!((threads, blocks), (256, at.occupancy.active_blocks));
+    assert_eq!((threads, blocks), (256, at.occupancy.active_blocks_per_sm));
     assert_eq!(smem, expect::headroom("transpose_tiled", "sm_80", &at));
 }

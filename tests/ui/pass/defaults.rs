@@ -7,12 +7,12 @@ mod expect;
 
 #[launch_config(kernel = "axpy")]
 fn launch(n: u32) -> (u32, u32, u32) {
-    (grid_for(n), BLOCK_SIZE, DYNAMIC_SMEM_BYTES)
+    (grid_for(n), BLOCK_SIZE, DYNAMIC_SMEM)
 }
 
 #[launch_config(kernel = "axpy")]
 fn table() -> (&'static str, &'static str, u32, f32, (u32, u32, u32), occ::Baked) {
-    (KERNEL_NAME, ARCH, BLOCKS_PER_SM, OCCUPANCY, BLOCK, LAUNCH)
+    (KERNEL_NAME, ARCH, ACTIVE_BLOCKS_PER_SM, OCCUPANCY, BLOCK, LAUNCH)
 }
 
 // The expansion injects the names the body uses; a body that reaches them
@@ -31,7 +31,7 @@ fn through_a_macro() -> (u32, f32) {
 // A format string's captured names count as uses.
 #[launch_config(kernel = "axpy")]
 fn captured() -> String {
-    format!("{BLOCK_SIZE} {DYNAMIC_SMEM_BYTES}")
+    format!("{BLOCK_SIZE} {DYNAMIC_SMEM}")
 }
 
 fn main() {
@@ -54,13 +54,13 @@ fn main() {
     let rows = expect::rows(&baked);
     assert_eq!(name, "axpy");
     assert_eq!(arch, "sm_80");
-    assert_eq!(blocks, sm80.occupancy.active_blocks);
+    assert_eq!(blocks, sm80.occupancy.active_blocks_per_sm);
     assert_eq!(occupancy, sm80.occupancy.occupancy as f32);
     assert_eq!(
         rows,
         [
-            ("sm_80", 8, 0, sm80.block_size, 0, sm80.occupancy.active_blocks),
-            ("sm_90", 9, 0, sm90.block_size, 0, sm90.occupancy.active_blocks),
+            ("sm_80", 8, 0, sm80.block_size, 0, sm80.occupancy.active_blocks_per_sm),
+            ("sm_90", 9, 0, sm90.block_size, 0, sm90.occupancy.active_blocks_per_sm),
         ]
     );
 

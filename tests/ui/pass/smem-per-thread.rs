@@ -1,18 +1,18 @@
 // smem_per_thread (+ smem_fixed): dynamic shared memory that grows with the block.
 use occ::launch_config;
-use occ_model::tune::{DynamicSmem, TuneRequest};
+use occ_model::suggest::{DynamicSmem, TuneRequest};
 
 #[path = "support/expect.rs"]
 mod expect;
 
 #[launch_config(kernel = "tiled", smem_per_thread = 96, smem_fixed = 2048)]
 fn per_thread() -> (u32, u32) {
-    (BLOCK_SIZE, DYNAMIC_SMEM_BYTES)
+    (BLOCK_SIZE, DYNAMIC_SMEM)
 }
 
 #[launch_config(kernel = "tiled", smem_per_thread = 4)]
 fn per_thread_only() -> (u32, u32) {
-    (BLOCK_SIZE, DYNAMIC_SMEM_BYTES)
+    (BLOCK_SIZE, DYNAMIC_SMEM)
 }
 
 fn main() {

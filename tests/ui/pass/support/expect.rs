@@ -3,8 +3,8 @@
 #![allow(dead_code)]
 
 use occ_model::manifest::{KernelArch, Lookup, Manifest};
-use occ_model::occupancy::Launch;
-use occ_model::tune::{self, BestBlock, DynamicSmem, TuneRequest};
+use occ_model::occupancy::BlockLaunch;
+use occ_model::suggest::{self, BestBlock, DynamicSmem, TuneRequest};
 use occ_model::{analyze, arch};
 use std::path::Path;
 
@@ -23,7 +23,7 @@ pub fn kernel_arch(name: &str, arch_name: &str) -> KernelArch {
 pub fn best(name: &str, arch_name: &str, request: TuneRequest) -> BestBlock {
     let ka = kernel_arch(name, arch_name);
     let limits = arch::lookup(arch_name).expect("arch");
-    tune::best_block_size(limits, &analyze::resources(&ka), &request)
+    suggest::best_block_size(limits, &analyze::resources(&ka), &request)
         .expect("tune")
         .expect("a launch")
 }
@@ -42,11 +42,11 @@ pub fn fixed(bytes: u32) -> TuneRequest {
 pub fn headroom(name: &str, arch_name: &str, b: &BestBlock) -> u32 {
     let ka = kernel_arch(name, arch_name);
     let limits = arch::lookup(arch_name).expect("arch");
-    tune::available_dynamic_smem(
+    suggest::available_dynamic_smem(
         limits,
         &analyze::resources(&ka),
-        &Launch::new(b.block_size),
-        b.occupancy.active_blocks,
+        &BlockLaunch::new(b.block_size),
+        b.occupancy.active_blocks_per_sm,
     )
     .expect("headroom")
 }
@@ -56,7 +56,7 @@ pub fn rows(baked: &occ::Baked) -> Vec<(&'static str, u32, u32, u32, u32, u32)> 
     baked
         .archs
         .iter()
-        .map(|r| (r.arch, r.major, r.minor, r.threads(), r.dynamic_smem_bytes, r.blocks_per_sm))
+        .map(|r| (r.arch, r.major, r.minor, r.threads(), r.dynamic_smem, r.active_blocks_per_sm))
         .collect()
 }
 
@@ -64,5 +64,5 @@ pub fn rows(baked: &occ::Baked) -> Vec<(&'static str, u32, u32, u32, u32, u32)> 
 pub fn pick(baked: &occ::Baked, major: u32, minor: u32) -> Option<(occ::select::How, u32, u32)> {
     baked
         .pick(major, minor)
-        .map(|(how, r)| (how, r.threads(), r.dynamic_smem_bytes))
+        .map(|(how, r)| (how, r.threads(), r.dynamic_smem))
 }

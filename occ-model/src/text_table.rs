@@ -127,9 +127,9 @@ pub struct Row {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lift: Option<String>,
     /// The best block size.
-    pub best_block: u32,
+    pub best_block_size: u32,
     /// Dynamic shared memory a block can still take there, bytes.
-    pub headroom: u32,
+    pub dynamic_smem_headroom: u32,
     /// Where occupancy steps at the launch: the registers and shared
     /// memory that cost a block and what gains one (absent when the
     /// manifest has none).
@@ -185,8 +185,8 @@ pub fn rows(m: &Manifest) -> Vec<Row> {
                     .declared
                     .and_then(|d| d.lift.as_ref())
                     .and_then(|l| l.describe()),
-                best_block: a.best.block_size,
-                headroom: a.best.dynamic_smem_headroom,
+                best_block_size: a.best.block_size,
+                dynamic_smem_headroom: a.best.dynamic_smem_headroom,
                 cliffs: a.cliffs.clone(),
                 lines: a.lines.clone(),
             });
@@ -240,8 +240,8 @@ pub fn cells(r: &Row) -> [String; 11] {
         percent(r.occupancy),
         r.limiters.join(" + "),
         r.cliff(),
-        r.best_block.to_string(),
-        r.headroom.to_string(),
+        r.best_block_size.to_string(),
+        r.dynamic_smem_headroom.to_string(),
     ]
 }
 
@@ -267,7 +267,7 @@ pub fn cliff_lines(m: &Manifest, margin: Option<u32>) -> String {
         .filter(|r| margin.is_none_or(|n| r.cliffs.as_ref().is_some_and(|c| c.registers.within(n))))
         .filter_map(|r| {
             let at = if r.launch == "best" {
-                format!("{} (best)", r.best_block)
+                format!("{} (best)", r.best_block_size)
             } else {
                 r.launch.clone()
             };

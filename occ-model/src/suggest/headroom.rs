@@ -4,8 +4,8 @@
 
 use crate::arch::Arch;
 use crate::occupancy::{
-    align_up_carveout, compute, smem_per_block_limit, smem_preference, validate, CachePref,
-    KernelResources, Launch, OccupancyError,
+    align_up_carveout, compute, smem_per_block_limit, smem_preference, validate, BlockLaunch,
+    CachePref, KernelResources, OccupancyError,
 };
 
 /// The most dynamic shared memory per block that still lets `num_blocks`
@@ -15,15 +15,15 @@ use crate::occupancy::{
 pub fn available_dynamic_smem(
     arch: &Arch,
     kernel: &KernelResources,
-    launch: &Launch,
+    launch: &BlockLaunch,
     num_blocks: u32,
 ) -> Result<u32, OccupancyError> {
-    let base = Launch {
+    let base = BlockLaunch {
         dynamic_smem: 0,
         ..*launch
     };
     validate(arch, kernel, &base)?;
-    let active = compute(arch, kernel, &base).active_blocks;
+    let active = compute(arch, kernel, &base).active_blocks_per_sm;
     if num_blocks == 0 || active < num_blocks {
         return Err(OccupancyError::NumBlocks {
             requested: num_blocks,
@@ -67,22 +67,22 @@ pub struct CarveoutHint {
 pub fn min_carveout(
     arch: &Arch,
     kernel: &KernelResources,
-    launch: &Launch,
+    launch: &BlockLaunch,
 ) -> Result<Option<CarveoutHint>, OccupancyError> {
     validate(arch, kernel, launch)?;
     if arch.carveouts_kb.is_empty() {
         return Ok(None);
     }
-    let target = compute(arch, kernel, launch).active_blocks;
+    let target = compute(arch, kernel, launch).active_blocks_per_sm;
     if target == 0 {
         return Ok(None);
     }
     for percent in 0..=100u8 {
-        let trial = Launch {
+        let trial = BlockLaunch {
             carveout: Some(percent),
             ..*launch
         };
-        if compute(arch, kernel, &trial).active_blocks >= target {
+        if compute(arch, kernel, &trial).active_blocks_per_sm >= target {
             let bytes = smem_preference(arch, Some(percent), CachePref::None);
             return Ok(Some(CarveoutHint {
                 percent,

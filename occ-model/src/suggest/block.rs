@@ -4,7 +4,7 @@
 use super::DynamicSmem;
 use crate::arch::Arch;
 use crate::occupancy::{
-    compute, validate_kernel, CachePref, KernelResources, Launch, Occupancy, OccupancyError,
+    compute, validate_kernel, BlockLaunch, CachePref, KernelResources, Occupancy, OccupancyError,
     PartitionedGc,
 };
 
@@ -39,13 +39,13 @@ pub struct BestBlock {
 
 impl BestBlock {
     /// Resident blocks per SM.
-    pub fn blocks_per_sm(&self) -> u32 {
-        self.occupancy.active_blocks
+    pub fn active_blocks_per_sm(&self) -> u32 {
+        self.occupancy.active_blocks_per_sm
     }
 
     /// The header's `minGridSize`: blocks for a full machine of `num_sms` SMs.
     pub fn min_grid_size(&self, num_sms: u32) -> u32 {
-        self.occupancy.active_blocks.saturating_mul(num_sms)
+        self.occupancy.active_blocks_per_sm.saturating_mul(num_sms)
     }
 }
 
@@ -80,7 +80,7 @@ pub(super) fn candidate(
     let dynamic = req.dynamic_smem.bytes(block_size);
     let fits = u64::from(kernel.static_smem) + dynamic <= u64::from(arch.smem_per_block_optin);
     let dynamic = if fits { dynamic as u32 } else { u32::MAX };
-    let launch = Launch {
+    let launch = BlockLaunch {
         block_size,
         dynamic_smem: dynamic,
         carveout: req.carveout,
@@ -90,8 +90,8 @@ pub(super) fn candidate(
     let mut occ = compute(arch, kernel, &launch);
     if !fits {
         // The header gives 0: the dynamic size exceeds the attribute.
-        occ.active_blocks = 0;
-        occ.active_warps = 0;
+        occ.active_blocks_per_sm = 0;
+        occ.active_warps_per_sm = 0;
         occ.occupancy = 0.0;
         occ.limits.shared_memory = Some(0);
         occ.limiters =
@@ -133,7 +133,7 @@ pub fn best_block_size(
     let mut best_threads = 0u32;
     let mut consider = |size: u32| -> bool {
         let (occ, dynamic) = candidate(arch, kernel, req, size);
-        let threads = size * occ.active_blocks;
+        let threads = size * occ.active_blocks_per_sm;
         if threads > best_threads {
             best_threads = threads;
             best = Some(BestBlock {
@@ -229,7 +229,7 @@ pub fn at_block_size(
         return Ok(None);
     }
     let (occupancy, dynamic_smem) = candidate(arch, kernel, req, block_size);
-    Ok((occupancy.active_blocks > 0).then_some(BestBlock {
+    Ok((occupancy.active_blocks_per_sm > 0).then_some(BestBlock {
         block_size,
         dynamic_smem,
         occupancy,
@@ -256,12 +256,14 @@ pub fn candidates(
             let (occ, dynamic) = candidate(arch, kernel, req, s);
             (s, occ, dynamic)
         })
-        .filter(|(_, occ, _)| occ.active_blocks > 0)
+        .filter(|(_, occ, _)| occ.active_blocks_per_sm > 0)
         .collect();
     let mut picked: std::collections::BTreeMap<u32, Vec<CandidateWhy>> = Default::default();
     let mut levels: std::collections::BTreeMap<u32, (u32, u32)> = Default::default();
     for (size, occ, _) in &evaluated {
-        let e = levels.entry(occ.active_blocks).or_insert((*size, *size));
+        let e = levels
+            .entry(occ.active_blocks_per_sm)
+            .or_insert((*size, *size));
         e.0 = e.0.min(*size);
         e.1 = e.1.max(*size);
     }
@@ -359,7 +361,7 @@ pub fn shaped_candidates(
         }
         None if declared <= block_limit(arch, kernel, req)? => {
             let (occupancy, dynamic_smem) = candidate(arch, kernel, req, declared);
-            if occupancy.active_blocks > 0 {
+            if occupancy.active_blocks_per_sm > 0 {
                 found.push(TuneCandidate {
                     block_size: declared,
                     dynamic_smem,

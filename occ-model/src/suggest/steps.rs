@@ -1,7 +1,7 @@
 //! The register counts at which the register limit steps.
 
 use crate::arch::Arch;
-use crate::occupancy::{compute, KernelResources, Launch};
+use crate::occupancy::{compute, BlockLaunch, KernelResources};
 
 /// The register limit alone (blocks per SM) for `registers` per thread and
 /// `block_size` threads, with partitioned global caching off; `None` for 0
@@ -11,7 +11,7 @@ pub fn register_limit(arch: &Arch, registers: u32, block_size: u32) -> Option<u3
         registers,
         ..Default::default()
     };
-    compute(arch, &k, &Launch::new(block_size.max(1)))
+    compute(arch, &k, &BlockLaunch::new(block_size.max(1)))
         .limits
         .registers
 }

@@ -6,11 +6,11 @@
 //! manifest and the lock).
 //!
 //! [`Launch`] here is what a kernel is written for (a shape and a rule for
-//! its dynamic shared memory); [`crate::occupancy::Launch`] is one
+//! its dynamic shared memory); [`crate::occupancy::BlockLaunch`] is one
 //! configuration the model evaluates ([`Launch::at`] gives it).
 //!
 //! ```
-//! use occ_model::launch::Launch;
+//! use occ_model::declared::Launch;
 //! let l = Launch::block_2d(16, 16).dynamic_smem_per_thread(8).dynamic_smem(512);
 //! assert_eq!(l.threads(), 256);
 //! assert_eq!(l.dynamic_smem_bytes(), 256 * 8 + 512);
@@ -19,7 +19,7 @@
 use crate::error::{Error, Result};
 use crate::manifest::{Best, Facts, LaunchBounds, Resources};
 use crate::occupancy::{self, occupancy};
-use crate::tune::{self, DynamicSmem};
+use crate::suggest::{self, DynamicSmem};
 use crate::{analyze, arch};
 
 /// The manifest schema's types this module fills (defined in [`crate::manifest`]).
@@ -82,21 +82,21 @@ impl Launch {
 
     /// The configuration the occupancy model evaluates (dynamic shared
     /// memory above `u32::MAX` saturates, and the model refuses it).
-    pub fn at(&self) -> occupancy::Launch {
+    pub fn at(&self) -> occupancy::BlockLaunch {
         let bytes = u32::try_from(self.dynamic_smem_bytes()).unwrap_or(u32::MAX);
-        occupancy::Launch::new(self.threads()).with_dynamic_smem(bytes)
+        occupancy::BlockLaunch::new(self.threads()).with_dynamic_smem(bytes)
     }
 
     /// The tuning request that allows this launch alone: its one block
     /// size and its dynamic shared memory rule (what a measurement of a
     /// declared launch must fit).
-    pub fn request(&self) -> tune::TuneRequest {
+    pub fn request(&self) -> suggest::TuneRequest {
         let threads = self.threads();
-        tune::TuneRequest {
+        suggest::TuneRequest {
             dynamic_smem: self.dynamic_smem,
             max_block_size: Some(threads),
             block_multiple: Some(threads),
-            ..tune::TuneRequest::default()
+            ..suggest::TuneRequest::default()
         }
     }
 
@@ -191,7 +191,7 @@ impl Lift {
         if let Some(lb) = self.launch_bounds.filter(|lb| lb.reaches_target) {
             ways.push(format!(
                 "__launch_bounds__({}, {})",
-                lb.max_threads, lb.min_blocks
+                lb.max_threads, lb.min_blocks_per_sm
             ));
         }
         if let Some(s) = self.shared_memory {
@@ -224,7 +224,7 @@ pub enum Ask<'a> {
     /// `__launch_bounds__`): its block and dynamic shared memory.
     At(&'a Launch),
     /// The best block size this request allows.
-    Best(&'a tune::TuneRequest),
+    Best(&'a suggest::TuneRequest),
 }
 
 /// The launch a kernel × arch runs at, by one rule for every reader: the
@@ -237,18 +237,18 @@ pub fn decide(
     arch: &arch::Arch,
     res: &occupancy::KernelResources,
     ask: Ask<'_>,
-) -> std::result::Result<Option<tune::BestBlock>, occupancy::OccupancyError> {
+) -> std::result::Result<Option<suggest::BestBlock>, occupancy::OccupancyError> {
     match ask {
         Ask::At(launch) => {
             let at = launch.at();
             let occ = occupancy(arch, res, &at)?;
-            Ok(Some(tune::BestBlock {
+            Ok(Some(suggest::BestBlock {
                 block_size: at.block_size,
                 dynamic_smem: at.dynamic_smem,
                 occupancy: occ,
             }))
         }
-        Ask::Best(request) => tune::best_block_size(arch, res, request),
+        Ask::Best(request) => suggest::best_block_size(arch, res, request),
     }
 }
 
@@ -262,9 +262,9 @@ pub fn best_launch(arch_name: &str, k: &Resources) -> std::result::Result<Best, 
 pub fn best_of(arch_name: &str, k: &Facts) -> std::result::Result<Best, String> {
     let arch = arch::lookup(arch_name).map_err(|e| e.to_string())?;
     let res = analyze::model_of(k);
-    let request = tune::TuneRequest {
+    let request = suggest::TuneRequest {
         max_block_size: k.launch_bounds.required_block_size(),
-        ..tune::TuneRequest::default()
+        ..suggest::TuneRequest::default()
     };
     let best = decide(arch, &res, Ask::Best(&request)).map_err(|e| e.to_string())?;
     let Some(best) = best else {
@@ -278,13 +278,14 @@ pub fn best_of(arch_name: &str, k: &Facts) -> std::result::Result<Best, String> 
         });
     };
     let occ = &best.occupancy;
-    let launch = occupancy::Launch::new(best.block_size);
+    let launch = occupancy::BlockLaunch::new(best.block_size);
     let headroom =
-        tune::available_dynamic_smem(arch, &res, &launch, occ.active_blocks.max(1)).unwrap_or(0);
+        suggest::available_dynamic_smem(arch, &res, &launch, occ.active_blocks_per_sm.max(1))
+            .unwrap_or(0);
     Ok(Best {
         block_size: best.block_size,
-        active_blocks_per_sm: occ.active_blocks,
-        active_warps_per_sm: occ.active_warps,
+        active_blocks_per_sm: occ.active_blocks_per_sm,
+        active_warps_per_sm: occ.active_warps_per_sm,
         occupancy: occ.occupancy,
         limiters: occ
             .binding_limiters()
@@ -344,13 +345,13 @@ pub fn declared_for(
         Some(decided) => decided.occupancy,
         None => return Err(format!("no block of {} runs", launch.describe())),
     };
-    let lift = if occ.active_warps < occ.max_warps {
-        let w = tune::what_if(a, &res, &at).map_err(|e| e.to_string())?;
+    let lift = if occ.active_warps_per_sm < occ.max_warps_per_sm {
+        let w = suggest::what_if(a, &res, &at).map_err(|e| e.to_string())?;
         let warps_per_block = at.block_size.div_ceil(a.warp_size);
-        let target_warps = (w.target_blocks * warps_per_block).min(occ.max_warps);
+        let target_warps = (w.target_blocks * warps_per_block).min(occ.max_warps_per_sm);
         Some(Lift {
             target_blocks: w.target_blocks,
-            occupancy: f64::from(target_warps) / f64::from(occ.max_warps.max(1)),
+            occupancy: f64::from(target_warps) / f64::from(occ.max_warps_per_sm.max(1)),
             registers: w.registers,
             shared_memory: w.shared_memory,
             launch_bounds: w.launch_bounds.filter(|lb| lb.register_cap < r.registers),
@@ -363,8 +364,8 @@ pub fn declared_for(
         by,
         block_size: at.block_size,
         dynamic_smem: at.dynamic_smem,
-        active_blocks_per_sm: occ.active_blocks,
-        active_warps_per_sm: occ.active_warps,
+        active_blocks_per_sm: occ.active_blocks_per_sm,
+        active_warps_per_sm: occ.active_warps_per_sm,
         occupancy: occ.occupancy,
         limiters: occ
             .binding_limiters()
@@ -694,8 +695,13 @@ mod tests {
         )
         .expect("runs");
         let a = arch::lookup("sm_80").unwrap();
-        let model = occupancy(a, &analyze::resources(&r), &occupancy::Launch::new(1024)).unwrap();
-        assert_eq!(d.active_blocks_per_sm, model.active_blocks);
+        let model = occupancy(
+            a,
+            &analyze::resources(&r),
+            &occupancy::BlockLaunch::new(1024),
+        )
+        .unwrap();
+        assert_eq!(d.active_blocks_per_sm, model.active_blocks_per_sm);
         assert_eq!(d.occupancy, model.occupancy);
         assert_eq!((d.active_blocks_per_sm, d.occupancy), (1, 0.5));
         let lift = d.lift.expect("below full occupancy");
@@ -706,7 +712,7 @@ mod tests {
         );
         let lb = lift.launch_bounds.expect("a launch bound caps registers");
         assert_eq!(
-            (lb.max_threads, lb.min_blocks, lb.register_cap),
+            (lb.max_threads, lb.min_blocks_per_sm, lb.register_cap),
             (1024, 2, 32)
         );
         assert_eq!(

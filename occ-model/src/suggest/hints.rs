@@ -3,13 +3,13 @@
 
 use super::{register_limit, LaunchBoundsHint, RegisterHint, SmemHint};
 use crate::arch::Arch;
-use crate::occupancy::{compute, validate, KernelResources, Launch, OccupancyError};
+use crate::occupancy::{compute, validate, BlockLaunch, KernelResources, OccupancyError};
 
 /// What-if hints for the next occupancy step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct WhatIf {
     /// Resident blocks per SM now.
-    pub active_blocks: u32,
+    pub active_blocks_per_sm: u32,
     /// The next step: one more block.
     pub target_blocks: u32,
     /// Fewer registers that reach the target, if any do.
@@ -28,11 +28,11 @@ pub struct WhatIf {
 pub fn what_if(
     arch: &Arch,
     kernel: &KernelResources,
-    launch: &Launch,
+    launch: &BlockLaunch,
 ) -> Result<WhatIf, OccupancyError> {
     validate(arch, kernel, launch)?;
     let now = compute(arch, kernel, launch);
-    let target = now.active_blocks + 1;
+    let target = now.active_blocks_per_sm + 1;
 
     // Above `max_regs_per_thread` no block launches, so the search starts
     // there: a bogus register count (from a hand-edited manifest, say) must
@@ -46,7 +46,7 @@ pub fn what_if(
                 registers: r,
                 ..*kernel
             };
-            compute(arch, &k, launch).active_blocks >= target
+            compute(arch, &k, launch).active_blocks_per_sm >= target
         })
         .map(|r| RegisterHint {
             max_registers: r,
@@ -60,11 +60,11 @@ pub fn what_if(
             static_smem: t.min(kernel.static_smem),
             ..*kernel
         };
-        let l = Launch {
+        let l = BlockLaunch {
             dynamic_smem: dynamic.min(launch.dynamic_smem),
             ..*launch
         };
-        compute(arch, &k, &l).active_blocks >= target
+        compute(arch, &k, &l).active_blocks_per_sm >= target
     };
     let shared_memory = if total > 0 && with_total(0) {
         // Largest t in [0, total) with the target reached; monotone.
@@ -96,9 +96,9 @@ pub fn what_if(
             };
             LaunchBoundsHint {
                 max_threads: launch.block_size,
-                min_blocks: target,
+                min_blocks_per_sm: target,
                 register_cap,
-                reaches_target: compute(arch, &k, launch).active_blocks >= target,
+                reaches_target: compute(arch, &k, launch).active_blocks_per_sm >= target,
             }
         })
     } else {
@@ -106,7 +106,7 @@ pub fn what_if(
     };
 
     Ok(WhatIf {
-        active_blocks: now.active_blocks,
+        active_blocks_per_sm: now.active_blocks_per_sm,
         target_blocks: target,
         registers,
         shared_memory,
@@ -115,12 +115,16 @@ pub fn what_if(
 }
 
 /// The most registers per thread ptxas may use under
-/// `__launch_bounds__(max_threads, min_blocks)` (`min_blocks` 0 or 1 for
+/// `__launch_bounds__(max_threads, min_blocks_per_sm)` (`min_blocks_per_sm` 0 or 1 for
 /// `__launch_bounds__(max_threads)`): the most for which the register file
-/// alone fits `min_blocks` blocks of `max_threads` threads, at most 255 (the
+/// alone fits `min_blocks_per_sm` blocks of `max_threads` threads, at most 255 (the
 /// ISA's limit). `None` when not even one register fits them.
-pub fn launch_bounds_register_cap(arch: &Arch, max_threads: u32, min_blocks: u32) -> Option<u32> {
-    let blocks = min_blocks.max(1);
+pub fn launch_bounds_register_cap(
+    arch: &Arch,
+    max_threads: u32,
+    min_blocks_per_sm: u32,
+) -> Option<u32> {
+    let blocks = min_blocks_per_sm.max(1);
     (1..=arch.max_regs_per_thread.min(255))
         .rev()
         .find(|&r| register_limit(arch, r, max_threads).is_none_or(|b| b >= blocks))

@@ -22,12 +22,12 @@
 //!   steps, for an arch and block size.
 //!
 //! ```
-//! use occ_model::{arch, occupancy::KernelResources, tune::*};
+//! use occ_model::{arch, occupancy::KernelResources, suggest::*};
 //! let sm80 = arch::lookup("sm_80").unwrap();
 //! let kernel = KernelResources { registers: 40, ..Default::default() };
 //! let best = best_block_size(sm80, &kernel, &TuneRequest::default()).unwrap().unwrap();
 //! assert_eq!(best.block_size, 768);
-//! assert_eq!(best.occupancy.active_blocks, 2);
+//! assert_eq!(best.occupancy.active_blocks_per_sm, 2);
 //! ```
 
 mod block;
@@ -137,13 +137,13 @@ mod tests {
         let b = best_block_size(a, &kk, &TuneRequest::default())
             .unwrap()
             .unwrap();
-        assert_eq!((b.block_size, b.blocks_per_sm()), (768, 2));
+        assert_eq!((b.block_size, b.active_blocks_per_sm()), (768, 2));
         assert_eq!(b.min_grid_size(108), 216);
         let h = lookup("sm_90").unwrap();
         let b = best_block_size(h, &k(32), &TuneRequest::default())
             .unwrap()
             .unwrap();
-        assert_eq!((b.block_size, b.blocks_per_sm()), (1024, 2));
+        assert_eq!((b.block_size, b.active_blocks_per_sm()), (1024, 2));
         let ga = lookup("sm_86").unwrap();
         let kk = KernelResources {
             static_smem: 48 * 1024,
@@ -152,7 +152,7 @@ mod tests {
         let b = best_block_size(ga, &kk, &TuneRequest::default())
             .unwrap()
             .unwrap();
-        assert_eq!((b.block_size, b.blocks_per_sm()), (1024, 1));
+        assert_eq!((b.block_size, b.active_blocks_per_sm()), (1024, 1));
     }
 
     #[test]
@@ -176,7 +176,7 @@ mod tests {
         let b = best_block_size(a, &kk, &TuneRequest::default())
             .unwrap()
             .unwrap();
-        assert_eq!((b.block_size, b.blocks_per_sm()), (1000, 1));
+        assert_eq!((b.block_size, b.active_blocks_per_sm()), (1000, 1));
         // The user cap works the same way.
         let req = TuneRequest {
             max_block_size: Some(200),
@@ -208,11 +208,11 @@ mod tests {
             ..k(32)
         };
         let b = best_block_size(a, &runtime_default, &req).unwrap().unwrap();
-        assert_eq!((b.block_size, b.blocks_per_sm()), (512, 4));
+        assert_eq!((b.block_size, b.active_blocks_per_sm()), (512, 4));
         assert_eq!(b.dynamic_smem, 64 * 512);
         // Opted in to the maximum, 1024 × 2 blocks already fills the SM.
         let b = best_block_size(a, &k(32), &req).unwrap().unwrap();
-        assert_eq!((b.block_size, b.blocks_per_sm()), (1024, 2));
+        assert_eq!((b.block_size, b.active_blocks_per_sm()), (1024, 2));
     }
 
     #[test]
@@ -239,7 +239,12 @@ mod tests {
         // Brute force over multiples of 96: most threads, then larger block.
         let best = (1..=10)
             .map(|m| m * 96)
-            .map(|s| (s * compute(a, &k(40), &Launch::new(s)).active_blocks, s))
+            .map(|s| {
+                (
+                    s * compute(a, &k(40), &BlockLaunch::new(s)).active_blocks_per_sm,
+                    s,
+                )
+            })
             .max()
             .unwrap();
         assert_eq!(b.block_size, best.1);
@@ -313,31 +318,31 @@ mod tests {
                             let brute: Vec<(u32, Occupancy)> = (1..=limit)
                                 .filter(|&s| allowed(s))
                                 .map(|s| (s, candidate(a, &kk, &req, s).0))
-                                .filter(|(_, o)| o.active_blocks > 0)
+                                .filter(|(_, o)| o.active_blocks_per_sm > 0)
                                 .collect();
                             // Sorted, each size once, each one launches.
                             assert!(cands.windows(2).all(|w| w[0].block_size < w[1].block_size));
                             for c in &cands {
                                 let (o, _) = candidate(a, &kk, &req, c.block_size);
-                                assert!(o.active_blocks > 0, "{arch_name} {c:?}");
+                                assert!(o.active_blocks_per_sm > 0, "{arch_name} {c:?}");
                                 assert_eq!(o, c.occupancy);
                                 assert!(allowed(c.block_size), "{c:?} {req:?}");
                             }
                             // Each plateau's smallest and largest size is a
                             // candidate; a plateau is one run of sizes.
                             let levels: std::collections::BTreeSet<u32> =
-                                brute.iter().map(|(_, o)| o.active_blocks).collect();
+                                brute.iter().map(|(_, o)| o.active_blocks_per_sm).collect();
                             for level in &levels {
                                 let at: Vec<u32> = brute
                                     .iter()
-                                    .filter(|(_, o)| o.active_blocks == *level)
+                                    .filter(|(_, o)| o.active_blocks_per_sm == *level)
                                     .map(|(s, _)| *s)
                                     .collect();
                                 let run = brute
                                     .iter()
                                     .skip_while(|(s, _)| *s != at[0])
                                     .take(at.len())
-                                    .all(|(_, o)| o.active_blocks == *level);
+                                    .all(|(_, o)| o.active_blocks_per_sm == *level);
                                 assert!(run, "{arch_name} r{registers}: plateau {level} is split");
                                 for s in [at[0], at[at.len() - 1]] {
                                     assert!(
@@ -352,7 +357,9 @@ mod tests {
                             for c in &cands {
                                 let extreme = brute
                                     .iter()
-                                    .filter(|(_, o)| o.active_blocks == c.occupancy.active_blocks)
+                                    .filter(|(_, o)| {
+                                        o.active_blocks_per_sm == c.occupancy.active_blocks_per_sm
+                                    })
                                     .map(|(s, _)| *s)
                                     .fold((u32::MAX, 0), |(lo, hi), s| (lo.min(s), hi.max(s)));
                                 assert!(
@@ -448,7 +455,7 @@ mod tests {
     #[test]
     fn v19_available_dynamic_smem() {
         let h = lookup("sm_90").unwrap();
-        let l = Launch::new(128);
+        let l = BlockLaunch::new(128);
         assert_eq!(available_dynamic_smem(h, &k(0), &l, 1).unwrap(), 232448);
         assert_eq!(available_dynamic_smem(h, &k(0), &l, 2).unwrap(), 115712);
         assert!(matches!(
@@ -468,14 +475,14 @@ mod tests {
             static_smem: 16384,
             ..k(40)
         };
-        let l = Launch::new(256);
+        let l = BlockLaunch::new(256);
         let hint = min_carveout(a, &kk, &l).unwrap().unwrap();
         // 6 blocks × 17408 B = 104448 B → the 132 KB carveout.
         assert_eq!(hint.smem_per_sm, 132 * 1024);
-        let with = compute(a, &kk, &l.with_carveout(hint.percent)).active_blocks;
+        let with = compute(a, &kk, &l.with_carveout(hint.percent)).active_blocks_per_sm;
         assert_eq!(with, 6);
         if hint.percent > 0 {
-            let less = compute(a, &kk, &l.with_carveout(hint.percent - 1)).active_blocks;
+            let less = compute(a, &kk, &l.with_carveout(hint.percent - 1)).active_blocks_per_sm;
             assert!(less < 6);
         }
         assert_eq!(
@@ -510,8 +517,8 @@ mod tests {
             static_smem: 16384,
             ..k(40)
         };
-        let w = what_if(a, &kk, &Launch::new(256)).unwrap();
-        assert_eq!((w.active_blocks, w.target_blocks), (6, 7));
+        let w = what_if(a, &kk, &BlockLaunch::new(256)).unwrap();
+        assert_eq!((w.active_blocks_per_sm, w.target_blocks), (6, 7));
         // 7 blocks of 8 warps need ≤ 32 registers (Rw = 1024 → 16 warps/SP).
         assert_eq!(
             w.registers,
@@ -524,7 +531,7 @@ mod tests {
         assert_eq!(w.shared_memory, None);
         let lb = w.launch_bounds.unwrap();
         assert_eq!(
-            (lb.max_threads, lb.min_blocks, lb.register_cap),
+            (lb.max_threads, lb.min_blocks_per_sm, lb.register_cap),
             (256, 7, 32)
         );
         assert!(lb.reaches_target);
@@ -535,7 +542,7 @@ mod tests {
             static_smem: 48 * 1024,
             ..k(64)
         };
-        let w = what_if(ga, &kk, &Launch::new(128)).unwrap();
+        let w = what_if(ga, &kk, &BlockLaunch::new(128)).unwrap();
         let s = w.shared_memory.unwrap();
         // 3 blocks in 100 KB: roundUp(x + 1 KB, 128) ≤ 34133 → x ≤ 33024.
         assert_eq!(s.max_bytes, 33024);
