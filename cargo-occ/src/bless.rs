@@ -3,8 +3,8 @@
 use crate::locate::Locate;
 use anyhow::{bail, Context};
 use occ_model::compare::{self, Verdict};
-use occ_model::lock::{Lock, CANDIDATE_FILE};
-use occ_model::manifest::Origin;
+use occ_model::schema::lock::{Lock, CANDIDATE_FILE};
+use occ_model::schema::manifest::Origin;
 use occ_shell::build_state::{BuildState, BLESS_STAMP};
 use occ_shell::{files, Env};
 use std::path::PathBuf;
@@ -62,7 +62,7 @@ pub fn run(args: BlessArgs) -> anyhow::Result<i32> {
             let diff = compare::compare(old, &candidate, &Default::default());
             print!(
                 "{}",
-                occ_model::text_table::render_diff(&diff, &Verdict::ALL)
+                occ_model::render::text_table::render_diff(&diff, &Verdict::ALL)
             );
         }
         None => {}
@@ -77,7 +77,7 @@ pub fn run(args: BlessArgs) -> anyhow::Result<i32> {
     println!(
         "wrote {} ({}, {}); commit it",
         path.display(),
-        occ_model::units::count(candidate.kernels.len(), "kernel"),
+        occ_model::render::units::count(candidate.kernels.len(), "kernel"),
         candidate.archs.join(", ")
     );
     Ok(0)

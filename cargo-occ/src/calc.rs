@@ -8,9 +8,9 @@
 
 use anyhow::Context as _;
 use clap::Args;
-use occ_model::arch::{self, Arch};
-use occ_model::occupancy::{occupancy, BlockLaunch, KernelResources, Limiter, Occupancy};
-use occ_model::suggest::{best_block_size, BestBlock, DynamicSmem, TuneRequest};
+use occ_model::model::arch::{self, Arch};
+use occ_model::model::occupancy::{occupancy, BlockLaunch, KernelResources, Limiter, Occupancy};
+use occ_model::model::suggest::{best_block_size, BestBlock, DynamicSmem, TuneRequest};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 
@@ -110,7 +110,7 @@ struct Output {
     max_warps_per_sm: u32,
     occupancy: f64,
     limiters: Vec<&'static str>,
-    limits: occ_model::occupancy::BlockLimits,
+    limits: occ_model::model::occupancy::BlockLimits,
     allocated_registers_per_block: u32,
     allocated_smem_per_block: u32,
     best_block_size: u32,

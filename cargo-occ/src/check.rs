@@ -4,11 +4,11 @@
 //! near-cliff warning at its source line.
 
 use crate::locate::{Locate, Located};
-use occ_model::ci::{self, Alert};
 use occ_model::compare::{self, Diff, Verdict};
-use occ_model::lock::Lock;
-use occ_model::manifest::Origin;
-use occ_model::markdown::{self, Baseline};
+use occ_model::render::ci::{self, Alert};
+use occ_model::render::markdown::{self, Baseline};
+use occ_model::schema::lock::Lock;
+use occ_model::schema::manifest::Origin;
 use occ_shell::build_state::{self, BuildState};
 use occ_shell::github::{self, Actions};
 use occ_shell::Env;
@@ -200,10 +200,11 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     }
     // The build's own candidate also holds the flags it was built with.
     let mut candidate = Lock::from_manifest(&found.manifest);
-    candidate.flags = std::fs::read_to_string(found.occ_dir.join(occ_model::lock::CANDIDATE_FILE))
-        .ok()
-        .and_then(|text| Lock::from_text(&text, &found.occ_dir).ok())
-        .and_then(|built| built.flags);
+    candidate.flags =
+        std::fs::read_to_string(found.occ_dir.join(occ_model::schema::lock::CANDIDATE_FILE))
+            .ok()
+            .and_then(|text| Lock::from_text(&text, &found.occ_dir).ok())
+            .and_then(|built| built.flags);
     let diff = compare::compare(&lock, &candidate, &thresholds);
     let name = path.display();
     let report = Report {
@@ -240,7 +241,7 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
         if diff.has_regressions() {
             print!(
                 "occupancy regression against {name}:\n{}",
-                occ_model::text_table::render_diff(&diff, &Verdict::ALL)
+                occ_model::render::text_table::render_diff(&diff, &Verdict::ALL)
             );
             if !unchecked.is_empty() {
                 println!("not checked: {unchecked}; {fix}");
@@ -249,7 +250,7 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
         } else if !unchecked.is_empty() {
             print!(
                 "not ok: {unchecked}; differences from {name}:\n{}",
-                occ_model::text_table::render_diff(&diff, &Verdict::ALL)
+                occ_model::render::text_table::render_diff(&diff, &Verdict::ALL)
             );
             println!("{fix}");
         } else if diff.findings.is_empty() {
@@ -261,13 +262,13 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
             }
             println!(
                 "ok: {} match {name}",
-                occ_model::text_table::count(candidate.kernels.len(), "kernel")
+                occ_model::render::text_table::count(candidate.kernels.len(), "kernel")
             );
         } else {
             let others = [Verdict::Improvement, Verdict::New, Verdict::Changed];
             print!(
                 "ok, no regression; differences from {name}:\n{}",
-                occ_model::text_table::render_diff(&diff, &others)
+                occ_model::render::text_table::render_diff(&diff, &others)
             );
             println!("run `cargo occ bless` to record them");
         }

@@ -5,8 +5,8 @@
 
 use anyhow::{anyhow, Context};
 use occ_model::compare::{self, Thresholds, Verdict};
-use occ_model::lock::Lock;
-use occ_model::manifest::{self, Manifest};
+use occ_model::schema::lock::Lock;
+use occ_model::schema::manifest::{self, Manifest};
 use std::path::{Path, PathBuf};
 
 /// Output formats of `cargo occ diff`.
@@ -77,7 +77,7 @@ pub fn run(args: DiffArgs) -> anyhow::Result<i32> {
             }
             println!(
                 "no difference in numbers: {}, the same in {} and {}",
-                occ_model::text_table::count(new.kernels.len(), "kernel"),
+                occ_model::render::text_table::count(new.kernels.len(), "kernel"),
                 old_name,
                 args.new.display()
             )
@@ -85,7 +85,7 @@ pub fn run(args: DiffArgs) -> anyhow::Result<i32> {
         Format::Table => {
             print!(
                 "{}",
-                occ_model::text_table::render_diff(&diff, &Verdict::ALL)
+                occ_model::render::text_table::render_diff(&diff, &Verdict::ALL)
             );
             if !diff.dropped_archs.is_empty() {
                 println!(
@@ -103,10 +103,10 @@ pub fn run(args: DiffArgs) -> anyhow::Result<i32> {
             if diff.findings.is_empty() {
                 md.push_str("\nno difference\n");
             } else {
-                md.push_str(&occ_model::markdown::changes(
+                md.push_str(&occ_model::render::markdown::changes(
                     &old_name,
                     &diff,
-                    occ_model::markdown::MARKDOWN_BUDGET,
+                    occ_model::render::markdown::MARKDOWN_BUDGET,
                 ));
             }
             print!("{md}");

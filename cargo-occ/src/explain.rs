@@ -8,15 +8,15 @@
 use crate::locate::{unknown_kernel, Locate};
 use crate::source::{has_bounds, written};
 use anyhow::anyhow;
-use occ_model::analyze::resources;
-use occ_model::arch::Arch;
-use occ_model::manifest::{
+use occ_model::compiler::analyze::resources;
+use occ_model::model::arch::Arch;
+use occ_model::model::occupancy::{occupancy, BlockLaunch, KernelResources, Limiter, Occupancy};
+use occ_model::model::suggest::{self, WhatIf};
+use occ_model::render::text_table::percent;
+use occ_model::schema::manifest::{
     Cliffs, Declared, Kernel, KernelArch, LaunchBounds, Lookup, Manifest, SourceLines, SpillSite,
 };
-use occ_model::occupancy::{occupancy, BlockLaunch, KernelResources, Limiter, Occupancy};
-use occ_model::suggest::{self, WhatIf};
-use occ_model::text_table::percent;
-use occ_model::{arch, cliff};
+use occ_model::{model::arch, model::cliff};
 
 /// Arguments of `cargo occ explain`.
 #[derive(Debug, Clone, clap::Args)]

@@ -6,8 +6,8 @@
 
 use anyhow::{bail, Context, Result};
 use occ_model::compare::{GateSettings, GATE_FILE};
-use occ_model::lock::Lock;
-use occ_model::manifest::Manifest;
+use occ_model::schema::lock::Lock;
+use occ_model::schema::manifest::Manifest;
 use occ_shell::build_state::{self, BuildState};
 use occ_shell::files;
 use std::path::{Path, PathBuf};
@@ -100,7 +100,7 @@ impl Locate {
         let manifest_file = self
             .manifest
             .clone()
-            .unwrap_or_else(|| occ_dir.join(occ_model::manifest::FILE_NAME));
+            .unwrap_or_else(|| occ_dir.join(occ_model::schema::manifest::FILE_NAME));
         let manifest = files::read_manifest(&manifest_file)?;
         let state = build_state::last_build(&occ_dir);
         let gate = files::read_settings(&occ_dir.join(GATE_FILE))?;
@@ -188,7 +188,7 @@ impl Locate {
                     continue;
                 };
                 let occ = entry.path().join("out").join("occ");
-                let manifest = occ.join(occ_model::manifest::FILE_NAME);
+                let manifest = occ.join(occ_model::schema::manifest::FILE_NAME);
                 if let Ok(time) = std::fs::metadata(&manifest).and_then(|m| m.modified()) {
                     found.push((time, pkg.clone(), occ));
                 }
@@ -252,14 +252,16 @@ fn is_build_dir_of(dir: &str, package: &str) -> bool {
 /// Prints a kernel-lookup failure with did-you-mean.
 pub fn unknown_kernel(m: &Manifest, query: &str) -> anyhow::Error {
     match m.lookup(query) {
-        occ_model::manifest::Lookup::Ambiguous(candidates) => anyhow::anyhow!(
+        occ_model::schema::manifest::Lookup::Ambiguous(candidates) => anyhow::anyhow!(
             "kernel `{query}` is ambiguous; it matches {}; give the name of the one you mean",
-            occ_model::manifest::describe_candidates(&candidates)
+            occ_model::schema::manifest::describe_candidates(&candidates)
         ),
-        occ_model::manifest::Lookup::Unknown(names) if !names.is_empty() => anyhow::anyhow!(
-            "unknown kernel `{query}`; did you mean `{}`?",
-            names.join("`, `")
-        ),
+        occ_model::schema::manifest::Lookup::Unknown(names) if !names.is_empty() => {
+            anyhow::anyhow!(
+                "unknown kernel `{query}`; did you mean `{}`?",
+                names.join("`, `")
+            )
+        }
         _ => anyhow::anyhow!(
             "unknown kernel `{query}`; `cargo occ report` lists the kernels of the build"
         ),

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::PathBuf;
 
-use occ_model::names;
-use occ_model::ptxas::{self, KernelRecord, Log, Severity};
+use occ_model::compiler::names;
+use occ_model::compiler::ptxas::{self, KernelRecord, Log, Severity};
 use serde::Serialize;
 
 /// Arguments of `cargo occ parse`.

@@ -1,12 +1,12 @@
 //! The report's renderers: the JSON here; the terminal table and its rows
-//! are `occ_model::text_table`'s and the Markdown `occ_model::markdown`'s (the
+//! are `occ_model::render::text_table`'s and the Markdown `occ_model::render::markdown`'s (the
 //! build writes the same table to `report.txt` and the same Markdown to a
 //! GitHub step summary). The Markdown tests stay here, beside the report's
 //! test manifest.
 
-use occ_model::manifest::Manifest;
-pub use occ_model::markdown::markdown;
-pub use occ_model::text_table::{rows, table, Row};
+pub use occ_model::render::markdown::markdown;
+pub use occ_model::render::text_table::{rows, table, Row};
+use occ_model::schema::manifest::Manifest;
 use serde::Serialize;
 
 /// The JSON report: `{"schema": 2, "package", "nvcc", "rows": [...]}`.
@@ -18,7 +18,7 @@ pub fn json(m: &Manifest) -> String {
         nvcc: &'a str,
         rows: Vec<Row>,
     }
-    occ_model::manifest::to_json_pretty(&Doc {
+    occ_model::schema::manifest::to_json_pretty(&Doc {
         schema: 2,
         package: &m.package,
         nvcc: &m.nvcc,
@@ -32,8 +32,8 @@ mod tests {
     use crate::report::tests::manifest;
     use crate::report::Baseline;
     use occ_model::compare::{self, Thresholds};
-    use occ_model::lock::Lock;
-    use occ_model::markdown::{markdown_within, MARKDOWN_BUDGET};
+    use occ_model::render::markdown::{markdown_within, MARKDOWN_BUDGET};
+    use occ_model::schema::lock::Lock;
 
     /// `n` kernels with long template names on the test manifest's two
     /// archs, every seventh one spilling (from the test manifest's kernels).

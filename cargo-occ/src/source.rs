@@ -4,9 +4,9 @@
 //! `__launch_bounds__` ("cannot be applied to the same kernel"), and ptxas
 //! ignores `-maxrregcount` for a kernel with either.
 
-use occ_model::arch::Arch;
-use occ_model::manifest::LaunchBounds;
-use occ_model::suggest;
+use occ_model::model::arch::Arch;
+use occ_model::model::suggest;
+use occ_model::schema::manifest::LaunchBounds;
 
 /// Whether the kernel has `__launch_bounds__` (`.maxntid`, `.reqntid` or
 /// `.minnctapersm`), which nvcc refuses beside `__maxnreg__`.

@@ -7,9 +7,9 @@ use crate::locate::Locate;
 use crate::source::{has_bounds, min_blocks_for, written};
 use crate::sweep_run;
 use anyhow::{bail, Context};
-use occ_model::arch;
-use occ_model::manifest::{self, LaunchBounds, Manifest};
-use occ_model::sweep::{KernelSweep, Method, SweepPoint};
+use occ_model::model::arch;
+use occ_model::model::sweep::{KernelSweep, Method, SweepPoint};
+use occ_model::schema::manifest::{self, LaunchBounds, Manifest};
 use occ_shell::Env;
 
 /// Arguments of `cargo occ sweep`.
@@ -27,7 +27,7 @@ pub struct SweepArgs {
     /// launch bounds override it), `maxrregcount`, `maxnreg`.
     #[arg(long, default_value = "auto", value_parser = parse_method)]
     pub method: Method,
-    /// Print JSON (the `occ_model::sweep::Sweep` type) instead of tables.
+    /// Print JSON (the `occ_model::model::sweep::Sweep` type) instead of tables.
     #[arg(long)]
     pub json: bool,
     /// Stop a ptxas run that takes longer than this many seconds (the sweep then fails).

@@ -1,14 +1,14 @@
 //! The sweep runner: ptxas at each register cap the model proposes
-//! ([`occ_model::sweep::caps`]), in parallel threads, parsed into
-//! [`occ_model::sweep::Sweep`] points. The CLI's only process pool.
+//! ([`occ_model::model::sweep::caps`]), in parallel threads, parsed into
+//! [`occ_model::model::sweep::Sweep`] points. The CLI's only process pool.
 
 use anyhow::{anyhow, Context, Result};
-use occ_model::manifest::{Kernel, KernelArch, LaunchBounds, Lookup, Manifest};
-use occ_model::sweep::{
+use occ_model::model::sweep::{
     caps, overrides_global_cap, point, with_maxnreg, KernelSweep, Method, Sweep, SweepPoint,
     SWEEP_SCHEMA,
 };
-use occ_model::{arch, ptx, ptxas};
+use occ_model::schema::manifest::{Kernel, KernelArch, LaunchBounds, Lookup, Manifest};
+use occ_model::{compiler::ptx, compiler::ptxas, model::arch};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -85,7 +85,11 @@ pub fn sweep_kernel(
     let scratch = Scratch(std::env::temp_dir().join(format!(
         "occ-sweep-{}-{}",
         std::process::id(),
-        occ_model::names::short_hash(&format!("{}{arch}{}", kernel.name, ptx_path.display()))
+        occ_model::compiler::names::short_hash(&format!(
+            "{}{arch}{}",
+            kernel.name,
+            ptx_path.display()
+        ))
     )));
     std::fs::create_dir_all(&scratch.0)
         .with_context(|| format!("cannot create {}", scratch.0.display()))?;
@@ -435,7 +439,7 @@ pub fn sweep_manifest(
             Lookup::Ambiguous(candidates) => {
                 return Err(anyhow!(format!(
                 "kernel `{query}` is ambiguous; it matches {}; give the name of the one you mean",
-                occ_model::manifest::describe_candidates(&candidates)
+                occ_model::schema::manifest::describe_candidates(&candidates)
             )))
             }
             Lookup::Unknown(close) => {

@@ -10,7 +10,7 @@
 use crate::cudarc;
 use crate::locate::Locate;
 use anyhow::{bail, Context, Result};
-use occ_model::lock::DEFAULT_LOCK_FILE;
+use occ_model::schema::lock::DEFAULT_LOCK_FILE;
 use occ_shell::toolkit::{self, Nvcc, ToolkitDir};
 use occ_shell::wheels::{self, WheelSet};
 use occ_shell::{files, Env};
@@ -609,7 +609,7 @@ fn lock(locate: &Locate, cwd: &Path, nvcc_version: Option<&str>) -> Line {
     let value = format!(
         "{}: {}, {} ({}), made by nvcc {}",
         path.display(),
-        occ_model::units::count(lock.kernels.len(), "kernel"),
+        occ_model::render::units::count(lock.kernels.len(), "kernel"),
         lock.archs.join(" "),
         lock.package,
         lock.nvcc

@@ -4,13 +4,13 @@
 
 use crate::locate::{unknown_kernel, Locate};
 use anyhow::{anyhow, Context};
-use occ_model::analyze::resources;
-use occ_model::arch;
-use occ_model::lock::{Lock, OtherCubin};
-use occ_model::manifest::{Kernel, Lookup};
-use occ_model::measured::{candidates_hash, Results, NOISY};
-use occ_model::suggest::{self, CandidateWhy, DynamicSmem, ShapedCandidate, TuneRequest};
-use occ_model::text_table::{align, percent};
+use occ_model::compiler::analyze::resources;
+use occ_model::model::arch;
+use occ_model::model::suggest::{self, CandidateWhy, DynamicSmem, ShapedCandidate, TuneRequest};
+use occ_model::render::text_table::{align, percent};
+use occ_model::schema::lock::{Lock, OtherCubin};
+use occ_model::schema::manifest::{Kernel, Lookup};
+use occ_model::schema::measured::{candidates_hash, Results, NOISY};
 use std::path::PathBuf;
 
 /// Arguments of `cargo occ tune`.
@@ -87,7 +87,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<i32> {
 
 /// The site's request for one kernel × arch: the flags, else the declared
 /// launch's dynamic shared memory; a `.reqntid` kernel has one block size.
-fn request(args: &TuneArgs, k: &occ_model::manifest::KernelArch) -> TuneRequest {
+fn request(args: &TuneArgs, k: &occ_model::schema::manifest::KernelArch) -> TuneRequest {
     let dynamic_smem = match (args.dynamic_smem, args.smem_per_thread) {
         (Some(bytes), _) => DynamicSmem::Fixed(bytes),
         (None, Some(per_thread)) => DynamicSmem::PerThread {
@@ -116,9 +116,9 @@ fn request(args: &TuneArgs, k: &occ_model::manifest::KernelArch) -> TuneRequest 
 /// launch's dimensionality (a 32x8 launch: 32 × y), else 1-D block sizes.
 fn candidates(
     arch: &arch::Arch,
-    k: &occ_model::manifest::KernelArch,
+    k: &occ_model::schema::manifest::KernelArch,
     req: &TuneRequest,
-) -> Result<Vec<ShapedCandidate>, occ_model::occupancy::OccupancyError> {
+) -> Result<Vec<ShapedCandidate>, occ_model::model::occupancy::OccupancyError> {
     match k.declared.as_ref().map(|d| d.launch.block) {
         Some(block @ [_, y, z]) if y > 1 || z > 1 => {
             suggest::shaped_candidates(arch, &resources(k), req, block)
@@ -280,7 +280,7 @@ fn import(args: &ImportArgs) -> anyhow::Result<i32> {
     if !done.other_cubin.is_empty() {
         eprintln!(
             "warning: kept (--allow-stale) {} of another cubin than occ.lock's: {}; builds call {} stale and `tuned` sites use the model's block until that code is built and blessed",
-            occ_model::units::count(done.other_cubin.len(), "measurement"),
+            occ_model::render::units::count(done.other_cubin.len(), "measurement"),
             done.other_cubin.join(", "),
             if done.other_cubin.len() == 1 { "it" } else { "them" }
         );
@@ -318,7 +318,7 @@ pub fn import_warnings(results: &Results) -> Vec<String> {
     if !other.is_empty() {
         out.push(format!(
             "{} measured on {} ({device_arch}) for another arch: {}; the build bakes them for every GPU that runs that code",
-            occ_model::units::count(other.len(), "kernel"),
+            occ_model::render::units::count(other.len(), "kernel"),
             results.device.name,
             other.join(", ")
         ));
@@ -340,7 +340,7 @@ pub fn import_warnings(results: &Results) -> Vec<String> {
     if !noisy.is_empty() {
         out.push(format!(
             "{} spread more than {:.0} % of the median: {}; a busy GPU or too few runs, so the fastest block may be chance (measure again on an idle GPU)",
-            occ_model::units::count(noisy.len(), "timing"),
+            occ_model::render::units::count(noisy.len(), "timing"),
             NOISY * 100.0,
             noisy.join(", ")
         ));
@@ -354,7 +354,7 @@ pub fn import_warnings(results: &Results) -> Vec<String> {
 /// each candidate. Empty when the build has no measurements.
 ///
 /// Long because the table is written top to bottom in the order it reads.
-pub fn measured_section(m: &occ_model::manifest::Manifest, gpu: Option<&str>) -> String {
+pub fn measured_section(m: &occ_model::schema::manifest::Manifest, gpu: Option<&str>) -> String {
     if m.measured.is_empty() {
         return String::new();
     }
@@ -388,7 +388,7 @@ pub fn measured_section(m: &occ_model::manifest::Manifest, gpu: Option<&str>) ->
         let stale = match kernel.and_then(|k| k.archs.get(&e.arch)) {
             Some(ka) => matches!(
                 e.staleness(Some(&ka.cubin_hash)),
-                occ_model::measured::Staleness::Stale { .. }
+                occ_model::schema::measured::Staleness::Stale { .. }
             ),
             None => false,
         };
@@ -447,15 +447,15 @@ pub fn measured_section(m: &occ_model::manifest::Manifest, gpu: Option<&str>) ->
 #[cfg(test)]
 mod import_tests {
     use super::*;
-    use occ_model::measured::{Device, Measurement, Timing, RESULTS_SCHEMA};
+    use occ_model::schema::measured::{Device, Measurement, Timing, RESULTS_SCHEMA};
 
     #[test]
     fn a_measurement_of_another_gpu_than_the_builds_is_said_so() {
         // Issue 23 item 10: GPUs of one arch differ.
-        let m = occ_model::manifest::Manifest {
-            schema: occ_model::manifest::SCHEMA_VERSION,
+        let m = occ_model::schema::manifest::Manifest {
+            schema: occ_model::schema::manifest::SCHEMA_VERSION,
             package: "app".into(),
-            origin: occ_model::manifest::Origin::Lock,
+            origin: occ_model::schema::manifest::Origin::Lock,
             nvcc: "13.5".into(),
             archs: vec!["sm_80".into()],
             kernels: Vec::new(),

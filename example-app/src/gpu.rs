@@ -8,9 +8,9 @@ use occ::cuda::cudarc::driver::result::{self, function as cu_function, occupancy
 use occ::cuda::cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use occ::cuda::{CudaContext, CudaSlice, CudaStream, Function, Loader};
 use occ::select::How;
-use occ_model::manifest::KernelArch;
-use occ_model::manifest::Manifest;
-use occ_model::occupancy::{occupancy, BlockLaunch};
+use occ_model::model::occupancy::{occupancy, BlockLaunch};
+use occ_model::schema::manifest::KernelArch;
+use occ_model::schema::manifest::Manifest;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -84,7 +84,7 @@ pub fn check(ctx: &Arc<CudaContext>, manifest: &Manifest) -> Result<(String, boo
         u32::try_from(minor).context("compute capability")?,
     );
     let arch = format!("sm_{major}{minor}");
-    let spec = occ_model::arch::lookup(&arch).map_err(|e| anyhow!("{arch}: {e}"))?;
+    let spec = occ_model::model::arch::lookup(&arch).map_err(|e| anyhow!("{arch}: {e}"))?;
     let name = ctx.name().unwrap_or_else(|_| "device 0".into());
     let optin = ctx
         .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
@@ -204,7 +204,7 @@ struct Gpu<'a> {
     loader: &'a Loader,
     manifest: &'a Manifest,
     arch: &'a str,
-    spec: &'static occ_model::arch::Arch,
+    spec: &'static occ_model::model::arch::Arch,
     optin: i32,
     stream: &'a Arc<CudaStream>,
 }
@@ -268,7 +268,7 @@ fn check_site(gpu: &Gpu<'_>, site: &Site) -> Result<Check> {
     }
     let plan: LaunchPlan = site.plan(arch, &k)?;
     let launch = (row.threads(), row.dynamic_smem);
-    let resources = occ_model::analyze::resources(&k);
+    let resources = occ_model::compiler::analyze::resources(&k);
     // Our blocks per SM at that launch, on this arch.
     let ours = occupancy(
         spec,
@@ -348,7 +348,7 @@ fn measured_here(manifest: &Manifest, ident: &str, arch: &str) -> bool {
                 kernel.name.as_str(),
                 kernel.source.as_str(),
                 arch,
-                occ_model::measured::DEFAULT_BUCKET,
+                occ_model::schema::measured::DEFAULT_BUCKET,
             );
             manifest.measured.iter().any(|m| m.key() == key)
         })

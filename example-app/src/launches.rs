@@ -5,15 +5,15 @@
 //! A site is one line: it returns the table the attribute baked
 //! (`LAUNCH`, an [`occ::Baked`]); [`crate::gpu`] takes the row of the code
 //! it loaded (`LAUNCH.for_function(&f)`) and hands it to the kernel's typed
-//! launcher. [`Site::plan`] runs occ's model (`occ_model::suggest`) on the
+//! launcher. [`Site::plan`] runs occ's model (`occ_model::model::suggest`) on the
 //! manifest at run time: for the limiters (which the macro does not bake)
 //! and for the tests, which check that it agrees with what the macro baked.
 
 use crate::kernels;
 use occ::launch_config;
-use occ_model::manifest::KernelArch;
-use occ_model::occupancy::Limiter;
-use occ_model::suggest::{DynamicSmem, TuneRequest};
+use occ_model::model::occupancy::Limiter;
+use occ_model::model::suggest::{DynamicSmem, TuneRequest};
+use occ_model::schema::manifest::KernelArch;
 
 /// How a kernel is launched and what holds it back there.
 #[derive(Debug, Clone, Copy)]
@@ -174,7 +174,7 @@ pub struct LaunchPlan {
 
 impl LaunchPlan {
     /// The launch `o` describes, with `dynamic_smem` bytes per block.
-    fn of(dynamic_smem: u32, o: &occ_model::occupancy::Occupancy) -> LaunchPlan {
+    fn of(dynamic_smem: u32, o: &occ_model::model::occupancy::Occupancy) -> LaunchPlan {
         LaunchPlan {
             block_size: o.block_size,
             dynamic_smem,
@@ -214,10 +214,10 @@ impl Site {
 
     /// The best launch of this site on `arch` for a kernel with resources `k`.
     pub fn plan(&self, arch: &str, k: &KernelArch) -> anyhow::Result<LaunchPlan> {
-        let spec =
-            occ_model::arch::lookup(arch).map_err(|e| anyhow::anyhow!("{}: {e}", self.ident))?;
-        let res = occ_model::analyze::resources(k);
-        let best = occ_model::suggest::best_block_size(spec, &res, &self.request())
+        let spec = occ_model::model::arch::lookup(arch)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", self.ident))?;
+        let res = occ_model::compiler::analyze::resources(k);
+        let best = occ_model::model::suggest::best_block_size(spec, &res, &self.request())
             .map_err(|e| anyhow::anyhow!("{} on {arch}: {e}", self.ident))?
             .ok_or_else(|| anyhow::anyhow!("{} cannot launch on {arch}", self.ident))?;
         Ok(LaunchPlan::of(best.dynamic_smem, &best.occupancy))
@@ -226,23 +226,25 @@ impl Site {
     /// This site's launch on `arch` at blocks of `block_size` threads (a
     /// measured block, say) for a kernel with resources `k`.
     pub fn at(&self, arch: &str, k: &KernelArch, block_size: u32) -> anyhow::Result<LaunchPlan> {
-        let spec =
-            occ_model::arch::lookup(arch).map_err(|e| anyhow::anyhow!("{}: {e}", self.ident))?;
-        let launch = occ_model::occupancy::BlockLaunch {
+        let spec = occ_model::model::arch::lookup(arch)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", self.ident))?;
+        let launch = occ_model::model::occupancy::BlockLaunch {
             dynamic_smem: self.dynamic_smem(block_size),
-            ..occ_model::occupancy::BlockLaunch::new(block_size)
+            ..occ_model::model::occupancy::BlockLaunch::new(block_size)
         };
-        let o = occ_model::occupancy::occupancy(spec, &occ_model::analyze::resources(k), &launch)
-            .map_err(|e| {
-            anyhow::anyhow!("{} on {arch} at block {block_size}: {e}", self.ident)
-        })?;
+        let o = occ_model::model::occupancy::occupancy(
+            spec,
+            &occ_model::compiler::analyze::resources(k),
+            &launch,
+        )
+        .map_err(|e| anyhow::anyhow!("{} on {arch} at block {block_size}: {e}", self.ident))?;
         Ok(LaunchPlan::of(launch.dynamic_smem, &o))
     }
 
     /// The manifest's entry for this kernel on `arch`.
     pub fn resources<'m>(
         &self,
-        manifest: &'m occ_model::manifest::Manifest,
+        manifest: &'m occ_model::schema::manifest::Manifest,
         arch: &str,
     ) -> anyhow::Result<&'m KernelArch> {
         manifest

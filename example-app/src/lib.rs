@@ -25,8 +25,8 @@ pub mod tune;
 pub const MANIFEST_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/occ/manifest.json"));
 
 /// The parsed [`MANIFEST_JSON`].
-pub fn manifest() -> anyhow::Result<occ_model::manifest::Manifest> {
-    occ_model::manifest::Manifest::from_json(
+pub fn manifest() -> anyhow::Result<occ_model::schema::manifest::Manifest> {
+    occ_model::schema::manifest::Manifest::from_json(
         MANIFEST_JSON,
         std::path::Path::new("occ/manifest.json"),
     )

@@ -29,10 +29,9 @@ fn main() -> ExitCode {
                     Some(next) if !next.starts_with("--") => args.next(),
                     _ => None,
                 };
-                tune =
-                    Some(PathBuf::from(file.unwrap_or_else(|| {
-                        occ_model::measured::RESULTS_FILE.to_string()
-                    })));
+                tune = Some(PathBuf::from(file.unwrap_or_else(|| {
+                    occ_model::schema::measured::RESULTS_FILE.to_string()
+                })));
             }
             "-h" | "--help" => {
                 println!("{USAGE}");

@@ -3,7 +3,7 @@
 //! `tuned` site the block measured on a GPU), with its occupancy there.
 
 use crate::launches::{LaunchPlan, Site, SITES};
-use occ_model::manifest::Manifest;
+use occ_model::schema::manifest::Manifest;
 use std::fmt::Write as _;
 
 /// One row of the plan.
@@ -73,7 +73,7 @@ pub fn rows(manifest: &Manifest) -> anyhow::Result<Vec<Row>> {
 }
 
 /// `a + b` of the limiters, or "none".
-pub fn limiters(l: &[occ_model::occupancy::Limiter]) -> String {
+pub fn limiters(l: &[occ_model::model::occupancy::Limiter]) -> String {
     if l.is_empty() {
         return "none".into();
     }

@@ -17,8 +17,8 @@ use anyhow::{Context as _, Result};
 use occ::cuda::cudarc::driver::result::{function as cu_function, occupancy as cu_occupancy};
 use occ::cuda::cudarc::driver::sys::CUfunction_attribute;
 use occ::cuda::Function;
-use occ_model::arch::Arch;
-use occ_model::occupancy::{occupancy, BlockLaunch, KernelResources};
+use occ_model::model::arch::Arch;
+use occ_model::model::occupancy::{occupancy, BlockLaunch, KernelResources};
 
 /// The preferred carveouts asked about (percent of the largest); `None` is
 /// the driver's default. 33 and 61 are no carveout of any arch, so the
@@ -194,7 +194,7 @@ mod tests {
     use super::*;
 
     fn transpose_on_sm90() -> (&'static Arch, KernelResources) {
-        let spec = occ_model::arch::lookup("sm_90").unwrap();
+        let spec = occ_model::model::arch::lookup("sm_90").unwrap();
         let k = KernelResources {
             registers: 24,
             static_smem: 33792,

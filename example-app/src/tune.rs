@@ -3,7 +3,7 @@
 //! merges into `occ.lock`, and prints measured against max-occupancy time
 //! per kernel.
 //!
-//! The candidates are occ's ([`occ_model::suggest::candidates`] at the site's
+//! The candidates are occ's ([`occ_model::model::suggest::candidates`] at the site's
 //! policy, as `cargo occ tune --plan` prints them given the site's options),
 //! less the block sizes a kernel is not written for ([`works_at`]). The timer is
 //! [`occ::cuda::EventTimer`] (CUDA events around each launch, warm-up
@@ -21,14 +21,14 @@ use occ::cuda::{CudaContext, CudaSlice, CudaStream, EventTimer, Function, Loader
 use occ::select::How;
 use occ::tune::{tune, Device, Measurement, Timer, TuneError, Tuned};
 use occ::LaunchConfig;
-use occ_model::manifest::Manifest;
+use occ_model::schema::manifest::Manifest;
 use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 /// The bucket every site is measured in: the app has one problem size per
 /// kernel (the one [`crate::gpu`] checks).
-pub const BUCKET: &str = occ_model::measured::DEFAULT_BUCKET;
+pub const BUCKET: &str = occ_model::schema::measured::DEFAULT_BUCKET;
 
 /// Whether the kernel of `site` is written for blocks of `block_size`
 /// threads: `row_softmax` syncs its named barriers for exactly 128.
@@ -43,9 +43,9 @@ pub fn works_at(site: &Site, block_size: u32) -> bool {
 /// block (the model's pick, the baseline), from the build's manifest.
 pub fn candidates(site: &Site, manifest: &Manifest, arch: &str) -> Result<(Vec<u32>, u32)> {
     let k = site.resources(manifest, arch)?;
-    let spec = occ_model::arch::lookup(arch).map_err(|e| anyhow!("{}: {e}", site.ident))?;
-    let res = occ_model::analyze::resources(k);
-    let all = occ_model::suggest::candidates(spec, &res, &site.request())
+    let spec = occ_model::model::arch::lookup(arch).map_err(|e| anyhow!("{}: {e}", site.ident))?;
+    let res = occ_model::compiler::analyze::resources(k);
+    let all = occ_model::model::suggest::candidates(spec, &res, &site.request())
         .map_err(|e| anyhow!("{} on {arch}: {e}", site.ident))?;
     let sizes: Vec<u32> = all
         .iter()
@@ -105,7 +105,7 @@ where
             arch: arch.to_string(),
             bucket: BUCKET.to_string(),
             cubin_hash: k.cubin_hash.clone(),
-            candidates_hash: occ_model::measured::candidates_hash(&sizes),
+            candidates_hash: occ_model::schema::measured::candidates_hash(&sizes),
             max_occupancy: Some(max_occupancy),
             tuned,
         },
@@ -138,7 +138,7 @@ pub fn table(device: &Device, tunings: &[SiteTuning]) -> String {
             .timings
             .iter()
             .map(|t| {
-                let noisy = if t.is_noisy(occ_model::measured::NOISY) {
+                let noisy = if t.is_noisy(occ_model::schema::measured::NOISY) {
                     "~"
                 } else {
                     ""
@@ -162,7 +162,7 @@ pub fn table(device: &Device, tunings: &[SiteTuning]) -> String {
     let _ = writeln!(
         out,
         "(ratio: max-occupancy time / measured best time; ~: runs spread more than {:.0} % of the median)",
-        occ_model::measured::NOISY * 100.0
+        occ_model::schema::measured::NOISY * 100.0
     );
     out
 }
@@ -434,7 +434,7 @@ mod tests {
         };
         let json = occ::tune::results_json(&m.package, &device, &m.nvcc, &measurements(&tunings));
         let results =
-            occ_model::measured::Results::from_json(&json, std::path::Path::new("r.json"))
+            occ_model::schema::measured::Results::from_json(&json, std::path::Path::new("r.json"))
                 .expect("cargo occ tune import reads it");
         results.validate().expect("valid");
         assert_eq!(results.measurements.len(), SITES.len());

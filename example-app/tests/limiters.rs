@@ -4,9 +4,9 @@
 
 use example_app::kernels;
 use example_app::launches::{Site, SITES};
-use occ_model::occupancy::Limiter;
+use occ_model::model::occupancy::Limiter;
 
-fn manifest() -> occ_model::manifest::Manifest {
+fn manifest() -> occ_model::schema::manifest::Manifest {
     match example_app::manifest() {
         Ok(m) => m,
         Err(e) => panic!("{e:#}"),
@@ -169,16 +169,16 @@ fn the_plan_renders_every_kernel_on_every_arch() {
 }
 
 /// example-app's occ.lock, as committed.
-fn lock() -> occ_model::lock::Lock {
+fn lock() -> occ_model::schema::lock::Lock {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("occ.lock");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    occ_model::lock::Lock::from_text(&text, &path).unwrap_or_else(|e| panic!("{e}"))
+    occ_model::schema::lock::Lock::from_text(&text, &path).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The lock's measured block of `site` on `arch`, if it has one.
 fn measured(
-    lock: &occ_model::lock::Lock,
-    m: &occ_model::manifest::Manifest,
+    lock: &occ_model::schema::lock::Lock,
+    m: &occ_model::schema::manifest::Manifest,
     site: &Site,
     arch: &str,
 ) -> Option<u32> {
@@ -187,7 +187,7 @@ fn measured(
         k.name.as_str(),
         k.source.as_str(),
         arch,
-        occ_model::measured::DEFAULT_BUCKET,
+        occ_model::schema::measured::DEFAULT_BUCKET,
     );
     lock.measured
         .iter()
@@ -278,7 +278,7 @@ fn the_plan_shows_each_baked_launch_at_its_own_occupancy() {
     let rows = example_app::plan::rows(&m).unwrap_or_else(|e| panic!("{e:#}"));
     let mut differ = 0;
     for r in &rows {
-        let spec = occ_model::arch::lookup(&r.arch).unwrap_or_else(|e| panic!("{e}"));
+        let spec = occ_model::model::arch::lookup(&r.arch).unwrap_or_else(|e| panic!("{e}"));
         let warps = r.baked.block_size.div_ceil(spec.warp_size) * r.baked.active_blocks_per_sm;
         let want = f64::from(warps) / f64::from(spec.max_threads_per_sm / spec.warp_size);
         assert!(

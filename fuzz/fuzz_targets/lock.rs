@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use occ_model::lock::Lock;
+use occ_model::schema::lock::Lock;
 use std::path::Path;
 
 fuzz_target!(|data: &[u8]| {
@@ -16,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     if let Ok(manifest) = lock.to_manifest(&lock.archs, path) {
-        let _ = occ_model::kernels_rs::kernels_rs(&manifest);
+        let _ = occ_model::render::kernels_rs::kernels_rs(&manifest);
     }
     let again = Lock::from_text(&lock.to_text(), path);
     assert!(again.is_ok(), "a lock that was read must read back: {again:?}");

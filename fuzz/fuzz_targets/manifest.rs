@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use occ_model::manifest::Manifest;
+use occ_model::schema::manifest::Manifest;
 use std::path::Path;
 
 fuzz_target!(|data: &[u8]| {
@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(manifest) = Manifest::from_json(text, Path::new("fuzz/manifest.json")) else {
         return;
     };
-    let _ = occ_model::kernels_rs::kernels_rs(&manifest);
+    let _ = occ_model::render::kernels_rs::kernels_rs(&manifest);
     let _ = manifest.lookup("saxpy");
     let json = manifest.to_json();
     let again = Manifest::from_json(&json, Path::new("fuzz/manifest.json"));

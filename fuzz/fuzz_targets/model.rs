@@ -4,9 +4,9 @@
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use occ_model::arch;
-use occ_model::occupancy::{occupancy, CachePref, KernelResources, BlockLaunch, PartitionedGc};
-use occ_model::suggest::{self, DynamicSmem, TuneRequest};
+use occ_model::model::arch;
+use occ_model::model::occupancy::{occupancy, CachePref, KernelResources, BlockLaunch, PartitionedGc};
+use occ_model::model::suggest::{self, DynamicSmem, TuneRequest};
 
 #[derive(Debug, Arbitrary)]
 struct Input {

@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use occ_model::ptx;
+use occ_model::compiler::ptx;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

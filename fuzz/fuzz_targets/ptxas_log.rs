@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use occ_model::{names, ptxas};
+use occ_model::{compiler::names, compiler::ptxas};
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

@@ -1,8 +1,8 @@
 //! [`Build`]: the build-script API, in the shape of `cc::Build`.
 
-use occ_model::arch;
-use occ_model::declared::Launch;
-use occ_model::manifest::Embed;
+use occ_model::model::arch;
+use occ_model::model::declared::Launch;
+use occ_model::schema::manifest::Embed;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

@@ -75,7 +75,7 @@
 //! [`Build::launch`] states the launch a kernel is written for; without
 //! one its `__launch_bounds__` or `.reqntid` is its declared launch. The
 //! manifest records the occupancy there and what would lift it
-//! ([`occ_model::declared::Declared`]); reports, `cargo occ explain` and the gate judge
+//! ([`occ_model::model::declared::Declared`]); reports, `cargo occ explain` and the gate judge
 //! the kernel at that launch.
 //!
 //! ## Finding nvcc
@@ -168,7 +168,7 @@ pub use builder::{Build, Compress, Cudart};
 pub use failure::{Error, Result};
 pub use leaf::directives::Directives;
 pub use leaf::error::ErrorKind;
-pub use occ_model::arch::Target;
-pub use occ_model::declared::Launch;
-pub use occ_model::manifest::Embed;
+pub use occ_model::model::arch::Target;
+pub use occ_model::model::declared::Launch;
+pub use occ_model::schema::manifest::Embed;
 pub use pipeline::Report;

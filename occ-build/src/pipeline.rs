@@ -19,7 +19,7 @@
 //!    that build's directives and stops here, having written nothing but
 //!    its line in `parts.json`.
 //! 4. `compile::run`: run the jobs or reuse their cached results; each
-//!    job's contribution (`occ_model::analyze::contribution`, its kernels
+//!    job's contribution (`occ_model::compiler::analyze::contribution`, its kernels
 //!    as the compiler left them) is worked out when it runs and kept with
 //!    its record.
 //! 5. `device_code::listed`: the names of the device code to embed (a
@@ -75,8 +75,8 @@ use crate::stage::{
     parts, plan, report,
 };
 use crate::toolkit::Nvcc;
-use occ_model::lock::Lock;
-use occ_model::manifest::Manifest;
+use occ_model::schema::lock::Lock;
+use occ_model::schema::manifest::Manifest;
 use std::path::PathBuf;
 
 /// What a successful build produced.
@@ -115,7 +115,7 @@ impl Report {
                 if let Some(m) = parsed.get() {
                     return Ok(m);
                 }
-                let path = self.out_dir.join(occ_model::manifest::FILE_NAME);
+                let path = self.out_dir.join(occ_model::schema::manifest::FILE_NAME);
                 let m =
                     Manifest::from_json(text, &path).map_err(crate::leaf::error::Error::from)?;
                 Ok(parsed.get_or_init(|| m))
@@ -353,7 +353,7 @@ fn plan(
     let previous = if build.max_registers.is_empty() {
         None
     } else {
-        files::read_manifest(&inputs.out_dir.join(occ_model::manifest::FILE_NAME)).ok()
+        files::read_manifest(&inputs.out_dir.join(occ_model::schema::manifest::FILE_NAME)).ok()
     };
     let caps = plan::register_caps(build, inputs, previous.as_ref());
     // The header every job pre-includes (`plan::folder_free_names`).

@@ -5,7 +5,7 @@
 //! the end.
 
 use crate::stage::outputs;
-use occ_model::manifest::{
+use occ_model::schema::manifest::{
     Best, DeviceCode, Embed, Kernel, KernelArch, LaunchBounds, Manifest, Resources, Warning,
     WarningKind,
 };
@@ -21,7 +21,9 @@ fn ident() -> impl Strategy<Value = String> {
     // The rule occ-build holds a manifest's idents to (`gen`, `union` and
     // the other words syn lets through are refused, as a manifest reader
     // refuses them).
-    "[a-z_][a-z0-9_]{0,16}".prop_filter("a rust identifier", |s| occ_model::names::is_rust_ident(s))
+    "[a-z_][a-z0-9_]{0,16}".prop_filter("a rust identifier", |s| {
+        occ_model::compiler::names::is_rust_ident(s)
+    })
 }
 
 /// A ptxas warning of any kind, with any words.
@@ -88,9 +90,11 @@ fn kernel_arch() -> impl Strategy<Value = KernelArch> {
         )
 }
 
-/// A name a manifest reader lets through (`occ_model::names::check`).
+/// A name a manifest reader lets through (`occ_model::compiler::names::check`).
 fn writable_name() -> impl Strategy<Value = String> {
-    any::<String>().prop_filter("a writable name", |s| occ_model::names::check(s).is_ok())
+    any::<String>().prop_filter("a writable name", |s| {
+        occ_model::compiler::names::check(s).is_ok()
+    })
 }
 
 /// A name holding what some output gives a meaning to: controls, line and
@@ -170,7 +174,7 @@ proptest! {
         "\\{\"schema\": ?1,?.{0,200}\\}",
     ]) {
         if let Ok(m) = Manifest::from_json(&text, Path::new("m.json")) {
-            let _ = occ_model::kernels_rs::kernels_rs(&m);
+            let _ = occ_model::render::kernels_rs::kernels_rs(&m);
         }
     }
 
@@ -182,9 +186,9 @@ proptest! {
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(&back, &m);
         prop_assert_eq!(back.to_json(), json);
-        let rs = occ_model::kernels_rs::kernels_rs(&m);
+        let rs = occ_model::render::kernels_rs::kernels_rs(&m);
         prop_assert!(syn::parse_file(&rs).is_ok(), "kernels.rs must parse:\n{rs}");
-        let dc = occ_model::kernels_rs::device_code_rs(&m, |b| occ_model::kernels_rs::Reach::Assembled {
+        let dc = occ_model::render::kernels_rs::device_code_rs(&m, |b| occ_model::render::kernels_rs::Reach::Assembled {
             symbol: format!("occ_dc_{}", b.file.len()),
             len: 8,
         });
@@ -206,7 +210,7 @@ proptest! {
                 demangled: demangled.clone(),
                 base_name: base.into(),
                 short_name: base.into(),
-                params: vec![occ_model::manifest::Param {
+                params: vec![occ_model::schema::manifest::Param {
                     name: base.into(),
                     c_type: c_type.into(),
                     ptx: "u64".into(),
@@ -217,7 +221,7 @@ proptest! {
                 source: source.into(),
                 archs: BTreeMap::new(),
             });
-            occ_model::kernels_rs::kernels_rs(&m)
+            occ_model::render::kernels_rs::kernels_rs(&m)
         };
         let plain = syn::parse_file(&kernel("k", "k", "k.cu", "float*"))
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -226,7 +230,7 @@ proptest! {
         // No line break but the file's own, no bidi control (rustc denies
         // one in a comment or a literal).
         prop_assert!(
-            rs.chars().all(|c| c == '\n' || !occ_model::names::is_refused(c)),
+            rs.chars().all(|c| c == '\n' || !occ_model::compiler::names::is_refused(c)),
             "{}", rs
         );
         // The same items, nothing injected.
@@ -263,7 +267,7 @@ proptest! {
         bytes[at] = byte;
         if let Ok(text) = String::from_utf8(bytes) {
             if let Ok(m) = Manifest::from_json(&text, Path::new("m.json")) {
-                let _ = occ_model::kernels_rs::kernels_rs(&m);
+                let _ = occ_model::render::kernels_rs::kernels_rs(&m);
             }
         }
     }
@@ -353,15 +357,15 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
         arch: None,
         file: "2d.fatbin".into(),
     });
-    let rs = occ_model::kernels_rs::kernels_rs(&m);
+    let rs = occ_model::render::kernels_rs::kernels_rs(&m);
     assert!(rs.contains("code: Some(&DEVICE_CODE_ARRAY[0])"), "{rs}");
     assert!(syn::parse_file(&rs).is_ok(), "{rs}");
-    let assembled = occ_model::kernels_rs::Reach::Assembled {
+    let assembled = occ_model::render::kernels_rs::Reach::Assembled {
         symbol: "occ_dc_0123".into(),
         len: 12,
     };
-    for reach in [assembled, occ_model::kernels_rs::Reach::Included] {
-        let dc = occ_model::kernels_rs::device_code_rs(&m, |_| reach.clone());
+    for reach in [assembled, occ_model::render::kernels_rs::Reach::Included] {
+        let dc = occ_model::render::kernels_rs::device_code_rs(&m, |_| reach.clone());
         assert!(dc.contains("\"/occ/2d.fatbin\""), "{dc}");
         assert!(syn::parse_file(&dc).is_ok(), "{dc}");
     }

@@ -14,7 +14,7 @@
 
 use crate::builder::Build;
 use crate::pipeline::Report;
-use occ_model::arch::Target;
+use occ_model::model::arch::Target;
 use occ_shell::Env;
 
 impl Build {

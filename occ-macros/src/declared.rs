@@ -12,9 +12,9 @@
 //! launches at exactly that shape, and the gate judges it there).
 
 use crate::args::{Args, BlockShape, DynamicSmemArg, Errors};
-use occ_model::declared::{DeclaredBy, Launch};
-use occ_model::manifest::{Kernel, KernelArch};
-use occ_model::suggest::DynamicSmem;
+use occ_model::model::declared::{DeclaredBy, Launch};
+use occ_model::model::suggest::DynamicSmem;
+use occ_model::schema::manifest::{Kernel, KernelArch};
 
 /// The launch build.rs declares for a kernel, and the pattern of the
 /// `.launch(..)` that declares it (the same on every arch: build.rs's list

@@ -6,7 +6,7 @@ use crate::args;
 use crate::manifest::{self, Loaded, Source, OVERRIDE_VAR};
 use crate::plans;
 use crate::validate::{self, Plan};
-use occ_model::manifest::FILE_NAME;
+use occ_model::schema::manifest::FILE_NAME;
 use proc_macro2::{Delimiter, Group, Literal, Span, TokenStream, TokenTree};
 use quote::quote;
 use syn::spanned::Spanned;

@@ -7,7 +7,7 @@
 //! crate with many `#[launch_config]` sites parses its manifest once, and a
 //! long-lived proc-macro server (rust-analyzer) sees a rebuilt one.
 
-use occ_model::manifest::{Manifest, FILE_NAME};
+use occ_model::schema::manifest::{Manifest, FILE_NAME};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -139,7 +139,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("occ-macros-cache-{}", std::process::id()));
         std::fs::create_dir_all(&dir).ok();
         let path = dir.join("manifest.json");
-        std::fs::write(&path, manifest_json(occ_model::manifest::SCHEMA_VERSION)).ok();
+        std::fs::write(
+            &path,
+            manifest_json(occ_model::schema::manifest::SCHEMA_VERSION),
+        )
+        .ok();
         let before = parse_count();
         for _ in 0..5 {
             assert!(cached(&path).is_ok());

@@ -20,7 +20,7 @@
 //! rebuilt manifest).
 
 use crate::validate::Plan;
-use occ_model::manifest::Manifest;
+use occ_model::schema::manifest::Manifest;
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -91,7 +91,7 @@ mod tests {
                 "best": {{"block_size": 1024, "active_blocks_per_sm": 2, "active_warps_per_sm": 64,
                   "occupancy": 1.0, "limiters": ["warps"], "dynamic_smem_headroom": 0}},
                 "cubin": "k.sm_80.cubin", "ptx": "k.sm_80.ptx"}}}}}}]}}"#,
-            occ_model::manifest::SCHEMA_VERSION
+            occ_model::schema::manifest::SCHEMA_VERSION
         );
         match Manifest::from_json(&text, Path::new("manifest.json")) {
             Ok(m) => Arc::new(m),

@@ -2,16 +2,16 @@
 //! arch the site launches on (at build.rs's declared launch when there is
 //! one: [`crate::declared`]). The launch comes from the one rule the
 //! build's manifest, `kernels.rs` and the gate use too,
-//! [`occ_model::occ_model::declared::decide`] on [`occ_model::analyze::resources`]:
+//! [`occ_model::occ_model::model::declared::decide`] on [`occ_model::compiler::analyze::resources`]:
 //! exactly build.rs's launch, else the best block the site's options allow.
 
 use crate::args::{Args, DynamicSmemArg, Errors};
 use crate::declared;
-use occ_model::arch;
-use occ_model::manifest::{describe_candidates, Kernel, KernelArch, Lookup, Manifest};
-use occ_model::measured::{self, Measured, Staleness};
-use occ_model::occupancy::{BlockLaunch, KernelResources};
-use occ_model::suggest::{self, BestBlock, DynamicSmem, TuneRequest};
+use occ_model::model::arch;
+use occ_model::model::occupancy::{BlockLaunch, KernelResources};
+use occ_model::model::suggest::{self, BestBlock, DynamicSmem, TuneRequest};
+use occ_model::schema::manifest::{describe_candidates, Kernel, KernelArch, Lookup, Manifest};
+use occ_model::schema::measured::{self, Measured, Staleness};
 use proc_macro2::Span;
 
 /// The launch of one arch.
@@ -405,7 +405,7 @@ fn tune_arch(
         }
     };
     let limits = target.arch;
-    let resources = occ_model::analyze::resources(ka);
+    let resources = occ_model::compiler::analyze::resources(ka);
     let by_build = declared::by_build(ka);
     let request = arch_request(args, kernel, ka, by_build)?;
     let from_measurement = measured.and_then(|m| measured_best(m, limits, &resources, &request));
@@ -413,11 +413,11 @@ fn tune_arch(
     // The one rule the build's manifest, kernels.rs and the gate use too:
     // exactly build.rs's launch, else the best the site's options allow.
     let ask = match by_build {
-        Some(decl) => occ_model::declared::Ask::At(decl.launch),
-        None => occ_model::declared::Ask::Best(&request),
+        Some(decl) => occ_model::model::declared::Ask::At(decl.launch),
+        None => occ_model::model::declared::Ask::Best(&request),
     };
     let best = match from_measurement.map_or_else(
-        || occ_model::declared::decide(limits, &resources, ask),
+        || occ_model::model::declared::decide(limits, &resources, ask),
         |b| Ok(Some(b)),
     ) {
         Ok(Some(best)) => best,

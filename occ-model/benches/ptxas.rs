@@ -13,7 +13,7 @@
 )]
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use occ_model::ptxas;
+use occ_model::compiler::ptxas;
 use std::hint::black_box;
 use std::path::Path;
 

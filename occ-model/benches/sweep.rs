@@ -19,8 +19,8 @@
 )]
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
-use occ_model::arch::{self, Arch};
-use occ_model::occupancy::{occupancy, BlockLaunch, KernelResources};
+use occ_model::model::arch::{self, Arch};
+use occ_model::model::occupancy::{occupancy, BlockLaunch, KernelResources};
 use std::fmt::Write as _;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};

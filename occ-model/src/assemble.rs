@@ -4,8 +4,8 @@
 //!
 //! - what each job contributed ([`Contribution`]: its kernels as the
 //!   compiler left them, worked out once when the job ran by
-//!   [`crate::analyze::contribution`] and kept with its record, or the
-//!   lock's records for a build without nvcc, [`crate::lock::Lock::contributions`]);
+//!   [`crate::compiler::analyze::contribution`] and kept with its record, or the
+//!   lock's records for a build without nvcc, [`crate::schema::lock::Lock::contributions`]);
 //! - build.rs's declared launches, the lock's measurements, the device
 //!   code embedded, and the source lines nvdisasm located.
 //!
@@ -14,14 +14,14 @@
 //! filled in later.
 //!
 //! Source lines are wanted only where registers matter
-//! ([`crate::cliff::registers_matter`]), which depends on the judged
+//! ([`crate::model::cliff::registers_matter`]), which depends on the judged
 //! launch, so the assembly has two steps: [`judge`] works out every
 //! number, [`Judged::lines_wanted`] says which kernels' lines the shell
 //! should locate, and [`Judged::finish`] makes the manifest with them.
 //!
 //! ```
 //! use occ_model::assemble::{self, Assembly};
-//! use occ_model::manifest::Origin;
+//! use occ_model::schema::manifest::Origin;
 //! let archs = ["sm_80".to_string()];
 //! let assembly = Assembly {
 //!     package: "p",
@@ -40,19 +40,19 @@
 //! assert_eq!(manifest, assemble::manifest(&assembly).unwrap());
 //! ```
 
-use crate::analyze;
-use crate::declared::{self, Launch};
+use crate::compiler::analyze;
 use crate::error::{Error, Result};
-use crate::manifest::{
+use crate::model::declared::{self, Launch};
+use crate::schema::manifest::{
     Cliffs, DeviceCode, Kernel, KernelArch, Manifest, Origin, Resources, SourceLines,
     SCHEMA_VERSION,
 };
-use crate::measured::{self, Measured};
-use crate::{cliff, names};
+use crate::schema::measured::{self, Measured};
+use crate::{compiler::names, model::cliff};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The schema's types this module assembles from (defined in [`crate::manifest`]).
-pub use crate::manifest::{Compiled, Contribution};
+/// The schema's types this module assembles from (defined in [`crate::schema::manifest`]).
+pub use crate::schema::manifest::{Compiled, Contribution};
 
 /// Everything a build's manifest is made of.
 #[derive(Debug, Clone, Copy)]
@@ -304,9 +304,9 @@ impl Judged {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analyze::{contribution, JobText};
-    use crate::lock::Lock;
-    use crate::params::Signatures;
+    use crate::compiler::analyze::{contribution, JobText};
+    use crate::compiler::params::Signatures;
+    use crate::schema::lock::Lock;
     use std::path::Path;
 
     /// One job of `kernels/kernels.cu` on sm_80 with `-maxrregcount 16`,
@@ -413,7 +413,7 @@ mod tests {
         let first = m.kernels[0].name.clone();
         let peak = SourceLines {
             spills: Vec::new(),
-            peak_pressure: Some(crate::manifest::PressurePoint {
+            peak_pressure: Some(crate::schema::manifest::PressurePoint {
                 file: "kernels/kernels.cu".into(),
                 line: 7,
                 registers: 40,

@@ -4,8 +4,8 @@
 //! `markdown`) render them. The policy (when to fail, bless, or write)
 //! lives in occ-build's gate.
 
-use crate::lock::{Lock, LockKernel};
-use crate::manifest::{Declared, DeclaredBy, Launch, Resources};
+use crate::schema::lock::{Lock, LockKernel};
+use crate::schema::manifest::{Declared, DeclaredBy, Launch, Resources};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -14,7 +14,7 @@ mod reason;
 pub use reason::{DeclaredChange, JudgedAt, LaunchChange, Reason, Resident};
 
 // The gate.json schema lives beside the lock's, whose version it carries.
-pub use crate::lock::{
+pub use crate::schema::lock::{
     GateSettings, Thresholds, DEFAULT_CLIFF_MARGIN, DEFAULT_REGISTER_THRESHOLD, GATE_FILE,
 };
 
@@ -398,7 +398,7 @@ impl fmt::Display for Unchecked {
             let more = self.kernels.len() - shown.len();
             parts.push(format!(
                 "no baseline for {}: {}{}",
-                crate::units::count(self.kernels.len(), "new kernel"),
+                crate::render::units::count(self.kernels.len(), "new kernel"),
                 shown.join(", "),
                 if more > 0 {
                     format!(" and {more} more")
@@ -830,7 +830,7 @@ fn near_cliff(arch: &str, before: &Resources, after: &Resources, margin: u32) ->
     if margin == 0 {
         return None;
     }
-    let cliff = |r: &Resources| crate::cliff::at_judged(arch, r).ok().flatten();
+    let cliff = |r: &Resources| crate::model::cliff::at_judged(arch, r).ok().flatten();
     let now = cliff(after)?;
     let d = now.registers.down?;
     let distance = d.at - now.registers.now;
@@ -990,7 +990,7 @@ pub(crate) fn judged_occupancy(
             },
         ),
         (None, Some(now)) => {
-            match crate::declared::declared(arch, before, &now.launch, now.by.clone()) {
+            match crate::model::declared::declared(arch, before, &now.launch, now.by.clone()) {
                 Ok(then) => judged(at(&then), at(now), JudgedAt::Launch { launch: now.launch }),
                 // The old resources cannot take the new launch: compare best to best.
                 Err(_) => judged(best(before), best(after), JudgedAt::Best),
@@ -1002,10 +1002,10 @@ pub(crate) fn judged_occupancy(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::declared::{DeclaredBy, Launch};
-    use crate::lock::LOCK_SCHEMA;
-    use crate::manifest::{Best, Kernel, LaunchBounds};
-    use crate::text_table::{render_diff, render_diff_bounded};
+    use crate::model::declared::{DeclaredBy, Launch};
+    use crate::render::text_table::{render_diff, render_diff_bounded};
+    use crate::schema::lock::LOCK_SCHEMA;
+    use crate::schema::manifest::{Best, Kernel, LaunchBounds};
 
     pub(crate) fn arch(registers: u32, warps: u32, spills: u32) -> Resources {
         Resources {
@@ -1253,7 +1253,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_declared_launch_is_judged_at_that_launch() {
-        use crate::declared::declared;
+        use crate::model::declared::declared;
         let at_1024 = |mut r: Resources| {
             let by = DeclaredBy::Build {
                 pattern: "a".into(),
@@ -1490,13 +1490,19 @@ pub(crate) mod tests {
         let d = compare(&before, &after, &Thresholds::default());
         let groups = groups(&d, &Verdict::ALL);
         assert_eq!(groups.len(), 2, "{groups:#?}");
-        assert_eq!(crate::text_table::group_title(&groups[0]), "new spills");
+        assert_eq!(
+            crate::render::text_table::group_title(&groups[0]),
+            "new spills"
+        );
         assert_eq!(groups[0].findings.len(), 50);
         assert_eq!(
-            crate::text_table::group_names(&groups[0], 3),
+            crate::render::text_table::group_names(&groups[0], 3),
             "k_0000, k_0001, k_0002 and 47 more"
         );
-        assert_eq!(crate::text_table::group_title(&groups[1]), "new kernel");
+        assert_eq!(
+            crate::render::text_table::group_title(&groups[1]),
+            "new kernel"
+        );
         let full = render_diff(&d, &Verdict::ALL);
         // Two headers, two tables of a header and a rule each, a row per finding.
         assert_eq!(full.lines().count(), 2 + 2 * 2 + 51, "{full}");
@@ -1523,11 +1529,11 @@ pub(crate) mod tests {
         let d = compare(&before, &after, &Thresholds::default());
         let titles: Vec<String> = groups(&d, &Verdict::ALL)
             .iter()
-            .map(crate::text_table::group_title)
+            .map(crate::render::text_table::group_title)
             .collect();
         assert_eq!(titles, ["new arch sm_100", "new arch sm_90"]);
         assert_eq!(
-            crate::text_table::group_names(&groups(&d, &Verdict::ALL)[1], 2),
+            crate::render::text_table::group_names(&groups(&d, &Verdict::ALL)[1], 2),
             "k_0000, k_0001 and 28 more"
         );
     }
@@ -1587,7 +1593,7 @@ pub(crate) mod tests {
 
     /// `r` with a launch declared by `by` on sm_80.
     fn launched(mut r: Resources, launch: Launch, by: &DeclaredBy) -> Resources {
-        let d = crate::declared::declared("sm_80", &r, &launch, by.clone()).expect("runs");
+        let d = crate::model::declared::declared("sm_80", &r, &launch, by.clone()).expect("runs");
         r.declared = Some(d);
         r
     }

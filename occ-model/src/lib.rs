@@ -1,15 +1,20 @@
 //! # occ-model: the pure core of occ
 //!
 //! Everything occ knows about CUDA kernels that needs no process, no file
-//! system and no environment: the per-arch limits ([`arch`]), occupancy
-//! exactly as NVIDIA's `cuda_occupancy.h` computes it ([`occupancy`]), the
-//! model's block-size suggestions ([`suggest`]), declared launches and the
-//! one rule that decides a launch ([`declared`]), the readers of ptxas's `-v` log ([`ptxas`])
-//! and of PTX directives ([`ptx`]), kernel names ([`names`]), the
-//! manifest and lock schemas ([`manifest`], [`lock`]), where spills and
-//! register pressure are in the source ([`lines`], from nvdisasm's text), how a build compares
-//! with its lock ([`compare`]), what a register-cap sweep tries ([`sweep`]),
-//! and the step from nvcc's output text to a manifest ([`analyze`]).
+//! system and no environment, in six modules:
+//!
+//! - [`compiler`]: what the compiler wrote, read (ptxas's log, PTX,
+//!   nvdisasm's line tables, names; one job's text made its contribution);
+//! - [`model`]: NVIDIA's rules (the per-arch facts, occupancy exactly as
+//!   `cuda_occupancy.h` computes it) and the decisions made with them
+//!   (suggested block sizes, declared launches and the one rule that
+//!   decides a launch, cliffs, register-cap sweeps);
+//! - [`assemble`]: the one assembly of a build's manifest from its jobs'
+//!   contributions, build.rs's launches and the lock's measurements;
+//! - [`schema`]: the files occ writes and reads back (`manifest.json`,
+//!   `occ.lock`, measurements);
+//! - [`compare`]: how a build compares with its lock;
+//! - [`render`]: the views (text tables, Markdown, SARIF, `kernels.rs`).
 //!
 //! `occ-build` (the build-script shell) runs nvcc and feeds this crate text;
 //! `occ-macros` and `cargo occ` read manifests with it. Its purity is checked:
@@ -17,7 +22,7 @@
 //! greps the sources for them.
 //!
 //! ```
-//! use occ_model::{arch, occupancy::{occupancy, KernelResources, BlockLaunch}};
+//! use occ_model::{model::arch, model::occupancy::{occupancy, KernelResources, BlockLaunch}};
 //!
 //! let sm80 = arch::lookup("sm_80").unwrap();
 //! let k = KernelResources { registers: 32, ..KernelResources::default() };
@@ -32,32 +37,15 @@
 /// keyed by it, so a changed parser never serves what an older one made.
 pub const CODE: &str = env!("OCC_MODEL_CODE");
 
-pub mod analyze;
-pub mod arch;
 pub mod assemble;
-pub mod ci;
-pub mod cliff;
 mod code_hash;
 pub mod compare;
-pub mod declared;
-pub mod error;
-pub mod kernels_rs;
-pub mod lines;
-pub mod lock;
-pub mod manifest;
-pub mod markdown;
-pub mod measured;
-pub mod names;
-pub mod occupancy;
-pub mod params;
+pub mod compiler;
+mod error;
+pub mod model;
 #[cfg(test)]
 mod proptests;
-pub mod ptx;
-pub mod ptxas;
-pub mod shipped;
-pub mod suggest;
-pub mod sweep;
-pub mod text_table;
-pub mod units;
+pub mod render;
+pub mod schema;
 
 pub use error::{Error, Result};

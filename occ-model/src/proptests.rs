@@ -4,8 +4,8 @@
 //! cargo-fuzz targets in `fuzz/` push the same entry points much further.
 //! Regression tests for what fuzzing found are at the end.
 
-use crate::occupancy::{occupancy, BlockLaunch, CachePref, KernelResources, PartitionedGc};
-use crate::{arch, ptx, ptxas, suggest};
+use crate::model::occupancy::{occupancy, BlockLaunch, CachePref, KernelResources, PartitionedGc};
+use crate::{compiler::ptx, compiler::ptxas, model::arch, model::suggest};
 use proptest::prelude::*;
 
 /// Fragments of real ptxas and PTX text, so random input reaches deep states.
@@ -147,9 +147,9 @@ proptest! {
         if let Ok(log) = ptxas::parse_log(&text) {
             for k in &log.kernels {
                 let _ = k.stack_size();
-                let _ = crate::names::kernel_name(&k.name);
-                let ident = crate::names::rust_ident(&k.name);
-                prop_assert!(crate::names::is_rust_ident(&ident), "{ident:?}");
+                let _ = crate::compiler::names::kernel_name(&k.name);
+                let ident = crate::compiler::names::rust_ident(&k.name);
+                prop_assert!(crate::compiler::names::is_rust_ident(&ident), "{ident:?}");
             }
         }
     }
@@ -283,13 +283,13 @@ fn what_if_with_a_bogus_register_count_returns_at_once() {
 /// `proptests` does the same for `kernels.rs`, cargo-occ's `report::html`
 /// for the HTML page.
 mod names_in_every_writer {
-    use crate::ci;
     use crate::compare::tests::{arch, lock};
-    use crate::lines::{SourceLines, SpillSite};
-    use crate::manifest::{Kernel, KernelArch, Manifest};
-    use crate::markdown::{markdown, Baseline};
-    use crate::names;
-    use crate::text_table::table;
+    use crate::compiler::lines::{SourceLines, SpillSite};
+    use crate::compiler::names;
+    use crate::render::ci;
+    use crate::render::markdown::{markdown, Baseline};
+    use crate::render::text_table::table;
+    use crate::schema::manifest::{Kernel, KernelArch, Manifest};
     use proptest::prelude::*;
     use std::path::Path;
 

@@ -57,7 +57,7 @@ pub fn mark(occ_dir: &Path, state: BuildState) -> Result<()> {
     };
     write_atomic(
         &occ_dir.join(STATUS_FILE),
-        occ_model::manifest::to_json_pretty(&status).as_bytes(),
+        occ_model::schema::manifest::to_json_pretty(&status).as_bytes(),
     )
 }
 

@@ -7,8 +7,8 @@
 
 use crate::error::{Error, Result};
 use occ_model::compare::GateSettings;
-use occ_model::lock::Lock;
-use occ_model::manifest::Manifest;
+use occ_model::schema::lock::Lock;
+use occ_model::schema::manifest::Manifest;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 

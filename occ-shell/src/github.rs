@@ -2,10 +2,10 @@
 //! name.
 //!
 //! Under GitHub Actions (`GITHUB_ACTIONS=true`) the build appends the
-//! report's Markdown ([`occ_model::markdown`]) to the file
+//! report's Markdown ([`occ_model::render::markdown`]) to the file
 //! `GITHUB_STEP_SUMMARY` names, and `cargo occ check` appends its own and
 //! prints each spill, regression and near-cliff warning as a workflow
-//! command (`::error file=…,line=…::…`, [`occ_model::ci`]).
+//! command (`::error file=…,line=…::…`, [`occ_model::render::ci`]).
 //!
 //! Why the build prints no workflow commands: the runner takes a command
 //! only from a line that starts with `::` (after leading blanks) on the
@@ -98,7 +98,7 @@ pub fn repo_path(crate_root: &Path, source: &str, workspace: Option<&Path>) -> S
     source.to_string()
 }
 
-/// A reader of the crate's `.cu` files for [`occ_model::ci::alerts`]
+/// A reader of the crate's `.cu` files for [`occ_model::render::ci::alerts`]
 /// (`None` for a file it cannot read).
 pub fn source_reader(crate_root: &Path) -> impl Fn(&str) -> Option<String> + '_ {
     move |source| std::fs::read_to_string(crate_root.join(source)).ok()

@@ -424,7 +424,7 @@ pub struct Measurement {
     pub bucket: String,
     /// The hash of the cubin that ran (`fnv1a64:…`, as the build's manifest records it).
     pub cubin_hash: String,
-    /// The hash of the block sizes timed (`occ_model::measured::candidates_hash`;
+    /// The hash of the block sizes timed (`occ_model::schema::measured::candidates_hash`;
     /// `cargo occ tune --plan` prints it for the set it lists). `cargo occ
     /// tune import` refuses a file whose hash is not that of its timings.
     pub candidates_hash: String,

@@ -455,7 +455,7 @@ pub fn code_and_text(out: &Output) -> (i32, String, String) {
 /// The `cuda_occupancy.h` oracle: the C++ harness of `tests/oracle/` built
 /// against the installed header, and the device table it reads.
 pub mod oracle {
-    use occ_model::arch::Arch;
+    use occ_model::model::arch::Arch;
     use std::hash::{Hash, Hasher};
     use std::path::{Path, PathBuf};
     use std::process::Command;
@@ -578,14 +578,14 @@ pub fn build_env_with(nvcc: &Path, extra: &[(&str, Option<&str>)]) -> occ_shell:
 /// arch's compute capability: each `(block size, median µs)` of `times`
 /// with 30 runs and `noise`, against the manifest's cubin hash.
 pub fn recorded_results(
-    manifest: &occ_model::manifest::Manifest,
+    manifest: &occ_model::schema::manifest::Manifest,
     kernel: &str,
     arch: &str,
     bucket: &str,
     times: &[(u32, f64)],
     noise: f64,
-) -> occ_model::measured::Results {
-    use occ_model::measured::{self, Device, Measurement, Results, Timing};
+) -> occ_model::schema::measured::Results {
+    use occ_model::schema::measured::{self, Device, Measurement, Results, Timing};
     let k = manifest
         .kernels
         .iter()

@@ -14,7 +14,7 @@
 //! wrong scalar, a wrong element type, an integer for a pointer, a shared
 //! borrow for a written buffer), included through `OCC_UI_KERNELS_RS`.
 
-use occ_model::manifest::Manifest;
+use occ_model::schema::manifest::Manifest;
 use occ_tests::{build_env, nvcc, workspace_root};
 use std::path::Path;
 
@@ -44,7 +44,7 @@ fn spill_lines_match_the_fixture(m: &Manifest) -> (u32, u32) {
             // no other kernel).
             assert_eq!(
                 a.lines.is_some(),
-                occ_model::cliff::registers_matter(a),
+                occ_model::model::cliff::registers_matter(a),
                 "{} on {arch}: {:?}",
                 k.name,
                 a.lines
@@ -113,7 +113,7 @@ fn ui() {
         // Not the gate's subject: built without `CI` (and its lock rules).
         .try_compile_with(&build_env(&[]))
         .unwrap_or_else(|e| panic!("building the ui kernels failed: {e}"));
-    let manifest = report.out_dir.join(occ_model::manifest::FILE_NAME);
+    let manifest = report.out_dir.join(occ_model::schema::manifest::FILE_NAME);
     assert!(manifest.is_file(), "{}", manifest.display());
     let (spills, loop_line) = spill_lines_match_the_fixture(report.manifest().expect("manifest"));
 

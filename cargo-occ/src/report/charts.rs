@@ -2,10 +2,10 @@
 //! block size, by registers and by shared memory.
 
 use super::html::kib;
-use occ_model::analyze::resources;
-use occ_model::arch;
-use occ_model::manifest::KernelArch;
-use occ_model::occupancy::{occupancy, BlockLaunch, KernelResources};
+use occ_model::compiler::analyze::resources;
+use occ_model::model::arch;
+use occ_model::model::occupancy::{occupancy, BlockLaunch, KernelResources};
+use occ_model::schema::manifest::KernelArch;
 use plotters::prelude::*;
 use std::fmt::Write as _;
 

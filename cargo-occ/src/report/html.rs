@@ -4,18 +4,18 @@
 
 use super::charts::charts;
 use super::{Baseline, Charts, AUTO_ALL_ROWS, LOW_OCCUPANCY};
-use occ_model::arch;
 use occ_model::compare::{Reason, Verdict};
-use occ_model::manifest::{Kernel, KernelArch, Manifest, Origin};
-use occ_model::text_table::percent;
+use occ_model::model::arch;
+use occ_model::render::text_table::percent;
+use occ_model::schema::manifest::{Kernel, KernelArch, Manifest, Origin};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// Text in HTML, in an element or a quoted attribute: `&`, `<`, `>`, `"`
 /// and `'` as references, and what no name may hold shown escaped
-/// (`occ_model::names::shown`).
+/// (`occ_model::compiler::names::shown`).
 pub(super) fn esc(s: &str) -> String {
-    occ_model::names::shown(s)
+    occ_model::compiler::names::shown(s)
         .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -20,8 +20,8 @@ use crate::locate::{Locate, Located};
 use crate::render as report;
 use anyhow::Context;
 use occ_model::compare;
-use occ_model::lock::Lock;
-use occ_model::manifest::Origin;
+use occ_model::schema::lock::Lock;
+use occ_model::schema::manifest::Origin;
 use std::path::PathBuf;
 
 /// Output formats.
@@ -91,7 +91,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-pub use occ_model::markdown::Baseline;
+pub use occ_model::render::markdown::Baseline;
 
 /// The build compared with its lock, exactly as `cargo occ check` compares
 /// them (the lock and thresholds from the build's `gate.json`).
@@ -127,8 +127,10 @@ pub(crate) mod tests {
     use super::charts::compact_svg;
     use super::html::*;
     use super::*;
-    use occ_model::declared::best_launch;
-    use occ_model::manifest::{Best, Kernel, KernelArch, LaunchBounds, Manifest, Resources};
+    use occ_model::model::declared::best_launch;
+    use occ_model::schema::manifest::{
+        Best, Kernel, KernelArch, LaunchBounds, Manifest, Resources,
+    };
 
     fn arch_entry(arch: &str, registers: u32, static_smem: u32, spill: u32) -> KernelArch {
         bounded(arch, registers, static_smem, spill, LaunchBounds::default())
@@ -181,7 +183,7 @@ pub(crate) mod tests {
             ..LaunchBounds::default()
         };
         Manifest {
-            schema: occ_model::manifest::SCHEMA_VERSION,
+            schema: occ_model::schema::manifest::SCHEMA_VERSION,
             package: "demo".into(),
             origin: Origin::Nvcc,
             nvcc: "V13.5.37".into(),
@@ -303,7 +305,7 @@ pub(crate) mod tests {
                 prop_assert_eq!(p0.matches('<').count(), p1.matches('<').count());
                 prop_assert_eq!(p0.matches('"').count(), p1.matches('"').count());
                 prop_assert_eq!(p0.lines().count(), p1.lines().count());
-                prop_assert!(!p1.chars().any(|c| c != '\n' && occ_model::names::is_refused(c)));
+                prop_assert!(!p1.chars().any(|c| c != '\n' && occ_model::compiler::names::is_refused(c)));
             }
         }
     }

@@ -253,7 +253,7 @@ fn batch_keeps_order_and_reports_bad_lines() {
 #[test]
 fn batch_matches_cuda_occupancy_h() {
     let bin = occ_tests::oracle::harness(Path::new(env!("CARGO_TARGET_TMPDIR")));
-    let archs = occ_model::arch::all();
+    let archs = occ_model::model::arch::all();
     let devices: Vec<_> = archs.iter().map(|a| (a.major, a.minor, a)).collect();
     let table = occ_tests::oracle::device_table(&devices);
     let mut cases = Vec::new();

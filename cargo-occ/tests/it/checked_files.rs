@@ -102,7 +102,7 @@ fn tune_import_refuses_timings_of_another_cubin_unless_kept() {
     );
     let ours = results.measurements[0].cubin_hash.clone();
     assert!(!ours.is_empty() && EXAMPLE_LOCK.contains(&ours));
-    let theirs = occ_model::measured::content_hash(b"an older build's cubin");
+    let theirs = occ_model::schema::measured::content_hash(b"an older build's cubin");
     results.measurements[0].cubin_hash = theirs.clone();
     let file = s
         .write("occ-tune.json", &results.to_json())

@@ -9,8 +9,8 @@
 
 use crate::occ;
 use occ_model::compare::GateSettings;
-use occ_model::lock::{Lock, LOCK_SCHEMA};
-use occ_model::manifest::{Manifest, Origin};
+use occ_model::schema::lock::{Lock, LOCK_SCHEMA};
+use occ_model::schema::manifest::{Manifest, Origin};
 use occ_tests::trust::{scratch_toolkit, script, HEAVY, LIGHT};
 use occ_tests::{build_env, Scratch};
 use std::path::Path;
@@ -294,7 +294,7 @@ pub(crate) fn hand_build(
     };
     s.write(
         "out/occ/gate.json",
-        &occ_model::manifest::to_json_pretty(&gate),
+        &occ_model::schema::manifest::to_json_pretty(&gate),
     );
     if lock {
         s.write("occ.lock", EXAMPLE_LOCK);

@@ -4,8 +4,8 @@
 //! write in the source to apply a register cap.
 
 use crate::occ;
-use occ_model::manifest::KernelArch;
-use occ_model::manifest::Manifest;
+use occ_model::schema::manifest::KernelArch;
+use occ_model::schema::manifest::Manifest;
 use occ_tests::{build_env, kernels_build, Scratch};
 use std::path::PathBuf;
 

@@ -1,11 +1,11 @@
 //! Live tests of register-cap sweeps (`cargo occ sweep --json`, whose runner
-//! lives in cargo-occ, and the `occ_model::sweep` model) and
+//! lives in cargo-occ, and the `occ_model::model::sweep` model) and
 //! `Build::max_registers`, against ptxas run by the test itself.
 
 use crate::occ;
 use occ_build::Build;
-use occ_model::manifest::Manifest;
-use occ_model::sweep::{self, KernelSweep, Method};
+use occ_model::model::sweep::{self, KernelSweep, Method};
+use occ_model::schema::manifest::Manifest;
 use occ_tests::{build_env, nvcc, Scratch};
 use std::path::Path;
 use std::process::Command;

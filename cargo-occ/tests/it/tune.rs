@@ -6,12 +6,12 @@
 //! results, not a measurement.
 
 use crate::occ;
-use occ_model::analyze::resources;
-use occ_model::arch;
-use occ_model::lock::Lock;
-use occ_model::manifest::Manifest;
-use occ_model::measured::{self, Results};
-use occ_model::suggest::{self, TuneRequest};
+use occ_model::compiler::analyze::resources;
+use occ_model::model::arch;
+use occ_model::model::suggest::{self, TuneRequest};
+use occ_model::schema::lock::Lock;
+use occ_model::schema::manifest::Manifest;
+use occ_model::schema::measured::{self, Results};
 use occ_tests::{build_env, Scratch};
 use std::path::{Path, PathBuf};
 
@@ -87,7 +87,9 @@ fn plan_import_and_rebuild_carry_the_measurement() {
             .find(|l| l.split_whitespace().next() == Some(&c.block_size.to_string()))
             .expect("a row per candidate");
         assert!(
-            row.contains(&occ_model::text_table::percent(c.occupancy.occupancy)),
+            row.contains(&occ_model::render::text_table::percent(
+                c.occupancy.occupancy
+            )),
             "{row}"
         );
     }
@@ -266,7 +268,7 @@ fn plan_offers_shapes_of_a_2d_declared_launch() {
             "{row}"
         );
         assert!(
-            row.contains(&occ_model::text_table::percent(
+            row.contains(&occ_model::render::text_table::percent(
                 c.candidate.occupancy.occupancy
             )),
             "{row}"

@@ -122,7 +122,7 @@ use crate::leaf::nvcc_text::{
 };
 use crate::process::{Cmd, Programs};
 use crate::toolkit::{exe, Nvcc};
-use occ_model::manifest::Contribution;
+use occ_model::schema::manifest::Contribution;
 use serde::{Deserialize, Serialize};
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -339,7 +339,7 @@ pub(crate) struct Record {
     pub outputs: Vec<Output>,
     /// nvcc's output (the ptxas `-v` log).
     pub log: String,
-    /// What the job contributed, per arch ([`occ_model::analyze::contribution`]:
+    /// What the job contributed, per arch ([`occ_model::compiler::analyze::contribution`]:
     /// its kernels as the compiler left them, parsed once, when it ran),
     /// so that a build of cached jobs assembles without parsing anything.
     pub contributions: Vec<Contribution>,

@@ -127,7 +127,7 @@ pub(crate) enum Error {
         reason: String,
     },
     /// A source path holds a character no output of occ can hold as it is
-    /// (`occ_model::names::check`: a control character, a line separator,
+    /// (`occ_model::compiler::names::check`: a control character, a line separator,
     /// a bidirectional control), or is not UTF-8.
     UnwritableSource {
         /// The path, relative to the crate root, as far as it reads.
@@ -520,7 +520,7 @@ impl fmt::Display for Error {
                 }
                 for too_much in diagnostics
                     .iter()
-                    .filter_map(|l| occ_model::ptxas::too_much_shared(l))
+                    .filter_map(|l| occ_model::compiler::ptxas::too_much_shared(l))
                 {
                     writeln!(
                         f,
@@ -528,7 +528,7 @@ impl fmt::Display for Error {
                          a block may hold statically: declare the array `extern __shared__` and give \
                          its size as the launch's dynamic shared memory (occ::cuda's launchers set the \
                          opt-in above 48 KiB, up to the GPU's maximum)",
-                        occ_model::names::kernel_name(&too_much.kernel).base,
+                        occ_model::compiler::names::kernel_name(&too_much.kernel).base,
                         too_much.bytes,
                         too_much.max,
                         too_much.max / 1024
@@ -602,7 +602,7 @@ impl fmt::Display for Error {
                 f,
                 "cannot build CUDA source {}: its path {detail}, which kernels.rs, the reports and \
                  SARIF could not name as it is; rename the file or folder",
-                occ_model::names::shown(path)
+                occ_model::compiler::names::shown(path)
             ),
             Error::Spills { kernels } => {
                 writeln!(f, "register spills to local memory, which this build denies:")?;

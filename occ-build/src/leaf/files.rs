@@ -21,6 +21,6 @@ pub(crate) fn write_lock(path: &Path, text: &str) -> Result<()> {
 }
 
 /// [`occ_shell::files::read_manifest`].
-pub(crate) fn read_manifest(path: &Path) -> Result<occ_model::manifest::Manifest> {
+pub(crate) fn read_manifest(path: &Path) -> Result<occ_model::schema::manifest::Manifest> {
     Ok(occ_shell::files::read_manifest(path)?)
 }

@@ -5,7 +5,7 @@
 //!
 //! A leaf: it imports no stage.
 
-use occ_model::manifest::Contribution;
+use occ_model::schema::manifest::Contribution;
 use std::path::PathBuf;
 
 /// What one job compiles.

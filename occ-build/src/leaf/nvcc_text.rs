@@ -195,10 +195,10 @@ fn marker(line: &[u8]) -> Option<(&[u8], &[u8])> {
 
 /// A line marker's file name as the file system names it: the
 /// preprocessor's C escapes read (`\n` a newline, `\\` a backslash, `\ooo`
-/// a byte; `occ_model::names::unescape_c`), a name that is not a C string
+/// a byte; `occ_model::compiler::names::unescape_c`), a name that is not a C string
 /// taken as it is; on Unix the bytes as they are.
 fn unescape(name: &[u8]) -> PathBuf {
-    let bytes = occ_model::names::unescape_c(name).unwrap_or_else(|| name.to_vec());
+    let bytes = occ_model::compiler::names::unescape_c(name).unwrap_or_else(|| name.to_vec());
     #[cfg(unix)]
     {
         use std::os::unix::ffi::OsStringExt as _;

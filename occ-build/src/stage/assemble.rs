@@ -1,4 +1,4 @@
-//! Stage 5: what each job contributed ([`occ_model::analyze::contribution`]:
+//! Stage 5: what each job contributed ([`occ_model::compiler::analyze::contribution`]:
 //! its kernels as the compiler left them, with its cubin's hash, worked
 //! out when the job ran and kept with its record), and the
 //! one assembly of the manifest ([`occ_model::assemble`]) from those, or,
@@ -11,8 +11,8 @@ use crate::leaf::error::Result;
 use crate::leaf::job::JobOutput;
 use crate::stage::inputs::Inputs;
 use occ_model::assemble::{self, Assembly, Contribution, Judged};
-use occ_model::lock::Lock;
-use occ_model::manifest::{DeviceCode, Manifest, Origin};
+use occ_model::schema::lock::Lock;
+use occ_model::schema::manifest::{DeviceCode, Manifest, Origin};
 
 /// What each job contributed (parsed when it ran, or kept with its
 /// record), in the order of `outputs`.

@@ -23,10 +23,10 @@ use crate::leaf::nvcc_text::{self, deps_from_preprocessed, Failure};
 use crate::process::{Cmd, Programs, Status};
 use crate::stage::inputs::Inputs;
 use crate::toolkit::Nvcc;
-use occ_model::analyze::{self, JobText};
-use occ_model::manifest::Contribution;
-use occ_model::measured;
-use occ_model::params::{self, Signatures};
+use occ_model::compiler::analyze::{self, JobText};
+use occ_model::compiler::params::{self, Signatures};
+use occ_model::schema::manifest::Contribution;
+use occ_model::schema::measured;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -644,7 +644,7 @@ fn arch_logs(job: &Job, log: String) -> Result<(Vec<String>, Vec<String>)> {
     match &job.kind {
         JobKind::Device => Ok((vec![job.arch.clone()], vec![log])),
         JobKind::Library { archs, .. } => {
-            let logs = occ_model::ptxas::split_by_arch(&log, archs).ok_or_else(|| {
+            let logs = occ_model::compiler::ptxas::split_by_arch(&log, archs).ok_or_else(|| {
                 Error::LibraryLogSplit {
                     file: job.source.clone(),
                     archs: archs.clone(),
@@ -771,7 +771,7 @@ fn find_ptx(dir: &Path, source: &str) -> Option<PathBuf> {
 }
 
 /// The host stubs' mangled names in the `.cudafe1.stub.c` files nvcc
-/// left in `dir` (`occ_model::params::scan_stubs`).
+/// left in `dir` (`occ_model::compiler::params::scan_stubs`).
 fn find_stubs(dir: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();

@@ -5,7 +5,7 @@
 //! The analysis has already compiled every (file, arch) job to a cubin and
 //! its PTX; what is embedded is made from those files, so no device code
 //! is compiled twice. First each one's line information is taken out
-//! ([`occ_model::shipped`]: the same code, no line table, no path of the
+//! ([`occ_model::compiler::shipped`]: the same code, no line table, no path of the
 //! build machine), into `<job>.embed.cubin` and `<job>.embed.ptx`, written
 //! only when their bytes change; a build that asked for line information
 //! itself (`-lineinfo`, `-G`), or has none, embeds copies of the files as
@@ -26,9 +26,9 @@ use crate::leaf::files::write_atomic;
 use crate::leaf::job::JobOutput;
 use crate::process::{Cmd, Programs};
 use crate::toolkit::{exe, Nvcc};
-use occ_model::arch::{self, Variant};
-use occ_model::manifest::{DeviceCode, Embed};
-use occ_model::shipped;
+use occ_model::compiler::shipped;
+use occ_model::model::arch::{self, Variant};
+use occ_model::schema::manifest::{DeviceCode, Embed};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 

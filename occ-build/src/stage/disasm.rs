@@ -4,14 +4,14 @@
 //! The jobs compile with `-lineinfo` (which leaves the SASS and ptxas's
 //! numbers unchanged: `tests/tests/it/lineinfo.rs`), so each cubin maps its
 //! instructions to files and lines. Only kernels whose registers matter
-//! are located ([`occ_model::cliff::registers_matter`]: it spills,
+//! are located ([`occ_model::model::cliff::registers_matter`]: it spills,
 //! fewer registers would gain a resident block, or a register cliff is at
 //! most two registers away); the others' lines would never be read, and nvdisasm
 //! costs about as much CPU as the compile (BENCHMARKS.md §12.5). For each
 //! cubin that holds such a kernel the toolkit's `nvdisasm` runs twice over
 //! those kernels' code only (`-fun`), `-c -g` (lines and spill marks) and
 //! `-c -plr -lrm count` (live registers), its output read line by line into
-//! [`occ_model::lines`], which gives each kernel's [`SourceLines`]; they go
+//! [`occ_model::compiler::lines`], which gives each kernel's [`SourceLines`]; they go
 //! into the manifest (`KernelArch::lines`), never into the lock.
 //!
 //! Cached by content: `cache/lines/<cubin>.json` holds the result under a
@@ -28,7 +28,7 @@ use crate::leaf::files::write_atomic;
 use crate::process::{Cmd, Programs};
 use crate::toolkit::{exe, Nvcc};
 use occ_model::assemble::Lines;
-use occ_model::lines::{source_lines, LifeRanges, LineInfo, SourceLines};
+use occ_model::compiler::lines::{source_lines, LifeRanges, LineInfo, SourceLines};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -282,7 +282,7 @@ fn run_all(
 /// printed, so the reading is the same as over the whole cubin
 /// (`tests/tests/it/lines.rs` compares the two).
 fn function_list(cubin: &[u8], names: &[&str]) -> Option<String> {
-    let indices = occ_model::lines::function_indices(cubin)?;
+    let indices = occ_model::compiler::lines::function_indices(cubin)?;
     let list: Option<Vec<String>> = names
         .iter()
         .map(|n| indices.get(*n).map(u32::to_string))

@@ -47,9 +47,9 @@ use occ_model::compare::{
     self, Cause, GateSettings, Group, Thresholds, Verdict, DEFAULT_CLIFF_MARGIN,
     DEFAULT_REGISTER_THRESHOLD, GATE_FILE,
 };
-use occ_model::lock::{Lock, CANDIDATE_FILE, LOCK_SCHEMA};
-use occ_model::manifest::{self, Manifest};
-use occ_model::text_table;
+use occ_model::render::text_table;
+use occ_model::schema::lock::{Lock, CANDIDATE_FILE, LOCK_SCHEMA};
+use occ_model::schema::manifest::{self, Manifest};
 use std::path::Path;
 
 /// The most rows per cause an error's table shows; the report has them all.
@@ -126,7 +126,7 @@ pub(crate) fn baseline(
     if let Some(evidence) = &inputs.dependency {
         // The lock is its authors' gate: a dependent's build (another
         // toolkit, other archs) never fails on it, nor writes it.
-        details.baseline = Some(occ_model::markdown::Baseline::NotCompared(format!(
+        details.baseline = Some(occ_model::render::markdown::Baseline::NotCompared(format!(
             "built as a dependency ({evidence}): {lock_name} gates its own crate's builds, \
              not its dependents'"
         )));
@@ -150,7 +150,7 @@ pub(crate) fn baseline(
         Ok(())
     };
     let Some(lock) = &inputs.lock else {
-        details.baseline = Some(occ_model::markdown::Baseline::NotCompared(format!(
+        details.baseline = Some(occ_model::render::markdown::Baseline::NotCompared(format!(
             "no {lock_name} yet (record one with `cargo occ bless`)"
         )));
         if blessing {
@@ -182,7 +182,7 @@ pub(crate) fn baseline(
         });
     }
     let diff = compare::compare(lock, candidate, &settings.thresholds);
-    details.baseline = Some(occ_model::markdown::Baseline::Compared {
+    details.baseline = Some(occ_model::render::markdown::Baseline::Compared {
         lock: inputs
             .lock_path
             .file_name()
@@ -328,7 +328,7 @@ fn measured_code(
     lock_name: &str,
     details: &mut Details,
 ) -> Result<()> {
-    let hash = |l: &Lock, m: &occ_model::measured::Measured| {
+    let hash = |l: &Lock, m: &occ_model::schema::measured::Measured| {
         l.find(&m.kernel, &m.source)
             .and_then(|k| k.archs.get(&m.arch))
             .map(|a| a.cubin_hash.clone())
@@ -510,22 +510,24 @@ pub(crate) fn measured(manifest: &Manifest, details: &mut Details, directives: &
             continue;
         };
         let what = format!("{} on {} (bucket {:?})", m.kernel, m.arch, m.bucket);
-        if let occ_model::measured::Staleness::Stale { .. } = m.staleness(Some(&ka.cubin_hash)) {
+        if let occ_model::schema::measured::Staleness::Stale { .. } =
+            m.staleness(Some(&ka.cubin_hash))
+        {
             stale.push(what);
             continue;
         }
-        let Ok(target) = occ_model::arch::parse_target(&m.arch) else {
+        let Ok(target) = occ_model::model::arch::parse_target(&m.arch) else {
             continue;
         };
         let required = ka.launch_bounds.required_block_size();
-        let request = occ_model::suggest::TuneRequest {
+        let request = occ_model::model::suggest::TuneRequest {
             max_block_size: required,
             block_multiple: required,
             ..Default::default()
         };
-        let launches = occ_model::suggest::at_block_size(
+        let launches = occ_model::model::suggest::at_block_size(
             target.arch,
-            &occ_model::analyze::resources(ka),
+            &occ_model::compiler::analyze::resources(ka),
             &request,
             m.best,
         );

@@ -6,7 +6,7 @@
 //! The device code is compiled once: one `nvcc -c -keep -Xptxas -v`
 //! per file with a `-gencode` for every arch gives the object and, from
 //! the same run, each arch's ptxas log, PTX and cubin; the job is split per
-//! arch (`occ_model::ptxas::split_by_arch`) into the same outputs a
+//! arch (`occ_model::compiler::ptxas::split_by_arch`) into the same outputs a
 //! device-only job gives, so its kernels reach the manifest, `kernels.rs`,
 //! the reports and the gate the same way (see `compile.rs`).
 //!

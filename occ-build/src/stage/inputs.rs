@@ -16,8 +16,8 @@ use crate::env::Env;
 use crate::leaf::directives::Directives;
 use crate::leaf::error::{Error, Result};
 use crate::leaf::files::relative;
-use occ_model::arch;
-use occ_model::lock::{Lock, DEFAULT_LOCK_FILE};
+use occ_model::model::arch;
+use occ_model::schema::lock::{Lock, DEFAULT_LOCK_FILE};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -98,7 +98,7 @@ pub(crate) struct Inputs {
     /// `PATH`, where nvcc finds the host compiler and its tools.
     pub path_var: Option<String>,
     /// The launches of `Build::launch`, `(pattern, launch)` in order.
-    pub launches: Vec<(String, occ_model::declared::Launch)>,
+    pub launches: Vec<(String, occ_model::model::declared::Launch)>,
     /// GitHub Actions' settings, under `GITHUB_ACTIONS=true`.
     pub github: Option<crate::github::Actions>,
     /// What starts the build's programs ([`Env::with_programs`]).
@@ -573,7 +573,7 @@ fn sources(
 }
 
 /// `path` relative to `root`, when occ may write it
-/// (`occ_model::names::check`, and UTF-8); else
+/// (`occ_model::compiler::names::check`, and UTF-8); else
 /// [`Error::UnwritableSource`].
 fn writable(root: &Path, path: &Path) -> Result<String> {
     let rel = relative(root, path);
@@ -585,7 +585,7 @@ fn writable(root: &Path, path: &Path) -> Result<String> {
     if below.to_str().is_none() {
         return Err(unwritable(format!("{rel:?} is not UTF-8")));
     }
-    occ_model::names::check(&rel).map_err(|e| unwritable(e.to_string()))?;
+    occ_model::compiler::names::check(&rel).map_err(|e| unwritable(e.to_string()))?;
     Ok(rel)
 }
 

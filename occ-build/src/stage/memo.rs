@@ -256,7 +256,8 @@ pub(crate) fn reuse(
         return None;
     }
     let manifest =
-        std::fs::read_to_string(inputs.out_dir.join(occ_model::manifest::FILE_NAME)).ok()?;
+        std::fs::read_to_string(inputs.out_dir.join(occ_model::schema::manifest::FILE_NAME))
+            .ok()?;
     // Listed among this run's parts, or no reuse (a later part would
     // not find its kernels).
     parts::reused(

@@ -13,7 +13,7 @@ use crate::leaf::cache::ToolkitId;
 use crate::leaf::error::Result;
 use crate::stage::inputs::Inputs;
 use crate::toolkit::{self, Nvcc};
-use occ_model::lock::Lock;
+use occ_model::schema::lock::Lock;
 use std::path::Path;
 
 /// What one build compiles with: a live nvcc or the committed lock.

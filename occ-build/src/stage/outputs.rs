@@ -3,7 +3,7 @@
 //! the nvcc jobs and `device_code`), and removes the files of jobs this build no
 //! longer has.
 //!
-//! The files' text is [`occ_model::kernels_rs`]'s. `kernels.rs` is data, not a forest of modules: one static table of
+//! The files' text is [`occ_model::render::kernels_rs`]'s. `kernels.rs` is data, not a forest of modules: one static table of
 //! kernels (names, source, per-arch resources and best launch, a reference
 //! to the device-code blob that holds it), a table of blobs, `get(name)`
 //! for run-time lookup, and one small module per kernel (`KERNEL`, a
@@ -33,8 +33,8 @@
 
 use crate::leaf::error::Result;
 use crate::leaf::files::write_atomic;
-use occ_model::kernels_rs::{device_code_rs, kernels_rs, Reach};
-use occ_model::manifest::{self, DeviceCode, Manifest};
+use occ_model::render::kernels_rs::{device_code_rs, kernels_rs, Reach};
+use occ_model::schema::manifest::{self, DeviceCode, Manifest};
 use std::path::Path;
 
 /// The generated Rust file's name inside `$OUT_DIR/occ`.
@@ -136,7 +136,7 @@ fn reach(out: &Path, blob: &DeviceCode) -> Reach {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use occ_model::manifest::{Embed, Origin};
+    use occ_model::schema::manifest::{Embed, Origin};
 
     /// A manifest of `kernels` and `device_code` for sm_80, as nvcc built it.
     pub(crate) fn manifest(

@@ -24,9 +24,9 @@
 
 use crate::leaf::error::{Error, Result};
 use crate::leaf::files::write_atomic;
-use occ_model::analyze;
-use occ_model::lock::Lock;
-use occ_model::manifest::Manifest;
+use occ_model::compiler::analyze;
+use occ_model::schema::lock::Lock;
+use occ_model::schema::manifest::Manifest;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -220,7 +220,7 @@ pub(crate) fn record(
         });
     let others = parts.parts.iter().any(|p| p.name != name);
     let merged = if others {
-        let path = out.join(occ_model::manifest::FILE_NAME);
+        let path = out.join(occ_model::schema::manifest::FILE_NAME);
         let mut theirs = crate::leaf::files::read_manifest(&path)?;
         let listed: Vec<&String> = parts
             .parts
@@ -296,7 +296,7 @@ pub(crate) fn candidate(view: &View, name: &str, lock: Option<&Lock>) -> Lock {
         // while their kernel × arch is still built, under the kernel's
         // source of today (a moved file keeps its measurements, which the
         // build then checks against the cubin as ever).
-        candidate.measured = occ_model::measured::rebase(&lock.measured, |m| {
+        candidate.measured = occ_model::schema::measured::rebase(&lock.measured, |m| {
             candidate
                 .find(&m.kernel, &m.source)
                 .filter(|k| k.archs.contains_key(&m.arch))
@@ -329,12 +329,12 @@ pub(crate) fn prefix(name: &str) -> String {
 mod tests {
     use super::*;
     use occ_model::assemble::{self, Assembly};
-    use occ_model::manifest::Origin;
+    use occ_model::schema::manifest::Origin;
 
     /// The kernels of one job of nvcc 13.5 (tests/fixtures/regen.sh), as
     /// if compiled from `source`.
     fn part(source: &str) -> Manifest {
-        let signatures = occ_model::params::Signatures::default();
+        let signatures = occ_model::compiler::params::Signatures::default();
         let args = ["-maxrregcount".to_string(), "16".to_string()];
         let text = analyze::JobText {
             source,
@@ -369,7 +369,11 @@ mod tests {
         let _ = std::fs::remove_dir_all(&out);
         std::fs::create_dir_all(&out).expect("out");
         let write = |m: &Manifest| {
-            std::fs::write(out.join(occ_model::manifest::FILE_NAME), m.to_json()).expect("write")
+            std::fs::write(
+                out.join(occ_model::schema::manifest::FILE_NAME),
+                m.to_json(),
+            )
+            .expect("write")
         };
         let (a, b) = (part("a.cu"), part("b.cu"));
         let view = record(&out, "", &out, &["a.cu".into()], &[], &a).expect("a");

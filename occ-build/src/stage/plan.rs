@@ -20,7 +20,7 @@ use crate::leaf::error::{Error, Result};
 use crate::leaf::job::{Job, JobKind};
 use crate::stage::hostlib::HostLib;
 use crate::stage::inputs::Inputs;
-use occ_model::manifest::{Lookup, Manifest};
+use occ_model::schema::manifest::{Lookup, Manifest};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -225,7 +225,7 @@ fn folder_free_names(package: &str, source: &str, anchor: &Path) -> Vec<String> 
         })
         .collect();
     let flag = format!("--orig_src_path_name={name}");
-    let id = occ_model::measured::content_hash(format!("{package}\0{source}").as_bytes());
+    let id = occ_model::schema::measured::content_hash(format!("{package}\0{source}").as_bytes());
     let id = id.trim_start_matches("fnv1a64:");
     vec![
         "-Xcicc".to_string(),
@@ -480,10 +480,10 @@ fn job_names(sources: &[String]) -> Vec<String> {
                 format!(
                     "{}_{}",
                     tail.trim_start_matches('_'),
-                    occ_model::names::short_hash(source)
+                    occ_model::compiler::names::short_hash(source)
                 )
             } else if clashes {
-                format!("{name}_{}", occ_model::names::short_hash(source))
+                format!("{name}_{}", occ_model::compiler::names::short_hash(source))
             } else {
                 name.clone()
             }
@@ -498,7 +498,7 @@ fn unknown_cap_target(target: &str, manifest: &Manifest) -> Error {
         Lookup::Ambiguous(candidates) => {
             return Error::AmbiguousCapTarget {
                 target: target.to_string(),
-                candidates: occ_model::manifest::describe_candidates(&candidates),
+                candidates: occ_model::schema::manifest::describe_candidates(&candidates),
             }
         }
         Lookup::Unknown(close) if !close.is_empty() => {

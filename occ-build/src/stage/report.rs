@@ -12,7 +12,7 @@
 //! Warnings scale with kinds, not kernels: each is one line with a count and
 //! the first [`NAMED`] names. This module's are the spill line, printed
 //! only when a kernel spills, and one line per kind of ptxas warning
-//! (`occ_model::manifest::WarningKind`), quoting ptxas's words and naming
+//! (`occ_model::schema::manifest::WarningKind`), quoting ptxas's words and naming
 //! the kernels and archs it was printed for; the report lists every
 //! kernel × arch with each of its warnings once. A build with nothing
 //! notable prints nothing. (The gate's own lines come from
@@ -22,9 +22,9 @@ use crate::leaf::directives::Directives;
 use crate::leaf::error::Result;
 use crate::leaf::files::write_atomic;
 use crate::stage::inputs::Inputs;
-use occ_model::manifest::{Manifest, WarningKind};
-use occ_model::markdown::Baseline;
-use occ_model::text_table;
+use occ_model::render::markdown::Baseline;
+use occ_model::render::text_table;
+use occ_model::schema::manifest::{Manifest, WarningKind};
 use std::path::{Path, PathBuf};
 
 /// The report file's name.
@@ -89,7 +89,7 @@ pub(crate) fn write(
                 "the build did not compare with the lock".into()
             })
         });
-        let md = occ_model::markdown::markdown(manifest, &baseline);
+        let md = occ_model::render::markdown::markdown(manifest, &baseline);
         let note = "\n_Annotations at the source lines: run `cargo occ check` in a later step \
                     (a build script's workflow commands do not reach the runner)._\n";
         actions.append_summary(&format!("{md}{note}"))?;
@@ -381,9 +381,11 @@ mod tests {
     #[test]
     fn one_spilling_kernel_is_singular() {
         let path = Path::new("occ.lock");
-        let lock =
-            occ_model::lock::Lock::from_text(include_str!("../../../fuzz/seeds/occ.lock"), path)
-                .expect("lock");
+        let lock = occ_model::schema::lock::Lock::from_text(
+            include_str!("../../../fuzz/seeds/occ.lock"),
+            path,
+        )
+        .expect("lock");
         let mut m = lock.to_manifest(&["sm_80".into()], path).expect("manifest");
         m.kernels.truncate(1);
         assert!(line(&m, Path::new("report.txt")).is_none());
@@ -414,8 +416,8 @@ mod tests {
     fn capped_at_16() -> Manifest {
         let log = include_str!("../../../tests/fixtures/ptxas-13.5-maxrregcount16-sm_80.log");
         let args = ["-maxrregcount".to_string(), "16".to_string()];
-        let signatures = occ_model::params::Signatures::default();
-        let job = occ_model::analyze::JobText {
+        let signatures = occ_model::compiler::params::Signatures::default();
+        let job = occ_model::compiler::analyze::JobText {
             source: "kernels/kernels.cu",
             arch: "sm_80",
             name: "kernels",
@@ -425,10 +427,11 @@ mod tests {
             ptx: include_str!("../../../tests/fixtures/ptx-13.5-kernels-sm_80.ptx"),
             signatures: &signatures,
         };
-        let jobs = [occ_model::analyze::contribution(job, "").expect("the job's kernels")];
+        let jobs =
+            [occ_model::compiler::analyze::contribution(job, "").expect("the job's kernels")];
         occ_model::assemble::manifest(&occ_model::assemble::Assembly {
             package: "p",
-            origin: occ_model::manifest::Origin::Nvcc,
+            origin: occ_model::schema::manifest::Origin::Nvcc,
             nvcc: "V13.5.37",
             archs: &["sm_80".into()],
             jobs: &jobs,

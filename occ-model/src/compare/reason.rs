@@ -5,8 +5,8 @@
 //! the fields (a table's note is `table`'s), or formats them here.
 
 use super::Cause;
-use crate::manifest::{DeclaredBy, Launch};
-use crate::units::percent;
+use crate::render::units::percent;
+use crate::schema::manifest::{DeclaredBy, Launch};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 

@@ -9,7 +9,7 @@
 //! The line table names that folder and shifts every symbol index; ptxas
 //! put the section headers at an offset that is not a multiple of 8.
 
-use occ_model::measured::{content_hash, cubin_hash};
+use occ_model::schema::measured::{content_hash, cubin_hash};
 
 const WITH_LINES: &[u8] = include_bytes!("../fixtures/tmpl.lineinfo.sm_90.cubin");
 const WITHOUT_LINES: &[u8] = include_bytes!("../fixtures/tmpl.sm_90.cubin");

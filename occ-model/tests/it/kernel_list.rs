@@ -10,10 +10,10 @@
 //!
 //! (the PTX is `-keep`'s `t/two-kernels.ptx`).
 
-use occ_model::analyze::{contribution, JobText};
 use occ_model::assemble::{self, Assembly};
-use occ_model::manifest::Origin;
-use occ_model::params::Signatures;
+use occ_model::compiler::analyze::{contribution, JobText};
+use occ_model::compiler::params::Signatures;
+use occ_model::schema::manifest::Origin;
 use occ_model::Error;
 
 const LOG: &str = include_str!("../fixtures/two-kernels.13.5.sm_80.log");

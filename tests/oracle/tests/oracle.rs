@@ -17,11 +17,13 @@
 //! with the 11.0 figures (occ maps `sm_101` to 11.0). Every field of every
 //! answer must match; a failure prints the count and the first mismatches.
 
-use occ_model::arch::{self, Arch};
-use occ_model::occupancy::{
+use occ_model::model::arch::{self, Arch};
+use occ_model::model::occupancy::{
     occupancy, BlockLaunch, CachePref, KernelResources, OccupancyError, PartitionedGc,
 };
-use occ_model::suggest::{available_dynamic_smem, best_block_size, DynamicSmem, TuneRequest};
+use occ_model::model::suggest::{
+    available_dynamic_smem, best_block_size, DynamicSmem, TuneRequest,
+};
 use std::fmt::Write as _;
 use std::io::{BufReader, Read, Write};
 use std::path::Path;

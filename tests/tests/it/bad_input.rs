@@ -16,7 +16,7 @@
 //! tests/tests/it/new_user.rs for the compile error as cargo prints it.
 
 use occ_build::ErrorKind;
-use occ_model::manifest::Manifest;
+use occ_model::schema::manifest::Manifest;
 use occ_tests::trust::{cargo_toml, printed_registers, run_cargo, scale_crate, text, LIGHT};
 use occ_tests::{build_env, build_of, script, Scratch};
 use std::path::{Path, PathBuf};
@@ -270,7 +270,7 @@ fn a_control_character_in_a_source_name_is_refused_before_nvcc_runs() {
 #[test]
 fn a_corrupt_manifest_names_the_file_and_says_rebuild() {
     let s = Scratch::new();
-    let now = occ_model::manifest::SCHEMA_VERSION;
+    let now = occ_model::schema::manifest::SCHEMA_VERSION;
     for (text, needle) in [
         (
             format!("{{\"schema\": {now}, \"package\": "),
@@ -321,7 +321,7 @@ fn a_manifest_from_a_newer_schema_says_upgrade() {
     assert!(
         msg.contains(&format!(
             "written by a newer occ (schema 7; this occ reads schema {})",
-            occ_model::manifest::SCHEMA_VERSION
+            occ_model::schema::manifest::SCHEMA_VERSION
         )) && msg.contains("upgrade occ-build, occ-macros and cargo-occ together"),
         "{msg}"
     );

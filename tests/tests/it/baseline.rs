@@ -9,7 +9,7 @@
 
 use occ_build::{ErrorKind, Report};
 use occ_model::compare::GATE_FILE;
-use occ_model::lock::{Lock, CANDIDATE_FILE};
+use occ_model::schema::lock::{Lock, CANDIDATE_FILE};
 use occ_tests::{build_env, build_of, Scratch};
 
 const SMALL: &str = include_str!("../../fixtures/cu/baseline/small.cu");
@@ -265,7 +265,7 @@ fn without_nvcc_the_lock_stands_in() {
         assert_eq!(r.nvcc_runs, 0);
         assert_eq!(
             r.manifest().expect("manifest").origin,
-            occ_model::manifest::Origin::Lock
+            occ_model::schema::manifest::Origin::Lock
         );
         assert_eq!(
             r.manifest().expect("manifest").nvcc,

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::parser_support::{cuda_tool, parse_res_usage, sm_number};
-use occ_model::names;
-use occ_model::ptxas::parse_log;
+use occ_model::compiler::names;
+use occ_model::compiler::ptxas::parse_log;
 
 const ARCHS: [&str; 5] = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_120"];
 

@@ -8,15 +8,15 @@
 //! warnings as cargo warnings.
 
 use occ_build::{Build, ErrorKind, Launch};
-use occ_model::arch::{self, Variant};
-use occ_model::declared::DeclaredBy;
-use occ_model::occupancy::{occupancy, BlockLaunch as At, KernelResources};
-use occ_model::{analyze, manifest::Manifest};
+use occ_model::model::arch::{self, Variant};
+use occ_model::model::declared::DeclaredBy;
+use occ_model::model::occupancy::{occupancy, BlockLaunch as At, KernelResources};
+use occ_model::{compiler::analyze, schema::manifest::Manifest};
 use occ_tests::{build_env, Scratch, ScratchCrate};
 
 const DECLARED: &str = include_str!("../../fixtures/cu/declared/k.cu");
 
-fn kernel<'a>(m: &'a Manifest, name: &str) -> &'a occ_model::manifest::Kernel {
+fn kernel<'a>(m: &'a Manifest, name: &str) -> &'a occ_model::schema::manifest::Kernel {
     m.kernels
         .iter()
         .find(|k| k.name == name)

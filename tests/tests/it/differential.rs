@@ -43,8 +43,8 @@
 //! `scripts/release-check`) takes 200, and `scripts/differential` thousands.
 //! Cold builds are memoised by the full input state (nvcc is deterministic).
 
-use occ_model::lock::Lock;
-use occ_model::manifest::Manifest;
+use occ_model::schema::lock::Lock;
+use occ_model::schema::manifest::Manifest;
 use occ_tests::trust::{
     cargo_toml, outputs, reswap, scratch_toolkit, script_ok, text, BuildScript,
 };
@@ -632,7 +632,7 @@ fn lock_mode_agrees(
         run.fail(&format!("a build from the lock failed:\n{}", text(&out)));
     }
     let from_lock = read_manifest(dir.path());
-    let numbers = |m: &Manifest| -> Vec<(String, String, occ_model::manifest::Resources)> {
+    let numbers = |m: &Manifest| -> Vec<(String, String, occ_model::schema::manifest::Resources)> {
         m.kernels
             .iter()
             .flat_map(|k| {

@@ -2,8 +2,8 @@
 //! `cuobjdump`, and `kernels.rs` as a table that a crate looks kernels up
 //! in by name at run time.
 
-use occ_model::manifest::{DeviceCode, Embed};
-use occ_model::measured;
+use occ_model::schema::manifest::{DeviceCode, Embed};
+use occ_model::schema::measured;
 use occ_tests::{build_env, Scratch, ScratchCrate};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -395,7 +395,7 @@ fn several_builds_in_one_build_script_share_kernels_rs_and_the_lock() {
     );
     let out = s.path().join("out");
     let [first, second] = two_parts(s.path(), &out, &build_env(&[("OCC_BLESS", Some("1"))]));
-    let names = |m: &occ_model::manifest::Manifest| -> Vec<(String, String)> {
+    let names = |m: &occ_model::schema::manifest::Manifest| -> Vec<(String, String)> {
         m.kernels
             .iter()
             .map(|k| (k.name.clone(), k.source.clone()))
@@ -423,7 +423,8 @@ fn several_builds_in_one_build_script_share_kernels_rs_and_the_lock() {
     assert!(dc.contains("/occ/extra@extra_scale.fatbin"), "{dc}");
     // The lock holds both parts and says which sources are `extra`'s.
     let lock = s.read("occ.lock");
-    let lock = occ_model::lock::Lock::from_text(&lock, Path::new("occ.lock")).expect("lock");
+    let lock =
+        occ_model::schema::lock::Lock::from_text(&lock, Path::new("occ.lock")).expect("lock");
     assert_eq!(lock.kernels.len(), 3);
     assert_eq!(
         lock.parts.get("extra").map(Vec::as_slice),

@@ -109,7 +109,7 @@ fn a_dependency_is_never_gated_with_or_without_nvcc() {
         .expect("a dependency stands on its lock in its dependent's CI");
     assert_eq!(
         r.manifest().expect("manifest").origin,
-        occ_model::manifest::Origin::Lock
+        occ_model::schema::manifest::Origin::Lock
     );
 }
 

@@ -5,7 +5,7 @@
 //! insufficient-driver error: the call went through the library and the
 //! static CUDA runtime, end to end.
 
-use occ_model::manifest::Manifest;
+use occ_model::schema::manifest::Manifest;
 use occ_tests::{build_env, counting_launcher, launches, succeed, Scratch, ScratchCrate};
 
 const BUILD_RS: &str = r#"fn main() {

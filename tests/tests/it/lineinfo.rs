@@ -8,7 +8,7 @@
 //!
 //! What does change is the size of the device code (a line table per cubin
 //! and `.loc` lines in the PTX); the test prints it. What occ-build embeds
-//! has that taken out again (`occ_model::shipped`), and the same corpus
+//! has that taken out again (`occ_model::compiler::shipped`), and the same corpus
 //! proves it exact: every cubin built with `-lineinfo`, less its line
 //! sections, has the code, constants, resources and symbols of the one
 //! built without (`cubin_hash`), the same SASS as `cuobjdump -sass` reads
@@ -33,8 +33,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::parser_support::cuda_tool;
-use occ_model::measured::cubin_hash;
-use occ_model::ptxas::parse_log;
+use occ_model::compiler::ptxas::parse_log;
+use occ_model::schema::measured::cubin_hash;
 use occ_tests::workspace_root;
 
 /// The small sources: one arch of each generation from Turing to Blackwell.
@@ -220,7 +220,8 @@ fn compare_shipped(out: &Path, archs: &[&str], plain_sass: &Sass) -> (usize, Vec
                     .map(str::to_string)
                     .collect()
             };
-            let shipped = occ_model::shipped::ptx_without_lines(&String::from_utf8_lossy(&with));
+            let shipped =
+                occ_model::compiler::shipped::ptx_without_lines(&String::from_utf8_lossy(&with));
             if text(&shipped) != text(&String::from_utf8_lossy(&plain)) {
                 problems.push(format!(
                     "{name}: the PTX less its lines is not the plain PTX"
@@ -229,7 +230,7 @@ fn compare_shipped(out: &Path, archs: &[&str], plain_sass: &Sass) -> (usize, Vec
             continue;
         }
         cubins += 1;
-        let Some(shipped) = occ_model::shipped::cubin_without_lines(&with) else {
+        let Some(shipped) = occ_model::compiler::shipped::cubin_without_lines(&with) else {
             problems.push(format!("{name}: the line sections could not be cut out"));
             continue;
         };

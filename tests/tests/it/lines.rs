@@ -19,9 +19,9 @@
 //! for byte, as a cold one, and that a changed record is recomputed, is
 //! tested on nvcc 13.5's recorded runs in `replay.rs`.
 
-use occ_model::cliff::registers_matter;
-use occ_model::lines::{source_lines, LifeRanges, LineInfo, SourceLines};
-use occ_model::manifest::Manifest;
+use occ_model::compiler::lines::{source_lines, LifeRanges, LineInfo, SourceLines};
+use occ_model::model::cliff::registers_matter;
+use occ_model::schema::manifest::Manifest;
 use occ_tests::{build_env, build_of, fixture, nvcc, Scratch};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

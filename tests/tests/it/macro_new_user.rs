@@ -6,10 +6,10 @@
 //! the manifest; a spilling kernel named by an attribute must fail the build
 //! with the kernel, the arch and the bytes that nvcc itself reports.
 
-use occ_model::manifest::{Lookup, Manifest};
-use occ_model::occupancy::BlockLaunch;
-use occ_model::suggest::{self, DynamicSmem, TuneRequest};
-use occ_model::{analyze, arch};
+use occ_model::model::occupancy::BlockLaunch;
+use occ_model::model::suggest::{self, DynamicSmem, TuneRequest};
+use occ_model::schema::manifest::{Lookup, Manifest};
+use occ_model::{compiler::analyze, model::arch};
 use occ_tests::{nvcc, ScratchCrate, BUILD_RS};
 use std::path::Path;
 use std::process::Command;

@@ -199,7 +199,7 @@ fn a_ci_build_without_nvcc_fails_unless_opted_out() {
             .unwrap_or_else(|e| panic!("{opt_out:?} in CI: {e}"));
         assert_eq!(
             r.manifest().expect("manifest").origin,
-            occ_model::manifest::Origin::Lock
+            occ_model::schema::manifest::Origin::Lock
         );
     }
     // Outside CI a machine without nvcc still builds from the lock.
@@ -208,6 +208,6 @@ fn a_ci_build_without_nvcc_fails_unless_opted_out() {
         .expect("no CI, no nvcc: the lock stands in");
     assert_eq!(
         r.manifest().expect("manifest").origin,
-        occ_model::manifest::Origin::Lock
+        occ_model::schema::manifest::Origin::Lock
     );
 }

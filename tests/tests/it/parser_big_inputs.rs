@@ -6,7 +6,7 @@
 //! (BENCHMARKS.md, row 3).
 
 use crate::parser_support::fixture;
-use occ_model::{ptx, ptxas};
+use occ_model::{compiler::ptx, compiler::ptxas};
 
 /// Copy `i` of a log: its mangled names put in a namespace of their own.
 fn log_copy(base: &str, i: usize) -> String {

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::parser_support::{fixture, parse_res_usage, sm_number};
-use occ_model::ptxas::{parse_log, KernelRecord, Log, Severity};
+use occ_model::compiler::ptxas::{parse_log, KernelRecord, Log, Severity};
 
 /// Parses `<stem>.log` and checks every kernel against `<stem>.res-usage.txt`.
 fn check_against_cuobjdump(stem: &str) -> Log {

@@ -1,11 +1,11 @@
-//! `occ_model::lines` on real nvdisasm 13.5 output: tests/fixtures/nvdisasm
+//! `occ_model::compiler::lines` on real nvdisasm 13.5 output: tests/fixtures/nvdisasm
 //! holds `nvdisasm -c -g` and `-c -plr -lrm count` of `spill.cu` for sm_80
 //! (with `.sectioninfo` lines) and sm_120 (without), and nvcc's ptxas log of
 //! the same build (`regen.sh` makes them). The lines are checked against the
 //! `occ-test:` comments of the sources and the bytes against ptxas.
 
-use occ_model::lines::{source_lines, LifeRanges, LineInfo, SourceLines};
-use occ_model::ptxas::parse_log;
+use occ_model::compiler::lines::{source_lines, LifeRanges, LineInfo, SourceLines};
+use occ_model::compiler::ptxas::parse_log;
 use occ_tests::fixture;
 use std::collections::BTreeMap;
 

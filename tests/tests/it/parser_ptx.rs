@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::parser_support::cuda_tool;
-use occ_model::ptx::{parse_entries, target, Linkage, PtxEntry};
-use occ_model::ptxas::parse_log;
+use occ_model::compiler::ptx::{parse_entries, target, Linkage, PtxEntry};
+use occ_model::compiler::ptxas::parse_log;
 
 fn src(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

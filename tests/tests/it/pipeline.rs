@@ -1,7 +1,7 @@
 //! Live tests of the occ-build pipeline with the real nvcc.
 
 use occ_build::{Build, ErrorKind};
-use occ_model::manifest::Manifest;
+use occ_model::schema::manifest::Manifest;
 use occ_tests::{build_env, counting_launcher, launches, Scratch};
 
 /// `tests/fixtures/cu/pipeline/zoo`: zoo.cu, a module exercising every shape
@@ -17,7 +17,7 @@ const A: &str = include_str!("../../fixtures/cu/pipeline/a.cu");
 
 const ARCHS: [&str; 2] = ["sm_80", "sm_90"];
 
-fn kernel<'a>(m: &'a Manifest, name: &str) -> &'a occ_model::manifest::Kernel {
+fn kernel<'a>(m: &'a Manifest, name: &str) -> &'a occ_model::schema::manifest::Kernel {
     m.kernels
         .iter()
         .find(|k| k.name == name || k.base_name == name)
@@ -85,10 +85,9 @@ fn zoo_module_gives_every_kernel_its_resources() {
     // Recursion: ptxas cannot size the stack, says so, and gives no cumulative stack.
     let rec = &kernel(m, "recursive").archs["sm_80"];
     assert!(
-        rec.warnings
-            .iter()
-            .any(|w| w.kind == occ_model::manifest::WarningKind::StackUnknown
-                && w.text.contains("cannot be statically determined")),
+        rec.warnings.iter().any(|w| w.kind
+            == occ_model::schema::manifest::WarningKind::StackUnknown
+            && w.text.contains("cannot be statically determined")),
         "{rec:?}"
     );
     assert_eq!(rec.cumulative_stack, None);

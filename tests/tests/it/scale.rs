@@ -6,7 +6,7 @@
 //! 2,000 rows is a unit test of cargo-occ's renderer.)
 
 use occ_build::{ErrorKind, Report};
-use occ_model::lock::{Lock, CANDIDATE_FILE};
+use occ_model::schema::lock::{Lock, CANDIDATE_FILE};
 use occ_tests::{build_env, Scratch};
 
 const KERNELS: usize = 200;

@@ -1,7 +1,7 @@
 //! Live tests with the real nvcc: ptxas's and nvcc's own words reach the
 //! user, and what they say is recorded.
 
-use occ_model::manifest::WarningKind;
+use occ_model::schema::manifest::WarningKind;
 use occ_tests::trust::{run_cargo, scale_crate, text};
 use occ_tests::{build_env, Scratch};
 

@@ -3,7 +3,7 @@
 //! back with every field, names with quotes and backslashes intact.
 
 use occ::tune::{results_json, tune, Device, Measurement, Recorded};
-use occ_model::measured::Results;
+use occ_model::schema::measured::Results;
 use std::path::Path;
 
 #[test]
@@ -22,7 +22,7 @@ fn the_runtime_writes_the_results_schema_occ_model_reads() {
         arch: "sm_90".into(),
         bucket: "n=1M".into(),
         cubin_hash: "fnv1a64:0123456789abcdef".into(),
-        candidates_hash: occ_model::measured::candidates_hash(&[128, 256, 512]),
+        candidates_hash: occ_model::schema::measured::candidates_hash(&[128, 256, 512]),
         max_occupancy: Some(512),
         tuned,
     };

@@ -7,11 +7,11 @@
 //! the gate until blessed, then falls back to the model with one build
 //! warning, with nvcc and without (issue 23 item 2).
 
-use occ_model::analyze::resources;
-use occ_model::arch;
-use occ_model::lock::Lock;
-use occ_model::manifest::Manifest;
-use occ_model::suggest::{self, TuneRequest};
+use occ_model::compiler::analyze::resources;
+use occ_model::model::arch;
+use occ_model::model::suggest::{self, TuneRequest};
+use occ_model::schema::lock::Lock;
+use occ_model::schema::manifest::Manifest;
 use occ_tests::{succeed, ScratchCrate};
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 // `block = (x, y)`: a fixed 2-D shape is build.rs's (saying it again is
 // allowed); `(x, _)` leaves y to the tuner, every size a multiple of x.
 use occ::launch_config;
-use occ_model::suggest::TuneRequest;
+use occ_model::model::suggest::TuneRequest;
 
 #[path = "support/expect.rs"]
 mod expect;

@@ -1,6 +1,6 @@
 // max_block_size and block_multiple narrow the search.
 use occ::launch_config;
-use occ_model::suggest::TuneRequest;
+use occ_model::model::suggest::TuneRequest;
 
 #[path = "support/expect.rs"]
 mod expect;

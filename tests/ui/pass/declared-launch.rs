@@ -44,7 +44,7 @@ fn main() {
     let at = expect::best(
         "transpose_tiled",
         "sm_80",
-        occ_model::suggest::TuneRequest {
+        occ_model::model::suggest::TuneRequest {
             max_block_size: Some(256),
             block_multiple: Some(256),
             ..Default::default()

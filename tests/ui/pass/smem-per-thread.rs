@@ -1,6 +1,6 @@
 // smem_per_thread (+ smem_fixed): dynamic shared memory that grows with the block.
 use occ::launch_config;
-use occ_model::suggest::{DynamicSmem, TuneRequest};
+use occ_model::model::suggest::{DynamicSmem, TuneRequest};
 
 #[path = "support/expect.rs"]
 mod expect;

@@ -2,10 +2,10 @@
 // tuner of occ-build on the resources of the manifest that OCC_MANIFEST names.
 #![allow(dead_code)]
 
-use occ_model::manifest::{KernelArch, Lookup, Manifest};
-use occ_model::occupancy::BlockLaunch;
-use occ_model::suggest::{self, BestBlock, DynamicSmem, TuneRequest};
-use occ_model::{analyze, arch};
+use occ_model::schema::manifest::{KernelArch, Lookup, Manifest};
+use occ_model::model::occupancy::BlockLaunch;
+use occ_model::model::suggest::{self, BestBlock, DynamicSmem, TuneRequest};
+use occ_model::{compiler::analyze, model::arch};
 use std::path::Path;
 
 pub fn manifest() -> Manifest {

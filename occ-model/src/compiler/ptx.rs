@@ -18,7 +18,7 @@
 //!
 //! ```
 //! let ptx = ".visible .entry k(\n.param .u64 k_param_0\n)\n.maxntid 256, 1, 1\n.minnctapersm 2\n{\nret;\n}\n";
-//! let e = &occ_model::ptx::parse_entries(ptx)[0];
+//! let e = &occ_model::compiler::ptx::parse_entries(ptx)[0];
 //! assert_eq!(e.name, "k");
 //! assert_eq!(e.maxntid, Some([256, 1, 1]));
 //! assert_eq!(e.minnctapersm, Some(2));
@@ -61,7 +61,7 @@ pub struct PtxEntry {
     pub explicitcluster: bool,
     /// The parameter list: each one's PTX type, size and alignment.
     #[serde(default)]
-    pub params: Vec<crate::params::PtxParam>,
+    pub params: Vec<crate::compiler::params::PtxParam>,
 }
 
 impl PtxEntry {
@@ -125,7 +125,7 @@ pub fn parse_entries(ptx: &str) -> Vec<PtxEntry> {
                 break;
             }
             let list = &ptx[open + 1..s.pos - 1];
-            e.params = crate::params::parse_ptx_params(&strip_comments(list));
+            e.params = crate::compiler::params::parse_ptx_params(&strip_comments(list));
         }
         if s.directives(&mut e) {
             out.push(e);

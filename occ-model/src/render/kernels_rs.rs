@@ -31,7 +31,7 @@
 //! there. Other targets (Mach-O, COFF: other section directives, and a
 //! Windows `OUT_DIR` is all backslashes) keep `include_bytes!`.
 
-use crate::manifest::{self, DeviceCode, Embed, KernelArch, Manifest, Origin};
+use crate::schema::manifest::{self, DeviceCode, Embed, KernelArch, Manifest, Origin};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -152,7 +152,7 @@ pub fn kernels_rs(manifest: &Manifest) -> String {
     out
 }
 
-fn param(p: &crate::params::Param) -> String {
+fn param(p: &crate::compiler::params::Param) -> String {
     format!(
         "Param {{ name: {}, c_type: {}, size: {}, align: {} }}",
         lit(&p.name),
@@ -174,7 +174,7 @@ const RESERVED: [&str; 8] = [
 /// source (`arg{i}` when it has none, `{name}_` for a Rust keyword or a
 /// [`RESERVED`] name).
 fn rust_param_name(i: usize, name: &str) -> String {
-    use crate::names::{is_keyword, is_rust_ident};
+    use crate::compiler::names::{is_keyword, is_rust_ident};
     if is_keyword(name) || RESERVED.contains(&name) {
         return format!("{name}_");
     }
@@ -191,7 +191,7 @@ fn rust_param_name(i: usize, name: &str) -> String {
 /// of each, with `_` appended until it differs from the earlier ones and
 /// from [`RESERVED`] (`func` and `func_` give `func_` and `func__`; an
 /// unnamed first parameter and one named `arg0` give `arg0` and `arg0_`).
-fn rust_param_names(params: &[crate::params::Param]) -> Vec<String> {
+fn rust_param_names(params: &[crate::compiler::params::Param]) -> Vec<String> {
     let mut used: Vec<String> = RESERVED.iter().map(|s| s.to_string()).collect();
     params
         .iter()
@@ -208,7 +208,7 @@ fn rust_param_names(params: &[crate::params::Param]) -> Vec<String> {
 }
 
 /// The kernel's typed launcher: one Rust parameter per kernel parameter,
-/// typed from its C++ type (`crate::params::Param::rust`), so that
+/// typed from its C++ type (`crate::compiler::params::Param::rust`), so that
 /// rustc refuses a wrong count, a wrong scalar or a buffer of the wrong
 /// element type at the argument. Wrapped in `occ::__if_cudarc!`: it exists
 /// when the `occ` crate's `cudarc` feature is on.
@@ -216,7 +216,7 @@ fn rust_param_names(params: &[crate::params::Param]) -> Vec<String> {
 /// Long because it writes the launcher's Rust text in the order the generated
 /// file reads.
 fn launcher(kernel: &manifest::Kernel) -> String {
-    use crate::params::RustArg;
+    use crate::compiler::params::RustArg;
     let mut generics = Vec::new();
     let mut pointee_generics: Vec<(String, String)> = Vec::new();
     let mut params = Vec::new();
@@ -234,7 +234,7 @@ fn launcher(kernel: &manifest::Kernel) -> String {
                     // One generic per distinct C++ pointee: `const __half* in`
                     // and `__half* out` take buffers of one element type.
                     None => {
-                        let key = crate::params::pointee_key(&p.c_type);
+                        let key = crate::compiler::params::pointee_key(&p.c_type);
                         match pointee_generics
                             .iter()
                             .find(|(k, _)| !k.is_empty() && *k == key)
@@ -308,10 +308,10 @@ fn lit(s: &str) -> String {
 }
 
 /// A name in a `///` line's code span: what no name may hold shown
-/// escaped (`crate::names::shown`: a line break would end the comment
+/// escaped (`crate::compiler::names::shown`: a line break would end the comment
 /// and start Rust), a backquote as `'` (it would end the span).
 fn doc(s: &str) -> String {
-    crate::names::shown(s).replace('`', "'")
+    crate::compiler::names::shown(s).replace('`', "'")
 }
 
 fn opt(v: Option<u32>) -> String {
@@ -431,7 +431,7 @@ fn kernel_arch(arch: &str, k: &KernelArch, blob: Option<usize>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::params::Param;
+    use crate::compiler::params::Param;
 
     /// A manifest of `kernels` and `device_code` for sm_80, as nvcc built it.
     fn manifest(kernels: Vec<manifest::Kernel>, device_code: Vec<DeviceCode>) -> Manifest {
@@ -527,7 +527,7 @@ mod tests {
         );
         let got = rust_param_names(&named(&["type", "type_", "self", "n"]));
         assert_eq!(got, ["type_", "type__", "self_", "n"]);
-        // The one identifier rule of crate::names: `union` is a keyword
+        // The one identifier rule of crate::compiler::names: `union` is a keyword
         // there, a non-ASCII or `_` name is no parameter name.
         let got = rust_param_names(&named(&["union", "gen", "größe", "_", "__occ_x"]));
         assert_eq!(got, ["union_", "gen_", "arg2", "arg3", "__occ_x_"]);

@@ -1,5 +1,5 @@
 //! Measured launches: the results file a tuner writes after timing a
-//! kernel's [`crate::suggest::candidates`] on a GPU, and the `measured`
+//! kernel's [`crate::model::suggest::candidates`] on a GPU, and the `measured`
 //! section of `occ.lock` that `cargo occ tune import` merges it into.
 //!
 //! A results file ([`Results`], schema [`RESULTS_SCHEMA`]) names the device
@@ -27,12 +27,12 @@
 //! was measured on differs from the current one ([`Staleness`]).
 
 use crate::error::{Error, Result};
-use crate::manifest;
+use crate::schema::manifest;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-/// The manifest schema's types this module fills (defined in [`crate::manifest`]).
-pub use crate::manifest::{Measured, Timing};
+/// The manifest schema's types this module fills (defined in [`crate::schema::manifest`]).
+pub use crate::schema::manifest::{Measured, Timing};
 
 /// The schema version of a results file.
 pub const RESULTS_SCHEMA: u32 = 1;

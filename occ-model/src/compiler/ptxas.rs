@@ -13,7 +13,7 @@
 //! resource line but does not parse is a [`ParseError`] that quotes the line.
 //!
 //! ```
-//! let log = occ_model::ptxas::parse_log(
+//! let log = occ_model::compiler::ptxas::parse_log(
 //!     "ptxas info    : 0 bytes gmem\n\
 //!      ptxas info    : Compiling entry function 'saxpy' for 'sm_90'\n\
 //!      ptxas info    : Function properties for saxpy\n    \
@@ -24,7 +24,7 @@
 //! assert_eq!(log.kernels[0].arch.as_deref(), Some("sm_90"));
 //! assert_eq!(log.kernels[0].registers, 10);
 //! assert_eq!(log.kernels[0].barriers, Some(0));
-//! # Ok::<(), occ_model::ptxas::ParseError>(())
+//! # Ok::<(), occ_model::compiler::ptxas::ParseError>(())
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
@@ -32,7 +32,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::manifest::{Warning, WarningKind};
+pub use crate::schema::manifest::{Warning, WarningKind};
 
 /// Everything read from one log.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -1409,11 +1409,13 @@ ptxas info    : Used 10 registers, used 1 barriers, 1024 bytes smem, 380 bytes c
 
     /// nvcc 13.5, `-cubin -arch=sm_80 -maxrregcount=16 -Xptxas -v
     /// kernels.cu` (tests/fixtures/regen.sh).
-    const CAP_16: &str = include_str!("../../tests/fixtures/ptxas-13.5-maxrregcount16-sm_80.log");
+    const CAP_16: &str =
+        include_str!("../../../tests/fixtures/ptxas-13.5-maxrregcount16-sm_80.log");
 
     /// nvcc 13.5, `-cubin -arch=sm_90 -maxrregcount=300 -Xptxas -v
     /// kernels.cu` (tests/fixtures/regen.sh).
-    const CAP_300: &str = include_str!("../../tests/fixtures/ptxas-13.5-maxrregcount300-sm_90.log");
+    const CAP_300: &str =
+        include_str!("../../../tests/fixtures/ptxas-13.5-maxrregcount300-sm_90.log");
 
     #[test]
     fn a_warning_that_names_no_kernel_goes_to_every_kernel_of_its_run() {
@@ -1521,8 +1523,8 @@ ptxas info    : Used 10 registers, used 1 barriers, 1024 bytes smem, 380 bytes c
         }
         // Every warning of the captured 13.5 logs has a known shape.
         for log in [
-            include_str!("../../tests/fixtures/ptxas-13.5-warnings-sm_86.log"),
-            include_str!("../../tests/fixtures/ptxas-13.5-sm_80.log"),
+            include_str!("../../../tests/fixtures/ptxas-13.5-warnings-sm_86.log"),
+            include_str!("../../../tests/fixtures/ptxas-13.5-sm_80.log"),
             CAP_16,
             CAP_300,
         ] {

@@ -17,7 +17,7 @@
 //! are the last cliffs (0 blocks).
 //!
 //! ```
-//! use occ_model::{arch, cliff, occupancy::{KernelResources, BlockLaunch}};
+//! use occ_model::{model::arch, model::cliff, model::occupancy::{KernelResources, BlockLaunch}};
 //! let sm80 = arch::lookup("sm_80").unwrap();
 //! let k = KernelResources { registers: 40, static_smem: 16384, ..Default::default() };
 //! let c = cliff::cliffs(sm80, &k, &BlockLaunch::new(256)).unwrap();
@@ -28,13 +28,13 @@
 //! assert_eq!(c.registers.up.map(|s| (s.at, s.active_blocks_per_sm)), Some((32, 8)));
 //! ```
 
-use crate::arch::{self, Arch};
-use crate::manifest::{KernelArch, Resources};
-use crate::occupancy::{occupancy, BlockLaunch, KernelResources, Limiter, OccupancyError};
-use crate::suggest;
+use crate::model::arch::{self, Arch};
+use crate::model::occupancy::{occupancy, BlockLaunch, KernelResources, Limiter, OccupancyError};
+use crate::model::suggest;
+use crate::schema::manifest::{KernelArch, Resources};
 
-/// The manifest schema's types this module fills (defined in [`crate::manifest`]).
-pub use crate::manifest::{Cliff, Cliffs, Step, NEAR_CLIFF};
+/// The manifest schema's types this module fills (defined in [`crate::schema::manifest`]).
+pub use crate::schema::manifest::{Cliff, Cliffs, Step, NEAR_CLIFF};
 
 impl Cliff {
     /// How much more the kernel can take and keep its blocks: one less than
@@ -58,7 +58,7 @@ impl Cliff {
     /// `+2 costs a block (6 -> 5, 75.0% -> 62.5%)`, `-8 gains a block (…)`:
     /// both steps in words, `unit` after each number (`" registers"`, `" B"`).
     pub fn describe(&self, unit: &str, blocks: u32, occupancy: f64) -> String {
-        let pct = crate::units::percent;
+        let pct = crate::render::units::percent;
         let count = |n: u32| {
             if n == 1 {
                 "a block".to_string()
@@ -139,7 +139,7 @@ pub fn cliffs(
             registers: r,
             ..*kernel
         };
-        crate::occupancy::compute(arch, &k, launch).active_blocks_per_sm
+        crate::model::occupancy::compute(arch, &k, launch).active_blocks_per_sm
     };
     // Shared memory per block `t` (static + dynamic): the extra bytes are
     // dynamic, the same footprint as static ones.
@@ -156,7 +156,7 @@ pub fn cliffs(
             static_smem: kernel.static_smem.min(t),
             ..*kernel
         };
-        crate::occupancy::compute(arch, &k, &l).active_blocks_per_sm
+        crate::model::occupancy::compute(arch, &k, &l).active_blocks_per_sm
     };
     let registers = Cliff {
         now: kernel.registers,
@@ -239,7 +239,7 @@ pub fn at_judged(arch_name: &str, r: &Resources) -> Result<Option<Cliffs>, Strin
     }
     let dynamic = r.declared.as_ref().map_or(0, |d| d.dynamic_smem);
     let launch = BlockLaunch::new(judged.block_size).with_dynamic_smem(dynamic);
-    cliffs(a, &crate::analyze::resources(r), &launch)
+    cliffs(a, &crate::compiler::analyze::resources(r), &launch)
         .map(Some)
         .map_err(|e| e.to_string())
 }
@@ -275,7 +275,7 @@ pub fn registers_matter_at(r: &Resources, cliffs: Option<&Cliffs>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::occupancy::compute;
+    use crate::model::occupancy::compute;
 
     #[test]
     fn registers_matter_where_a_register_changes_the_occupancy() {
@@ -295,7 +295,7 @@ mod tests {
         };
         let matter = |registers: u32, spill_stores: u32| {
             let mut r = resources(registers, spill_stores);
-            r.best = crate::declared::best_launch("sm_80", &r).expect("a best launch");
+            r.best = crate::model::declared::best_launch("sm_80", &r).expect("a best launch");
             let mut a = KernelArch::from_resources(r);
             a.cliffs = at_judged("sm_80", &a).expect("cliffs");
             registers_matter(&a)
@@ -312,7 +312,7 @@ mod tests {
         assert!(matter(40, 0));
         // Without cliffs, registers among the judged limiters.
         let mut r = resources(24, 0);
-        r.best = crate::declared::best_launch("sm_80", &r).expect("a best launch");
+        r.best = crate::model::declared::best_launch("sm_80", &r).expect("a best launch");
         assert!(registers_matter(&KernelArch::from_resources(r)));
     }
 

@@ -2,8 +2,8 @@
 //! the block sizes worth timing for a site's request.
 
 use super::DynamicSmem;
-use crate::arch::Arch;
-use crate::occupancy::{
+use crate::model::arch::Arch;
+use crate::model::occupancy::{
     compute, validate_kernel, BlockLaunch, CachePref, KernelResources, Occupancy, OccupancyError,
     PartitionedGc,
 };
@@ -94,8 +94,9 @@ pub(super) fn candidate(
         occ.active_warps_per_sm = 0;
         occ.occupancy = 0.0;
         occ.limits.shared_memory = Some(0);
-        occ.limiters =
-            crate::occupancy::Limiters::from_bits(crate::occupancy::Limiter::SharedMemory.bit());
+        occ.limiters = crate::model::occupancy::Limiters::from_bits(
+            crate::model::occupancy::Limiter::SharedMemory.bit(),
+        );
     }
     (occ, dynamic)
 }

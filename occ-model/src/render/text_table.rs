@@ -3,11 +3,11 @@
 //! build writes to `report.txt` and `cargo occ report` prints.
 
 use crate::compare::{groups, Cause, Diff, Finding, Group, JudgedAt, Reason, Verdict};
-use crate::lines::SourceLines;
-use crate::manifest::{Manifest, Resources};
+use crate::compiler::lines::SourceLines;
+use crate::schema::manifest::{Manifest, Resources};
 use serde::Serialize;
 
-pub use crate::units::{count, percent};
+pub use crate::render::units::{count, percent};
 
 /// Aligns rows into columns separated by two spaces (the first row is the
 /// What a group's findings share, in a few words (`new spills`,
@@ -51,14 +51,14 @@ pub fn group_names(group: &Group<'_>, named: usize) -> String {
 }
 
 /// header and is underlined); numbers are right-aligned. A cell shows
-/// what no name may hold escaped ([`crate::names::shown`]), so that a name
+/// what no name may hold escaped ([`crate::compiler::names::shown`]), so that a name
 /// breaks no line of the table.
 pub fn align<const N: usize>(rows: &[[String; N]]) -> String {
     let shown: Vec<[String; N]> = rows
         .iter()
         .map(|row| {
             row.clone()
-                .map(|cell| crate::names::shown(&cell).into_owned())
+                .map(|cell| crate::compiler::names::shown(&cell).into_owned())
         })
         .collect();
     let rows = shown.as_slice();
@@ -134,7 +134,7 @@ pub struct Row {
     /// memory that cost a block and what gains one (absent when the
     /// manifest has none).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cliffs: Option<crate::cliff::Cliffs>,
+    pub cliffs: Option<crate::model::cliff::Cliffs>,
     /// Where it spills and where its register pressure peaks, by source
     /// line (from nvdisasm, when the build ran it).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -158,12 +158,12 @@ impl Row {
     /// The cliffs in words (`registers 40: +1 costs a block (6 -> 5, …); …`).
     pub fn describe_cliffs(&self) -> Option<String> {
         let c = self.cliffs.as_ref()?;
-        let a = crate::arch::lookup(&self.arch).ok()?;
+        let a = crate::model::arch::lookup(&self.arch).ok()?;
         Some(c.describe(a))
     }
 }
 
-pub use crate::cliff::NEAR_CLIFF;
+pub use crate::model::cliff::NEAR_CLIFF;
 
 /// The report rows, in manifest order (kernels by symbol, archs sorted).
 pub fn rows(m: &Manifest) -> Vec<Row> {
@@ -196,11 +196,11 @@ pub fn rows(m: &Manifest) -> Vec<Row> {
 }
 
 /// [`rows`] for plain text: each name (kernel, source, the files of its
-/// source lines) as [`crate::names::shown`] writes it, so that no name
+/// source lines) as [`crate::compiler::names::shown`] writes it, so that no name
 /// breaks a line of the table or the lines under it. (The JSON report
 /// keeps [`rows`]' names as they are: JSON escapes them.)
 fn text_rows(m: &Manifest) -> Vec<Row> {
-    let shown = |s: &mut String| *s = crate::names::shown(s).into_owned();
+    let shown = |s: &mut String| *s = crate::compiler::names::shown(s).into_owned();
     let mut rows = rows(m);
     for r in &mut rows {
         shown(&mut r.kernel);

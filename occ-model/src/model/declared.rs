@@ -6,24 +6,24 @@
 //! manifest and the lock).
 //!
 //! [`Launch`] here is what a kernel is written for (a shape and a rule for
-//! its dynamic shared memory); [`crate::occupancy::BlockLaunch`] is one
+//! its dynamic shared memory); [`crate::model::occupancy::BlockLaunch`] is one
 //! configuration the model evaluates ([`Launch::at`] gives it).
 //!
 //! ```
-//! use occ_model::declared::Launch;
+//! use occ_model::model::declared::Launch;
 //! let l = Launch::block_2d(16, 16).dynamic_smem_per_thread(8).dynamic_smem(512);
 //! assert_eq!(l.threads(), 256);
 //! assert_eq!(l.dynamic_smem_bytes(), 256 * 8 + 512);
 //! ```
 
 use crate::error::{Error, Result};
-use crate::manifest::{Best, Facts, LaunchBounds, Resources};
-use crate::occupancy::{self, occupancy};
-use crate::suggest::{self, DynamicSmem};
-use crate::{analyze, arch};
+use crate::model::occupancy::{self, occupancy};
+use crate::model::suggest::{self, DynamicSmem};
+use crate::schema::manifest::{Best, Facts, LaunchBounds, Resources};
+use crate::{compiler::analyze, model::arch};
 
-/// The manifest schema's types this module fills (defined in [`crate::manifest`]).
-pub use crate::manifest::{Declared, DeclaredBy, Launch, Lift};
+/// The manifest schema's types this module fills (defined in [`crate::schema::manifest`]).
+pub use crate::schema::manifest::{Declared, DeclaredBy, Launch, Lift};
 
 impl Launch {
     /// A 1-D block of `x` threads, no dynamic shared memory.
@@ -201,7 +201,7 @@ impl Lift {
             format!(
                 "{} -> {}",
                 ways.join(", or "),
-                crate::units::percent(self.occupancy)
+                crate::render::units::percent(self.occupancy)
             )
         })
     }
@@ -486,15 +486,15 @@ mod tests {
     /// The manifest assembled from `lock`'s records with build.rs's
     /// `stated` launches (`assemble::judge` applies them).
     fn declare(
-        lock: &crate::lock::Lock,
+        lock: &crate::schema::lock::Lock,
         stated: &[(String, Launch)],
-    ) -> Result<crate::manifest::Manifest> {
+    ) -> Result<crate::schema::manifest::Manifest> {
         let path = std::path::Path::new("occ.lock");
         let sources: Vec<String> = lock.kernels.iter().map(|k| k.source.clone()).collect();
         let jobs = lock.contributions(&[], &sources, path)?;
         crate::assemble::manifest(&crate::assemble::Assembly {
             package: &lock.package,
-            origin: crate::manifest::Origin::Lock,
+            origin: crate::schema::manifest::Origin::Lock,
             nvcc: &lock.nvcc,
             archs: &lock.archs,
             jobs: &jobs,

@@ -121,7 +121,7 @@ pub struct Kernel<A = KernelArch> {
     /// The `.cu` file, relative to the crate root, with `/` separators.
     pub source: String,
     /// The parameter list (PTX sizes, C++ types and source names where
-    /// known; [`crate::params`]); empty for a kernel without parameters
+    /// known; [`crate::compiler::params`]); empty for a kernel without parameters
     /// and in manifests and locks written before occ recorded them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub params: Vec<Param>,
@@ -166,7 +166,7 @@ pub struct Resources {
     /// judge the kernel at this launch when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub declared: Option<Declared>,
-    /// [`crate::measured::cubin_hash`] of the cubin (its sections less the
+    /// [`crate::schema::measured::cubin_hash`] of the cubin (its sections less the
     /// debug ones), which a measurement is checked against. The lock keeps
     /// it too, so that a build from the lock judges a measurement exactly
     /// as a build with nvcc of the same sources does. Empty in locks from
@@ -390,7 +390,7 @@ pub struct KernelArch {
     pub ptx: String,
     /// Where it spills and where its register pressure peaks, by source
     /// line (from nvdisasm), for a kernel whose registers matter
-    /// ([`crate::cliff::registers_matter`]: it spills, fewer registers
+    /// ([`crate::model::cliff::registers_matter`]: it spills, fewer registers
     /// would gain a block, or a register cliff is near); absent for the others, without
     /// nvdisasm, in a build from the lock, and never in the lock (lines
     /// move with every edit).
@@ -399,7 +399,7 @@ pub struct KernelArch {
 }
 
 /// A ptxas warning about a kernel on an arch: what it says, read by
-/// [`crate::ptxas`], beside its words. A warning of a shape occ does not
+/// [`crate::compiler::ptxas`], beside its words. A warning of a shape occ does not
 /// know is [`WarningKind::Other`], kept with its words, never dropped.
 ///
 /// In JSON, one object: the kind's tag and figures, then the words
@@ -610,9 +610,9 @@ pub fn describe_candidates(candidates: &[Candidate]) -> String {
 impl Manifest {
     /// The kernel with the symbol `name`: the one from `source`, else the
     /// only one with that symbol (its file moved), as
-    /// [`crate::lock::Lock::find`] finds it.
+    /// [`crate::schema::lock::Lock::find`] finds it.
     pub fn find(&self, name: &str, source: &str) -> Option<&Kernel> {
-        crate::names::find_kernel(&self.kernels, name, source, |k| {
+        crate::compiler::names::find_kernel(&self.kernels, name, source, |k| {
             (k.name.as_str(), k.source.as_str())
         })
     }
@@ -761,17 +761,17 @@ impl Manifest {
     }
 }
 
-/// `Ok` when `name` ([`crate::names::check`]) may be written everywhere
+/// `Ok` when `name` ([`crate::compiler::names::check`]) may be written everywhere
 /// occ writes names, else why not, `what` naming it.
 pub fn writable(what: &str, name: &str) -> std::result::Result<(), String> {
-    crate::names::check(name).map_err(|e| format!("{what} {e}"))
+    crate::compiler::names::check(name).map_err(|e| format!("{what} {e}"))
 }
 
 /// Checks what becomes Rust in `kernels.rs`, in a manifest or a lock:
 /// kernel identifiers and arch keys become module names, so each must be a
 /// Rust identifier or an arch name like `sm_90a`; every name and source
 /// path, and each parameter's name and type, must be
-/// [`crate::names::check`]'s.
+/// [`crate::compiler::names::check`]'s.
 pub fn validate_names<A>(
     archs: &[String],
     kernels: &[Kernel<A>],
@@ -791,7 +791,7 @@ pub fn validate_names<A>(
             writable(&what("parameter name"), &p.name)?;
             writable(&what("parameter type"), &p.c_type)?;
         }
-        if !crate::names::is_rust_ident(&kernel.ident) {
+        if !crate::compiler::names::is_rust_ident(&kernel.ident) {
             return Err(format!(
                 "kernel {:?} has ident {:?}, which is not a Rust identifier",
                 kernel.name, kernel.ident
@@ -978,7 +978,7 @@ pub struct Declared {
     pub active_warps_per_sm: u32,
     /// Resident warps / the SM's maximum, 0..=1.
     pub occupancy: f64,
-    /// What limits it (the binding set, as in [`crate::manifest::Best`]).
+    /// What limits it (the binding set, as in [`crate::schema::manifest::Best`]).
     pub limiters: Vec<String>,
     /// What would give one more resident block per SM; `None` at full
     /// occupancy.
@@ -987,7 +987,7 @@ pub struct Declared {
 }
 
 /// What would reach the next occupancy step at a declared launch
-/// ([`crate::suggest::what_if`], the hints `cargo occ explain` prints).
+/// ([`crate::model::suggest::what_if`], the hints `cargo occ explain` prints).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Lift {
     /// Resident blocks per SM at the next step.
@@ -1130,9 +1130,9 @@ pub struct Measured {
     pub sm_count: u32,
     /// The toolkit that built the cubin.
     pub toolkit: String,
-    /// [`crate::measured::cubin_hash`] of the cubin that ran.
+    /// [`crate::schema::measured::cubin_hash`] of the cubin that ran.
     pub cubin_hash: String,
-    /// [`crate::measured::candidates_hash`] of the block sizes timed.
+    /// [`crate::schema::measured::candidates_hash`] of the block sizes timed.
     pub candidates_hash: String,
     /// The max-occupancy block of the site that was timed (the model's
     /// choice under the site's options, which the speed-up is over), when
@@ -1215,7 +1215,7 @@ pub struct PressurePoint {
 mod tests {
     use super::*;
     use crate::compare::tests::{arch, lock};
-    use crate::lock::Lock;
+    use crate::schema::lock::Lock;
 
     /// A manifest of `(symbol, source, ident)` kernels on sm_80.
     fn manifest(kernels: &[(&str, &str, &str)]) -> Manifest {
@@ -1251,8 +1251,8 @@ mod tests {
 
     #[test]
     fn an_old_or_schemaless_file_is_told_how_that_file_is_made_again() {
-        use crate::lock::GateSettings;
-        use crate::measured::Results;
+        use crate::schema::lock::GateSettings;
+        use crate::schema::measured::Results;
         let path = Path::new("f.json");
         for text in ["{\"schema\": 0}", "{}"] {
             let said = [

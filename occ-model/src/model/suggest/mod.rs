@@ -22,7 +22,7 @@
 //!   steps, for an arch and block size.
 //!
 //! ```
-//! use occ_model::{arch, occupancy::KernelResources, suggest::*};
+//! use occ_model::{model::arch, model::occupancy::KernelResources, model::suggest::*};
 //! let sm80 = arch::lookup("sm_80").unwrap();
 //! let kernel = KernelResources { registers: 40, ..Default::default() };
 //! let best = best_block_size(sm80, &kernel, &TuneRequest::default()).unwrap().unwrap();
@@ -40,8 +40,8 @@ pub use headroom::*;
 pub use hints::*;
 pub use steps::*;
 
-/// The manifest schema's types this module fills (defined in [`crate::manifest`]).
-pub use crate::manifest::{DynamicSmem, LaunchBoundsHint, RegisterHint, SmemHint};
+/// The manifest schema's types this module fills (defined in [`crate::schema::manifest`]).
+pub use crate::schema::manifest::{DynamicSmem, LaunchBoundsHint, RegisterHint, SmemHint};
 
 impl Default for DynamicSmem {
     fn default() -> Self {
@@ -65,8 +65,8 @@ impl DynamicSmem {
 mod tests {
     use super::block::candidate;
     use super::*;
-    use crate::arch::lookup;
-    use crate::occupancy::*;
+    use crate::model::arch::lookup;
+    use crate::model::occupancy::*;
 
     fn k(registers: u32) -> KernelResources {
         KernelResources {

@@ -10,8 +10,8 @@
 //! the same text.
 
 use crate::compare::{self, Diff, Finding, Verdict};
-use crate::manifest::{Manifest, Origin};
-use crate::text_table::{cells, percent, rows, Row, HEADER};
+use crate::render::text_table::{cells, percent, rows, Row, HEADER};
+use crate::schema::manifest::{Manifest, Origin};
 use std::collections::BTreeSet;
 
 /// What a report knows about regressions against the committed lock.
@@ -68,14 +68,14 @@ const ELSEWHERE: &str = "see `report.txt` in the build's `occ` folder, `cargo oc
      or the HTML report (`cargo occ report --format html`)";
 
 /// A name or other text in Markdown, in a table cell or a line: what no
-/// name may hold shown escaped ([`crate::names::shown`]), `<`, `>` and `&`
+/// name may hold shown escaped ([`crate::compiler::names::shown`]), `<`, `>` and `&`
 /// as entities (no HTML from a name), and a backslash before each of
 /// `\`, `|`, `` ` ``, `*`, `[`, `]`, so that a name opens no code span,
 /// emphasis or link and splits no table row (GFM's table reader takes
 /// `\` with the character after it before it looks for `|`).
 fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    for c in crate::names::shown(s).chars() {
+    for c in crate::compiler::names::shown(s).chars() {
         match c {
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
@@ -94,7 +94,7 @@ fn esc(s: &str) -> String {
 /// and a name in them: no line break or other character no name may hold,
 /// no table cell split, no HTML.
 fn prose(s: &str) -> String {
-    crate::names::shown(s)
+    crate::compiler::names::shown(s)
         .replace('|', "\\|")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -105,7 +105,7 @@ fn prose(s: &str) -> String {
 /// no name may hold shown escaped, and `|` and `\` after a backslash, which
 /// a table row needs (GFM reads `\|` in a cell as `|`, also in a span).
 fn code(s: &str) -> String {
-    let shown = crate::names::shown(s);
+    let shown = crate::compiler::names::shown(s);
     let mut body = String::with_capacity(shown.len());
     for c in shown.chars() {
         if matches!(c, '|' | '\\') {
@@ -234,7 +234,7 @@ pub fn markdown_within(m: &Manifest, baseline: &Baseline, budget: usize) -> Stri
         .filter(|r| {
             r.cliffs
                 .as_ref()
-                .is_some_and(|c| c.registers.within(crate::text_table::NEAR_CLIFF))
+                .is_some_and(|c| c.registers.within(crate::render::text_table::NEAR_CLIFF))
         })
         .filter_map(|r| {
             Some(format!(
@@ -250,7 +250,7 @@ pub fn markdown_within(m: &Manifest, baseline: &Baseline, budget: usize) -> Stri
     if !near.is_empty() {
         out.push_str(&format!(
             "\nWithin {} registers of an occupancy cliff (a few more registers per thread cost a block):\n\n",
-            crate::text_table::NEAR_CLIFF
+            crate::render::text_table::NEAR_CLIFF
         ));
         let room = budget.saturating_sub(out.len()) / 4;
         let mut used = 0;
@@ -408,13 +408,17 @@ pub fn changes(lock: &str, diff: &Diff, room: usize) -> String {
         }
         out.push_str(&format!(
             "- {verdict}: {} ({n} kernel x arch{}): {}\n",
-            esc(&crate::text_table::group_title(&group)),
+            esc(&crate::render::text_table::group_title(&group)),
             if n == 1 { "" } else { "s" },
             names.join(", ")
         ));
     }
-    let mut text =
-        crate::text_table::render_diff_bounded(diff, &Verdict::ALL, DIFF_ROWS, "see report.txt");
+    let mut text = crate::render::text_table::render_diff_bounded(
+        diff,
+        &Verdict::ALL,
+        DIFF_ROWS,
+        "see report.txt",
+    );
     let open = "\n<details><summary>Before and after</summary>\n\n```text\n";
     let close = "```\n\n</details>\n";
     let cut = "... (cut here: the rest is in report.txt)\n";

@@ -3,7 +3,7 @@
 //!
 //! Three sources, each giving what the others cannot:
 //!
-//! - the PTX `.entry` list ([`crate::ptx::PtxEntry::params`]): how many
+//! - the PTX `.entry` list ([`crate::compiler::ptx::PtxEntry::params`]): how many
 //!   parameters, each one's PTX type, size and alignment (the ABI, always
 //!   known);
 //! - the C++ types, from the demangled symbol of a C++ kernel, or for an
@@ -20,10 +20,10 @@
 //! [`scan_stubs`] and [`scan_decls`] read the two nvcc files (the build
 //! shell hands over their text); [`kernel_params`] joins the three.
 
-use crate::names;
+use crate::compiler::names;
 
-/// The manifest schema's type this module fills (defined in [`crate::manifest`]).
-pub use crate::manifest::Param;
+/// The manifest schema's type this module fills (defined in [`crate::schema::manifest`]).
+pub use crate::schema::manifest::Param;
 use serde::{Deserialize, Serialize};
 
 /// One parameter of a PTX `.entry`.

@@ -21,7 +21,7 @@
 //! `for` or `while` statement's line).
 //!
 //! ```
-//! use occ_model::lines::{source_lines, LifeRanges, LineInfo};
+//! use occ_model::compiler::lines::{source_lines, LifeRanges, LineInfo};
 //!
 //! let mut info = LineInfo::default();
 //! for line in [
@@ -53,8 +53,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-/// The manifest schema's types this module fills (defined in [`crate::manifest`]).
-pub use crate::manifest::{PressurePoint, SourceLines, SpillSite};
+/// The manifest schema's types this module fills (defined in [`crate::schema::manifest`]).
+pub use crate::schema::manifest::{PressurePoint, SourceLines, SpillSite};
 
 impl SpillSite {
     /// Stores plus loads, bytes.
@@ -332,10 +332,10 @@ impl LifeRanges {
 /// UTF-8) is read lossily. The reading as printed wins where both read:
 /// only a name whose last escape is a control character's (`\n`) or a
 /// double quote's can read both ways, and occ refuses both
-/// ([`crate::names::check`]; a `"` is no nvcc argument).
+/// ([`crate::compiler::names::check`]; a `"` is no nvcc argument).
 pub fn unescape(printed: &str) -> String {
     let as_c = |text: &str| {
-        crate::names::unescape_c(text.as_bytes()).and_then(|b| String::from_utf8(b).ok())
+        crate::compiler::names::unescape_c(text.as_bytes()).and_then(|b| String::from_utf8(b).ok())
     };
     if let Some(path) = as_c(printed) {
         return path;
@@ -344,7 +344,7 @@ pub fn unescape(printed: &str) -> String {
         .rsplit_once('/')
         .and_then(|(dir, file)| as_c(&format!("{dir}\\{file}")));
     split.unwrap_or_else(|| {
-        let bytes = crate::names::unescape_c(printed.as_bytes());
+        let bytes = crate::compiler::names::unescape_c(printed.as_bytes());
         String::from_utf8_lossy(bytes.as_deref().unwrap_or(printed.as_bytes())).into_owned()
     })
 }

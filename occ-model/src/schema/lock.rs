@@ -41,12 +41,12 @@
 //! disagree. A measurement is imported only onto the cubin the lock
 //! records ([`Lock::import_with`]).
 
-use crate::declared;
 use crate::error::{Error, Result};
-use crate::manifest::{
+use crate::model::declared;
+use crate::schema::manifest::{
     self, Compiled, Contribution, DeclaredBy, Kernel, KernelArch, Manifest, Origin, Resources,
 };
-use crate::measured::{self, Measured, Results};
+use crate::schema::measured::{self, Measured, Results};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -452,7 +452,7 @@ impl Lock {
     /// has it, else the only one with that symbol (its file moved). A
     /// kernel's identity is its symbol; its source is a detail.
     pub fn find(&self, name: &str, source: &str) -> Option<&LockKernel> {
-        crate::names::find_kernel(&self.kernels, name, source, |k| {
+        crate::compiler::names::find_kernel(&self.kernels, name, source, |k| {
             (k.name.as_str(), k.source.as_str())
         })
     }
@@ -707,7 +707,7 @@ fn default_cliff_margin() -> u32 {
 pub struct Thresholds {
     /// Registers per thread may grow by this many before the gate fails.
     pub registers: u32,
-    /// Per-kernel overrides, keyed by any name [`crate::manifest::Manifest::lookup`] accepts
+    /// Per-kernel overrides, keyed by any name [`crate::schema::manifest::Manifest::lookup`] accepts
     /// (symbol, base name, short name, Rust identifier).
     pub kernels: BTreeMap<String, u32>,
     /// A change that leaves a kernel at most this many registers per
@@ -822,8 +822,8 @@ mod tests {
     /// as the same lock of schema 2: every kernel, number and measurement.
     #[test]
     fn a_lock_of_schema_1_reads_as_schema_2() {
-        let old = include_str!("../../tests/fixtures/lock-schema-1/occ.lock");
-        let new = include_str!("../../example-app/occ.lock");
+        let old = include_str!("../../../tests/fixtures/lock-schema-1/occ.lock");
+        let new = include_str!("../../../example-app/occ.lock");
         assert!(old.contains("\"schema\": 1") && old.contains("\"cc\": \"9.0\""));
         assert!(old.contains("\"min_blocks\": 4"));
         let upgraded = Lock::from_text(old, Path::new("occ.lock")).expect("schema 1 reads");
@@ -903,8 +903,8 @@ mod tests {
             .to_manifest(&[], Path::new("occ.lock"))
             .expect("a manifest of the lock");
         for a in m.kernels.iter_mut().flat_map(|k| k.archs.values_mut()) {
-            a.lines = Some(crate::lines::SourceLines {
-                spills: vec![crate::lines::SpillSite {
+            a.lines = Some(crate::compiler::lines::SourceLines {
+                spills: vec![crate::compiler::lines::SpillSite {
                     file: "k.cu".into(),
                     line: 7,
                     loop_line: Some(5),
@@ -984,7 +984,7 @@ mod tests {
     fn a_lock_with_a_bad_ident_is_corrupt_not_a_panic() {
         // Found by the `lock` fuzz target: the ident feeds format_ident! in
         // kernels.rs when a build without nvcc stands on the lock.
-        let text = include_str!("../../fuzz/seeds/occ.lock");
+        let text = include_str!("../../../fuzz/seeds/occ.lock");
         let good = Lock::from_text(text, Path::new("occ.lock")).expect("the seed lock reads");
         let bad = text.replacen("\"ident\": \"saxpy\"", "\"ident\": \"sax)py\"", 1);
         assert_ne!(bad, text, "the seed has a saxpy kernel");
@@ -1074,7 +1074,7 @@ mod tests {
 
     #[test]
     fn a_declared_launch_is_checked_at_its_launch_and_against_the_launch_bounds() {
-        use crate::declared::{Launch, Lift};
+        use crate::model::declared::{Launch, Lift};
         let mut l = lock(&[("a", arch(64, 32, 0))]);
         let r = l.kernels[0].archs.get_mut("sm_80").expect("sm_80");
         let by = DeclaredBy::Build {

@@ -17,10 +17,10 @@
 //! header gives 10.1 and 11.0 the same figures).
 //!
 //! ```
-//! let a100 = occ_model::arch::lookup("sm_80").unwrap();
+//! let a100 = occ_model::model::arch::lookup("sm_80").unwrap();
 //! assert_eq!((a100.major, a100.minor), (8, 0));
 //! assert_eq!(a100.max_warps_per_sm(), 64);
-//! assert!(occ_model::arch::lookup("sm_99").is_err());
+//! assert!(occ_model::model::arch::lookup("sm_99").is_err());
 //! ```
 
 use std::fmt;

@@ -2,8 +2,8 @@
 //! memory to shed, or `__launch_bounds__(N, minBlocks)` (`what_if`).
 
 use super::{register_limit, LaunchBoundsHint, RegisterHint, SmemHint};
-use crate::arch::Arch;
-use crate::occupancy::{compute, validate, BlockLaunch, KernelResources, OccupancyError};
+use crate::model::arch::Arch;
+use crate::model::occupancy::{compute, validate, BlockLaunch, KernelResources, OccupancyError};
 
 /// What-if hints for the next occupancy step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -24,7 +24,7 @@
 //! global caching off; each is settable.
 //!
 //! ```
-//! use occ_model::{arch, occupancy::*};
+//! use occ_model::{model::arch, model::occupancy::*};
 //! let sm80 = arch::lookup("sm_80").unwrap();
 //! let kernel = KernelResources { registers: 40, static_smem: 16384, ..Default::default() };
 //! let occ = occupancy(sm80, &kernel, &BlockLaunch::new(256)).unwrap();
@@ -32,7 +32,7 @@
 //! assert_eq!(occ.limiters.to_string(), "registers");
 //! ```
 
-use crate::arch::Arch;
+use crate::model::arch::Arch;
 use std::fmt;
 
 /// What ptxas and the launch bounds say about a kernel.
@@ -414,7 +414,7 @@ pub enum OccupancyError {
     },
     /// A block-size multiple of 0 was asked for.
     BlockMultiple,
-    /// `num_blocks` of [`crate::suggest::available_dynamic_smem`] is 0 or more
+    /// `num_blocks` of [`crate::model::suggest::available_dynamic_smem`] is 0 or more
     /// than fit even without dynamic shared memory.
     NumBlocks {
         /// The number asked for.
@@ -846,7 +846,7 @@ pub(crate) fn compute(arch: &Arch, kernel: &KernelResources, launch: &BlockLaunc
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arch::lookup;
+    use crate::model::arch::lookup;
 
     fn k(registers: u32, static_smem: u32) -> KernelResources {
         KernelResources {

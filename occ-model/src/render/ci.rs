@@ -15,7 +15,7 @@
 //! `occ/near-cliff`. A source line has at most one alert per rule.
 
 use crate::compare::{Cause, Diff, Verdict};
-use crate::manifest::{Kernel, Manifest};
+use crate::schema::manifest::{Kernel, Manifest};
 use serde_json::{json, Value};
 
 /// What an alert reports.
@@ -343,7 +343,7 @@ pub fn alerts(
 /// (` (loop at :10)`, ` (loop at :10 and outside it)`, empty outside
 /// any). A line in and out of a loop is two sites in the manifest
 /// (`SpillSite` is per line and loop) and one place in the source.
-fn by_line(sites: &[crate::lines::SpillSite]) -> Vec<(String, u32, u32, u32, String)> {
+fn by_line(sites: &[crate::compiler::lines::SpillSite]) -> Vec<(String, u32, u32, u32, String)> {
     type Line = (u32, u32, Vec<u32>, bool);
     let mut lines: Vec<((String, u32), Line)> = Vec::new();
     for site in sites {
@@ -443,14 +443,14 @@ fn recorded_line(k: &Kernel, arch: &str) -> Option<(String, u32)> {
 }
 
 /// Escapes a workflow command's message (`%`, CR, LF; any other character
-/// no name may hold as [`crate::names::shown`] writes it).
+/// no name may hold as [`crate::compiler::names::shown`] writes it).
 fn escape_data(s: &str) -> String {
     s.replace('%', "%25")
         .replace('\r', "%0D")
         .replace('\n', "%0A")
         .chars()
         .fold(String::with_capacity(s.len()), |mut out, c| {
-            if crate::names::is_refused(c) {
+            if crate::compiler::names::is_refused(c) {
                 out.extend(c.escape_default());
             } else {
                 out.push(c);
@@ -554,7 +554,7 @@ pub fn sarif(alerts: &[Alert], version: &str, path: &dyn Fn(&str) -> String) -> 
             "results": results
         }]
     });
-    crate::manifest::to_json_pretty(&log)
+    crate::schema::manifest::to_json_pretty(&log)
 }
 
 #[cfg(test)]
@@ -605,8 +605,8 @@ mod tests {
         );
         assert_eq!(a[0].file, "k.cu");
         if let Some(k) = m.kernels[0].archs.get_mut("sm_80") {
-            k.lines = Some(crate::lines::SourceLines {
-                spills: vec![crate::lines::SpillSite {
+            k.lines = Some(crate::compiler::lines::SourceLines {
+                spills: vec![crate::compiler::lines::SpillSite {
                     file: "kernels/h.cuh".into(),
                     line: 12,
                     loop_line: Some(10),
@@ -639,7 +639,7 @@ mod tests {
     #[test]
     fn one_result_per_line_and_rule() {
         use crate::compare::tests::{arch, lock};
-        use crate::lines::{SourceLines, SpillSite};
+        use crate::compiler::lines::{SourceLines, SpillSite};
         let l = lock(&[("k", arch(32, 64, 24)), ("j", arch(32, 64, 4))]);
         let mut m = l
             .to_manifest(&[], std::path::Path::new("occ.lock"))

@@ -12,7 +12,7 @@
 //! - [`cubin_without_lines`]: the cubin with its line sections emptied and
 //!   their bytes cut out of the file; every other section, the symbol table
 //!   and the program headers are the analysed file's, byte for byte (the
-//!   function checks that [`crate::measured::cubin_hash`], which covers
+//!   function checks that [`crate::schema::measured::cubin_hash`], which covers
 //!   the code, constants, resources and symbols, is unchanged).
 //! - [`ptx_without_lines`]: the PTX less its `.loc` and `.file` directives
 //!   and its `.debug_*` sections, which is the PTX nvcc writes without

@@ -16,7 +16,7 @@
 //! rule breaks no output either.
 //!
 //! ```
-//! use occ_model::names;
+//! use occ_model::compiler::names;
 //! let n = names::kernel_name("_ZN2ns5inner5tkernIdLi128EEEvPT_PKS2_");
 //! assert_eq!(n.demangled, "ns::inner::tkern<double, 128>(double*, double const*)");
 //! assert_eq!(n.base, "ns::inner::tkern<double, 128>");
@@ -35,8 +35,8 @@ use serde::{Deserialize, Serialize};
 /// The kernel with the symbol `name` among `kernels`: the one from
 /// `source`, else the only one with that symbol (its file moved); `key`
 /// gives an item's (symbol, source). A kernel's identity is its symbol; its
-/// source is a detail. The rule of [`crate::lock::Lock::find`] and
-/// [`crate::manifest::Manifest::find`].
+/// source is a detail. The rule of [`crate::schema::lock::Lock::find`] and
+/// [`crate::schema::manifest::Manifest::find`].
 pub fn find_kernel<'a, K>(
     kernels: &'a [K],
     name: &str,
@@ -141,7 +141,7 @@ pub fn shown(name: &str) -> Cow<'_, str> {
 /// `None` when a backslash starts no such escape (or ends the text): the
 /// text is not a C string. How the preprocessor writes a file name in a
 /// line marker and nvdisasm a path in its line table
-/// ([`crate::lines::unescape`]).
+/// ([`crate::compiler::lines::unescape`]).
 pub fn unescape_c(quoted: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(quoted.len());
     let mut i = 0;

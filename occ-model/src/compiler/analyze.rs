@@ -3,12 +3,12 @@
 //! build shell reads the files and hands over their text.
 
 use crate::error::{Error, Result};
-use crate::manifest::{
+use crate::model::occupancy::KernelResources;
+use crate::schema::manifest::{
     Compiled, Contribution, Facts, Kernel, LaunchBounds, Manifest, Origin, Resources,
     SCHEMA_VERSION,
 };
-use crate::occupancy::KernelResources;
-use crate::{names, params, ptx, ptxas};
+use crate::{compiler::names, compiler::params, compiler::ptx, compiler::ptxas};
 use std::collections::BTreeMap;
 
 /// The resources the occupancy model needs, from a manifest entry.
@@ -67,7 +67,7 @@ pub struct JobText<'a> {
 
 /// What one job contributes to a build: each kernel its PTX defines, named,
 /// with its parameters and the numbers ptxas gave it, checked against the
-/// object (`accounted`). `cubin_hash` is [`crate::measured::cubin_hash`]
+/// object (`accounted`). `cubin_hash` is [`crate::schema::measured::cubin_hash`]
 /// of the job's cubin (empty when it has none). Called once, when the job
 /// runs; the result is kept with the job's record.
 ///
@@ -244,7 +244,7 @@ pub fn merge(parts: &[&Manifest]) -> Option<Manifest> {
     let first = parts.first()?;
     let mut archs: Vec<String> = Vec::new();
     let mut kernels: BTreeMap<(String, String), Kernel> = BTreeMap::new();
-    let mut blobs: Vec<crate::manifest::DeviceCode> = Vec::new();
+    let mut blobs: Vec<crate::schema::manifest::DeviceCode> = Vec::new();
     for part in parts {
         for arch in &part.archs {
             if !archs.contains(arch) {
@@ -284,12 +284,12 @@ pub fn merge(parts: &[&Manifest]) -> Option<Manifest> {
         },
         // Every part's measurements, each key once (the last part's wins).
         measured: {
-            let mut measured: Vec<crate::measured::Measured> = Vec::new();
+            let mut measured: Vec<crate::schema::measured::Measured> = Vec::new();
             for m in parts.iter().flat_map(|p| &p.measured) {
                 measured.retain(|x| x.key() != m.key());
                 measured.push(m.clone());
             }
-            crate::measured::sort(&mut measured);
+            crate::schema::measured::sort(&mut measured);
             measured
         },
     })
@@ -374,14 +374,14 @@ fn launch_bounds(e: &ptx::PtxEntry) -> LaunchBounds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::{Warning, WarningKind};
+    use crate::schema::manifest::{Warning, WarningKind};
 
     /// The manifest of one job of `kernels.cu` on `arch`, given `args`,
     /// with the PTX of the run that printed `log` (tests/fixtures/regen.sh).
     fn manifest(arch: &str, log: &str, args: &[&str]) -> Manifest {
         let ptx = match arch {
-            "sm_80" => include_str!("../../tests/fixtures/ptx-13.5-kernels-sm_80.ptx"),
-            _ => include_str!("../../tests/fixtures/ptx-13.5-kernels-sm_90.ptx"),
+            "sm_80" => include_str!("../../../tests/fixtures/ptx-13.5-kernels-sm_80.ptx"),
+            _ => include_str!("../../../tests/fixtures/ptx-13.5-kernels-sm_90.ptx"),
         };
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         let signatures = params::Signatures::default();
@@ -412,7 +412,7 @@ mod tests {
     /// kernels.cu` (tests/fixtures/regen.sh): ptxas raises the cap to 24.
     #[test]
     fn the_cap_recorded_is_the_one_ptxas_applied_with_its_warning() {
-        let log = include_str!("../../tests/fixtures/ptxas-13.5-maxrregcount16-sm_80.log");
+        let log = include_str!("../../../tests/fixtures/ptxas-13.5-maxrregcount16-sm_80.log");
         let m = manifest("sm_80", log, &["-maxrregcount", "16"]);
         let adjusted = Warning {
             kind: WarningKind::RegisterCapAdjusted {
@@ -461,7 +461,7 @@ mod tests {
     /// it names and ignores the rest.
     #[test]
     fn a_cap_above_the_maximum_is_the_maximum_or_none() {
-        let log = include_str!("../../tests/fixtures/ptxas-13.5-maxrregcount300-sm_90.log");
+        let log = include_str!("../../../tests/fixtures/ptxas-13.5-maxrregcount300-sm_90.log");
         let m = manifest("sm_90", log, &["-maxrregcount=300"]);
         let cap = |name: &str| {
             m.kernels.iter().find(|k| k.name == name).unwrap().archs["sm_90"].maxrregcount

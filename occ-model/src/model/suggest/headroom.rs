@@ -2,8 +2,8 @@
 //! (`cudaOccAvailableDynamicSMemPerBlock`) and the smallest carveout that
 //! keeps the occupancy.
 
-use crate::arch::Arch;
-use crate::occupancy::{
+use crate::model::arch::Arch;
+use crate::model::occupancy::{
     align_up_carveout, compute, smem_per_block_limit, smem_preference, validate, BlockLaunch,
     CachePref, KernelResources, OccupancyError,
 };

@@ -33,10 +33,10 @@
 //! point by a register or a few spill bytes; the manifest of that build has
 //! its real numbers.
 
-use crate::declared;
 use crate::error::{Error, Result};
-use crate::manifest::{Best, LaunchBounds, Resources};
-use crate::{ptx, ptxas};
+use crate::model::declared;
+use crate::schema::manifest::{Best, LaunchBounds, Resources};
+use crate::{compiler::ptx, compiler::ptxas};
 use serde::{Deserialize, Serialize};
 
 /// The schema version of [`Sweep`] JSON.
@@ -304,13 +304,20 @@ mod tests {
     #[test]
     fn maxrregcount_is_read_from_nvcc_args() {
         let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(crate::analyze::maxrregcount(&args(&["-O3"])), None);
         assert_eq!(
-            crate::analyze::maxrregcount(&args(&["-maxrregcount", "40", "-O3"])),
+            crate::compiler::analyze::maxrregcount(&args(&["-O3"])),
+            None
+        );
+        assert_eq!(
+            crate::compiler::analyze::maxrregcount(&args(&["-maxrregcount", "40", "-O3"])),
             Some(40)
         );
         assert_eq!(
-            crate::analyze::maxrregcount(&args(&["--maxrregcount=64", "-maxrregcount", "32"])),
+            crate::compiler::analyze::maxrregcount(&args(&[
+                "--maxrregcount=64",
+                "-maxrregcount",
+                "32"
+            ])),
             Some(32)
         );
     }

@@ -1,7 +1,7 @@
 //! The register counts at which the register limit steps.
 
-use crate::arch::Arch;
-use crate::occupancy::{compute, BlockLaunch, KernelResources};
+use crate::model::arch::Arch;
+use crate::model::occupancy::{compute, BlockLaunch, KernelResources};
 
 /// The register limit alone (blocks per SM) for `registers` per thread and
 /// `block_size` threads, with partitioned global caching off; `None` for 0

@@ -1,0 +1,10 @@
+//! The views, made from what the rest found: text tables and the
+//! before/after diff (`text_table`), Markdown (`markdown`), SARIF and
+//! workflow commands (`ci`), the text of `kernels.rs` (`kernels_rs`), and
+//! the units every text prints a number in (`units`).
+
+pub mod ci;
+pub mod kernels_rs;
+pub mod markdown;
+pub mod text_table;
+pub mod units;
