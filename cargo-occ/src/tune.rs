@@ -451,7 +451,7 @@ mod import_tests {
 
     #[test]
     fn a_measurement_of_another_gpu_than_the_builds_is_said_so() {
-        // Issue 23 item 10: GPUs of one arch differ.
+        // GPUs of one arch differ.
         let m = occ_model::schema::manifest::Manifest {
             schema: occ_model::schema::manifest::SCHEMA_VERSION,
             package: "app".into(),

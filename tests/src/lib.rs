@@ -11,7 +11,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-pub mod trust;
+pub mod surroundings;
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {

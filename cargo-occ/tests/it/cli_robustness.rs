@@ -11,7 +11,7 @@ use crate::occ;
 use occ_model::compare::GateSettings;
 use occ_model::schema::lock::{Lock, LOCK_SCHEMA};
 use occ_model::schema::manifest::{Manifest, Origin};
-use occ_tests::trust::{scratch_toolkit, script, HEAVY, LIGHT};
+use occ_tests::surroundings::{scratch_toolkit, script, HEAVY, LIGHT};
 use occ_tests::{build_env, Scratch};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -55,7 +55,7 @@ fn report_works_on_a_build_from_the_lock() {
     lock_mode_command_works(&["report"]);
 }
 
-/// Issue 23 item 7: a build that stood on the lock checked nothing, so
+/// A build that stood on the lock checked nothing, so
 /// `cargo occ check` must not pass it (it did, "nothing to compare", exit 0).
 #[test]
 fn check_of_a_build_from_the_lock_says_nothing_was_checked() {

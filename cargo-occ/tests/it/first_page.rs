@@ -1,5 +1,5 @@
 //! The README's first page, "From nothing to a gated crate", tested as
-//! written (issue 27 item 3): its `Cargo.toml`, `build.rs`, kernel and
+//! written: its `Cargo.toml`, `build.rs`, kernel and
 //! `src/main.rs` are taken from README.md at test time, so that the two
 //! cannot drift, and built as a new user's crate with CUDA 13.5's nvcc on
 //! `PATH` (the exports `scripts/cuda-toolkit` prints). `cargo occ bless`

@@ -4,7 +4,7 @@
 //! run doing nothing, a missing Python) through a stand-in Python.
 
 use crate::occ;
-use occ_tests::trust::{script, toolkit_home};
+use occ_tests::surroundings::{script, toolkit_home};
 use occ_tests::{workspace_root, Scratch};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

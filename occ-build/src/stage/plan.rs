@@ -554,7 +554,7 @@ mod tests {
 
     #[test]
     fn recorded_flags_name_no_folder_of_a_checkout() {
-        // Issue 23 item 8 (review): the lock is the same in every checkout.
+        // The lock is the same in every checkout.
         assert_eq!(
             without_paths(&[
                 "-Ofc=max",

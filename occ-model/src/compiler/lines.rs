@@ -701,7 +701,7 @@ k:
 
     #[test]
     fn escaped_non_ascii_paths_are_decoded_and_made_relative() {
-        // Issue 23 item 6: nvdisasm writes `ü` as `\303\274`.
+        // nvdisasm writes `ü` as `\303\274`.
         let quoted = "/home/j\\303\\274rgen/sp ace/kernels/k.cu";
         assert_eq!(unescape(quoted), "/home/jürgen/sp ace/kernels/k.cu");
         assert_eq!(

@@ -723,7 +723,7 @@ mod tests {
 
     #[test]
     fn a_launch_that_cannot_run_says_what_was_declared_in_words() {
-        // Issue 23 item 11: not "(256 + 300000 B smem threads)".
+        // Not "(256 + 300000 B smem threads)".
         let lock = crate::compare::tests::lock(&[("hot", resources(32, 0, 0))]);
         let e = declare(
             &lock,

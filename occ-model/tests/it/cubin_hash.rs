@@ -1,4 +1,4 @@
-//! `measured::cubin_hash` on real cubins (issue 23 item 4): nvcc 13.5's
+//! `measured::cubin_hash` on real cubins: nvcc 13.5's
 //! sm_90 build of `tests/fixtures/cu/lines/tmpl.cu` (spills, templates,
 //! noinline calls) with and without `-lineinfo`. Made in a scratch folder:
 //!

@@ -17,7 +17,7 @@
 
 use occ_build::ErrorKind;
 use occ_model::schema::manifest::Manifest;
-use occ_tests::trust::{cargo_toml, printed_registers, run_cargo, scale_crate, text, LIGHT};
+use occ_tests::surroundings::{cargo_toml, printed_registers, run_cargo, scale_crate, text, LIGHT};
 use occ_tests::{build_env, build_of, script, Scratch};
 use std::path::{Path, PathBuf};
 
@@ -672,7 +672,7 @@ fn a_launcher_that_wrote_nothing_is_named_as_too_old() {
     // by hand with nvcc 13.5; BENCHMARKS.md §13).
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
-    let launcher = occ_tests::trust::script(
+    let launcher = occ_tests::surroundings::script(
         &s.path().join("old-sccache"),
         "case \"$*\" in *--dryrun*|*--version*) exec \"$@\" ;; esac\nexit 0",
     );
@@ -698,7 +698,7 @@ fn a_launcher_that_wrote_nothing_is_named_as_too_old() {
 
 #[test]
 fn files_differing_in_case_give_a_kernels_rs_that_compiles() {
-    let s = scale_crate("trust-case", ".glob(\"kernels/*.cu\").arch(\"sm_80\")");
+    let s = scale_crate("around-case", ".glob(\"kernels/*.cu\").arch(\"sm_80\")");
     s.write("kernels/k.cu", LIGHT);
     s.write(
         "kernels/K.cu",
@@ -778,7 +778,7 @@ fn a_crate_folder_with_glob_metacharacters_globs() {
 fn nvcc_set_to_a_missing_file_is_an_error() {
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
-    let home = occ_tests::trust::toolkit_home();
+    let home = occ_tests::surroundings::toolkit_home();
     let result =
         build_of(s.path(), "out", "kernels/k.cu", ["sm_80"]).try_compile_with(&build_env(&[
             ("NVCC", Some("/missing/nvcc")),
@@ -818,7 +818,7 @@ fn nvcc_set_to_something_that_is_not_nvcc_is_an_error() {
 #[test]
 fn an_ambiguous_kernel_lists_each_source_and_what_to_write() {
     let s = Scratch::new();
-    s.write("Cargo.toml", &cargo_toml("trust-ambiguous"));
+    s.write("Cargo.toml", &cargo_toml("around-ambiguous"));
     s.write(
         "build.rs",
         "fn main() {\n    occ_build::Build::new().glob(\"kernels/*.cu\").archs([\"sm_80\"]).compile();\n}\n",
@@ -919,7 +919,7 @@ fn a_missing_launcher_is_blamed_on_the_launcher() {
 fn a_signal_is_not_reported_as_errors_to_fix() {
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
-    let killer = occ_tests::trust::script(&s.path().join("killed.sh"), "kill -9 $$");
+    let killer = occ_tests::surroundings::script(&s.path().join("killed.sh"), "kill -9 $$");
     let result = build_of(s.path(), "out", "kernels/k.cu", ["sm_80"]).try_compile_with(&build_env(
         &[("OCC_NVCC_LAUNCHER", Some(path_str(&killer)))],
     ));

@@ -326,7 +326,7 @@ fn without_nvcc_the_lock_stands_in() {
 #[test]
 fn flags_that_changed_since_the_lock_are_said_before_the_kernels() {
     let s = Scratch::new();
-    s.write("kernels/k.cu", occ_tests::trust::SWITCHED);
+    s.write("kernels/k.cu", occ_tests::surroundings::SWITCHED);
     s.write("kernels/common.cuh", "");
     build_of(s.path(), "out", "kernels/k.cu", ["sm_80"])
         .try_compile_with(&build_env(&[("OCC_BLESS", Some("1"))]))

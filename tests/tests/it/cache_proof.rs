@@ -11,7 +11,7 @@
 //! nothing, is tested on nvcc 13.5's recorded runs in `replay.rs`.
 
 use occ_build::Build;
-use occ_tests::trust::{scratch_toolkit, script};
+use occ_tests::surroundings::{scratch_toolkit, script};
 use occ_tests::{build_env, Scratch};
 
 /// A kernel whose static shared memory is `N * 64` floats, `N` from

@@ -5,7 +5,7 @@
 //! for byte.
 
 use occ_build::Build;
-use occ_tests::trust::{
+use occ_tests::surroundings::{
     assert_same_outputs, manifest_registers, printed_registers, reswap, run_cargo, scale_crate,
     scratch_toolkit, script, script_ok, text, BuildScript, HEAVY, LIGHT, SWITCHED,
 };
@@ -79,7 +79,7 @@ fn nvcc_variable_is_honoured(name: &str, var: &str, value: &str) {
 
 #[test]
 fn a_change_of_nvcc_prepend_flags_rebuilds() {
-    nvcc_variable_is_honoured("trust-prepend", "NVCC_PREPEND_FLAGS", "-DHEAVY_KERNEL");
+    nvcc_variable_is_honoured("around-prepend", "NVCC_PREPEND_FLAGS", "-DHEAVY_KERNEL");
 }
 
 #[test]
@@ -91,7 +91,7 @@ fn a_change_of_nvcc_ccbin_rebuilds() {
         &dir.path().join("heavy-g++"),
         "exec g++ -DHEAVY_KERNEL \"$@\"",
     );
-    nvcc_variable_is_honoured("trust-ccbin", "NVCC_CCBIN", path_str(&gxx));
+    nvcc_variable_is_honoured("around-ccbin", "NVCC_CCBIN", path_str(&gxx));
 }
 
 /// `kernels/k.cu` includes `common.cuh`, found in `inc` today.
@@ -189,7 +189,7 @@ fn a_header_edit_of_the_same_size_is_seen() {
 #[test]
 fn cargo_reruns_for_a_header_added_to_an_earlier_include_folder() {
     let s = scale_crate(
-        "trust-shadow-inc",
+        "around-shadow-inc",
         ".file(\"kernels/k.cu\").include(\"inc1\").include(\"inc2\").arch(\"sm_80\")",
     );
     s.write("kernels/k.cu", SWITCHED);
@@ -280,19 +280,19 @@ fn warm_equals_cold_after_a_full_disk(name: &str, limit: u32, must_fail: bool) {
 #[test]
 fn a_build_killed_while_replacing_outputs_leaves_no_mixed_job() {
     // 63ddf56 wrote the ~150 KB cubin and failed on the ~260 KB PTX.
-    warm_equals_cold_after_a_full_disk("trust-killed-mixed", 200_000, false);
+    warm_equals_cold_after_a_full_disk("around-killed-mixed", 200_000, false);
 }
 
 #[test]
 fn a_full_disk_before_the_record_reruns_the_job() {
     // Every write of more than 4 KB fails: the job's record and the
     // manifest are not written, though nvcc's outputs are in place.
-    warm_equals_cold_after_a_full_disk("trust-killed-record", 4096, true);
+    warm_equals_cold_after_a_full_disk("around-killed-record", 4096, true);
 }
 
 #[test]
 fn a_failed_write_leaves_no_truncated_temp_file() {
-    let (_s, bs, warm) = build_killed_while_replacing_outputs("trust-killed-temp", 4096, true);
+    let (_s, bs, warm) = build_killed_while_replacing_outputs("around-killed-temp", 4096, true);
     let out = bs.run(&warm, &[]);
     assert!(script_ok(&out), "next build: {}", text(&out));
     let left = temp_files(&warm);
@@ -427,7 +427,7 @@ fn a_line_directive_naming_a_missing_file_keeps_the_cache() {
 
 #[test]
 fn a_line_directive_naming_a_missing_file_keeps_cargo_fresh() {
-    let s = scale_crate("trust-line", ".file(\"kernels/k.cu\").arch(\"sm_80\")");
+    let s = scale_crate("around-line", ".file(\"kernels/k.cu\").arch(\"sm_80\")");
     s.write("kernels/k.cu", GENERATED);
     let out = run_cargo(&s, &["build"], &[]);
     assert!(out.status.success(), "{}", text(&out));
@@ -435,14 +435,14 @@ fn a_line_directive_naming_a_missing_file_keeps_cargo_fresh() {
     let t = text(&out);
     assert!(out.status.success(), "{t}");
     assert!(
-        !t.contains("Compiling trust-line"),
+        !t.contains("Compiling around-line"),
         "a second `cargo build` with nothing changed rebuilt the crate:\n{t}"
     );
 }
 
 #[test]
 fn a_killed_build_leaves_no_scratch_folders_after_the_next_build() {
-    let name = "trust-killed-tmp";
+    let name = "around-killed-tmp";
     let s = scale_crate(name, ".file(\"kernels/k.cu\").arch(\"sm_80\")");
     s.write("kernels/k.cu", LIGHT);
     let bs = BuildScript::compile(&s, name);

@@ -2,7 +2,7 @@
 //! nvcc: `Build::launch` and `__launch_bounds__` as declarations, the
 //! occupancy at that launch and what would lift it, patterns that match
 //! nothing; a 2-D launch declared once in build.rs, which the site bakes
-//! and the report and the gate judge (issue 27 item 1); an exact name
+//! and the report and the gate judge; an exact name
 //! over wildcards, and two wildcards that disagree; recursive globs with
 //! excludes, `Build::resolved_archs` and the arch-suffix policy, nvcc's
 //! warnings as cargo warnings.

@@ -45,7 +45,7 @@
 
 use occ_model::schema::lock::Lock;
 use occ_model::schema::manifest::Manifest;
-use occ_tests::trust::{
+use occ_tests::surroundings::{
     cargo_toml, outputs, reswap, scratch_toolkit, script_ok, text, BuildScript,
 };
 use occ_tests::Scratch;

@@ -307,7 +307,7 @@ fn a_crate_looks_kernels_up_by_name_and_handles_a_kernel_of_one_arch() {
         .file("src/main.rs", MAIN);
     let stdout = krate.run("build and run");
     let manifest = occ_shell::files::read_manifest(
-        &occ_tests::trust::newest_out_dir("embeduser").join("occ/manifest.json"),
+        &occ_tests::surroundings::newest_out_dir("embeduser").join("occ/manifest.json"),
     )
     .expect("manifest");
     let f32_sm80 = &manifest
@@ -323,7 +323,7 @@ fn a_crate_looks_kernels_up_by_name_and_handles_a_kernel_of_one_arch() {
             .find(|b| b.source == source)
             .expect("blob");
         std::fs::metadata(
-            occ_tests::trust::newest_out_dir("embeduser")
+            occ_tests::surroundings::newest_out_dir("embeduser")
                 .join("occ")
                 .join(&blob.file),
         )
@@ -539,7 +539,7 @@ fn run_and_compare_with(mut cargo: Command, app: &Path, blobs: &Path) -> Vec<Str
     );
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     for (name, package) in [("app", "occdcapp"), ("dep", "occdcdep")] {
-        let out_dir = occ_tests::trust::newest_out_dir(package).join("occ");
+        let out_dir = occ_tests::surroundings::newest_out_dir(package).join("occ");
         let manifest =
             occ_shell::files::read_manifest(&out_dir.join("manifest.json")).expect("manifest");
         assert_eq!(manifest.device_code.len(), 2, "{name}");
@@ -647,7 +647,7 @@ fn two_crates_in_one_binary_hold_their_own_bytes_and_none_in_the_rmeta() {
     // its metadata.
     let rlib = std::fs::read(newest_rlib("occdcdep")).expect("rlib");
     let members = ar_members(&rlib);
-    let out_dir = occ_tests::trust::newest_out_dir("occdcdep").join("occ");
+    let out_dir = occ_tests::surroundings::newest_out_dir("occdcdep").join("occ");
     let manifest =
         occ_shell::files::read_manifest(&out_dir.join("manifest.json")).expect("manifest");
     for blob in &manifest.device_code {

@@ -6,7 +6,7 @@
 //! build fails naming what has none, and that a crate without a lock
 //! fails, is tested on nvcc 13.5's recorded runs in `replay.rs`.
 
-use occ_tests::trust::{blessed_light_crate, run_cargo, text, without_nvcc, HEAVY, LIGHT};
+use occ_tests::surroundings::{blessed_light_crate, run_cargo, text, without_nvcc, HEAVY, LIGHT};
 use occ_tests::{build_env, build_of, Scratch};
 use std::path::Path;
 

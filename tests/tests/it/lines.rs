@@ -347,7 +347,7 @@ fn a_toolkit_without_nvdisasm_builds_without_lines_and_one_note() {
         "{}",
         notes[0]
     );
-    // Issue 23 item 5: nvdisasm is watched as nvcc is. Without it, the
+    // nvdisasm is watched as nvcc is. Without it, the
     // folder it would be installed into is watched, so that cargo reruns
     // the script once it appears; with it, the program itself.
     let bin = toolkit.join("bin");
@@ -386,7 +386,7 @@ fn a_toolkit_without_nvdisasm_builds_without_lines_and_one_note() {
 #[test]
 fn a_spill_regression_names_the_source_line() {
     let s = Scratch::new();
-    s.write("kernels/k.cu", occ_tests::trust::LIGHT);
+    s.write("kernels/k.cu", occ_tests::surroundings::LIGHT);
     let capped = |root: &Path| {
         let mut b = build_of(root, "out", "kernels/k.cu", ["sm_80"]);
         b.max_registers("kernels/k.cu", 16);
@@ -395,7 +395,7 @@ fn a_spill_regression_names_the_source_line() {
     capped(s.path())
         .try_compile_with(&build_env(&[("OCC_BLESS", Some("1"))]))
         .expect("bless");
-    s.write("kernels/k.cu", occ_tests::trust::HEAVY);
+    s.write("kernels/k.cu", occ_tests::surroundings::HEAVY);
     let e = capped(s.path())
         .try_compile_with(&build_env(&[]))
         .expect_err("new spills regress");
@@ -414,7 +414,7 @@ fn a_spill_regression_names_the_source_line() {
         .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("a line number: {place}"));
-    let lines = occ_tests::trust::HEAVY.lines().count() as u32;
+    let lines = occ_tests::surroundings::HEAVY.lines().count() as u32;
     assert!((1..=lines).contains(&line), "{place}");
 }
 

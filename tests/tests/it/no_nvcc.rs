@@ -4,7 +4,7 @@
 //! under `CI` a crate's own build without nvcc fails unless it opts out.
 //! (A dependency is never gated: `gate_scope.rs`.)
 
-use occ_tests::trust::{
+use occ_tests::surroundings::{
     blessed_light_crate, cargo_toml, newest_out_dir, printed_registers, run_cargo, scale_crate,
     text, without_nvcc, LIGHT,
 };
@@ -40,7 +40,7 @@ fn launch_config_crate(name: &str) -> Scratch {
 
 #[test]
 fn a_launch_config_crate_builds_with_occ_no_nvcc() {
-    let s = launch_config_crate("trust-nonvcc");
+    let s = launch_config_crate("around-nonvcc");
     let out = run_cargo(&s, &["build"], &[("OCC_NO_NVCC", Some("1"))]);
     assert!(
         out.status.success(),
@@ -51,7 +51,7 @@ fn a_launch_config_crate_builds_with_occ_no_nvcc() {
 
 #[test]
 fn docs_rs_documents_a_launch_config_crate() {
-    let s = launch_config_crate("trust-docsrs");
+    let s = launch_config_crate("around-docsrs");
     let out = run_cargo(&s, &["doc", "--no-deps"], &[("DOCS_RS", Some("1"))]);
     assert!(
         out.status.success(),
@@ -63,7 +63,7 @@ fn docs_rs_documents_a_launch_config_crate() {
 #[test]
 fn the_guides_cubin_line_compiles_without_nvcc() {
     let s = scale_crate(
-        "trust-nonvcc-cubin",
+        "around-nonvcc-cubin",
         ".glob(\"kernels/*.cu\").arch(\"sm_80\")",
     );
     s.write("kernels/scale.cu", LIGHT);
@@ -103,15 +103,15 @@ fn example_app_builds_without_nvcc() {
 
 #[test]
 fn a_build_leaves_lock_mode_once_nvcc_appears() {
-    leaves_lock_mode_once_nvcc_appears("trust-nvcc-appears", false);
+    leaves_lock_mode_once_nvcc_appears("around-nvcc-appears", false);
 }
 
 /// The same through the per-user toolkit dir (`$XDG_CACHE_HOME/occ/cuda`,
 /// where `cargo occ toolkit install` puts nvcc) with `OCC_CUDA_DIR` unset.
 #[test]
 fn a_build_leaves_lock_mode_once_nvcc_appears_in_the_user_cache() {
-    // Not "trust-nvcc-appears-…": newest_out_dir matches a name by prefix.
-    leaves_lock_mode_once_nvcc_appears("trust-user-cache-nvcc", true);
+    // Not "around-nvcc-appears-…": newest_out_dir matches a name by prefix.
+    leaves_lock_mode_once_nvcc_appears("around-user-cache-nvcc", true);
 }
 
 fn leaves_lock_mode_once_nvcc_appears(name: &str, xdg: bool) {
@@ -149,7 +149,8 @@ fn leaves_lock_mode_once_nvcc_appears(name: &str, xdg: bool) {
     // Now the toolkit script installs nvcc where occ looks.
     let bin = cuda.join("cu13/nvidia/cu13");
     std::fs::create_dir_all(bin.parent().expect("parent")).expect("create cuda folder");
-    std::os::unix::fs::symlink(occ_tests::trust::toolkit_home(), &bin).expect("install nvcc");
+    std::os::unix::fs::symlink(occ_tests::surroundings::toolkit_home(), &bin)
+        .expect("install nvcc");
     let out = run_cargo(&s, &["run", "-q"], none);
     assert!(printed_registers(&out) > 0);
     assert!(

@@ -1,4 +1,4 @@
-//! Every command occ prints works today (issue 27 item 4): the crates are
+//! Every command occ prints works today: the crates are
 //! not on crates.io yet, so no README, crate doc, script, test snapshot
 //! or message string of the workspace may suggest `cargo install
 //! cargo-occ` without `--path` or `--git`, or an occ crate as

@@ -478,10 +478,10 @@ fn cache_a_header_a_macro_has_include_finds_is_seen_in_every_searched_folder() {
 #[test]
 fn cache_nvcc_append_flags_are_part_of_the_jobs_key() {
     let c = Crate::new("cache_nvcc_append_flags");
-    // trust.rs's kernel with 16 values live at once, not 64 (a smaller
+    // surroundings.rs's kernel with 16 values live at once, not 64 (a smaller
     // fixture; as many more registers as the test needs).
-    let switched = occ_tests::trust::SWITCHED.replace("#define N 64", "#define N 16");
-    assert_ne!(switched, occ_tests::trust::SWITCHED);
+    let switched = occ_tests::surroundings::SWITCHED.replace("#define N 64", "#define N 16");
+    assert_ne!(switched, occ_tests::surroundings::SWITCHED);
     c.s.write("kernels/k.cu", &switched);
     c.s.write("kernels/common.cuh", "#pragma once\n");
     let registers = |env: &[(&str, Option<&str>)]| {

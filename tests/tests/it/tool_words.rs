@@ -2,7 +2,7 @@
 //! user, and what they say is recorded.
 
 use occ_model::schema::manifest::WarningKind;
-use occ_tests::trust::{run_cargo, scale_crate, text};
+use occ_tests::surroundings::{run_cargo, scale_crate, text};
 use occ_tests::{build_env, Scratch};
 
 /// Two kernels of one file, so that one `-maxrregcount` caps both.
@@ -116,7 +116,7 @@ fn a_template_error_keeps_its_instantiation_chain_and_caret() {
 #[test]
 fn nvcc_warnings_are_shown_once() {
     let s = scale_crate(
-        "trust-warnings",
+        "around-warnings",
         ".glob(\"kernels/*.cu\").archs([\"sm_80\", \"sm_90\"])",
     );
     s.write(

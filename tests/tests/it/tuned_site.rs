@@ -5,7 +5,7 @@
 //! measured block on that arch and bucket, also when the crate is checked
 //! out in another folder; a kernel edited since (its cubin changed) fails
 //! the gate until blessed, then falls back to the model with one build
-//! warning, with nvcc and without (issue 23 item 2).
+//! warning, with nvcc and without.
 
 use occ_model::compiler::analyze::resources;
 use occ_model::model::arch;
@@ -209,7 +209,7 @@ fn tuned_sites_bake_the_measured_block_and_fall_back_when_stale() {
     assert_eq!(warnings.len(), 1, "{err}");
     assert!(warnings[0].contains("wide on sm_80"), "{err}");
 
-    // 5. Issue 23 item 2: the same sources and lock without nvcc bake the
+    // 5. The same sources and lock without nvcc bake the
     // same block (the lock keeps each kernel × arch's cubin hash, so the
     // measurement is stale there too), and so does a build with nvcc again.
     for (what, var) in [("without nvcc", Some("OCC_NO_NVCC")), ("with nvcc", None)] {
