@@ -7,8 +7,11 @@
 //!
 //! 1. `inputs::resolve`: paths, archs, sources, the lock's text, and the
 //!    settings read from the environment (the lock is parsed,
-//!    `Inputs::parse_lock`, once the memo of 3½ missed).
-//! 2. `nvcc_or_lock::select`: a live nvcc, or the committed lock (and why).
+//!    `Inputs::parse_lock`, once the memo of 3½ missed, and handed to the
+//!    stages that read it: 5's measurements, 7½ and 8).
+//! 2. `nvcc_or_lock::select`: a live nvcc, or the committed lock (and why);
+//!    with nvcc, `Inputs::with_profile_vars` adds the variables its
+//!    profile reads.
 //! 3. `hostlib::prepare`, `plan::jobs`: one nvcc job per (source, arch),
 //!    with its arguments (per source, for all archs, with the host
 //!    compiler cc picked, when the build makes a host-code library).
@@ -21,9 +24,12 @@
 //! 4. `compile::run`: run the jobs or reuse their cached results; each
 //!    job's contribution (`occ_model::compiler::analyze::contribution`, its kernels
 //!    as the compiler left them) is worked out when it runs and kept with
-//!    its record.
+//!    its record. A register cap that names a kernel is placed in its file
+//!    by the contributions' kernel names (`plan::place_caps`, nothing
+//!    judged), and the jobs whose caps moved run again.
 //! 5. `device_code::listed`: the names of the device code to embed (a
-//!    fatbin per file by default), which the manifest lists; then
+//!    fatbin per file by default), which the manifest lists, and the check
+//!    that `fatbinary` is there to make them (before the gates); then
 //!    `assemble::judge`: the one assembly (`occ_model::assemble`) of the
 //!    jobs' contributions, build.rs's launches and the lock's
 //!    measurements.
@@ -188,7 +194,7 @@ pub(crate) struct Outcome {
 
 /// Runs the build's stages in order, gathering cargo directives on the way.
 pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Result<Outcome> {
-    let mut inputs = inputs::resolve(build, env, directives)?;
+    let inputs = inputs::resolve(build, env, directives)?;
     check_names(build, &inputs)?;
     let nvcc = match nvcc_or_lock::select(build, env, &inputs) {
         Ok(NvccOrLock::Nvcc(nvcc)) => nvcc,
@@ -202,7 +208,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
         }
         Err(e) => return failed(&inputs, e),
     };
-    inputs.add_profile_vars(env, &nvcc);
+    let inputs = inputs.with_profile_vars(env, &nvcc);
     let planned = match plan(build, env, &inputs, &nvcc, directives) {
         Ok(planned) => planned,
         Err(e) => return failed(&inputs, e),
@@ -217,10 +223,10 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
         });
     }
     build_state::mark(&inputs.out_dir, BuildState::Running)?;
-    inputs.parse_lock()?;
+    let lock = inputs.parse_lock()?;
     let compiled = compile(build, &inputs, &nvcc, planned)?;
     watch_inputs(&inputs, &compiled.outputs, directives);
-    let manifest = assemble(build, &inputs, &nvcc, &compiled, directives)?;
+    let manifest = assemble(build, &inputs, &nvcc, &compiled, lock.as_ref(), directives)?;
     // The report holds every finding of the gates, also when one fails.
     let mut details = report::Details::new(&inputs.out_dir, &inputs.package);
     if let Err(e) = gate::spills(build, &manifest, &mut details) {
@@ -237,13 +243,13 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
         )?;
     }
     let view = outputs(build, &inputs, &nvcc, &compiled, &manifest, directives)?;
-    let candidate = parts::candidate(&view, build.part(), inputs.lock.as_ref());
+    let candidate = parts::candidate(&view, build.part(), lock.as_ref());
     let gated = gate::baseline(
         build,
         &inputs,
+        lock.as_ref(),
         &candidate,
         &view.merged,
-        &inputs.sources,
         &mut details,
         directives,
     );
@@ -342,7 +348,7 @@ struct Compiled {
 /// Stage 3 and the toolkit's identity: the jobs, with their register
 /// caps. Caps name files or kernels; a kernel is placed in its file by the
 /// last build's manifest (read only when a cap is set), or by this build's
-/// first pass (stage 4).
+/// first pass of stage 4 (the kernels its jobs contributed).
 fn plan(
     build: &Build,
     env: &Env,
@@ -382,7 +388,9 @@ fn plan(
 }
 
 /// Stage 4: runs the jobs; when a cap names a kernel, places it by this
-/// build's kernels and runs again the jobs whose caps moved.
+/// build's kernels (their names and sources, as the jobs contributed
+/// them: nothing is judged before the caps apply) and runs again the jobs
+/// whose caps moved.
 fn compile(build: &Build, inputs: &Inputs, nvcc: &Nvcc, planned: Planned) -> Result<Compiled> {
     let Planned {
         mut caps,
@@ -394,8 +402,7 @@ fn compile(build: &Build, inputs: &Inputs, nvcc: &Nvcc, planned: Planned) -> Res
     let mut outputs = compile::run(nvcc, &toolkit, inputs, &jobs)?;
     if caps.needs_second_look(caps_from_previous) {
         let contributed = assemble::contributions(&outputs);
-        let found = assemble::judge(inputs, "", &contributed, &[])?.finish(&Default::default());
-        let placed = plan::place_caps(build, inputs, &found)?;
+        let placed = plan::place_caps(build, inputs, &contributed)?;
         if placed.by_file != caps.by_file {
             caps = placed;
             jobs = plan::jobs(build, inputs, &caps.by_file, host.as_ref())?;
@@ -450,6 +457,7 @@ fn assemble(
     inputs: &Inputs,
     nvcc: &Nvcc,
     compiled: &Compiled,
+    lock: Option<&Lock>,
     directives: &mut Directives,
 ) -> Result<Manifest> {
     for warning in nvcc_text::warnings(compiled.outputs.iter().map(|o| o.log.as_str())) {
@@ -458,8 +466,14 @@ fn assemble(
     let version =
         nvcc_or_lock::version(nvcc, &*inputs.programs, &compiled.toolkit, &inputs.out_dir)?;
     let jobs = assemble::contributions(&compiled.outputs);
-    let device_code = device_code::listed(build.embed_mode(), &inputs.archs, &compiled.outputs);
-    let judged = assemble::judge(inputs, &version, &jobs, &device_code)?;
+    let device_code = device_code::listed(
+        build.embed_mode(),
+        &inputs.archs,
+        &compiled.outputs,
+        nvcc,
+        compiled.toolkit.top.as_deref(),
+    )?;
+    let judged = assemble::judge(inputs, &version, &jobs, lock, &device_code)?;
     let lines = if build.no_source_lines {
         Default::default()
     } else {

@@ -21,14 +21,16 @@ pub(crate) fn contributions(outputs: &[JobOutput]) -> Vec<Contribution> {
 }
 
 /// Every number of a live build ([`assemble::judge`]), before its source
-/// lines are located.
+/// lines are located; `lock` is the committed lock, whose measurements of
+/// the kernels × archs built are attached.
 pub(crate) fn judge(
     inputs: &Inputs,
     nvcc_version: &str,
     jobs: &[Contribution],
+    lock: Option<&Lock>,
     device_code: &[DeviceCode],
 ) -> Result<Judged> {
-    let measured = inputs.lock.as_ref().map_or(&[][..], |l| &l.measured[..]);
+    let measured = lock.map_or(&[][..], |l| &l.measured[..]);
     Ok(assemble::judge(&Assembly {
         package: &inputs.package,
         origin: Origin::Nvcc,

@@ -98,12 +98,23 @@ fn planned<'o>(
 /// The blobs a live build embeds (sorted by source, then arch), as the
 /// manifest lists them before [`write`] makes them: the gates run between,
 /// and a build they fail leaves the last build's blobs beside the last
-/// build's `kernels.rs`.
-pub(crate) fn listed(embed: Embed, archs: &[String], outputs: &[JobOutput]) -> Vec<DeviceCode> {
-    planned(embed, archs, outputs)
+/// build's `kernels.rs`. The tool that makes them is looked for here, so
+/// that a missing `fatbinary` fails the build before the gates, not after.
+pub(crate) fn listed(
+    embed: Embed,
+    archs: &[String],
+    outputs: &[JobOutput],
+    nvcc: &Nvcc,
+    toolkit_top: Option<&Path>,
+) -> Result<Vec<DeviceCode>> {
+    let blobs: Vec<DeviceCode> = planned(embed, archs, outputs)
         .into_iter()
         .map(|(blob, _)| blob)
-        .collect()
+        .collect();
+    if blobs.iter().any(|b| b.kind == Embed::Fatbin) {
+        fatbinary_tool(nvcc, toolkit_top)?;
+    }
+    Ok(blobs)
 }
 
 /// Writes the blobs of a live build into `out` (`$OUT_DIR/occ`) where they
@@ -186,11 +197,7 @@ fn fatbin(
     out: &Path,
     file: &str,
 ) -> Result<()> {
-    let tool = fatbinary(nvcc, toolkit_top).ok_or_else(|| Error::ToolNotFound {
-        tool: "fatbinary".into(),
-        near: nvcc.path.clone(),
-        todo: "use `.embed(Embed::Cubin)` or `.embed(Embed::Ptx)`, or a full toolkit".into(),
-    })?;
+    let tool = fatbinary_tool(nvcc, toolkit_top)?;
     let newest = jobs
         .iter()
         .filter_map(|j| Some((arch::parse_target(&j.job.arch).ok()?, *j)))
@@ -331,6 +338,15 @@ fn embedded(job: &str, ext: &str) -> String {
 /// `sm_90a` → `90a`, as `fatbinary --image3` names an arch.
 fn sm(arch: &str) -> &str {
     arch.strip_prefix("sm_").unwrap_or(arch)
+}
+
+/// [`fatbinary`], or the error that says it is missing and what to do.
+fn fatbinary_tool(nvcc: &Nvcc, top: Option<&Path>) -> Result<PathBuf> {
+    fatbinary(nvcc, top).ok_or_else(|| Error::ToolNotFound {
+        tool: "fatbinary".into(),
+        near: nvcc.path.clone(),
+        todo: "use `.embed(Embed::Cubin)` or `.embed(Embed::Ptx)`, or a full toolkit".into(),
+    })
 }
 
 /// The toolkit's `fatbinary`: in its `bin` folder, else beside nvcc.

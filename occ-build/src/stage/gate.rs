@@ -102,10 +102,11 @@ fn thresholds(build: &Build) -> Thresholds {
     }
 }
 
-/// Compares with the lock: writes the candidate and the gate settings into
+/// Compares with the committed lock (`committed`, none when there is no
+/// lock file): writes the candidate and the gate settings into
 /// `$OUT_DIR/occ`, then fails on regressions, warns on improvements and new
-/// kernels of the sources in `scope` (this `Build`'s: the candidate also
-/// holds the other parts', see `parts`; one line per kind), and writes the
+/// kernels of this `Build`'s sources (the candidate also holds the other
+/// parts', see `parts`; one line per kind), and writes the
 /// lock only on `OCC_BLESS` outside CI. Every difference goes to the
 /// report (`details`).
 ///
@@ -115,12 +116,13 @@ fn thresholds(build: &Build) -> Thresholds {
 pub(crate) fn baseline(
     build: &Build,
     inputs: &Inputs,
+    committed: Option<&Lock>,
     candidate: &Lock,
     manifest: &Manifest,
-    scope: &[String],
     details: &mut Details,
     directives: &mut Directives,
 ) -> Result<()> {
+    let scope = &inputs.sources[..];
     let (text, settings) = write_candidate(build, inputs, candidate)?;
     let lock_name = inputs.display(&inputs.lock_path);
     if let Some(evidence) = &inputs.dependency {
@@ -149,7 +151,7 @@ pub(crate) fn baseline(
         }
         Ok(())
     };
-    let Some(lock) = &inputs.lock else {
+    let Some(lock) = committed else {
         details.baseline = Some(occ_model::render::markdown::Baseline::NotCompared(format!(
             "no {lock_name} yet (record one with `cargo occ bless`)"
         )));

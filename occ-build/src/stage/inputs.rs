@@ -66,12 +66,9 @@ pub(crate) struct Inputs {
     pub sources: Vec<String>,
     /// The lock file (read or not).
     pub lock_path: PathBuf,
-    /// The committed lock's text, when there is one.
+    /// The committed lock's text, when there is one ([`Inputs::parse_lock`]
+    /// parses it).
     pub lock_text: Option<String>,
-    /// The committed lock, once [`Inputs::parse_lock`] read `lock_text`
-    /// (after the memo, which compares bytes, missed: a big lock costs a
-    /// build script at opt-level 0 a good part of a second to parse).
-    pub lock: Option<Lock>,
     /// `OCC_BLESS`: write the lock.
     pub bless: bool,
     /// `CI`: never write the lock, and never stand on it by accident.
@@ -198,7 +195,6 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
         sources,
         lock_path,
         lock_text,
-        lock: None,
         bless,
         ci,
         verify,
@@ -344,25 +340,33 @@ fn profile_variables(nvcc: &crate::toolkit::Nvcc) -> Vec<String> {
 }
 
 impl Inputs {
-    /// Adds the variables `nvcc`'s profile expands to [`Inputs::nvcc_vars`]
-    /// (read through `env`, so watched): `INCLUDES += "-I$(MY_INC)"` makes
-    /// `MY_INC` part of every job's key, as nvcc's own variables are.
-    pub fn add_profile_vars(&mut self, env: &Env, nvcc: &crate::toolkit::Nvcc) {
+    /// The inputs with the variables `nvcc`'s profile expands added to
+    /// [`Inputs::nvcc_vars`] (read through `env`, so watched):
+    /// `INCLUDES += "-I$(MY_INC)"` makes `MY_INC` part of every job's key,
+    /// as nvcc's own variables are. Known once nvcc is, so a step of its
+    /// own; it takes the inputs and gives them back, so no stage sees them
+    /// half made.
+    pub fn with_profile_vars(mut self, env: &Env, nvcc: &crate::toolkit::Nvcc) -> Self {
         for name in profile_variables(nvcc) {
             if !self.nvcc_vars.iter().any(|(n, _)| *n == name) {
                 let value = env.var(&name);
                 self.nvcc_vars.push((name, value));
             }
         }
+        self
     }
 
-    /// Parses the committed lock's text into `lock`.
-    pub fn parse_lock(&mut self) -> Result<()> {
-        self.lock = match &self.lock_text {
-            Some(text) => Some(Lock::from_text(text, &self.lock_path)?),
-            None => None,
-        };
-        Ok(())
+    /// The committed lock, parsed from [`Inputs::lock_text`] (none without
+    /// one). Called once the memo, which compares bytes, missed (a big lock
+    /// costs a build script at opt-level 0 a good part of a second to
+    /// parse); what needs the lock (its measurements, the baseline) is
+    /// given it by the caller, so no stage can read a lock not yet parsed.
+    pub fn parse_lock(&self) -> Result<Option<Lock>> {
+        self.lock_text
+            .as_deref()
+            .map(|text| Lock::from_text(text, &self.lock_path))
+            .transpose()
+            .map_err(Into::into)
     }
 
     /// A path for messages: relative to the crate root when inside it.

@@ -5,8 +5,10 @@
 //! of the part runs stages 1–3 and the toolkit's identity (no nvcc runs,
 //! nothing is written), then [`reuse`] checks the memo; when it all holds,
 //! the build prints the same directives and returns: no job record or
-//! output is read, nothing is parsed, analysed or written, and no file's
-//! mtime changes. The manifest is read from `manifest.json` only when the
+//! output is read, nothing is parsed or analysed, and nothing is written
+//! but the part's line in `parts.json` (`parts::reused`: a later `Build`
+//! of the same run finds this part there), so no other file's mtime
+//! changes. The manifest is read from `manifest.json` only when the
 //! caller asks for it (`Report::manifest`).
 //!
 //! The memo holds when all of these are as recorded:
@@ -228,7 +230,8 @@ pub(crate) fn identity(
 /// unchanged: `directives` become the recorded ones, the part is
 /// registered (without its manifest), and the text of `manifest.json` is
 /// returned (read now; the caller parses it only if asked). Reads and
-/// compares only; writes nothing.
+/// compares; writes only the part's line in `parts.json`, once the memo
+/// held.
 pub(crate) fn reuse(
     identity: Option<&Identity>,
     build: &Build,

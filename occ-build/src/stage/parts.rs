@@ -12,7 +12,8 @@
 //! No state is kept in the process: the parts are merged through the
 //! files they write. `parts.json` in `$OUT_DIR/occ` lists the parts of the
 //! run that wrote it ([`Parts`]: each one's name, sources and recorded
-//! flags) under the run's identity (this process: its id and start time);
+//! flags) under the run's identity (this process: its id, its start time
+//! where the system says, and the build script's path and mtime; [`this_run`]);
 //! `manifest.json` holds their kernels. A part reads both ([`record`]):
 //! when `parts.json` is another run's, the part is the run's first and
 //! stands alone; else it takes `manifest.json`'s kernels of the other
@@ -54,8 +55,19 @@ struct Part {
     flags: Vec<String>,
 }
 
-/// This run of the build script: the process's id and, where the system
-/// says, when it started (a later run given the same id is another run).
+/// This run of the build script, as a string no other run of any script
+/// into this `OUT_DIR` has: the process's id; where the system says
+/// (Linux's `/proc`), when the process started; and the running
+/// executable's path and modification time. The id alone is reused (a
+/// later run may get it, and off Linux nothing else says when it
+/// started); the executable is the build script cargo built, whose path
+/// and mtime change when it is rebuilt, so a later run with the same id
+/// is told apart by its start time where there is one, and by a rebuilt
+/// script everywhere. What remains, off Linux only, is the same unchanged
+/// script rerun into the same `OUT_DIR` and given the id of its last run:
+/// rare, as the system hands out an id again only after cycling through
+/// the others. Portable std calls only: std has no process start time, and
+/// a platform API per system would be more code than the risk is worth.
 fn this_run() -> String {
     let started = std::fs::read_to_string("/proc/self/stat")
         .ok()
@@ -65,7 +77,15 @@ fn this_run() -> String {
             after.split_whitespace().nth(19).map(str::to_string)
         })
         .unwrap_or_default();
-    format!("{}-{started}", std::process::id())
+    let exe = std::env::current_exe().ok();
+    let built = exe
+        .as_deref()
+        .and_then(|p| std::fs::metadata(p).ok()?.modified().ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| format!("{}.{:09}", d.as_secs(), d.subsec_nanos()))
+        .unwrap_or_default();
+    let exe = exe.map(|p| p.display().to_string()).unwrap_or_default();
+    format!("{}-{started}-{built}-{exe}", std::process::id())
 }
 
 /// The parts of this run built into `out` so far (none when `parts.json`
@@ -230,7 +250,18 @@ pub(crate) fn record(
             .collect();
         theirs.kernels.retain(|k| listed.contains(&&k.source));
         theirs.device_code.retain(|b| listed.contains(&&b.source));
-        analyze::merge(&[&theirs, manifest]).unwrap_or_else(|| manifest.clone())
+        let mut merged = analyze::merge(&[&theirs, manifest]).unwrap_or_else(|| manifest.clone());
+        // Measurements of the kernels × archs the merged table holds: not
+        // those of a kernel gone with this part's earlier self, nor of a
+        // part no longer of this run (each is under its source of today).
+        let held = |m: &occ_model::schema::manifest::Measured| {
+            merged.kernels.iter().any(|k| {
+                k.name == m.kernel && k.source == m.source && k.archs.contains_key(&m.arch)
+            })
+        };
+        let measured = std::mem::take(&mut merged.measured);
+        merged.measured = measured.into_iter().filter(|m| held(m)).collect();
+        merged
     } else {
         // One part (most crates): the part itself, its identifiers made
         // unique, without copying it through the merge.
@@ -359,6 +390,25 @@ mod tests {
         .expect("manifest")
     }
 
+    /// A measurement of `kernel` from `source` on sm_80.
+    fn measured(kernel: &str, source: &str) -> occ_model::schema::manifest::Measured {
+        occ_model::schema::manifest::Measured {
+            kernel: kernel.into(),
+            source: source.into(),
+            arch: "sm_80".into(),
+            bucket: "n".into(),
+            best: 256,
+            device: "d".into(),
+            compute_capability: "8.0".into(),
+            sm_count: 108,
+            toolkit: "V13.5.37".into(),
+            cubin_hash: String::new(),
+            candidates_hash: String::new(),
+            max_occupancy: None,
+            timings: Vec::new(),
+        }
+    }
+
     fn sources(m: &Manifest) -> std::collections::BTreeSet<&str> {
         m.kernels.iter().map(|k| k.source.as_str()).collect()
     }
@@ -378,9 +428,19 @@ mod tests {
         let (a, b) = (part("a.cu"), part("b.cu"));
         let view = record(&out, "", &out, &["a.cu".into()], &[], &a).expect("a");
         assert_eq!(sources(&view.merged), ["a.cu"].into());
-        write(&view.merged);
+        // Two measurements in manifest.json: one of a kernel a.cu has, one
+        // of a kernel it has not (a stale line a merge must not keep).
+        let mut with_measured = view.merged.clone();
+        let kept = measured(&with_measured.kernels[0].name, "a.cu");
+        with_measured.measured = vec![kept.clone(), measured("gone_kernel", "a.cu")];
+        write(&with_measured);
         let view = record(&out, "lib", &out, &["b.cu".into()], &["-O3".into()], &b).expect("b");
         assert_eq!(sources(&view.merged), ["a.cu", "b.cu"].into());
+        assert_eq!(
+            view.merged.measured,
+            [kept],
+            "only the kernel's still built"
+        );
         assert_eq!(view.named.keys().collect::<Vec<_>>(), ["lib"]);
         assert_eq!(view.flags[""], Vec::<String>::new());
         assert_eq!(view.flags["lib"], ["-O3"]);
@@ -402,8 +462,11 @@ mod tests {
         assert!(view.clash.is_some(), "none of the same files: a clash");
         // An earlier run's parts are not this run's.
         let text = std::fs::read_to_string(out.join(FILE)).expect("parts.json");
-        let run = this_run();
-        std::fs::write(out.join(FILE), text.replace(&run, "1-1")).expect("another run");
+        let mut parts: Parts = serde_json::from_str(&text).expect("parts");
+        assert_eq!(parts.run, this_run());
+        parts.run = "1-1".into();
+        let text = serde_json::to_string(&parts).expect("json");
+        std::fs::write(out.join(FILE), text).expect("another run");
         assert!(!others(&out, ""));
         let view = record(&out, "", &out, &["a.cu".into()], &[], &a).expect("alone");
         assert_eq!(sources(&view.merged), ["a.cu"].into());

@@ -20,7 +20,10 @@ use crate::leaf::error::{Error, Result};
 use crate::leaf::job::{Job, JobKind};
 use crate::stage::hostlib::HostLib;
 use crate::stage::inputs::Inputs;
-use occ_model::schema::manifest::{Lookup, Manifest};
+use occ_model::compiler::analyze;
+use occ_model::schema::manifest::{
+    Compiled, Contribution, Kernel, Lookup, Manifest, Origin, SCHEMA_VERSION,
+};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -69,13 +72,54 @@ pub(crate) fn register_caps(build: &Build, inputs: &Inputs, known: Option<&Manif
     caps
 }
 
-/// Places the caps by this build's own kernels; a target that names no
-/// source and no kernel is an error.
-pub(crate) fn place_caps(build: &Build, inputs: &Inputs, found: &Manifest) -> Result<Caps> {
-    let caps = register_caps(build, inputs, Some(found));
+/// Places the caps by this build's own kernels, as the first compile's
+/// jobs contributed them; a target that names no source and no kernel is
+/// an error. Only names and sources are read: nothing is judged (no
+/// launch is checked before its kernel is compiled under its cap).
+pub(crate) fn place_caps(build: &Build, inputs: &Inputs, jobs: &[Contribution]) -> Result<Caps> {
+    let found = kernel_names(jobs);
+    let caps = register_caps(build, inputs, Some(&found));
     match caps.pending.first() {
-        Some((target, _)) => Err(unknown_cap_target(target, found)),
+        Some((target, _)) => Err(unknown_cap_target(target, &found)),
         None => Ok(caps),
+    }
+}
+
+/// The kernels of `jobs`, each once with its names, source and identifier
+/// and no arch: what [`Manifest::lookup`] finds a cap's kernel by, with
+/// no number worked out and no launch judged.
+fn kernel_names(jobs: &[Contribution]) -> Manifest {
+    let mut by_key: BTreeMap<(&str, &str), &Compiled> = BTreeMap::new();
+    for job in jobs {
+        for k in &job.kernels {
+            by_key.entry((&k.name, &job.source)).or_insert(k);
+        }
+    }
+    let keys: Vec<(&str, &str)> = by_key.keys().copied().collect();
+    let idents = analyze::idents(&keys);
+    let kernels = by_key
+        .iter()
+        .zip(idents)
+        .map(|((&(_, source), k), ident)| Kernel {
+            name: k.name.clone(),
+            demangled: k.demangled.clone(),
+            base_name: k.base_name.clone(),
+            short_name: k.short_name.clone(),
+            ident,
+            source: source.to_string(),
+            params: Vec::new(),
+            archs: BTreeMap::new(),
+        })
+        .collect();
+    Manifest {
+        schema: SCHEMA_VERSION,
+        package: String::new(),
+        origin: Origin::Nvcc,
+        nvcc: String::new(),
+        archs: Vec::new(),
+        kernels,
+        device_code: Vec::new(),
+        measured: Vec::new(),
     }
 }
 

@@ -5,7 +5,8 @@
 //! and the report and the gate judge; an exact name
 //! over wildcards, and two wildcards that disagree; recursive globs with
 //! excludes, `Build::resolved_archs` and the arch-suffix policy, nvcc's
-//! warnings as cargo warnings.
+//! warnings as cargo warnings; a launch that fits only under the register
+//! cap build.rs sets on its kernel.
 
 use occ_build::{Build, ErrorKind, Launch};
 use occ_model::model::arch::{self, Variant};
@@ -459,4 +460,36 @@ fn the_suffix_policy_reaches_nvcc_and_nvcc_warnings_are_shown_once() {
         .lines()
         .iter()
         .any(|l| l.starts_with("cargo::warning=nvcc: ") && l.contains("unused_here")));
+}
+
+/// A launch of 1024 threads that the kernel fits only under the register
+/// cap build.rs names it by: uncapped, the launch runs no block (recorded,
+/// not refused); the cap, placed by the first compile's kernel names
+/// alone (`plan::place_caps`, nothing judged), makes it run one.
+#[test]
+fn a_launch_that_fits_only_under_a_kernels_register_cap_builds() {
+    let s = Scratch::new();
+    s.write("kernels/k.cu", occ_tests::trust::HEAVY);
+    let declared = |cap: Option<u32>| {
+        let mut b = s.build(["sm_80"]);
+        b.launch("scale", Launch::block(1024));
+        if let Some(cap) = cap {
+            b.max_registers("scale", cap);
+        }
+        let report = b
+            .try_compile_with(&build_env(&[]))
+            .unwrap_or_else(|e| panic!("build failed: {e}"));
+        let k = kernel(report.manifest().expect("manifest"), "scale").archs["sm_80"].clone();
+        let d = k.declared.clone().expect("declared by build.rs");
+        (k.registers, d.block_size, d.active_blocks_per_sm)
+    };
+    let (registers, block, blocks) = declared(None);
+    assert!(
+        registers > 64,
+        "test premise: 1024 threads do not fit uncapped ({registers})"
+    );
+    assert_eq!((block, blocks), (1024, 0));
+    let (registers, block, blocks) = declared(Some(64));
+    assert!(registers <= 64, "{registers}");
+    assert_eq!((block, blocks), (1024, 1));
 }
