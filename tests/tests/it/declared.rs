@@ -469,7 +469,7 @@ fn the_suffix_policy_reaches_nvcc_and_nvcc_warnings_are_shown_once() {
 #[test]
 fn a_launch_that_fits_only_under_a_kernels_register_cap_builds() {
     let s = Scratch::new();
-    s.write("kernels/k.cu", occ_tests::trust::HEAVY);
+    s.write("kernels/k.cu", occ_tests::surroundings::HEAVY);
     let declared = |cap: Option<u32>| {
         let mut b = s.build(["sm_80"]);
         b.launch("scale", Launch::block(1024));
