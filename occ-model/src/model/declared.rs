@@ -296,6 +296,48 @@ pub fn best_of(arch_name: &str, k: &Facts) -> std::result::Result<Best, String> 
     })
 }
 
+/// Why [`judge_facts`] could not judge a kernel × arch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Judging {
+    /// The model refuses the numbers: no best launch (the message).
+    Best(String),
+    /// The declared launch cannot run the kernel.
+    Declared {
+        /// The launch.
+        launch: Launch,
+        /// Who declared it.
+        by: DeclaredBy,
+        /// Why not (the message of [`declared_for`]).
+        detail: String,
+    },
+}
+
+/// The one rule that judges a kernel × arch from its compiler's numbers:
+/// the best launch, and the declared launch, which is build.rs's
+/// (`by_build`: the launch and the pattern that stated it) where it
+/// states one, else the one the kernel's launch bounds declare
+/// ([`from_bounds`]), else none. The assembly and the lock's check of its
+/// derived numbers both call it.
+pub fn judge_facts(
+    arch_name: &str,
+    facts: &Facts,
+    by_build: Option<(Launch, String)>,
+) -> std::result::Result<(Best, Option<Declared>), Judging> {
+    let best = best_of(arch_name, facts).map_err(Judging::Best)?;
+    let choice = match by_build {
+        Some((launch, pattern)) => Some((launch, DeclaredBy::Build { pattern })),
+        None => from_bounds(&facts.launch_bounds),
+    };
+    let declared = match choice {
+        Some((launch, by)) => Some(
+            declared_for(arch_name, facts, &launch, by.clone())
+                .map_err(|detail| Judging::Declared { launch, by, detail })?,
+        ),
+        None => None,
+    };
+    Ok((best, declared))
+}
+
 /// The kernel's occupancy at `launch` on `arch_name`, and its lift. An
 /// error (a message) when the launch cannot run the kernel: a block above
 /// the arch's or the kernel's limit, a shape other than its `.reqntid`,
