@@ -225,6 +225,10 @@ pub enum Ask<'a> {
     At(&'a Launch),
     /// The best block size this request allows.
     Best(&'a suggest::TuneRequest),
+    /// A block size a measurement timed (the `measured` lines' best, or
+    /// one of its timings), with the dynamic shared memory the request
+    /// gives it; none when the request does not allow it or it cannot run.
+    Measured(&'a suggest::TuneRequest, u32),
 }
 
 /// The launch a kernel × arch runs at, by one rule for every reader: the
@@ -232,7 +236,9 @@ pub enum Ask<'a> {
 /// ([`best_of`]), which `kernels.rs` records and the gate and the
 /// reports judge, and each `#[launch_config]` site's row (occ-macros),
 /// which asks the same at build.rs's launch and the best its options
-/// allow elsewhere. `Ok(None)` when no block size can run.
+/// allow elsewhere, or at the fastest measured block size when `tuned`;
+/// the gate asks whether the lock's measured best still runs.
+/// `Ok(None)` when no block size can run.
 pub fn decide(
     arch: &arch::Arch,
     res: &occupancy::KernelResources,
@@ -249,6 +255,9 @@ pub fn decide(
             }))
         }
         Ask::Best(request) => suggest::best_block_size(arch, res, request),
+        Ask::Measured(request, block_size) => {
+            suggest::at_block_size(arch, res, request, block_size)
+        }
     }
 }
 
