@@ -29,8 +29,9 @@ pub struct KernelJson {
     pub demangled: String,
     /// Target as printed (`sm_90a`); null for very old logs.
     pub arch: Option<String>,
-    /// Registers per thread.
-    pub registers: u32,
+    /// Registers per thread; null when the log has no `Used N registers`
+    /// line for the kernel (a cut or filtered log), never 0.
+    pub registers: Option<u32>,
     /// Named barriers; null before CUDA 12.8.
     pub barriers: Option<u32>,
     /// Static shared memory in bytes.
@@ -205,7 +206,7 @@ fn table(log: &Log) -> String {
             [
                 shorten(&names::kernel_name(&k.name).base, 60),
                 k.arch.clone().unwrap_or_else(|| "?".into()),
-                k.registers.to_string(),
+                k.registers.map_or_else(|| "?".into(), |r| r.to_string()),
                 k.barriers.map_or_else(|| "-".into(), |b| b.to_string()),
                 k.static_smem.to_string(),
                 k.stack_frame.to_string(),

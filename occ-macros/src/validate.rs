@@ -361,7 +361,8 @@ fn measurement<'m>(
 }
 
 /// The fastest measured block the site's request allows and the kernel can
-/// launch ([`suggest::at_block_size`]), if any.
+/// launch (`decide`'s `Ask::Measured`, the rule the build's gate asks
+/// of the lock's measured best too), if any.
 fn measured_best(
     m: &Measured,
     limits: &arch::Arch,
@@ -375,9 +376,13 @@ fn measured_best(
             .then(b.block_size.cmp(&a.block_size))
     });
     timings.into_iter().find_map(|t| {
-        suggest::at_block_size(limits, resources, request, t.block_size)
-            .ok()
-            .flatten()
+        occ_model::model::declared::decide(
+            limits,
+            resources,
+            occ_model::model::declared::Ask::Measured(request, t.block_size),
+        )
+        .ok()
+        .flatten()
     })
 }
 

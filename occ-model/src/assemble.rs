@@ -195,32 +195,17 @@ fn judge_arch(arch: &str, k: &Compiled, by_build: Option<&(String, Launch)>) -> 
         arch: arch.to_string(),
         detail,
     };
-    let best = declared::best_of(arch, &k.facts).map_err(occupancy_error)?;
-    let choice = match by_build {
-        Some((pattern, launch)) => Some((
-            *launch,
-            declared::DeclaredBy::Build {
-                pattern: pattern.clone(),
+    let by_build = by_build.map(|(pattern, launch)| (*launch, pattern.clone()));
+    let (best, declared) =
+        declared::judge_facts(arch, &k.facts, by_build).map_err(|e| match e {
+            declared::Judging::Best(detail) => occupancy_error(detail),
+            declared::Judging::Declared { launch, by, detail } => Error::BadLaunch {
+                kernel: k.base_name.clone(),
+                arch: arch.to_string(),
+                launch: format!("{}, declared by {}", launch.in_words(), by.describe()),
+                detail,
             },
-        )),
-        None => declared::from_bounds(&k.facts.launch_bounds),
-    };
-    let declared = match choice {
-        Some((launch, by)) => {
-            let by_text = by.describe();
-            Some(
-                declared::declared_for(arch, &k.facts, &launch, by).map_err(|detail| {
-                    Error::BadLaunch {
-                        kernel: k.base_name.clone(),
-                        arch: arch.to_string(),
-                        launch: format!("{}, declared by {}", launch.in_words(), by_text),
-                        detail,
-                    }
-                })?,
-            )
-        }
-        None => None,
-    };
+        })?;
     let resources = Resources::new(k.facts.clone(), best, declared, k.cubin_hash.clone());
     let cliffs = cliff::at_judged(arch, &resources).map_err(occupancy_error)?;
     Ok(JudgedArch {

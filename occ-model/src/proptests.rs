@@ -180,7 +180,7 @@ proptest! {
         let k = &log.kernels[0];
         prop_assert_eq!(&k.name, &name);
         prop_assert_eq!(k.arch.as_deref(), Some(arch));
-        prop_assert_eq!(k.registers, registers);
+        prop_assert_eq!(k.registers, Some(registers));
         prop_assert_eq!(k.barriers, Some(barriers));
         prop_assert_eq!(k.static_smem, smem);
         prop_assert_eq!(k.stack_frame, stack);

@@ -527,11 +527,10 @@ pub(crate) fn measured(manifest: &Manifest, details: &mut Details, directives: &
             block_multiple: required,
             ..Default::default()
         };
-        let launches = occ_model::model::suggest::at_block_size(
+        let launches = occ_model::model::declared::decide(
             target.arch,
             &occ_model::compiler::analyze::resources(ka),
-            &request,
-            m.best,
+            occ_model::model::declared::Ask::Measured(&request, m.best),
         );
         if !matches!(launches, Ok(Some(_))) {
             impossible.push(format!("{what}: block {}", m.best));

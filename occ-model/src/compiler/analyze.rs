@@ -102,8 +102,12 @@ pub fn contribution(job: JobText<'_>, cubin_hash: &str) -> Result<Contribution> 
                 ))
             })
         };
+        // `accounted` has ruled out a kernel without its count.
+        let registers = record.registers.ok_or_else(|| {
+            parse_error(format!("no `Used N registers` line for {}", record.name))
+        })?;
         let facts = Facts {
-            registers: record.registers,
+            registers,
             static_smem: narrow(record.static_smem, "static smem")?,
             spill_stores: narrow(record.spill_stores, "spill stores")?,
             spill_loads: narrow(record.spill_loads, "spill loads")?,
@@ -181,7 +185,9 @@ fn accounted(
     let uncounted: Vec<String> = log
         .kernels
         .iter()
-        .filter(|k| k.arch.as_deref().is_none_or(|a| a == arch) && !(k.counted && k.framed))
+        .filter(|k| {
+            k.arch.as_deref().is_none_or(|a| a == arch) && !(k.registers.is_some() && k.framed)
+        })
         .map(|k| k.name.clone())
         .collect();
     if missing.is_empty() && extra.is_empty() && uncounted.is_empty() {

@@ -59,12 +59,12 @@ pub struct KernelRecord {
     pub name: String,
     /// Target as printed (`sm_90a`); `None` for very old logs without `for 'sm_XX'`.
     pub arch: Option<String>,
-    /// Registers per thread (`Used N registers`).
-    pub registers: u32,
-    /// Whether its `Used N registers` line was seen: a log that lost it (a
-    /// launcher that filtered nvcc's stderr) has no numbers for the kernel.
-    #[serde(default)]
-    pub counted: bool,
+    /// Registers per thread (`Used N registers`, or nvlink's `used N
+    /// registers` after an `-rdc` link); `None` until that line is read: a
+    /// log that lost it (a launcher that filtered nvcc's stderr, a log cut
+    /// after nvlink's `Function properties for` line) has no count for the
+    /// kernel, never a count of 0.
+    pub registers: Option<u32>,
     /// Whether its `N bytes stack frame, N bytes spill stores, ...` line was
     /// seen: without it, no spill would show.
     #[serde(default)]
@@ -140,8 +140,10 @@ pub struct LinkedRecord {
     pub name: String,
     /// Target from the `(target: sm_XX)` suffix; `None` for a one-arch link, which prints none.
     pub arch: Option<String>,
-    /// Registers per thread.
-    pub registers: u32,
+    /// Registers per thread (`used N registers`); `None` when the log ends
+    /// (or moves on) before that line, and then the record's other figures
+    /// were not read either.
+    pub registers: Option<u32>,
     /// Named barriers.
     pub barriers: Option<u32>,
     /// Stack of the whole call chain in bytes (`N stack`).
@@ -291,6 +293,8 @@ impl Log {
 
     /// Replaces the ptxas figures of each kernel by the nvlink figures of `linked`
     /// (registers, barriers, stack, smem, cmem, lmem) and sets [`KernelRecord::linked`].
+    /// A record whose `used N registers` line never came leaves its kernel with no
+    /// count (`registers: None`): the ptxas figures are not the linked ones.
     ///
     /// A record with a target applies to the kernel of the same name and target. A record
     /// without one (a one-arch link) applies to the kernels of that name only when they
@@ -327,8 +331,14 @@ impl Log {
             };
             for i in targets {
                 let k = &mut self.kernels[i];
+                k.linked = true;
+                // A record without its `used N registers` line (a cut log):
+                // the ptxas count is not what the link made, so the kernel
+                // has no count (`accounted` in `analyze` reports it).
                 k.registers = rec.registers;
-                k.counted = true;
+                if rec.registers.is_none() {
+                    continue;
+                }
                 if rec.barriers.is_some() {
                     k.barriers = rec.barriers;
                 }
@@ -338,7 +348,6 @@ impl Log {
                 if rec.lmem.is_some() {
                     k.lmem = rec.lmem;
                 }
-                k.linked = true;
             }
         }
     }
@@ -691,8 +700,7 @@ impl Parser {
         self.log.kernels.push(KernelRecord {
             name: name.to_string(),
             arch,
-            registers: 0,
-            counted: false,
+            registers: None,
             framed: false,
             barriers: None,
             static_smem: 0,
@@ -797,8 +805,7 @@ impl Parser {
             }
         };
         let k = &mut self.log.kernels[k];
-        k.registers = regs;
-        k.counted = true;
+        k.registers = Some(regs);
         k.barriers = f.barriers;
         k.static_smem = f.smem.unwrap_or(0);
         k.cmem = f.cmem;
@@ -844,7 +851,7 @@ impl Parser {
             self.log.linked.push(LinkedRecord {
                 name: name.to_string(),
                 arch: arch.map(str::to_string),
-                registers: 0,
+                registers: None,
                 barriers: None,
                 stack: 0,
                 static_smem: 0,
@@ -868,7 +875,7 @@ impl Parser {
                 )
             })?;
             let r = &mut self.log.linked[i];
-            r.registers = regs;
+            r.registers = Some(regs);
             r.barriers = f.barriers;
             r.stack = f.stack.or(f.cumulative_stack).unwrap_or(0);
             r.static_smem = f.smem.unwrap_or(0);
@@ -1262,7 +1269,7 @@ ptxas info    : Used 10 registers, used 1 barriers, 1024 bytes smem, 380 bytes c
         let rec = &log.kernels[0];
         assert_eq!(rec.name, "_Z15calls_recursivePi");
         assert_eq!(rec.arch.as_deref(), Some("sm_80"));
-        assert_eq!(rec.registers, 24);
+        assert_eq!(rec.registers, Some(24));
         assert_eq!(rec.cmem, BTreeMap::from([(0, 360)]));
         assert_eq!(rec.gmem, 4022);
         assert_eq!(rec.diagnostics.len(), 1);
@@ -1299,7 +1306,10 @@ ptxas info    : Used 10 registers, used 1 barriers, 1024 bytes smem, 380 bytes c
         .unwrap();
         let k = &log.kernels[0];
         assert_eq!(k.arch, None);
-        assert_eq!((k.registers, k.lmem, k.static_smem), (4, Some(116), 84));
+        assert_eq!(
+            (k.registers, k.lmem, k.static_smem),
+            (Some(4), Some(116), 84)
+        );
         assert_eq!(k.cmem, BTreeMap::from([(1, 20), (14, 12)]));
         assert_eq!(k.barriers, None);
         assert_eq!(log.kernels[1].cmem, BTreeMap::from([(0, 360), (2, 12)]));
@@ -1339,12 +1349,12 @@ ptxas info    : Used 10 registers, used 1 barriers, 1024 bytes smem, 380 bytes c
              nvlink info    : used 67 registers, used 0 barriers, 16 stack, 0 bytes smem, 540 bytes cmem[0], 0 bytes lmem (target: sm_90)\n",
         )
         .unwrap();
-        assert_eq!(log.kernels[0].registers, 24);
+        assert_eq!(log.kernels[0].registers, Some(24));
         assert!(!log.kernels[0].linked);
         let k = &log.kernels[1];
         assert_eq!(
             (k.registers, k.linked, k.cumulative_stack),
-            (67, true, Some(16))
+            (Some(67), true, Some(16))
         );
         assert_eq!(k.cmem, BTreeMap::from([(0, 540)]));
         assert_eq!(log.linked.len(), 1);
@@ -1358,14 +1368,14 @@ ptxas info    : Used 10 registers, used 1 barriers, 1024 bytes smem, 380 bytes c
                     nvlink info    : Function properties for 'k':\n\
                     nvlink info    : used 46 registers, used 0 barriers, 72 stack, 0 bytes smem, 540 bytes cmem[0], 0 bytes lmem\n";
         let log = parse_log(text).unwrap();
-        assert_eq!(log.kernels[0].registers, 46);
+        assert_eq!(log.kernels[0].registers, Some(46));
         let two = format!(
             "ptxas info    : Compiling entry function 'k' for 'sm_90'\n\
              ptxas info    : Used 20 registers, used 0 barriers\n{text}"
         );
         let log = parse_log(&two).unwrap();
-        assert_eq!(log.kernels[0].registers, 20);
-        assert_eq!(log.kernels[1].registers, 24);
+        assert_eq!(log.kernels[0].registers, Some(20));
+        assert_eq!(log.kernels[1].registers, Some(24));
     }
 
     #[test]
@@ -1627,7 +1637,7 @@ ptxas info    : Used 10 registers, used 1 barriers, 1024 bytes smem, 380 bytes c
         )
         .unwrap();
         assert_eq!(log.kernels.len(), 1);
-        assert_eq!(log.kernels[0].registers, 8);
+        assert_eq!(log.kernels[0].registers, Some(8));
         assert!(log.diagnostics.is_empty());
     }
 

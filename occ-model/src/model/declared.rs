@@ -225,6 +225,10 @@ pub enum Ask<'a> {
     At(&'a Launch),
     /// The best block size this request allows.
     Best(&'a suggest::TuneRequest),
+    /// A block size a measurement timed (the `measured` lines' best, or
+    /// one of its timings), with the dynamic shared memory the request
+    /// gives it; none when the request does not allow it or it cannot run.
+    Measured(&'a suggest::TuneRequest, u32),
 }
 
 /// The launch a kernel × arch runs at, by one rule for every reader: the
@@ -232,7 +236,9 @@ pub enum Ask<'a> {
 /// ([`best_of`]), which `kernels.rs` records and the gate and the
 /// reports judge, and each `#[launch_config]` site's row (occ-macros),
 /// which asks the same at build.rs's launch and the best its options
-/// allow elsewhere. `Ok(None)` when no block size can run.
+/// allow elsewhere, or at the fastest measured block size when `tuned`;
+/// the gate asks whether the lock's measured best still runs.
+/// `Ok(None)` when no block size can run.
 pub fn decide(
     arch: &arch::Arch,
     res: &occupancy::KernelResources,
@@ -249,6 +255,9 @@ pub fn decide(
             }))
         }
         Ask::Best(request) => suggest::best_block_size(arch, res, request),
+        Ask::Measured(request, block_size) => {
+            suggest::at_block_size(arch, res, request, block_size)
+        }
     }
 }
 
@@ -294,6 +303,48 @@ pub fn best_of(arch_name: &str, k: &Facts) -> std::result::Result<Best, String> 
             .collect(),
         dynamic_smem_headroom: headroom,
     })
+}
+
+/// Why [`judge_facts`] could not judge a kernel × arch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Judging {
+    /// The model refuses the numbers: no best launch (the message).
+    Best(String),
+    /// The declared launch cannot run the kernel.
+    Declared {
+        /// The launch.
+        launch: Launch,
+        /// Who declared it.
+        by: DeclaredBy,
+        /// Why not (the message of [`declared_for`]).
+        detail: String,
+    },
+}
+
+/// The one rule that judges a kernel × arch from its compiler's numbers:
+/// the best launch, and the declared launch, which is build.rs's
+/// (`by_build`: the launch and the pattern that stated it) where it
+/// states one, else the one the kernel's launch bounds declare
+/// ([`from_bounds`]), else none. The assembly and the lock's check of its
+/// derived numbers both call it.
+pub fn judge_facts(
+    arch_name: &str,
+    facts: &Facts,
+    by_build: Option<(Launch, String)>,
+) -> std::result::Result<(Best, Option<Declared>), Judging> {
+    let best = best_of(arch_name, facts).map_err(Judging::Best)?;
+    let choice = match by_build {
+        Some((launch, pattern)) => Some((launch, DeclaredBy::Build { pattern })),
+        None => from_bounds(&facts.launch_bounds),
+    };
+    let declared = match choice {
+        Some((launch, by)) => Some(
+            declared_for(arch_name, facts, &launch, by.clone())
+                .map_err(|detail| Judging::Declared { launch, by, detail })?,
+        ),
+        None => None,
+    };
+    Ok((best, declared))
 }
 
 /// The kernel's occupancy at `launch` on `arch_name`, and its lift. An

@@ -213,8 +213,13 @@ pub fn point(
     diagnostics: Vec<String>,
 ) -> Result<SweepPoint> {
     let narrow = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+    let registers = r.registers.ok_or_else(|| Error::Occupancy {
+        kernel: r.name.clone(),
+        arch: arch.to_string(),
+        detail: "its ptxas log at this cap has no `Used N registers` line".to_string(),
+    })?;
     let trial = Resources {
-        registers: r.registers,
+        registers,
         barriers: r.barriers,
         static_smem: narrow(r.static_smem),
         stack_frame: narrow(r.stack_frame),
@@ -230,14 +235,14 @@ pub fn point(
     })?;
     Ok(SweepPoint {
         cap,
-        registers: r.registers,
+        registers,
         spill_stores: r.spill_stores,
         spill_loads: r.spill_loads,
         spill_bytes: r.spill_stores.saturating_add(r.spill_loads),
         stack: r.stack_size(),
         occupancy: best.occupancy,
         best,
-        applied: cap.is_none_or(|c| r.registers <= c) && !overridden,
+        applied: cap.is_none_or(|c| registers <= c) && !overridden,
         free: false,
         first_spill: false,
         diagnostics,

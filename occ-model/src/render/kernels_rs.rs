@@ -1,7 +1,7 @@
 //! The text of `kernels.rs` and `device_code.rs`, the Rust files a
 //! build writes into `$OUT_DIR/occ`, from the finished manifest: pure, so
 //! a build with nvcc and one from the lock write the same text for the
-//! same manifest (occ-build's `emit` writes the files).
+//! same manifest (occ-build's `stage/outputs.rs` writes the files).
 //!
 //! `kernels.rs` is data, not a forest of modules: one static table of
 //! kernels (names, source, per-arch resources and best launch, a reference

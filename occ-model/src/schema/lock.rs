@@ -588,22 +588,28 @@ struct Difference {
 /// then both records compared field by field as JSON (so a field added to
 /// either is compared too).
 fn derived_differences(arch: &str, r: &Resources) -> Vec<Difference> {
-    let again = declared::best_launch(arch, r).and_then(|best| {
-        // build.rs's launch is a fact the lock cannot check; a launch the
-        // kernel declares itself follows from its launch bounds. No
-        // `declared` is a lock from before occ recorded it: nothing to check.
-        let choice = r.declared.as_ref().and_then(|d| match d.by {
-            DeclaredBy::Build { .. } => Some((d.launch, d.by.clone())),
-            _ => declared::from_bounds(&r.launch_bounds),
-        });
-        let declared = choice
-            .map(|(at, by)| declared::declared(arch, r, &at, by))
-            .transpose()?;
-        Ok(Resources {
-            best,
-            declared,
-            ..r.clone()
-        })
+    // build.rs's launch is a fact the lock cannot check, so the record's
+    // stands in for it; a launch the kernel declares itself follows from
+    // its launch bounds (`judge_facts`, the assembly's rule). No `declared`
+    // is a lock from before occ recorded it: nothing to check.
+    let judged = match &r.declared {
+        None => declared::best_launch(arch, r).map(|best| (best, None)),
+        Some(d) => {
+            let by_build = match &d.by {
+                DeclaredBy::Build { pattern } => Some((d.launch, pattern.clone())),
+                _ => None,
+            };
+            declared::judge_facts(arch, &r.facts(), by_build).map_err(|e| match e {
+                declared::Judging::Best(detail) | declared::Judging::Declared { detail, .. } => {
+                    detail
+                }
+            })
+        }
+    };
+    let again = judged.map(|(best, declared)| Resources {
+        best,
+        declared,
+        ..r.clone()
     });
     let again = match again {
         Ok(again) => again,

@@ -130,7 +130,7 @@ fn resources(log: &str) -> BTreeMap<(String, String), String> {
             (
                 (k.name.clone(), k.arch.clone().unwrap_or_default()),
                 format!(
-                    "{} registers, {:?} barriers, {} smem, {:?} cmem, {} stack frame, {:?} cumulative, \
+                    "{:?} registers, {:?} barriers, {} smem, {:?} cmem, {} stack frame, {:?} cumulative, \
                      {} spill stores, {} spill loads, {} gmem",
                     k.registers,
                     k.barriers,
