@@ -22,7 +22,7 @@
 //! )?;
 //! assert_eq!(log.kernels[0].name, "saxpy");
 //! assert_eq!(log.kernels[0].arch.as_deref(), Some("sm_90"));
-//! assert_eq!(log.kernels[0].registers, 10);
+//! assert_eq!(log.kernels[0].registers, Some(10));
 //! assert_eq!(log.kernels[0].barriers, Some(0));
 //! # Ok::<(), occ_model::compiler::ptxas::ParseError>(())
 //! ```
