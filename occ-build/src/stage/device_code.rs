@@ -220,8 +220,7 @@ fn fatbin(
     for (kind, job, ext) in images {
         // By name, run in `out`: fatbinary records each image's file name
         // in the fatbin, which must not name the build's folder.
-        shipped(out, &job.job.name, ext, settings.strip_lines, End::AsIs)?;
-        let name = embedded(&job.job.name, ext);
+        let name = shipped(out, &job.job.name, ext, settings.strip_lines, End::AsIs)?;
         args.push(format!(
             "--image3=kind={kind},sm={},file={name}",
             sm(&job.job.arch),
@@ -298,14 +297,14 @@ impl End {
     }
 }
 
-/// The file (in `out`) that embeds the job's `<job>.<ext>` (a cubin or
+/// Writes, and names, the file (in `out`) that embeds the job's `<job>.<ext>` (a cubin or
 /// PTX): `<job>.embed.<ext>`, the file less its line information when
 /// `strip_lines`, else the same bytes, ended as `end` says, written only
 /// when its bytes change (so its stat, which a fatbin's record checks,
 /// changes only then). One name whatever the mode, so a build that turns
 /// source lines off leaves no copy of the last build's behind (the
 /// differential test's step).
-fn shipped(out: &Path, job: &str, ext: &str, strip_lines: bool, end: End) -> Result<()> {
+fn shipped(out: &Path, job: &str, ext: &str, strip_lines: bool, end: End) -> Result<String> {
     let path = out.join(format!("{job}.{ext}"));
     let bytes = std::fs::read(&path)
         .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
@@ -323,11 +322,12 @@ fn shipped(out: &Path, job: &str, ext: &str, strip_lines: bool, end: End) -> Res
         }
         stripped.push(0);
     }
-    let dest = out.join(embedded(job, ext));
+    let file = embedded(job, ext);
+    let dest = out.join(&file);
     if std::fs::read(&dest).ok().as_deref() != Some(stripped.as_slice()) {
         write_atomic(&dest, &stripped)?;
     }
-    Ok(())
+    Ok(file)
 }
 
 /// The file that embeds a job's `<job>.<ext>`: `<job>.embed.<ext>`.

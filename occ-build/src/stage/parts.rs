@@ -250,18 +250,8 @@ pub(crate) fn record(
             .collect();
         theirs.kernels.retain(|k| listed.contains(&&k.source));
         theirs.device_code.retain(|b| listed.contains(&&b.source));
-        let mut merged = analyze::merge(&[&theirs, manifest]).unwrap_or_else(|| manifest.clone());
-        // Measurements of the kernels × archs the merged table holds: not
-        // those of a kernel gone with this part's earlier self, nor of a
-        // part no longer of this run (each is under its source of today).
-        let held = |m: &occ_model::schema::manifest::Measured| {
-            merged.kernels.iter().any(|k| {
-                k.name == m.kernel && k.source == m.source && k.archs.contains_key(&m.arch)
-            })
-        };
-        let measured = std::mem::take(&mut merged.measured);
-        merged.measured = measured.into_iter().filter(|m| held(m)).collect();
-        merged
+        // `merge` keeps only the measurements of kernels × archs it holds.
+        analyze::merge(&[&theirs, manifest]).unwrap_or_else(|| manifest.clone())
     } else {
         // One part (most crates): the part itself, its identifiers made
         // unique, without copying it through the merge.

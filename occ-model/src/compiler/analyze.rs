@@ -243,7 +243,8 @@ pub fn idents(keys: &[(&str, &str)]) -> Vec<String> {
 /// One manifest for the kernels of several builds into one `OUT_DIR` (the
 /// `Build`s of one build script): every kernel and blob of each, the archs
 /// in order of first appearance, identifiers made unique over the whole
-/// (a kernel or blob of a source in several parts is taken from the last). The
+/// (a kernel or blob of a source in several parts is taken from the last),
+/// and the measurements of the kernels × archs the merged table holds. The
 /// first part gives the package and nvcc version; the origin is `lock`
 /// when any part stood on the lock.
 pub fn merge(parts: &[&Manifest]) -> Option<Manifest> {
@@ -272,6 +273,20 @@ pub fn merge(parts: &[&Manifest]) -> Option<Manifest> {
     }
     let mut kernels: Vec<Kernel> = kernels.into_values().collect();
     assign_idents(&mut kernels);
+    // Every part's measurements of a kernel × arch the table holds (not
+    // one of a kernel gone with a part's earlier self), each key once (the
+    // last part's wins).
+    let mut measured: Vec<crate::schema::measured::Measured> = Vec::new();
+    for m in parts.iter().flat_map(|p| &p.measured) {
+        measured.retain(|x| x.key() != m.key());
+        measured.push(m.clone());
+    }
+    measured.retain(|m| {
+        kernels
+            .iter()
+            .any(|k| k.name == m.kernel && k.source == m.source && k.archs.contains_key(&m.arch))
+    });
+    crate::schema::measured::sort(&mut measured);
     Some(Manifest {
         schema: SCHEMA_VERSION,
         package: first.package.clone(),
@@ -288,16 +303,7 @@ pub fn merge(parts: &[&Manifest]) -> Option<Manifest> {
             blobs.sort_by(|a, b| a.source.cmp(&b.source));
             blobs
         },
-        // Every part's measurements, each key once (the last part's wins).
-        measured: {
-            let mut measured: Vec<crate::schema::measured::Measured> = Vec::new();
-            for m in parts.iter().flat_map(|p| &p.measured) {
-                measured.retain(|x| x.key() != m.key());
-                measured.push(m.clone());
-            }
-            crate::schema::measured::sort(&mut measured);
-            measured
-        },
+        measured,
     })
 }
 
