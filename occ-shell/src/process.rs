@@ -20,8 +20,9 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// A program to run: its path, arguments, working folder and the
 /// variables set or removed on top of this process's environment; stdin
@@ -215,6 +216,27 @@ pub trait Programs: fmt::Debug + Send + Sync {
             ..output
         })
     }
+
+    /// Runs `cmd` with its standard output and error written together to
+    /// `log`, not through pipes, so that a hung program (or a child of it
+    /// holding a pipe open) cannot block the caller; `stop`, asked every few
+    /// milliseconds while it runs, may end it early: then it is killed and
+    /// the answer is `Ok(None)`. Otherwise its status. An error when it
+    /// could not be started or waited for. For `cargo occ sweep`'s ptxas
+    /// runs (a timeout, and the other runs' failure, stop one). The default
+    /// (a replay's) writes what [`Programs::output`] gave, stdout then
+    /// stderr, and never stops.
+    fn until(
+        &self,
+        cmd: &Cmd,
+        mut log: std::fs::File,
+        _stop: &mut dyn FnMut() -> bool,
+    ) -> io::Result<Option<Status>> {
+        let output = self.output(cmd)?;
+        log.write_all(&output.stdout)?;
+        log.write_all(&output.stderr)?;
+        Ok(Some(output.status))
+    }
 }
 
 /// The programs themselves: each [`Cmd`] runs as a process.
@@ -269,6 +291,29 @@ impl Programs for Real {
             stderr: errors,
         })
     }
+
+    fn until(
+        &self,
+        cmd: &Cmd,
+        log: std::fs::File,
+        stop: &mut dyn FnMut() -> bool,
+    ) -> io::Result<Option<Status>> {
+        let errors = log.try_clone()?;
+        let mut child = cmd.command().stdout(log).stderr(errors).spawn()?;
+        let mut pause = Duration::from_millis(2);
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(Some(Status::of(status)));
+            }
+            if stop() {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Ok(None);
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -313,10 +358,55 @@ mod tests {
         assert_eq!(whole, lines);
     }
 
+    #[cfg(unix)]
+    #[test]
+    fn a_run_until_stopped_logs_to_its_file_or_is_killed() {
+        let dir = std::env::temp_dir().join(format!("occ-process-until-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("scratch folder");
+        let log = dir.join("run.log");
+        let mut cmd = Cmd::new("sh");
+        cmd.args(["-c", "echo out; echo err >&2; exit 4"]);
+        let file = std::fs::File::create(&log).expect("log file");
+        let status = Real.until(&cmd, file, &mut || false).expect("run sh");
+        assert_eq!(status.map(|s| s.code), Some(Some(4)));
+        assert_eq!(std::fs::read_to_string(&log).expect("log"), "out\nerr\n");
+        // Stopped: killed long before its sleep ends.
+        let mut slow = Cmd::new("sh");
+        slow.args(["-c", "sleep 30"]);
+        let started = std::time::Instant::now();
+        let file = std::fs::File::create(&log).expect("log file");
+        let mut asked = 0;
+        let stopped = Real
+            .until(&slow, file, &mut || {
+                asked += 1;
+                asked > 2
+            })
+            .expect("run sh");
+        assert_eq!(stopped, None);
+        assert!(started.elapsed() < Duration::from_secs(10));
+        // The default (a replay's) writes what the program printed.
+        #[derive(Debug)]
+        struct Whole;
+        impl Programs for Whole {
+            fn output(&self, cmd: &Cmd) -> io::Result<Output> {
+                Real.output(cmd)
+            }
+        }
+        let file = std::fs::File::create(&log).expect("log file");
+        let status = Whole.until(&cmd, file, &mut || true).expect("run sh");
+        assert_eq!(status.map(|s| s.code), Some(Some(4)));
+        assert_eq!(std::fs::read_to_string(&log).expect("log"), "out\nerr\n");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn a_program_that_is_not_there_is_an_error() {
         let cmd = Cmd::new("/nonexistent/occ-no-such-program");
         assert!(Real.output(&cmd).is_err());
         assert!(Real.lines(&cmd, &mut |_| {}).is_err());
+        let log = std::env::temp_dir().join(format!("occ-process-none-{}", std::process::id()));
+        let file = std::fs::File::create(&log).expect("log file");
+        assert!(Real.until(&cmd, file, &mut || false).is_err());
+        let _ = std::fs::remove_file(&log);
     }
 }
