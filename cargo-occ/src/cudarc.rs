@@ -13,8 +13,8 @@
 //! the rest of this module gathers those facts.
 
 use anyhow::{bail, Context, Result};
+use occ_shell::process::{Cmd, Programs, Real};
 use std::path::Path;
-use std::process::Command;
 
 /// One cudarc of the crate's dependency graph, as `cargo metadata` has it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -214,7 +214,7 @@ pub fn judge(cudarc: &Cudarc, env: Option<&str>, nvcc: Option<&str>) -> Verdict 
 /// which a Linux build never downloaded, and offline it fails.
 pub fn of_crate(manifest_path: Option<&Path>) -> Result<Vec<Cudarc>> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
+    let mut cmd = Cmd::new(cargo);
     cmd.args(["metadata", "--format-version", "1", "--offline"]);
     if let Some(host) = host_triple() {
         cmd.arg("--filter-platform").arg(host);
@@ -222,8 +222,8 @@ pub fn of_crate(manifest_path: Option<&Path>) -> Result<Vec<Cudarc>> {
     if let Some(path) = manifest_path {
         cmd.arg("--manifest-path").arg(path);
     }
-    let out = cmd
-        .output()
+    let out = Real
+        .output(&cmd)
         .context("cannot run `cargo metadata`; is cargo on PATH?")?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -254,7 +254,7 @@ pub fn of_crate(manifest_path: Option<&Path>) -> Result<Vec<Cudarc>> {
 /// The host's target triple, as `rustc -vV` names it; `None` when rustc
 /// does not run.
 fn host_triple() -> Option<String> {
-    let out = Command::new("rustc").arg("-vV").output().ok()?;
+    let out = Real.output(Cmd::new("rustc").arg("-vV")).ok()?;
     if !out.status.success() {
         return None;
     }
@@ -271,7 +271,7 @@ pub fn nvcc_on_path() -> Option<String> {
     let nvcc = std::env::split_paths(&path)
         .map(|dir| dir.join("nvcc"))
         .find(|p| p.is_file())?;
-    let out = Command::new(nvcc).arg("--version").output().ok()?;
+    let out = Real.output(Cmd::new(nvcc).arg("--version")).ok()?;
     if !out.status.success() {
         return None;
     }

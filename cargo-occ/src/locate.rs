@@ -10,8 +10,8 @@ use occ_model::schema::lock::Lock;
 use occ_model::schema::manifest::Manifest;
 use occ_shell::build_state::{self, BuildState};
 use occ_shell::files;
+use occ_shell::process::{Cmd, Programs, Real};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// Where to find the manifest (shared by report, check, bless, explain).
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -116,13 +116,13 @@ impl Locate {
     /// with the reason kept for the error.
     fn newest_occ_dir(&self) -> Result<PathBuf> {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
+        let mut cmd = Cmd::new(cargo);
         cmd.args(["metadata", "--no-deps", "--format-version", "1"]);
         if let Some(path) = &self.manifest_path {
             cmd.arg("--manifest-path").arg(path);
         }
-        let out = cmd
-            .output()
+        let out = Real
+            .output(&cmd)
             .context("cannot run `cargo metadata`; is cargo on PATH?")?;
         if !out.status.success() {
             bail!(

@@ -9,8 +9,8 @@ use occ_model::model::sweep::{
 };
 use occ_model::schema::manifest::{Kernel, KernelArch, LaunchBounds, Lookup, Manifest};
 use occ_model::{compiler::ptx, compiler::ptxas, model::arch};
+use occ_shell::process::{Cmd, Programs, Real};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -272,8 +272,9 @@ impl PtxasJob<'_> {
     /// One ptxas run; `Ok(None)` when it was stopped because another failed.
     ///
     /// Long because one ptxas run is followed from start to end in order:
-    /// the PTX it reads (rewritten with `.maxnreg` when needed), the process,
-    /// the timeout that kills it, and its log.
+    /// the PTX it reads (rewritten with `.maxnreg` when needed), the process
+    /// (through the seam, `Programs::until`), the timeout that stops it, and
+    /// its log.
     fn run(&self, cap: Option<u32>) -> Result<Option<Run>> {
         let PtxasJob {
             stop,
@@ -287,14 +288,14 @@ impl PtxasJob<'_> {
             build_cap,
             method,
         } = *self;
-        let mut cmd = Command::new(ptxas_path);
-        cmd.stdin(Stdio::null())
-            .arg(format!("-arch={arch}"))
+        let mut cmd = Cmd::new(ptxas_path);
+        cmd.arg(format!("-arch={arch}"))
             .arg("-v")
             .arg("-e")
             .arg(&kernel.name);
         let stem = cap.map_or("base".to_string(), |c| c.to_string());
-        cmd.arg("-o").arg(scratch.join(format!("{stem}.cubin")));
+        let cubin = scratch.join(format!("{stem}.cubin"));
+        cmd.arg("-o").arg(&cubin).writes(&cubin);
         let input = match (cap, method) {
             (Some(c), Method::Maxnreg) => {
                 let text = with_maxnreg(ptx_text, &kernel.name, c).ok_or_else(|| {
@@ -331,41 +332,29 @@ impl PtxasJob<'_> {
         let log_path = scratch.join(format!("{stem}.log"));
         let log_file = std::fs::File::create(&log_path)
             .with_context(|| format!("cannot create {}", log_path.display()))?;
-        let err_file = log_file
-            .try_clone()
-            .with_context(|| format!("cannot open {}", log_path.display()))?;
-        cmd.stdout(log_file).stderr(err_file);
-        let mut child = cmd.spawn().map_err(|e| {
-            anyhow!(format!(
+        let started = Instant::now();
+        let mut stopped = false;
+        let status = Real
+            .until(&cmd, log_file, &mut || {
+                stopped = stop.load(Ordering::SeqCst);
+                stopped || started.elapsed() >= timeout
+            })
+            .map_err(|e| {
+                anyhow!(format!(
                 "cannot run {} ({e}); it should lie beside nvcc: set NVCC or CUDA_HOME to a full CUDA toolkit",
                 ptxas_path.display()
             ))
-        })?;
-        let started = Instant::now();
-        let mut pause = Duration::from_millis(2);
-        let status = loop {
-            if let Some(status) = child
-                .try_wait()
-                .with_context(|| format!("cannot wait for {}", ptxas_path.display()))?
-            {
-                break status;
+            })?;
+        let Some(status) = status else {
+            if stopped {
+                return Ok(None);
             }
-            let stopped = stop.load(Ordering::SeqCst);
-            if stopped || started.elapsed() >= timeout {
-                let _ = child.kill();
-                let _ = child.wait();
-                if stopped {
-                    return Ok(None);
-                }
-                return Err(anyhow!(format!(
-                    "ptxas timed out on {what} after {} s and was stopped ({}); raise the limit with \
-                     --ptxas-timeout SECS (or OCC_PTXAS_TIMEOUT=SECS), or check that this ptxas works",
-                    timeout.as_secs_f64(),
-                    ptxas_path.display()
-                )));
-            }
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(50));
+            return Err(anyhow!(format!(
+                "ptxas timed out on {what} after {} s and was stopped ({}); raise the limit with \
+                 --ptxas-timeout SECS (or OCC_PTXAS_TIMEOUT=SECS), or check that this ptxas works",
+                timeout.as_secs_f64(),
+                ptxas_path.display()
+            )));
         };
         let log = std::fs::read(&log_path)
             .map(|b| String::from_utf8_lossy(&b).into_owned())

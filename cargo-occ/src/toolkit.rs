@@ -11,12 +11,12 @@ use crate::cudarc;
 use crate::locate::Locate;
 use anyhow::{bail, Context, Result};
 use occ_model::schema::lock::DEFAULT_LOCK_FILE;
+use occ_shell::process::{Cmd, Programs, Real};
 use occ_shell::toolkit::{self, Nvcc, ToolkitDir};
 use occ_shell::wheels::{self, WheelSet};
 use occ_shell::{files, Env};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 /// Arguments of `cargo occ toolkit`.
 #[derive(Debug, clap::Args)]
@@ -162,10 +162,7 @@ fn installed(dir: &ToolkitDir, set: &WheelSet) -> bool {
 /// Fails with what to do when `python -m pip` cannot run.
 fn check_pip(python: &OsString) -> Result<()> {
     let shown = Path::new(python).display().to_string();
-    let out = Command::new(python)
-        .args(["-m", "pip", "--version"])
-        .stdin(Stdio::null())
-        .output();
+    let out = Real.output(Cmd::new(python).args(["-m", "pip", "--version"]));
     match out {
         Err(e) => bail!(
             "cannot run `{shown}` ({e}); install Python 3 with pip, or name the interpreter \
@@ -192,7 +189,9 @@ fn install_set(python: &OsString, dir: &Path, set: &WheelSet) -> Result<()> {
         set.requirements.join(" "),
         dest.display()
     );
-    let status = Command::new(python)
+    // Outside the seam (occ-shell's `process`): pip's output goes straight
+    // to the terminal while it downloads, which a `Cmd`'s does not.
+    let status = std::process::Command::new(python)
         .args([
             "-m",
             "pip",
@@ -204,7 +203,7 @@ fn install_set(python: &OsString, dir: &Path, set: &WheelSet) -> Result<()> {
         ])
         .arg(&tmp)
         .args(&set.requirements)
-        .stdin(Stdio::null())
+        .stdin(std::process::Stdio::null())
         // pip's progress goes to stderr: stdout is the nvcc path only.
         .stdout(std::io::stderr())
         .status()
@@ -379,10 +378,7 @@ fn cudarc_lines(locate: &Locate, cwd: &Path) -> Vec<Line> {
 }
 
 fn archs(nvcc: &Nvcc) -> Line {
-    let out = Command::new(&nvcc.path)
-        .arg("--list-gpu-code")
-        .stdin(Stdio::null())
-        .output();
+    let out = Real.output(Cmd::new(&nvcc.path).arg("--list-gpu-code"));
     let mut archs: Vec<(u32, String)> = match &out {
         Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout)
             .split_whitespace()
@@ -445,13 +441,14 @@ fn probe_host(nvcc: &Nvcc, scratch: &Path) -> Result<(String, Option<String>)> {
         .with_context(|| format!("cannot create {}", scratch.display()))?;
     let cu = scratch.join("empty.cu");
     std::fs::write(&cu, "").with_context(|| format!("cannot write {}", cu.display()))?;
-    let dry = Command::new(&nvcc.path)
-        .args(["--dryrun", "-c"])
-        .arg(&cu)
-        .arg("-o")
-        .arg(scratch.join("empty.o"))
-        .stdin(Stdio::null())
-        .output()
+    let dry = Real
+        .output(
+            Cmd::new(&nvcc.path)
+                .args(["--dryrun", "-c"])
+                .arg(&cu)
+                .arg("-o")
+                .arg(scratch.join("empty.o")),
+        )
         .context("cannot run nvcc --dryrun")?;
     let text = String::from_utf8_lossy(&dry.stderr).into_owned();
     let mut search_path = std::env::var_os("PATH");
@@ -473,13 +470,15 @@ fn probe_host(nvcc: &Nvcc, scratch: &Path) -> Result<(String, Option<String>)> {
         None => "unknown (`nvcc --dryrun` named none)".to_string(),
         Some(program) => describe_host(&program, search_path.as_ref()),
     };
-    let pre = Command::new(&nvcc.path)
-        .args(["-E", "-x", "cu"])
-        .arg(&cu)
-        .arg("-o")
-        .arg(scratch.join("empty.ii"))
-        .stdin(Stdio::null())
-        .output()
+    let pre = Real
+        .output(
+            Cmd::new(&nvcc.path)
+                .args(["-E", "-x", "cu"])
+                .arg(&cu)
+                .arg("-o")
+                .arg(scratch.join("empty.ii"))
+                .writes(scratch.join("empty.ii")),
+        )
         .context("cannot run nvcc -E")?;
     if pre.status.success() {
         return Ok((name, None));
@@ -507,11 +506,7 @@ fn describe_host(program: &str, search_path: Option<&OsString>) -> String {
         })
     };
     let version = resolved.as_ref().and_then(|p| {
-        let out = Command::new(p)
-            .arg("--version")
-            .stdin(Stdio::null())
-            .output()
-            .ok()?;
+        let out = Real.output(Cmd::new(p).arg("--version")).ok()?;
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         text.lines().next().map(str::to_string)
     });
@@ -526,13 +521,7 @@ fn launcher(nvcc: &Nvcc) -> Line {
     match &nvcc.launcher {
         None => line("launcher", "none (OCC_NVCC_LAUNCHER is not set)", None),
         Some(l) => {
-            let runs = Command::new(l)
-                .arg("--version")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok();
+            let runs = Real.output(Cmd::new(l).arg("--version")).is_ok();
             if runs {
                 line("launcher", l.display().to_string(), None)
             } else {

@@ -1,20 +1,27 @@
 //! The one seam for the outside world: every program occ-build starts —
 //! nvcc (each job, the `nvcc -E` proofs, the toolkit's `--dryrun`,
-//! `--version`), nvdisasm and fatbinary — is described as a [`Cmd`] and run
-//! by a [`Programs`] (after sccache's `CommandCreatorSync` and cc's test
-//! shim). [`Real`] starts the processes; a build gets another through its
-//! environment reader ([`Env::with_programs`](crate::env::Env::with_programs)),
-//! such as `cli::Replay` (feature `replay`), which serves nvcc 13.5's
-//! recorded outputs so that the rules above the seam (plan, cache, memo,
-//! gate) are tested without nvcc.
+//! `--version`), nvdisasm and fatbinary — and every one cargo-occ starts
+//! (ptxas for `sweep`; nvcc, the host compiler and the launcher for
+//! `toolkit doctor`; cargo, rustc, pip's check) is described as a [`Cmd`]
+//! and run by a [`Programs`] (after sccache's `CommandCreatorSync` and cc's
+//! test shim). [`Real`] starts the processes; a build gets another through
+//! its environment reader
+//! ([`Env::with_programs`](crate::env::Env::with_programs)), such as
+//! `cli::Replay` (feature `replay`), which serves nvcc 13.5's recorded
+//! outputs so that the rules above the seam (plan, cache, memo, gate) are
+//! tested without nvcc.
 //!
 //! No other module constructs a `std::process::Command` or starts a
-//! process (`occ-model/tests/it/seam.rs` checks occ-build's sources, and
-//! `occ-build/clippy.toml` bans the calls). The one exception is cc's
-//! own: the host-code library's archive (`hostlib::archive`) and cc's
-//! probe of the host compiler's family run inside `cc::Build`, which owns
-//! the archiver's batching, its `D` probe and MSVC's `lib.exe`; the host
-//! compiler itself is run by nvcc (`-ccbin`), never by occ.
+//! process (`occ-model/tests/it/seam.rs` checks the sources of occ-build,
+//! occ-shell and cargo-occ, and `occ-build/clippy.toml` bans the calls).
+//! Two exceptions. cc's own: the host-code library's archive
+//! (`hostlib::archive`) and cc's probe of the host compiler's family run
+//! inside `cc::Build`, which owns the archiver's batching, its `D` probe
+//! and MSVC's `lib.exe`; the host compiler itself is run by nvcc
+//! (`-ccbin`), never by occ-build. And `cargo occ toolkit install`'s pip,
+//! whose output goes straight to the terminal while it downloads (a
+//! [`Cmd`]'s is caught); pip is no CUDA tool, and the seam test names it
+//! with that reason.
 //!
 //! A leaf: it imports no other module of the crate.
 
@@ -196,7 +203,7 @@ pub struct Output {
     pub stderr: Vec<u8>,
 }
 
-/// Runs programs: the one way occ-build starts one.
+/// Runs programs: the one way occ-build and cargo-occ start one.
 pub trait Programs: fmt::Debug + Send + Sync {
     /// Runs `cmd` to its end; its status and what it printed. An error
     /// when it could not be started.

@@ -1,13 +1,16 @@
-//! occ-build starts every program through one seam (ARCHITECTURE.md,
-//! "Every program through one trait"): occ-shell's `process.rs` is the
-//! only module of occ-build and occ-shell that constructs a `std::process::Command` or starts a
-//! process, so that the rules above it can be tested on recorded outputs
-//! (`Replay`). `occ-build/clippy.toml` bans `Command::new`; this test
-//! catches the rest (a `use std::process::Command`, a spawn on a command
-//! another crate made) in library and test code alike. The one exception
-//! is cc's: `hostlib.rs` alone may use the `cc` crate, which runs the
-//! archiver and probes the host compiler itself (the comments there say
-//! why). Checked from here, beside `layers.rs`, which reads occ-build too.
+//! occ starts every program through one seam (ARCHITECTURE.md, "Every
+//! program through one trait"): occ-shell's `process.rs` is the only module
+//! of occ-build, occ-shell and cargo-occ that constructs a
+//! `std::process::Command` or starts a process, so that the rules above it
+//! can be tested on recorded outputs (`Replay`). `occ-build/clippy.toml`
+//! bans `Command::new`; this test catches the rest (a `use
+//! std::process::Command`, a spawn on a command another crate made) in
+//! library and test code alike, and cargo-occ's `src/` (its tests run
+//! programs of their own). The exceptions, each with its reason: cc's
+//! (`hostlib.rs` alone may use the `cc` crate, which runs the archiver and
+//! probes the host compiler itself; the comments there say why) and those
+//! of [`OUTSIDE`]. Checked from here, beside `layers.rs`, which reads
+//! occ-build too.
 
 // The test itself reads the sources.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
@@ -26,6 +29,66 @@ const SPAWNS: &[(&str, &str)] = &[
     (".output()", "a process started"),
     (".status()", "a process started"),
 ];
+
+/// cargo-occ's programs started outside the seam: (its source, the
+/// program `Command::new` is given there, why). A file named here may start
+/// that program and no other: a `Command::new` of anything else (a CUDA
+/// tool above all: nvcc, ptxas, nvdisasm, cuobjdump, fatbinary, the host
+/// compiler) fails. No CUDA tool is here.
+const OUTSIDE: &[(&str, &str, &str)] = &[(
+    "cargo-occ/toolkit.rs",
+    "python",
+    "`cargo occ toolkit install` runs pip, whose output goes straight to the terminal while \
+     it downloads (a `Cmd`'s is caught); pip installs the CUDA tools and is none of them",
+)];
+
+/// The programs `Command::new` is given in `code` (comments and strings
+/// blanked), as written: `python`, `&nvcc.path`.
+fn programs(code: &str) -> Vec<String> {
+    code.split("Command::new(")
+        .skip(1)
+        .map(|rest| {
+            let mut depth = 0;
+            let end = rest
+                .find(|c| {
+                    match c {
+                        '(' => depth += 1,
+                        ')' if depth == 0 => return true,
+                        ')' => depth -= 1,
+                        _ => {}
+                    }
+                    false
+                })
+                .unwrap_or(rest.len());
+            rest[..end].trim().to_string()
+        })
+        .collect()
+}
+
+/// The hits of `SPAWNS` in a cargo-occ source less those [`OUTSIDE`]
+/// allows: a file named there may spawn, but start only its program.
+fn cli_hits(name: &str, text: &str) -> Vec<String> {
+    let allowed: Vec<&str> = OUTSIDE
+        .iter()
+        .filter(|(file, _, _)| *file == name)
+        .map(|(_, program, _)| *program)
+        .collect();
+    if allowed.is_empty() {
+        return hits(name, text);
+    }
+    let mut hits = Vec::new();
+    for (n, line) in code_only(text).lines().enumerate() {
+        for p in programs(line) {
+            if !allowed.contains(&p.as_str()) {
+                hits.push(format!(
+                    "{name}:{}: a std::process::Command of `{p}`, not the seam's",
+                    n + 1
+                ));
+            }
+        }
+    }
+    hits
+}
 
 /// The hits of `SPAWNS` (and of `cc::` outside `hostlib.rs`) in one
 /// source, as `file:line: what: code`.
@@ -64,7 +127,7 @@ fn hits(name: &str, text: &str) -> Vec<String> {
 }
 
 #[test]
-fn occ_build_starts_every_program_through_the_seam() {
+fn occ_build_occ_shell_and_cargo_occ_start_every_program_through_the_seam() {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     if !workspace.join("occ-build/Cargo.toml").is_file() {
         return; // a packaged occ-model: no occ-build beside it
@@ -89,6 +152,26 @@ fn occ_build_starts_every_program_through_the_seam() {
             found.extend(hits(&name, &text));
         }
     }
+    // cargo-occ's sources, less its starts outside the seam.
+    let src = workspace.join("cargo-occ/src");
+    let files = rs_files(&src);
+    assert!(files.len() > 5, "cargo-occ's sources: {files:?}");
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("read source");
+        let name = format!(
+            "cargo-occ/{}",
+            file.strip_prefix(&src).unwrap_or(file).to_string_lossy()
+        );
+        found.extend(cli_hits(&name, &text));
+    }
+    for (file, program, _) in OUTSIDE {
+        let path = workspace.join(file.replacen('/', "/src/", 1));
+        let text = std::fs::read_to_string(&path).expect("read a source OUTSIDE names");
+        assert!(
+            programs(&code_only(&text)).iter().any(|p| p == program),
+            "{file} no longer starts `{program}`: take it out of OUTSIDE"
+        );
+    }
     // The seam itself is seen doing what the others may not: the scan reads.
     let seam = seam.expect("occ-shell/src/process.rs, the seam");
     assert!(
@@ -97,8 +180,8 @@ fn occ_build_starts_every_program_through_the_seam() {
     );
     assert!(
         found.is_empty(),
-        "occ-build or occ-shell starts programs outside the seam (run them \
-         through process::Programs, as compile.rs does):\n{}",
+        "occ-build, occ-shell or cargo-occ starts programs outside the seam (run them \
+         through occ_shell::process::Programs, as compile.rs and sweep_run.rs do):\n{}",
         found.join("\n")
     );
 }
@@ -119,4 +202,24 @@ fn the_seam_check_can_fail() {
     assert!(hits("a.rs", "// Command::new\nconst M: &str = \".spawn()\";").is_empty());
     assert!(hits("hostlib.rs", "let cc = cc::Build::new();").is_empty());
     assert!(hits("a.rs", "let id = std::process::id();").is_empty());
+}
+
+#[test]
+fn cargo_occ_may_start_only_what_outside_names() {
+    let pip = "let s = std::process::Command::new(python)\n  .arg(\"-m\")\n  .status();";
+    assert!(cli_hits("cargo-occ/toolkit.rs", pip).is_empty());
+    // A CUDA tool beside it, in that file or another, is seen.
+    let nvcc = "let o = std::process::Command::new(&nvcc.path).arg(\"-E\").output();";
+    let both = format!("{pip}\n{nvcc}");
+    let seen = cli_hits("cargo-occ/toolkit.rs", &both);
+    assert_eq!(
+        seen,
+        ["cargo-occ/toolkit.rs:4: a std::process::Command of `&nvcc.path`, not the seam's"]
+    );
+    assert!(!cli_hits("cargo-occ/sweep_run.rs", nvcc).is_empty());
+    assert!(!cli_hits("cargo-occ/cudarc.rs", pip).is_empty());
+    assert_eq!(
+        programs("Command::new(ptxas_beside(&nvcc)).arg(x); Command::new(cargo)"),
+        ["ptxas_beside(&nvcc)", "cargo"]
+    );
 }
