@@ -1,23 +1,14 @@
 //! `cargo occ calc`, run as a binary, against `cuda_occupancy.h` and the
 //! library.
 
+use crate::{occ, Ran};
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
-fn cargo_occ(args: &[&str], stdin: Option<&str>) -> Output {
-    occ_tests::output_with_stdin(
-        Command::new(env!("CARGO_BIN_EXE_cargo-occ")).args(args),
-        stdin,
-    )
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn json_lines(o: &Output) -> Vec<serde_json::Value> {
-    stdout(o)
+/// A `--json` or `--batch` run's stdout, one object per line.
+fn json_lines(o: &Ran) -> Vec<serde_json::Value> {
+    o.out
         .lines()
         .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
         .collect()
@@ -25,10 +16,10 @@ fn json_lines(o: &Output) -> Vec<serde_json::Value> {
 
 #[test]
 fn readme_example_as_cargo_subcommand() {
-    // cargo runs `cargo-occ occ calc ...`.
-    let o = cargo_occ(
+    // cargo runs `cargo-occ occ calc ...`, as `occ` does.
+    let o = occ(
+        Path::new("."),
         &[
-            "occ",
             "calc",
             "--arch",
             "sm_80",
@@ -39,10 +30,11 @@ fn readme_example_as_cargo_subcommand() {
             "--static-smem",
             "16384",
         ],
+        &[],
         None,
     );
-    assert!(o.status.success(), "{o:?}");
-    let text = stdout(&o);
+    assert_eq!(o.code, 0, "{o:?}");
+    let text = &o.out;
     assert!(text.contains("active blocks     6 per SM"), "{text}");
     assert!(text.contains("active warps      48 of 64 per SM"), "{text}");
     assert!(text.contains("occupancy         75%"), "{text}");
@@ -100,8 +92,8 @@ fn json_matches_header_vectors() {
     for (args, blocks, warps, limiters, best) in cases {
         let mut a = vec!["calc", "--json"];
         a.extend_from_slice(args);
-        let o = cargo_occ(&a, None);
-        assert!(o.status.success(), "{o:?}");
+        let o = occ(Path::new("."), &a, &[], None);
+        assert_eq!(o.code, 0, "{o:?}");
         let v = &json_lines(&o)[0];
         assert_eq!(v["active_blocks_per_sm"], blocks, "{args:?}");
         assert_eq!(v["active_warps_per_sm"], warps, "{args:?}");
@@ -112,19 +104,27 @@ fn json_matches_header_vectors() {
 
 #[test]
 fn bad_input_exits_2() {
-    let o = cargo_occ(
+    let o = occ(
+        Path::new("."),
         &["calc", "--arch", "sm_99", "--regs", "1", "--threads", "32"],
+        &[],
         None,
     );
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.code, 2);
+    let err = o.err;
     assert!(
         err.contains("unknown CUDA architecture `sm_99`") && err.contains("sm_80"),
         "{err}"
     );
-    let o = cargo_occ(&["calc", "--arch", "sm_80", "--regs", "1"], None);
-    assert_eq!(o.status.code(), Some(2));
-    let o = cargo_occ(
+    let o = occ(
+        Path::new("."),
+        &["calc", "--arch", "sm_80", "--regs", "1"],
+        &[],
+        None,
+    );
+    assert_eq!(o.code, 2);
+    let o = occ(
+        Path::new("."),
         &[
             "calc",
             "--arch",
@@ -136,18 +136,24 @@ fn bad_input_exits_2() {
             "--max-threads",
             "32",
         ],
+        &[],
         None,
     );
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("__launch_bounds__"));
+    assert_eq!(o.code, 2);
+    assert!(o.err.contains("__launch_bounds__"));
 }
 
 /// stderr of `cargo occ calc --arch sm_80 ARGS`, which must exit 2.
 fn usage_error(args: &[&str]) -> String {
-    let o = cargo_occ(&[&["calc", "--arch", "sm_80"], args].concat(), None);
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-    assert!(o.stdout.is_empty(), "{args:?}: {}", stdout(&o));
+    let o = occ(
+        Path::new("."),
+        &[&["calc", "--arch", "sm_80"], args].concat(),
+        &[],
+        None,
+    );
+    let err = o.err.clone();
+    assert_eq!(o.code, 2, "{args:?}: {err}");
+    assert!(o.out.is_empty(), "{args:?}: {}", o.out);
     err
 }
 
@@ -191,16 +197,21 @@ fn usage_lists_only_the_required_flags_and_ranges_are_enforced() {
         ["--regs", "255", "--threads", "1024"],
         ["--regs", "0", "--threads", "1"],
     ] {
-        let o = cargo_occ(&[&["calc", "--arch", "sm_80"], &args[..]].concat(), None);
-        assert!(o.status.success(), "{args:?}: {o:?}");
+        let o = occ(
+            Path::new("."),
+            &[&["calc", "--arch", "sm_80"], &args[..]].concat(),
+            &[],
+            None,
+        );
+        assert_eq!(o.code, 0, "{args:?}: {o:?}");
     }
 
     // --batch lines obey the same ranges.
     let input = "{\"arch\":\"sm_80\",\"regs\":300,\"threads\":256}\n\
                  {\"arch\":\"sm_80\",\"regs\":32,\"threads\":256,\"max_threads\":0}\n\
                  {\"arch\":\"sm_80\",\"regs\":255,\"threads\":1024,\"barriers\":16}\n";
-    let o = cargo_occ(&["calc", "--batch", "-"], Some(input));
-    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let o = occ(Path::new("."), &["calc", "--batch", "-"], &[], Some(input));
+    assert_eq!(o.code, 2, "{o:?}");
     let lines = json_lines(&o);
     assert_eq!(lines.len(), 3);
     let error = |i: usize| lines[i]["error"].as_str().unwrap_or_default().to_string();
@@ -225,8 +236,8 @@ fn batch_keeps_order_and_reports_bad_lines() {
                  not json\n\
                  {\"arch\":\"sm_80\",\"regs\":40,\"threads\":256,\"static_smem\":16384,\"max_threads\":512}\n\
                  {\"arch\":\"sm_80\",\"regs\":40,\"threads\":256,\"typo\":1}\n";
-    let o = cargo_occ(&["calc", "--batch", "-"], Some(input));
-    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let o = occ(Path::new("."), &["calc", "--batch", "-"], &[], Some(input));
+    assert_eq!(o.code, 2, "{o:?}");
     let lines = json_lines(&o);
     assert_eq!(lines.len(), 5);
     assert_eq!(lines[0]["active_blocks_per_sm"], 2);
@@ -241,11 +252,21 @@ fn batch_keeps_order_and_reports_bad_lines() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let file = dir.join("calc-batch.jsonl");
     std::fs::write(&file, "{\"arch\":\"sm_90\",\"regs\":32,\"threads\":1024}\n").unwrap();
-    let o = cargo_occ(&["calc", "--batch", file.to_str().unwrap()], None);
-    assert!(o.status.success());
+    let o = occ(
+        Path::new("."),
+        &["calc", "--batch", file.to_str().unwrap()],
+        &[],
+        None,
+    );
+    assert_eq!(o.code, 0);
     assert_eq!(json_lines(&o).len(), 1);
-    let o = cargo_occ(&["calc", "--batch", "/nonexistent/occ.jsonl"], None);
-    assert_eq!(o.status.code(), Some(1));
+    let o = occ(
+        Path::new("."),
+        &["calc", "--batch", "/nonexistent/occ.jsonl"],
+        &[],
+        None,
+    );
+    assert_eq!(o.code, 1);
 }
 
 /// Batch answers for a grid of inputs against the real header, through the
@@ -318,8 +339,8 @@ fn batch_matches_cuda_occupancy_h() {
     assert!(header.status.success());
     assert_eq!(header.stdout.len(), cases.len() * 68);
 
-    let o = cargo_occ(&["calc", "--batch", "-"], Some(&jsonl));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = occ(Path::new("."), &["calc", "--batch", "-"], &[], Some(&jsonl));
+    assert_eq!(o.code, 0, "{}", o.err);
     let ours = json_lines(&o);
     assert_eq!(ours.len(), cases.len());
     let names = [
