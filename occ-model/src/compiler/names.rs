@@ -334,14 +334,22 @@ pub fn is_keyword(word: &str) -> bool {
 /// other, and rustc lints other names in the user's crate), not `_`, no
 /// [`KEYWORDS`] word (syn lets the weak keyword `union` and the 2024
 /// edition's `gen` through; occ suffixes them like any keyword), and an
-/// identifier by syn's rule (the parsed ident must be all of `s`: syn
-/// skips comments and whitespace around it). The one rule for every name
-/// occ generates or reads back: kernel modules, parameters.
+/// identifier by syn's rule: `[A-Za-z_][A-Za-z0-9_]*`, or that after `r#`
+/// (a raw identifier) unless it is `_`, `crate`, `self`, `super` or `Self`.
+/// A test holds this to `syn::parse_str::<syn::Ident>`, which the crate
+/// does not link: cargo-occ installs without a second syn. The one rule
+/// for every name occ generates or reads back: kernel modules, parameters.
 pub fn is_rust_ident(s: &str) -> bool {
-    s.is_ascii()
-        && s != "_"
-        && !is_keyword(s)
-        && syn::parse_str::<syn::Ident>(s).is_ok_and(|ident| ident == s)
+    let word = |w: &str| {
+        w.bytes().enumerate().all(|(i, b)| {
+            b == b'_' || b.is_ascii_alphabetic() || (i > 0 && b.is_ascii_digit())
+        }) && !w.is_empty()
+    };
+    let syn_ident = match s.strip_prefix("r#") {
+        Some(raw) => word(raw) && !matches!(raw, "_" | "crate" | "self" | "super" | "Self"),
+        None => word(s),
+    };
+    s.is_ascii() && s != "_" && !is_keyword(s) && syn_ident
 }
 
 /// Identifiers longer than this are shortened and given a hash suffix.
@@ -562,6 +570,30 @@ mod tests {
             // syn lets the weak `union`, the 2024 edition's `gen` and the
             // reserved `macro` through, and occ refuses them all the same.
             assert!(syn::parse_str::<syn::Ident>(word).is_err(), "{word}");
+        }
+    }
+
+    #[test]
+    fn identifier_rule_is_syns_on_ascii_words() {
+        let syn_rule = |s: &str| {
+            s.is_ascii()
+                && s != "_"
+                && !is_keyword(s)
+                && syn::parse_str::<syn::Ident>(s).is_ok_and(|ident| ident == s)
+        };
+        let mut words: Vec<String> = [
+            "", "_", "__", "a", "_k", "k2", "2k", "a b", " a", "a ", "a/*c*/", "//a", "a-b",
+            "a.b", "a::b", "a#b", "r#", "r#a", "r#_", "r#_a", "r#2", "r#fn", "r#union", "r#r#a",
+            "r#crate", "r#self", "r#super", "r#Self", "r#gen", "R#a", "r", "br", "b'a'", "'a",
+            "a'", "größe", "é", "self_", "union_", "Self_", "_0", "a\u{30}",
+        ]
+        .iter()
+        .map(|w| w.to_string())
+        .collect();
+        words.extend(KEYWORDS.iter().map(|k| k.to_string()));
+        words.extend(KEYWORDS.iter().map(|k| format!("r#{k}")));
+        for w in &words {
+            assert_eq!(is_rust_ident(w), syn_rule(w), "{w:?}");
         }
     }
 
