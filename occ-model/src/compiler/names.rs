@@ -341,9 +341,10 @@ pub fn is_keyword(word: &str) -> bool {
 /// for every name occ generates or reads back: kernel modules, parameters.
 pub fn is_rust_ident(s: &str) -> bool {
     let word = |w: &str| {
-        w.bytes().enumerate().all(|(i, b)| {
-            b == b'_' || b.is_ascii_alphabetic() || (i > 0 && b.is_ascii_digit())
-        }) && !w.is_empty()
+        w.bytes()
+            .enumerate()
+            .all(|(i, b)| b == b'_' || b.is_ascii_alphabetic() || (i > 0 && b.is_ascii_digit()))
+            && !w.is_empty()
     };
     let syn_ident = match s.strip_prefix("r#") {
         Some(raw) => word(raw) && !matches!(raw, "_" | "crate" | "self" | "super" | "Self"),
@@ -582,8 +583,8 @@ mod tests {
                 && syn::parse_str::<syn::Ident>(s).is_ok_and(|ident| ident == s)
         };
         let mut words: Vec<String> = [
-            "", "_", "__", "a", "_k", "k2", "2k", "a b", " a", "a ", "a/*c*/", "//a", "a-b",
-            "a.b", "a::b", "a#b", "r#", "r#a", "r#_", "r#_a", "r#2", "r#fn", "r#union", "r#r#a",
+            "", "_", "__", "a", "_k", "k2", "2k", "a b", " a", "a ", "a/*c*/", "//a", "a-b", "a.b",
+            "a::b", "a#b", "r#", "r#a", "r#_", "r#_a", "r#2", "r#fn", "r#union", "r#r#a",
             "r#crate", "r#self", "r#super", "r#Self", "r#gen", "R#a", "r", "br", "b'a'", "'a",
             "a'", "größe", "é", "self_", "union_", "Self_", "_0", "a\u{30}",
         ]
