@@ -7,7 +7,7 @@
 use crate::schema::lock::{Lock, LockKernel};
 use crate::schema::manifest::{Declared, DeclaredBy, Launch, Resources};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
 
 mod reason;
@@ -418,7 +418,8 @@ impl fmt::Display for Unchecked {
 }
 
 /// Lock entries paired with the build's kernels: by symbol and source,
-/// then by symbol alone (a moved file), the rest unpaired.
+/// then by symbol alone (a moved file), the rest unpaired. Each kernel is
+/// looked up by its key once (a map per side), so pairing is linear.
 fn pair<'a>(
     lock: &'a Lock,
     candidate: &'a Lock,
@@ -426,33 +427,52 @@ fn pair<'a>(
     let mut used_before = vec![false; lock.kernels.len()];
     let mut used_after = vec![false; candidate.kernels.len()];
     let mut pairs = Vec::new();
+    // The lock's kernels by symbol and source, in order (the first unused
+    // one pairs first).
+    let mut by_key: HashMap<(&str, &str), VecDeque<usize>> = HashMap::new();
+    for (j, b) in lock.kernels.iter().enumerate() {
+        crate::work::step(1);
+        by_key
+            .entry((b.name.as_str(), b.source.as_str()))
+            .or_default()
+            .push_back(j);
+    }
     for (i, a) in candidate.kernels.iter().enumerate() {
-        if let Some(j) = lock
-            .kernels
-            .iter()
-            .enumerate()
-            .position(|(j, b)| !used_before[j] && b.name == a.name && b.source == a.source)
-        {
+        crate::work::step(1);
+        let key = (a.name.as_str(), a.source.as_str());
+        if let Some(j) = by_key.get_mut(&key).and_then(VecDeque::pop_front) {
             used_before[j] = true;
             used_after[i] = true;
             pairs.push((Some(&lock.kernels[j]), Some(a)));
         }
     }
     // A symbol left once on each side is the same kernel in another file.
+    let mut left_before: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (j, b) in lock
+        .kernels
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| !used_before[*j])
+    {
+        crate::work::step(1);
+        left_before.entry(b.name.as_str()).or_default().push(j);
+    }
+    let mut left_after: HashMap<&str, usize> = HashMap::new();
+    for (_, a) in candidate
+        .kernels
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !used_after[*i])
+    {
+        crate::work::step(1);
+        *left_after.entry(a.name.as_str()).or_default() += 1;
+    }
     for (i, a) in candidate.kernels.iter().enumerate() {
-        if used_after[i] {
+        crate::work::step(1);
+        if used_after[i] || left_after.get(a.name.as_str()) != Some(&1) {
             continue;
         }
-        let unpaired_after = candidate
-            .kernels
-            .iter()
-            .enumerate()
-            .filter(|(k, x)| !used_after[*k] && x.name == a.name)
-            .count();
-        let before: Vec<usize> = (0..lock.kernels.len())
-            .filter(|&j| !used_before[j] && lock.kernels[j].name == a.name)
-            .collect();
-        if let ([j], 1) = (before.as_slice(), unpaired_after) {
+        if let Some([j]) = left_before.get(a.name.as_str()).map(Vec::as_slice) {
             used_before[*j] = true;
             used_after[i] = true;
             pairs.push((Some(&lock.kernels[*j]), Some(a)));
@@ -631,11 +651,24 @@ fn name_renames(findings: &mut [Finding]) {
         let (a, b) = (&findings[a], &findings[b]);
         (&a.arch, &a.kernel, &a.source).cmp(&(&b.arch, &b.kernel, &b.source))
     });
+    // The new kernels by arch: a gone kernel is scored against those of its
+    // arch only (gone x new, not gone x findings).
+    let mut new_on: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (n, f) in findings.iter().enumerate().filter(|(_, f)| is_new(f)) {
+        new_on.entry(f.arch.as_str()).or_default().push(n);
+    }
+    let new_on: HashMap<String, Vec<usize>> = new_on
+        .into_iter()
+        .map(|(arch, n)| (arch.to_string(), n))
+        .collect();
     let mut taken = vec![false; findings.len()];
     for g in gone {
         let old = &findings[g];
-        let best = (0..findings.len())
-            .filter(|&n| !taken[n] && is_new(&findings[n]) && findings[n].arch == old.arch)
+        let candidates = new_on.get(&old.arch).map_or(&[][..], Vec::as_slice);
+        let best = candidates
+            .iter()
+            .copied()
+            .filter(|&n| !taken[n])
             .max_by(|&x, &y| {
                 let score = |n: usize| {
                     let f = &findings[n];
@@ -870,14 +903,20 @@ impl Group<'_> {
     /// The distinct kernels, in order, each with the archs it has in the group.
     pub fn kernels(&self) -> Vec<(&str, Vec<&str>)> {
         let mut out: Vec<(&str, Vec<&str>)> = Vec::new();
+        // Where each kernel is in `out`, and the (kernel, arch)s seen.
+        let mut at: HashMap<&str, usize> = HashMap::new();
+        let mut seen: HashSet<(&str, &str)> = HashSet::new();
         for f in &self.findings {
-            match out.iter_mut().find(|(k, _)| *k == f.kernel) {
-                Some((_, archs)) => {
-                    if !archs.contains(&f.arch.as_str()) {
-                        archs.push(&f.arch);
-                    }
+            crate::work::step(1);
+            if !seen.insert((&f.kernel, &f.arch)) {
+                continue;
+            }
+            match at.get(f.kernel.as_str()) {
+                Some(&i) => out[i].1.push(&f.arch),
+                None => {
+                    at.insert(&f.kernel, out.len());
+                    out.push((&f.kernel, vec![&f.arch]));
                 }
-                None => out.push((&f.kernel, vec![&f.arch])),
             }
         }
         out

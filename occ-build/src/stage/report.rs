@@ -25,6 +25,7 @@ use crate::stage::inputs::Inputs;
 use occ_model::render::markdown::Baseline;
 use occ_model::render::text_table;
 use occ_model::schema::manifest::{Manifest, WarningKind};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// The report file's name.
@@ -216,10 +217,14 @@ fn warning_table(manifest: &Manifest) -> Option<String> {
 fn warning_lines(manifest: &Manifest, report: &Path) -> Vec<String> {
     // Per kind, in order of first appearance: its distinct words, and
     // each kernel's archs.
+    // (Each text and kernel is found through a set and a map, so that a
+    // warning on every kernel of a big build costs one step per warning.)
     struct Kind<'a> {
         kind: &'a WarningKind,
         texts: Vec<&'a str>,
+        seen: HashSet<&'a str>,
         kernels: Vec<(&'a str, Vec<&'a str>)>,
+        at: HashMap<&'a str, usize>,
     }
     let mut kinds: Vec<Kind<'_>> = Vec::new();
     for k in &manifest.kernels {
@@ -234,23 +239,28 @@ fn warning_lines(manifest: &Manifest, report: &Path) -> Vec<String> {
                         kinds.push(Kind {
                             kind: &w.kind,
                             texts: Vec::new(),
+                            seen: HashSet::new(),
                             kernels: Vec::new(),
+                            at: HashMap::new(),
                         });
                         kinds.len() - 1
                     }
                 };
                 let kind = &mut kinds[i];
-                if !kind.texts.contains(&w.text.as_str()) {
+                if kind.seen.insert(&w.text) {
                     kind.texts.push(&w.text);
                 }
-                match kind
-                    .kernels
-                    .iter_mut()
-                    .find(|(name, _)| *name == k.base_name)
-                {
-                    Some((_, archs)) if !archs.contains(&arch.as_str()) => archs.push(arch),
-                    Some(_) => {}
-                    None => kind.kernels.push((&k.base_name, vec![arch.as_str()])),
+                match kind.at.get(k.base_name.as_str()) {
+                    Some(&i) => {
+                        let archs = &mut kind.kernels[i].1;
+                        if !archs.contains(&arch.as_str()) {
+                            archs.push(arch);
+                        }
+                    }
+                    None => {
+                        kind.at.insert(&k.base_name, kind.kernels.len());
+                        kind.kernels.push((&k.base_name, vec![arch.as_str()]));
+                    }
                 }
             }
         }
