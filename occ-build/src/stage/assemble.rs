@@ -22,13 +22,15 @@ pub(crate) fn contributions(outputs: &[JobOutput]) -> Vec<Contribution> {
 
 /// Every number of a live build ([`assemble::judge`]), before its source
 /// lines are located; `lock` is the committed lock, whose measurements of
-/// the kernels × archs built are attached.
+/// the kernels × archs built are attached; `others`, the other parts of
+/// this run (`parts::theirs`), whose kernels join this part's.
 pub(crate) fn judge(
     inputs: &Inputs,
     nvcc_version: &str,
     jobs: &[Contribution],
     lock: Option<&Lock>,
     device_code: &[DeviceCode],
+    others: Option<&Manifest>,
 ) -> Result<Judged> {
     let measured = lock.map_or(&[][..], |l| &l.measured[..]);
     Ok(assemble::judge(&Assembly {
@@ -40,16 +42,19 @@ pub(crate) fn judge(
         launches: &inputs.launches,
         measured,
         device_code,
+        others,
     })?)
 }
 
 /// The manifest of a build without nvcc: the lock's numbers for the
-/// build's archs, no device code, and one warning that says so.
+/// build's archs, no device code, and one warning that says so; with the
+/// other parts of this run (`others`) as a build with nvcc has them.
 pub(crate) fn from_lock(
     inputs: &Inputs,
     lock: &Lock,
     reason: &str,
     device_code: &[DeviceCode],
+    others: Option<&Manifest>,
     directives: &mut Directives,
 ) -> Result<Manifest> {
     let archs = lock.recorded(&inputs.archs, &inputs.lock_path)?;
@@ -65,6 +70,7 @@ pub(crate) fn from_lock(
         launches: &inputs.launches,
         measured: &lock.measured,
         device_code,
+        others,
     })?;
     let todo = if inputs.no_nvcc.is_some() {
         "unset it to build with nvcc"

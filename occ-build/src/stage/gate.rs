@@ -55,12 +55,18 @@ use std::path::Path;
 /// The most rows per cause an error's table shows; the report has them all.
 pub(crate) const ROWS: usize = 10;
 
-/// Spilling kernels: [`Error::Spills`] under [`Build::deny_spills`] (the
-/// first [`ROWS`] kernel × archs, then a count and where the rest are);
-/// otherwise the build's one report warning names them (`report`).
-pub(crate) fn spills(build: &Build, manifest: &Manifest, details: &mut Details) -> Result<()> {
+/// Spilling kernels of this part's `sources`: [`Error::Spills`] under
+/// [`Build::deny_spills`] (the first [`ROWS`] kernel × archs, then a count
+/// and where the rest are); otherwise the build's one report warning names
+/// them (`report`). Another part's kernels are its own build's to judge.
+pub(crate) fn spills(
+    build: &Build,
+    sources: &[String],
+    manifest: &Manifest,
+    details: &mut Details,
+) -> Result<()> {
     let mut lines = Vec::new();
-    for kernel in &manifest.kernels {
+    for kernel in manifest.kernels.iter().filter(|k| sources.contains(&k.source)) {
         for (arch, k) in &kernel.archs {
             if k.spills() {
                 // Where, when nvdisasm said: `at kernels/q.cu:142 (loop at
@@ -499,10 +505,15 @@ fn kernels(n: usize, singular: &str, plural: &str) -> String {
 /// another cubin (stale), or with a fastest block the kernel can no longer
 /// launch. One warning per kind, naming the first [`report::NAMED`]; all
 /// go to the report.
-pub(crate) fn measured(manifest: &Manifest, details: &mut Details, directives: &mut Directives) {
+pub(crate) fn measured(
+    manifest: &Manifest,
+    sources: &[String],
+    details: &mut Details,
+    directives: &mut Directives,
+) {
     let mut stale = Vec::new();
     let mut impossible = Vec::new();
-    for m in &manifest.measured {
+    for m in manifest.measured.iter().filter(|m| sources.contains(&m.source)) {
         let Some(ka) = manifest
             .kernels
             .iter()

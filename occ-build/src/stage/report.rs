@@ -438,6 +438,7 @@ mod tests {
             launches: &[],
             measured: &[],
             device_code: &[],
+            others: None,
         })
         .expect("manifest")
     }
