@@ -240,6 +240,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     // The report holds every finding of the gates, also when one fails.
     let mut details = report::Details::new(&inputs.out_dir, &inputs.package);
     if let Err(e) = gate::spills(build, &inputs.sources, &manifest, &mut details) {
+        parts::failed(&inputs.out_dir, build.part())?;
         report::write(&manifest, &details, &inputs, directives)?;
         return Err(e);
     }
@@ -253,7 +254,13 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
         )?;
     }
     let view = outputs(build, &inputs, &nvcc, &compiled, &manifest, directives)?;
-    let candidate = parts::candidate(&view, &manifest, build.part(), lock.as_ref());
+    let candidate = parts::candidate(
+        &view,
+        &manifest,
+        build.part(),
+        &inputs.sources,
+        lock.as_ref(),
+    );
     let gated = gate::baseline(
         build,
         &inputs,
@@ -265,6 +272,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     );
     report::write(&manifest, &details, &inputs, directives)?;
     if gated.is_err() && details.failed {
+        parts::failed(&inputs.out_dir, build.part())?;
         // The numbers are this build's; only the gate said no.
         build_state::mark(&inputs.out_dir, BuildState::GateFailed)?;
     }
@@ -327,6 +335,14 @@ fn from_lock(
         others.as_ref(),
         directives,
     )?;
+    // The spills the lock records are denied as a build with nvcc denies
+    // them.
+    let mut details = report::Details::new(&inputs.out_dir, &inputs.package);
+    if let Err(e) = gate::spills(build, &inputs.sources, &manifest, &mut details) {
+        parts::failed(&inputs.out_dir, build.part())?;
+        report::write(&manifest, &details, inputs, directives)?;
+        return Err(e);
+    }
     outputs::write_all(&manifest, &inputs.out_dir)?;
     record_part(build, inputs)?;
     build_state::mark(&inputs.out_dir, BuildState::Finished)?;

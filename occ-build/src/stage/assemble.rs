@@ -7,7 +7,7 @@
 //! built are attached, and each kernel × arch is made whole, once.
 
 use crate::leaf::directives::Directives;
-use crate::leaf::error::Result;
+use crate::leaf::error::{Error, Result};
 use crate::leaf::job::JobOutput;
 use crate::stage::inputs::Inputs;
 use occ_model::assemble::{self, Assembly, Contribution, Judged};
@@ -57,6 +57,7 @@ pub(crate) fn from_lock(
     others: Option<&Manifest>,
     directives: &mut Directives,
 ) -> Result<Manifest> {
+    lacking(inputs, lock)?;
     let archs = lock.recorded(&inputs.archs, &inputs.lock_path)?;
     // This part's kernels only: the lock holds every part's.
     let jobs = lock.contributions(&archs, &inputs.sources, &inputs.lock_path)?;
@@ -104,4 +105,44 @@ pub(crate) fn from_lock(
         ));
     }
     Ok(manifest)
+}
+
+/// Refuses a build without nvcc for archs the lock has no numbers of: one
+/// it does not record at all, or one it lacks of some kernel of this
+/// part's sources (recorded by another part, or a lock blessed before the
+/// arch was added here), naming every such arch in one error
+/// ([`Error::LockLacksArchs`]) rather than dropping the rows.
+fn lacking(inputs: &Inputs, lock: &Lock) -> Result<()> {
+    let archs = if inputs.archs.is_empty() {
+        &lock.archs
+    } else {
+        &inputs.archs
+    };
+    let mut lacks = Vec::new();
+    for arch in archs {
+        if !lock.archs.contains(arch) {
+            lacks.push((arch.clone(), "all kernels".to_string()));
+            continue;
+        }
+        let kernels: Vec<&str> = lock
+            .kernels
+            .iter()
+            .filter(|k| inputs.sources.contains(&k.source) && !k.archs.contains_key(arch))
+            .map(|k| k.base_name.as_str())
+            .collect();
+        if let Some(first) = kernels.first() {
+            let more = match kernels.len() - 1 {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            };
+            lacks.push((arch.clone(), format!("{first}{more}")));
+        }
+    }
+    if lacks.is_empty() {
+        return Ok(());
+    }
+    Err(Error::LockLacksArchs {
+        lock: inputs.display(&inputs.lock_path),
+        archs: lacks,
+    })
 }

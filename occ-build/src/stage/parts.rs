@@ -44,6 +44,10 @@ struct Parts {
     run: String,
     /// Its parts, in the order they were first built.
     parts: Vec<Part>,
+    /// The parts whose last build in this run failed a gate: a later
+    /// part's bless must not write a lock without their failure.
+    #[serde(default)]
+    failed: Vec<String>,
 }
 
 /// One part of a run.
@@ -101,20 +105,37 @@ fn this_runs(out: &Path) -> Parts {
         .unwrap_or(Parts {
             run,
             parts: Vec::new(),
+            failed: Vec::new(),
         })
 }
 
 /// Lists `part` among this run's parts in `out` (replacing its earlier
 /// self), and returns the list.
 fn enlist(out: &Path, mut parts: Parts, part: Part) -> Result<Parts> {
+    parts.failed.retain(|f| *f != part.name);
     match parts.parts.iter_mut().find(|p| p.name == part.name) {
         Some(p) => *p = part,
         None => parts.parts.push(part),
     }
-    // Plain strings and paths: serializing cannot fail.
-    let text = serde_json::to_vec(&parts).unwrap_or_default();
-    write_atomic(&out.join(FILE), &text)?;
+    write(out, &parts)?;
     Ok(parts)
+}
+
+fn write(out: &Path, parts: &Parts) -> Result<()> {
+    // Plain strings and paths: serializing cannot fail.
+    let text = serde_json::to_vec(parts).unwrap_or_default();
+    write_atomic(&out.join(FILE), &text)
+}
+
+/// Notes that the part `name` failed a gate in this run (its spills, the
+/// baseline): until it passes again in this run, no later part blesses
+/// the lock (`gate::baseline`).
+pub(crate) fn failed(out: &Path, name: &str) -> Result<()> {
+    let mut parts = this_runs(out);
+    if !parts.failed.iter().any(|f| f == name) {
+        parts.failed.push(name.to_string());
+    }
+    write(out, &parts)
 }
 
 /// What a part sees of the parts of its run, once listed ([`record`]).
@@ -127,6 +148,11 @@ pub(crate) struct View {
     /// A note when this part replaced an earlier one of the same name with
     /// none of the same sources: two `Build`s that need distinct names.
     pub clash: Option<String>,
+    /// The sources of the other parts of this run.
+    pub theirs: Vec<String>,
+    /// The other parts of this run that failed a gate, as messages name
+    /// them.
+    pub failed: Vec<String>,
 }
 
 /// How messages name a part.
@@ -278,10 +304,24 @@ pub(crate) fn record(
         .iter()
         .map(|p| (p.name.clone(), p.flags.clone()))
         .collect();
+    let theirs = parts
+        .parts
+        .iter()
+        .filter(|p| p.name != name)
+        .flat_map(|p| p.sources.iter().cloned())
+        .collect();
+    let failed = parts
+        .failed
+        .iter()
+        .filter(|f| *f != name)
+        .map(|f| describe(f))
+        .collect();
     Ok(View {
         named,
         flags,
         clash,
+        theirs,
+        failed,
     })
 }
 
@@ -291,7 +331,69 @@ pub(crate) fn record(
 /// yet (a later `Build` of the build script will), so that a part never
 /// reports the others' kernels as gone; the sources of each named part; and
 /// the committed lock's measurements of kernels × archs still built.
-pub(crate) fn candidate(view: &View, merged: &Manifest, name: &str, lock: Option<&Lock>) -> Lock {
+pub(crate) fn candidate(
+    view: &View,
+    merged: &Manifest,
+    name: &str,
+    sources: &[String],
+    lock: Option<&Lock>,
+) -> Candidate {
+    let mut theirs = view.theirs.clone();
+    let mut mine = sources.to_vec();
+    if let Some(lock) = lock {
+        for (part, recorded) in &lock.parts {
+            if part == name {
+                mine.extend(recorded.iter().cloned());
+            } else {
+                theirs.extend(recorded.iter().cloned());
+            }
+        }
+    }
+    let scope = if name.is_empty() {
+        Scope::AllBut(theirs)
+    } else {
+        Scope::Only(mine)
+    };
+    Candidate {
+        lock: candidate_lock(view, merged, name, lock),
+        scope,
+        failed: view.failed.clone(),
+    }
+}
+
+/// The candidate lock of a part, with what of it the part judges.
+pub(crate) struct Candidate {
+    /// Every part's kernels ([`candidate`]).
+    pub lock: Lock,
+    /// The kernels the part's gate judges: each part judges its own, by
+    /// its own settings, so that the verdict does not depend on the order
+    /// of the `Build`s.
+    pub scope: Scope,
+    /// The other parts of this run that failed a gate ([`failed`]): no
+    /// bless while there is one.
+    pub failed: Vec<String>,
+}
+
+/// The sources whose kernels a part judges.
+pub(crate) enum Scope {
+    /// A named part: its sources, and those the lock records for it.
+    Only(Vec<String>),
+    /// The default part: every source but the named parts'.
+    AllBut(Vec<String>),
+}
+
+impl Scope {
+    /// Whether the part judges the kernels of `source`.
+    pub fn judges(&self, source: &str) -> bool {
+        match self {
+            Scope::Only(mine) => mine.iter().any(|s| s == source),
+            Scope::AllBut(theirs) => !theirs.iter().any(|s| s == source),
+        }
+    }
+}
+
+/// The candidate lock (see [`candidate`]).
+fn candidate_lock(view: &View, merged: &Manifest, name: &str, lock: Option<&Lock>) -> Lock {
     let mut candidate = Lock::from_manifest(merged);
     candidate.parts = view.named.clone();
     let mut flags = view.flags.clone();
