@@ -160,14 +160,15 @@ impl Build {
     /// print them, so that cargo reruns the script when a file or variable
     /// the build read changes.
     pub fn try_compile(&self) -> crate::Result<Report> {
-        self.try_compile_with(&Env::new())
+        let (result, directives) = self.run_with(&Env::new());
+        result.map_err(|e| crate::Error::new(e, directives))
     }
 
     /// Runs the build; returns its result and the cargo directives gathered,
     /// also on failure (the files and variables read are still watched, so
     /// fixing them reruns the build script). This is what [`Build::compile`]
     /// prints; occ's tests reach it through `Build::try_compile_with`
-    /// (`with_env.rs`).
+    /// (`with_env.rs`, with the feature `internal-test-env` only).
     pub(crate) fn run_with(&self, env: &Env) -> (Result<Report>, Directives) {
         let mut directives = Directives::default();
         let result = run(self, env, &mut directives);
