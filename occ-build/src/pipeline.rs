@@ -396,7 +396,7 @@ fn plan(
     } else {
         files::read_manifest(&inputs.out_dir.join(occ_model::schema::manifest::FILE_NAME)).ok()
     };
-    let caps = plan::register_caps(build, inputs, previous.as_ref());
+    let caps = plan::register_caps(build, inputs, previous.as_ref().map(|m| &m.kernels[..]));
     // The header every job pre-includes (`plan::folder_free_names`).
     files::write_atomic(
         &inputs.out_dir.join(plan::ANCHOR_FILE),

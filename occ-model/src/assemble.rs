@@ -310,42 +310,29 @@ fn measured_of(a: &Assembly<'_>, kernels: &[JudgedKernel], others: &[Kernel]) ->
     all
 }
 
-/// The kernels `jobs` contributed, each once with its names, source and
-/// identifier (as [`judge`] groups and names them), before anything is
-/// judged: what a register cap naming a kernel is placed by.
-pub fn names(jobs: &[Contribution]) -> Vec<Named> {
+/// The kernels `jobs` contributed, each once, grouped and named as
+/// [`judge`] groups and names them (its identifier unique over them), with
+/// its parameters and the archs it was compiled for, before anything is
+/// judged: what a register cap that names a kernel is placed by
+/// ([`crate::schema::manifest::lookup`] finds it).
+pub fn names(jobs: &[Contribution]) -> Vec<Kernel<()>> {
     let own = group(jobs);
     let idents = idents_over(&own, &[]);
     own.iter()
         .filter_map(|(key @ (_, source), archs)| {
             let k = archs.values().next()?;
-            Some(Named {
+            Some(Kernel {
                 name: k.name.clone(),
                 demangled: k.demangled.clone(),
                 base_name: k.base_name.clone(),
                 short_name: k.short_name.clone(),
                 ident: idents[key].clone(),
                 source: source.to_string(),
+                params: k.params.clone(),
+                archs: archs.keys().map(|a| (a.to_string(), ())).collect(),
             })
         })
         .collect()
-}
-
-/// A kernel's names, as [`names`] gives them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Named {
-    /// The symbol.
-    pub name: String,
-    /// The demangled name with parameters.
-    pub demangled: String,
-    /// The demangled name without its parameter list.
-    pub base_name: String,
-    /// The unqualified name without template arguments.
-    pub short_name: String,
-    /// Its unique Rust identifier over the build.
-    pub ident: String,
-    /// Its `.cu` file.
-    pub source: String,
 }
 
 /// The manifest of a build that locates no source lines (one from the
