@@ -448,6 +448,7 @@ mod tests {
             launches: &[],
             measured: &[],
             device_code: &[],
+            others: None,
         })
         .expect("manifest")
     }

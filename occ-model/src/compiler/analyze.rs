@@ -4,10 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::model::occupancy::KernelResources;
-use crate::schema::manifest::{
-    Compiled, Contribution, Facts, Kernel, LaunchBounds, Manifest, Origin, Resources,
-    SCHEMA_VERSION,
-};
+use crate::schema::manifest::{Compiled, Contribution, Facts, LaunchBounds, Resources};
 use crate::{compiler::names, compiler::params, compiler::ptx, compiler::ptxas};
 use std::collections::BTreeMap;
 
@@ -202,20 +199,6 @@ fn accounted(
     })))
 }
 
-/// Sorts kernels by symbol, then source, and gives each a unique Rust
-/// identifier ([`idents`]).
-pub fn assign_idents(kernels: &mut [Kernel]) {
-    kernels.sort_by(|a, b| a.name.cmp(&b.name).then(a.source.cmp(&b.source)));
-    let keys: Vec<(&str, &str)> = kernels
-        .iter()
-        .map(|k| (k.name.as_str(), k.source.as_str()))
-        .collect();
-    let idents = idents(&keys);
-    for (kernel, ident) in kernels.iter_mut().zip(idents) {
-        kernel.ident = ident;
-    }
-}
-
 /// The unique Rust identifier of each kernel, given as `(symbol, source)`
 /// sorted by symbol, then source ([`names::unique_idents`]; the same
 /// `extern "C"` name in two files gets the file's hash). Depends only on
@@ -238,73 +221,6 @@ pub fn idents(keys: &[(&str, &str)]) -> Vec<String> {
             ident
         })
         .collect()
-}
-
-/// One manifest for the kernels of several builds into one `OUT_DIR` (the
-/// `Build`s of one build script): every kernel and blob of each, the archs
-/// in order of first appearance, identifiers made unique over the whole
-/// (a kernel or blob of a source in several parts is taken from the last),
-/// and the measurements of the kernels × archs the merged table holds. The
-/// first part gives the package and nvcc version; the origin is `lock`
-/// when any part stood on the lock.
-pub fn merge(parts: &[&Manifest]) -> Option<Manifest> {
-    let first = parts.first()?;
-    let mut archs: Vec<String> = Vec::new();
-    let mut kernels: BTreeMap<(String, String), Kernel> = BTreeMap::new();
-    let mut blobs: Vec<crate::schema::manifest::DeviceCode> = Vec::new();
-    for part in parts {
-        for arch in &part.archs {
-            if !archs.contains(arch) {
-                archs.push(arch.clone());
-            }
-        }
-        for k in &part.kernels {
-            kernels.insert((k.name.clone(), k.source.clone()), k.clone());
-        }
-        for b in &part.device_code {
-            match blobs
-                .iter_mut()
-                .find(|x| x.source == b.source && x.arch == b.arch)
-            {
-                Some(x) => *x = b.clone(),
-                None => blobs.push(b.clone()),
-            }
-        }
-    }
-    let mut kernels: Vec<Kernel> = kernels.into_values().collect();
-    assign_idents(&mut kernels);
-    // Every part's measurements of a kernel × arch the table holds (not
-    // one of a kernel gone with a part's earlier self), each key once (the
-    // last part's wins).
-    let mut measured: Vec<crate::schema::measured::Measured> = Vec::new();
-    for m in parts.iter().flat_map(|p| &p.measured) {
-        measured.retain(|x| x.key() != m.key());
-        measured.push(m.clone());
-    }
-    measured.retain(|m| {
-        kernels
-            .iter()
-            .any(|k| k.name == m.kernel && k.source == m.source && k.archs.contains_key(&m.arch))
-    });
-    crate::schema::measured::sort(&mut measured);
-    Some(Manifest {
-        schema: SCHEMA_VERSION,
-        package: first.package.clone(),
-        origin: if parts.iter().any(|p| p.origin == Origin::Lock) {
-            Origin::Lock
-        } else {
-            Origin::Nvcc
-        },
-        nvcc: first.nvcc.clone(),
-        archs,
-        kernels,
-        // By source; within one, the parts' own order (build order of archs).
-        device_code: {
-            blobs.sort_by(|a, b| a.source.cmp(&b.source));
-            blobs
-        },
-        measured,
-    })
 }
 
 /// A kernel's ptxas warnings, typed, each once (a warning of its run can
@@ -386,7 +302,7 @@ fn launch_bounds(e: &ptx::PtxEntry) -> LaunchBounds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::manifest::{Warning, WarningKind};
+    use crate::schema::manifest::{Manifest, Origin, Warning, WarningKind};
 
     /// The manifest of one job of `kernels.cu` on `arch`, given `args`,
     /// with the PTX of the run that printed `log` (tests/fixtures/regen.sh).
@@ -416,6 +332,7 @@ mod tests {
             launches: &[],
             measured: &[],
             device_code: &[],
+            others: None,
         })
         .unwrap()
     }

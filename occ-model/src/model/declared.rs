@@ -552,6 +552,7 @@ mod tests {
             launches: stated,
             measured: &[],
             device_code: &[],
+            others: None,
         })
     }
 

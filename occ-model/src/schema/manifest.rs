@@ -574,9 +574,9 @@ pub struct Best {
 
 /// How a kernel name given by a user matched, or why it did not.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Lookup<'a> {
+pub enum Lookup<'a, A = KernelArch> {
     /// Exactly one kernel.
-    Found(&'a Kernel),
+    Found(&'a Kernel<A>),
     /// Several kernels answer to the name: each with its source and the
     /// exact string that selects it.
     Ambiguous(Vec<Candidate>),
@@ -621,77 +621,9 @@ impl Manifest {
     /// parameter list (`ns::kern<float, 3>`), its Rust identifier, or its
     /// short name when that is unique. Any of these may be prefixed with the
     /// kernel's source and a colon (`kernels/a.cu:same`) to pick among
-    /// kernels of the same name in different files.
+    /// kernels of the same name in different files ([`lookup`]).
     pub fn lookup(&self, query: &str) -> Lookup<'_> {
-        let query = query.trim();
-        let hits = self.hits(query);
-        match hits.as_slice() {
-            [one] => Lookup::Found(one),
-            [] => {
-                let mut scored: Vec<(f64, &str)> = self
-                    .kernels
-                    .iter()
-                    .flat_map(|k| [k.short_name.as_str(), k.base_name.as_str(), k.name.as_str()])
-                    .map(|cand| (strsim::jaro_winkler(query, cand), cand))
-                    .filter(|(score, _)| *score > 0.8)
-                    .collect();
-                scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
-                let mut names: Vec<String> = Vec::new();
-                for (_, name) in scored {
-                    if !names.iter().any(|n| n == name) {
-                        names.push(name.to_string());
-                    }
-                }
-                names.truncate(3);
-                Lookup::Unknown(names)
-            }
-            many => {
-                let mut candidates: Vec<Candidate> = many
-                    .iter()
-                    .map(|k| Candidate {
-                        base_name: k.base_name.clone(),
-                        source: k.source.clone(),
-                        select: self.selector(k),
-                    })
-                    .collect();
-                candidates.sort_by(|a, b| a.source.cmp(&b.source).then(a.select.cmp(&b.select)));
-                Lookup::Ambiguous(candidates)
-            }
-        }
-    }
-
-    /// The kernels `query` names: those of one source for `source:name`,
-    /// exact names first, then short names.
-    fn hits(&self, query: &str) -> Vec<&Kernel> {
-        let in_source: Vec<(&Kernel, &str)> = self
-            .kernels
-            .iter()
-            .filter_map(|k| {
-                let rest = query.strip_prefix(k.source.as_str())?.strip_prefix(':')?;
-                Some((k, rest.trim()))
-            })
-            .collect();
-        if !in_source.is_empty() {
-            let hits = matching(in_source.iter().map(|(k, _)| *k), in_source[0].1);
-            if !hits.is_empty() {
-                return hits;
-            }
-        }
-        matching(self.kernels.iter(), query)
-    }
-
-    /// The most readable string that selects `k` alone: the base name, then
-    /// `source:base name`, the Rust identifier, the symbol, `source:symbol`.
-    fn selector(&self, k: &Kernel) -> String {
-        let forms = [
-            k.base_name.clone(),
-            format!("{}:{}", k.source, k.base_name),
-            k.ident.clone(),
-            k.name.clone(),
-            format!("{}:{}", k.source, k.name),
-        ];
-        let alone = |s: &String| matches!(self.hits(s).as_slice(), [one] if std::ptr::eq(*one, k));
-        forms.iter().find(|s| alone(s)).unwrap_or(&forms[4]).clone()
+        lookup(&self.kernels, query)
     }
 
     /// The JSON text of the manifest: pretty, with a trailing newline.
@@ -894,10 +826,87 @@ pub fn is_arch_key(s: &str) -> bool {
 /// The kernels among `kernels` that `query` names: by symbol, Rust
 /// identifier, demangled name or base name; else by short name or base name
 /// without template arguments.
-fn matching<'a>(kernels: impl Iterator<Item = &'a Kernel> + Clone, query: &str) -> Vec<&'a Kernel> {
+/// The rule of [`Manifest::lookup`], over any kernels with their names
+/// (a manifest's, or the names a build's jobs contributed before anything
+/// is judged, `crate::assemble::names`).
+pub fn lookup<'a, A>(kernels: &'a [Kernel<A>], query: &str) -> Lookup<'a, A> {
+    let query = query.trim();
+    let hits = hits(kernels, query);
+    match hits.as_slice() {
+        [one] => Lookup::Found(one),
+        [] => {
+            let mut scored: Vec<(f64, &str)> = kernels
+                .iter()
+                .flat_map(|k| [k.short_name.as_str(), k.base_name.as_str(), k.name.as_str()])
+                .map(|cand| (strsim::jaro_winkler(query, cand), cand))
+                .filter(|(score, _)| *score > 0.8)
+                .collect();
+            scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+            let mut names: Vec<String> = Vec::new();
+            for (_, name) in scored {
+                if !names.iter().any(|n| n == name) {
+                    names.push(name.to_string());
+                }
+            }
+            names.truncate(3);
+            Lookup::Unknown(names)
+        }
+        many => {
+            let mut candidates: Vec<Candidate> = many
+                .iter()
+                .map(|k| Candidate {
+                    base_name: k.base_name.clone(),
+                    source: k.source.clone(),
+                    select: selector(kernels, k),
+                })
+                .collect();
+            candidates.sort_by(|a, b| a.source.cmp(&b.source).then(a.select.cmp(&b.select)));
+            Lookup::Ambiguous(candidates)
+        }
+    }
+}
+
+/// The kernels `query` names: those of one source for `source:name`,
+/// exact names first, then short names.
+fn hits<'a, A>(kernels: &'a [Kernel<A>], query: &str) -> Vec<&'a Kernel<A>> {
+    let in_source: Vec<(&Kernel<A>, &str)> = kernels
+        .iter()
+        .filter_map(|k| {
+            let rest = query.strip_prefix(k.source.as_str())?.strip_prefix(':')?;
+            Some((k, rest.trim()))
+        })
+        .collect();
+    if !in_source.is_empty() {
+        let hits = matching(in_source.iter().map(|(k, _)| *k), in_source[0].1);
+        if !hits.is_empty() {
+            return hits;
+        }
+    }
+    matching(kernels.iter(), query)
+}
+
+/// The most readable string that selects `k` alone among `kernels`: the
+/// base name, then `source:base name`, the Rust identifier, the symbol,
+/// `source:symbol`.
+fn selector<A>(kernels: &[Kernel<A>], k: &Kernel<A>) -> String {
+    let forms = [
+        k.base_name.clone(),
+        format!("{}:{}", k.source, k.base_name),
+        k.ident.clone(),
+        k.name.clone(),
+        format!("{}:{}", k.source, k.name),
+    ];
+    let alone = |s: &String| matches!(hits(kernels, s).as_slice(), [one] if std::ptr::eq(*one, k));
+    forms.iter().find(|s| alone(s)).unwrap_or(&forms[4]).clone()
+}
+
+fn matching<'a, A: 'a>(
+    kernels: impl Iterator<Item = &'a Kernel<A>> + Clone,
+    query: &str,
+) -> Vec<&'a Kernel<A>> {
     let squash = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
     let squashed = squash(query);
-    let exact: Vec<&Kernel> = kernels
+    let exact: Vec<&Kernel<A>> = kernels
         .clone()
         .filter(|k| {
             k.name == query

@@ -40,6 +40,7 @@ fn build(log: &str, ptx: &str) -> Result<Vec<String>, Error> {
         launches: &[],
         measured: &[],
         device_code: &[],
+        others: None,
     })?;
     Ok(manifest.kernels.into_iter().map(|k| k.name).collect())
 }
