@@ -44,7 +44,7 @@ pub fn works_at(site: &Site, block_size: u32) -> bool {
 pub fn candidates(site: &Site, manifest: &Manifest, arch: &str) -> Result<(Vec<u32>, u32)> {
     let k = site.resources(manifest, arch)?;
     let spec = occ_model::model::arch::lookup(arch).map_err(|e| anyhow!("{}: {e}", site.ident))?;
-    let res = occ_model::compiler::analyze::resources(k);
+    let res = occ_model::compiler::analyze::model_of(&k.facts);
     let all = occ_model::model::suggest::candidates(spec, &res, &site.request())
         .map_err(|e| anyhow!("{} on {arch}: {e}", site.ident))?;
     let sizes: Vec<u32> = all

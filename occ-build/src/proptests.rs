@@ -6,7 +6,7 @@
 
 use crate::stage::outputs;
 use occ_model::schema::manifest::{
-    Best, DeviceCode, Embed, Kernel, KernelArch, LaunchBounds, Manifest, Resources, Warning,
+    Best, DeviceCode, Embed, Facts, Kernel, KernelArch, LaunchBounds, Manifest, Resources, Warning,
     WarningKind,
 };
 use proptest::prelude::*;
@@ -59,15 +59,17 @@ fn kernel_arch() -> impl Strategy<Value = KernelArch> {
             |(warnings, registers, barriers, static_smem, stack_frame, stores, loads, file)| {
                 KernelArch {
                     resources: Resources {
-                        registers,
-                        barriers,
-                        static_smem,
-                        stack_frame,
-                        cumulative_stack: None,
-                        spill_stores: stores,
-                        spill_loads: loads,
-                        launch_bounds: LaunchBounds::default(),
-                        maxrregcount: None,
+                        facts: Facts {
+                            registers,
+                            barriers,
+                            static_smem,
+                            stack_frame,
+                            cumulative_stack: None,
+                            spill_stores: stores,
+                            spill_loads: loads,
+                            launch_bounds: LaunchBounds::default(),
+                            maxrregcount: None,
+                        },
                         declared: None,
                         cubin_hash: String::new(),
                         best: Best {
@@ -314,15 +316,17 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
     let mut m = outputs::tests::manifest(vec![], Vec::new());
     let k = KernelArch {
         resources: Resources {
-            registers: 8,
-            barriers: None,
-            static_smem: 0,
-            stack_frame: 0,
-            cumulative_stack: None,
-            spill_stores: 0,
-            spill_loads: 0,
-            launch_bounds: LaunchBounds::default(),
-            maxrregcount: None,
+            facts: Facts {
+                registers: 8,
+                barriers: None,
+                static_smem: 0,
+                stack_frame: 0,
+                cumulative_stack: None,
+                spill_stores: 0,
+                spill_loads: 0,
+                launch_bounds: LaunchBounds::default(),
+                maxrregcount: None,
+            },
             declared: None,
             cubin_hash: String::new(),
             best: Best {

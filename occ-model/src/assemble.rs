@@ -206,7 +206,12 @@ fn judge_arch(arch: &str, k: &Compiled, by_build: Option<&(String, Launch)>) -> 
                 detail,
             },
         })?;
-    let resources = Resources::new(k.facts.clone(), best, declared, k.cubin_hash.clone());
+    let resources = Resources {
+        facts: k.facts.clone(),
+        best,
+        declared,
+        cubin_hash: k.cubin_hash.clone(),
+    };
     let cliffs = cliff::at_judged(arch, &resources).map_err(occupancy_error)?;
     Ok(JudgedArch {
         resources,

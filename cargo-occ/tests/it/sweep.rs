@@ -293,15 +293,15 @@ fn max_registers_caps_the_file_of_a_kernel_and_is_recorded() {
     let a = &k.archs["sm_80"];
     assert_eq!(
         (
-            a.registers,
-            u64::from(a.spill_stores),
-            u64::from(a.spill_loads)
+            a.facts.registers,
+            u64::from(a.facts.spill_stores),
+            u64::from(a.facts.spill_loads)
         ),
         hand
     );
-    assert_eq!(a.maxrregcount, Some(40));
+    assert_eq!(a.facts.maxrregcount, Some(40));
     let sax = m.kernels.iter().find(|k| k.name == "saxpy").unwrap();
-    assert_eq!(sax.archs["sm_80"].maxrregcount, None);
+    assert_eq!(sax.archs["sm_80"].facts.maxrregcount, None);
     // A sweep of that build starts from the capped build.
     let swept = sweep_of(&s, &m, "forces8", Method::Auto);
     assert_eq!(
@@ -333,15 +333,15 @@ fn max_registers_caps_the_file_of_a_kernel_and_is_recorded() {
         .find(|k| k.name == "forces8")
         .unwrap();
     assert_eq!(k.source, "kernels/moved.cu");
-    assert_eq!(k.archs["sm_80"].maxrregcount, Some(40));
+    assert_eq!(k.archs["sm_80"].facts.maxrregcount, Some(40));
     let other = after_move
         .kernels
         .iter()
         .find(|k| k.name == "other")
         .unwrap();
-    assert_eq!(other.archs["sm_80"].maxrregcount, None);
+    assert_eq!(other.archs["sm_80"].facts.maxrregcount, None);
     assert_eq!(
-        k.archs["sm_80"].registers,
+        k.archs["sm_80"].facts.registers,
         by_hand(&moved, "forces8", &["-maxrregcount", "40"]).0
     );
     std::fs::remove_file(&moved).unwrap();
@@ -356,9 +356,9 @@ fn max_registers_caps_the_file_of_a_kernel_and_is_recorded() {
         .find(|k| k.name == "forces8")
         .unwrap()
         .archs["sm_80"];
-    assert_eq!(a.maxrregcount, Some(48));
+    assert_eq!(a.facts.maxrregcount, Some(48));
     assert_eq!(
-        a.registers,
+        a.facts.registers,
         by_hand(&src, "forces8", &["-maxrregcount", "48"]).0
     );
     let mut b = Build::new();

@@ -62,7 +62,7 @@ pub(crate) fn spills(build: &Build, manifest: &Manifest, details: &mut Details) 
     let mut lines = Vec::new();
     for kernel in &manifest.kernels {
         for (arch, k) in &kernel.archs {
-            if k.spills() {
+            if k.facts.spills() {
                 // Where, when nvdisasm said: `at kernels/q.cu:142 (loop at
                 // :130), peak pressure 255 at :151`; else the `.cu` file.
                 let place = match k.lines.as_ref().map(|l| l.describe()) {
@@ -71,7 +71,7 @@ pub(crate) fn spills(build: &Build, manifest: &Manifest, details: &mut Details) 
                 };
                 lines.push(format!(
                     "{} on {arch}: {} bytes spill stores, {} bytes spill loads {place}",
-                    kernel.base_name, k.spill_stores, k.spill_loads
+                    kernel.base_name, k.facts.spill_stores, k.facts.spill_loads
                 ));
             }
         }
@@ -521,7 +521,7 @@ pub(crate) fn measured(manifest: &Manifest, details: &mut Details, directives: &
         let Ok(target) = occ_model::model::arch::parse_target(&m.arch) else {
             continue;
         };
-        let required = ka.launch_bounds.required_block_size();
+        let required = ka.facts.launch_bounds.required_block_size();
         let request = occ_model::model::suggest::TuneRequest {
             max_block_size: required,
             block_multiple: required,
@@ -529,7 +529,7 @@ pub(crate) fn measured(manifest: &Manifest, details: &mut Details, directives: &
         };
         let launches = occ_model::model::declared::decide(
             target.arch,
-            &occ_model::compiler::analyze::resources(ka),
+            &occ_model::compiler::analyze::model_of(&ka.facts),
             occ_model::model::declared::Ask::Measured(&request, m.best),
         );
         if !matches!(launches, Ok(Some(_))) {

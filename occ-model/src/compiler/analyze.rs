@@ -5,43 +5,19 @@
 use crate::error::{Error, Result};
 use crate::model::occupancy::KernelResources;
 use crate::schema::manifest::{
-    Compiled, Contribution, Facts, Kernel, LaunchBounds, Manifest, Origin, Resources,
-    SCHEMA_VERSION,
+    Compiled, Contribution, Facts, Kernel, LaunchBounds, Manifest, Origin, SCHEMA_VERSION,
 };
 use crate::{compiler::names, compiler::params, compiler::ptx, compiler::ptxas};
 use std::collections::BTreeMap;
 
-/// The resources the occupancy model needs, from a manifest entry.
-pub fn resources(k: &Resources) -> KernelResources {
-    model(
-        k.registers,
-        k.static_smem,
-        k.barriers,
-        k.launch_bounds.max_threads_per_block(),
-    )
-}
-
-/// The resources the occupancy model needs, from the compiler's numbers.
+/// The resources the occupancy model needs, from the compiler's numbers
+/// (a job's, or a manifest's or lock's record's `facts`).
 pub fn model_of(f: &Facts) -> KernelResources {
-    model(
-        f.registers,
-        f.static_smem,
-        f.barriers,
-        f.launch_bounds.max_threads_per_block(),
-    )
-}
-
-fn model(
-    registers: u32,
-    static_smem: u32,
-    barriers: Option<u32>,
-    max_threads_per_block: Option<u32>,
-) -> KernelResources {
     KernelResources {
-        registers,
-        static_smem,
-        barriers: barriers.unwrap_or(1),
-        max_threads_per_block,
+        registers: f.registers,
+        static_smem: f.static_smem,
+        barriers: f.barriers.unwrap_or(1),
+        max_threads_per_block: f.launch_bounds.max_threads_per_block(),
         ..KernelResources::default()
     }
 }
@@ -440,7 +416,7 @@ mod tests {
             let a = &k.archs["sm_80"];
             // Every kernel, also those whose launch bounds override the cap
             // (no note names them): the cap the file got is 24.
-            assert_eq!(a.maxrregcount, Some(24), "{}", k.name);
+            assert_eq!(a.facts.maxrregcount, Some(24), "{}", k.name);
             assert_eq!(a.warnings.first(), Some(&adjusted), "{}", k.name);
             // Each warning once, though the run's and the kernel's name it.
             let mut once = a.warnings.clone();
@@ -465,7 +441,7 @@ mod tests {
         assert!(m
             .kernels
             .iter()
-            .all(|k| k.archs["sm_80"].maxrregcount.is_none()));
+            .all(|k| k.archs["sm_80"].facts.maxrregcount.is_none()));
     }
 
     /// nvcc 13.5, `-cubin -arch=sm_90 -maxrregcount=300 -Xptxas -v
@@ -476,7 +452,9 @@ mod tests {
         let log = include_str!("../../../tests/fixtures/ptxas-13.5-maxrregcount300-sm_90.log");
         let m = manifest("sm_90", log, &["-maxrregcount=300"]);
         let cap = |name: &str| {
-            m.kernels.iter().find(|k| k.name == name).unwrap().archs["sm_90"].maxrregcount
+            m.kernels.iter().find(|k| k.name == name).unwrap().archs["sm_90"]
+                .facts
+                .maxrregcount
         };
         assert_eq!(cap("saxpy"), Some(255));
         assert_eq!(cap("_Z9lb_kernelPf"), None);

@@ -383,7 +383,7 @@ fn device_code(blob: &DeviceCode, reach: &Reach) -> String {
 }
 
 fn kernel_arch(arch: &str, k: &KernelArch, blob: Option<usize>) -> String {
-    let lb = &k.launch_bounds;
+    let lb = &k.facts.launch_bounds;
     let cluster = match lb.cluster_dims {
         Some([x, y, z]) => format!("Some([{x}, {y}, {z}])"),
         None => "None".into(),
@@ -410,12 +410,12 @@ fn kernel_arch(arch: &str, k: &KernelArch, blob: Option<usize>) -> String {
          active_blocks_per_sm: {}, active_warps_per_sm: {}, occupancy: {:?}, limiters: &[{}], \
          dynamic_smem_headroom: {}, declared: {declared}, code: {code} }}",
         lit(arch),
-        k.registers,
-        k.static_smem,
-        k.stack_frame,
-        k.spill_stores,
-        k.spill_loads,
-        opt(k.barriers),
+        k.facts.registers,
+        k.facts.static_smem,
+        k.facts.stack_frame,
+        k.facts.spill_stores,
+        k.facts.spill_loads,
+        opt(k.facts.barriers),
         opt(lb.max_threads_per_block()),
         opt(lb.min_blocks_per_sm),
         opt(lb.max_registers),

@@ -131,33 +131,14 @@ pub struct Kernel<A = KernelArch> {
 
 /// A kernel's resources and best launch on one arch: what the lock records
 /// and the gate compares, and what `kernels.rs` and `#[launch_config]` need
-/// when there is no nvcc.
+/// when there is no nvcc: the compiler's [`Facts`] (flattened into the same
+/// JSON object) and what follows from them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Resources {
-    /// Registers per thread.
-    pub registers: u32,
-    /// Static shared memory per block, bytes.
-    pub static_smem: u32,
-    /// Spill stores, bytes.
-    pub spill_stores: u32,
-    /// Spill loads, bytes.
-    pub spill_loads: u32,
-    /// Stack frame, bytes.
-    pub stack_frame: u32,
-    /// Cumulative stack of the call chain, bytes, when ptxas could determine it.
-    pub cumulative_stack: Option<u32>,
-    /// Named barriers (`used N barriers`); `None` when ptxas did not say (before CUDA 12.8).
-    pub barriers: Option<u32>,
-    /// Launch bounds and cluster directives from the PTX.
-    pub launch_bounds: LaunchBounds,
-    /// The register cap `-maxrregcount` set for this kernel's file (from
-    /// `Build::max_registers` or a raw flag) as ptxas applied it, not as
-    /// asked: a cap below the arch's lower bound is that bound (16 gives 24),
-    /// one above its maximum the maximum (ptxas's notes say which);
-    /// absent when none was given or ptxas ignored it.
-    /// `__launch_bounds__` and `__maxnreg__` override it: compare with `registers`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub maxrregcount: Option<u32>,
+    /// The compiler's numbers: registers, shared memory, spills, stack,
+    /// barriers, launch bounds, the register cap.
+    #[serde(flatten)]
+    pub facts: Facts,
     /// Occupancy at the best block size with no dynamic shared memory.
     pub best: Best,
     /// The launch the kernel is written for (`Build::launch`, else its
@@ -222,9 +203,9 @@ pub struct Compiled {
 
 /// A kernel's numbers on one arch as the compiler gave them (ptxas's log
 /// and the PTX's directives), before anything is derived from them: what
-/// a job contributes (`assemble::Compiled`) and what the lock's
-/// record holds besides the derived [`Resources::best`] and
-/// [`Resources::declared`].
+/// a job contributes ([`Compiled::facts`]) and what the lock's record
+/// ([`Resources::facts`]) holds besides the derived [`Resources::best`] and
+/// [`Resources::declared`]. Every rule of the model takes these.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Facts {
     /// Registers per thread.
@@ -239,67 +220,21 @@ pub struct Facts {
     pub stack_frame: u32,
     /// Cumulative stack of the call chain, bytes, when ptxas could determine it.
     pub cumulative_stack: Option<u32>,
-    /// Named barriers; `None` when ptxas did not say (before CUDA 12.8).
+    /// Named barriers (`used N barriers`); `None` when ptxas did not say (before CUDA 12.8).
     pub barriers: Option<u32>,
     /// Launch bounds and cluster directives from the PTX.
     pub launch_bounds: LaunchBounds,
-    /// The register cap ptxas applied ([`Resources::maxrregcount`]).
+    /// The register cap `-maxrregcount` set for this kernel's file (from
+    /// `Build::max_registers` or a raw flag) as ptxas applied it, not as
+    /// asked: a cap below the arch's lower bound is that bound (16 gives 24),
+    /// one above its maximum the maximum (ptxas's notes say which);
+    /// absent when none was given or ptxas ignored it.
+    /// `__launch_bounds__` and `__maxnreg__` override it: compare with `registers`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maxrregcount: Option<u32>,
 }
 
-impl Resources {
-    /// The record of `facts` with what follows from them: the best launch,
-    /// the declared launch, and the cubin's hash.
-    pub fn new(
-        facts: Facts,
-        best: Best,
-        declared: Option<Declared>,
-        cubin_hash: String,
-    ) -> Resources {
-        let Facts {
-            registers,
-            static_smem,
-            spill_stores,
-            spill_loads,
-            stack_frame,
-            cumulative_stack,
-            barriers,
-            launch_bounds,
-            maxrregcount,
-        } = facts;
-        Resources {
-            registers,
-            static_smem,
-            spill_stores,
-            spill_loads,
-            stack_frame,
-            cumulative_stack,
-            barriers,
-            launch_bounds,
-            maxrregcount,
-            best,
-            declared,
-            cubin_hash,
-        }
-    }
-
-    /// The compiler's numbers of this record, without what follows from them.
-    pub fn facts(&self) -> Facts {
-        Facts {
-            registers: self.registers,
-            static_smem: self.static_smem,
-            spill_stores: self.spill_stores,
-            spill_loads: self.spill_loads,
-            stack_frame: self.stack_frame,
-            cumulative_stack: self.cumulative_stack,
-            barriers: self.barriers,
-            launch_bounds: self.launch_bounds.clone(),
-            maxrregcount: self.maxrregcount,
-        }
-    }
-}
-
-impl Resources {
+impl Facts {
     /// Spilled bytes (stores + loads).
     pub fn spill_bytes(&self) -> u32 {
         self.spill_stores.saturating_add(self.spill_loads)
@@ -309,7 +244,9 @@ impl Resources {
     pub fn spills(&self) -> bool {
         self.spill_stores > 0 || self.spill_loads > 0
     }
+}
 
+impl Resources {
     /// The launch reports and the gate judge the kernel at: its declared
     /// launch when it has one, else its best block size.
     pub fn judged(&self) -> Judged<'_> {

@@ -337,7 +337,7 @@ fn a_crate_looks_kernels_up_by_name_and_handles_a_kernel_of_one_arch() {
         [
             format!(
                 "affine_f32 kernels/affine.cu {} Fatbin {affine}",
-                f32_sm80.registers
+                f32_sm80.facts.registers
             )
             .as_str(),
             format!(
@@ -348,13 +348,14 @@ fn a_crate_looks_kernels_up_by_name_and_handles_a_kernel_of_one_arch() {
                     .find(|k| k.name == "affine_f64")
                     .expect("affine_f64")
                     .archs["sm_80"]
+                    .facts
                     .registers
             )
             .as_str(),
             "affine_bf16 none",
             "only_sm90 sm_80=false sm_90=true",
             "kernels=3 rows=5 blobs=2 archs=[\"sm_80\", \"sm_90\"]",
-            format!("const={}", f32_sm80.registers).as_str(),
+            format!("const={}", f32_sm80.facts.registers).as_str(),
         ],
         "{stdout}"
     );
