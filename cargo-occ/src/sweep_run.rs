@@ -475,10 +475,17 @@ pub fn sweep_manifest(
             }
             continue;
         };
+        let Some(ptx) = &k.ptx else {
+            return Err(anyhow!(format!(
+                "kernel {} has no PTX on {arch}: the build stood on occ.lock (no nvcc); \
+                 build with nvcc and run `cargo occ sweep` again",
+                kernel.base_name
+            )));
+        };
         let caps = caps(&arch, &k.facts)?;
         out.push(sweep_kernel(
             ptxas_path,
-            &manifest_dir.join(&k.ptx),
+            &manifest_dir.join(ptx),
             kernel,
             &arch,
             &caps,

@@ -357,7 +357,10 @@ fn measurement<'m>(
         .measured
         .iter()
         .find(|m| m.key() == key)
-        .filter(|m| !matches!(m.staleness(Some(&ka.cubin_hash)), Staleness::Stale { .. }))
+        .filter(|m| {
+            let hash = ka.cubin_hash.as_deref().unwrap_or_default();
+            !matches!(m.staleness(Some(hash)), Staleness::Stale { .. })
+        })
 }
 
 /// The fastest measured block the site's request allows and the kernel can

@@ -809,7 +809,7 @@ fn judge(
     // The cubin's hash changes with any edit of the code; it matters only
     // to a measurement, which the build checks (`gate::measured_code`).
     let numbers = |r: &Resources| Resources {
-        cubin_hash: String::new(),
+        cubin_hash: None,
         ..r.clone()
     };
     if numbers(before) != numbers(after) {
@@ -1026,7 +1026,7 @@ pub(crate) mod tests {
                 launch_bounds: LaunchBounds::default(),
             },
             declared: None,
-            cubin_hash: String::new(),
+            cubin_hash: None,
             best: Best {
                 block_size: 256,
                 active_blocks_per_sm: warps / 8,

@@ -156,7 +156,7 @@ pub(crate) mod tests {
                 maxrregcount: None,
             },
             declared: None,
-            cubin_hash: String::new(),
+            cubin_hash: None,
             best: Best::default(),
         };
         r.best = best_launch(arch, &r.facts).expect("best launch");

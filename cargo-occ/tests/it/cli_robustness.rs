@@ -278,8 +278,8 @@ pub(crate) fn hand_build(
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         for (arch, a) in &mut k.archs {
-            a.cubin = format!("{stem}.{arch}.cubin");
-            a.ptx = format!("{stem}.{arch}.ptx");
+            a.cubin = Some(format!("{stem}.{arch}.cubin"));
+            a.ptx = Some(format!("{stem}.{arch}.ptx"));
         }
     }
     edit(&mut m);

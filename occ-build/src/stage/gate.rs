@@ -343,7 +343,7 @@ fn measured_code(
         };
         let what = format!("{} on {}", m.kernel, m.arch);
         if before != now && !changed.contains(&what) {
-            unrecorded |= before.is_empty();
+            unrecorded |= before.is_none();
             changed.push(what);
         }
     }
@@ -513,7 +513,7 @@ pub(crate) fn measured(manifest: &Manifest, details: &mut Details, directives: &
         };
         let what = format!("{} on {} (bucket {:?})", m.kernel, m.arch, m.bucket);
         if let occ_model::schema::measured::Staleness::Stale { .. } =
-            m.staleness(Some(&ka.cubin_hash))
+            m.staleness(Some(ka.cubin_hash.as_deref().unwrap_or_default()))
         {
             stale.push(what);
             continue;

@@ -366,7 +366,7 @@ mod tests {
             ptx: include_str!("../../../tests/fixtures/ptx-13.5-kernels-sm_80.ptx"),
             signatures: &signatures,
         };
-        let jobs = [analyze::contribution(text, "").expect("the kernels")];
+        let jobs = [analyze::contribution(text, None).expect("the kernels")];
         assemble::manifest(&Assembly {
             package: "p",
             origin: Origin::Nvcc,

@@ -428,7 +428,7 @@ mod tests {
             signatures: &signatures,
         };
         let jobs =
-            [occ_model::compiler::analyze::contribution(job, "").expect("the job's kernels")];
+            [occ_model::compiler::analyze::contribution(job, None).expect("the job's kernels")];
         occ_model::assemble::manifest(&occ_model::assemble::Assembly {
             package: "p",
             origin: occ_model::schema::manifest::Origin::Nvcc,

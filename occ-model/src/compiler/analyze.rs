@@ -44,12 +44,12 @@ pub struct JobText<'a> {
 /// What one job contributes to a build: each kernel its PTX defines, named,
 /// with its parameters and the numbers ptxas gave it, checked against the
 /// object (`accounted`). `cubin_hash` is [`crate::schema::measured::cubin_hash`]
-/// of the job's cubin (empty when it has none). Called once, when the job
+/// of the job's cubin (`None` when it has none). Called once, when the job
 /// runs; the result is kept with the job's record.
 ///
 /// Long because it joins the job's log, PTX and signatures per kernel in
 /// one pass.
-pub fn contribution(job: JobText<'_>, cubin_hash: &str) -> Result<Contribution> {
+pub fn contribution(job: JobText<'_>, cubin_hash: Option<&str>) -> Result<Contribution> {
     let parse_error = |detail: String| Error::Parse {
         file: job.source.to_string(),
         arch: job.arch.to_string(),
@@ -116,9 +116,9 @@ pub fn contribution(job: JobText<'_>, cubin_hash: &str) -> Result<Contribution> 
                     .map(|(bank, bytes)| (bank.to_string(), *bytes))
                     .collect(),
                 warnings: warnings(record),
-                cubin: format!("{}.cubin", job.name),
-                ptx: format!("{}.ptx", job.name),
-                cubin_hash: cubin_hash.to_string(),
+                cubin: Some(format!("{}.cubin", job.name)),
+                ptx: Some(format!("{}.ptx", job.name)),
+                cubin_hash: cubin_hash.map(str::to_string),
             },
         );
     }
@@ -382,7 +382,7 @@ mod tests {
             ptx,
             signatures: &signatures,
         };
-        let jobs = [contribution(job, "").unwrap()];
+        let jobs = [contribution(job, None).unwrap()];
         crate::assemble::manifest(&crate::assemble::Assembly {
             package: "p",
             origin: Origin::Nvcc,

@@ -294,7 +294,7 @@ mod tests {
             },
             best: Default::default(),
             declared: None,
-            cubin_hash: String::new(),
+            cubin_hash: None,
         };
         let matter = |registers: u32, spill_stores: u32| {
             let mut r = resources(registers, spill_stores);

@@ -148,7 +148,7 @@ impl Lock {
 
     /// A manifest made from the lock alone, for builds without nvcc: only
     /// the archs in `archs` (all of the lock's when empty), no device code
-    /// (empty `cubin`/`ptx`), no warnings or constant banks, and `origin`
+    /// (no `cubin` or `ptx`), no warnings or constant banks, and `origin`
     /// [`Origin::Lock`]. Errors name an arch the lock lacks.
     pub fn to_manifest(&self, archs: &[String], path: &Path) -> Result<Manifest> {
         let archs = self.recorded(archs, path)?;
@@ -207,8 +207,8 @@ impl Lock {
                         facts: r.facts.clone(),
                         cmem: BTreeMap::new(),
                         warnings: Vec::new(),
-                        cubin: String::new(),
-                        ptx: String::new(),
+                        cubin: None,
+                        ptx: None,
                         cubin_hash: r.cubin_hash.clone(),
                     });
             }
@@ -412,8 +412,10 @@ impl Lock {
                     kernel.archs.keys().cloned().collect::<Vec<_>>().join(", ")
                 ));
             };
-            let lock_hash = &recorded.cubin_hash;
-            if lock_hash.is_empty() || *lock_hash == m.cubin_hash {
+            let Some(lock_hash) = recorded.cubin_hash.as_ref() else {
+                continue;
+            };
+            if *lock_hash == m.cubin_hash {
                 continue;
             }
             match other {
@@ -1141,7 +1143,7 @@ mod tests {
             .archs
             .get_mut("sm_80")
             .expect("sm_80")
-            .cubin_hash = ours.clone();
+            .cubin_hash = Some(ours.clone());
         let before = l.clone();
         let err = l
             .import(&timed)
@@ -1159,7 +1161,7 @@ mod tests {
         assert_eq!(done.added, 1);
         assert_eq!(done.other_cubin, vec!["a on sm_80".to_string()]);
         // The same cubin imports; a lock from before cubin hashes cannot tell.
-        for recorded in [theirs, String::new()] {
+        for recorded in [Some(theirs), None] {
             let mut l = before.clone();
             l.kernels[0]
                 .archs

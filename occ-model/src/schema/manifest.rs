@@ -90,8 +90,14 @@ pub struct DeviceCode {
     pub kind: Embed,
     /// The arch of a cubin or PTX; `None` for a fatbin (it holds them all).
     pub arch: Option<String>,
-    /// The file, relative to `$OUT_DIR/occ`; empty in a build from the lock.
-    pub file: String,
+    /// The file, relative to `$OUT_DIR/occ`; `None` (absent) in a build
+    /// from the lock, whose `kernels.rs` gives the blob no bytes.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "empty_is_none"
+    )]
+    pub file: Option<String>,
 }
 
 /// Where a manifest's numbers come from.
@@ -150,11 +156,16 @@ pub struct Resources {
     /// [`crate::schema::measured::cubin_hash`] of the cubin (its sections less the
     /// debug ones), which a measurement is checked against. The lock keeps
     /// it too, so that a build from the lock judges a measurement exactly
-    /// as a build with nvcc of the same sources does. Empty in locks from
-    /// before occ kept it; never compared by the gate as a change of
-    /// numbers (the gate checks measured kernels' separately).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub cubin_hash: String,
+    /// as a build with nvcc of the same sources does. `None` in locks from
+    /// before occ kept it (absent, or `""` as some wrote it); never
+    /// compared by the gate as a change of numbers (the gate checks
+    /// measured kernels' separately).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "empty_is_none"
+    )]
+    pub cubin_hash: Option<String>,
 }
 
 /// What one job (one source, one arch) contributes to a build: its
@@ -192,13 +203,30 @@ pub struct Compiled {
     /// ptxas's warnings about the kernel.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<Warning>,
-    /// The job's cubin, relative to `$OUT_DIR/occ`; empty without one.
-    pub cubin: String,
-    /// The job's PTX, relative to `$OUT_DIR/occ`; empty without one.
-    pub ptx: String,
-    /// `measured::cubin_hash` of the cubin; empty when unknown.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub cubin_hash: String,
+    /// The job's cubin, relative to `$OUT_DIR/occ`; `None` for a record
+    /// of the lock (a build without nvcc has no device code).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "empty_is_none"
+    )]
+    pub cubin: Option<String>,
+    /// The job's PTX, relative to `$OUT_DIR/occ`; `None` for a record of
+    /// the lock.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "empty_is_none"
+    )]
+    pub ptx: Option<String>,
+    /// `measured::cubin_hash` of the cubin; `None` when unknown (a job
+    /// without a cubin, a lock from before occ kept the hash).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "empty_is_none"
+    )]
+    pub cubin_hash: Option<String>,
 }
 
 /// A kernel's numbers on one arch as the compiler gave them (ptxas's log
@@ -319,12 +347,22 @@ pub struct KernelArch {
     /// run that name no kernel (`For profile sm_80 adjusting per thread
     /// register count of 16 to lower bound of 24`).
     pub warnings: Vec<Warning>,
-    /// The cubin holding this kernel, relative to `$OUT_DIR/occ`; empty in
-    /// a build from the lock.
-    pub cubin: String,
-    /// The PTX holding this kernel, relative to `$OUT_DIR/occ`; empty in a
-    /// build from the lock.
-    pub ptx: String,
+    /// The cubin holding this kernel, relative to `$OUT_DIR/occ`; `None`
+    /// (absent) in a build from the lock, which has no device code.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "empty_is_none"
+    )]
+    pub cubin: Option<String>,
+    /// The PTX holding this kernel, relative to `$OUT_DIR/occ`; `None`
+    /// (absent) in a build from the lock.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "empty_is_none"
+    )]
+    pub ptx: Option<String>,
     /// Where it spills and where its register pressure peaks, by source
     /// line (from nvdisasm), for a kernel whose registers matter
     /// ([`crate::model::cliff::registers_matter`]: it spills, fewer registers
@@ -441,15 +479,15 @@ impl KernelArch {
             cliffs: None,
             cmem: BTreeMap::new(),
             warnings: Vec::new(),
-            cubin: String::new(),
-            ptx: String::new(),
+            cubin: None,
+            ptx: None,
             lines: None,
         }
     }
 
     /// Whether this build has device code for the kernel on this arch.
     pub fn has_device_code(&self) -> bool {
-        !self.cubin.is_empty()
+        self.cubin.is_some()
     }
 }
 
@@ -681,11 +719,13 @@ impl Manifest {
                     }
                 }
                 for (field, file) in [("cubin", &k.cubin), ("ptx", &k.ptx)] {
-                    let allowed = match self.origin {
-                        Origin::Nvcc => is_plain_file_name(file),
-                        Origin::Lock => file.is_empty(),
+                    let allowed = match (self.origin, file) {
+                        (Origin::Nvcc, Some(file)) => is_plain_file_name(file),
+                        (Origin::Lock, None) => true,
+                        _ => false,
                     };
                     if !allowed {
+                        let file = file.as_deref().unwrap_or_default();
                         return Err(format!(
                             "kernel {:?} on {arch} names {field} file {file:?}, which is not a plain file name in the manifest's folder",
                             kernel.name
@@ -696,6 +736,15 @@ impl Manifest {
         }
         Ok(())
     }
+}
+
+/// An optional string that files of older occs wrote as `""` for none:
+/// absent, `null` and `""` all read as `None`.
+fn empty_is_none<'de, D>(d: D) -> std::result::Result<Option<String>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    Ok(Option::<String>::deserialize(d)?.filter(|s| !s.is_empty()))
 }
 
 /// `Ok` when `name` ([`crate::compiler::names::check`]) may be written everywhere
@@ -1264,5 +1313,37 @@ mod tests {
             let e = validate_resources("k", "sm_80", &r).expect_err("out of range");
             assert!(e.contains("occupancy") && !e.contains("inf%"), "{e}");
         }
+    }
+
+    #[test]
+    fn an_empty_file_name_or_hash_of_an_older_occ_reads_as_none() {
+        let mut old =
+            serde_json::to_value(KernelArch::from_resources(arch(32, 64, 0))).expect("a record");
+        // An older occ wrote "" for none: a build from the lock's files, a
+        // lock from before cubin hashes.
+        for field in ["cubin", "ptx", "cubin_hash"] {
+            old[field] = serde_json::Value::from("");
+        }
+        let read: KernelArch = serde_json::from_value(old.clone()).expect("the old form");
+        assert_eq!(
+            (&read.cubin, &read.ptx, &read.cubin_hash),
+            (&None, &None, &None)
+        );
+        // And none is absent when written.
+        let again = serde_json::to_value(&read).expect("written");
+        for field in ["cubin", "ptx", "cubin_hash"] {
+            assert!(again.get(field).is_none(), "{field}: {again}");
+        }
+        // A name is kept.
+        old["cubin"] = serde_json::Value::from("k.sm_80.cubin");
+        old["cubin_hash"] = serde_json::Value::from("fnv1a64:00");
+        let read: KernelArch = serde_json::from_value(old).expect("a live build's form");
+        assert_eq!(read.cubin.as_deref(), Some("k.sm_80.cubin"));
+        assert_eq!(read.cubin_hash.as_deref(), Some("fnv1a64:00"));
+        let blob: DeviceCode = serde_json::from_str(
+            r#"{"source": "k.cu", "kind": "fatbin", "arch": null, "file": ""}"#,
+        )
+        .expect("an old blob of a build from the lock");
+        assert_eq!(blob.file, None);
     }
 }

@@ -9,5 +9,5 @@ mod kernel_list;
 mod layers;
 mod purity;
 mod seam;
-mod written_bytes;
 mod source;
+mod written_bytes;

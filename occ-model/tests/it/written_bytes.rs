@@ -10,8 +10,7 @@ use std::path::{Path, PathBuf};
 /// A file of the workspace, by its path from the workspace root.
 fn workspace_file(path: &str) -> (PathBuf, String) {
     let full = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path);
-    let text = std::fs::read_to_string(&full)
-        .unwrap_or_else(|e| panic!("{}: {e}", full.display()));
+    let text = std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()));
     (full, text)
 }
 

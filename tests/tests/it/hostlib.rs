@@ -131,9 +131,15 @@ fn a_rust_binary_links_the_library_and_its_launchers_return_the_no_gpu_error() {
         let mut kernels = m.kernels.clone();
         for k in &mut kernels {
             for a in k.archs.values_mut() {
-                a.cubin = a.cubin.trim_start_matches("moe@").to_string();
-                a.ptx = a.ptx.trim_start_matches("moe@").to_string();
-                a.cubin_hash.clear();
+                a.cubin = a
+                    .cubin
+                    .as_deref()
+                    .map(|f| f.trim_start_matches("moe@").to_string());
+                a.ptx = a
+                    .ptx
+                    .as_deref()
+                    .map(|f| f.trim_start_matches("moe@").to_string());
+                a.cubin_hash = None;
             }
         }
         kernels
