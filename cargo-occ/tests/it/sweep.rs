@@ -218,12 +218,11 @@ fn launch_bounds_override_maxrregcount_and_maxnreg_does_not() {
     let s = Scratch::new();
     s.write("kernels/bounded.cu", &bounded_forces());
     let m = build(&s, |_| {});
-    let ptx_path = s.path().join("out/occ").join(
-        &m.kernels[0].archs["sm_80"]
-            .ptx
-            .as_deref()
-            .unwrap_or_default(),
-    );
+    let ptx = m.kernels[0].archs["sm_80"].ptx.as_deref();
+    let ptx_path = s
+        .path()
+        .join("out/occ")
+        .join(ptx.expect("a live build's PTX"));
     let ptx = std::fs::read_to_string(&ptx_path).unwrap();
     // Forced --maxrregcount: ptxas ignores it (silently, for .maxntid alone).
     // (nvcc -maxrregcount also hands the cap to cicc, which changes the PTX a
