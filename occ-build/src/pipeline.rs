@@ -56,7 +56,7 @@
 //!    something is notable; then `memo::record` writes the memo.
 //!
 //! A build that stands on the lock (no nvcc) runs 1, 2, then
-//! `device_code::placeholders`, `assemble::from_lock` (the same assembly
+//! `device_code::without_files`, `assemble::from_lock` (the same assembly
 //! over the lock's records, with the other parts of this run),
 //! `outputs::write_all` and `parts::record`.
 //!
@@ -307,8 +307,8 @@ fn check_names(build: &Build, inputs: &Inputs) -> Result<()> {
     parts::check_sources(&inputs.out_dir, build.part(), &inputs.root, &inputs.sources)
 }
 
-/// A build without nvcc: the manifest from the committed lock, device code
-/// placeholders, and `manifest.json` and `kernels.rs` written from them.
+/// A build without nvcc: the manifest from the committed lock, the device
+/// code's blobs without files, and `manifest.json` and `kernels.rs` written from them.
 fn from_lock(
     build: &Build,
     inputs: &Inputs,
@@ -326,7 +326,8 @@ fn from_lock(
              checking and documenting the crate work, linking it does not"
         ));
     }
-    let device_code = device_code::placeholders(build.embed_mode(), &inputs.archs, &inputs.sources);
+    let device_code =
+        device_code::without_files(build.embed_mode(), &inputs.archs, &inputs.sources);
     let others = parts::theirs(&inputs.out_dir, build.part())?;
     let manifest = assemble::from_lock(
         inputs,

@@ -14,23 +14,25 @@ use occ_model::compare::{compare, groups, Verdict};
 use occ_model::model::cliff::at_judged;
 use occ_model::render::{ci, markdown, text_table};
 use occ_model::schema::lock::{Lock, LockKernel, Thresholds, LOCK_SCHEMA};
-use occ_model::schema::manifest::{Best, LaunchBounds, Manifest, Resources};
+use occ_model::schema::manifest::{Best, Facts, LaunchBounds, Manifest, Resources};
 use std::hint::black_box;
 use std::path::Path;
 
 fn resources(registers: u32, spills: u32) -> Resources {
     Resources {
-        registers,
-        static_smem: 0,
-        spill_stores: spills,
-        spill_loads: spills,
-        stack_frame: 0,
-        cumulative_stack: Some(0),
-        maxrregcount: None,
+        facts: Facts {
+            registers,
+            static_smem: 0,
+            spill_stores: spills,
+            spill_loads: spills,
+            stack_frame: 0,
+            cumulative_stack: Some(0),
+            barriers: Some(0),
+            launch_bounds: LaunchBounds::default(),
+            maxrregcount: None,
+        },
         declared: None,
-        cubin_hash: String::new(),
-        barriers: Some(0),
-        launch_bounds: LaunchBounds::default(),
+        cubin_hash: None,
         best: Best {
             block_size: 256,
             active_blocks_per_sm: 4,

@@ -361,7 +361,12 @@ fn judge_arch(arch: &str, k: &Compiled, by_build: Option<&(String, Launch)>) -> 
                 detail,
             },
         })?;
-    let resources = Resources::new(k.facts.clone(), best, declared, k.cubin_hash.clone());
+    let resources = Resources {
+        facts: k.facts.clone(),
+        best,
+        declared,
+        cubin_hash: k.cubin_hash.clone(),
+    };
     let cliffs = cliff::at_judged(arch, &resources).map_err(occupancy_error)?;
     Ok(JudgedArch {
         resources,
@@ -378,11 +383,12 @@ impl Judged {
         let mut wanted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for k in &self.kernels {
             for a in k.archs.values() {
-                if !a.compiled.cubin.is_empty()
-                    && cliff::registers_matter_at(&a.resources, a.cliffs.as_ref())
-                {
+                let Some(cubin) = &a.compiled.cubin else {
+                    continue;
+                };
+                if cliff::registers_matter_at(&a.resources, a.cliffs.as_ref()) {
                     wanted
-                        .entry(a.compiled.cubin.clone())
+                        .entry(cubin.clone())
                         .or_default()
                         .insert(k.compiled.name.clone());
                 }
@@ -402,14 +408,19 @@ impl Judged {
                     .archs
                     .into_iter()
                     .map(|(arch, a)| {
-                        let key = (a.compiled.cubin, k.compiled.name.clone());
-                        let lines = lines.get(&key).filter(|l| !l.is_empty()).cloned();
+                        let lines = a
+                            .compiled
+                            .cubin
+                            .as_ref()
+                            .and_then(|cubin| lines.get(&(cubin.clone(), k.compiled.name.clone())))
+                            .filter(|l| !l.is_empty())
+                            .cloned();
                         let entry = KernelArch {
                             resources: a.resources,
                             cliffs: a.cliffs,
                             cmem: a.compiled.cmem,
                             warnings: a.compiled.warnings,
-                            cubin: key.0,
+                            cubin: a.compiled.cubin,
                             ptx: a.compiled.ptx,
                             lines,
                         };
@@ -454,7 +465,7 @@ mod tests {
     /// One job of `kernels/kernels.cu` on sm_80 with `-maxrregcount 16`,
     /// its log and PTX as nvcc 13.5 left them in one run
     /// (tests/fixtures/regen.sh), hashed as `hash`.
-    fn job(hash: &str) -> Contribution {
+    fn job(hash: Option<&str>) -> Contribution {
         let signatures = Signatures::default();
         let args = ["-maxrregcount".to_string(), "16".to_string()];
         let text = JobText {
@@ -492,7 +503,7 @@ mod tests {
     fn a_build_from_the_lock_gives_the_numbers_of_the_build_with_nvcc() {
         let archs = ["sm_80".to_string()];
         let launches = [("*".to_string(), Launch::block(128))];
-        let jobs = [job("c0ffee")];
+        let jobs = [job(Some("c0ffee"))];
         let live = manifest(&assembly(Origin::Nvcc, &archs, &jobs, &launches)).expect("live");
         assert!(live.kernels.len() > 3, "{}", live.kernels.len());
         let lock = Lock::from_manifest(&live);
@@ -513,7 +524,7 @@ mod tests {
             // not carry (the files, ptxas's words) differs.
             assert_eq!(x.resources, y.resources, "{}", a.name);
             assert_eq!(x.cliffs, y.cliffs, "{}", a.name);
-            assert_eq!(x.resources.cubin_hash, "c0ffee");
+            assert_eq!(x.resources.cubin_hash.as_deref(), Some("c0ffee"));
             assert!(x.has_device_code() && !y.has_device_code());
         }
     }
@@ -521,7 +532,7 @@ mod tests {
     #[test]
     fn each_kernel_arch_is_made_whole_at_its_declared_launch() {
         let archs = ["sm_80".to_string()];
-        let jobs = [job("")];
+        let jobs = [job(None)];
         let launches = [("*".to_string(), Launch::block(64))];
         let m = manifest(&assembly(Origin::Nvcc, &archs, &jobs, &launches)).expect("manifest");
         for k in &m.kernels {
@@ -539,7 +550,7 @@ mod tests {
     #[test]
     fn lines_are_asked_for_where_registers_matter_and_kept_only_there() {
         let archs = ["sm_80".to_string()];
-        let jobs = [job("")];
+        let jobs = [job(None)];
         let judged = judge(&assembly(Origin::Nvcc, &archs, &jobs, &[])).expect("judged");
         let wanted = judged.lines_wanted();
         let m = judged.clone().finish(&Lines::new());
@@ -581,7 +592,7 @@ mod tests {
     #[test]
     fn a_pattern_that_matches_no_kernel_is_refused_naming_the_closest() {
         let archs = ["sm_80".to_string()];
-        let jobs = [job("")];
+        let jobs = [job(None)];
         let launches = [("no_such_kernel*".to_string(), Launch::block(64))];
         let e = manifest(&assembly(Origin::Nvcc, &archs, &jobs, &launches))
             .expect_err("no kernel matches");

@@ -769,7 +769,7 @@ fn judge(
             }),
         });
     }
-    let (bs, as_) = (before.spill_bytes(), after.spill_bytes());
+    let (bs, as_) = (before.facts.spill_bytes(), after.facts.spill_bytes());
     if bs == 0 && as_ > 0 {
         worse.push(Reason::NewSpills { bytes: as_ });
     } else if as_ > bs {
@@ -783,7 +783,7 @@ fn judge(
             after: as_,
         });
     }
-    let (br, ar) = (before.registers, after.registers);
+    let (br, ar) = (before.facts.registers, after.facts.registers);
     if ar > br.saturating_add(threshold) {
         worse.push(Reason::RegistersPastThreshold {
             before: br,
@@ -802,10 +802,10 @@ fn judge(
             threshold,
         });
     }
-    if before.static_smem != after.static_smem {
+    if before.facts.static_smem != after.facts.static_smem {
         neutral.push(Reason::StaticSmem {
-            before: before.static_smem,
-            after: after.static_smem,
+            before: before.facts.static_smem,
+            after: after.facts.static_smem,
         });
     }
     if before.best.block_size != after.best.block_size {
@@ -842,7 +842,7 @@ fn judge(
     // The cubin's hash changes with any edit of the code; it matters only
     // to a measurement, which the build checks (`gate::measured_code`).
     let numbers = |r: &Resources| Resources {
-        cubin_hash: String::new(),
+        cubin_hash: None,
         ..r.clone()
     };
     if numbers(before) != numbers(after) {
@@ -871,8 +871,8 @@ fn near_cliff(arch: &str, before: &Resources, after: &Resources, margin: u32) ->
         return None;
     }
     let was_near = cliff(before).is_some_and(|c| c.registers.within(margin));
-    let same = before.registers == after.registers
-        && before.static_smem == after.static_smem
+    let same = before.facts.registers == after.facts.registers
+        && before.facts.static_smem == after.facts.static_smem
         && before.judged().block_size == after.judged().block_size;
     if was_near || same {
         return None;
@@ -1029,7 +1029,12 @@ pub(crate) fn judged_occupancy(
             },
         ),
         (None, Some(now)) => {
-            match crate::model::declared::declared(arch, before, &now.launch, now.by.clone()) {
+            match crate::model::declared::declared_for(
+                arch,
+                &before.facts,
+                &now.launch,
+                now.by.clone(),
+            ) {
                 Ok(then) => judged(at(&then), at(now), JudgedAt::Launch { launch: now.launch }),
                 // The old resources cannot take the new launch: compare best to best.
                 Err(_) => judged(best(before), best(after), JudgedAt::Best),
@@ -1044,21 +1049,23 @@ pub(crate) mod tests {
     use crate::model::declared::{DeclaredBy, Launch};
     use crate::render::text_table::{render_diff, render_diff_bounded};
     use crate::schema::lock::LOCK_SCHEMA;
-    use crate::schema::manifest::{Best, Kernel, LaunchBounds};
+    use crate::schema::manifest::{Best, Facts, Kernel, LaunchBounds};
 
     pub(crate) fn arch(registers: u32, warps: u32, spills: u32) -> Resources {
         Resources {
-            registers,
-            static_smem: 0,
-            spill_stores: spills,
-            spill_loads: spills,
-            stack_frame: 0,
-            cumulative_stack: Some(0),
-            maxrregcount: None,
+            facts: Facts {
+                registers,
+                static_smem: 0,
+                spill_stores: spills,
+                spill_loads: spills,
+                stack_frame: 0,
+                cumulative_stack: Some(0),
+                maxrregcount: None,
+                barriers: Some(0),
+                launch_bounds: LaunchBounds::default(),
+            },
             declared: None,
-            cubin_hash: String::new(),
-            barriers: Some(0),
-            launch_bounds: LaunchBounds::default(),
+            cubin_hash: None,
             best: Best {
                 block_size: 256,
                 active_blocks_per_sm: warps / 8,
@@ -1292,12 +1299,13 @@ pub(crate) mod tests {
 
     #[test]
     fn a_declared_launch_is_judged_at_that_launch() {
-        use crate::model::declared::declared;
+        use crate::model::declared::declared_for;
         let at_1024 = |mut r: Resources| {
             let by = DeclaredBy::Build {
                 pattern: "a".into(),
             };
-            r.declared = Some(declared("sm_80", &r, &Launch::block(1024), by).expect("runs"));
+            r.declared =
+                Some(declared_for("sm_80", &r.facts, &Launch::block(1024), by).expect("runs"));
             r
         };
         // Two more registers: within the threshold, and the best launch (as
@@ -1632,7 +1640,8 @@ pub(crate) mod tests {
 
     /// `r` with a launch declared by `by` on sm_80.
     fn launched(mut r: Resources, launch: Launch, by: &DeclaredBy) -> Resources {
-        let d = crate::model::declared::declared("sm_80", &r, &launch, by.clone()).expect("runs");
+        let d = crate::model::declared::declared_for("sm_80", &r.facts, &launch, by.clone())
+            .expect("runs");
         r.declared = Some(d);
         r
     }

@@ -439,9 +439,8 @@ impl Runner<'_> {
                     .iter()
                     .find(|(_, to)| to == cubin)
                     .and_then(|(from, _)| std::fs::read(from).ok())
-                    .map(|bytes| measured::cubin_hash(&bytes))
-                    .unwrap_or_default();
-                Ok(analyze::contribution(text, &hash)?)
+                    .map(|bytes| measured::cubin_hash(&bytes));
+                Ok(analyze::contribution(text, hash.as_deref())?)
             })
             .collect()
     }

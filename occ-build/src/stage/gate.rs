@@ -76,7 +76,7 @@ pub(crate) fn spills(
         .filter(|k| sources.contains(&k.source))
     {
         for (arch, k) in &kernel.archs {
-            if k.spills() {
+            if k.facts.spills() {
                 // Where, when nvdisasm said: `at kernels/q.cu:142 (loop at
                 // :130), peak pressure 255 at :151`; else the `.cu` file.
                 let place = match k.lines.as_ref().map(|l| l.describe()) {
@@ -85,7 +85,7 @@ pub(crate) fn spills(
                 };
                 lines.push(format!(
                     "{} on {arch}: {} bytes spill stores, {} bytes spill loads {place}",
-                    kernel.base_name, k.spill_stores, k.spill_loads
+                    kernel.base_name, k.facts.spill_stores, k.facts.spill_loads
                 ));
             }
         }
@@ -382,7 +382,7 @@ fn measured_code(
         };
         let what = format!("{} on {}", m.kernel, m.arch);
         if before != now && !changed.contains(&what) {
-            unrecorded |= before.is_empty();
+            unrecorded |= before.is_none();
             changed.push(what);
         }
     }
@@ -561,7 +561,7 @@ pub(crate) fn measured(
         };
         let what = format!("{} on {} (bucket {:?})", m.kernel, m.arch, m.bucket);
         if let occ_model::schema::measured::Staleness::Stale { .. } =
-            m.staleness(Some(&ka.cubin_hash))
+            m.staleness(Some(ka.cubin_hash.as_deref().unwrap_or_default()))
         {
             stale.push(what);
             continue;
@@ -569,7 +569,7 @@ pub(crate) fn measured(
         let Ok(target) = occ_model::model::arch::parse_target(&m.arch) else {
             continue;
         };
-        let required = ka.launch_bounds.required_block_size();
+        let required = ka.facts.launch_bounds.required_block_size();
         let request = occ_model::model::suggest::TuneRequest {
             max_block_size: required,
             block_multiple: required,
@@ -577,7 +577,7 @@ pub(crate) fn measured(
         };
         let launches = occ_model::model::declared::decide(
             target.arch,
-            &occ_model::compiler::analyze::resources(ka),
+            &occ_model::compiler::analyze::model_of(&ka.facts),
             occ_model::model::declared::Ask::Measured(&request, m.best),
         );
         if !matches!(launches, Ok(Some(_))) {

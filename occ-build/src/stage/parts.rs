@@ -471,7 +471,7 @@ mod tests {
             ptx: include_str!("../../../tests/fixtures/ptx-13.5-kernels-sm_80.ptx"),
             signatures: &signatures,
         };
-        let jobs = [analyze::contribution(text, "").expect("the kernels")];
+        let jobs = [analyze::contribution(text, None).expect("the kernels")];
         let others = theirs(out, name).expect("the other parts");
         assemble::manifest(&Assembly {
             package: "p",

@@ -145,14 +145,14 @@ fn spill_table(manifest: &Manifest) -> Option<String> {
         "spill loads".into(),
     ]];
     for k in &manifest.kernels {
-        for (arch, a) in k.archs.iter().filter(|(_, a)| a.spills()) {
+        for (arch, a) in k.archs.iter().filter(|(_, a)| a.facts.spills()) {
             rows.push([
                 k.base_name.clone(),
                 arch.clone(),
                 k.source.clone(),
-                a.registers.to_string(),
-                a.spill_stores.to_string(),
-                a.spill_loads.to_string(),
+                a.facts.registers.to_string(),
+                a.facts.spill_stores.to_string(),
+                a.facts.spill_loads.to_string(),
             ]);
         }
     }
@@ -317,13 +317,13 @@ fn line(manifest: &Manifest, report: &Path) -> Option<String> {
         let archs: Vec<String> = k
             .archs
             .iter()
-            .filter(|(_, a)| a.spills())
+            .filter(|(_, a)| a.facts.spills())
             .map(|(arch, _)| arch.clone())
             .collect();
         if !archs.is_empty() {
             // The arch that spills most, and the line it spills most at.
-            let most = k.archs.values().max_by_key(|a| a.spill_bytes());
-            let bytes = most.map_or(0, |a| a.spill_bytes());
+            let most = k.archs.values().max_by_key(|a| a.facts.spill_bytes());
+            let bytes = most.map_or(0, |a| a.facts.spill_bytes());
             let at = most
                 .and_then(|a| a.lines.as_ref())
                 .and_then(|l| l.worst())
@@ -400,7 +400,7 @@ mod tests {
         m.kernels.truncate(1);
         assert!(line(&m, Path::new("report.txt")).is_none());
         if let Some(a) = m.kernels[0].archs.get_mut("sm_80") {
-            a.resources.spill_stores = 8;
+            a.resources.facts.spill_stores = 8;
         }
         let one = line(&m, Path::new("report.txt")).expect("a spill line");
         assert!(
@@ -410,7 +410,7 @@ mod tests {
         let mut two = lock.to_manifest(&[], path).expect("manifest");
         for k in &mut two.kernels[..2] {
             if let Some(a) = k.archs.get_mut("sm_90") {
-                a.resources.spill_loads = 4;
+                a.resources.facts.spill_loads = 4;
             }
         }
         let two = line(&two, Path::new("report.txt")).expect("a spill line");
@@ -438,7 +438,7 @@ mod tests {
             signatures: &signatures,
         };
         let jobs =
-            [occ_model::compiler::analyze::contribution(job, "").expect("the job's kernels")];
+            [occ_model::compiler::analyze::contribution(job, None).expect("the job's kernels")];
         occ_model::assemble::manifest(&occ_model::assemble::Assembly {
             package: "p",
             origin: occ_model::schema::manifest::Origin::Nvcc,

@@ -4,41 +4,18 @@
 
 use crate::error::{Error, Result};
 use crate::model::occupancy::KernelResources;
-use crate::schema::manifest::{Compiled, Contribution, Facts, LaunchBounds, Resources};
+use crate::schema::manifest::{Compiled, Contribution, Facts, LaunchBounds};
 use crate::{compiler::names, compiler::params, compiler::ptx, compiler::ptxas};
 use std::collections::BTreeMap;
 
-/// The resources the occupancy model needs, from a manifest entry.
-pub fn resources(k: &Resources) -> KernelResources {
-    model(
-        k.registers,
-        k.static_smem,
-        k.barriers,
-        k.launch_bounds.max_threads_per_block(),
-    )
-}
-
-/// The resources the occupancy model needs, from the compiler's numbers.
+/// The resources the occupancy model needs, from the compiler's numbers
+/// (a job's, or a manifest's or lock's record's `facts`).
 pub fn model_of(f: &Facts) -> KernelResources {
-    model(
-        f.registers,
-        f.static_smem,
-        f.barriers,
-        f.launch_bounds.max_threads_per_block(),
-    )
-}
-
-fn model(
-    registers: u32,
-    static_smem: u32,
-    barriers: Option<u32>,
-    max_threads_per_block: Option<u32>,
-) -> KernelResources {
     KernelResources {
-        registers,
-        static_smem,
-        barriers: barriers.unwrap_or(1),
-        max_threads_per_block,
+        registers: f.registers,
+        static_smem: f.static_smem,
+        barriers: f.barriers.unwrap_or(1),
+        max_threads_per_block: f.launch_bounds.max_threads_per_block(),
         ..KernelResources::default()
     }
 }
@@ -65,12 +42,12 @@ pub struct JobText<'a> {
 /// What one job contributes to a build: each kernel its PTX defines, named,
 /// with its parameters and the numbers ptxas gave it, checked against the
 /// object (`accounted`). `cubin_hash` is [`crate::schema::measured::cubin_hash`]
-/// of the job's cubin (empty when it has none). Called once, when the job
+/// of the job's cubin (`None` when it has none). Called once, when the job
 /// runs; the result is kept with the job's record.
 ///
 /// Long because it joins the job's log, PTX and signatures per kernel in
 /// one pass.
-pub fn contribution(job: JobText<'_>, cubin_hash: &str) -> Result<Contribution> {
+pub fn contribution(job: JobText<'_>, cubin_hash: Option<&str>) -> Result<Contribution> {
     let parse_error = |detail: String| Error::Parse {
         file: job.source.to_string(),
         arch: job.arch.to_string(),
@@ -137,9 +114,9 @@ pub fn contribution(job: JobText<'_>, cubin_hash: &str) -> Result<Contribution> 
                     .map(|(bank, bytes)| (bank.to_string(), *bytes))
                     .collect(),
                 warnings: warnings(record),
-                cubin: format!("{}.cubin", job.name),
-                ptx: format!("{}.ptx", job.name),
-                cubin_hash: cubin_hash.to_string(),
+                cubin: Some(format!("{}.cubin", job.name)),
+                ptx: Some(format!("{}.ptx", job.name)),
+                cubin_hash: cubin_hash.map(str::to_string),
             },
         );
     }
@@ -322,7 +299,7 @@ mod tests {
             ptx,
             signatures: &signatures,
         };
-        let jobs = [contribution(job, "").unwrap()];
+        let jobs = [contribution(job, None).unwrap()];
         crate::assemble::manifest(&crate::assemble::Assembly {
             package: "p",
             origin: Origin::Nvcc,
@@ -357,7 +334,7 @@ mod tests {
             let a = &k.archs["sm_80"];
             // Every kernel, also those whose launch bounds override the cap
             // (no note names them): the cap the file got is 24.
-            assert_eq!(a.maxrregcount, Some(24), "{}", k.name);
+            assert_eq!(a.facts.maxrregcount, Some(24), "{}", k.name);
             assert_eq!(a.warnings.first(), Some(&adjusted), "{}", k.name);
             // Each warning once, though the run's and the kernel's name it.
             let mut once = a.warnings.clone();
@@ -382,7 +359,7 @@ mod tests {
         assert!(m
             .kernels
             .iter()
-            .all(|k| k.archs["sm_80"].maxrregcount.is_none()));
+            .all(|k| k.archs["sm_80"].facts.maxrregcount.is_none()));
     }
 
     /// nvcc 13.5, `-cubin -arch=sm_90 -maxrregcount=300 -Xptxas -v
@@ -393,7 +370,9 @@ mod tests {
         let log = include_str!("../../../tests/fixtures/ptxas-13.5-maxrregcount300-sm_90.log");
         let m = manifest("sm_90", log, &["-maxrregcount=300"]);
         let cap = |name: &str| {
-            m.kernels.iter().find(|k| k.name == name).unwrap().archs["sm_90"].maxrregcount
+            m.kernels.iter().find(|k| k.name == name).unwrap().archs["sm_90"]
+                .facts
+                .maxrregcount
         };
         assert_eq!(cap("saxpy"), Some(255));
         assert_eq!(cap("_Z9lb_kernelPf"), None);

@@ -279,13 +279,13 @@ pub fn alerts(
         Level::Warning
     };
     for k in &m.kernels {
-        for (arch, a) in k.archs.iter().filter(|(_, a)| a.spills()) {
+        for (arch, a) in k.archs.iter().filter(|(_, a)| a.facts.spills()) {
             let head = format!(
                 "{} spills {} B on {arch} ({} B stores, {} B loads)",
                 k.base_name,
-                a.spill_bytes(),
-                a.spill_stores,
-                a.spill_loads
+                a.facts.spill_bytes(),
+                a.facts.spill_stores,
+                a.facts.spill_loads
             );
             let sites = a.lines.as_ref().map(|l| l.spills.as_slice()).unwrap_or(&[]);
             if sites.is_empty() {
