@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Reads criterion's estimates (target/criterion) of the occ-model benches and
-prints items 3 and 4 of BENCHMARKS.md with their ratios against the targets."""
+prints items 3, 4 and 15 of BENCHMARKS.md with their ratios against the targets."""
 
 import json
 import os
@@ -48,6 +48,15 @@ def main():
         out.append(f"\nocc / header = **{ratio:.2f}×**; target ≤ 1.00×: {verdict}\n")
     else:
         out.append("not run (see the bench's output)\n")
+    small, big = estimate("views", "1000"), estimate("views", "10000")
+    out.append("\n### 15. The build's views at 1,000 and 10,000 kernels x 2 archs (criterion medians)\n")
+    if small and big:
+        ratio = big[0] / small[0]
+        verdict = "linear" if ratio <= 15 else "SUPER-LINEAR"
+        out.append(f"1,000: {small[0] / 1e6:.1f} ms; 10,000: {big[0] / 1e6:.1f} ms; "
+                   f"**{ratio:.1f}×** for 10× the rows; target ≤ 15×: {verdict}\n")
+    else:
+        out.append("not run\n")
     print("".join(out))
 
 

@@ -8,7 +8,7 @@
 use crate::locate::{unknown_kernel, Locate};
 use crate::source::{has_bounds, written};
 use anyhow::anyhow;
-use occ_model::compiler::analyze::resources;
+use occ_model::compiler::analyze::model_of;
 use occ_model::model::arch::Arch;
 use occ_model::model::occupancy::{occupancy, BlockLaunch, KernelResources, Limiter, Occupancy};
 use occ_model::model::suggest::{self, WhatIf};
@@ -56,7 +56,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
         )
     })?;
     let a = arch::lookup(&arch_name).map_err(|e| anyhow!("{e}"))?;
-    let res = resources(k);
+    let res = model_of(&k.facts);
     // Without --block: the launch the kernel is declared for (build.rs's
     // `Build::launch`, its `__launch_bounds__` or `.reqntid`), else the best.
     let declared = k.declared.as_ref().filter(|_| args.block.is_none());
@@ -73,10 +73,10 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     print_cliffs(&c);
     let hints = suggest::what_if(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;
     if occ.active_warps_per_sm >= occ.max_warps_per_sm {
-        if k.spills() {
+        if k.facts.spills() {
             println!(
                 "  full occupancy at this block size, but it spills {} B per thread",
-                k.spill_bytes()
+                k.facts.spill_bytes()
             );
             spill_hints(a, kernel.base_name.as_str(), k, &res, smem);
         } else {
@@ -85,9 +85,9 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
         return Ok(0);
     }
     print_what_if(kernel.base_name.as_str(), a, k, block, &occ, &hints);
-    if k.spills() {
+    if k.facts.spills() {
         println!();
-        println!("  it spills {} B per thread", k.spill_bytes());
+        println!("  it spills {} B per thread", k.facts.spill_bytes());
         spill_hints(a, kernel.base_name.as_str(), k, &res, smem);
     }
     Ok(0)
@@ -110,18 +110,18 @@ fn print_resources(kernel: &Kernel, arch_name: &str, a: &Arch, k: &KernelArch) {
     println!("{} on {arch_name} ({})", kernel.base_name, kernel.source);
     println!(
         "  resources: {} registers/thread, {} B static smem, {} B spills, {} B stack",
-        k.registers,
-        k.static_smem,
-        k.spill_bytes(),
-        k.stack_frame
+        k.facts.registers,
+        k.facts.static_smem,
+        k.facts.spill_bytes(),
+        k.facts.stack_frame
     );
-    if let Some(line) = bounds_line(a, &k.launch_bounds) {
+    if let Some(line) = bounds_line(a, &k.facts.launch_bounds) {
         println!("  launch bounds: {line}");
     }
-    if k.spills() {
+    if k.facts.spills() {
         println!(
             "  spills: {} B stores, {} B loads per thread (local memory)",
-            k.spill_stores, k.spill_loads
+            k.facts.spill_stores, k.facts.spill_loads
         );
     }
     if let Some(lines) = &k.lines {
@@ -247,7 +247,7 @@ fn print_what_if(
             "    registers: use at most {} per thread ({} fewer): {}",
             r.max_registers,
             r.drop,
-            how_to_cap(name, &k.launch_bounds, r.max_registers)
+            how_to_cap(name, &k.facts.launch_bounds, r.max_registers)
         );
     }
     if let Some(s) = hints.shared_memory {
@@ -259,15 +259,15 @@ fn print_what_if(
     }
     if let Some(lb) = hints
         .launch_bounds
-        .filter(|lb| lb.register_cap < k.registers)
+        .filter(|lb| lb.register_cap < k.facts.registers)
     {
         any = true;
         println!(
             "    __launch_bounds__({}, {}){}: caps registers near {}{}",
             lb.max_threads,
             lb.min_blocks_per_sm,
-            written(&k.launch_bounds)
-                .filter(|_| has_bounds(&k.launch_bounds))
+            written(&k.facts.launch_bounds)
+                .filter(|_| has_bounds(&k.facts.launch_bounds))
                 .map(|w| format!(" in place of {w}"))
                 .unwrap_or_default(),
             lb.register_cap,
@@ -381,7 +381,7 @@ fn how_to_cap(name: &str, lb: &LaunchBounds, cap: u32) -> String {
 /// Long because the spill sites, the loop and the pressure peak are said in the
 /// order a reader acts on them.
 fn spill_hints(a: &Arch, name: &str, k: &KernelArch, res: &KernelResources, smem: u32) {
-    let lb = &k.launch_bounds;
+    let lb = &k.facts.launch_bounds;
     // The occupancy if ptxas used all `registers` at `block` threads.
     let at = |registers: u32, block: u32| {
         let trial = KernelResources {
@@ -447,6 +447,7 @@ fn spill_hints(a: &Arch, name: &str, k: &KernelArch, res: &KernelResources, smem
         }
     }
     if let Some(c) = k
+        .facts
         .maxrregcount
         .filter(|_| !has_bounds(lb) && lb.max_registers.is_none())
     {
@@ -461,7 +462,7 @@ fn spill_hints(a: &Arch, name: &str, k: &KernelArch, res: &KernelResources, smem
         println!(
             "    nothing caps its registers below {}: ptxas spilled by choice; keep fewer \
              values live (cargo occ sweep {name} shows the spills at each cap)",
-            k.registers
+            k.facts.registers
         );
     }
 }

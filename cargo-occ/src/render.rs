@@ -85,7 +85,7 @@ mod tests {
         // The lock has half the kernels, with fewer registers on one of them.
         before.kernels.truncate(500);
         if let Some(a) = before.kernels[3].archs.get_mut("sm_80") {
-            a.registers -= 1;
+            a.facts.registers -= 1;
         }
         let diff = compare::compare(&before, &Lock::from_manifest(&m), &Thresholds::default());
         let baseline = Baseline::Compared {

@@ -104,7 +104,7 @@ fn bounds_of(m: &Manifest, k: &KernelSweep) -> LaunchBounds {
         .iter()
         .find(|mk| mk.name == k.name)
         .and_then(|mk| mk.archs.get(&k.arch))
-        .map(|a| a.launch_bounds.clone())
+        .map(|a| a.facts.launch_bounds.clone())
         .unwrap_or_default()
 }
 

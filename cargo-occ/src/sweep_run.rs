@@ -107,7 +107,7 @@ pub fn sweep_kernel(
         scratch: &scratch.0,
         kernel,
         arch,
-        build_cap: k.maxrregcount,
+        build_cap: k.facts.maxrregcount,
         method,
     };
     let runs = run_all(&job, &settings, runner.jobs)?;
@@ -115,7 +115,7 @@ pub fn sweep_kernel(
     for (cap, run) in settings.iter().zip(runs) {
         points.push(point(
             arch,
-            k,
+            &k.facts,
             *cap,
             &run.record,
             run.overridden,
@@ -180,7 +180,7 @@ fn notes(method: Method, bounds: &LaunchBounds, k: &KernelArch) -> Vec<String> {
         ));
     }
 
-    if let Some(c) = k.maxrregcount {
+    if let Some(c) = k.facts.maxrregcount {
         notes.push(format!(
             "the build caps this kernel's file with -maxrregcount {c} (as ptxas applied it); the uncapped row uses it too"
         ));
@@ -464,10 +464,17 @@ pub fn sweep_manifest(
             }
             continue;
         };
-        let caps = caps(&arch, k)?;
+        let Some(ptx) = &k.ptx else {
+            return Err(anyhow!(format!(
+                "kernel {} has no PTX on {arch}: the build stood on occ.lock (no nvcc); \
+                 build with nvcc and run `cargo occ sweep` again",
+                kernel.base_name
+            )));
+        };
+        let caps = caps(&arch, &k.facts)?;
         out.push(sweep_kernel(
             ptxas_path,
-            &manifest_dir.join(&k.ptx),
+            &manifest_dir.join(ptx),
             kernel,
             &arch,
             &caps,

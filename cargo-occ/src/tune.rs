@@ -4,7 +4,7 @@
 
 use crate::locate::{unknown_kernel, Locate};
 use anyhow::{anyhow, Context};
-use occ_model::compiler::analyze::resources;
+use occ_model::compiler::analyze::model_of;
 use occ_model::model::arch;
 use occ_model::model::suggest::{self, CandidateWhy, DynamicSmem, ShapedCandidate, TuneRequest};
 use occ_model::render::text_table::{align, percent};
@@ -105,7 +105,7 @@ fn request(args: &TuneArgs, k: &occ_model::schema::manifest::KernelArch) -> Tune
         block_multiple: args.block_multiple,
         ..TuneRequest::default()
     };
-    if let Some(required) = k.launch_bounds.required_block_size() {
+    if let Some(required) = k.facts.launch_bounds.required_block_size() {
         req.max_block_size = Some(required);
         req.block_multiple = Some(required);
     }
@@ -121,9 +121,9 @@ fn candidates(
 ) -> Result<Vec<ShapedCandidate>, occ_model::model::occupancy::OccupancyError> {
     match k.declared.as_ref().map(|d| d.launch.block) {
         Some(block @ [_, y, z]) if y > 1 || z > 1 => {
-            suggest::shaped_candidates(arch, &resources(k), req, block)
+            suggest::shaped_candidates(arch, &model_of(&k.facts), req, block)
         }
-        _ => Ok(suggest::candidates(arch, &resources(k), req)?
+        _ => Ok(suggest::candidates(arch, &model_of(&k.facts), req)?
             .into_iter()
             .map(|c| ShapedCandidate {
                 block: [c.block_size, 1, 1],
@@ -387,7 +387,7 @@ pub fn measured_section(m: &occ_model::schema::manifest::Manifest, gpu: Option<&
         });
         let stale = match kernel.and_then(|k| k.archs.get(&e.arch)) {
             Some(ka) => matches!(
-                e.staleness(Some(&ka.cubin_hash)),
+                e.staleness(Some(ka.cubin_hash.as_deref().unwrap_or_default())),
                 occ_model::schema::measured::Staleness::Stale { .. }
             ),
             None => false,

@@ -264,11 +264,11 @@ fn check_site(gpu: &Gpu<'_>, site: &Site) -> Result<Check> {
         .with_context(|| format!("{}: the baked launch", site.ident))?;
     let mut k: KernelArch = site.resources(manifest, built)?.clone();
     if f.how() == How::Jit {
-        k.registers = regs;
+        k.facts.registers = regs;
     }
     let plan: LaunchPlan = site.plan(arch, &k)?;
     let launch = (row.threads(), row.dynamic_smem);
-    let resources = occ_model::compiler::analyze::resources(&k);
+    let resources = occ_model::compiler::analyze::model_of(&k.facts);
     // Our blocks per SM at that launch, on this arch.
     let ours = occupancy(
         spec,
@@ -327,8 +327,8 @@ fn check_site(gpu: &Gpu<'_>, site: &Site) -> Result<Check> {
             u32::try_from(drv_blocks).unwrap_or(0),
         ),
         potential_block: (plan.block_size, u32::try_from(drv_block).unwrap_or(0)),
-        registers: (k.registers, regs),
-        static_smem: (k.static_smem, smem),
+        registers: (k.facts.registers, regs),
+        static_smem: (k.facts.static_smem, smem),
         result,
         result_ok,
         sweep,

@@ -216,7 +216,7 @@ impl Site {
     pub fn plan(&self, arch: &str, k: &KernelArch) -> anyhow::Result<LaunchPlan> {
         let spec = occ_model::model::arch::lookup(arch)
             .map_err(|e| anyhow::anyhow!("{}: {e}", self.ident))?;
-        let res = occ_model::compiler::analyze::resources(k);
+        let res = occ_model::compiler::analyze::model_of(&k.facts);
         let best = occ_model::model::suggest::best_block_size(spec, &res, &self.request())
             .map_err(|e| anyhow::anyhow!("{} on {arch}: {e}", self.ident))?
             .ok_or_else(|| anyhow::anyhow!("{} cannot launch on {arch}", self.ident))?;
@@ -234,7 +234,7 @@ impl Site {
         };
         let o = occ_model::model::occupancy::occupancy(
             spec,
-            &occ_model::compiler::analyze::resources(k),
+            &occ_model::compiler::analyze::model_of(&k.facts),
             &launch,
         )
         .map_err(|e| anyhow::anyhow!("{} on {arch} at block {block_size}: {e}", self.ident))?;

@@ -61,10 +61,10 @@ pub fn rows(manifest: &Manifest) -> anyhow::Result<Vec<Row>> {
                 baked,
                 site,
                 arch: arch.clone(),
-                registers: k.registers,
-                static_smem: k.static_smem,
-                spills: k.spill_bytes(),
-                barriers: k.barriers,
+                registers: k.facts.registers,
+                static_smem: k.facts.static_smem,
+                spills: k.facts.spill_bytes(),
+                barriers: k.facts.barriers,
                 launch: site.plan(arch, k)?,
             });
         }

@@ -63,12 +63,12 @@ fn the_sites_cover_warps_registers_shared_memory_and_barriers() {
         .iter()
         .filter(|s| s.limiter == Limiter::SharedMemory)
         .collect();
-    assert!(smem.iter().any(
-        |s| s.smem_per_thread > 0 && s.resources(&m, s.arch).is_ok_and(|k| k.static_smem == 0)
-    ));
-    assert!(smem.iter().any(
-        |s| s.smem_per_thread == 0 && s.resources(&m, s.arch).is_ok_and(|k| k.static_smem > 0)
-    ));
+    assert!(smem.iter().any(|s| s.smem_per_thread > 0
+        && s.resources(&m, s.arch)
+            .is_ok_and(|k| k.facts.static_smem == 0)));
+    assert!(smem.iter().any(|s| s.smem_per_thread == 0
+        && s.resources(&m, s.arch)
+            .is_ok_and(|k| k.facts.static_smem > 0)));
 }
 
 #[test]
@@ -97,7 +97,7 @@ fn row_softmax_uses_several_named_barriers_and_only_sm_90_counts_them() {
     let site = example_app::launches::ROW_SOFTMAX;
     for arch in &m.archs {
         let k = site.resources(&m, arch).unwrap_or_else(|e| panic!("{e:#}"));
-        let bars = k.barriers.unwrap_or(0);
+        let bars = k.facts.barriers.unwrap_or(0);
         assert!(
             bars > 1,
             "row_softmax on {arch}: ptxas reported {bars} barriers"

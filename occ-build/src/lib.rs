@@ -156,6 +156,7 @@ mod pipeline;
 #[cfg(test)]
 mod proptests;
 mod stage;
+#[cfg(feature = "internal-test-env")]
 mod with_env;
 
 // What occ-build shares with cargo-occ lives in occ-shell; its modules are

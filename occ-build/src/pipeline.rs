@@ -31,8 +31,10 @@
 //!    fatbin per file by default), which the manifest lists, and the check
 //!    that `fatbinary` is there to make them (before the gates); then
 //!    `assemble::judge`: the one assembly (`occ_model::assemble`) of the
-//!    jobs' contributions, build.rs's launches and the lock's
-//!    measurements.
+//!    jobs' contributions, build.rs's launches, the lock's measurements
+//!    and the other parts of this run (`parts::theirs`: with several
+//!    `Build`s in one script, their kernels as `manifest.json` holds
+//!    them), every identifier assigned once over them all.
 //!    5½. `disasm::lines`: nvdisasm over the cubins of the kernels whose
 //!    registers matter (cached by their bytes): where each spills and where
 //!    its register pressure peaks, by source line; the manifest is
@@ -46,18 +48,17 @@
 //!    beside the last build's `kernels.rs`); `outputs::write_all`:
 //!    `manifest.json` and `kernels.rs` into `$OUT_DIR/occ`;
 //!    `outputs::remove_stale`: files of jobs gone from the build.
-//!    7½. `parts::record`: with several `Build`s in one script, this part's
-//!    kernels merged with the others' (read back from `manifest.json`, the
-//!    parts of this run listed in `parts.json`) into one table and
-//!    candidate lock.
+//!    7½. `parts::record`: this part listed among the parts of this run
+//!    in `parts.json`, and the candidate lock of them all.
 //! 8. `gate::baseline`: compare with `occ.lock`; bless on request.
 //! 9. `report::write`: the report (table, spills, every finding of the
 //!    gates) to `report.txt`, also when a gate failed, and one warning when
 //!    something is notable; then `memo::record` writes the memo.
 //!
 //! A build that stands on the lock (no nvcc) runs 1, 2, then
-//! `device_code::placeholders`, `assemble::from_lock` (the same assembly
-//! over the lock's records) and `outputs::write_all`.
+//! `device_code::without_files`, `assemble::from_lock` (the same assembly
+//! over the lock's records, with the other parts of this run),
+//! `outputs::write_all` and `parts::record`.
 //!
 //! From the memo's miss (or a failure before it) to the end,
 //! `$OUT_DIR/occ/status.json` says `running` (`build_state::mark`), so `cargo
@@ -159,14 +160,15 @@ impl Build {
     /// print them, so that cargo reruns the script when a file or variable
     /// the build read changes.
     pub fn try_compile(&self) -> crate::Result<Report> {
-        self.try_compile_with(&Env::new())
+        let (result, directives) = self.run_with(&Env::new());
+        result.map_err(|e| crate::Error::new(e, directives))
     }
 
     /// Runs the build; returns its result and the cargo directives gathered,
     /// also on failure (the files and variables read are still watched, so
     /// fixing them reruns the build script). This is what [`Build::compile`]
     /// prints; occ's tests reach it through `Build::try_compile_with`
-    /// (`with_env.rs`).
+    /// (`with_env.rs`, with the feature `internal-test-env` only).
     pub(crate) fn run_with(&self, env: &Env) -> (Result<Report>, Directives) {
         let mut directives = Directives::default();
         let result = run(self, env, &mut directives);
@@ -226,14 +228,24 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     let lock = inputs.parse_lock()?;
     let compiled = compile(build, &inputs, &nvcc, planned)?;
     watch_inputs(&inputs, &compiled.outputs, directives);
-    let manifest = assemble(build, &inputs, &nvcc, &compiled, lock.as_ref(), directives)?;
+    let others = parts::theirs(&inputs.out_dir, build.part())?;
+    let manifest = assemble(
+        build,
+        &inputs,
+        &nvcc,
+        &compiled,
+        lock.as_ref(),
+        others.as_ref(),
+        directives,
+    )?;
     // The report holds every finding of the gates, also when one fails.
     let mut details = report::Details::new(&inputs.out_dir, &inputs.package);
-    if let Err(e) = gate::spills(build, &manifest, &mut details) {
+    if let Err(e) = gate::spills(build, &inputs.sources, &manifest, &mut details) {
+        parts::failed(&inputs.out_dir, build.part())?;
         report::write(&manifest, &details, &inputs, directives)?;
         return Err(e);
     }
-    gate::measured(&manifest, &mut details, directives);
+    gate::measured(&manifest, &inputs.sources, &mut details, directives);
     if let Some(host) = &compiled.host {
         hostlib::archive(
             host,
@@ -243,18 +255,25 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
         )?;
     }
     let view = outputs(build, &inputs, &nvcc, &compiled, &manifest, directives)?;
-    let candidate = parts::candidate(&view, build.part(), lock.as_ref());
+    let candidate = parts::candidate(
+        &view,
+        &manifest,
+        build.part(),
+        &inputs.sources,
+        lock.as_ref(),
+    );
     let gated = gate::baseline(
         build,
         &inputs,
         lock.as_ref(),
         &candidate,
-        &view.merged,
+        &manifest,
         &mut details,
         directives,
     );
-    report::write(&view.merged, &details, &inputs, directives)?;
+    report::write(&manifest, &details, &inputs, directives)?;
     if gated.is_err() && details.failed {
+        parts::failed(&inputs.out_dir, build.part())?;
         // The numbers are this build's; only the gate said no.
         build_state::mark(&inputs.out_dir, BuildState::GateFailed)?;
     }
@@ -263,7 +282,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     let unstable = compiled.outputs.iter().any(|o| o.unstable.is_some());
     memo::record(memo.as_ref(), build, env, &inputs, unstable, directives);
     Ok(Outcome {
-        manifest: Made::Manifest(view.merged),
+        manifest: Made::Manifest(manifest),
         out_dir: inputs.out_dir,
         nvcc_runs: compiled.outputs.iter().filter(|o| o.ran).count(),
     })
@@ -288,8 +307,8 @@ fn check_names(build: &Build, inputs: &Inputs) -> Result<()> {
     parts::check_sources(&inputs.out_dir, build.part(), &inputs.root, &inputs.sources)
 }
 
-/// A build without nvcc: the manifest from the committed lock, device code
-/// placeholders, and `manifest.json` and `kernels.rs` written from them.
+/// A build without nvcc: the manifest from the committed lock, the device
+/// code's blobs without files, and `manifest.json` and `kernels.rs` written from them.
 fn from_lock(
     build: &Build,
     inputs: &Inputs,
@@ -307,13 +326,30 @@ fn from_lock(
              checking and documenting the crate work, linking it does not"
         ));
     }
-    let device_code = device_code::placeholders(build.embed_mode(), &inputs.archs, &inputs.sources);
-    let manifest = assemble::from_lock(inputs, lock, reason, &device_code, directives)?;
-    let view = record_part(build, inputs, &manifest)?;
-    outputs::write_all(&view.merged, &inputs.out_dir)?;
+    let device_code =
+        device_code::without_files(build.embed_mode(), &inputs.archs, &inputs.sources);
+    let others = parts::theirs(&inputs.out_dir, build.part())?;
+    let manifest = assemble::from_lock(
+        inputs,
+        lock,
+        reason,
+        &device_code,
+        others.as_ref(),
+        directives,
+    )?;
+    // The spills the lock records are denied as a build with nvcc denies
+    // them.
+    let mut details = report::Details::new(&inputs.out_dir, &inputs.package);
+    if let Err(e) = gate::spills(build, &inputs.sources, &manifest, &mut details) {
+        parts::failed(&inputs.out_dir, build.part())?;
+        report::write(&manifest, &details, inputs, directives)?;
+        return Err(e);
+    }
+    outputs::write_all(&manifest, &inputs.out_dir)?;
+    record_part(build, inputs)?;
     build_state::mark(&inputs.out_dir, BuildState::Finished)?;
     Ok(Outcome {
-        manifest: Made::Manifest(view.merged),
+        manifest: Made::Manifest(manifest),
         out_dir: inputs.out_dir.clone(),
         nvcc_runs: 0,
     })
@@ -361,7 +397,7 @@ fn plan(
     } else {
         files::read_manifest(&inputs.out_dir.join(occ_model::schema::manifest::FILE_NAME)).ok()
     };
-    let caps = plan::register_caps(build, inputs, previous.as_ref());
+    let caps = plan::register_caps(build, inputs, previous.as_ref().map(|m| &m.kernels[..]));
     // The header every job pre-includes (`plan::folder_free_names`).
     files::write_atomic(
         &inputs.out_dir.join(plan::ANCHOR_FILE),
@@ -450,14 +486,15 @@ fn watch_inputs(inputs: &Inputs, outputs: &[JobOutput], directives: &mut Directi
 /// Stages 5 and 5½: the device code to embed (stage 7's files, written
 /// first: the manifest lists them), what each job contributed, every
 /// number of the build, the source lines of the kernels whose registers
-/// matter, and the manifest, assembled once from them (nvcc's warnings are
-/// passed on).
+/// matter, and the manifest, assembled once from them and the other parts
+/// of this run (nvcc's warnings are passed on).
 fn assemble(
     build: &Build,
     inputs: &Inputs,
     nvcc: &Nvcc,
     compiled: &Compiled,
     lock: Option<&Lock>,
+    others: Option<&Manifest>,
     directives: &mut Directives,
 ) -> Result<Manifest> {
     for warning in nvcc_text::warnings(compiled.outputs.iter().map(|o| o.log.as_str())) {
@@ -473,7 +510,7 @@ fn assemble(
         nvcc,
         compiled.toolkit.top.as_deref(),
     )?;
-    let judged = assemble::judge(inputs, &version, &jobs, lock, &device_code)?;
+    let judged = assemble::judge(inputs, &version, &jobs, lock, &device_code, others)?;
     let lines = if build.no_source_lines {
         Default::default()
     } else {
@@ -496,8 +533,9 @@ fn assemble(
 }
 
 /// Stage 7: `manifest.json` and `kernels.rs` of every part of this
-/// process; removes the files of jobs gone from the build. Returns the
-/// parts' view the baseline is judged on.
+/// process (the manifest assembled with the others); removes the files of
+/// jobs gone from the build; then lists the part (7½). Returns the parts'
+/// view the candidate lock is made with.
 fn outputs(
     build: &Build,
     inputs: &Inputs,
@@ -521,21 +559,21 @@ fn outputs(
         &inputs.out_dir,
     )?;
     // With several `Build`s in the build script, the files hold them all.
-    let view = record_part(build, inputs, manifest)?;
-    if let Some(note) = &view.clash {
-        directives.warn(note.clone());
-    }
-    outputs::write_all(&view.merged, &inputs.out_dir)?;
+    outputs::write_all(manifest, &inputs.out_dir)?;
     // A library job's files are also named per arch (`<stem>.<arch>.cubin`).
     let names: Vec<String> = compiled.jobs.iter().flat_map(Job::file_stems).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     outputs::remove_stale(&inputs.out_dir, build.part(), &names, &manifest.device_code);
+    let view = record_part(build, inputs)?;
+    if let Some(note) = &view.clash {
+        directives.warn(note.clone());
+    }
     Ok(view)
 }
 
-/// Stage 7½: records this part's manifest among the parts of this process
+/// Stage 7½: lists this part among the parts of this process
 /// (`parts::record`), with the flags the lock keeps for it.
-fn record_part(build: &Build, inputs: &Inputs, manifest: &Manifest) -> Result<parts::View> {
+fn record_part(build: &Build, inputs: &Inputs) -> Result<parts::View> {
     let flags = plan::recorded_flags(build, inputs);
     parts::record(
         &inputs.out_dir,
@@ -543,6 +581,5 @@ fn record_part(build: &Build, inputs: &Inputs, manifest: &Manifest) -> Result<pa
         &inputs.root,
         &inputs.sources,
         &flags,
-        manifest,
     )
 }

@@ -6,7 +6,7 @@
 
 use crate::stage::outputs;
 use occ_model::schema::manifest::{
-    Best, DeviceCode, Embed, Kernel, KernelArch, LaunchBounds, Manifest, Resources, Warning,
+    Best, DeviceCode, Embed, Facts, Kernel, KernelArch, LaunchBounds, Manifest, Resources, Warning,
     WarningKind,
 };
 use proptest::prelude::*;
@@ -59,17 +59,19 @@ fn kernel_arch() -> impl Strategy<Value = KernelArch> {
             |(warnings, registers, barriers, static_smem, stack_frame, stores, loads, file)| {
                 KernelArch {
                     resources: Resources {
-                        registers,
-                        barriers,
-                        static_smem,
-                        stack_frame,
-                        cumulative_stack: None,
-                        spill_stores: stores,
-                        spill_loads: loads,
-                        launch_bounds: LaunchBounds::default(),
-                        maxrregcount: None,
+                        facts: Facts {
+                            registers,
+                            barriers,
+                            static_smem,
+                            stack_frame,
+                            cumulative_stack: None,
+                            spill_stores: stores,
+                            spill_loads: loads,
+                            launch_bounds: LaunchBounds::default(),
+                            maxrregcount: None,
+                        },
                         declared: None,
-                        cubin_hash: String::new(),
+                        cubin_hash: None,
                         best: Best {
                             block_size: 256,
                             active_blocks_per_sm: 4,
@@ -82,8 +84,8 @@ fn kernel_arch() -> impl Strategy<Value = KernelArch> {
                     cliffs: None,
                     cmem: BTreeMap::new(),
                     warnings,
-                    cubin: format!("{file}.cubin"),
-                    ptx: format!("{file}.ptx"),
+                    cubin: Some(format!("{file}.cubin")),
+                    ptx: Some(format!("{file}.ptx")),
                     lines: None,
                 }
             },
@@ -189,7 +191,7 @@ proptest! {
         let rs = occ_model::render::kernels_rs::kernels_rs(&m);
         prop_assert!(syn::parse_file(&rs).is_ok(), "kernels.rs must parse:\n{rs}");
         let dc = occ_model::render::kernels_rs::device_code_rs(&m, |b| occ_model::render::kernels_rs::Reach::Assembled {
-            symbol: format!("occ_dc_{}", b.file.len()),
+            symbol: format!("occ_dc_{}", b.file.as_deref().unwrap_or_default().len()),
             len: 8,
         });
         prop_assert!(syn::parse_file(&dc).is_ok(), "device_code.rs must parse:\n{dc}");
@@ -283,7 +285,7 @@ proptest! {
     ) {
         let mut m = m;
         let k = m.kernels[0].archs.values_mut().next().ok_or_else(|| TestCaseError::fail("no arch"))?;
-        if ptx_field { k.ptx = bad.to_string() } else { k.cubin = bad.to_string() }
+        if ptx_field { k.ptx = Some(bad.to_string()) } else { k.cubin = Some(bad.to_string()) }
         let err = Manifest::from_json(&m.to_json(), Path::new("m.json"))
             .err()
             .map(|e| e.to_string())
@@ -314,17 +316,19 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
     let mut m = outputs::tests::manifest(vec![], Vec::new());
     let k = KernelArch {
         resources: Resources {
-            registers: 8,
-            barriers: None,
-            static_smem: 0,
-            stack_frame: 0,
-            cumulative_stack: None,
-            spill_stores: 0,
-            spill_loads: 0,
-            launch_bounds: LaunchBounds::default(),
-            maxrregcount: None,
+            facts: Facts {
+                registers: 8,
+                barriers: None,
+                static_smem: 0,
+                stack_frame: 0,
+                cumulative_stack: None,
+                spill_stores: 0,
+                spill_loads: 0,
+                launch_bounds: LaunchBounds::default(),
+                maxrregcount: None,
+            },
             declared: None,
-            cubin_hash: String::new(),
+            cubin_hash: None,
             best: Best {
                 block_size: 256,
                 active_blocks_per_sm: 8,
@@ -337,8 +341,8 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
         cliffs: None,
         cmem: BTreeMap::new(),
         warnings: vec![],
-        cubin: "2d.sm_80.cubin".into(),
-        ptx: "2d.sm_80.ptx".into(),
+        cubin: Some("2d.sm_80.cubin".into()),
+        ptx: Some("2d.sm_80.ptx".into()),
         lines: None,
     };
     m.kernels.push(Kernel {
@@ -355,7 +359,7 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
         source: "2d.cu".into(),
         kind: Embed::Fatbin,
         arch: None,
-        file: "2d.fatbin".into(),
+        file: Some("2d.fatbin".into()),
     });
     let rs = occ_model::render::kernels_rs::kernels_rs(&m);
     assert!(rs.contains("code: Some(&DEVICE_CODE_ARRAY[0])"), "{rs}");

@@ -2,15 +2,20 @@
 //! how occ's own tests (and tools) run many builds in one process, each with
 //! its own variables, printing nothing.
 //!
-//! Why two `#[doc(hidden)]` methods on `Build`, and not a public module or a
-//! cargo feature. A public module was a second API under the build script's
-//! semver (issue 38). A feature (`testing`) would be unified across the
-//! build graph, so one crate enabling it enables it for every build script
-//! there, and it would be one more thing the manifest promises. These
-//! methods are on no documentation page, hidden items are outside the
-//! semver promise by convention (cargo-semver-checks skips them), and they
-//! take occ-shell's [`Env`], which only a crate that depends on occ-shell
-//! itself can make: a build script has no reason to.
+//! Why two `#[doc(hidden)]` methods behind the feature `internal-test-env`.
+//! They take occ-shell's [`Env`], and with them in every build occ-shell
+//! would be part of occ-build's public API: a type a build script can
+//! name, and a semver hazard each time occ-shell changes. A public module
+//! was a second API under the build script's semver; process environment
+//! variables instead of a reader would not do either, as tests run many
+//! builds in one process, and the replay of recorded nvcc runs
+//! (`Env::with_programs`) is no variable. So the door exists only where the
+//! feature is on: occ's own test crates (`tests`, `tests/oracle`,
+//! cargo-occ's tests), none of them published or a dependency of anyone.
+//! Cargo unifies features, so a build graph holding one of those crates
+//! gets the methods in every occ-build of that graph; no user's graph
+//! does. The feature's name says it is no API, and the methods are hidden
+//! from the docs as before.
 
 use crate::builder::Build;
 use crate::pipeline::Report;

@@ -138,7 +138,13 @@ pub fn undeclared_shape(args: &Args, kernel: &Kernel, ka: &KernelArch) -> Option
         return None;
     }
     let block = shape.with_threads(shape.fixed_threads());
-    if ka.launch_bounds.req_threads.map(|r| r.map(|d| d.max(1))) == Some(block) {
+    if ka
+        .facts
+        .launch_bounds
+        .req_threads
+        .map(|r| r.map(|d| d.max(1)))
+        == Some(block)
+    {
         return None;
     }
     let mut launch = match block {

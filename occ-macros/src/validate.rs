@@ -2,7 +2,7 @@
 //! arch the site launches on (at build.rs's declared launch when there is
 //! one: [`crate::declared`]). The launch comes from the one rule the
 //! build's manifest, `kernels.rs` and the gate use too,
-//! [`occ_model::occ_model::model::declared::decide`] on [`occ_model::compiler::analyze::resources`]:
+//! [`occ_model::occ_model::model::declared::decide`] on [`occ_model::compiler::analyze::model_of`]:
 //! exactly build.rs's launch, else the best block the site's options allow.
 
 use crate::args::{Args, DynamicSmemArg, Errors};
@@ -274,7 +274,7 @@ fn check_spills(
         .any(|(_, ka)| ka.lines.as_ref().is_some_and(|l| !l.describe().is_empty()));
     let over: Vec<String> = archs
         .iter()
-        .filter(|(_, ka)| ka.spill_bytes() > budget)
+        .filter(|(_, ka)| ka.facts.spill_bytes() > budget)
         .map(|(a, ka)| {
             // `at kernels/q.cu:142 (loop at :130), peak pressure 255 at :151`
             // when the build located the spills (nvdisasm).
@@ -284,9 +284,9 @@ fn check_spills(
             };
             format!(
                 "{a} ({} bytes: {} bytes spill stores, {} bytes spill loads){at}",
-                ka.spill_bytes(),
-                ka.spill_stores,
-                ka.spill_loads
+                ka.facts.spill_bytes(),
+                ka.facts.spill_stores,
+                ka.facts.spill_loads
             )
         })
         .collect();
@@ -357,7 +357,10 @@ fn measurement<'m>(
         .measured
         .iter()
         .find(|m| m.key() == key)
-        .filter(|m| !matches!(m.staleness(Some(&ka.cubin_hash)), Staleness::Stale { .. }))
+        .filter(|m| {
+            let hash = ka.cubin_hash.as_deref().unwrap_or_default();
+            !matches!(m.staleness(Some(hash)), Staleness::Stale { .. })
+        })
 }
 
 /// The fastest measured block the site's request allows and the kernel can
@@ -410,7 +413,7 @@ fn tune_arch(
         }
     };
     let limits = target.arch;
-    let resources = occ_model::compiler::analyze::resources(ka);
+    let resources = occ_model::compiler::analyze::model_of(&ka.facts);
     let by_build = declared::by_build(ka);
     let request = arch_request(args, kernel, ka, by_build)?;
     let from_measurement = measured.and_then(|m| measured_best(m, limits, &resources, &request));
@@ -446,7 +449,7 @@ fn tune_arch(
         was_measured,
         by_build.is_some(),
     )?;
-    let block = match (by_build, &args.block, ka.launch_bounds.req_threads) {
+    let block = match (by_build, &args.block, ka.facts.launch_bounds.req_threads) {
         (Some(decl), _, _) => decl.launch.block,
         (None, Some(shape), _) => shape.value.with_threads(best.block_size),
         (None, None, Some(req)) => req.map(|d| d.max(1)),
@@ -521,7 +524,7 @@ fn require_block(
     ka: &KernelArch,
     request: &mut TuneRequest,
 ) -> Result<(), Failure> {
-    if let Some(required) = ka.launch_bounds.required_block_size() {
+    if let Some(required) = ka.facts.launch_bounds.required_block_size() {
         // A `.reqntid` kernel launches with exactly that many threads.
         if let Some(max) = &args.max_block_size {
             if max.value < required {
@@ -599,8 +602,8 @@ fn no_block_fits(
         format!("kernel `{}` cannot launch with these options:", kernel.base_name),
         format!(
             "on {arch_name} ({} registers, {} bytes of static shared memory, {}{} bytes of shared memory per block at most)",
-            ka.registers,
-            ka.static_smem,
+            ka.facts.registers,
+            ka.facts.static_smem,
             match request.dynamic_smem {
                 DynamicSmem::Fixed(0) => String::new(),
                 d => format!("{} bytes of dynamic shared memory at 1 thread, ", d.bytes(1)),
@@ -717,7 +720,7 @@ fn apply_shape(
             .collect();
         format!("({})", d.join(", "))
     };
-    if let Some(req) = ka.launch_bounds.req_threads {
+    if let Some(req) = ka.facts.launch_bounds.req_threads {
         let agrees = sh
             .dims
             .iter()
@@ -734,7 +737,7 @@ fn apply_shape(
         }
     }
     let fixed = sh.fixed_threads();
-    if let Some(max) = ka.launch_bounds.max_threads_per_block() {
+    if let Some(max) = ka.facts.launch_bounds.max_threads_per_block() {
         if fixed > max {
             return fail(
                 shape.span,

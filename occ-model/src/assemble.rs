@@ -7,7 +7,12 @@
 //!   [`crate::compiler::analyze::contribution`] and kept with its record, or the
 //!   lock's records for a build without nvcc, [`crate::schema::lock::Lock::contributions`]);
 //! - build.rs's declared launches, the lock's measurements, the device
-//!   code embedded, and the source lines nvdisasm located.
+//!   code embedded, and the source lines nvdisasm located;
+//! - the other parts of the run (the `Build`s of one build script into one
+//!   `OUT_DIR`, [`Assembly::others`]), as their own assemblies made them:
+//!   their kernels, device code and measurements join this build's, and
+//!   every kernel's identifier is assigned here, once, over them all, so
+//!   that the manifest assembled is the one written.
 //!
 //! Each kernel × arch is built once, whole: its best launch, its declared
 //! launch, its cliffs at the launch it is judged at, its lines. Nothing is
@@ -32,6 +37,7 @@
 //!     launches: &[],
 //!     measured: &[],
 //!     device_code: &[],
+//!     others: None,
 //! };
 //! let judged = assemble::judge(&assembly).unwrap();
 //! assert!(judged.lines_wanted().is_empty());
@@ -75,6 +81,13 @@ pub struct Assembly<'a> {
     pub measured: &'a [Measured],
     /// The device code embedded.
     pub device_code: &'a [DeviceCode],
+    /// The other parts of this run of the build script, as their builds
+    /// assembled them (`manifest.json`'s kernels of their sources, their
+    /// device code and measurements): kept as they are but for each
+    /// kernel's identifier, made unique over this build and them; a kernel
+    /// of a source this build compiles is this build's. `None` for a
+    /// build alone.
+    pub others: Option<&'a Manifest>,
 }
 
 /// Source lines located by nvdisasm, by `(cubin, symbol)`.
@@ -90,6 +103,8 @@ pub struct Judged {
     kernels: Vec<JudgedKernel>,
     device_code: Vec<DeviceCode>,
     measured: Vec<Measured>,
+    /// The other parts' kernels, with their identifiers of this assembly.
+    others: Vec<Kernel>,
 }
 
 #[derive(Debug, Clone)]
@@ -113,37 +128,34 @@ struct JudgedArch {
 /// cliffs there. Errors: a pattern that matches no kernel, two that give
 /// a kernel different launches, a launch that cannot run a kernel.
 pub fn judge(a: &Assembly<'_>) -> Result<Judged> {
-    // By (symbol, source): the order of the kernel table.
-    let mut by_key: BTreeMap<(&str, &str), BTreeMap<&str, &Compiled>> = BTreeMap::new();
-    for job in a.jobs {
-        for k in &job.kernels {
-            by_key
-                .entry((k.name.as_str(), job.source.as_str()))
-                .or_default()
-                .insert(job.arch.as_str(), k);
-        }
-    }
-    let keys: Vec<(&str, &str)> = by_key.keys().copied().collect();
-    let idents = analyze::idents(&keys);
-    let names: Vec<[&str; 4]> = by_key
+    let own = group(a.jobs);
+    let sources: BTreeSet<&str> = a.jobs.iter().map(|j| j.source.as_str()).collect();
+    let others: Vec<&Kernel> = a
+        .others
         .iter()
-        .zip(&idents)
-        .filter_map(|(((_, _), archs), ident)| {
+        .flat_map(|m| &m.kernels)
+        .filter(|k| !sources.contains(k.source.as_str()) && !own.contains_key(&key_of(k)))
+        .collect();
+    let idents = idents_over(&own, &others);
+    let names: Vec<[&str; 4]> = own
+        .iter()
+        .filter_map(|(key, archs)| {
             let k = archs.values().next()?;
             Some([
                 k.name.as_str(),
                 k.base_name.as_str(),
                 k.short_name.as_str(),
-                ident.as_str(),
+                idents[key].as_str(),
             ])
         })
         .collect();
     declared::check_patterns(&names, a.launches)?;
-    let mut kernels = Vec::with_capacity(by_key.len());
-    for (((_, source), archs), ident) in by_key.iter().zip(idents) {
+    let mut kernels = Vec::with_capacity(own.len());
+    for (key @ (_, source), archs) in &own {
         let Some(first) = archs.values().next() else {
             continue;
         };
+        let ident = idents[key].clone();
         let names = [
             first.name.clone(),
             first.base_name.clone(),
@@ -162,22 +174,165 @@ pub fn judge(a: &Assembly<'_>) -> Result<Judged> {
             archs: judged,
         });
     }
-    let measured = measured::rebase(a.measured, |m| {
-        names::find_kernel(&kernels, &m.kernel, &m.source, |k| {
+    let others: Vec<Kernel> = others
+        .into_iter()
+        .map(|k| Kernel {
+            ident: idents[&key_of(k)].clone(),
+            ..k.clone()
+        })
+        .collect();
+    let measured = measured_of(a, &kernels, &others);
+    let (package, nvcc, origin, archs, device_code) = match a.others {
+        // The first part gives the package and nvcc version; a part that
+        // stood on the lock makes the whole from the lock.
+        Some(m) => (
+            m.package.clone(),
+            m.nvcc.clone(),
+            if m.origin == Origin::Lock {
+                Origin::Lock
+            } else {
+                a.origin
+            },
+            union(&m.archs, a.archs),
+            device_code(&m.device_code, a.device_code, &sources),
+        ),
+        None => (
+            a.package.to_string(),
+            a.nvcc.to_string(),
+            a.origin,
+            a.archs.to_vec(),
+            a.device_code.to_vec(),
+        ),
+    };
+    Ok(Judged {
+        package,
+        origin,
+        nvcc,
+        archs,
+        kernels,
+        device_code,
+        measured,
+        others,
+    })
+}
+
+/// The kernels of `jobs`, each once by `(symbol, source)` (the order of
+/// the kernel table), with what each arch's job compiled: the grouping
+/// of [`judge`] and of [`names`].
+fn group(jobs: &[Contribution]) -> BTreeMap<(&str, &str), BTreeMap<&str, &Compiled>> {
+    let mut by_key: BTreeMap<(&str, &str), BTreeMap<&str, &Compiled>> = BTreeMap::new();
+    for job in jobs {
+        for k in &job.kernels {
+            by_key
+                .entry((k.name.as_str(), job.source.as_str()))
+                .or_default()
+                .insert(job.arch.as_str(), k);
+        }
+    }
+    by_key
+}
+
+/// Each kernel's identifier, unique over this build's kernels and the
+/// other parts' ([`analyze::idents`] over the union, in table order).
+fn idents_over<'k, V>(
+    own: &BTreeMap<(&'k str, &'k str), V>,
+    others: &[&'k Kernel],
+) -> BTreeMap<(&'k str, &'k str), String> {
+    let keys: BTreeSet<(&str, &str)> = own
+        .keys()
+        .copied()
+        .chain(others.iter().map(|k| key_of(k)))
+        .collect();
+    let keys: Vec<(&str, &str)> = keys.into_iter().collect();
+    let idents = analyze::idents(&keys);
+    keys.into_iter().zip(idents).collect()
+}
+
+/// A kernel's key in the table: `(symbol, source)`.
+fn key_of(k: &Kernel) -> (&str, &str) {
+    (k.name.as_str(), k.source.as_str())
+}
+
+/// The archs of `first`, then those of `then` it lacks: build order.
+fn union(first: &[String], then: &[String]) -> Vec<String> {
+    let mut archs = first.to_vec();
+    archs.extend(then.iter().filter(|a| !first.contains(a)).cloned());
+    archs
+}
+
+/// The other parts' device code (less any of this build's sources), then
+/// this build's, by source; within one, the build order of archs.
+fn device_code(
+    others: &[DeviceCode],
+    own: &[DeviceCode],
+    sources: &BTreeSet<&str>,
+) -> Vec<DeviceCode> {
+    let mut blobs: Vec<DeviceCode> = others
+        .iter()
+        .filter(|b| !sources.contains(b.source.as_str()))
+        .filter(|b| !own.iter().any(|o| o.source == b.source && o.arch == b.arch))
+        .cloned()
+        .collect();
+    blobs.extend(own.iter().cloned());
+    blobs.sort_by(|a, b| a.source.cmp(&b.source));
+    blobs
+}
+
+/// The measurements of the kernels × archs the table holds: the other
+/// parts' of their kernels, and the lock's of this build's, each under
+/// its kernel's source of today (a moved file keeps its measurements);
+/// each key once.
+fn measured_of(a: &Assembly<'_>, kernels: &[JudgedKernel], others: &[Kernel]) -> Vec<Measured> {
+    let own = measured::rebase(a.measured, |m| {
+        names::find_kernel(kernels, &m.kernel, &m.source, |k| {
             (k.compiled.name.as_str(), k.source.as_str())
         })
         .filter(|k| k.archs.contains_key(&m.arch))
         .map(|k| k.source.clone())
     });
-    Ok(Judged {
-        package: a.package.to_string(),
-        origin: a.origin,
-        nvcc: a.nvcc.to_string(),
-        archs: a.archs.to_vec(),
-        kernels,
-        device_code: a.device_code.to_vec(),
-        measured,
-    })
+    if a.others.is_none() {
+        return own;
+    }
+    let mut all: Vec<Measured> = a
+        .others
+        .iter()
+        .flat_map(|m| &m.measured)
+        .filter(|m| {
+            others.iter().any(|k| {
+                k.name == m.kernel && k.source == m.source && k.archs.contains_key(&m.arch)
+            })
+        })
+        .filter(|m| !own.iter().any(|o| o.key() == m.key()))
+        .cloned()
+        .collect();
+    all.extend(own);
+    measured::sort(&mut all);
+    all
+}
+
+/// The kernels `jobs` contributed, each once, grouped and named as
+/// [`judge`] groups and names them (its identifier unique over them), with
+/// its parameters and the archs it was compiled for, before anything is
+/// judged: what a register cap that names a kernel is placed by
+/// ([`crate::schema::manifest::lookup`] finds it).
+pub fn names(jobs: &[Contribution]) -> Vec<Kernel<()>> {
+    let own = group(jobs);
+    let idents = idents_over(&own, &[]);
+    own.iter()
+        .filter_map(|(key @ (_, source), archs)| {
+            let k = archs.values().next()?;
+            Some(Kernel {
+                name: k.name.clone(),
+                demangled: k.demangled.clone(),
+                base_name: k.base_name.clone(),
+                short_name: k.short_name.clone(),
+                ident: idents[key].clone(),
+                source: source.to_string(),
+                params: k.params.clone(),
+                archs: archs.keys().map(|a| (a.to_string(), ())).collect(),
+            })
+        })
+        .collect()
 }
 
 /// The manifest of a build that locates no source lines (one from the
@@ -206,7 +361,12 @@ fn judge_arch(arch: &str, k: &Compiled, by_build: Option<&(String, Launch)>) -> 
                 detail,
             },
         })?;
-    let resources = Resources::new(k.facts.clone(), best, declared, k.cubin_hash.clone());
+    let resources = Resources {
+        facts: k.facts.clone(),
+        best,
+        declared,
+        cubin_hash: k.cubin_hash.clone(),
+    };
     let cliffs = cliff::at_judged(arch, &resources).map_err(occupancy_error)?;
     Ok(JudgedArch {
         resources,
@@ -223,11 +383,12 @@ impl Judged {
         let mut wanted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for k in &self.kernels {
             for a in k.archs.values() {
-                if !a.compiled.cubin.is_empty()
-                    && cliff::registers_matter_at(&a.resources, a.cliffs.as_ref())
-                {
+                let Some(cubin) = &a.compiled.cubin else {
+                    continue;
+                };
+                if cliff::registers_matter_at(&a.resources, a.cliffs.as_ref()) {
                     wanted
-                        .entry(a.compiled.cubin.clone())
+                        .entry(cubin.clone())
                         .or_default()
                         .insert(k.compiled.name.clone());
                 }
@@ -239,7 +400,7 @@ impl Judged {
     /// The manifest, with the source lines located (those of kernels
     /// [`Judged::lines_wanted`] named; a kernel without lines has none).
     pub fn finish(self, lines: &Lines) -> Manifest {
-        let kernels = self
+        let mut kernels = self
             .kernels
             .into_iter()
             .map(|k| {
@@ -247,14 +408,19 @@ impl Judged {
                     .archs
                     .into_iter()
                     .map(|(arch, a)| {
-                        let key = (a.compiled.cubin, k.compiled.name.clone());
-                        let lines = lines.get(&key).filter(|l| !l.is_empty()).cloned();
+                        let lines = a
+                            .compiled
+                            .cubin
+                            .as_ref()
+                            .and_then(|cubin| lines.get(&(cubin.clone(), k.compiled.name.clone())))
+                            .filter(|l| !l.is_empty())
+                            .cloned();
                         let entry = KernelArch {
                             resources: a.resources,
                             cliffs: a.cliffs,
                             cmem: a.compiled.cmem,
                             warnings: a.compiled.warnings,
-                            cubin: key.0,
+                            cubin: a.compiled.cubin,
                             ptx: a.compiled.ptx,
                             lines,
                         };
@@ -272,7 +438,9 @@ impl Judged {
                     archs,
                 }
             })
-            .collect();
+            .chain(self.others)
+            .collect::<Vec<_>>();
+        kernels.sort_by(|a, b| a.name.cmp(&b.name).then(a.source.cmp(&b.source)));
         Manifest {
             schema: SCHEMA_VERSION,
             package: self.package,
@@ -297,7 +465,7 @@ mod tests {
     /// One job of `kernels/kernels.cu` on sm_80 with `-maxrregcount 16`,
     /// its log and PTX as nvcc 13.5 left them in one run
     /// (tests/fixtures/regen.sh), hashed as `hash`.
-    fn job(hash: &str) -> Contribution {
+    fn job(hash: Option<&str>) -> Contribution {
         let signatures = Signatures::default();
         let args = ["-maxrregcount".to_string(), "16".to_string()];
         let text = JobText {
@@ -327,6 +495,7 @@ mod tests {
             launches,
             measured: &[],
             device_code: &[],
+            others: None,
         }
     }
 
@@ -334,7 +503,7 @@ mod tests {
     fn a_build_from_the_lock_gives_the_numbers_of_the_build_with_nvcc() {
         let archs = ["sm_80".to_string()];
         let launches = [("*".to_string(), Launch::block(128))];
-        let jobs = [job("c0ffee")];
+        let jobs = [job(Some("c0ffee"))];
         let live = manifest(&assembly(Origin::Nvcc, &archs, &jobs, &launches)).expect("live");
         assert!(live.kernels.len() > 3, "{}", live.kernels.len());
         let lock = Lock::from_manifest(&live);
@@ -355,7 +524,7 @@ mod tests {
             // not carry (the files, ptxas's words) differs.
             assert_eq!(x.resources, y.resources, "{}", a.name);
             assert_eq!(x.cliffs, y.cliffs, "{}", a.name);
-            assert_eq!(x.resources.cubin_hash, "c0ffee");
+            assert_eq!(x.resources.cubin_hash.as_deref(), Some("c0ffee"));
             assert!(x.has_device_code() && !y.has_device_code());
         }
     }
@@ -363,7 +532,7 @@ mod tests {
     #[test]
     fn each_kernel_arch_is_made_whole_at_its_declared_launch() {
         let archs = ["sm_80".to_string()];
-        let jobs = [job("")];
+        let jobs = [job(None)];
         let launches = [("*".to_string(), Launch::block(64))];
         let m = manifest(&assembly(Origin::Nvcc, &archs, &jobs, &launches)).expect("manifest");
         for k in &m.kernels {
@@ -381,7 +550,7 @@ mod tests {
     #[test]
     fn lines_are_asked_for_where_registers_matter_and_kept_only_there() {
         let archs = ["sm_80".to_string()];
-        let jobs = [job("")];
+        let jobs = [job(None)];
         let judged = judge(&assembly(Origin::Nvcc, &archs, &jobs, &[])).expect("judged");
         let wanted = judged.lines_wanted();
         let m = judged.clone().finish(&Lines::new());
@@ -423,7 +592,7 @@ mod tests {
     #[test]
     fn a_pattern_that_matches_no_kernel_is_refused_naming_the_closest() {
         let archs = ["sm_80".to_string()];
-        let jobs = [job("")];
+        let jobs = [job(None)];
         let launches = [("no_such_kernel*".to_string(), Launch::block(64))];
         let e = manifest(&assembly(Origin::Nvcc, &archs, &jobs, &launches))
             .expect_err("no kernel matches");

@@ -7,7 +7,7 @@
 use crate::schema::lock::{Lock, LockKernel};
 use crate::schema::manifest::{Declared, DeclaredBy, Launch, Resources};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
 
 mod reason;
@@ -418,7 +418,8 @@ impl fmt::Display for Unchecked {
 }
 
 /// Lock entries paired with the build's kernels: by symbol and source,
-/// then by symbol alone (a moved file), the rest unpaired.
+/// then by symbol alone (a moved file), the rest unpaired. Each kernel is
+/// looked up by its key once (a map per side), so pairing is linear.
 fn pair<'a>(
     lock: &'a Lock,
     candidate: &'a Lock,
@@ -426,33 +427,52 @@ fn pair<'a>(
     let mut used_before = vec![false; lock.kernels.len()];
     let mut used_after = vec![false; candidate.kernels.len()];
     let mut pairs = Vec::new();
+    // The lock's kernels by symbol and source, in order (the first unused
+    // one pairs first).
+    let mut by_key: HashMap<(&str, &str), VecDeque<usize>> = HashMap::new();
+    for (j, b) in lock.kernels.iter().enumerate() {
+        crate::work::step(1);
+        by_key
+            .entry((b.name.as_str(), b.source.as_str()))
+            .or_default()
+            .push_back(j);
+    }
     for (i, a) in candidate.kernels.iter().enumerate() {
-        if let Some(j) = lock
-            .kernels
-            .iter()
-            .enumerate()
-            .position(|(j, b)| !used_before[j] && b.name == a.name && b.source == a.source)
-        {
+        crate::work::step(1);
+        let key = (a.name.as_str(), a.source.as_str());
+        if let Some(j) = by_key.get_mut(&key).and_then(VecDeque::pop_front) {
             used_before[j] = true;
             used_after[i] = true;
             pairs.push((Some(&lock.kernels[j]), Some(a)));
         }
     }
     // A symbol left once on each side is the same kernel in another file.
+    let mut left_before: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (j, b) in lock
+        .kernels
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| !used_before[*j])
+    {
+        crate::work::step(1);
+        left_before.entry(b.name.as_str()).or_default().push(j);
+    }
+    let mut left_after: HashMap<&str, usize> = HashMap::new();
+    for (_, a) in candidate
+        .kernels
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !used_after[*i])
+    {
+        crate::work::step(1);
+        *left_after.entry(a.name.as_str()).or_default() += 1;
+    }
     for (i, a) in candidate.kernels.iter().enumerate() {
-        if used_after[i] {
+        crate::work::step(1);
+        if used_after[i] || left_after.get(a.name.as_str()) != Some(&1) {
             continue;
         }
-        let unpaired_after = candidate
-            .kernels
-            .iter()
-            .enumerate()
-            .filter(|(k, x)| !used_after[*k] && x.name == a.name)
-            .count();
-        let before: Vec<usize> = (0..lock.kernels.len())
-            .filter(|&j| !used_before[j] && lock.kernels[j].name == a.name)
-            .collect();
-        if let ([j], 1) = (before.as_slice(), unpaired_after) {
+        if let Some([j]) = left_before.get(a.name.as_str()).map(Vec::as_slice) {
             used_before[*j] = true;
             used_after[i] = true;
             pairs.push((Some(&lock.kernels[*j]), Some(a)));
@@ -631,11 +651,24 @@ fn name_renames(findings: &mut [Finding]) {
         let (a, b) = (&findings[a], &findings[b]);
         (&a.arch, &a.kernel, &a.source).cmp(&(&b.arch, &b.kernel, &b.source))
     });
+    // The new kernels by arch: a gone kernel is scored against those of its
+    // arch only (gone x new, not gone x findings).
+    let mut new_on: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (n, f) in findings.iter().enumerate().filter(|(_, f)| is_new(f)) {
+        new_on.entry(f.arch.as_str()).or_default().push(n);
+    }
+    let new_on: HashMap<String, Vec<usize>> = new_on
+        .into_iter()
+        .map(|(arch, n)| (arch.to_string(), n))
+        .collect();
     let mut taken = vec![false; findings.len()];
     for g in gone {
         let old = &findings[g];
-        let best = (0..findings.len())
-            .filter(|&n| !taken[n] && is_new(&findings[n]) && findings[n].arch == old.arch)
+        let candidates = new_on.get(&old.arch).map_or(&[][..], Vec::as_slice);
+        let best = candidates
+            .iter()
+            .copied()
+            .filter(|&n| !taken[n])
             .max_by(|&x, &y| {
                 let score = |n: usize| {
                     let f = &findings[n];
@@ -736,7 +769,7 @@ fn judge(
             }),
         });
     }
-    let (bs, as_) = (before.spill_bytes(), after.spill_bytes());
+    let (bs, as_) = (before.facts.spill_bytes(), after.facts.spill_bytes());
     if bs == 0 && as_ > 0 {
         worse.push(Reason::NewSpills { bytes: as_ });
     } else if as_ > bs {
@@ -750,7 +783,7 @@ fn judge(
             after: as_,
         });
     }
-    let (br, ar) = (before.registers, after.registers);
+    let (br, ar) = (before.facts.registers, after.facts.registers);
     if ar > br.saturating_add(threshold) {
         worse.push(Reason::RegistersPastThreshold {
             before: br,
@@ -769,10 +802,10 @@ fn judge(
             threshold,
         });
     }
-    if before.static_smem != after.static_smem {
+    if before.facts.static_smem != after.facts.static_smem {
         neutral.push(Reason::StaticSmem {
-            before: before.static_smem,
-            after: after.static_smem,
+            before: before.facts.static_smem,
+            after: after.facts.static_smem,
         });
     }
     if before.best.block_size != after.best.block_size {
@@ -809,7 +842,7 @@ fn judge(
     // The cubin's hash changes with any edit of the code; it matters only
     // to a measurement, which the build checks (`gate::measured_code`).
     let numbers = |r: &Resources| Resources {
-        cubin_hash: String::new(),
+        cubin_hash: None,
         ..r.clone()
     };
     if numbers(before) != numbers(after) {
@@ -838,8 +871,8 @@ fn near_cliff(arch: &str, before: &Resources, after: &Resources, margin: u32) ->
         return None;
     }
     let was_near = cliff(before).is_some_and(|c| c.registers.within(margin));
-    let same = before.registers == after.registers
-        && before.static_smem == after.static_smem
+    let same = before.facts.registers == after.facts.registers
+        && before.facts.static_smem == after.facts.static_smem
         && before.judged().block_size == after.judged().block_size;
     if was_near || same {
         return None;
@@ -870,14 +903,20 @@ impl Group<'_> {
     /// The distinct kernels, in order, each with the archs it has in the group.
     pub fn kernels(&self) -> Vec<(&str, Vec<&str>)> {
         let mut out: Vec<(&str, Vec<&str>)> = Vec::new();
+        // Where each kernel is in `out`, and the (kernel, arch)s seen.
+        let mut at: HashMap<&str, usize> = HashMap::new();
+        let mut seen: HashSet<(&str, &str)> = HashSet::new();
         for f in &self.findings {
-            match out.iter_mut().find(|(k, _)| *k == f.kernel) {
-                Some((_, archs)) => {
-                    if !archs.contains(&f.arch.as_str()) {
-                        archs.push(&f.arch);
-                    }
+            crate::work::step(1);
+            if !seen.insert((&f.kernel, &f.arch)) {
+                continue;
+            }
+            match at.get(f.kernel.as_str()) {
+                Some(&i) => out[i].1.push(&f.arch),
+                None => {
+                    at.insert(&f.kernel, out.len());
+                    out.push((&f.kernel, vec![&f.arch]));
                 }
-                None => out.push((&f.kernel, vec![&f.arch])),
             }
         }
         out
@@ -990,7 +1029,12 @@ pub(crate) fn judged_occupancy(
             },
         ),
         (None, Some(now)) => {
-            match crate::model::declared::declared(arch, before, &now.launch, now.by.clone()) {
+            match crate::model::declared::declared_for(
+                arch,
+                &before.facts,
+                &now.launch,
+                now.by.clone(),
+            ) {
                 Ok(then) => judged(at(&then), at(now), JudgedAt::Launch { launch: now.launch }),
                 // The old resources cannot take the new launch: compare best to best.
                 Err(_) => judged(best(before), best(after), JudgedAt::Best),
@@ -1005,21 +1049,23 @@ pub(crate) mod tests {
     use crate::model::declared::{DeclaredBy, Launch};
     use crate::render::text_table::{render_diff, render_diff_bounded};
     use crate::schema::lock::LOCK_SCHEMA;
-    use crate::schema::manifest::{Best, Kernel, LaunchBounds};
+    use crate::schema::manifest::{Best, Facts, Kernel, LaunchBounds};
 
     pub(crate) fn arch(registers: u32, warps: u32, spills: u32) -> Resources {
         Resources {
-            registers,
-            static_smem: 0,
-            spill_stores: spills,
-            spill_loads: spills,
-            stack_frame: 0,
-            cumulative_stack: Some(0),
-            maxrregcount: None,
+            facts: Facts {
+                registers,
+                static_smem: 0,
+                spill_stores: spills,
+                spill_loads: spills,
+                stack_frame: 0,
+                cumulative_stack: Some(0),
+                maxrregcount: None,
+                barriers: Some(0),
+                launch_bounds: LaunchBounds::default(),
+            },
             declared: None,
-            cubin_hash: String::new(),
-            barriers: Some(0),
-            launch_bounds: LaunchBounds::default(),
+            cubin_hash: None,
             best: Best {
                 block_size: 256,
                 active_blocks_per_sm: warps / 8,
@@ -1253,12 +1299,13 @@ pub(crate) mod tests {
 
     #[test]
     fn a_declared_launch_is_judged_at_that_launch() {
-        use crate::model::declared::declared;
+        use crate::model::declared::declared_for;
         let at_1024 = |mut r: Resources| {
             let by = DeclaredBy::Build {
                 pattern: "a".into(),
             };
-            r.declared = Some(declared("sm_80", &r, &Launch::block(1024), by).expect("runs"));
+            r.declared =
+                Some(declared_for("sm_80", &r.facts, &Launch::block(1024), by).expect("runs"));
             r
         };
         // Two more registers: within the threshold, and the best launch (as
@@ -1593,7 +1640,8 @@ pub(crate) mod tests {
 
     /// `r` with a launch declared by `by` on sm_80.
     fn launched(mut r: Resources, launch: Launch, by: &DeclaredBy) -> Resources {
-        let d = crate::model::declared::declared("sm_80", &r, &launch, by.clone()).expect("runs");
+        let d = crate::model::declared::declared_for("sm_80", &r.facts, &launch, by.clone())
+            .expect("runs");
         r.declared = Some(d);
         r
     }

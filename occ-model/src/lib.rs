@@ -47,5 +47,6 @@ pub mod model;
 mod proptests;
 pub mod render;
 pub mod schema;
+mod work;
 
 pub use error::{Error, Result};

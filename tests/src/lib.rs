@@ -610,7 +610,7 @@ pub fn recorded_results(
             source: k.source.clone(),
             arch: arch.into(),
             bucket: bucket.into(),
-            cubin_hash: k.archs[arch].cubin_hash.clone(),
+            cubin_hash: k.archs[arch].cubin_hash.clone().unwrap_or_default(),
             candidates_hash: measured::candidates_hash(&sizes),
             max_occupancy: None,
             timings: times

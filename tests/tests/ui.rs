@@ -56,13 +56,13 @@ fn spill_lines_match_the_fixture(m: &Manifest) -> (u32, u32) {
                 .fold((0, 0), |(s, l), site| (s + site.stores, l + site.loads));
             assert_eq!(
                 (stores, loads),
-                (a.spill_stores, a.spill_loads),
+                (a.facts.spill_stores, a.facts.spill_loads),
                 "{} on {arch}: the sites do not add up to ptxas's bytes: {lines:?}",
                 k.name
             );
             let peak = lines.peak_pressure.as_ref().expect("a peak");
             assert!(
-                peak.registers <= a.registers,
+                peak.registers <= a.facts.registers,
                 "{} on {arch}: {peak:?}",
                 k.name
             );

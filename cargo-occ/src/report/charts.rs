@@ -2,7 +2,7 @@
 //! block size, by registers and by shared memory.
 
 use super::html::kib;
-use occ_model::compiler::analyze::resources;
+use occ_model::compiler::analyze::model_of;
 use occ_model::model::arch;
 use occ_model::model::occupancy::{occupancy, BlockLaunch, KernelResources};
 use occ_model::schema::manifest::KernelArch;
@@ -126,7 +126,7 @@ fn occ_at(a: &'static arch::Arch, res: &KernelResources, block: u32) -> Option<f
 /// The three charts of NVIDIA's occupancy calculator for one kernel × arch.
 pub(super) fn charts(arch_name: &str, k: &KernelArch) -> anyhow::Result<[String; 3]> {
     let a = arch::lookup(arch_name).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let res = resources(k);
+    let res = model_of(&k.facts);
     // The current point: the declared launch, else the best block size.
     let block = k.judged().block_size.max(1);
     let here = k.judged().occupancy * 100.0;
@@ -175,15 +175,15 @@ pub(super) fn charts(arch_name: &str, k: &KernelArch) -> anyhow::Result<[String;
             title: format!("vs registers, {block} threads"),
             x_label: "registers per thread",
             points: regs,
-            current: (f64::from(k.registers), here),
-            current_label: k.registers.to_string(),
+            current: (f64::from(k.facts.registers), here),
+            current_label: k.facts.registers.to_string(),
         })?,
         svg(&Chart {
             title: format!("vs shared memory, {block} threads"),
             x_label: "shared memory per block (KiB)",
             points: smem,
-            current: (f64::from(k.static_smem) / 1024.0, here),
-            current_label: kib(k.static_smem),
+            current: (f64::from(k.facts.static_smem) / 1024.0, here),
+            current_label: kib(k.facts.static_smem),
         })?,
     ])
 }

@@ -89,7 +89,7 @@ type Regressed<'a> = BTreeMap<(&'a str, &'a str, &'a str), &'a [Reason]>;
 
 fn marks<'a>(kernel: &Kernel, arch: &str, k: &KernelArch, regressed: &Regressed<'a>) -> Marks<'a> {
     Marks {
-        spills: k.spills(),
+        spills: k.facts.spills(),
         low: k.judged().occupancy < LOW_OCCUPANCY,
         regressed: regressed
             .get(&(kernel.base_name.as_str(), kernel.source.as_str(), arch))
@@ -106,7 +106,7 @@ fn kernel_notable(kernel: &Kernel, regressed: &Regressed<'_>) -> bool {
 
 /// The launch bounds as the source would spell them, if any.
 fn launch_bounds(k: &KernelArch) -> Option<String> {
-    let lb = &k.launch_bounds;
+    let lb = &k.facts.launch_bounds;
     let dims = |d: [u32; 3]| match d {
         [x, 1, 1] => x.to_string(),
         [x, y, 1] => format!("{x}×{y}"),
@@ -178,15 +178,15 @@ fn kernel_section(
              occupancy {} ({}) &middot; <span title=\"{} bytes\">{}</span> dynamic smem headroom",
             arch_id(kernel, arch),
             esc(arch),
-            k.registers,
-            k.static_smem,
-            esc(&kib(k.static_smem)),
+            k.facts.registers,
+            k.facts.static_smem,
+            esc(&kib(k.facts.static_smem)),
             if m.spills {
                 format!(
                     "<strong class=\"spilled\">{} B spilled ({} stores, {} loads)</strong>",
-                    k.spill_bytes(),
-                    k.spill_stores,
-                    k.spill_loads
+                    k.facts.spill_bytes(),
+                    k.facts.spill_stores,
+                    k.facts.spill_loads
                 )
             } else {
                 "no spills".into()
@@ -332,10 +332,10 @@ fn table(rows: &[&(&Kernel, &String, &KernelArch, Marks<'_>)], out: &mut String)
             arch_id(kernel, arch),
             esc(&kernel.base_name),
             esc(arch),
-            k.registers,
-            size_cell(k.static_smem),
+            k.facts.registers,
+            size_cell(k.facts.static_smem),
             if mk.spills { " spilled" } else { "" },
-            k.spill_bytes(),
+            k.facts.spill_bytes(),
             esc(&k.judged().launch()),
             if mk.low { " low" } else { "" },
             percent(k.judged().occupancy),
@@ -416,8 +416,8 @@ pub fn html(m: &Manifest, baseline: &Baseline, charts: Charts) -> anyhow::Result
         let spilling: Vec<String> = kernel
             .archs
             .iter()
-            .filter(|(_, k)| k.spills())
-            .map(|(arch, k)| format!("{} {} B", esc(arch), k.spill_bytes()))
+            .filter(|(_, k)| k.facts.spills())
+            .map(|(arch, k)| format!("{} {} B", esc(arch), k.facts.spill_bytes()))
             .collect();
         if !spilling.is_empty() {
             spill_rows += spilling.len();

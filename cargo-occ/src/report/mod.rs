@@ -129,7 +129,7 @@ pub(crate) mod tests {
     use super::*;
     use occ_model::model::declared::best_launch;
     use occ_model::schema::manifest::{
-        Best, Kernel, KernelArch, LaunchBounds, Manifest, Resources,
+        Best, Facts, Kernel, KernelArch, LaunchBounds, Manifest, Resources,
     };
 
     fn arch_entry(arch: &str, registers: u32, static_smem: u32, spill: u32) -> KernelArch {
@@ -144,20 +144,22 @@ pub(crate) mod tests {
         launch_bounds: LaunchBounds,
     ) -> KernelArch {
         let mut r = Resources {
-            registers,
-            static_smem,
-            spill_stores: spill,
-            spill_loads: spill,
-            stack_frame: spill,
-            cumulative_stack: None,
-            barriers: Some(1),
-            launch_bounds,
-            maxrregcount: None,
+            facts: Facts {
+                registers,
+                static_smem,
+                spill_stores: spill,
+                spill_loads: spill,
+                stack_frame: spill,
+                cumulative_stack: None,
+                barriers: Some(1),
+                launch_bounds,
+                maxrregcount: None,
+            },
             declared: None,
-            cubin_hash: String::new(),
+            cubin_hash: None,
             best: Best::default(),
         };
-        r.best = best_launch(arch, &r).expect("best launch");
+        r.best = best_launch(arch, &r.facts).expect("best launch");
         KernelArch::from_resources(r)
     }
 
@@ -416,7 +418,7 @@ pub(crate) mod tests {
             .find(|k| k.name == "fat")
             .expect("fat");
         let sm90 = fat.archs.get_mut("sm_90").expect("sm_90");
-        sm90.registers = 16;
+        sm90.facts.registers = 16;
         sm90.best.active_warps_per_sm = 64;
         sm90.best.occupancy = 1.0;
         let diff = compare::compare(

@@ -278,8 +278,8 @@ pub(crate) fn hand_build(
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         for (arch, a) in &mut k.archs {
-            a.cubin = format!("{stem}.{arch}.cubin");
-            a.ptx = format!("{stem}.{arch}.ptx");
+            a.cubin = Some(format!("{stem}.{arch}.cubin"));
+            a.ptx = Some(format!("{stem}.{arch}.ptx"));
         }
     }
     edit(&mut m);
@@ -375,8 +375,8 @@ fn check_sarif_without_a_lock_has_the_spill_results() {
         |m| {
             let saxpy = m.kernels.iter_mut().find(|k| k.name == "saxpy");
             if let Some(a) = saxpy.and_then(|k| k.archs.get_mut("sm_80")) {
-                a.resources.spill_stores = 16;
-                a.resources.spill_loads = 16;
+                a.resources.facts.spill_stores = 16;
+                a.resources.facts.spill_loads = 16;
             }
         },
         false,
@@ -448,7 +448,7 @@ fn bless_refuses_the_candidate_of_a_build_that_did_not_finish() {
         |m| {
             let saxpy = m.kernels.iter_mut().find(|k| k.name == "saxpy");
             if let Some(a) = saxpy.and_then(|k| k.archs.get_mut("sm_80")) {
-                a.resources.spill_stores = 8;
+                a.resources.facts.spill_stores = 8;
             }
         },
         true,

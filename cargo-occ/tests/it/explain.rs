@@ -57,13 +57,13 @@ fn launch_bounds_spills_and_source_caps_are_all_shown() {
     // heavy: the bounds' min blocks are shown, and full occupancy does not
     // hide the spills ptxas reported.
     let heavy = arch(&m, "heavy");
-    let bounds = &heavy.launch_bounds;
+    let bounds = &heavy.facts.launch_bounds;
     assert_eq!(
         (bounds.max_threads_per_block(), bounds.min_blocks_per_sm),
         (Some(1024), Some(2)),
         "test premise: {heavy:?}"
     );
-    assert!(heavy.spill_bytes() > 0, "test premise: {heavy:?}");
+    assert!(heavy.facts.spill_bytes() > 0, "test premise: {heavy:?}");
     assert_eq!(heavy.best.occupancy, 1.0, "test premise: {heavy:?}");
     let (code, out) = explain(&s, &mf, "heavy");
     assert_eq!(code, 0, "{out}");
@@ -74,7 +74,7 @@ fn launch_bounds_spills_and_source_caps_are_all_shown() {
         "{lb}"
     );
     let spills = line(&out, "spills:");
-    for bytes in [heavy.spill_stores, heavy.spill_loads] {
+    for bytes in [heavy.facts.spill_stores, heavy.facts.spill_loads] {
         assert!(spills.contains(&format!("{bytes} B")), "{spills}");
     }
     // Where: the line that spills most first (the build's nvdisasm), and
@@ -109,7 +109,7 @@ fn launch_bounds_spills_and_source_caps_are_all_shown() {
     // wide: registers limit it; the hint says what to write for the cap.
     let wide = arch(&m, "wide");
     assert_eq!(wide.best.limiters, ["registers"], "test premise: {wide:?}");
-    assert!(wide.launch_bounds.max_threads_per_block().is_none());
+    assert!(wide.facts.launch_bounds.max_threads_per_block().is_none());
     let (code, out) = explain(&s, &mf, "wide");
     assert_eq!(code, 0, "{out}");
     assert!(!out.contains("launch bounds:"), "{out}");
@@ -121,7 +121,7 @@ fn launch_bounds_spills_and_source_caps_are_all_shown() {
         .next()
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no cap in {regs}"));
-    assert!(cap < wide.registers, "{regs}");
+    assert!(cap < wide.facts.registers, "{regs}");
     assert!(regs.contains(&format!("__maxnreg__({cap})")), "{regs}");
     assert!(
         regs.contains(&format!("Build::max_registers(\"wide\", {cap})")),

@@ -41,8 +41,8 @@ fn report_formats_and_explain_read_the_manifest() {
                 .find(|l| l.starts_with(&k.base_name) && l.contains(arch.as_str()))
                 .unwrap_or_else(|| panic!("no line for {} {arch}\n{table}", k.base_name));
             let cells: Vec<&str> = line.split_whitespace().collect();
-            assert_eq!(cells[2], a.registers.to_string(), "{line}");
-            assert_eq!(cells[3], a.static_smem.to_string(), "{line}");
+            assert_eq!(cells[2], a.facts.registers.to_string(), "{line}");
+            assert_eq!(cells[3], a.facts.static_smem.to_string(), "{line}");
             assert!(
                 cells.contains(&a.best.block_size.to_string().as_str()),
                 "{line}"

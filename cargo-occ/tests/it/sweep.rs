@@ -218,10 +218,11 @@ fn launch_bounds_override_maxrregcount_and_maxnreg_does_not() {
     let s = Scratch::new();
     s.write("kernels/bounded.cu", &bounded_forces());
     let m = build(&s, |_| {});
+    let ptx = m.kernels[0].archs["sm_80"].ptx.as_deref();
     let ptx_path = s
         .path()
         .join("out/occ")
-        .join(&m.kernels[0].archs["sm_80"].ptx);
+        .join(ptx.expect("a live build's PTX"));
     let ptx = std::fs::read_to_string(&ptx_path).unwrap();
     // Forced --maxrregcount: ptxas ignores it (silently, for .maxntid alone).
     // (nvcc -maxrregcount also hands the cap to cicc, which changes the PTX a
@@ -293,15 +294,15 @@ fn max_registers_caps_the_file_of_a_kernel_and_is_recorded() {
     let a = &k.archs["sm_80"];
     assert_eq!(
         (
-            a.registers,
-            u64::from(a.spill_stores),
-            u64::from(a.spill_loads)
+            a.facts.registers,
+            u64::from(a.facts.spill_stores),
+            u64::from(a.facts.spill_loads)
         ),
         hand
     );
-    assert_eq!(a.maxrregcount, Some(40));
+    assert_eq!(a.facts.maxrregcount, Some(40));
     let sax = m.kernels.iter().find(|k| k.name == "saxpy").unwrap();
-    assert_eq!(sax.archs["sm_80"].maxrregcount, None);
+    assert_eq!(sax.archs["sm_80"].facts.maxrregcount, None);
     // A sweep of that build starts from the capped build.
     let swept = sweep_of(&s, &m, "forces8", Method::Auto);
     assert_eq!(
@@ -333,15 +334,15 @@ fn max_registers_caps_the_file_of_a_kernel_and_is_recorded() {
         .find(|k| k.name == "forces8")
         .unwrap();
     assert_eq!(k.source, "kernels/moved.cu");
-    assert_eq!(k.archs["sm_80"].maxrregcount, Some(40));
+    assert_eq!(k.archs["sm_80"].facts.maxrregcount, Some(40));
     let other = after_move
         .kernels
         .iter()
         .find(|k| k.name == "other")
         .unwrap();
-    assert_eq!(other.archs["sm_80"].maxrregcount, None);
+    assert_eq!(other.archs["sm_80"].facts.maxrregcount, None);
     assert_eq!(
-        k.archs["sm_80"].registers,
+        k.archs["sm_80"].facts.registers,
         by_hand(&moved, "forces8", &["-maxrregcount", "40"]).0
     );
     std::fs::remove_file(&moved).unwrap();
@@ -356,9 +357,9 @@ fn max_registers_caps_the_file_of_a_kernel_and_is_recorded() {
         .find(|k| k.name == "forces8")
         .unwrap()
         .archs["sm_80"];
-    assert_eq!(a.maxrregcount, Some(48));
+    assert_eq!(a.facts.maxrregcount, Some(48));
     assert_eq!(
-        a.registers,
+        a.facts.registers,
         by_hand(&src, "forces8", &["-maxrregcount", "48"]).0
     );
     let mut b = Build::new();

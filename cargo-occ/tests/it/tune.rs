@@ -6,7 +6,7 @@
 //! results, not a measurement.
 
 use crate::occ;
-use occ_model::compiler::analyze::resources;
+use occ_model::compiler::analyze::model_of;
 use occ_model::model::arch;
 use occ_model::model::suggest::{self, TuneRequest};
 use occ_model::schema::lock::Lock;
@@ -64,7 +64,7 @@ fn plan_import_and_rebuild_carry_the_measurement() {
         .archs["sm_80"];
     let sm80 = arch::lookup("sm_80").expect("sm_80");
     let cands =
-        suggest::candidates(sm80, &resources(wide), &TuneRequest::default()).expect("model");
+        suggest::candidates(sm80, &model_of(&wide.facts), &TuneRequest::default()).expect("model");
     assert!(cands.len() >= 3, "{cands:?}");
     let section: String = out
         .split("wide on sm_80")
@@ -185,12 +185,15 @@ fn plan_import_and_rebuild_carry_the_measurement() {
         .expect("wide")
         .archs["sm_80"];
     assert!(
-        wide2.cubin_hash.starts_with("fnv1a64:"),
-        "{}",
+        wide2
+            .cubin_hash
+            .as_deref()
+            .is_some_and(|h| h.starts_with("fnv1a64:")),
+        "{:?}",
         wide2.cubin_hash
     );
     assert_eq!(
-        m2.measured[0].staleness(Some(&wide2.cubin_hash)),
+        m2.measured[0].staleness(wide2.cubin_hash.as_deref()),
         measured::Staleness::Current
     );
     let candidate = s.read("out/occ/occ.lock.new");
@@ -251,7 +254,8 @@ fn plan_offers_shapes_of_a_2d_declared_launch() {
         dynamic_smem: suggest::DynamicSmem::Fixed(1024),
         ..TuneRequest::default()
     };
-    let shaped = suggest::shaped_candidates(sm80, &resources(ka), &req, [32, 8, 1]).expect("model");
+    let shaped =
+        suggest::shaped_candidates(sm80, &model_of(&ka.facts), &req, [32, 8, 1]).expect("model");
     assert!(shaped.len() >= 3, "{shaped:?}");
     let rows: Vec<&str> = out.lines().skip(3).collect();
     assert_eq!(rows.len(), shaped.len(), "{out}");

@@ -197,6 +197,15 @@ pub(crate) enum Error {
         /// The kernels it names, each with what to write for it.
         candidates: String,
     },
+    /// A build without nvcc for archs of which the lock has no numbers of
+    /// some of the build's kernels (or none at all).
+    LockLacksArchs {
+        /// The lock's name (relative to the crate).
+        lock: String,
+        /// Each arch the lock lacks, with what it lacks there: `all
+        /// kernels`, or the kernels named.
+        archs: Vec<(String, String)>,
+    },
     /// A CI build of a crate that has no lock: nothing would be checked.
     NoLockInCi {
         /// The lock's name (relative to the crate).
@@ -463,7 +472,9 @@ impl Error {
             | Error::MeasuredCodeChanged { .. }
             | Error::NoLockInCi { .. }
             | Error::Unchecked { .. } => ErrorKind::Gate,
-            Error::Shell(Shell::LockReadOnly { .. }) | Error::ForeignLock { .. } => ErrorKind::Lock,
+            Error::Shell(Shell::LockReadOnly { .. })
+            | Error::ForeignLock { .. }
+            | Error::LockLacksArchs { .. } => ErrorKind::Lock,
             Error::Shell(Shell::Io { .. }) | Error::DiskFull { .. } => ErrorKind::Io,
             Error::Shell(Shell::Model(e)) | Error::Model(e) => model_kind(e),
             Error::WorkerPanicked
@@ -686,6 +697,18 @@ impl fmt::Display for Error {
                 } else {
                     format!(" ({hint})")
                 }
+            ),
+            Error::LockLacksArchs { lock, archs } => write!(
+                f,
+                "{lock} has no numbers for {}, and without nvcc the build can only use what it \
+                 records ({}); build with nvcc and run `cargo occ bless`, or drop {}",
+                archs.iter().map(|(a, _)| a.as_str()).collect::<Vec<_>>().join(", "),
+                archs
+                    .iter()
+                    .map(|(a, what)| format!("{a}: {what}"))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                if archs.len() == 1 { "that arch" } else { "those archs" }
             ),
             Error::NoLockInCi { lock } => write!(
                 f,
@@ -1089,6 +1112,10 @@ mod tests {
             Error::NoLockInCi {
                 lock: s("occ.lock"),
             },
+            Error::LockLacksArchs {
+                lock: s("occ.lock"),
+                archs: vec![(s("sm_86"), s("all kernels")), (s("sm_90"), s("saxpy"))],
+            },
             Error::Unchecked {
                 lock: s("occ.lock"),
                 archs: vec![s("sm_80"), s("sm_86")],
@@ -1231,6 +1258,7 @@ mod tests {
                 | Error::CacheMode { .. }
                 | Error::OptionsFile { .. }
                 | Error::NoLockInCi { .. }
+                | Error::LockLacksArchs { .. }
                 | Error::Unchecked { .. }
                 | Error::ShellUnsafeArgument { .. }
                 | Error::CommaInLibrarySource { .. }

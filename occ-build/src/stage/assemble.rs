@@ -7,7 +7,7 @@
 //! built are attached, and each kernel × arch is made whole, once.
 
 use crate::leaf::directives::Directives;
-use crate::leaf::error::Result;
+use crate::leaf::error::{Error, Result};
 use crate::leaf::job::JobOutput;
 use crate::stage::inputs::Inputs;
 use occ_model::assemble::{self, Assembly, Contribution, Judged};
@@ -22,13 +22,15 @@ pub(crate) fn contributions(outputs: &[JobOutput]) -> Vec<Contribution> {
 
 /// Every number of a live build ([`assemble::judge`]), before its source
 /// lines are located; `lock` is the committed lock, whose measurements of
-/// the kernels × archs built are attached.
+/// the kernels × archs built are attached; `others`, the other parts of
+/// this run (`parts::theirs`), whose kernels join this part's.
 pub(crate) fn judge(
     inputs: &Inputs,
     nvcc_version: &str,
     jobs: &[Contribution],
     lock: Option<&Lock>,
     device_code: &[DeviceCode],
+    others: Option<&Manifest>,
 ) -> Result<Judged> {
     let measured = lock.map_or(&[][..], |l| &l.measured[..]);
     Ok(assemble::judge(&Assembly {
@@ -40,18 +42,22 @@ pub(crate) fn judge(
         launches: &inputs.launches,
         measured,
         device_code,
+        others,
     })?)
 }
 
 /// The manifest of a build without nvcc: the lock's numbers for the
-/// build's archs, no device code, and one warning that says so.
+/// build's archs, no device code, and one warning that says so; with the
+/// other parts of this run (`others`) as a build with nvcc has them.
 pub(crate) fn from_lock(
     inputs: &Inputs,
     lock: &Lock,
     reason: &str,
     device_code: &[DeviceCode],
+    others: Option<&Manifest>,
     directives: &mut Directives,
 ) -> Result<Manifest> {
+    lacking(inputs, lock)?;
     let archs = lock.recorded(&inputs.archs, &inputs.lock_path)?;
     // This part's kernels only: the lock holds every part's.
     let jobs = lock.contributions(&archs, &inputs.sources, &inputs.lock_path)?;
@@ -65,6 +71,7 @@ pub(crate) fn from_lock(
         launches: &inputs.launches,
         measured: &lock.measured,
         device_code,
+        others,
     })?;
     let todo = if inputs.no_nvcc.is_some() {
         "unset it to build with nvcc"
@@ -98,4 +105,44 @@ pub(crate) fn from_lock(
         ));
     }
     Ok(manifest)
+}
+
+/// Refuses a build without nvcc for archs the lock has no numbers of: one
+/// it does not record at all, or one it lacks of some kernel of this
+/// part's sources (recorded by another part, or a lock blessed before the
+/// arch was added here), naming every such arch in one error
+/// ([`Error::LockLacksArchs`]) rather than dropping the rows.
+fn lacking(inputs: &Inputs, lock: &Lock) -> Result<()> {
+    let archs = if inputs.archs.is_empty() {
+        &lock.archs
+    } else {
+        &inputs.archs
+    };
+    let mut lacks = Vec::new();
+    for arch in archs {
+        if !lock.archs.contains(arch) {
+            lacks.push((arch.clone(), "all kernels".to_string()));
+            continue;
+        }
+        let kernels: Vec<&str> = lock
+            .kernels
+            .iter()
+            .filter(|k| inputs.sources.contains(&k.source) && !k.archs.contains_key(arch))
+            .map(|k| k.base_name.as_str())
+            .collect();
+        if let Some(first) = kernels.first() {
+            let more = match kernels.len() - 1 {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            };
+            lacks.push((arch.clone(), format!("{first}{more}")));
+        }
+    }
+    if lacks.is_empty() {
+        return Ok(());
+    }
+    Err(Error::LockLacksArchs {
+        lock: inputs.display(&inputs.lock_path),
+        archs: lacks,
+    })
 }

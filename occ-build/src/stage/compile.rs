@@ -245,19 +245,15 @@ impl Runner<'_> {
         let _ = std::fs::remove_dir_all(&paths.tmp);
         std::fs::create_dir_all(&paths.tmp)
             .map_err(|e| Error::io(format!("cannot create {}", paths.tmp.display()), e))?;
-        let result = self.compile(job, &run_args, &paths, &key, &before);
-        let _ = std::fs::remove_dir_all(&paths.tmp);
-        let mut outputs = result?;
-        if let Some(why) = disproved {
-            let note = format!(
+        let disproved = disproved.map(|why| {
+            format!(
                 "occ: the cached result of {} for {} did not hold ({why}); compiled it again",
                 job.source, job.arch
-            );
-            for output in &mut outputs {
-                output.disproved = Some(note.clone());
-            }
-        }
-        Ok(outputs)
+            )
+        });
+        let result = self.compile(job, &run_args, &paths, &key, &before, disproved);
+        let _ = std::fs::remove_dir_all(&paths.tmp);
+        result
     }
 
     /// Whether a record's result may be used, by the rule of the cache's
@@ -350,7 +346,9 @@ impl Runner<'_> {
     }
 
     /// Runs nvcc for `job` in `paths.tmp`, gathers the files it left and
-    /// hands them to the cache to commit ([`cache::commit`]).
+    /// hands them to the cache to commit ([`cache::commit`]); `disproved`
+    /// says why the job's cached result did not hold, when preprocessing
+    /// disproved it.
     fn compile(
         &self,
         job: &Job,
@@ -358,6 +356,7 @@ impl Runner<'_> {
         paths: &JobPaths,
         key: &str,
         before: &cache::Before,
+        disproved: Option<String>,
     ) -> Result<Vec<JobOutput>> {
         let log = self.run_nvcc(job, run_args, &paths.tmp)?;
         let kept = self.gather(job, paths)?;
@@ -403,6 +402,7 @@ impl Runner<'_> {
                 deps: kept.deps,
                 search,
                 unstable,
+                disproved,
                 ran: true,
             },
         )
@@ -439,9 +439,8 @@ impl Runner<'_> {
                     .iter()
                     .find(|(_, to)| to == cubin)
                     .and_then(|(from, _)| std::fs::read(from).ok())
-                    .map(|bytes| measured::cubin_hash(&bytes))
-                    .unwrap_or_default();
-                Ok(analyze::contribution(text, &hash)?)
+                    .map(|bytes| measured::cubin_hash(&bytes));
+                Ok(analyze::contribution(text, hash.as_deref())?)
             })
             .collect()
     }
@@ -554,7 +553,7 @@ impl Runner<'_> {
                 deps: g.deps.clone(),
                 search: g.search.clone(),
                 unstable: g.unstable.clone(),
-                disproved: None,
+                disproved: g.disproved.clone(),
                 ran: g.ran,
                 object: object.clone(),
             })
@@ -629,6 +628,7 @@ impl Runner<'_> {
             deps,
             search,
             unstable: None,
+            disproved: None,
             ran: false,
         };
         match self.outputs(job, paths, gathered) {
@@ -693,6 +693,9 @@ struct Gathered {
     search: Vec<PathBuf>,
     /// Why the result is not cached, if so.
     unstable: Option<String>,
+    /// Why the job's cached result was not used, when preprocessing
+    /// disproved it.
+    disproved: Option<String>,
     /// Whether nvcc ran.
     ran: bool,
 }

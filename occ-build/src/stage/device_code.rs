@@ -70,7 +70,7 @@ fn planned<'o>(
                         source: source.to_string(),
                         kind: embed,
                         arch: Some(job.job.arch.clone()),
-                        file: embedded(&job.job.name, embed.extension()),
+                        file: Some(embedded(&job.job.name, embed.extension())),
                     };
                     blobs.push((blob, vec![job]));
                 }
@@ -86,7 +86,7 @@ fn planned<'o>(
                     source: source.to_string(),
                     kind: Embed::Fatbin,
                     arch: None,
-                    file: format!("{stem}.fatbin"),
+                    file: Some(format!("{stem}.fatbin")),
                 };
                 blobs.push((blob, jobs));
             }
@@ -141,15 +141,21 @@ pub(crate) fn write(
                     )?;
                 }
             }
-            Embed::Fatbin => fatbin(settings, &jobs, nvcc, toolkit_top, out, &blob.file)?,
+            Embed::Fatbin => {
+                // `planned` names the file of every blob of a live build.
+                if let Some(file) = &blob.file {
+                    fatbin(settings, &jobs, nvcc, toolkit_top, out, file)?;
+                }
+            }
         }
     }
     Ok(())
 }
 
 /// The blobs of a build from the lock: the same entries a live build would
-/// have, with no file (`kernels.rs` gives them empty bytes).
-pub(crate) fn placeholders(embed: Embed, archs: &[String], sources: &[String]) -> Vec<DeviceCode> {
+/// have, each without a file (`file: None`; `kernels.rs` gives them no
+/// bytes), so that a launch site names the same blobs either way.
+pub(crate) fn without_files(embed: Embed, archs: &[String], sources: &[String]) -> Vec<DeviceCode> {
     let mut sources = sources.to_vec();
     sources.sort();
     let mut blobs = Vec::new();
@@ -160,13 +166,13 @@ pub(crate) fn placeholders(embed: Embed, archs: &[String], sources: &[String]) -
                 source,
                 kind: embed,
                 arch: None,
-                file: String::new(),
+                file: None,
             }),
             Embed::Cubin | Embed::Ptx => blobs.extend(archs.iter().map(|a| DeviceCode {
                 source: source.clone(),
                 kind: embed,
                 arch: Some(a.clone()),
-                file: String::new(),
+                file: None,
             })),
         }
     }

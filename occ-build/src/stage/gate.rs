@@ -5,7 +5,10 @@
 //!   it spills at (the most spilled bytes), its loop and its peak register
 //!   pressure when stage 5½ found them.
 //! - `baseline`: the build's candidate lock against the committed
-//!   `occ.lock` (judged by the pure [`occ_model::compare`]). Lower
+//!   `occ.lock` (judged by the pure [`occ_model::compare`]). With several
+//!   `Build`s, each part judges its own kernels by its own settings
+//!   (`parts::Scope`), so the verdict does not depend on their order, and
+//!   no part blesses while another of the run failed a gate. Lower
 //!   occupancy, new spills, more spilled bytes, registers up by more than a
 //!   threshold, or a kernel gone fail the build with a before/after table,
 //!   one header and one table per cause ([`compare::groups`]);
@@ -42,6 +45,7 @@ use crate::leaf::directives::Directives;
 use crate::leaf::error::{Error, Result};
 use crate::leaf::files::{write_atomic, write_lock};
 use crate::stage::inputs::Inputs;
+use crate::stage::parts::Candidate;
 use crate::stage::report::{self, Details};
 use occ_model::compare::{
     self, Cause, GateSettings, Group, Thresholds, Verdict, DEFAULT_CLIFF_MARGIN,
@@ -55,14 +59,24 @@ use std::path::Path;
 /// The most rows per cause an error's table shows; the report has them all.
 pub(crate) const ROWS: usize = 10;
 
-/// Spilling kernels: [`Error::Spills`] under [`Build::deny_spills`] (the
-/// first [`ROWS`] kernel × archs, then a count and where the rest are);
-/// otherwise the build's one report warning names them (`report`).
-pub(crate) fn spills(build: &Build, manifest: &Manifest, details: &mut Details) -> Result<()> {
+/// Spilling kernels of this part's `sources`: [`Error::Spills`] under
+/// [`Build::deny_spills`] (the first [`ROWS`] kernel × archs, then a count
+/// and where the rest are); otherwise the build's one report warning names
+/// them (`report`). Another part's kernels are its own build's to judge.
+pub(crate) fn spills(
+    build: &Build,
+    sources: &[String],
+    manifest: &Manifest,
+    details: &mut Details,
+) -> Result<()> {
     let mut lines = Vec::new();
-    for kernel in &manifest.kernels {
+    for kernel in manifest
+        .kernels
+        .iter()
+        .filter(|k| sources.contains(&k.source))
+    {
         for (arch, k) in &kernel.archs {
-            if k.spills() {
+            if k.facts.spills() {
                 // Where, when nvdisasm said: `at kernels/q.cu:142 (loop at
                 // :130), peak pressure 255 at :151`; else the `.cu` file.
                 let place = match k.lines.as_ref().map(|l| l.describe()) {
@@ -71,7 +85,7 @@ pub(crate) fn spills(build: &Build, manifest: &Manifest, details: &mut Details) 
                 };
                 lines.push(format!(
                     "{} on {arch}: {} bytes spill stores, {} bytes spill loads {place}",
-                    kernel.base_name, k.spill_stores, k.spill_loads
+                    kernel.base_name, k.facts.spill_stores, k.facts.spill_loads
                 ));
             }
         }
@@ -117,12 +131,13 @@ pub(crate) fn baseline(
     build: &Build,
     inputs: &Inputs,
     committed: Option<&Lock>,
-    candidate: &Lock,
+    part: &Candidate,
     manifest: &Manifest,
     details: &mut Details,
     directives: &mut Directives,
 ) -> Result<()> {
     let scope = &inputs.sources[..];
+    let candidate = &part.lock;
     let (text, settings) = write_candidate(build, inputs, candidate)?;
     let lock_name = inputs.display(&inputs.lock_path);
     if let Some(evidence) = &inputs.dependency {
@@ -140,17 +155,29 @@ pub(crate) fn baseline(
             "occ: OCC_BLESS is ignored because CI is set; {lock_name} is never written in CI"
         ));
     }
-    let write = |directives: &mut Directives, what: &str| -> Result<()> {
-        let current = std::fs::read_to_string(&inputs.lock_path).unwrap_or_default();
-        if current != text {
-            write_lock(&inputs.lock_path, &text)?;
-            directives.watch(&inputs.lock_path);
-            directives.warn(format!(
-                "occ: OCC_BLESS=1: wrote {lock_name} ({what}); commit it"
+    let write =
+        |directives: &mut Directives, what: &str| -> Result<()> {
+            if !part.failed.is_empty() {
+                // The lock would hold their last numbers, not the ones that
+                // failed: a bless that hides a failure.
+                directives.warn(format!(
+                "occ: OCC_BLESS=1: {lock_name} not written: {} failed {} gate in this run; fix \
+                 that and build again",
+                part.failed.join(", "),
+                if part.failed.len() == 1 { "its" } else { "their" }
             ));
-        }
-        Ok(())
-    };
+                return Ok(());
+            }
+            let current = std::fs::read_to_string(&inputs.lock_path).unwrap_or_default();
+            if current != text {
+                write_lock(&inputs.lock_path, &text)?;
+                directives.watch(&inputs.lock_path);
+                directives.warn(format!(
+                    "occ: OCC_BLESS=1: wrote {lock_name} ({what}); commit it"
+                ));
+            }
+            Ok(())
+        };
     let Some(lock) = committed else {
         details.baseline = Some(occ_model::render::markdown::Baseline::NotCompared(format!(
             "no {lock_name} yet (record one with `cargo occ bless`)"
@@ -184,6 +211,18 @@ pub(crate) fn baseline(
         });
     }
     let diff = compare::compare(lock, candidate, &settings.thresholds);
+    // This part's kernels, judged by its settings; the others' are their
+    // own parts' to judge.
+    let judged = compare::Diff {
+        findings: diff
+            .findings
+            .iter()
+            .filter(|f| part.scope.judges(&f.source))
+            .cloned()
+            .collect(),
+        dropped_archs: diff.dropped_archs.clone(),
+        settings: diff.settings.clone(),
+    };
     details.baseline = Some(occ_model::render::markdown::Baseline::Compared {
         lock: inputs
             .lock_path
@@ -199,7 +238,7 @@ pub(crate) fn baseline(
         );
     }
     if blessing {
-        let regressions = diff.regressions().count();
+        let regressions = judged.regressions().count();
         let what = if regressions > 0 {
             format!("accepted {regressions} regression(s)")
         } else {
@@ -207,11 +246,11 @@ pub(crate) fn baseline(
         };
         return write(directives, &what);
     }
-    if diff.has_regressions() {
+    if judged.has_regressions() {
         details.failed = true;
         return Err(Error::Regression {
             report: regression_report(
-                &diff,
+                &judged,
                 manifest,
                 &lock_name,
                 &settings.thresholds,
@@ -343,7 +382,7 @@ fn measured_code(
         };
         let what = format!("{} on {}", m.kernel, m.arch);
         if before != now && !changed.contains(&what) {
-            unrecorded |= before.is_empty();
+            unrecorded |= before.is_none();
             changed.push(what);
         }
     }
@@ -499,10 +538,19 @@ fn kernels(n: usize, singular: &str, plural: &str) -> String {
 /// another cubin (stale), or with a fastest block the kernel can no longer
 /// launch. One warning per kind, naming the first [`report::NAMED`]; all
 /// go to the report.
-pub(crate) fn measured(manifest: &Manifest, details: &mut Details, directives: &mut Directives) {
+pub(crate) fn measured(
+    manifest: &Manifest,
+    sources: &[String],
+    details: &mut Details,
+    directives: &mut Directives,
+) {
     let mut stale = Vec::new();
     let mut impossible = Vec::new();
-    for m in &manifest.measured {
+    for m in manifest
+        .measured
+        .iter()
+        .filter(|m| sources.contains(&m.source))
+    {
         let Some(ka) = manifest
             .kernels
             .iter()
@@ -513,7 +561,7 @@ pub(crate) fn measured(manifest: &Manifest, details: &mut Details, directives: &
         };
         let what = format!("{} on {} (bucket {:?})", m.kernel, m.arch, m.bucket);
         if let occ_model::schema::measured::Staleness::Stale { .. } =
-            m.staleness(Some(&ka.cubin_hash))
+            m.staleness(Some(ka.cubin_hash.as_deref().unwrap_or_default()))
         {
             stale.push(what);
             continue;
@@ -521,7 +569,7 @@ pub(crate) fn measured(manifest: &Manifest, details: &mut Details, directives: &
         let Ok(target) = occ_model::model::arch::parse_target(&m.arch) else {
             continue;
         };
-        let required = ka.launch_bounds.required_block_size();
+        let required = ka.facts.launch_bounds.required_block_size();
         let request = occ_model::model::suggest::TuneRequest {
             max_block_size: required,
             block_multiple: required,
@@ -529,7 +577,7 @@ pub(crate) fn measured(manifest: &Manifest, details: &mut Details, directives: &
         };
         let launches = occ_model::model::declared::decide(
             target.arch,
-            &occ_model::compiler::analyze::resources(ka),
+            &occ_model::compiler::analyze::model_of(&ka.facts),
             occ_model::model::declared::Ask::Measured(&request, m.best),
         );
         if !matches!(launches, Ok(Some(_))) {

@@ -65,7 +65,7 @@ pub(crate) fn remove_stale(out: &Path, part: &str, jobs: &[&str], blobs: &[Devic
     let keep = |stem: &str| {
         !crate::stage::parts::owns(part, stem)
             || jobs.contains(&stem)
-            || blobs.iter().any(|b| b.file == stem)
+            || blobs.iter().any(|b| b.file.as_deref() == Some(stem))
     };
     let listing = |dir: &Path| -> Vec<(std::path::PathBuf, String)> {
         std::fs::read_dir(dir)
@@ -113,10 +113,10 @@ pub(crate) fn remove_stale(out: &Path, part: &str, jobs: &[&str], blobs: &[Devic
 /// file of the same bytes in two crates of one binary is one comdat group,
 /// kept once.
 fn reach(out: &Path, blob: &DeviceCode) -> Reach {
-    if blob.file.is_empty() {
+    let Some(file) = &blob.file else {
         return Reach::Empty;
-    }
-    let path = out.join(&blob.file);
+    };
+    let path = out.join(file);
     let quotable = path.to_str().is_some_and(|p| {
         !p.chars()
             .any(|c| matches!(c, '"' | '\\' | '{' | '}') || c.is_control())
@@ -125,7 +125,7 @@ fn reach(out: &Path, blob: &DeviceCode) -> Reach {
         Ok(bytes) if quotable => Reach::Assembled {
             symbol: format!(
                 "occ_dc_{}",
-                crate::leaf::cache::hash_bytes(&[blob.file.as_bytes(), &bytes])
+                crate::leaf::cache::hash_bytes(&[file.as_bytes(), &bytes])
             ),
             len: bytes.len() as u64,
         },
@@ -160,7 +160,7 @@ pub(crate) mod tests {
             source: "k.cu".into(),
             kind: Embed::Fatbin,
             arch: None,
-            file: file.into(),
+            file: (!file.is_empty()).then(|| file.to_string()),
         }
     }
 

@@ -14,18 +14,20 @@
 //! run that wrote it ([`Parts`]: each one's name, sources and recorded
 //! flags) under the run's identity (this process: its id, its start time
 //! where the system says, and the build script's path and mtime; [`this_run`]);
-//! `manifest.json` holds their kernels. A part reads both ([`record`]):
-//! when `parts.json` is another run's, the part is the run's first and
-//! stands alone; else it takes `manifest.json`'s kernels of the other
-//! parts, less those of its own sources, and adds its own. A part run again
-//! in the same run (a test rebuilding, or a build script that compiles the
-//! same part twice) so replaces its earlier self; a part its memo served
-//! (`memo.rs`, the first of its run) is listed with its kernels already in
-//! `manifest.json` ([`reused`]).
+//! `manifest.json` holds their kernels. A part reads both before it
+//! assembles its manifest ([`theirs`]): when `parts.json` is another run's,
+//! the part is the run's first and stands alone; else `manifest.json`'s
+//! kernels, device code and measurements of the other parts' sources go
+//! into its assembly (`occ_model::assemble`'s `Assembly::others`), which
+//! assigns every identifier once over them all, so that the manifest
+//! assembled is the one written. Once written, the part is listed
+//! ([`record`]). A part run again in the same run (a test rebuilding, or a
+//! build script that compiles the same part twice) so replaces its earlier
+//! self; a part its memo served (`memo.rs`, the first of its run) is listed
+//! with its kernels already in `manifest.json` ([`reused`]).
 
 use crate::leaf::error::{Error, Result};
 use crate::leaf::files::write_atomic;
-use occ_model::compiler::analyze;
 use occ_model::schema::lock::Lock;
 use occ_model::schema::manifest::Manifest;
 use serde::{Deserialize, Serialize};
@@ -42,6 +44,10 @@ struct Parts {
     run: String,
     /// Its parts, in the order they were first built.
     parts: Vec<Part>,
+    /// The parts whose last build in this run failed a gate: a later
+    /// part's bless must not write a lock without their failure.
+    #[serde(default)]
+    failed: Vec<String>,
 }
 
 /// One part of a run.
@@ -99,26 +105,41 @@ fn this_runs(out: &Path) -> Parts {
         .unwrap_or(Parts {
             run,
             parts: Vec::new(),
+            failed: Vec::new(),
         })
 }
 
 /// Lists `part` among this run's parts in `out` (replacing its earlier
 /// self), and returns the list.
 fn enlist(out: &Path, mut parts: Parts, part: Part) -> Result<Parts> {
+    parts.failed.retain(|f| *f != part.name);
     match parts.parts.iter_mut().find(|p| p.name == part.name) {
         Some(p) => *p = part,
         None => parts.parts.push(part),
     }
-    // Plain strings and paths: serializing cannot fail.
-    let text = serde_json::to_vec(&parts).unwrap_or_default();
-    write_atomic(&out.join(FILE), &text)?;
+    write(out, &parts)?;
     Ok(parts)
 }
 
-/// What a part sees of the builds into its `OUT_DIR`.
+fn write(out: &Path, parts: &Parts) -> Result<()> {
+    // Plain strings and paths: serializing cannot fail.
+    let text = serde_json::to_vec(parts).unwrap_or_default();
+    write_atomic(&out.join(FILE), &text)
+}
+
+/// Notes that the part `name` failed a gate in this run (its spills, the
+/// baseline): until it passes again in this run, no later part blesses
+/// the lock (`gate::baseline`).
+pub(crate) fn failed(out: &Path, name: &str) -> Result<()> {
+    let mut parts = this_runs(out);
+    if !parts.failed.iter().any(|f| f == name) {
+        parts.failed.push(name.to_string());
+    }
+    write(out, &parts)
+}
+
+/// What a part sees of the parts of its run, once listed ([`record`]).
 pub(crate) struct View {
-    /// Every part's kernels: what `manifest.json` and `kernels.rs` hold.
-    pub merged: Manifest,
     /// The sources of each named part built in this run.
     pub named: BTreeMap<String, Vec<String>>,
     /// The recorded flags (`plan::recorded_flags`) of each part built in
@@ -127,6 +148,11 @@ pub(crate) struct View {
     /// A note when this part replaced an earlier one of the same name with
     /// none of the same sources: two `Build`s that need distinct names.
     pub clash: Option<String>,
+    /// The sources of the other parts of this run.
+    pub theirs: Vec<String>,
+    /// The other parts of this run that failed a gate, as messages name
+    /// them.
+    pub failed: Vec<String>,
 }
 
 /// How messages name a part.
@@ -204,18 +230,40 @@ pub(crate) fn reused(
     enlist(out, this_runs(out), part).map(|_| ())
 }
 
-/// Merges `manifest`, the part `name` (its sources passed
-/// [`check_sources`]), with the other parts of this run built into `out`:
-/// their kernels are `manifest.json`'s of the sources another part lists
-/// (a path is one part's, [`check_sources`]), so neither this part's
-/// earlier self nor a part of an earlier run leaves a kernel behind.
+/// The other parts of this run built into `out`, for the assembly of the
+/// part `name` (`occ_model::assemble`'s `Assembly::others`): none when no
+/// other part of this run was built; else `manifest.json` with only the
+/// kernels and device code of the sources another part lists (a path is
+/// one part's, [`check_sources`]), so neither this part's earlier self nor
+/// a part of an earlier run leaves a kernel behind (the assembly keeps
+/// the measurements of the kernels × archs it holds).
+pub(crate) fn theirs(out: &Path, name: &str) -> Result<Option<Manifest>> {
+    let parts = this_runs(out);
+    let listed: Vec<&String> = parts
+        .parts
+        .iter()
+        .filter(|p| p.name != name)
+        .flat_map(|p| &p.sources)
+        .collect();
+    if !parts.parts.iter().any(|p| p.name != name) {
+        return Ok(None);
+    }
+    let path = out.join(occ_model::schema::manifest::FILE_NAME);
+    let mut theirs = crate::leaf::files::read_manifest(&path)?;
+    theirs.kernels.retain(|k| listed.contains(&&k.source));
+    theirs.device_code.retain(|b| listed.contains(&&b.source));
+    Ok(Some(theirs))
+}
+
+/// Lists the part `name` (its sources passed [`check_sources`], its
+/// manifest, assembled with [`theirs`], written) among the parts of
+/// this run built into `out`, replacing its earlier self.
 pub(crate) fn record(
     out: &Path,
     name: &str,
     root: &Path,
     sources: &[String],
     flags: &[String],
-    manifest: &Manifest,
 ) -> Result<View> {
     let parts = this_runs(out);
     let earlier = parts.parts.iter().find(|p| p.name == name).cloned();
@@ -238,27 +286,6 @@ pub(crate) fn record(
                 }
             )
         });
-    let others = parts.parts.iter().any(|p| p.name != name);
-    let merged = if others {
-        let path = out.join(occ_model::schema::manifest::FILE_NAME);
-        let mut theirs = crate::leaf::files::read_manifest(&path)?;
-        let listed: Vec<&String> = parts
-            .parts
-            .iter()
-            .filter(|p| p.name != name)
-            .flat_map(|p| &p.sources)
-            .collect();
-        theirs.kernels.retain(|k| listed.contains(&&k.source));
-        theirs.device_code.retain(|b| listed.contains(&&b.source));
-        // `merge` keeps only the measurements of kernels × archs it holds.
-        analyze::merge(&[&theirs, manifest]).unwrap_or_else(|| manifest.clone())
-    } else {
-        // One part (most crates): the part itself, its identifiers made
-        // unique, without copying it through the merge.
-        let mut own = manifest.clone();
-        analyze::assign_idents(&mut own.kernels);
-        own
-    };
     let part = Part {
         name: name.to_string(),
         sources: sources.to_vec(),
@@ -277,21 +304,97 @@ pub(crate) fn record(
         .iter()
         .map(|p| (p.name.clone(), p.flags.clone()))
         .collect();
+    let theirs = parts
+        .parts
+        .iter()
+        .filter(|p| p.name != name)
+        .flat_map(|p| p.sources.iter().cloned())
+        .collect();
+    let failed = parts
+        .failed
+        .iter()
+        .filter(|f| *f != name)
+        .map(|f| describe(f))
+        .collect();
     Ok(View {
-        merged,
         named,
         flags,
         clash,
+        theirs,
+        failed,
     })
 }
 
-/// The candidate lock: every part's kernels, plus the committed lock's
+/// The candidate lock: every part's kernels (`merged`, the manifest
+/// written), plus the committed lock's
 /// kernels of the other parts it records that this process has not built
 /// yet (a later `Build` of the build script will), so that a part never
 /// reports the others' kernels as gone; the sources of each named part; and
 /// the committed lock's measurements of kernels × archs still built.
-pub(crate) fn candidate(view: &View, name: &str, lock: Option<&Lock>) -> Lock {
-    let mut candidate = Lock::from_manifest(&view.merged);
+pub(crate) fn candidate(
+    view: &View,
+    merged: &Manifest,
+    name: &str,
+    sources: &[String],
+    lock: Option<&Lock>,
+) -> Candidate {
+    let mut theirs = view.theirs.clone();
+    let mut mine = sources.to_vec();
+    if let Some(lock) = lock {
+        for (part, recorded) in &lock.parts {
+            if part == name {
+                mine.extend(recorded.iter().cloned());
+            } else {
+                theirs.extend(recorded.iter().cloned());
+            }
+        }
+    }
+    let scope = if name.is_empty() {
+        Scope::AllBut(theirs)
+    } else {
+        Scope::Only(mine)
+    };
+    Candidate {
+        lock: candidate_lock(view, merged, name, lock),
+        scope,
+        failed: view.failed.clone(),
+    }
+}
+
+/// The candidate lock of a part, with what of it the part judges.
+pub(crate) struct Candidate {
+    /// Every part's kernels ([`candidate`]).
+    pub lock: Lock,
+    /// The kernels the part's gate judges: each part judges its own, by
+    /// its own settings, so that the verdict does not depend on the order
+    /// of the `Build`s.
+    pub scope: Scope,
+    /// The other parts of this run that failed a gate ([`failed`]): no
+    /// bless while there is one.
+    pub failed: Vec<String>,
+}
+
+/// The sources whose kernels a part judges.
+pub(crate) enum Scope {
+    /// A named part: its sources, and those the lock records for it.
+    Only(Vec<String>),
+    /// The default part: every source but the named parts'.
+    AllBut(Vec<String>),
+}
+
+impl Scope {
+    /// Whether the part judges the kernels of `source`.
+    pub fn judges(&self, source: &str) -> bool {
+        match self {
+            Scope::Only(mine) => mine.iter().any(|s| s == source),
+            Scope::AllBut(theirs) => !theirs.iter().any(|s| s == source),
+        }
+    }
+}
+
+/// The candidate lock (see [`candidate`]).
+fn candidate_lock(view: &View, merged: &Manifest, name: &str, lock: Option<&Lock>) -> Lock {
+    let mut candidate = Lock::from_manifest(merged);
     candidate.parts = view.named.clone();
     let mut flags = view.flags.clone();
     if let Some(lock) = lock {
@@ -350,11 +453,13 @@ pub(crate) fn prefix(name: &str) -> String {
 mod tests {
     use super::*;
     use occ_model::assemble::{self, Assembly};
+    use occ_model::compiler::analyze;
     use occ_model::schema::manifest::Origin;
 
     /// The kernels of one job of nvcc 13.5 (tests/fixtures/regen.sh), as
-    /// if compiled from `source`.
-    fn part(source: &str) -> Manifest {
+    /// if compiled from `source`, assembled with the other parts of this
+    /// run in `out` ([`theirs`]) as the part `name`.
+    fn part(out: &Path, name: &str, source: &str) -> Manifest {
         let signatures = occ_model::compiler::params::Signatures::default();
         let args = ["-maxrregcount".to_string(), "16".to_string()];
         let text = analyze::JobText {
@@ -366,7 +471,8 @@ mod tests {
             ptx: include_str!("../../../tests/fixtures/ptx-13.5-kernels-sm_80.ptx"),
             signatures: &signatures,
         };
-        let jobs = [analyze::contribution(text, "").expect("the kernels")];
+        let jobs = [analyze::contribution(text, None).expect("the kernels")];
+        let others = theirs(out, name).expect("the other parts");
         assemble::manifest(&Assembly {
             package: "p",
             origin: Origin::Nvcc,
@@ -376,6 +482,7 @@ mod tests {
             launches: &[],
             measured: &[],
             device_code: &[],
+            others: others.as_ref(),
         })
         .expect("manifest")
     }
@@ -415,26 +522,32 @@ mod tests {
             )
             .expect("write")
         };
-        let (a, b) = (part("a.cu"), part("b.cu"));
-        let view = record(&out, "", &out, &["a.cu".into()], &[], &a).expect("a");
-        assert_eq!(sources(&view.merged), ["a.cu"].into());
+        // A part: assembled with the others, written, then listed.
+        let build = |name: &str, source: &str, flags: &[String]| {
+            let merged = part(&out, name, source);
+            let view = record(&out, name, &out, &[source.into()], flags).expect("listed");
+            (merged, view)
+        };
+        let (merged, _) = build("", "a.cu", &[]);
+        assert_eq!(sources(&merged), ["a.cu"].into());
         // Two measurements in manifest.json: one of a kernel a.cu has, one
         // of a kernel it has not (a stale line a merge must not keep).
-        let mut with_measured = view.merged.clone();
+        let mut with_measured = merged.clone();
         let kept = measured(&with_measured.kernels[0].name, "a.cu");
         with_measured.measured = vec![kept.clone(), measured("gone_kernel", "a.cu")];
         write(&with_measured);
-        let view = record(&out, "lib", &out, &["b.cu".into()], &["-O3".into()], &b).expect("b");
-        assert_eq!(sources(&view.merged), ["a.cu", "b.cu"].into());
-        assert_eq!(
-            view.merged.measured,
-            [kept],
-            "only the kernel's still built"
-        );
+        let (merged, view) = build("lib", "b.cu", &["-O3".into()]);
+        assert_eq!(sources(&merged), ["a.cu", "b.cu"].into());
+        assert_eq!(merged.measured, [kept], "only the kernel's still built");
+        // The identifiers are the assembly's, unique over both parts: the
+        // same symbols in two files.
+        let idents: std::collections::BTreeSet<&str> =
+            merged.kernels.iter().map(|k| k.ident.as_str()).collect();
+        assert_eq!(idents.len(), merged.kernels.len(), "unique identifiers");
         assert_eq!(view.named.keys().collect::<Vec<_>>(), ["lib"]);
         assert_eq!(view.flags[""], Vec::<String>::new());
         assert_eq!(view.flags["lib"], ["-O3"]);
-        write(&view.merged);
+        write(&merged);
         // A file of a part of this run is refused in another.
         let e = check_sources(&out, "other", &out, &["b.cu".into()]).expect_err("b is lib's");
         assert!(e.to_string().contains("b.cu"), "{e}");
@@ -446,9 +559,10 @@ mod tests {
         let e = check_sources(&out, "other", &elsewhere, &["b.cu".into()]).expect_err("one path");
         assert!(matches!(e, Error::OnePathTwoFiles { .. }), "{e}");
         // The default part again, now of b.cu alone: it replaces its
-        // earlier self, a.cu's kernels go.
-        let view = record(&out, "", &out, &["b.cu".into()], &[], &b).expect("again");
-        assert_eq!(sources(&view.merged), ["b.cu"].into());
+        // earlier self, a.cu's kernels go (lib's b.cu is this part's now:
+        // the part's own sources are never taken from the others).
+        let (merged, view) = build("", "b.cu", &[]);
+        assert_eq!(sources(&merged), ["b.cu"].into());
         assert!(view.clash.is_some(), "none of the same files: a clash");
         // An earlier run's parts are not this run's.
         let text = std::fs::read_to_string(out.join(FILE)).expect("parts.json");
@@ -458,8 +572,9 @@ mod tests {
         let text = serde_json::to_string(&parts).expect("json");
         std::fs::write(out.join(FILE), text).expect("another run");
         assert!(!others(&out, ""));
-        let view = record(&out, "", &out, &["a.cu".into()], &[], &a).expect("alone");
-        assert_eq!(sources(&view.merged), ["a.cu"].into());
+        assert!(theirs(&out, "").expect("none").is_none());
+        let (merged, _) = build("", "a.cu", &[]);
+        assert_eq!(sources(&merged), ["a.cu"].into());
         let _ = std::fs::remove_dir_all(&out);
     }
 }

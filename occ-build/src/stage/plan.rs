@@ -20,10 +20,8 @@ use crate::leaf::error::{Error, Result};
 use crate::leaf::job::{Job, JobKind};
 use crate::stage::hostlib::HostLib;
 use crate::stage::inputs::Inputs;
-use occ_model::compiler::analyze;
-use occ_model::schema::manifest::{
-    Compiled, Contribution, Kernel, Lookup, Manifest, Origin, SCHEMA_VERSION,
-};
+use occ_model::assemble;
+use occ_model::schema::manifest::{self, Contribution, Kernel, Lookup};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -47,8 +45,12 @@ impl Caps {
 }
 
 /// Places the caps by file name, or by kernel through `known` (the last
-/// build's manifest, if any).
-pub(crate) fn register_caps(build: &Build, inputs: &Inputs, known: Option<&Manifest>) -> Caps {
+/// build's manifest's kernels, if any, or this build's names).
+pub(crate) fn register_caps<A>(
+    build: &Build,
+    inputs: &Inputs,
+    known: Option<&[Kernel<A>]>,
+) -> Caps {
     let mut caps = Caps::default();
     for (target, cap) in &build.max_registers {
         let file = inputs
@@ -56,7 +58,7 @@ pub(crate) fn register_caps(build: &Build, inputs: &Inputs, known: Option<&Manif
             .iter()
             .find(|s| *s == target || s.rsplit('/').next() == Some(target.as_str()))
             .cloned()
-            .or_else(|| match known.map(|m| m.lookup(target)) {
+            .or_else(|| match known.map(|k| manifest::lookup(k, target)) {
                 Some(Lookup::Found(k)) if inputs.sources.contains(&k.source) => {
                     Some(k.source.clone())
                 }
@@ -77,49 +79,11 @@ pub(crate) fn register_caps(build: &Build, inputs: &Inputs, known: Option<&Manif
 /// an error. Only names and sources are read: nothing is judged (no
 /// launch is checked before its kernel is compiled under its cap).
 pub(crate) fn place_caps(build: &Build, inputs: &Inputs, jobs: &[Contribution]) -> Result<Caps> {
-    let found = kernel_names(jobs);
+    let found = assemble::names(jobs);
     let caps = register_caps(build, inputs, Some(&found));
     match caps.pending.first() {
         Some((target, _)) => Err(unknown_cap_target(target, &found)),
         None => Ok(caps),
-    }
-}
-
-/// The kernels of `jobs`, each once with its names, source and identifier
-/// and no arch: what [`Manifest::lookup`] finds a cap's kernel by, with
-/// no number worked out and no launch judged.
-fn kernel_names(jobs: &[Contribution]) -> Manifest {
-    let mut by_key: BTreeMap<(&str, &str), &Compiled> = BTreeMap::new();
-    for job in jobs {
-        for k in &job.kernels {
-            by_key.entry((&k.name, &job.source)).or_insert(k);
-        }
-    }
-    let keys: Vec<(&str, &str)> = by_key.keys().copied().collect();
-    let idents = analyze::idents(&keys);
-    let kernels = by_key
-        .iter()
-        .zip(idents)
-        .map(|((&(_, source), k), ident)| Kernel {
-            name: k.name.clone(),
-            demangled: k.demangled.clone(),
-            base_name: k.base_name.clone(),
-            short_name: k.short_name.clone(),
-            ident,
-            source: source.to_string(),
-            params: Vec::new(),
-            archs: BTreeMap::new(),
-        })
-        .collect();
-    Manifest {
-        schema: SCHEMA_VERSION,
-        package: String::new(),
-        origin: Origin::Nvcc,
-        nvcc: String::new(),
-        archs: Vec::new(),
-        kernels,
-        device_code: Vec::new(),
-        measured: Vec::new(),
     }
 }
 
@@ -537,12 +501,12 @@ fn job_names(sources: &[String]) -> Vec<String> {
 
 /// The error for a [`Build::max_registers`] target that names neither a
 /// source nor one kernel of the build (none, or several).
-fn unknown_cap_target(target: &str, manifest: &Manifest) -> Error {
-    let hint = match manifest.lookup(target) {
+fn unknown_cap_target<A>(target: &str, kernels: &[Kernel<A>]) -> Error {
+    let hint = match manifest::lookup(kernels, target) {
         Lookup::Ambiguous(candidates) => {
             return Error::AmbiguousCapTarget {
                 target: target.to_string(),
-                candidates: occ_model::schema::manifest::describe_candidates(&candidates),
+                candidates: manifest::describe_candidates(&candidates),
             }
         }
         Lookup::Unknown(close) if !close.is_empty() => {

@@ -25,6 +25,7 @@ use crate::stage::inputs::Inputs;
 use occ_model::render::markdown::Baseline;
 use occ_model::render::text_table;
 use occ_model::schema::manifest::{Manifest, WarningKind};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// The report file's name.
@@ -144,14 +145,14 @@ fn spill_table(manifest: &Manifest) -> Option<String> {
         "spill loads".into(),
     ]];
     for k in &manifest.kernels {
-        for (arch, a) in k.archs.iter().filter(|(_, a)| a.spills()) {
+        for (arch, a) in k.archs.iter().filter(|(_, a)| a.facts.spills()) {
             rows.push([
                 k.base_name.clone(),
                 arch.clone(),
                 k.source.clone(),
-                a.registers.to_string(),
-                a.spill_stores.to_string(),
-                a.spill_loads.to_string(),
+                a.facts.registers.to_string(),
+                a.facts.spill_stores.to_string(),
+                a.facts.spill_loads.to_string(),
             ]);
         }
     }
@@ -216,10 +217,14 @@ fn warning_table(manifest: &Manifest) -> Option<String> {
 fn warning_lines(manifest: &Manifest, report: &Path) -> Vec<String> {
     // Per kind, in order of first appearance: its distinct words, and
     // each kernel's archs.
+    // (Each text and kernel is found through a set and a map, so that a
+    // warning on every kernel of a big build costs one step per warning.)
     struct Kind<'a> {
         kind: &'a WarningKind,
         texts: Vec<&'a str>,
+        seen: HashSet<&'a str>,
         kernels: Vec<(&'a str, Vec<&'a str>)>,
+        at: HashMap<&'a str, usize>,
     }
     let mut kinds: Vec<Kind<'_>> = Vec::new();
     for k in &manifest.kernels {
@@ -234,23 +239,28 @@ fn warning_lines(manifest: &Manifest, report: &Path) -> Vec<String> {
                         kinds.push(Kind {
                             kind: &w.kind,
                             texts: Vec::new(),
+                            seen: HashSet::new(),
                             kernels: Vec::new(),
+                            at: HashMap::new(),
                         });
                         kinds.len() - 1
                     }
                 };
                 let kind = &mut kinds[i];
-                if !kind.texts.contains(&w.text.as_str()) {
+                if kind.seen.insert(&w.text) {
                     kind.texts.push(&w.text);
                 }
-                match kind
-                    .kernels
-                    .iter_mut()
-                    .find(|(name, _)| *name == k.base_name)
-                {
-                    Some((_, archs)) if !archs.contains(&arch.as_str()) => archs.push(arch),
-                    Some(_) => {}
-                    None => kind.kernels.push((&k.base_name, vec![arch.as_str()])),
+                match kind.at.get(k.base_name.as_str()) {
+                    Some(&i) => {
+                        let archs = &mut kind.kernels[i].1;
+                        if !archs.contains(&arch.as_str()) {
+                            archs.push(arch);
+                        }
+                    }
+                    None => {
+                        kind.at.insert(&k.base_name, kind.kernels.len());
+                        kind.kernels.push((&k.base_name, vec![arch.as_str()]));
+                    }
                 }
             }
         }
@@ -307,13 +317,13 @@ fn line(manifest: &Manifest, report: &Path) -> Option<String> {
         let archs: Vec<String> = k
             .archs
             .iter()
-            .filter(|(_, a)| a.spills())
+            .filter(|(_, a)| a.facts.spills())
             .map(|(arch, _)| arch.clone())
             .collect();
         if !archs.is_empty() {
             // The arch that spills most, and the line it spills most at.
-            let most = k.archs.values().max_by_key(|a| a.spill_bytes());
-            let bytes = most.map_or(0, |a| a.spill_bytes());
+            let most = k.archs.values().max_by_key(|a| a.facts.spill_bytes());
+            let bytes = most.map_or(0, |a| a.facts.spill_bytes());
             let at = most
                 .and_then(|a| a.lines.as_ref())
                 .and_then(|l| l.worst())
@@ -390,7 +400,7 @@ mod tests {
         m.kernels.truncate(1);
         assert!(line(&m, Path::new("report.txt")).is_none());
         if let Some(a) = m.kernels[0].archs.get_mut("sm_80") {
-            a.resources.spill_stores = 8;
+            a.resources.facts.spill_stores = 8;
         }
         let one = line(&m, Path::new("report.txt")).expect("a spill line");
         assert!(
@@ -400,7 +410,7 @@ mod tests {
         let mut two = lock.to_manifest(&[], path).expect("manifest");
         for k in &mut two.kernels[..2] {
             if let Some(a) = k.archs.get_mut("sm_90") {
-                a.resources.spill_loads = 4;
+                a.resources.facts.spill_loads = 4;
             }
         }
         let two = line(&two, Path::new("report.txt")).expect("a spill line");
@@ -428,7 +438,7 @@ mod tests {
             signatures: &signatures,
         };
         let jobs =
-            [occ_model::compiler::analyze::contribution(job, "").expect("the job's kernels")];
+            [occ_model::compiler::analyze::contribution(job, None).expect("the job's kernels")];
         occ_model::assemble::manifest(&occ_model::assemble::Assembly {
             package: "p",
             origin: occ_model::schema::manifest::Origin::Nvcc,
@@ -438,6 +448,7 @@ mod tests {
             launches: &[],
             measured: &[],
             device_code: &[],
+            others: None,
         })
         .expect("manifest")
     }

@@ -4,44 +4,18 @@
 
 use crate::error::{Error, Result};
 use crate::model::occupancy::KernelResources;
-use crate::schema::manifest::{
-    Compiled, Contribution, Facts, Kernel, LaunchBounds, Manifest, Origin, Resources,
-    SCHEMA_VERSION,
-};
+use crate::schema::manifest::{Compiled, Contribution, Facts, LaunchBounds};
 use crate::{compiler::names, compiler::params, compiler::ptx, compiler::ptxas};
 use std::collections::BTreeMap;
 
-/// The resources the occupancy model needs, from a manifest entry.
-pub fn resources(k: &Resources) -> KernelResources {
-    model(
-        k.registers,
-        k.static_smem,
-        k.barriers,
-        k.launch_bounds.max_threads_per_block(),
-    )
-}
-
-/// The resources the occupancy model needs, from the compiler's numbers.
+/// The resources the occupancy model needs, from the compiler's numbers
+/// (a job's, or a manifest's or lock's record's `facts`).
 pub fn model_of(f: &Facts) -> KernelResources {
-    model(
-        f.registers,
-        f.static_smem,
-        f.barriers,
-        f.launch_bounds.max_threads_per_block(),
-    )
-}
-
-fn model(
-    registers: u32,
-    static_smem: u32,
-    barriers: Option<u32>,
-    max_threads_per_block: Option<u32>,
-) -> KernelResources {
     KernelResources {
-        registers,
-        static_smem,
-        barriers: barriers.unwrap_or(1),
-        max_threads_per_block,
+        registers: f.registers,
+        static_smem: f.static_smem,
+        barriers: f.barriers.unwrap_or(1),
+        max_threads_per_block: f.launch_bounds.max_threads_per_block(),
         ..KernelResources::default()
     }
 }
@@ -68,12 +42,12 @@ pub struct JobText<'a> {
 /// What one job contributes to a build: each kernel its PTX defines, named,
 /// with its parameters and the numbers ptxas gave it, checked against the
 /// object (`accounted`). `cubin_hash` is [`crate::schema::measured::cubin_hash`]
-/// of the job's cubin (empty when it has none). Called once, when the job
+/// of the job's cubin (`None` when it has none). Called once, when the job
 /// runs; the result is kept with the job's record.
 ///
 /// Long because it joins the job's log, PTX and signatures per kernel in
 /// one pass.
-pub fn contribution(job: JobText<'_>, cubin_hash: &str) -> Result<Contribution> {
+pub fn contribution(job: JobText<'_>, cubin_hash: Option<&str>) -> Result<Contribution> {
     let parse_error = |detail: String| Error::Parse {
         file: job.source.to_string(),
         arch: job.arch.to_string(),
@@ -140,9 +114,9 @@ pub fn contribution(job: JobText<'_>, cubin_hash: &str) -> Result<Contribution> 
                     .map(|(bank, bytes)| (bank.to_string(), *bytes))
                     .collect(),
                 warnings: warnings(record),
-                cubin: format!("{}.cubin", job.name),
-                ptx: format!("{}.ptx", job.name),
-                cubin_hash: cubin_hash.to_string(),
+                cubin: Some(format!("{}.cubin", job.name)),
+                ptx: Some(format!("{}.ptx", job.name)),
+                cubin_hash: cubin_hash.map(str::to_string),
             },
         );
     }
@@ -202,20 +176,6 @@ fn accounted(
     })))
 }
 
-/// Sorts kernels by symbol, then source, and gives each a unique Rust
-/// identifier ([`idents`]).
-pub fn assign_idents(kernels: &mut [Kernel]) {
-    kernels.sort_by(|a, b| a.name.cmp(&b.name).then(a.source.cmp(&b.source)));
-    let keys: Vec<(&str, &str)> = kernels
-        .iter()
-        .map(|k| (k.name.as_str(), k.source.as_str()))
-        .collect();
-    let idents = idents(&keys);
-    for (kernel, ident) in kernels.iter_mut().zip(idents) {
-        kernel.ident = ident;
-    }
-}
-
 /// The unique Rust identifier of each kernel, given as `(symbol, source)`
 /// sorted by symbol, then source ([`names::unique_idents`]; the same
 /// `extern "C"` name in two files gets the file's hash). Depends only on
@@ -238,73 +198,6 @@ pub fn idents(keys: &[(&str, &str)]) -> Vec<String> {
             ident
         })
         .collect()
-}
-
-/// One manifest for the kernels of several builds into one `OUT_DIR` (the
-/// `Build`s of one build script): every kernel and blob of each, the archs
-/// in order of first appearance, identifiers made unique over the whole
-/// (a kernel or blob of a source in several parts is taken from the last),
-/// and the measurements of the kernels × archs the merged table holds. The
-/// first part gives the package and nvcc version; the origin is `lock`
-/// when any part stood on the lock.
-pub fn merge(parts: &[&Manifest]) -> Option<Manifest> {
-    let first = parts.first()?;
-    let mut archs: Vec<String> = Vec::new();
-    let mut kernels: BTreeMap<(String, String), Kernel> = BTreeMap::new();
-    let mut blobs: Vec<crate::schema::manifest::DeviceCode> = Vec::new();
-    for part in parts {
-        for arch in &part.archs {
-            if !archs.contains(arch) {
-                archs.push(arch.clone());
-            }
-        }
-        for k in &part.kernels {
-            kernels.insert((k.name.clone(), k.source.clone()), k.clone());
-        }
-        for b in &part.device_code {
-            match blobs
-                .iter_mut()
-                .find(|x| x.source == b.source && x.arch == b.arch)
-            {
-                Some(x) => *x = b.clone(),
-                None => blobs.push(b.clone()),
-            }
-        }
-    }
-    let mut kernels: Vec<Kernel> = kernels.into_values().collect();
-    assign_idents(&mut kernels);
-    // Every part's measurements of a kernel × arch the table holds (not
-    // one of a kernel gone with a part's earlier self), each key once (the
-    // last part's wins).
-    let mut measured: Vec<crate::schema::measured::Measured> = Vec::new();
-    for m in parts.iter().flat_map(|p| &p.measured) {
-        measured.retain(|x| x.key() != m.key());
-        measured.push(m.clone());
-    }
-    measured.retain(|m| {
-        kernels
-            .iter()
-            .any(|k| k.name == m.kernel && k.source == m.source && k.archs.contains_key(&m.arch))
-    });
-    crate::schema::measured::sort(&mut measured);
-    Some(Manifest {
-        schema: SCHEMA_VERSION,
-        package: first.package.clone(),
-        origin: if parts.iter().any(|p| p.origin == Origin::Lock) {
-            Origin::Lock
-        } else {
-            Origin::Nvcc
-        },
-        nvcc: first.nvcc.clone(),
-        archs,
-        kernels,
-        // By source; within one, the parts' own order (build order of archs).
-        device_code: {
-            blobs.sort_by(|a, b| a.source.cmp(&b.source));
-            blobs
-        },
-        measured,
-    })
 }
 
 /// A kernel's ptxas warnings, typed, each once (a warning of its run can
@@ -386,7 +279,7 @@ fn launch_bounds(e: &ptx::PtxEntry) -> LaunchBounds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::manifest::{Warning, WarningKind};
+    use crate::schema::manifest::{Manifest, Origin, Warning, WarningKind};
 
     /// The manifest of one job of `kernels.cu` on `arch`, given `args`,
     /// with the PTX of the run that printed `log` (tests/fixtures/regen.sh).
@@ -406,7 +299,7 @@ mod tests {
             ptx,
             signatures: &signatures,
         };
-        let jobs = [contribution(job, "").unwrap()];
+        let jobs = [contribution(job, None).unwrap()];
         crate::assemble::manifest(&crate::assemble::Assembly {
             package: "p",
             origin: Origin::Nvcc,
@@ -416,6 +309,7 @@ mod tests {
             launches: &[],
             measured: &[],
             device_code: &[],
+            others: None,
         })
         .unwrap()
     }
@@ -440,7 +334,7 @@ mod tests {
             let a = &k.archs["sm_80"];
             // Every kernel, also those whose launch bounds override the cap
             // (no note names them): the cap the file got is 24.
-            assert_eq!(a.maxrregcount, Some(24), "{}", k.name);
+            assert_eq!(a.facts.maxrregcount, Some(24), "{}", k.name);
             assert_eq!(a.warnings.first(), Some(&adjusted), "{}", k.name);
             // Each warning once, though the run's and the kernel's name it.
             let mut once = a.warnings.clone();
@@ -465,7 +359,7 @@ mod tests {
         assert!(m
             .kernels
             .iter()
-            .all(|k| k.archs["sm_80"].maxrregcount.is_none()));
+            .all(|k| k.archs["sm_80"].facts.maxrregcount.is_none()));
     }
 
     /// nvcc 13.5, `-cubin -arch=sm_90 -maxrregcount=300 -Xptxas -v
@@ -476,7 +370,9 @@ mod tests {
         let log = include_str!("../../../tests/fixtures/ptxas-13.5-maxrregcount300-sm_90.log");
         let m = manifest("sm_90", log, &["-maxrregcount=300"]);
         let cap = |name: &str| {
-            m.kernels.iter().find(|k| k.name == name).unwrap().archs["sm_90"].maxrregcount
+            m.kernels.iter().find(|k| k.name == name).unwrap().archs["sm_90"]
+                .facts
+                .maxrregcount
         };
         assert_eq!(cap("saxpy"), Some(255));
         assert_eq!(cap("_Z9lb_kernelPf"), None);

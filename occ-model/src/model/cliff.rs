@@ -239,7 +239,7 @@ pub fn at_judged(arch_name: &str, r: &Resources) -> Result<Option<Cliffs>, Strin
     }
     let dynamic = r.declared.as_ref().map_or(0, |d| d.dynamic_smem);
     let launch = BlockLaunch::new(judged.block_size).with_dynamic_smem(dynamic);
-    cliffs(a, &crate::compiler::analyze::resources(r), &launch)
+    cliffs(a, &crate::compiler::analyze::model_of(&r.facts), &launch)
         .map(Some)
         .map_err(|e| e.to_string())
 }
@@ -259,7 +259,7 @@ pub fn registers_matter(a: &KernelArch) -> bool {
 
 /// [`registers_matter`] of a record and its cliffs.
 pub fn registers_matter_at(r: &Resources, cliffs: Option<&Cliffs>) -> bool {
-    if r.spills() {
+    if r.facts.spills() {
         return true;
     }
     match cliffs {
@@ -276,26 +276,29 @@ pub fn registers_matter_at(r: &Resources, cliffs: Option<&Cliffs>) -> bool {
 mod tests {
     use super::*;
     use crate::model::occupancy::compute;
+    use crate::schema::manifest::Facts;
 
     #[test]
     fn registers_matter_where_a_register_changes_the_occupancy() {
         let resources = |registers: u32, spill_stores: u32| Resources {
-            registers,
-            static_smem: 0,
-            spill_stores,
-            spill_loads: 0,
-            stack_frame: 0,
-            cumulative_stack: None,
-            barriers: None,
-            launch_bounds: Default::default(),
-            maxrregcount: None,
+            facts: Facts {
+                registers,
+                static_smem: 0,
+                spill_stores,
+                spill_loads: 0,
+                stack_frame: 0,
+                cumulative_stack: None,
+                barriers: None,
+                launch_bounds: Default::default(),
+                maxrregcount: None,
+            },
             best: Default::default(),
             declared: None,
-            cubin_hash: String::new(),
+            cubin_hash: None,
         };
         let matter = |registers: u32, spill_stores: u32| {
             let mut r = resources(registers, spill_stores);
-            r.best = crate::model::declared::best_launch("sm_80", &r).expect("a best launch");
+            r.best = crate::model::declared::best_launch("sm_80", &r.facts).expect("a best launch");
             let mut a = KernelArch::from_resources(r);
             a.cliffs = at_judged("sm_80", &a).expect("cliffs");
             registers_matter(&a)
@@ -312,7 +315,7 @@ mod tests {
         assert!(matter(40, 0));
         // Without cliffs, registers among the judged limiters.
         let mut r = resources(24, 0);
-        r.best = crate::model::declared::best_launch("sm_80", &r).expect("a best launch");
+        r.best = crate::model::declared::best_launch("sm_80", &r.facts).expect("a best launch");
         assert!(registers_matter(&KernelArch::from_resources(r)));
     }
 

@@ -19,7 +19,7 @@
 use crate::error::{Error, Result};
 use crate::model::occupancy::{self, occupancy};
 use crate::model::suggest::{self, DynamicSmem};
-use crate::schema::manifest::{Best, Facts, LaunchBounds, Resources};
+use crate::schema::manifest::{Best, Facts, LaunchBounds};
 use crate::{compiler::analyze, model::arch};
 
 /// The manifest schema's types this module fills (defined in [`crate::schema::manifest`]).
@@ -233,7 +233,7 @@ pub enum Ask<'a> {
 
 /// The launch a kernel × arch runs at, by one rule for every reader: the
 /// manifest's `declared` ([`declared_for`]) and `best`
-/// ([`best_of`]), which `kernels.rs` records and the gate and the
+/// ([`best_launch`]), which `kernels.rs` records and the gate and the
 /// reports judge, and each `#[launch_config]` site's row (occ-macros),
 /// which asks the same at build.rs's launch and the best its options
 /// allow elsewhere, or at the fastest measured block size when `tuned`;
@@ -263,12 +263,7 @@ pub fn decide(
 
 /// The best launch with no dynamic shared memory, and the dynamic shared
 /// memory a block can still take at that occupancy.
-pub fn best_launch(arch_name: &str, k: &Resources) -> std::result::Result<Best, String> {
-    best_of(arch_name, &k.facts())
-}
-
-/// [`best_launch`] of the compiler's numbers.
-pub fn best_of(arch_name: &str, k: &Facts) -> std::result::Result<Best, String> {
+pub fn best_launch(arch_name: &str, k: &Facts) -> std::result::Result<Best, String> {
     let arch = arch::lookup(arch_name).map_err(|e| e.to_string())?;
     let res = analyze::model_of(k);
     let request = suggest::TuneRequest {
@@ -332,7 +327,7 @@ pub fn judge_facts(
     facts: &Facts,
     by_build: Option<(Launch, String)>,
 ) -> std::result::Result<(Best, Option<Declared>), Judging> {
-    let best = best_of(arch_name, facts).map_err(Judging::Best)?;
+    let best = best_launch(arch_name, facts).map_err(Judging::Best)?;
     let choice = match by_build {
         Some((launch, pattern)) => Some((launch, DeclaredBy::Build { pattern })),
         None => from_bounds(&facts.launch_bounds),
@@ -351,16 +346,6 @@ pub fn judge_facts(
 /// error (a message) when the launch cannot run the kernel: a block above
 /// the arch's or the kernel's limit, a shape other than its `.reqntid`,
 /// or more shared memory than a block can have.
-pub fn declared(
-    arch_name: &str,
-    r: &Resources,
-    launch: &Launch,
-    by: DeclaredBy,
-) -> std::result::Result<Declared, String> {
-    declared_for(arch_name, &r.facts(), launch, by)
-}
-
-/// [`declared`] of the compiler's numbers.
 pub fn declared_for(
     arch_name: &str,
     r: &Facts,
@@ -552,6 +537,7 @@ mod tests {
             launches: stated,
             measured: &[],
             device_code: &[],
+            others: None,
         })
     }
 
@@ -736,9 +722,9 @@ mod tests {
         // 34 registers at 1024 threads on sm_80: 34 x 1024 > 32 Ki, so one
         // block (50%); 32 registers or __launch_bounds__(1024, 2) give two.
         let r = resources(34, 0, 0);
-        let d = declared(
+        let d = declared_for(
             "sm_80",
-            &r,
+            &r.facts,
             &Launch::block(1024),
             DeclaredBy::Build {
                 pattern: "k".into(),
@@ -748,7 +734,7 @@ mod tests {
         let a = arch::lookup("sm_80").unwrap();
         let model = occupancy(
             a,
-            &analyze::resources(&r),
+            &analyze::model_of(&r.facts),
             &occupancy::BlockLaunch::new(1024),
         )
         .unwrap();
@@ -801,14 +787,15 @@ mod tests {
     #[test]
     fn a_launch_the_kernel_cannot_take_is_refused() {
         let mut r = resources(32, 0, 0);
-        r.launch_bounds.max_threads = Some([256, 1, 1]);
+        r.facts.launch_bounds.max_threads = Some([256, 1, 1]);
         let by = || DeclaredBy::LaunchBounds;
-        let e = declared("sm_80", &r, &Launch::block(512), by()).expect_err("above bounds");
+        let e =
+            declared_for("sm_80", &r.facts, &Launch::block(512), by()).expect_err("above bounds");
         assert!(e.contains("256") || e.contains("launch bounds"), "{e}");
-        assert!(declared("sm_80", &r, &Launch::block_2d(16, 16), by()).is_ok());
-        assert!(declared("sm_80", &r, &Launch::block_3d(1, 1, 128), by()).is_err());
-        r.launch_bounds.req_threads = Some([16, 16, 1]);
-        let e = declared("sm_80", &r, &Launch::block(256), by()).expect_err("shape");
+        assert!(declared_for("sm_80", &r.facts, &Launch::block_2d(16, 16), by()).is_ok());
+        assert!(declared_for("sm_80", &r.facts, &Launch::block_3d(1, 1, 128), by()).is_err());
+        r.facts.launch_bounds.req_threads = Some([16, 16, 1]);
+        let e = declared_for("sm_80", &r.facts, &Launch::block(256), by()).expect_err("shape");
         assert!(e.contains("16x16x1"), "{e}");
     }
 }

@@ -35,7 +35,7 @@
 
 use crate::error::{Error, Result};
 use crate::model::declared;
-use crate::schema::manifest::{Best, LaunchBounds, Resources};
+use crate::schema::manifest::{Best, Facts, LaunchBounds};
 use crate::{compiler::ptx, compiler::ptxas};
 use serde::{Deserialize, Serialize};
 
@@ -146,9 +146,9 @@ pub struct SweepPoint {
 /// [`MIN_CAP`]), the most registers per thread that reach it; highest first.
 /// Empty when fewer registers cannot raise occupancy (already 100%, or
 /// something else limits it).
-pub fn caps(arch: &str, k: &Resources) -> Result<Vec<u32>> {
+pub fn caps(arch: &str, k: &Facts) -> Result<Vec<u32>> {
     let occupancy_at = |registers: u32| -> Result<f64> {
-        let trial = Resources {
+        let trial = Facts {
             registers,
             ..k.clone()
         };
@@ -206,7 +206,7 @@ pub fn with_maxnreg(ptx_text: &str, kernel: &str, cap: u32) -> Option<String> {
 /// `overridden`: ptxas said an entry-specific limit overrode the cap.
 pub fn point(
     arch: &str,
-    k: &Resources,
+    k: &Facts,
     cap: Option<u32>,
     r: &ptxas::KernelRecord,
     overridden: bool,
@@ -218,7 +218,7 @@ pub fn point(
         arch: arch.to_string(),
         detail: "its ptxas log at this cap has no `Used N registers` line".to_string(),
     })?;
-    let trial = Resources {
+    let trial = Facts {
         registers,
         barriers: r.barriers,
         static_smem: narrow(r.static_smem),
@@ -253,8 +253,8 @@ pub fn point(
 mod tests {
     use super::*;
 
-    fn kernel_arch(registers: u32) -> Resources {
-        Resources {
+    fn kernel_arch(registers: u32) -> Facts {
+        Facts {
             registers,
             barriers: Some(0),
             static_smem: 0,
@@ -263,17 +263,7 @@ mod tests {
             spill_stores: 0,
             spill_loads: 0,
             launch_bounds: LaunchBounds::default(),
-            best: Best {
-                block_size: 0,
-                active_blocks_per_sm: 0,
-                active_warps_per_sm: 0,
-                occupancy: 0.0,
-                limiters: vec![],
-                dynamic_smem_headroom: 0,
-            },
             maxrregcount: None,
-            declared: None,
-            cubin_hash: String::new(),
         }
     }
 

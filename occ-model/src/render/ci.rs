@@ -17,6 +17,7 @@
 use crate::compare::{Cause, Diff, Verdict};
 use crate::schema::manifest::{Kernel, Manifest};
 use serde_json::{json, Value};
+use std::collections::{HashMap, HashSet};
 
 /// What an alert reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -134,23 +135,39 @@ pub struct Alert {
 /// `__launch_bounds__(...)` between `__global__` and the name are skipped,
 /// the name may be on a later line. `None` when there is none.
 pub fn definition_line(source: &str, name: &str) -> Option<u32> {
+    definition_lines(source).get(name).copied()
+}
+
+/// [`definition_line`] of every name at once, in one pass over the file's
+/// tokens: each `__global__` declarator's `name (` pairs, the first
+/// definition of a name kept.
+fn definition_lines(source: &str) -> HashMap<String, u32> {
     let tokens = tokens(source);
-    for (i, (tok, _)) in tokens.iter().enumerate() {
-        if tok != "__global__" {
+    let mut out = HashMap::new();
+    let mut i = 0;
+    while i < tokens.len() {
+        crate::work::step(1);
+        if tokens[i].0 != "__global__" {
+            i += 1;
             continue;
         }
         // The declarator: up to the body or the end of the declaration.
-        for w in tokens[i + 1..].windows(2) {
-            let ((a, line), (b, _)) = (&w[0], &w[1]);
+        let mut j = i + 1;
+        while j + 1 < tokens.len() {
+            crate::work::step(1);
+            let ((a, line), (b, _)) = (&tokens[j], &tokens[j + 1]);
             if a == "{" || a == ";" {
                 break;
             }
-            if a == name && b == "(" {
-                return Some(*line);
+            if b == "(" {
+                out.entry(a.clone()).or_insert(*line);
             }
+            j += 1;
         }
+        // A `__global__` inside this declarator starts no other one.
+        i = j.max(i + 1);
     }
-    None
+    out
 }
 
 /// Identifiers and single punctuation characters with their lines, without
@@ -235,18 +252,26 @@ pub fn alerts(
     deny_spills: bool,
     source_text: &dyn Fn(&str) -> Option<String>,
 ) -> Vec<Alert> {
-    let mut definitions: std::collections::BTreeMap<(String, String), (u32, Located)> =
-        Default::default();
+    // Each file read and its definitions found once, whatever it holds.
+    let mut definitions: HashMap<String, HashMap<String, u32>> = HashMap::new();
     let mut at_definition = |source: &str, short_name: &str| -> (u32, Located) {
-        *definitions
-            .entry((source.to_string(), short_name.to_string()))
-            .or_insert_with(|| {
-                match source_text(source).and_then(|t| definition_line(&t, short_name)) {
-                    Some(line) => (line, Located::Definition),
-                    None => (1, Located::File),
-                }
-            })
+        let lines = definitions.entry(source.to_string()).or_insert_with(|| {
+            source_text(source)
+                .map(|t| definition_lines(&t))
+                .unwrap_or_default()
+        });
+        match lines.get(short_name) {
+            Some(&line) => (line, Located::Definition),
+            None => (1, Located::File),
+        }
     };
+    // The manifest's kernels by name and source (the first of each).
+    let mut kernel_of: HashMap<(&str, &str), &Kernel> = HashMap::new();
+    for k in &m.kernels {
+        kernel_of
+            .entry((k.base_name.as_str(), k.source.as_str()))
+            .or_insert(k);
+    }
     let mut out = Vec::new();
     let spill_level = if deny_spills {
         Level::Error
@@ -254,13 +279,13 @@ pub fn alerts(
         Level::Warning
     };
     for k in &m.kernels {
-        for (arch, a) in k.archs.iter().filter(|(_, a)| a.spills()) {
+        for (arch, a) in k.archs.iter().filter(|(_, a)| a.facts.spills()) {
             let head = format!(
                 "{} spills {} B on {arch} ({} B stores, {} B loads)",
                 k.base_name,
-                a.spill_bytes(),
-                a.spill_stores,
-                a.spill_loads
+                a.facts.spill_bytes(),
+                a.facts.spill_stores,
+                a.facts.spill_loads
             );
             let sites = a.lines.as_ref().map(|l| l.spills.as_slice()).unwrap_or(&[]);
             if sites.is_empty() {
@@ -299,10 +324,10 @@ pub fn alerts(
             _ if near => Rule::NearCliff,
             _ => continue,
         };
-        let kernel = m
-            .kernels
-            .iter()
-            .find(|k| k.base_name == f.kernel && k.source == f.source);
+        crate::work::step(1);
+        let kernel = kernel_of
+            .get(&(f.kernel.as_str(), f.source.as_str()))
+            .copied();
         let (file, line, located) = match kernel.and_then(|k| recorded_line(k, &f.arch)) {
             Some((file, line)) => (file, line, Located::Recorded),
             None => {
@@ -346,15 +371,18 @@ pub fn alerts(
 fn by_line(sites: &[crate::compiler::lines::SpillSite]) -> Vec<(String, u32, u32, u32, String)> {
     type Line = (u32, u32, Vec<u32>, bool);
     let mut lines: Vec<((String, u32), Line)> = Vec::new();
+    let mut index: HashMap<(&str, u32), usize> = HashMap::new();
     for site in sites {
-        let key = (site.file.clone(), site.line.max(1));
-        let at = match lines.iter().position(|(k, _)| *k == key) {
-            Some(i) => i,
-            None => {
-                lines.push((key, (0, 0, Vec::new(), false)));
+        crate::work::step(1);
+        let at = *index
+            .entry((site.file.as_str(), site.line.max(1)))
+            .or_insert_with(|| {
+                lines.push((
+                    (site.file.clone(), site.line.max(1)),
+                    (0, 0, Vec::new(), false),
+                ));
                 lines.len() - 1
-            }
-        };
+            });
         let (stores, loads, loops, outside) = &mut lines[at].1;
         *stores = stores.saturating_add(site.stores);
         *loads = loads.saturating_add(site.loads);
@@ -387,25 +415,31 @@ fn by_line(sites: &[crate::compiler::lines::SpillSite]) -> Vec<(String, u32, u32
 /// the runner's annotations show one entry per result, so two results at
 /// one line would say the same place twice. In order of first appearance.
 fn one_per_line(alerts: Vec<Alert>) -> Vec<Alert> {
-    fn add(list: &mut Vec<String>, item: String) {
-        if !list.contains(&item) {
-            list.push(item);
+    /// A list in order of first appearance, each item once.
+    #[derive(Default)]
+    struct Distinct(Vec<String>, HashSet<String>);
+    impl Distinct {
+        fn add(&mut self, item: String) {
+            if self.1.insert(item.clone()) {
+                self.0.push(item);
+            }
         }
     }
-    let mut groups: Vec<(Alert, [Vec<String>; 3])> = Vec::new();
+    let mut groups: Vec<(Alert, [Distinct; 3])> = Vec::new();
+    let mut index: HashMap<(Rule, String, u32), usize> = HashMap::new();
     for a in alerts {
-        let same = groups
-            .iter_mut()
-            .find(|(o, _)| o.rule == a.rule && o.file == a.file && o.line == a.line);
-        let Some((first, [kernels, archs, messages])) = same else {
-            let lists = [
-                vec![a.kernel.clone()],
-                vec![a.arch.clone()],
-                vec![a.message.clone()],
-            ];
+        crate::work::step(1);
+        let key = (a.rule, a.file.clone(), a.line);
+        let Some(&i) = index.get(&key) else {
+            let mut lists: [Distinct; 3] = Default::default();
+            lists[0].add(a.kernel.clone());
+            lists[1].add(a.arch.clone());
+            lists[2].add(a.message.clone());
+            index.insert(key, groups.len());
             groups.push((a, lists));
             continue;
         };
+        let (first, [kernels, archs, messages]) = &mut groups[i];
         if a.level == Level::Error {
             first.level = Level::Error;
         }
@@ -414,16 +448,16 @@ fn one_per_line(alerts: Vec<Alert>) -> Vec<Alert> {
             (Located::Definition, _) | (_, Located::Definition) => Located::Definition,
             _ => Located::File,
         };
-        add(kernels, a.kernel);
-        add(archs, a.arch);
-        add(messages, a.message);
+        kernels.add(a.kernel);
+        archs.add(a.arch);
+        messages.add(a.message);
     }
     groups
         .into_iter()
         .map(|(a, [kernels, archs, messages])| Alert {
-            kernel: kernels.join(", "),
-            arch: archs.join(", "),
-            message: messages.join("; "),
+            kernel: kernels.0.join(", "),
+            arch: archs.0.join(", "),
+            message: messages.0.join("; "),
             ..a
         })
         .collect()

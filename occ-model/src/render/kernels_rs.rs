@@ -60,7 +60,7 @@ pub fn kernels_rs(manifest: &Manifest) -> String {
     out.push_str("// Include with: include!(concat!(env!(\"OUT_DIR\"), \"/occ/kernels.rs\"));\n\n");
     let archs: Vec<String> = manifest.archs.iter().map(|a| lit(a)).collect();
     let has_device_code =
-        manifest.origin == Origin::Nvcc && manifest.device_code.iter().any(|d| !d.file.is_empty());
+        manifest.origin == Origin::Nvcc && manifest.device_code.iter().any(|d| d.file.is_some());
     let _ = writeln!(
         out,
         "/// Target archs in build order; the first is the default.\n#[allow(dead_code)]\npub const ARCHS: &[&str] = &[{}];\n",
@@ -83,7 +83,7 @@ pub fn kernels_rs(manifest: &Manifest) -> String {
     for (i, blob) in manifest.device_code.iter().enumerate() {
         blob_of.insert((blob.source.as_str(), blob.arch.as_deref()), i);
     }
-    if manifest.device_code.iter().any(|b| !b.file.is_empty()) {
+    if manifest.device_code.iter().any(|b| b.file.is_some()) {
         out.push_str(
             "\n// The blobs' table (`DEVICE_CODE_ARRAY`), in a file of its own: it\n\
              // names each blob by the hash and length of its bytes.\n\
@@ -368,13 +368,16 @@ fn device_code(blob: &DeviceCode, reach: &Reach) -> String {
         Some(a) => format!("Some({})", lit(a)),
         None => "None".into(),
     };
-    let file = lit(&format!("/occ/{}", blob.file));
-    let bytes = match reach {
-        Reach::Empty => "&[]".to_string(),
-        Reach::Assembled { symbol, len } => {
-            format!("::occ::__device_code!({symbol}, {file}, {len})")
+    let file = |f: &str| lit(&format!("/occ/{f}"));
+    let bytes = match (reach, &blob.file) {
+        (Reach::Assembled { symbol, len }, Some(f)) => {
+            format!("::occ::__device_code!({symbol}, {}, {len})", file(f))
         }
-        Reach::Included => format!("include_bytes!(concat!(env!(\"OUT_DIR\"), {file}))"),
+        (Reach::Included, Some(f)) => {
+            format!("include_bytes!(concat!(env!(\"OUT_DIR\"), {}))", file(f))
+        }
+        // No file to reach (a build from the lock): no bytes.
+        (Reach::Empty, _) | (_, None) => "&[]".to_string(),
     };
     format!(
         "DeviceCode {{ source: {}, kind: CodeKind::{kind}, arch: {arch}, bytes: {bytes} }}",
@@ -383,7 +386,7 @@ fn device_code(blob: &DeviceCode, reach: &Reach) -> String {
 }
 
 fn kernel_arch(arch: &str, k: &KernelArch, blob: Option<usize>) -> String {
-    let lb = &k.launch_bounds;
+    let lb = &k.facts.launch_bounds;
     let cluster = match lb.cluster_dims {
         Some([x, y, z]) => format!("Some([{x}, {y}, {z}])"),
         None => "None".into(),
@@ -410,12 +413,12 @@ fn kernel_arch(arch: &str, k: &KernelArch, blob: Option<usize>) -> String {
          active_blocks_per_sm: {}, active_warps_per_sm: {}, occupancy: {:?}, limiters: &[{}], \
          dynamic_smem_headroom: {}, declared: {declared}, code: {code} }}",
         lit(arch),
-        k.registers,
-        k.static_smem,
-        k.stack_frame,
-        k.spill_stores,
-        k.spill_loads,
-        opt(k.barriers),
+        k.facts.registers,
+        k.facts.static_smem,
+        k.facts.stack_frame,
+        k.facts.spill_stores,
+        k.facts.spill_loads,
+        opt(k.facts.barriers),
         opt(lb.max_threads_per_block()),
         opt(lb.min_blocks_per_sm),
         opt(lb.max_registers),
@@ -465,14 +468,14 @@ mod tests {
             source: "k.cu".into(),
             kind: Embed::Fatbin,
             arch: None,
-            file: file.into(),
+            file: (!file.is_empty()).then(|| file.to_string()),
         }
     }
 
     #[test]
     fn device_code_rs_names_each_blob_as_it_is_reached() {
         let m = manifest(vec![], vec![blob("a.fatbin"), blob("b.fatbin"), blob("")]);
-        let text = device_code_rs(&m, |b| match b.file.as_str() {
+        let text = device_code_rs(&m, |b| match b.file.as_deref().unwrap_or_default() {
             "a.fatbin" => Reach::Assembled {
                 symbol: "occ_dc_00ff".into(),
                 len: 10,

@@ -12,7 +12,7 @@
 use crate::compare::{self, Diff, Finding, Verdict};
 use crate::render::text_table::{cells, percent, rows, Row, HEADER};
 use crate::schema::manifest::{Manifest, Origin};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 /// What a report knows about regressions against the committed lock.
 #[derive(Debug, Clone, PartialEq)]
@@ -329,19 +329,25 @@ fn summary(m: &Manifest, baseline: &Baseline, all: &[Row]) -> String {
     // Per kernel: its most spilled bytes on an arch, and that arch's line
     // with the most (when the build located it).
     let mut spilling: Vec<(&str, u32, Option<String>)> = Vec::new();
+    let mut at_index: HashMap<&str, usize> = HashMap::new();
     for r in all.iter().filter(|r| r.spill_bytes > 0) {
+        crate::work::step(1);
         let at = r
             .lines
             .as_ref()
             .and_then(|l| l.worst())
             .map(|s| format!("{}:{}", s.file, s.line));
-        match spilling.iter_mut().find(|(k, _, _)| *k == r.kernel) {
-            Some((_, bytes, most)) => {
+        match at_index.get(r.kernel.as_str()) {
+            Some(&i) => {
+                let (_, bytes, most) = &mut spilling[i];
                 if r.spill_bytes > *bytes {
                     (*bytes, *most) = (r.spill_bytes, at);
                 }
             }
-            None => spilling.push((&r.kernel, r.spill_bytes, at)),
+            None => {
+                at_index.insert(&r.kernel, spilling.len());
+                spilling.push((&r.kernel, r.spill_bytes, at));
+            }
         }
     }
     if spilling.is_empty() {

@@ -5,6 +5,8 @@
 
 pub mod ci;
 pub mod kernels_rs;
+#[cfg(test)]
+mod linear;
 pub mod markdown;
 pub mod text_table;
 pub mod units;

@@ -9,7 +9,6 @@ use serde::Serialize;
 
 pub use crate::render::units::{count, percent};
 
-/// Aligns rows into columns separated by two spaces (the first row is the
 /// What a group's findings share, in a few words (`new spills`,
 /// `occupancy down, registers up past the threshold`, `new arch sm_90`).
 pub fn group_title(group: &Group<'_>) -> String {
@@ -50,54 +49,71 @@ pub fn group_names(group: &Group<'_>, named: usize) -> String {
     }
 }
 
+/// Aligns rows into columns separated by two spaces (the first row is the
 /// header and is underlined); numbers are right-aligned. A cell shows
 /// what no name may hold escaped ([`crate::compiler::names::shown`]), so that a name
 /// breaks no line of the table.
+///
+/// A column is at most [`WIDEST`] characters wide: a longer cell (a
+/// template's full name) is written whole and shifts the rest of its own
+/// line, so that one long name does not pad every other line to its width
+/// (the table stays as long as its cells, not rows × the longest cell).
+///
+/// Linear in the cells: each is read once for the widths and the numeric
+/// columns and once to write it (`render::linear` counts the steps).
 pub fn align<const N: usize>(rows: &[[String; N]]) -> String {
-    let shown: Vec<[String; N]> = rows
+    let shown: Vec<[std::borrow::Cow<'_, str>; N]> = rows
         .iter()
-        .map(|row| {
-            row.clone()
-                .map(|cell| crate::compiler::names::shown(&cell).into_owned())
-        })
+        .map(|row| std::array::from_fn(|i| crate::compiler::names::shown(&row[i])))
         .collect();
-    let rows = shown.as_slice();
     let mut widths = [0usize; N];
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
+    // A column is numeric when every cell under the header is.
+    let mut numeric = [shown.len() > 1; N];
+    for (n, row) in shown.iter().enumerate() {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count().min(WIDEST));
+            if n > 0 && numeric[i] && !is_number(cell) {
+                numeric[i] = false;
+            }
         }
     }
-    let numeric = |i: usize| {
-        rows.iter().skip(1).all(|r| {
-            r[i].is_empty() || r[i] == "-" || r[i].trim_end_matches('%').parse::<f64>().is_ok()
-        }) && rows.len() > 1
-    };
-    let mut out = String::new();
-    for (n, row) in rows.iter().enumerate() {
-        let mut line = String::new();
+    let total = widths.iter().sum::<usize>() + 2 * N.saturating_sub(1);
+    let mut out = String::with_capacity(shown.len() * (total + 1) + total + 1);
+    for (n, row) in shown.iter().enumerate() {
+        let start = out.len();
         for (i, cell) in row.iter().enumerate() {
+            crate::work::step(1);
             if i > 0 {
-                line.push_str("  ");
+                out.push_str("  ");
             }
-            let pad = widths[i] - cell.chars().count();
-            if n > 0 && numeric(i) {
-                line.push_str(&" ".repeat(pad));
-                line.push_str(cell);
+            let pad = widths[i].saturating_sub(cell.chars().count());
+            if n > 0 && numeric[i] {
+                out.extend(std::iter::repeat_n(' ', pad));
+                out.push_str(cell);
             } else {
-                line.push_str(cell);
-                line.push_str(&" ".repeat(pad));
+                out.push_str(cell);
+                out.extend(std::iter::repeat_n(' ', pad));
             }
         }
-        out.push_str(line.trim_end());
+        // The line without its trailing blanks.
+        let kept = out[start..].trim_end().len();
+        out.truncate(start + kept);
         out.push('\n');
         if n == 0 {
-            let total = widths.iter().sum::<usize>() + 2 * N.saturating_sub(1);
-            out.push_str(&"-".repeat(total));
+            out.extend(std::iter::repeat_n('-', total));
             out.push('\n');
         }
     }
     out
+}
+
+/// The widest a column of [`align`] pads to, in characters.
+pub const WIDEST: usize = 64;
+
+/// What [`align`] right-aligns: a number, a percentage, `-` or nothing.
+fn is_number(cell: &str) -> bool {
+    crate::work::step(1);
+    cell.is_empty() || cell == "-" || cell.trim_end_matches('%').parse::<f64>().is_ok()
 }
 
 /// One row of the report: a kernel on an arch.
@@ -175,9 +191,9 @@ pub fn rows(m: &Manifest) -> Vec<Row> {
                 kernel: k.base_name.clone(),
                 source: k.source.clone(),
                 arch: arch.clone(),
-                registers: a.registers,
-                static_smem: a.static_smem,
-                spill_bytes: a.spill_bytes(),
+                registers: a.facts.registers,
+                static_smem: a.facts.static_smem,
+                spill_bytes: a.facts.spill_bytes(),
                 occupancy: judged.occupancy,
                 limiters: judged.limiters.to_vec(),
                 launch: judged.launch(),
@@ -466,9 +482,9 @@ fn row(f: &Finding) -> [String; 10] {
         f.kernel.clone(),
         f.arch.clone(),
         f.source.clone(),
-        cell(b, a, |r| r.registers),
-        cell(b, a, |r| r.static_smem),
-        cell(b, a, Resources::spill_bytes),
+        cell(b, a, |r| r.facts.registers),
+        cell(b, a, |r| r.facts.static_smem),
+        cell(b, a, |r| r.facts.spill_bytes()),
         occupancy,
         cell(b, a, |r| r.judged().limiters.join(" + ")),
         cell(b, a, |r| r.best.block_size),
@@ -510,5 +526,26 @@ mod tests {
             ["long".to_string(), "5".to_string()],
         ]);
         assert_eq!(t, "name  n\n---------\na     100\nlong    5\n");
+    }
+
+    #[test]
+    fn a_cell_past_the_widest_column_shifts_only_its_own_line() {
+        let long = "k".repeat(WIDEST + 30);
+        let mut rows = vec![["kernel".to_string(), "registers".to_string()]];
+        rows.extend((0..50).map(|i| [format!("k{i}"), "32".to_string()]));
+        rows.push([long.clone(), "40".to_string()]);
+        let t = align(&rows);
+        let lines: Vec<&str> = t.lines().collect();
+        // Every short line padded to the widest column, not to the long name.
+        assert_eq!(
+            lines[2].len(),
+            WIDEST + 2 + "registers".len(),
+            "{}",
+            lines[2]
+        );
+        assert_eq!(lines.last(), Some(&format!("{long}  {:>9}", "40").as_str()));
+        // The table grows with its cells, not with rows x the longest one.
+        let line = WIDEST + 2 + "registers".len() + 1;
+        assert_eq!(t.len(), 52 * line + long.len() + 2 + 9 + 1, "{t}");
     }
 }

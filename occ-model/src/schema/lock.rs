@@ -148,7 +148,7 @@ impl Lock {
 
     /// A manifest made from the lock alone, for builds without nvcc: only
     /// the archs in `archs` (all of the lock's when empty), no device code
-    /// (empty `cubin`/`ptx`), no warnings or constant banks, and `origin`
+    /// (no `cubin` or `ptx`), no warnings or constant banks, and `origin`
     /// [`Origin::Lock`]. Errors name an arch the lock lacks.
     pub fn to_manifest(&self, archs: &[String], path: &Path) -> Result<Manifest> {
         let archs = self.recorded(archs, path)?;
@@ -204,11 +204,11 @@ impl Lock {
                         base_name: k.base_name.clone(),
                         short_name: k.short_name.clone(),
                         params: k.params.clone(),
-                        facts: r.facts(),
+                        facts: r.facts.clone(),
                         cmem: BTreeMap::new(),
                         warnings: Vec::new(),
-                        cubin: String::new(),
-                        ptx: String::new(),
+                        cubin: None,
+                        ptx: None,
                         cubin_hash: r.cubin_hash.clone(),
                     });
             }
@@ -344,8 +344,8 @@ impl Lock {
              or rebuild with nvcc and run `cargo occ bless`",
             kernel.name,
             kernel.source,
-            r.registers,
-            r.static_smem,
+            r.facts.registers,
+            r.facts.static_smem,
             said.join("; "),
         ))
     }
@@ -412,8 +412,10 @@ impl Lock {
                     kernel.archs.keys().cloned().collect::<Vec<_>>().join(", ")
                 ));
             };
-            let lock_hash = &recorded.cubin_hash;
-            if lock_hash.is_empty() || *lock_hash == m.cubin_hash {
+            let Some(lock_hash) = recorded.cubin_hash.as_ref() else {
+                continue;
+            };
+            if *lock_hash == m.cubin_hash {
                 continue;
             }
             match other {
@@ -593,13 +595,13 @@ fn derived_differences(arch: &str, r: &Resources) -> Vec<Difference> {
     // its launch bounds (`judge_facts`, the assembly's rule). No `declared`
     // is a lock from before occ recorded it: nothing to check.
     let judged = match &r.declared {
-        None => declared::best_launch(arch, r).map(|best| (best, None)),
+        None => declared::best_launch(arch, &r.facts).map(|best| (best, None)),
         Some(d) => {
             let by_build = match &d.by {
                 DeclaredBy::Build { pattern } => Some((d.launch, pattern.clone())),
                 _ => None,
             };
-            declared::judge_facts(arch, &r.facts(), by_build).map_err(|e| match e {
+            declared::judge_facts(arch, &r.facts, by_build).map_err(|e| match e {
                 declared::Judging::Best(detail) | declared::Judging::Declared { detail, .. } => {
                     detail
                 }
@@ -855,7 +857,7 @@ mod tests {
     fn derived(mut l: Lock) -> Lock {
         for k in &mut l.kernels {
             for (arch, r) in &mut k.archs {
-                r.best = declared::best_launch(arch, r).expect("the model");
+                r.best = declared::best_launch(arch, &r.facts).expect("the model");
             }
         }
         l
@@ -978,7 +980,7 @@ mod tests {
         let l = many(20);
         let mut changed = l.clone();
         if let Some(a) = changed.kernels[7].archs.get_mut("sm_90") {
-            a.registers += 8;
+            a.facts.registers += 8;
         }
         let (a, b) = (l.to_text(), changed.to_text());
         let differing = a.lines().zip(b.lines()).filter(|(x, y)| x != y).count();
@@ -1041,7 +1043,7 @@ mod tests {
         // A bad merge: 200 registers beside the numbers of a lighter kernel.
         let mut l = lock(&[("a", arch(32, 64, 0)), ("b", arch(32, 64, 0))]);
         let sm80 = l.kernels[0].archs.get_mut("sm_80").expect("sm_80");
-        sm80.registers = 200;
+        sm80.facts.registers = 200;
         sm80.best.block_size = 1024;
         sm80.best.occupancy = 0.25;
         let err = refusal(&l);
@@ -1061,7 +1063,7 @@ mod tests {
         let mut all = l.clone();
         for k in &mut all.kernels {
             if let Some(a) = k.archs.get_mut("sm_80") {
-                a.static_smem = 48 * 1024;
+                a.facts.static_smem = 48 * 1024;
             }
         }
         let err = refusal(&all);
@@ -1086,8 +1088,9 @@ mod tests {
         let by = DeclaredBy::Build {
             pattern: "a".into(),
         };
-        r.declared =
-            Some(declared::declared("sm_80", r, &Launch::block(128), by).expect("a launch"));
+        r.declared = Some(
+            declared::declared_for("sm_80", &r.facts, &Launch::block(128), by).expect("a launch"),
+        );
         let good = l.to_text();
         assert_eq!(
             Lock::from_text(&good, Path::new("occ.lock")).ok(),
@@ -1111,11 +1114,16 @@ mod tests {
         // A launch said to come from the launch bounds must be theirs.
         let mut bounds = l.clone();
         let r = bounds.kernels[0].archs.get_mut("sm_80").expect("sm_80");
-        r.launch_bounds.max_threads = Some([256, 1, 1]);
-        r.best = declared::best_launch("sm_80", r).expect("the model");
+        r.facts.launch_bounds.max_threads = Some([256, 1, 1]);
+        r.best = declared::best_launch("sm_80", &r.facts).expect("the model");
         r.declared = Some(
-            declared::declared("sm_80", r, &Launch::block(128), DeclaredBy::LaunchBounds)
-                .expect("a launch"),
+            declared::declared_for(
+                "sm_80",
+                &r.facts,
+                &Launch::block(128),
+                DeclaredBy::LaunchBounds,
+            )
+            .expect("a launch"),
         );
         let err = refusal(&bounds);
         assert!(
@@ -1135,7 +1143,7 @@ mod tests {
             .archs
             .get_mut("sm_80")
             .expect("sm_80")
-            .cubin_hash = ours.clone();
+            .cubin_hash = Some(ours.clone());
         let before = l.clone();
         let err = l
             .import(&timed)
@@ -1153,7 +1161,7 @@ mod tests {
         assert_eq!(done.added, 1);
         assert_eq!(done.other_cubin, vec!["a on sm_80".to_string()]);
         // The same cubin imports; a lock from before cubin hashes cannot tell.
-        for recorded in [theirs, String::new()] {
+        for recorded in [Some(theirs), None] {
             let mut l = before.clone();
             l.kernels[0]
                 .archs

@@ -90,8 +90,14 @@ pub struct DeviceCode {
     pub kind: Embed,
     /// The arch of a cubin or PTX; `None` for a fatbin (it holds them all).
     pub arch: Option<String>,
-    /// The file, relative to `$OUT_DIR/occ`; empty in a build from the lock.
-    pub file: String,
+    /// The file, relative to `$OUT_DIR/occ`; `None` (absent) in a build
+    /// from the lock, whose `kernels.rs` gives the blob no bytes.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "empty_is_none"
+    )]
+    pub file: Option<String>,
 }
 
 /// Where a manifest's numbers come from.
@@ -131,33 +137,14 @@ pub struct Kernel<A = KernelArch> {
 
 /// A kernel's resources and best launch on one arch: what the lock records
 /// and the gate compares, and what `kernels.rs` and `#[launch_config]` need
-/// when there is no nvcc.
+/// when there is no nvcc: the compiler's [`Facts`] (flattened into the same
+/// JSON object) and what follows from them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Resources {
-    /// Registers per thread.
-    pub registers: u32,
-    /// Static shared memory per block, bytes.
-    pub static_smem: u32,
-    /// Spill stores, bytes.
-    pub spill_stores: u32,
-    /// Spill loads, bytes.
-    pub spill_loads: u32,
-    /// Stack frame, bytes.
-    pub stack_frame: u32,
-    /// Cumulative stack of the call chain, bytes, when ptxas could determine it.
-    pub cumulative_stack: Option<u32>,
-    /// Named barriers (`used N barriers`); `None` when ptxas did not say (before CUDA 12.8).
-    pub barriers: Option<u32>,
-    /// Launch bounds and cluster directives from the PTX.
-    pub launch_bounds: LaunchBounds,
-    /// The register cap `-maxrregcount` set for this kernel's file (from
-    /// `Build::max_registers` or a raw flag) as ptxas applied it, not as
-    /// asked: a cap below the arch's lower bound is that bound (16 gives 24),
-    /// one above its maximum the maximum (ptxas's notes say which);
-    /// absent when none was given or ptxas ignored it.
-    /// `__launch_bounds__` and `__maxnreg__` override it: compare with `registers`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub maxrregcount: Option<u32>,
+    /// The compiler's numbers: registers, shared memory, spills, stack,
+    /// barriers, launch bounds, the register cap.
+    #[serde(flatten)]
+    pub facts: Facts,
     /// Occupancy at the best block size with no dynamic shared memory.
     pub best: Best,
     /// The launch the kernel is written for (`Build::launch`, else its
@@ -169,11 +156,16 @@ pub struct Resources {
     /// [`crate::schema::measured::cubin_hash`] of the cubin (its sections less the
     /// debug ones), which a measurement is checked against. The lock keeps
     /// it too, so that a build from the lock judges a measurement exactly
-    /// as a build with nvcc of the same sources does. Empty in locks from
-    /// before occ kept it; never compared by the gate as a change of
-    /// numbers (the gate checks measured kernels' separately).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub cubin_hash: String,
+    /// as a build with nvcc of the same sources does. `None` in locks from
+    /// before occ kept it (absent, or `""` as some wrote it); never
+    /// compared by the gate as a change of numbers (the gate checks
+    /// measured kernels' separately).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "empty_is_none"
+    )]
+    pub cubin_hash: Option<String>,
 }
 
 /// What one job (one source, one arch) contributes to a build: its
@@ -211,20 +203,37 @@ pub struct Compiled {
     /// ptxas's warnings about the kernel.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<Warning>,
-    /// The job's cubin, relative to `$OUT_DIR/occ`; empty without one.
-    pub cubin: String,
-    /// The job's PTX, relative to `$OUT_DIR/occ`; empty without one.
-    pub ptx: String,
-    /// `measured::cubin_hash` of the cubin; empty when unknown.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub cubin_hash: String,
+    /// The job's cubin, relative to `$OUT_DIR/occ`; `None` for a record
+    /// of the lock (a build without nvcc has no device code).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "empty_is_none"
+    )]
+    pub cubin: Option<String>,
+    /// The job's PTX, relative to `$OUT_DIR/occ`; `None` for a record of
+    /// the lock.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "empty_is_none"
+    )]
+    pub ptx: Option<String>,
+    /// `measured::cubin_hash` of the cubin; `None` when unknown (a job
+    /// without a cubin, a lock from before occ kept the hash).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "empty_is_none"
+    )]
+    pub cubin_hash: Option<String>,
 }
 
 /// A kernel's numbers on one arch as the compiler gave them (ptxas's log
 /// and the PTX's directives), before anything is derived from them: what
-/// a job contributes (`assemble::Compiled`) and what the lock's
-/// record holds besides the derived [`Resources::best`] and
-/// [`Resources::declared`].
+/// a job contributes ([`Compiled::facts`]) and what the lock's record
+/// ([`Resources::facts`]) holds besides the derived [`Resources::best`] and
+/// [`Resources::declared`]. Every rule of the model takes these.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Facts {
     /// Registers per thread.
@@ -239,67 +248,21 @@ pub struct Facts {
     pub stack_frame: u32,
     /// Cumulative stack of the call chain, bytes, when ptxas could determine it.
     pub cumulative_stack: Option<u32>,
-    /// Named barriers; `None` when ptxas did not say (before CUDA 12.8).
+    /// Named barriers (`used N barriers`); `None` when ptxas did not say (before CUDA 12.8).
     pub barriers: Option<u32>,
     /// Launch bounds and cluster directives from the PTX.
     pub launch_bounds: LaunchBounds,
-    /// The register cap ptxas applied ([`Resources::maxrregcount`]).
+    /// The register cap `-maxrregcount` set for this kernel's file (from
+    /// `Build::max_registers` or a raw flag) as ptxas applied it, not as
+    /// asked: a cap below the arch's lower bound is that bound (16 gives 24),
+    /// one above its maximum the maximum (ptxas's notes say which);
+    /// absent when none was given or ptxas ignored it.
+    /// `__launch_bounds__` and `__maxnreg__` override it: compare with `registers`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maxrregcount: Option<u32>,
 }
 
-impl Resources {
-    /// The record of `facts` with what follows from them: the best launch,
-    /// the declared launch, and the cubin's hash.
-    pub fn new(
-        facts: Facts,
-        best: Best,
-        declared: Option<Declared>,
-        cubin_hash: String,
-    ) -> Resources {
-        let Facts {
-            registers,
-            static_smem,
-            spill_stores,
-            spill_loads,
-            stack_frame,
-            cumulative_stack,
-            barriers,
-            launch_bounds,
-            maxrregcount,
-        } = facts;
-        Resources {
-            registers,
-            static_smem,
-            spill_stores,
-            spill_loads,
-            stack_frame,
-            cumulative_stack,
-            barriers,
-            launch_bounds,
-            maxrregcount,
-            best,
-            declared,
-            cubin_hash,
-        }
-    }
-
-    /// The compiler's numbers of this record, without what follows from them.
-    pub fn facts(&self) -> Facts {
-        Facts {
-            registers: self.registers,
-            static_smem: self.static_smem,
-            spill_stores: self.spill_stores,
-            spill_loads: self.spill_loads,
-            stack_frame: self.stack_frame,
-            cumulative_stack: self.cumulative_stack,
-            barriers: self.barriers,
-            launch_bounds: self.launch_bounds.clone(),
-            maxrregcount: self.maxrregcount,
-        }
-    }
-}
-
-impl Resources {
+impl Facts {
     /// Spilled bytes (stores + loads).
     pub fn spill_bytes(&self) -> u32 {
         self.spill_stores.saturating_add(self.spill_loads)
@@ -309,7 +272,9 @@ impl Resources {
     pub fn spills(&self) -> bool {
         self.spill_stores > 0 || self.spill_loads > 0
     }
+}
 
+impl Resources {
     /// The launch reports and the gate judge the kernel at: its declared
     /// launch when it has one, else its best block size.
     pub fn judged(&self) -> Judged<'_> {
@@ -382,12 +347,22 @@ pub struct KernelArch {
     /// run that name no kernel (`For profile sm_80 adjusting per thread
     /// register count of 16 to lower bound of 24`).
     pub warnings: Vec<Warning>,
-    /// The cubin holding this kernel, relative to `$OUT_DIR/occ`; empty in
-    /// a build from the lock.
-    pub cubin: String,
-    /// The PTX holding this kernel, relative to `$OUT_DIR/occ`; empty in a
-    /// build from the lock.
-    pub ptx: String,
+    /// The cubin holding this kernel, relative to `$OUT_DIR/occ`; `None`
+    /// (absent) in a build from the lock, which has no device code.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "empty_is_none"
+    )]
+    pub cubin: Option<String>,
+    /// The PTX holding this kernel, relative to `$OUT_DIR/occ`; `None`
+    /// (absent) in a build from the lock.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "empty_is_none"
+    )]
+    pub ptx: Option<String>,
     /// Where it spills and where its register pressure peaks, by source
     /// line (from nvdisasm), for a kernel whose registers matter
     /// ([`crate::model::cliff::registers_matter`]: it spills, fewer registers
@@ -504,15 +479,15 @@ impl KernelArch {
             cliffs: None,
             cmem: BTreeMap::new(),
             warnings: Vec::new(),
-            cubin: String::new(),
-            ptx: String::new(),
+            cubin: None,
+            ptx: None,
             lines: None,
         }
     }
 
     /// Whether this build has device code for the kernel on this arch.
     pub fn has_device_code(&self) -> bool {
-        !self.cubin.is_empty()
+        self.cubin.is_some()
     }
 }
 
@@ -574,9 +549,9 @@ pub struct Best {
 
 /// How a kernel name given by a user matched, or why it did not.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Lookup<'a> {
+pub enum Lookup<'a, A = KernelArch> {
     /// Exactly one kernel.
-    Found(&'a Kernel),
+    Found(&'a Kernel<A>),
     /// Several kernels answer to the name: each with its source and the
     /// exact string that selects it.
     Ambiguous(Vec<Candidate>),
@@ -621,77 +596,9 @@ impl Manifest {
     /// parameter list (`ns::kern<float, 3>`), its Rust identifier, or its
     /// short name when that is unique. Any of these may be prefixed with the
     /// kernel's source and a colon (`kernels/a.cu:same`) to pick among
-    /// kernels of the same name in different files.
+    /// kernels of the same name in different files ([`lookup`]).
     pub fn lookup(&self, query: &str) -> Lookup<'_> {
-        let query = query.trim();
-        let hits = self.hits(query);
-        match hits.as_slice() {
-            [one] => Lookup::Found(one),
-            [] => {
-                let mut scored: Vec<(f64, &str)> = self
-                    .kernels
-                    .iter()
-                    .flat_map(|k| [k.short_name.as_str(), k.base_name.as_str(), k.name.as_str()])
-                    .map(|cand| (strsim::jaro_winkler(query, cand), cand))
-                    .filter(|(score, _)| *score > 0.8)
-                    .collect();
-                scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
-                let mut names: Vec<String> = Vec::new();
-                for (_, name) in scored {
-                    if !names.iter().any(|n| n == name) {
-                        names.push(name.to_string());
-                    }
-                }
-                names.truncate(3);
-                Lookup::Unknown(names)
-            }
-            many => {
-                let mut candidates: Vec<Candidate> = many
-                    .iter()
-                    .map(|k| Candidate {
-                        base_name: k.base_name.clone(),
-                        source: k.source.clone(),
-                        select: self.selector(k),
-                    })
-                    .collect();
-                candidates.sort_by(|a, b| a.source.cmp(&b.source).then(a.select.cmp(&b.select)));
-                Lookup::Ambiguous(candidates)
-            }
-        }
-    }
-
-    /// The kernels `query` names: those of one source for `source:name`,
-    /// exact names first, then short names.
-    fn hits(&self, query: &str) -> Vec<&Kernel> {
-        let in_source: Vec<(&Kernel, &str)> = self
-            .kernels
-            .iter()
-            .filter_map(|k| {
-                let rest = query.strip_prefix(k.source.as_str())?.strip_prefix(':')?;
-                Some((k, rest.trim()))
-            })
-            .collect();
-        if !in_source.is_empty() {
-            let hits = matching(in_source.iter().map(|(k, _)| *k), in_source[0].1);
-            if !hits.is_empty() {
-                return hits;
-            }
-        }
-        matching(self.kernels.iter(), query)
-    }
-
-    /// The most readable string that selects `k` alone: the base name, then
-    /// `source:base name`, the Rust identifier, the symbol, `source:symbol`.
-    fn selector(&self, k: &Kernel) -> String {
-        let forms = [
-            k.base_name.clone(),
-            format!("{}:{}", k.source, k.base_name),
-            k.ident.clone(),
-            k.name.clone(),
-            format!("{}:{}", k.source, k.name),
-        ];
-        let alone = |s: &String| matches!(self.hits(s).as_slice(), [one] if std::ptr::eq(*one, k));
-        forms.iter().find(|s| alone(s)).unwrap_or(&forms[4]).clone()
+        lookup(&self.kernels, query)
     }
 
     /// The JSON text of the manifest: pretty, with a trailing newline.
@@ -744,11 +651,13 @@ impl Manifest {
                     }
                 }
                 for (field, file) in [("cubin", &k.cubin), ("ptx", &k.ptx)] {
-                    let allowed = match self.origin {
-                        Origin::Nvcc => is_plain_file_name(file),
-                        Origin::Lock => file.is_empty(),
+                    let allowed = match (self.origin, file) {
+                        (Origin::Nvcc, Some(file)) => is_plain_file_name(file),
+                        (Origin::Lock, None) => true,
+                        _ => false,
                     };
                     if !allowed {
+                        let file = file.as_deref().unwrap_or_default();
                         return Err(format!(
                             "kernel {:?} on {arch} names {field} file {file:?}, which is not a plain file name in the manifest's folder",
                             kernel.name
@@ -759,6 +668,15 @@ impl Manifest {
         }
         Ok(())
     }
+}
+
+/// An optional string that files of older occs wrote as `""` for none:
+/// absent, `null` and `""` all read as `None`.
+fn empty_is_none<'de, D>(d: D) -> std::result::Result<Option<String>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    Ok(Option::<String>::deserialize(d)?.filter(|s| !s.is_empty()))
 }
 
 /// `Ok` when `name` ([`crate::compiler::names::check`]) may be written everywhere
@@ -894,10 +812,87 @@ pub fn is_arch_key(s: &str) -> bool {
 /// The kernels among `kernels` that `query` names: by symbol, Rust
 /// identifier, demangled name or base name; else by short name or base name
 /// without template arguments.
-fn matching<'a>(kernels: impl Iterator<Item = &'a Kernel> + Clone, query: &str) -> Vec<&'a Kernel> {
+/// The rule of [`Manifest::lookup`], over any kernels with their names
+/// (a manifest's, or the names a build's jobs contributed before anything
+/// is judged, `crate::assemble::names`).
+pub fn lookup<'a, A>(kernels: &'a [Kernel<A>], query: &str) -> Lookup<'a, A> {
+    let query = query.trim();
+    let hits = hits(kernels, query);
+    match hits.as_slice() {
+        [one] => Lookup::Found(one),
+        [] => {
+            let mut scored: Vec<(f64, &str)> = kernels
+                .iter()
+                .flat_map(|k| [k.short_name.as_str(), k.base_name.as_str(), k.name.as_str()])
+                .map(|cand| (strsim::jaro_winkler(query, cand), cand))
+                .filter(|(score, _)| *score > 0.8)
+                .collect();
+            scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+            let mut names: Vec<String> = Vec::new();
+            for (_, name) in scored {
+                if !names.iter().any(|n| n == name) {
+                    names.push(name.to_string());
+                }
+            }
+            names.truncate(3);
+            Lookup::Unknown(names)
+        }
+        many => {
+            let mut candidates: Vec<Candidate> = many
+                .iter()
+                .map(|k| Candidate {
+                    base_name: k.base_name.clone(),
+                    source: k.source.clone(),
+                    select: selector(kernels, k),
+                })
+                .collect();
+            candidates.sort_by(|a, b| a.source.cmp(&b.source).then(a.select.cmp(&b.select)));
+            Lookup::Ambiguous(candidates)
+        }
+    }
+}
+
+/// The kernels `query` names: those of one source for `source:name`,
+/// exact names first, then short names.
+fn hits<'a, A>(kernels: &'a [Kernel<A>], query: &str) -> Vec<&'a Kernel<A>> {
+    let in_source: Vec<(&Kernel<A>, &str)> = kernels
+        .iter()
+        .filter_map(|k| {
+            let rest = query.strip_prefix(k.source.as_str())?.strip_prefix(':')?;
+            Some((k, rest.trim()))
+        })
+        .collect();
+    if !in_source.is_empty() {
+        let hits = matching(in_source.iter().map(|(k, _)| *k), in_source[0].1);
+        if !hits.is_empty() {
+            return hits;
+        }
+    }
+    matching(kernels.iter(), query)
+}
+
+/// The most readable string that selects `k` alone among `kernels`: the
+/// base name, then `source:base name`, the Rust identifier, the symbol,
+/// `source:symbol`.
+fn selector<A>(kernels: &[Kernel<A>], k: &Kernel<A>) -> String {
+    let forms = [
+        k.base_name.clone(),
+        format!("{}:{}", k.source, k.base_name),
+        k.ident.clone(),
+        k.name.clone(),
+        format!("{}:{}", k.source, k.name),
+    ];
+    let alone = |s: &String| matches!(hits(kernels, s).as_slice(), [one] if std::ptr::eq(*one, k));
+    forms.iter().find(|s| alone(s)).unwrap_or(&forms[4]).clone()
+}
+
+fn matching<'a, A: 'a>(
+    kernels: impl Iterator<Item = &'a Kernel<A>> + Clone,
+    query: &str,
+) -> Vec<&'a Kernel<A>> {
     let squash = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
     let squashed = squash(query);
-    let exact: Vec<&Kernel> = kernels
+    let exact: Vec<&Kernel<A>> = kernels
         .clone()
         .filter(|k| {
             k.name == query
@@ -1327,5 +1322,37 @@ mod tests {
             let e = validate_resources("k", "sm_80", &r).expect_err("out of range");
             assert!(e.contains("occupancy") && !e.contains("inf%"), "{e}");
         }
+    }
+
+    #[test]
+    fn an_empty_file_name_or_hash_of_an_older_occ_reads_as_none() {
+        let mut old =
+            serde_json::to_value(KernelArch::from_resources(arch(32, 64, 0))).expect("a record");
+        // An older occ wrote "" for none: a build from the lock's files, a
+        // lock from before cubin hashes.
+        for field in ["cubin", "ptx", "cubin_hash"] {
+            old[field] = serde_json::Value::from("");
+        }
+        let read: KernelArch = serde_json::from_value(old.clone()).expect("the old form");
+        assert_eq!(
+            (&read.cubin, &read.ptx, &read.cubin_hash),
+            (&None, &None, &None)
+        );
+        // And none is absent when written.
+        let again = serde_json::to_value(&read).expect("written");
+        for field in ["cubin", "ptx", "cubin_hash"] {
+            assert!(again.get(field).is_none(), "{field}: {again}");
+        }
+        // A name is kept.
+        old["cubin"] = serde_json::Value::from("k.sm_80.cubin");
+        old["cubin_hash"] = serde_json::Value::from("fnv1a64:00");
+        let read: KernelArch = serde_json::from_value(old).expect("a live build's form");
+        assert_eq!(read.cubin.as_deref(), Some("k.sm_80.cubin"));
+        assert_eq!(read.cubin_hash.as_deref(), Some("fnv1a64:00"));
+        let blob: DeviceCode = serde_json::from_str(
+            r#"{"source": "k.cu", "kind": "fatbin", "arch": null, "file": ""}"#,
+        )
+        .expect("an old blob of a build from the lock");
+        assert_eq!(blob.file, None);
     }
 }

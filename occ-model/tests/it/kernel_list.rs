@@ -30,7 +30,7 @@ fn build(log: &str, ptx: &str) -> Result<Vec<String>, Error> {
         ptx,
         signatures: &signatures,
     };
-    let jobs = [contribution(job, "")?];
+    let jobs = [contribution(job, None)?];
     let manifest = assemble::manifest(&Assembly {
         package: "p",
         origin: Origin::Nvcc,
@@ -40,6 +40,7 @@ fn build(log: &str, ptx: &str) -> Result<Vec<String>, Error> {
         launches: &[],
         measured: &[],
         device_code: &[],
+        others: None,
     })?;
     Ok(manifest.kernels.into_iter().map(|k| k.name).collect())
 }

@@ -42,8 +42,9 @@ fn modules_of(src: &Path) -> BTreeMap<String, String> {
     let mut out: BTreeMap<String, String> = BTreeMap::new();
     for (name, path) in entries(src) {
         if path.is_dir() && is_namespace(&path) {
+            let tests = test_only(&path);
             for (child, path) in entries(&path) {
-                if child != "mod" {
+                if child != "mod" && !tests.contains(&child) {
                     add_module(&mut out, src, &format!("{name}::{child}"), &path);
                 }
             }
@@ -68,6 +69,19 @@ fn entries(dir: &Path) -> Vec<(String, std::path::PathBuf)> {
         }
     }
     out
+}
+
+/// The modules a namespace declares for its tests only (`#[cfg(test)] mod
+/// linear;`): test code, as the crate's `proptests` is, not a layer.
+fn test_only(dir: &Path) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(dir.join("mod.rs")).unwrap_or_default();
+    library(&text)
+        .split(';')
+        .map(str::trim)
+        .filter_map(|s| s.strip_prefix("#[cfg(test)]"))
+        .filter_map(|s| s.trim().strip_prefix("mod "))
+        .map(|name| name.trim().to_string())
+        .collect()
 }
 
 /// Whether a folder only groups modules: its `mod.rs` holds nothing but

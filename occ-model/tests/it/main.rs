@@ -11,3 +11,4 @@ mod layers;
 mod purity;
 mod seam;
 mod source;
+mod written_bytes;

@@ -600,10 +600,14 @@ fn a_declared_launch_of_a_built_kernel_matches_header() {
             let case = |registers: u32| Case {
                 arch: index,
                 regs: registers,
-                static_smem: a.static_smem,
-                max_dyn: devs[index as usize].2.smem_per_block_optin - a.static_smem,
-                barriers: a.barriers.unwrap_or(1),
-                fn_max_threads: a.launch_bounds.max_threads_per_block().unwrap_or(1024),
+                static_smem: a.facts.static_smem,
+                max_dyn: devs[index as usize].2.smem_per_block_optin - a.facts.static_smem,
+                barriers: a.facts.barriers.unwrap_or(1),
+                fn_max_threads: a
+                    .facts
+                    .launch_bounds
+                    .max_threads_per_block()
+                    .unwrap_or(1024),
                 virtual_res: 0,
                 block_size: d.block_size,
                 dyn_smem: d.dynamic_smem,
@@ -616,7 +620,11 @@ fn a_declared_launch_of_a_built_kernel_matches_header() {
                 num_blocks: 1,
             };
             let what = format!("{} on {arch_name} at {}", k.name, d.block_size);
-            checks.push((what.clone(), case(a.registers), d.active_blocks_per_sm));
+            checks.push((
+                what.clone(),
+                case(a.facts.registers),
+                d.active_blocks_per_sm,
+            ));
             if let Some(hint) = d.lift.as_ref().and_then(|l| l.registers) {
                 let target = d.lift.as_ref().map_or(0, |l| l.target_blocks);
                 checks.push((

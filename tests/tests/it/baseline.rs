@@ -33,7 +33,7 @@ fn grow_registers(r: &Report, arch: &str) -> (u32, u32) {
         .find(|k| k.name == "grow")
         .expect("grow");
     (
-        k.archs[arch].registers,
+        k.archs[arch].facts.registers,
         k.archs[arch].best.active_warps_per_sm,
     )
 }
@@ -292,10 +292,10 @@ fn without_nvcc_the_lock_stands_in() {
             );
             for (arch, ka) in &a.archs {
                 let kb = &b.archs[arch];
-                assert_eq!(ka.registers, kb.registers);
+                assert_eq!(ka.facts.registers, kb.facts.registers);
                 assert_eq!(ka.best, kb.best);
-                assert_eq!(ka.launch_bounds, kb.launch_bounds);
-                assert!(ka.cubin.is_empty());
+                assert_eq!(ka.facts.launch_bounds, kb.facts.launch_bounds);
+                assert!(ka.cubin.is_none());
             }
         }
         let rs = s2.read("out/occ/kernels.rs");

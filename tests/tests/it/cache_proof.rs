@@ -28,7 +28,10 @@ fn smem(b: &Build, env: &[(&str, Option<&str>)]) -> (u32, usize, Vec<String>) {
         .try_compile_with(&build_env(env))
         .unwrap_or_else(|e| panic!("the build failed: {e}"));
     let manifest = report.manifest().expect("manifest");
-    let smem = manifest.kernels[0].archs["sm_80"].resources.static_smem;
+    let smem = manifest.kernels[0].archs["sm_80"]
+        .resources
+        .facts
+        .static_smem;
     let warnings = report.directives().warnings().to_vec();
     (smem, report.nvcc_runs, warnings)
 }
@@ -118,6 +121,7 @@ fn a_variable_the_toolkits_profile_expands_is_part_of_every_jobs_key() {
             .unwrap_or_else(|e| panic!("the build failed: {e}"));
         let smem = report.manifest().expect("manifest").kernels[0].archs["sm_80"]
             .resources
+            .facts
             .static_smem;
         (smem, report.directives().clone())
     };

@@ -37,7 +37,7 @@ fn a_declared_block_is_judged_at_that_launch_and_says_what_lifts_it() {
     for name in ["fast_argmin_f32", "fast_argmin_f64"] {
         for (arch_name, k) in &kernel(m, name).archs {
             assert_eq!(
-                k.static_smem, 4096,
+                k.facts.static_smem, 4096,
                 "test premise: __shared__ float s[1024]"
             );
             let d = k.declared.as_ref().expect("declared by build.rs");
@@ -50,7 +50,7 @@ fn a_declared_block_is_judged_at_that_launch_and_says_what_lifts_it() {
             assert_eq!((d.block_size, d.dynamic_smem), (1024, 0));
             // The model at the declared launch, not at the best block size.
             let a = arch::lookup(arch_name).expect("arch");
-            let res = analyze::resources(k);
+            let res = analyze::model_of(&k.facts);
             let model = occupancy(a, &res, &At::new(1024)).expect("launchable");
             assert_eq!(
                 d.active_blocks_per_sm, model.active_blocks_per_sm,
@@ -59,7 +59,11 @@ fn a_declared_block_is_judged_at_that_launch_and_says_what_lifts_it() {
             assert_eq!(d.occupancy, model.occupancy, "{name} {arch_name}");
             assert_eq!(k.judged().occupancy, d.occupancy);
             if arch_name == "sm_80" {
-                assert!(k.registers > 32, "test premise: {} registers", k.registers);
+                assert!(
+                    k.facts.registers > 32,
+                    "test premise: {} registers",
+                    k.facts.registers
+                );
                 assert!(k.best.block_size < 1024, "the best block is another one");
                 assert_eq!(d.active_blocks_per_sm, 1);
                 let lift = d.lift.as_ref().expect("50%: a step up exists");
@@ -74,7 +78,7 @@ fn a_declared_block_is_judged_at_that_launch_and_says_what_lifts_it() {
                         .active_blocks_per_sm
                 };
                 assert!(with(hint.max_registers) >= 2 && with(hint.max_registers + 1) < 2);
-                assert_eq!(hint.drop, k.registers - hint.max_registers);
+                assert_eq!(hint.drop, k.facts.registers - hint.max_registers);
                 let lb = lift.launch_bounds.expect("a launch bound caps registers");
                 assert_eq!((lb.max_threads, lb.min_blocks_per_sm), (1024, 2));
                 assert!(lb.reaches_target);
@@ -173,7 +177,7 @@ fn a_2d_launch_declared_in_build_rs_is_what_the_site_bakes_and_the_gate_judges()
     let a = arch::lookup("sm_80").expect("arch");
     let model = occupancy(
         a,
-        &analyze::resources(ka),
+        &analyze::model_of(&ka.facts),
         &At::new(256).with_dynamic_smem(1024),
     )
     .expect("launchable");
@@ -481,7 +485,7 @@ fn a_launch_that_fits_only_under_a_kernels_register_cap_builds() {
             .unwrap_or_else(|e| panic!("build failed: {e}"));
         let k = kernel(report.manifest().expect("manifest"), "scale").archs["sm_80"].clone();
         let d = k.declared.clone().expect("declared by build.rs");
-        (k.registers, d.block_size, d.active_blocks_per_sm)
+        (k.facts.registers, d.block_size, d.active_blocks_per_sm)
     };
     let (registers, block, blocks) = declared(None);
     assert!(

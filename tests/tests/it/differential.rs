@@ -650,7 +650,7 @@ fn lock_mode_agrees(
             .iter()
             .find(|k| k.name == kernel)
             .and_then(|k| k.archs.get("sm_80"))
-            .map(|a| a.cubin_hash.clone())
+            .map(|a| a.cubin_hash.clone().unwrap_or_default())
     };
     for m in &from_lock.measured {
         let with_nvcc = m.staleness(hash(&warm, &m.kernel).as_deref());

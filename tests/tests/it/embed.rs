@@ -73,13 +73,17 @@ fn the_default_fatbin_holds_each_archs_cubin_and_the_newest_ptx_byte_for_byte() 
     // of the embedded code's means something).
     let mut named_folder = false;
     for blob in blobs {
-        let fatbin = out.join(&blob.file);
+        let fatbin = out.join(blob.file.as_deref().unwrap_or_default());
         assert!(
             !contains(&std::fs::read(&fatbin).expect("fatbin"), folder.as_bytes()),
             "{}: names the build's folder",
-            blob.file
+            blob.file.as_deref().unwrap_or_default()
         );
-        let stem = blob.file.trim_end_matches(".fatbin");
+        let stem = blob
+            .file
+            .as_deref()
+            .unwrap_or_default()
+            .trim_end_matches(".fatbin");
         let listing = dump(s.path(), &["-lelf", "-lptx"], &fatbin);
         let elves: Vec<&str> = listing.lines().filter(|l| l.starts_with("ELF")).collect();
         let ptxs: Vec<&str> = listing.lines().filter(|l| l.starts_with("PTX")).collect();
@@ -162,7 +166,7 @@ fn the_default_fatbin_holds_each_archs_cubin_and_the_newest_ptx_byte_for_byte() 
         blobs
             .iter()
             .map(|b| {
-                std::fs::metadata(out.join(&b.file))
+                std::fs::metadata(out.join(b.file.as_deref().unwrap_or_default()))
                     .and_then(|m| m.modified())
                     .expect("mtime")
             })
@@ -208,7 +212,13 @@ fn changing_what_is_embedded_or_the_archs_leaves_no_stale_file() {
         .expect("manifest")
         .device_code
         .iter()
-        .map(|b: &DeviceCode| (b.source.as_str(), b.arch.as_deref(), b.file.as_str()))
+        .map(|b: &DeviceCode| {
+            (
+                b.source.as_str(),
+                b.arch.as_deref(),
+                b.file.as_deref().unwrap_or_default(),
+            )
+        })
         .collect();
     assert_eq!(files.len(), 4, "{files:?}");
     assert!(
@@ -254,7 +264,8 @@ fn ptx_blobs_end_with_exactly_one_nul() {
     let r = b.try_compile_with(&build_env(&[])).expect("build");
     let blobs = &r.manifest().expect("manifest").device_code;
     assert_eq!(blobs.len(), 1, "{blobs:?}");
-    let bytes = std::fs::read(r.out_dir.join(&blobs[0].file)).expect("the blob");
+    let bytes = std::fs::read(r.out_dir.join(blobs[0].file.as_deref().unwrap_or_default()))
+        .expect("the blob");
     let text = bytes.strip_suffix(&[0]).expect("a NUL at the end");
     assert!(!text.contains(&0), "one NUL, at the end only");
     assert!(
@@ -325,7 +336,7 @@ fn a_crate_looks_kernels_up_by_name_and_handles_a_kernel_of_one_arch() {
         std::fs::metadata(
             occ_tests::surroundings::newest_out_dir("embeduser")
                 .join("occ")
-                .join(&blob.file),
+                .join(blob.file.as_deref().unwrap_or_default()),
         )
         .expect("fatbin")
         .len()
@@ -337,7 +348,7 @@ fn a_crate_looks_kernels_up_by_name_and_handles_a_kernel_of_one_arch() {
         [
             format!(
                 "affine_f32 kernels/affine.cu {} Fatbin {affine}",
-                f32_sm80.registers
+                f32_sm80.facts.registers
             )
             .as_str(),
             format!(
@@ -348,13 +359,14 @@ fn a_crate_looks_kernels_up_by_name_and_handles_a_kernel_of_one_arch() {
                     .find(|k| k.name == "affine_f64")
                     .expect("affine_f64")
                     .archs["sm_80"]
+                    .facts
                     .registers
             )
             .as_str(),
             "affine_bf16 none",
             "only_sm90 sm_80=false sm_90=true",
             "kernels=3 rows=5 blobs=2 archs=[\"sm_80\", \"sm_90\"]",
-            format!("const={}", f32_sm80.registers).as_str(),
+            format!("const={}", f32_sm80.facts.registers).as_str(),
         ],
         "{stdout}"
     );
@@ -544,12 +556,13 @@ fn run_and_compare_with(mut cargo: Command, app: &Path, blobs: &Path) -> Vec<Str
             occ_shell::files::read_manifest(&out_dir.join("manifest.json")).expect("manifest");
         assert_eq!(manifest.device_code.len(), 2, "{name}");
         for (i, blob) in manifest.device_code.iter().enumerate() {
-            let file = std::fs::read(out_dir.join(&blob.file)).expect("blob file");
+            let file = std::fs::read(out_dir.join(blob.file.as_deref().unwrap_or_default()))
+                .expect("blob file");
             let got = std::fs::read(blobs.join(format!("{name}.{i}"))).expect("written");
             assert!(
                 got == file,
                 "{name}'s {}: the binary holds {} bytes, the file has {}\n{stdout}",
-                blob.file,
+                blob.file.as_deref().unwrap_or_default(),
                 got.len(),
                 file.len()
             );
@@ -651,7 +664,8 @@ fn two_crates_in_one_binary_hold_their_own_bytes_and_none_in_the_rmeta() {
     let manifest =
         occ_shell::files::read_manifest(&out_dir.join("manifest.json")).expect("manifest");
     for blob in &manifest.device_code {
-        let bytes = std::fs::read(out_dir.join(&blob.file)).expect("blob");
+        let bytes =
+            std::fs::read(out_dir.join(blob.file.as_deref().unwrap_or_default())).expect("blob");
         // 64 bytes of the blob found nowhere by chance (not padding).
         let probe = (bytes.len() / 2..bytes.len() - 64)
             .map(|at| &bytes[at..at + 64])
@@ -659,7 +673,11 @@ fn two_crates_in_one_binary_hold_their_own_bytes_and_none_in_the_rmeta() {
             .expect("a varied window");
         for (name, member) in &members {
             if name.ends_with(".rmeta") {
-                assert!(!holds(member, probe), "{} is in {name}", blob.file);
+                assert!(
+                    !holds(member, probe),
+                    "{} is in {name}",
+                    blob.file.as_deref().unwrap_or_default()
+                );
             }
         }
         assert!(
@@ -669,7 +687,7 @@ fn two_crates_in_one_binary_hold_their_own_bytes_and_none_in_the_rmeta() {
                 .iter()
                 .any(|(_, m)| m.starts_with(b"\x7fELF") && holds(m, probe)),
             "{} is in no object of the rlib",
-            blob.file
+            blob.file.as_deref().unwrap_or_default()
         );
     }
     // An edit of the dependency's kernel (bytes of the same length): the

@@ -53,7 +53,7 @@ fn sites_add_up(m: &Manifest) {
             let loads: u32 = lines.spills.iter().map(|s| s.loads).sum();
             assert_eq!(
                 (stores, loads),
-                (a.spill_stores, a.spill_loads),
+                (a.facts.spill_stores, a.facts.spill_loads),
                 "{} on {arch}: {lines:?}",
                 k.name
             );
@@ -84,7 +84,7 @@ fn a_header_template_spills_at_the_header_line_and_the_sites_add_up() {
         .kernels
         .iter()
         .flat_map(|k| k.archs.values())
-        .filter(|a| a.spills())
+        .filter(|a| a.facts.spills())
         .count();
     assert!(spilling >= 8, "only {spilling} spilling kernel x archs");
 
@@ -101,7 +101,7 @@ fn a_header_template_spills_at_the_header_line_and_the_sites_add_up() {
     let mut spilled_on = Vec::new();
     for (arch, a) in &churner.archs {
         let lines = a.lines.as_ref().expect("lines");
-        if !a.spills() {
+        if !a.facts.spills() {
             continue;
         }
         spilled_on.push(arch.clone());
@@ -166,7 +166,7 @@ fn a_header_template_spills_at_the_header_line_and_the_sites_add_up() {
     assert!(
         peak.file == "kernels/spill.cuh"
             && (loop_line..=spills + 2).contains(&peak.line)
-            && peak.registers <= a.registers,
+            && peak.registers <= a.facts.registers,
         "churner on sm_120: {peak:?}"
     );
 
@@ -181,8 +181,15 @@ fn a_header_template_spills_at_the_header_line_and_the_sites_add_up() {
         for (arch, a) in &k.archs {
             let Some(lines) = &a.lines else { continue };
             let functions = whole
-                .entry(a.cubin.clone())
-                .or_insert_with(|| whole_cubin(&s.path().join("out/occ").join(&a.cubin), &roots));
+                .entry(a.cubin.clone().unwrap_or_default())
+                .or_insert_with(|| {
+                    whole_cubin(
+                        &s.path()
+                            .join("out/occ")
+                            .join(a.cubin.as_deref().unwrap_or_default()),
+                        &roots,
+                    )
+                });
             assert_eq!(
                 Some(lines),
                 functions.get(&k.name),

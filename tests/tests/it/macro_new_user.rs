@@ -121,7 +121,7 @@ fn expected(
     };
     let ka = &k.archs[arch_name];
     let limits = arch::lookup(arch_name).expect("arch");
-    let res = analyze::resources(ka);
+    let res = analyze::model_of(&ka.facts);
     let best = suggest::best_block_size(limits, &res, &request)
         .expect("tune")
         .expect("a launch");

@@ -29,6 +29,7 @@ mod parser_fixtures;
 mod parser_lines;
 mod parser_ptx;
 mod parser_support;
+mod parts;
 mod pipeline;
 mod printed_commands;
 mod publish;

@@ -51,9 +51,11 @@ fn zoo_module_gives_every_kernel_its_resources() {
     }
     // Templates in namespaces: demangled, with the parameter list stripped.
     let t = kernel(m, "ns::inner::tkern<double, 128>");
-    assert_eq!(t.archs["sm_80"].static_smem, 128 * 8);
+    assert_eq!(t.archs["sm_80"].facts.static_smem, 128 * 8);
     assert_eq!(
-        kernel(m, "ns::inner::tkern<float, 256>").archs["sm_90"].static_smem,
+        kernel(m, "ns::inner::tkern<float, 256>").archs["sm_90"]
+            .facts
+            .static_smem,
         256 * 4
     );
     assert!(
@@ -64,24 +66,24 @@ fn zoo_module_gives_every_kernel_its_resources() {
         t.demangled
     );
     // Launch bounds from the PTX.
-    let b = &kernel(m, "bounded").archs["sm_80"].launch_bounds;
+    let b = &kernel(m, "bounded").archs["sm_80"].facts.launch_bounds;
     assert_eq!(b.max_threads_per_block(), Some(256));
     assert_eq!(b.min_blocks_per_sm, Some(2));
     // __launch_bounds__(256, 2) caps registers at 65536 / 512 = 128, and the
     // best block can be no larger than 256.
     assert!(kernel(m, "bounded").archs["sm_80"].best.block_size <= 256);
     // Dynamic smem does not appear as static smem.
-    assert_eq!(kernel(m, "dyn_smem").archs["sm_90"].static_smem, 0);
+    assert_eq!(kernel(m, "dyn_smem").archs["sm_90"].facts.static_smem, 0);
     // The spilling kernel spills on both archs; the others do not.
     for (arch, k) in &kernel(m, "spills").archs {
-        assert!(k.spills(), "spills on {arch}: {k:?}");
+        assert!(k.facts.spills(), "spills on {arch}: {k:?}");
         assert!(
-            k.registers <= 32,
+            k.facts.registers <= 32,
             "1024x2 blocks leave 32 registers: {}",
-            k.registers
+            k.facts.registers
         );
     }
-    assert!(!kernel(m, "saxpy").archs["sm_80"].spills());
+    assert!(!kernel(m, "saxpy").archs["sm_80"].facts.spills());
     // Recursion: ptxas cannot size the stack, says so, and gives no cumulative stack.
     let rec = &kernel(m, "recursive").archs["sm_80"];
     assert!(
@@ -90,7 +92,7 @@ fn zoo_module_gives_every_kernel_its_resources() {
             && w.text.contains("cannot be statically determined")),
         "{rec:?}"
     );
-    assert_eq!(rec.cumulative_stack, None);
+    assert_eq!(rec.facts.cumulative_stack, None);
     // __constant__ lands in bank 3 of the module on sm_80 (no cmem on sm_90).
     assert!(kernel(m, "saxpy").archs["sm_90"].cmem.is_empty());
     // Every kernel got a best launch.
@@ -105,7 +107,7 @@ fn zoo_module_gives_every_kernel_its_resources() {
     }
     // Spills are named in the build's one summary warning, with the bytes,
     // every arch that spills, and where the full table is.
-    let spill_bytes = kernel(m, "spills").archs["sm_80"].spill_bytes();
+    let spill_bytes = kernel(m, "spills").archs["sm_80"].facts.spill_bytes();
     let summary: Vec<&String> = report
         .directives()
         .warnings()

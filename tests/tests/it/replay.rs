@@ -289,7 +289,11 @@ fn memo_an_unchanged_build_writes_nothing_and_prints_the_same() {
 fn memo_an_edited_header_is_compiled_again() {
     let c = staged("memo_edited_header");
     let first = run_staged(&c, &[]).expect("build");
-    let smem = |r: &Report| r.manifest().expect("manifest").kernels[0].archs["sm_80"].static_smem;
+    let smem = |r: &Report| {
+        r.manifest().expect("manifest").kernels[0].archs["sm_80"]
+            .facts
+            .static_smem
+    };
     assert_eq!(smem(&first), 256 * 4);
     let runs = c.compiles();
     c.s.write("kernels/common.cuh", "#define SMEM 512\n");
@@ -375,7 +379,10 @@ fn smem(c: &Crate, env: &[(&str, Option<&str>)]) -> (u32, usize, Vec<String>) {
         .try_compile_with(&c.env(env))
         .unwrap_or_else(|e| panic!("the build failed: {e}"));
     let manifest = report.manifest().expect("manifest");
-    let smem = manifest.kernels[0].archs["sm_80"].resources.static_smem;
+    let smem = manifest.kernels[0].archs["sm_80"]
+        .resources
+        .facts
+        .static_smem;
     (
         smem,
         report.nvcc_runs,
@@ -420,6 +427,7 @@ fn cache_a_header_a_macro_has_include_finds_is_seen_in_every_searched_folder() {
             .unwrap_or_else(|e| panic!("the build failed: {e}"));
         report.manifest().expect("manifest").kernels[0].archs["sm_80"]
             .resources
+            .facts
             .static_smem
     };
     let c = Crate::new("cache_has_include_folders");
@@ -494,6 +502,7 @@ fn cache_nvcc_append_flags_are_part_of_the_jobs_key() {
         let watched = report.directives().rerun_if_env_changed().clone();
         let registers = report.manifest().expect("manifest").kernels[0].archs["sm_80"]
             .resources
+            .facts
             .registers;
         (registers, watched)
     };

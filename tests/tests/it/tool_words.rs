@@ -47,7 +47,7 @@ fn a_register_cap_below_ptxas_bound_is_warned_once_and_recorded_as_applied() {
     assert_eq!(m.kernels.len(), 2);
     for k in &m.kernels {
         for (arch, a) in &k.archs {
-            assert_eq!(a.maxrregcount, Some(24), "{} {arch}", k.name);
+            assert_eq!(a.facts.maxrregcount, Some(24), "{} {arch}", k.name);
             assert_eq!(
                 a.warnings.iter().map(|w| &w.kind).collect::<Vec<_>>(),
                 [&WarningKind::RegisterCapAdjusted {

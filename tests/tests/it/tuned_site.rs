@@ -7,7 +7,7 @@
 //! the gate until blessed, then falls back to the model with one build
 //! warning, with nvcc and without.
 
-use occ_model::compiler::analyze::resources;
+use occ_model::compiler::analyze::model_of;
 use occ_model::model::arch;
 use occ_model::model::suggest::{self, TuneRequest};
 use occ_model::schema::lock::Lock;
@@ -102,7 +102,8 @@ fn tuned_sites_bake_the_measured_block_and_fall_back_when_stale() {
     // 2. Time the candidates (recorded: the smallest candidate other than
     // the model's block is fastest) and import them into the lock.
     let sm80 = arch::lookup("sm_80").expect("sm_80");
-    let cands = suggest::candidates(sm80, &resources(ka), &TuneRequest::default()).expect("model");
+    let cands =
+        suggest::candidates(sm80, &model_of(&ka.facts), &TuneRequest::default()).expect("model");
     let sizes: Vec<u32> = cands.iter().map(|c| c.block_size).collect();
     let fastest = *sizes.iter().find(|&&s| s != model).expect("two candidates");
     let times: Vec<(u32, f64)> = sizes

@@ -29,8 +29,8 @@ fn main() {
     assert_eq!(full(), 1.0);
     assert_eq!(low_but_enough(), expect::plain("hoarder", "sm_80").occupancy.occupancy as f32);
     let spilly = expect::kernel_arch("spilly", "sm_80");
-    assert!(spilly.spills() && spilly.spill_bytes() <= 64 * 1024);
-    assert!(expect::kernel_arch("spilly", "sm_90").spill_bytes() <= 64 * 1024);
+    assert!(spilly.facts.spills() && spilly.facts.spill_bytes() <= 64 * 1024);
+    assert!(expect::kernel_arch("spilly", "sm_90").facts.spill_bytes() <= 64 * 1024);
     assert_eq!(spills_allowed(), expect::plain("spilly", "sm_80").block_size);
     assert_eq!(spills_within_budget(), spills_allowed());
 }

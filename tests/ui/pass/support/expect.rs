@@ -23,7 +23,7 @@ pub fn kernel_arch(name: &str, arch_name: &str) -> KernelArch {
 pub fn best(name: &str, arch_name: &str, request: TuneRequest) -> BestBlock {
     let ka = kernel_arch(name, arch_name);
     let limits = arch::lookup(arch_name).expect("arch");
-    suggest::best_block_size(limits, &analyze::resources(&ka), &request)
+    suggest::best_block_size(limits, &analyze::model_of(&ka.facts), &request)
         .expect("tune")
         .expect("a launch")
 }
@@ -44,7 +44,7 @@ pub fn headroom(name: &str, arch_name: &str, b: &BestBlock) -> u32 {
     let limits = arch::lookup(arch_name).expect("arch");
     suggest::available_dynamic_smem(
         limits,
-        &analyze::resources(&ka),
+        &analyze::model_of(&ka.facts),
         &BlockLaunch::new(b.block_size),
         b.occupancy.active_blocks_per_sm,
     )
