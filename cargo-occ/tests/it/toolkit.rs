@@ -369,7 +369,7 @@ fn rs_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Issue 27: a crate that takes occ's cudarc with no CUDA version, with
+/// A crate that takes occ's cudarc with no CUDA version, with
 /// nvcc 13.5 on `PATH`, stops in cudarc's build script; doctor says so and
 /// prints the line that fixes it, and is content once the line is there.
 #[test]

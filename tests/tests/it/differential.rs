@@ -1,4 +1,4 @@
-//! The differential test of occ's cache (issue 12): a seeded random sequence
+//! The differential test of occ's cache: a seeded random sequence
 //! of steps over a scratch crate (edit a source, edit, add, delete or shadow
 //! a header, change a define, a flag, `NVCC_APPEND_FLAGS` or
 //! `NVCC_PREPEND_FLAGS`, swap ptxas for a wrapper that changes its output,
@@ -14,7 +14,7 @@
 //! it either, and the last warm output must still equal the cold one (else
 //! cargo would serve stale output).
 //!
-//! Issue 23 added steps and checks where silent errors lived: source lines
+//! Steps and checks aimed where errors stay silent: source lines
 //! toggled (`DIFF_LINES`); a second `Build` (`.name("two")`) over another
 //! file, or over the same file, which must fail in warm and cold builds
 //! alike, naming both (`DIFF_SECOND`); a check that a build from the lock
@@ -25,7 +25,7 @@
 //! manifest, `kernels.rs` and candidate lock (and, without source lines,
 //! device code) must equal the warm build's.
 //!
-//! Issue 37 added the include search's mutations: a header created in
+//! The include search's mutations: a header created in
 //! every folder the preprocessor searches (the source's, each `-I`, the
 //! toolkit's include folder) that a `__has_include` of a macro finds
 //! (`OptHeader`), a header that shadows a toolkit header by quotes or
