@@ -17,8 +17,8 @@
 
 use occ_build::ErrorKind;
 use occ_model::schema::manifest::Manifest;
-use occ_tests::surroundings::{cargo_toml, printed_registers, run_cargo, scale_crate, text, LIGHT};
-use occ_tests::{build_env, build_of, script, Scratch};
+use occ_tests::surroundings::{printed_registers, script, LIGHT};
+use occ_tests::{build_env, build_of, text, Scratch, ScratchCrate};
 use std::path::{Path, PathBuf};
 
 const KERNEL: &str = include_str!("../../fixtures/cu/bad_input/k.cu");
@@ -57,7 +57,7 @@ fn nvcc_that_is_not_executable_says_so_and_names_it() {
 fn a_program_that_is_not_nvcc_gives_a_message_not_a_panic() {
     let s = Scratch::new();
     s.write("kernels/a.cu", KERNEL);
-    let fake = script(&s.path().join("nvcc"), "#!/bin/sh\necho hello\nexit 0\n");
+    let fake = script(&s.path().join("nvcc"), "echo hello\nexit 0");
     let err = s
         .build(["sm_80"])
         .try_compile_with(&build_env(&[("NVCC", fake.to_str())]))
@@ -166,7 +166,7 @@ fn argv_recorder(s: &Scratch) -> (PathBuf, PathBuf) {
     let launcher = script(
         &s.path().join("record argv.sh"),
         &format!(
-            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\" >> '{}'; done\nexec \"$@\"\n",
+            "for a in \"$@\"; do printf '%s\\n' \"$a\" >> '{}'; done\nexec \"$@\"",
             log.display()
         ),
     );
@@ -487,7 +487,7 @@ fn a_build_killed_midway_leaves_no_half_written_file() {
     script(
         &s.path().join("slow-nvcc.sh"),
         &format!(
-            "#!/bin/sh\ncase \"$*\" in *b_slow.cu*)\n  [ -e '{slow}' ] || exec \"$@\"\n  sleep 60 &\n  echo \"$$ $!\" > '{pids}'\n  touch '{started}'\n  wait $!\n  ;;\nesac\nexec \"$@\"\n",
+            "case \"$*\" in *b_slow.cu*)\n  [ -e '{slow}' ] || exec \"$@\"\n  sleep 60 &\n  echo \"$$ $!\" > '{pids}'\n  touch '{started}'\n  wait $!\n  ;;\nesac\nexec \"$@\"",
             pids = pids.display(),
             started = started.display(),
             slow = slow.display()
@@ -679,7 +679,7 @@ fn a_launcher_that_wrote_nothing_is_named_as_too_old() {
     // by hand with nvcc 13.5; BENCHMARKS.md §13).
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
-    let launcher = occ_tests::surroundings::script(
+    let launcher = script(
         &s.path().join("old-sccache"),
         "case \"$*\" in *--dryrun*|*--version*) exec \"$@\" ;; esac\nexit 0",
     );
@@ -705,13 +705,13 @@ fn a_launcher_that_wrote_nothing_is_named_as_too_old() {
 
 #[test]
 fn files_differing_in_case_give_a_kernels_rs_that_compiles() {
-    let s = scale_crate("around-case", ".glob(\"kernels/*.cu\").arch(\"sm_80\")");
+    let s = ScratchCrate::scale("around-case", ".glob(\"kernels/*.cu\").arch(\"sm_80\")");
     s.write("kernels/k.cu", LIGHT);
     s.write(
         "kernels/K.cu",
         "extern \"C\" __global__ void upper(int* p) { p[threadIdx.x] += 1; }\n",
     );
-    let out = run_cargo(&s, &["run", "-q"], &[]);
+    let out = s.output(&["run", "-q"], &[]);
     assert!(printed_registers(&out) > 0);
 }
 
@@ -826,8 +826,9 @@ fn nvcc_set_to_something_that_is_not_nvcc_is_an_error() {
 
 #[test]
 fn an_ambiguous_kernel_lists_each_source_and_what_to_write() {
-    let s = Scratch::new();
-    s.write("Cargo.toml", &cargo_toml("around-ambiguous"));
+    let s = ScratchCrate::new("around-ambiguous")
+        .dep("occ")
+        .build_dep("occ-build");
     s.write(
         "build.rs",
         "fn main() {\n    occ_build::Build::new().glob(\"kernels/*.cu\").archs([\"sm_80\"]).compile();\n}\n",
@@ -844,7 +845,7 @@ fn an_ambiguous_kernel_lists_each_source_and_what_to_write() {
         "src/main.rs",
         "#[occ::launch_config(kernel = \"same\")]\nfn launch() -> u32 { BLOCK_SIZE }\n\nfn main() { println!(\"{}\", launch()); }\n",
     );
-    let out = run_cargo(&s, &["build"], &[]);
+    let out = s.output(&["build"], &[]);
     let t = text(&out);
     assert!(
         !out.status.success(),
@@ -864,7 +865,7 @@ fn an_ambiguous_kernel_lists_each_source_and_what_to_write() {
         "src/main.rs",
         &format!("#[occ::launch_config(kernel = \"{select}\")]\nfn launch() -> u32 {{ BLOCK_SIZE }}\n\nfn main() {{ println!(\"{{}}\", launch()); }}\n"),
     );
-    let out = run_cargo(&s, &["build"], &[]);
+    let out = s.output(&["build"], &[]);
     assert!(
         out.status.success(),
         "`kernel = \"{select}\"`, as the message says, does not compile:\n{}",
@@ -928,7 +929,7 @@ fn a_missing_launcher_is_blamed_on_the_launcher() {
 fn a_signal_is_not_reported_as_errors_to_fix() {
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
-    let killer = occ_tests::surroundings::script(&s.path().join("killed.sh"), "kill -9 $$");
+    let killer = script(&s.path().join("killed.sh"), "kill -9 $$");
     let result = build_of(s.path(), "out", "kernels/k.cu", ["sm_80"]).try_compile_with(&build_env(
         &[("OCC_NVCC_LAUNCHER", Some(path_str(&killer)))],
     ));

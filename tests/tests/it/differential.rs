@@ -45,10 +45,8 @@
 
 use occ_model::schema::lock::Lock;
 use occ_model::schema::manifest::Manifest;
-use occ_tests::surroundings::{
-    cargo_toml, outputs, reswap, scratch_toolkit, script_ok, text, BuildScript,
-};
-use occ_tests::Scratch;
+use occ_tests::surroundings::{outputs, reswap, scratch_toolkit, script_ok, BuildScript};
+use occ_tests::{text, Scratch, ScratchCrate};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -266,7 +264,7 @@ fn draw(rng: &mut Rng) -> Step {
 
 /// The scratch crate and everything a build reads besides it.
 struct World {
-    crate_dir: Scratch,
+    crate_dir: ScratchCrate,
     toolkit: PathBuf,
     nvcc: PathBuf,
     vars: BTreeMap<&'static str, String>,
@@ -286,8 +284,7 @@ impl World {
     /// The world before the first step; every build runs nvcc through
     /// `launcher` (`launcher_env`, read once).
     fn new(launcher: Vec<(&'static str, String)>) -> World {
-        let s = Scratch::new();
-        s.write("Cargo.toml", &cargo_toml(PACKAGE));
+        let s = ScratchCrate::new(PACKAGE).dep("occ").build_dep("occ-build");
         s.write("build.rs", BUILD_RS);
         s.write("src/lib.rs", "");
         s.write("kernels/a.cu", &a_cu(2));
@@ -720,7 +717,7 @@ fn warm_build_equals_cold_build_after_every_step() {
     let started = Instant::now();
     let mut rng = Rng(seed.max(1));
     let mut world = World::new(launcher);
-    let script = BuildScript::compile(&world.crate_dir, PACKAGE);
+    let script = BuildScript::compile(&world.crate_dir);
     let warm_dir = world.root().join("warm");
     let mut run = Run {
         seed,
