@@ -7,9 +7,8 @@
 //! [`Scratch::copy_cu`]. Golden files (snapshots) are described in
 //! `tests/README.md`.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 pub mod surroundings;
 
@@ -443,24 +442,6 @@ pub fn fail(cmd: &mut Command, what: &str) -> Output {
     out
 }
 
-/// Runs `cmd` with `stdin` as its input, written from a thread so that a
-/// child that answers while it reads cannot block; with `None` its input is
-/// closed at once.
-pub fn output_with_stdin(cmd: &mut Command, stdin: Option<&str>) -> Output {
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    let mut pipe = child.stdin.take().expect("stdin");
-    let input = stdin.unwrap_or_default().as_bytes().to_vec();
-    let writer = std::thread::spawn(move || pipe.write_all(&input));
-    let out = child.wait_with_output().expect("wait for the child");
-    writer.join().expect("writer thread").expect("write stdin");
-    out
-}
-
 /// `cargo occ` as cargo runs the subcommand (`cargo-occ occ <args>`): `bin`
 /// is the test's `env!("CARGO_BIN_EXE_cargo-occ")`, `CI` and `GITHUB_ACTIONS` are unset, and `env`
 /// is set on top.
@@ -475,15 +456,6 @@ pub fn cargo_occ(bin: &str, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> 
         cmd.env(k, v);
     }
     cmd
-}
-
-/// The exit code (-1 when killed by a signal), stdout and stderr of a process.
-pub fn code_and_text(out: &Output) -> (i32, String, String) {
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// The `cuda_occupancy.h` oracle: the C++ harness of `tests/oracle/` built
