@@ -458,20 +458,32 @@ fn two_builds_into_one_out_dir_at_once_both_succeed_and_agree() {
 
 const KILL_DIR: &str = "OCC_TEST_KILLED_BUILD_DIR";
 
-/// The build that [`a_build_killed_midway_leaves_no_half_written_file`] kills:
-/// run only as that test's child process (it does nothing otherwise).
+/// The build that [`a_build_killed_midway_leaves_no_half_written_file`] kills,
+/// run only as that test's child process, with [`KILL_DIR`] naming the crate.
+/// It is killed while its second job sleeps, so it never ends by itself: a
+/// run without [`KILL_DIR`] fails, and so does a build that ends, whatever
+/// its result.
 #[test]
 #[ignore = "the child process of a_build_killed_midway_leaves_no_half_written_file"]
 fn killed_build_child() {
-    let Some(dir) = std::env::var_os(KILL_DIR).map(PathBuf::from) else {
-        return;
-    };
+    let dir = std::env::var_os(KILL_DIR)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            panic!(
+                "{KILL_DIR} is not set: this is the build that \
+                 a_build_killed_midway_leaves_no_half_written_file starts and kills"
+            )
+        });
     let launcher = dir.join("slow-nvcc.sh");
-    let _ = occ_tests::kernels_build(&dir, &dir.join("out"), ["sm_80"]).try_compile_with(
+    let result = occ_tests::kernels_build(&dir, &dir.join("out"), ["sm_80"]).try_compile_with(
         &build_env(&[
             ("NUM_JOBS", Some("1")),
             ("OCC_NVCC_LAUNCHER", launcher.to_str()),
         ]),
+    );
+    panic!(
+        "the build to be killed midway ended by itself: {:?}",
+        result.map(|r| r.nvcc_runs)
     );
 }
 
@@ -515,7 +527,15 @@ fn a_build_killed_midway_leaves_no_half_written_file() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     child.kill().expect("kill the build");
-    let _ = child.wait();
+    let status = child.wait().expect("wait for the killed build");
+    // Killed by this test midway, not ended by itself (a finished or failed
+    // build exits with a code).
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "the child build was to be killed midway, yet it ended by itself: {status}"
+    );
     // The launcher and its sleep outlive the killed build; stop them.
     let ids = std::fs::read_to_string(&pids).unwrap_or_default();
     for id in ids.split_whitespace() {
