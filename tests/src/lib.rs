@@ -7,9 +7,8 @@
 //! [`Scratch::copy_cu`]. Golden files (snapshots) are described in
 //! `tests/README.md`.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 pub mod surroundings;
 
@@ -170,27 +169,12 @@ pub fn scratch_target_dir() -> PathBuf {
     workspace_root().join("target").join("scratch")
 }
 
-/// Writes an executable script to `path`, returning the path.
-pub fn script(path: &Path, text: &str) -> PathBuf {
-    std::fs::write(path, text).expect("write script");
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
-            .expect("chmod script");
-    }
-    path.to_path_buf()
-}
-
 /// A wrapper script for `OCC_NVCC_LAUNCHER` that records every nvcc call
 /// (its arguments, one line per call) in `log` and then runs the real nvcc.
 pub fn counting_launcher(dir: &Path, log: &Path) -> PathBuf {
-    script(
+    surroundings::script(
         &dir.join("count-nvcc.sh"),
-        &format!(
-            "#!/bin/sh\necho \"$*\" >> '{}'\nexec \"$@\"\n",
-            log.display()
-        ),
+        &format!("echo \"$*\" >> '{}'\nexec \"$@\"", log.display()),
     )
 }
 
@@ -205,8 +189,10 @@ pub fn launches(log: &Path) -> Vec<String> {
 
 /// `cargo` with the environment of a new user's shell: no variables of the
 /// outer cargo that would leak into the scratch build, no `CI` or
-/// `GITHUB_ACTIONS`, and `NVCC` set to the installed nvcc (a scratch crate
-/// lies outside the workspace and its `.cuda/`).
+/// `GITHUB_ACTIONS`, none of nvcc's own flag variables (`NVCC_APPEND_FLAGS`,
+/// `NVCC_PREPEND_FLAGS`, `NVCC_CCBIN`: a test that wants one sets it), and
+/// `NVCC` set to the installed nvcc (a scratch crate lies outside the
+/// workspace and its `.cuda/`).
 pub fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     for (key, _) in std::env::vars() {
@@ -221,6 +207,9 @@ pub fn cargo() -> Command {
     // A scratch build behaves the same on a laptop and in CI: a test that
     // wants CI's rules (the lock never written, annotations) sets them.
     cmd.env_remove("CI").env_remove("GITHUB_ACTIONS");
+    for key in ["NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "NVCC_CCBIN"] {
+        cmd.env_remove(key);
+    }
     cmd.env("CARGO_TARGET_DIR", scratch_target_dir());
     // A new user points occ at their CUDA install; ours is the one the
     // toolkit script installed.
@@ -245,7 +234,9 @@ pub const BUILD_RS: &str = r#"fn main() {
 
 /// A crate made as a new user makes one: outside the workspace (its own
 /// `[workspace]`), depending on occ's crates by path, built with plain
-/// `cargo` ([`cargo`]) into the shared [`scratch_target_dir`].
+/// `cargo` ([`cargo`]) into the shared [`scratch_target_dir`]. The one
+/// builder of a scratch crate the tests build with cargo; [`ScratchCrate::scale`]
+/// is the crate most cache and no-nvcc tests use.
 ///
 /// ```no_run
 /// # use occ_tests::{ScratchCrate, BUILD_RS};
@@ -265,6 +256,26 @@ pub struct ScratchCrate {
 }
 
 impl ScratchCrate {
+    /// The scale crate: depends on occ and, to build, occ-build; its build
+    /// script runs `build` (the body of a chain on `occ_build::Build::new()`,
+    /// e.g. `.glob("kernels/*.cu").arch("sm_80")`) and its binary prints
+    /// `scale`'s sm_80 registers as `registers=N`
+    /// ([`surroundings::printed_registers`]). The kernels are the test's to
+    /// write.
+    pub fn scale(name: &str, build: &str) -> Self {
+        ScratchCrate::new(name)
+            .dep("occ")
+            .build_dep("occ-build")
+            .build_rs(&format!(
+                "fn main() {{\n    occ_build::Build::new(){build}.compile();\n}}\n"
+            ))
+            .file(
+                "src/main.rs",
+                "mod kernels {\n    include!(concat!(env!(\"OUT_DIR\"), \"/occ/kernels.rs\"));\n}\n\n\
+                 fn main() {\n    println!(\"registers={}\", kernels::scale::KERNEL.on(\"sm_80\").expect(\"sm_80\").registers);\n}\n",
+            )
+    }
+
     /// A crate named `name` with a `Cargo.toml` and nothing else.
     pub fn new(name: &str) -> Self {
         let krate = ScratchCrate {
@@ -314,6 +325,14 @@ impl ScratchCrate {
         self
     }
 
+    /// Adds a line of its own to `[dependencies]` (a git dependency, a
+    /// crate from the registry).
+    pub fn dep_line(mut self, line: &str) -> Self {
+        self.deps.push(line.to_string());
+        self.write_manifest();
+        self
+    }
+
     /// Adds the workspace crate `name` to `[build-dependencies]`, by path.
     pub fn build_dep(mut self, name: &str) -> Self {
         self.build_deps.push(path_dep(name));
@@ -348,6 +367,20 @@ impl ScratchCrate {
         let mut cmd = cargo();
         cmd.args(args).current_dir(self.path());
         cmd
+    }
+
+    /// `cargo <args>` in the crate with `env` set on top (`None`: unset);
+    /// its output, whatever the status.
+    pub fn output(&self, args: &[&str], env: &[(&str, Option<&str>)]) -> Output {
+        let mut cmd = self.cargo(args);
+        for (k, v) in env {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        cmd.output()
+            .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
     }
 
     /// `cargo run --quiet`, which must succeed (`what` names the step in the
@@ -409,24 +442,6 @@ pub fn fail(cmd: &mut Command, what: &str) -> Output {
     out
 }
 
-/// Runs `cmd` with `stdin` as its input, written from a thread so that a
-/// child that answers while it reads cannot block; with `None` its input is
-/// closed at once.
-pub fn output_with_stdin(cmd: &mut Command, stdin: Option<&str>) -> Output {
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    let mut pipe = child.stdin.take().expect("stdin");
-    let input = stdin.unwrap_or_default().as_bytes().to_vec();
-    let writer = std::thread::spawn(move || pipe.write_all(&input));
-    let out = child.wait_with_output().expect("wait for the child");
-    writer.join().expect("writer thread").expect("write stdin");
-    out
-}
-
 /// `cargo occ` as cargo runs the subcommand (`cargo-occ occ <args>`): `bin`
 /// is the test's `env!("CARGO_BIN_EXE_cargo-occ")`, `CI` and `GITHUB_ACTIONS` are unset, and `env`
 /// is set on top.
@@ -441,15 +456,6 @@ pub fn cargo_occ(bin: &str, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> 
         cmd.env(k, v);
     }
     cmd
-}
-
-/// The exit code (-1 when killed by a signal), stdout and stderr of a process.
-pub fn code_and_text(out: &Output) -> (i32, String, String) {
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// The `cuda_occupancy.h` oracle: the C++ harness of `tests/oracle/` built

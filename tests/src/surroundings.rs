@@ -1,10 +1,11 @@
 //! Support for the tests that change what surrounds a build (the cache's,
 //! the no-nvcc path's, the gate's): executable scripts, a scratch copy of
 //! the CUDA toolkit with one tool swapped for a wrapper or none at all,
-//! scratch crates built with plain cargo, and the output of an
+//! what a scratch crate ([`crate::ScratchCrate`]) printed or left in its
+//! `OUT_DIR`, its build script run directly, and the output of an
 //! `$OUT_DIR/occ` to compare.
 
-use crate::{build_env, build_of, cargo, nvcc, path_dep, Scratch};
+use crate::{build_env, build_of, nvcc, text, Scratch, ScratchCrate};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -53,7 +54,8 @@ pub fn blessed_light_crate() -> Scratch {
     s
 }
 
-/// Writes an executable `#!/bin/sh` script.
+/// Writes an executable `#!/bin/sh` script running `body`, creating its
+/// folder; returns its path.
 pub fn script(path: &Path, body: &str) -> PathBuf {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).expect("create script folder");
@@ -123,62 +125,8 @@ pub fn reswap(toolkit: &Path, tool: &str, extra: &str) {
     );
 }
 
-/// The `Cargo.toml` of a scratch crate named `name` depending on occ-build
-/// (and occ as a normal dependency).
-pub fn cargo_toml(name: &str) -> String {
-    format!(
-        "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n\n\
-         [dependencies]\n{}\n\n[build-dependencies]\n{}\n",
-        path_dep("occ"),
-        path_dep("occ-build")
-    )
-}
-
-/// A scratch crate `name` whose build script runs `build` (the body of a
-/// chain on `occ_build::Build::new()`, e.g. `.glob("kernels/*.cu").arch("sm_80")`)
-/// and whose binary prints `scale`'s sm_80 registers: `registers=N`.
-pub fn scale_crate(name: &str, build: &str) -> Scratch {
-    let s = Scratch::new();
-    s.write("Cargo.toml", &cargo_toml(name));
-    s.write(
-        "build.rs",
-        &format!("fn main() {{\n    occ_build::Build::new(){build}.compile();\n}}\n"),
-    );
-    s.write(
-        "src/main.rs",
-        "mod kernels {\n    include!(concat!(env!(\"OUT_DIR\"), \"/occ/kernels.rs\"));\n}\n\n\
-         fn main() {\n    println!(\"registers={}\", kernels::scale::KERNEL.on(\"sm_80\").expect(\"sm_80\").registers);\n}\n",
-    );
-    s
-}
-
-/// Runs cargo in the scratch crate with `env` set (`None`: unset).
-pub fn run_cargo(s: &Scratch, args: &[&str], env: &[(&str, Option<&str>)]) -> Output {
-    let mut cmd = cargo();
-    cmd.args(args)
-        .current_dir(s.path())
-        .env_remove("NVCC_APPEND_FLAGS")
-        .env_remove("NVCC_PREPEND_FLAGS")
-        .env_remove("NVCC_CCBIN");
-    for (k, v) in env {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    cmd.output().expect("run cargo")
-}
-
-/// stdout and stderr of a process, for messages.
-pub fn text(out: &Output) -> String {
-    format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// `N` of the `registers=N` line a scale crate's binary printed.
+/// `N` of the `registers=N` line a scale crate's ([`ScratchCrate::scale`])
+/// binary printed.
 pub fn printed_registers(out: &Output) -> u32 {
     let t = text(out);
     assert!(out.status.success(), "cargo run failed:\n{t}");
@@ -307,10 +255,11 @@ pub struct BuildScript {
 }
 
 impl BuildScript {
-    /// Builds the scratch crate `s` (package `package`) once with cargo and
-    /// finds its build script binary.
-    pub fn compile(s: &Scratch, package: &str) -> BuildScript {
-        let out = run_cargo(s, &["build"], &[]);
+    /// Builds the scratch crate once with cargo and finds its build script
+    /// binary.
+    pub fn compile(krate: &ScratchCrate) -> BuildScript {
+        let package = krate.name();
+        let out = krate.output(&["build"], &[]);
         assert!(out.status.success(), "cargo build failed:\n{}", text(&out));
         let build = crate::scratch_target_dir().join("debug").join("build");
         let mut newest: Option<(std::time::SystemTime, PathBuf)> = None;
@@ -328,7 +277,7 @@ impl BuildScript {
         }
         BuildScript {
             exe: newest.map(|(_, p)| p).expect("the build script binary"),
-            root: s.path().to_path_buf(),
+            root: krate.path().to_path_buf(),
             package: package.to_string(),
         }
     }

@@ -7,15 +7,15 @@
 //! without a lock, and a closed stdout. Most run on builds written by hand
 //! (`hand_build`, no nvcc).
 
-use crate::occ;
+use crate::{occ, occ_with, Setup};
 use occ_model::compare::GateSettings;
 use occ_model::schema::lock::{Lock, LOCK_SCHEMA};
 use occ_model::schema::manifest::{Manifest, Origin};
 use occ_tests::surroundings::{scratch_toolkit, script, HEAVY, LIGHT};
 use occ_tests::{build_env, Scratch};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 fn manifest(s: &Scratch) -> String {
     s.path().join("out/occ/manifest.json").display().to_string()
@@ -185,19 +185,23 @@ fn report_after_a_failed_build_says_so() {
 #[test]
 fn parse_does_not_hold_its_whole_input_in_memory() {
     // 1 GiB of zeros under a 512 MiB address-space limit.
-    let exe = env!("CARGO_BIN_EXE_cargo-occ");
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "head -c 1073741824 /dev/zero | (ulimit -v 524288; exec '{exe}' occ parse -)"
-        ))
-        .output()
-        .expect("run cargo occ parse");
-    let err = String::from_utf8_lossy(&out.stderr);
+    let s = Scratch::new();
+    let ran = occ_with(
+        s.path(),
+        &["parse", "-"],
+        &[],
+        Setup {
+            stdin_of: Some(&["head", "-c", "1073741824", "/dev/zero"]),
+            memory_kib: Some(524288),
+            ..Setup::default()
+        },
+    );
     assert!(
-        out.status.code().is_some_and(|c| c <= 2) && !err.contains("memory"),
-        "cargo occ parse of 1 GiB of zeros under a 512 MiB memory limit: {:?}\n{err}",
-        out.status
+        (0..=2).contains(&ran.code) && !ran.err.contains("memory"),
+        "cargo occ parse of 1 GiB of zeros under a 512 MiB memory limit: exit {}, signal {:?}\n{}",
+        ran.code,
+        ran.signal,
+        ran.err
     );
 }
 
@@ -215,38 +219,30 @@ fn sweep_times_out_a_hung_ptxas() {
         &tk.join("bin/ptxas"),
         &format!("echo $$ >> '{}'\nexec sleep 900", pids.display()),
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cargo-occ"))
-        .args(["occ", "sweep", "--manifest", &manifest(&s)])
-        .current_dir(s.path())
-        .env("NVCC", &nvcc)
-        // The limit a user sets (the default is a minute, which this test
-        // would spend waiting); it must still be the hung ptxas that ends.
-        .env("OCC_PTXAS_TIMEOUT", "5")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run cargo occ sweep");
     let limit = Duration::from_secs(120);
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break Some(status);
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let ran = occ_with(
+        s.path(),
+        &["sweep", "--manifest", &manifest(&s)],
+        &[
+            ("NVCC", nvcc.to_str()),
+            // The limit a user sets (the default is a minute, which this test
+            // would spend waiting); it must still be the hung ptxas that ends.
+            ("OCC_PTXAS_TIMEOUT", Some("5")),
+        ],
+        Setup {
+            kill_after: Some(limit),
+            ..Setup::default()
+        },
+    );
     for pid in std::fs::read_to_string(&pids).unwrap_or_default().lines() {
         let _ = Command::new("kill").arg("-9").arg(pid.trim()).status();
     }
-    let status = status
-        .unwrap_or_else(|| panic!("cargo occ sweep still waited on a hung ptxas after {limit:?}"));
-    let out = child.wait_with_output().expect("output");
-    let err = String::from_utf8_lossy(&out.stderr).to_ascii_lowercase();
-    assert!(!status.success(), "a sweep whose ptxas hung cannot succeed");
+    assert!(
+        !ran.killed,
+        "cargo occ sweep still waited on a hung ptxas after {limit:?}"
+    );
+    let err = ran.err.to_ascii_lowercase();
+    assert!(ran.code != 0, "a sweep whose ptxas hung cannot succeed");
     assert!(
         err.contains("ptxas") && (err.contains("timed out") || err.contains("timeout")),
         "the message must say ptxas timed out: {err}"
@@ -542,7 +538,6 @@ fn a_real_gate_failure_is_not_called_an_unfinished_build() {
 #[cfg(unix)]
 #[test]
 fn a_closed_stdout_ends_every_subcommand_quietly() {
-    use std::os::unix::process::ExitStatusExt;
     let (s, m) = hand_build(|_| {}, true, None);
     let cases: [&[&str]; 7] = [
         &["explain", "saxpy", "--manifest", &m],
@@ -563,25 +558,23 @@ fn a_closed_stdout_ends_every_subcommand_quietly() {
     ];
     for args in cases {
         // The reading end is closed before cargo-occ writes a byte.
-        let (reader, writer) = std::io::pipe().expect("pipe");
-        drop(reader);
-        let out = Command::new(env!("CARGO_BIN_EXE_cargo-occ"))
-            .arg("occ")
-            .args(args)
-            .current_dir(s.path())
-            .env_remove("CI")
-            .env_remove("GITHUB_ACTIONS")
-            .stdout(writer)
-            .stderr(Stdio::piped())
-            .output()
-            .expect("run cargo-occ");
-        let err = String::from_utf8_lossy(&out.stderr);
-        let quiet = out.status.success() || out.status.signal() == Some(13);
+        let ran = occ_with(
+            s.path(),
+            args,
+            &[],
+            Setup {
+                closed_stdout: true,
+                ..Setup::default()
+            },
+        );
+        let err = &ran.err;
+        let quiet = ran.code == 0 || ran.signal == Some(13);
         assert!(
             quiet && !err.contains("panicked") && !err.contains("backtrace"),
-            "`cargo occ {}` with a closed stdout: {:?}\n{err}",
+            "`cargo occ {}` with a closed stdout: exit {}, signal {:?}\n{err}",
             args.join(" "),
-            out.status
+            ran.code,
+            ran.signal
         );
     }
 }

@@ -5,7 +5,7 @@
 
 use crate::occ;
 use occ_tests::surroundings::{script, toolkit_home};
-use occ_tests::{workspace_root, Scratch};
+use occ_tests::{workspace_root, Scratch, ScratchCrate};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -369,23 +369,15 @@ fn rs_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Issue 27: a crate that takes occ's cudarc with no CUDA version, with
+/// A crate that takes occ's cudarc with no CUDA version, with
 /// nvcc 13.5 on `PATH`, stops in cudarc's build script; doctor says so and
 /// prints the line that fixes it, and is content once the line is there.
 #[test]
 fn doctor_flags_cudarc_without_a_version_under_nvcc_13_5() {
-    let s = Scratch::new();
+    let s = ScratchCrate::new("cudarcuser")
+        .dep_with("occ", &["cudarc"])
+        .file("src/main.rs", "fn main() {}\n");
     let dir = linked_toolkit_dir(&s);
-    let occ = workspace_root().join("occ");
-    let manifest = |extra: &str| {
-        format!(
-            "[package]\nname = \"cudarcuser\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
-             [workspace]\n\n[dependencies]\nocc = {{ path = {:?}, features = [\"cudarc\"] }}\n{extra}",
-            occ.display().to_string()
-        )
-    };
-    s.write("Cargo.toml", &manifest(""));
-    s.write("src/main.rs", "fn main() {}\n");
     let bin = toolkit_home().join("bin");
     let mut path = OsString::from(&bin);
     path.push(":");
@@ -402,7 +394,7 @@ fn doctor_flags_cudarc_without_a_version_under_nvcc_13_5() {
     );
     assert!(out.contains(fix), "{out}\n{err}");
 
-    s.write("Cargo.toml", &manifest(&format!("{fix}\n")));
+    let s = s.dep_line(fix);
     let (code, out, err) = toolkit(s.path(), &dir, &["doctor"], &env);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(

@@ -17,8 +17,8 @@
 
 use occ_build::ErrorKind;
 use occ_model::schema::manifest::Manifest;
-use occ_tests::surroundings::{cargo_toml, printed_registers, run_cargo, scale_crate, text, LIGHT};
-use occ_tests::{build_env, build_of, script, Scratch};
+use occ_tests::surroundings::{printed_registers, script, LIGHT};
+use occ_tests::{build_env, build_of, text, Scratch, ScratchCrate};
 use std::path::{Path, PathBuf};
 
 const KERNEL: &str = include_str!("../../fixtures/cu/bad_input/k.cu");
@@ -57,7 +57,7 @@ fn nvcc_that_is_not_executable_says_so_and_names_it() {
 fn a_program_that_is_not_nvcc_gives_a_message_not_a_panic() {
     let s = Scratch::new();
     s.write("kernels/a.cu", KERNEL);
-    let fake = script(&s.path().join("nvcc"), "#!/bin/sh\necho hello\nexit 0\n");
+    let fake = script(&s.path().join("nvcc"), "echo hello\nexit 0");
     let err = s
         .build(["sm_80"])
         .try_compile_with(&build_env(&[("NVCC", fake.to_str())]))
@@ -166,7 +166,7 @@ fn argv_recorder(s: &Scratch) -> (PathBuf, PathBuf) {
     let launcher = script(
         &s.path().join("record argv.sh"),
         &format!(
-            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\" >> '{}'; done\nexec \"$@\"\n",
+            "for a in \"$@\"; do printf '%s\\n' \"$a\" >> '{}'; done\nexec \"$@\"",
             log.display()
         ),
     );
@@ -458,20 +458,32 @@ fn two_builds_into_one_out_dir_at_once_both_succeed_and_agree() {
 
 const KILL_DIR: &str = "OCC_TEST_KILLED_BUILD_DIR";
 
-/// The build that [`a_build_killed_midway_leaves_no_half_written_file`] kills:
-/// run only as that test's child process (it does nothing otherwise).
+/// The build that [`a_build_killed_midway_leaves_no_half_written_file`] kills,
+/// run only as that test's child process, with [`KILL_DIR`] naming the crate.
+/// It is killed while its second job sleeps, so it never ends by itself: a
+/// run without [`KILL_DIR`] fails, and so does a build that ends, whatever
+/// its result.
 #[test]
 #[ignore = "the child process of a_build_killed_midway_leaves_no_half_written_file"]
 fn killed_build_child() {
-    let Some(dir) = std::env::var_os(KILL_DIR).map(PathBuf::from) else {
-        return;
-    };
+    let dir = std::env::var_os(KILL_DIR)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            panic!(
+                "{KILL_DIR} is not set: this is the build that \
+                 a_build_killed_midway_leaves_no_half_written_file starts and kills"
+            )
+        });
     let launcher = dir.join("slow-nvcc.sh");
-    let _ = occ_tests::kernels_build(&dir, &dir.join("out"), ["sm_80"]).try_compile_with(
+    let result = occ_tests::kernels_build(&dir, &dir.join("out"), ["sm_80"]).try_compile_with(
         &build_env(&[
             ("NUM_JOBS", Some("1")),
             ("OCC_NVCC_LAUNCHER", launcher.to_str()),
         ]),
+    );
+    panic!(
+        "the build to be killed midway ended by itself: {:?}",
+        result.map(|r| r.nvcc_runs)
     );
 }
 
@@ -487,7 +499,7 @@ fn a_build_killed_midway_leaves_no_half_written_file() {
     script(
         &s.path().join("slow-nvcc.sh"),
         &format!(
-            "#!/bin/sh\ncase \"$*\" in *b_slow.cu*)\n  [ -e '{slow}' ] || exec \"$@\"\n  sleep 60 &\n  echo \"$$ $!\" > '{pids}'\n  touch '{started}'\n  wait $!\n  ;;\nesac\nexec \"$@\"\n",
+            "case \"$*\" in *b_slow.cu*)\n  [ -e '{slow}' ] || exec \"$@\"\n  sleep 60 &\n  echo \"$$ $!\" > '{pids}'\n  touch '{started}'\n  wait $!\n  ;;\nesac\nexec \"$@\"",
             pids = pids.display(),
             started = started.display(),
             slow = slow.display()
@@ -515,7 +527,15 @@ fn a_build_killed_midway_leaves_no_half_written_file() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     child.kill().expect("kill the build");
-    let _ = child.wait();
+    let status = child.wait().expect("wait for the killed build");
+    // Killed by this test midway, not ended by itself (a finished or failed
+    // build exits with a code).
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "the child build was to be killed midway, yet it ended by itself: {status}"
+    );
     // The launcher and its sleep outlive the killed build; stop them.
     let ids = std::fs::read_to_string(&pids).unwrap_or_default();
     for id in ids.split_whitespace() {
@@ -679,7 +699,7 @@ fn a_launcher_that_wrote_nothing_is_named_as_too_old() {
     // by hand with nvcc 13.5; BENCHMARKS.md §13).
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
-    let launcher = occ_tests::surroundings::script(
+    let launcher = script(
         &s.path().join("old-sccache"),
         "case \"$*\" in *--dryrun*|*--version*) exec \"$@\" ;; esac\nexit 0",
     );
@@ -705,13 +725,13 @@ fn a_launcher_that_wrote_nothing_is_named_as_too_old() {
 
 #[test]
 fn files_differing_in_case_give_a_kernels_rs_that_compiles() {
-    let s = scale_crate("around-case", ".glob(\"kernels/*.cu\").arch(\"sm_80\")");
+    let s = ScratchCrate::scale("around-case", ".glob(\"kernels/*.cu\").arch(\"sm_80\")");
     s.write("kernels/k.cu", LIGHT);
     s.write(
         "kernels/K.cu",
         "extern \"C\" __global__ void upper(int* p) { p[threadIdx.x] += 1; }\n",
     );
-    let out = run_cargo(&s, &["run", "-q"], &[]);
+    let out = s.output(&["run", "-q"], &[]);
     assert!(printed_registers(&out) > 0);
 }
 
@@ -826,8 +846,9 @@ fn nvcc_set_to_something_that_is_not_nvcc_is_an_error() {
 
 #[test]
 fn an_ambiguous_kernel_lists_each_source_and_what_to_write() {
-    let s = Scratch::new();
-    s.write("Cargo.toml", &cargo_toml("around-ambiguous"));
+    let s = ScratchCrate::new("around-ambiguous")
+        .dep("occ")
+        .build_dep("occ-build");
     s.write(
         "build.rs",
         "fn main() {\n    occ_build::Build::new().glob(\"kernels/*.cu\").archs([\"sm_80\"]).compile();\n}\n",
@@ -844,7 +865,7 @@ fn an_ambiguous_kernel_lists_each_source_and_what_to_write() {
         "src/main.rs",
         "#[occ::launch_config(kernel = \"same\")]\nfn launch() -> u32 { BLOCK_SIZE }\n\nfn main() { println!(\"{}\", launch()); }\n",
     );
-    let out = run_cargo(&s, &["build"], &[]);
+    let out = s.output(&["build"], &[]);
     let t = text(&out);
     assert!(
         !out.status.success(),
@@ -864,7 +885,7 @@ fn an_ambiguous_kernel_lists_each_source_and_what_to_write() {
         "src/main.rs",
         &format!("#[occ::launch_config(kernel = \"{select}\")]\nfn launch() -> u32 {{ BLOCK_SIZE }}\n\nfn main() {{ println!(\"{{}}\", launch()); }}\n"),
     );
-    let out = run_cargo(&s, &["build"], &[]);
+    let out = s.output(&["build"], &[]);
     assert!(
         out.status.success(),
         "`kernel = \"{select}\"`, as the message says, does not compile:\n{}",
@@ -928,7 +949,7 @@ fn a_missing_launcher_is_blamed_on_the_launcher() {
 fn a_signal_is_not_reported_as_errors_to_fix() {
     let s = Scratch::new();
     s.write("kernels/k.cu", LIGHT);
-    let killer = occ_tests::surroundings::script(&s.path().join("killed.sh"), "kill -9 $$");
+    let killer = script(&s.path().join("killed.sh"), "kill -9 $$");
     let result = build_of(s.path(), "out", "kernels/k.cu", ["sm_80"]).try_compile_with(&build_env(
         &[("OCC_NVCC_LAUNCHER", Some(path_str(&killer)))],
     ));

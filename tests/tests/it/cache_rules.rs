@@ -6,10 +6,10 @@
 
 use occ_build::Build;
 use occ_tests::surroundings::{
-    assert_same_outputs, manifest_registers, printed_registers, reswap, run_cargo, scale_crate,
-    scratch_toolkit, script, script_ok, text, BuildScript, HEAVY, LIGHT, SWITCHED,
+    assert_same_outputs, manifest_registers, printed_registers, reswap, scratch_toolkit, script,
+    script_ok, BuildScript, HEAVY, LIGHT, SWITCHED,
 };
-use occ_tests::{build_env, build_of, Scratch};
+use occ_tests::{build_env, build_of, text, Scratch, ScratchCrate};
 use std::path::{Path, PathBuf};
 
 fn occ_dir(s: &Scratch, out: &str) -> PathBuf {
@@ -55,8 +55,8 @@ fn a_source_saved_while_nvcc_runs_is_not_cached_under_the_new_bytes() {
 }
 
 /// A scale crate whose kernel is heavy when `HEAVY_KERNEL` is defined.
-fn switched_crate(name: &str) -> Scratch {
-    let s = scale_crate(name, ".file(\"kernels/k.cu\").arch(\"sm_80\")");
+fn switched_crate(name: &str) -> ScratchCrate {
+    let s = ScratchCrate::scale(name, ".file(\"kernels/k.cu\").arch(\"sm_80\")");
     s.write("kernels/k.cu", SWITCHED);
     s.write("kernels/common.cuh", "#pragma once\n");
     s
@@ -66,14 +66,14 @@ fn switched_crate(name: &str) -> Scratch {
 /// again: the printed registers must follow (light, heavy, light).
 fn nvcc_variable_is_honoured(name: &str, var: &str, value: &str) {
     let s = switched_crate(name);
-    let light = printed_registers(&run_cargo(&s, &["run", "-q"], &[]));
-    let with = printed_registers(&run_cargo(&s, &["run", "-q"], &[(var, Some(value))]));
+    let light = printed_registers(&s.output(&["run", "-q"], &[]));
+    let with = printed_registers(&s.output(&["run", "-q"], &[(var, Some(value))]));
     assert!(
         with > light,
         "{var}={value} (which nvcc reads) was ignored: {with} registers with it, {light} without; \
          cargo must rerun the build script and occ must not serve the cached job"
     );
-    let back = printed_registers(&run_cargo(&s, &["run", "-q"], &[]));
+    let back = printed_registers(&s.output(&["run", "-q"], &[]));
     assert_eq!(back, light, "unsetting {var} was ignored");
 }
 
@@ -188,16 +188,16 @@ fn a_header_edit_of_the_same_size_is_seen() {
 
 #[test]
 fn cargo_reruns_for_a_header_added_to_an_earlier_include_folder() {
-    let s = scale_crate(
+    let s = ScratchCrate::scale(
         "around-shadow-inc",
         ".file(\"kernels/k.cu\").include(\"inc1\").include(\"inc2\").arch(\"sm_80\")",
     );
     s.write("kernels/k.cu", SWITCHED);
     std::fs::create_dir_all(s.path().join("inc1")).expect("inc1");
     s.write("inc2/common.cuh", "#pragma once\n");
-    let light = printed_registers(&run_cargo(&s, &["run", "-q"], &[]));
+    let light = printed_registers(&s.output(&["run", "-q"], &[]));
     s.write("inc1/common.cuh", "#pragma once\n#define HEAVY_KERNEL 1\n");
-    let after = printed_registers(&run_cargo(&s, &["run", "-q"], &[]));
+    let after = printed_registers(&s.output(&["run", "-q"], &[]));
     assert!(
         after > light,
         "inc1/common.cuh now shadows inc2/common.cuh and makes the kernel heavy, \
@@ -237,10 +237,10 @@ fn build_killed_while_replacing_outputs(
     name: &str,
     limit: u32,
     must_fail: bool,
-) -> (Scratch, BuildScript, PathBuf) {
-    let s = scale_crate(name, ".file(\"kernels/k.cu\").arch(\"sm_80\")");
+) -> (ScratchCrate, BuildScript, PathBuf) {
+    let s = ScratchCrate::scale(name, ".file(\"kernels/k.cu\").arch(\"sm_80\")");
     s.write("kernels/k.cu", LIGHT);
-    let bs = BuildScript::compile(&s, name);
+    let bs = BuildScript::compile(&s);
     let warm = s.path().join("warm");
     let out = bs.run(&warm, &[]);
     assert!(script_ok(&out), "first build: {}", text(&out));
@@ -427,11 +427,11 @@ fn a_line_directive_naming_a_missing_file_keeps_the_cache() {
 
 #[test]
 fn a_line_directive_naming_a_missing_file_keeps_cargo_fresh() {
-    let s = scale_crate("around-line", ".file(\"kernels/k.cu\").arch(\"sm_80\")");
+    let s = ScratchCrate::scale("around-line", ".file(\"kernels/k.cu\").arch(\"sm_80\")");
     s.write("kernels/k.cu", GENERATED);
-    let out = run_cargo(&s, &["build"], &[]);
+    let out = s.output(&["build"], &[]);
     assert!(out.status.success(), "{}", text(&out));
-    let out = run_cargo(&s, &["build"], &[]);
+    let out = s.output(&["build"], &[]);
     let t = text(&out);
     assert!(out.status.success(), "{t}");
     assert!(
@@ -443,9 +443,9 @@ fn a_line_directive_naming_a_missing_file_keeps_cargo_fresh() {
 #[test]
 fn a_killed_build_leaves_no_scratch_folders_after_the_next_build() {
     let name = "around-killed-tmp";
-    let s = scale_crate(name, ".file(\"kernels/k.cu\").arch(\"sm_80\")");
+    let s = ScratchCrate::scale(name, ".file(\"kernels/k.cu\").arch(\"sm_80\")");
     s.write("kernels/k.cu", LIGHT);
-    let bs = BuildScript::compile(&s, name);
+    let bs = BuildScript::compile(&s);
     let out_dir = s.path().join("warm");
     // The build script is killed while nvcc runs (its scratch folder exists).
     let killer = script(

@@ -1,4 +1,4 @@
-//! The differential test of occ's cache (issue 12): a seeded random sequence
+//! The differential test of occ's cache: a seeded random sequence
 //! of steps over a scratch crate (edit a source, edit, add, delete or shadow
 //! a header, change a define, a flag, `NVCC_APPEND_FLAGS` or
 //! `NVCC_PREPEND_FLAGS`, swap ptxas for a wrapper that changes its output,
@@ -14,7 +14,7 @@
 //! it either, and the last warm output must still equal the cold one (else
 //! cargo would serve stale output).
 //!
-//! Issue 23 added steps and checks where silent errors lived: source lines
+//! Steps and checks aimed where errors stay silent: source lines
 //! toggled (`DIFF_LINES`); a second `Build` (`.name("two")`) over another
 //! file, or over the same file, which must fail in warm and cold builds
 //! alike, naming both (`DIFF_SECOND`); a check that a build from the lock
@@ -25,7 +25,7 @@
 //! manifest, `kernels.rs` and candidate lock (and, without source lines,
 //! device code) must equal the warm build's.
 //!
-//! Issue 37 added the include search's mutations: a header created in
+//! The include search's mutations: a header created in
 //! every folder the preprocessor searches (the source's, each `-I`, the
 //! toolkit's include folder) that a `__has_include` of a macro finds
 //! (`OptHeader`), a header that shadows a toolkit header by quotes or
@@ -45,10 +45,8 @@
 
 use occ_model::schema::lock::Lock;
 use occ_model::schema::manifest::Manifest;
-use occ_tests::surroundings::{
-    cargo_toml, outputs, reswap, scratch_toolkit, script_ok, text, BuildScript,
-};
-use occ_tests::Scratch;
+use occ_tests::surroundings::{outputs, reswap, scratch_toolkit, script_ok, BuildScript};
+use occ_tests::{text, Scratch, ScratchCrate};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -266,7 +264,7 @@ fn draw(rng: &mut Rng) -> Step {
 
 /// The scratch crate and everything a build reads besides it.
 struct World {
-    crate_dir: Scratch,
+    crate_dir: ScratchCrate,
     toolkit: PathBuf,
     nvcc: PathBuf,
     vars: BTreeMap<&'static str, String>,
@@ -286,8 +284,7 @@ impl World {
     /// The world before the first step; every build runs nvcc through
     /// `launcher` (`launcher_env`, read once).
     fn new(launcher: Vec<(&'static str, String)>) -> World {
-        let s = Scratch::new();
-        s.write("Cargo.toml", &cargo_toml(PACKAGE));
+        let s = ScratchCrate::new(PACKAGE).dep("occ").build_dep("occ-build");
         s.write("build.rs", BUILD_RS);
         s.write("src/lib.rs", "");
         s.write("kernels/a.cu", &a_cu(2));
@@ -720,7 +717,7 @@ fn warm_build_equals_cold_build_after_every_step() {
     let started = Instant::now();
     let mut rng = Rng(seed.max(1));
     let mut world = World::new(launcher);
-    let script = BuildScript::compile(&world.crate_dir, PACKAGE);
+    let script = BuildScript::compile(&world.crate_dir);
     let warm_dir = world.root().join("warm");
     let mut run = Run {
         seed,

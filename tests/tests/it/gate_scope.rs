@@ -6,8 +6,8 @@
 //! build fails naming what has none, and that a crate without a lock
 //! fails, is tested on nvcc 13.5's recorded runs in `replay.rs`.
 
-use occ_tests::surroundings::{blessed_light_crate, run_cargo, text, without_nvcc, HEAVY, LIGHT};
-use occ_tests::{build_env, build_of, Scratch};
+use occ_tests::surroundings::{blessed_light_crate, without_nvcc, HEAVY, LIGHT};
+use occ_tests::{build_env, build_of, text, Scratch, ScratchCrate};
 use std::path::Path;
 
 const ALPHA: &str = "extern \"C\" __global__ void alpha(float* p) { p[threadIdx.x] *= 2.0f; }\n";
@@ -117,7 +117,7 @@ fn a_dependency_is_never_gated_with_or_without_nvcc() {
 /// committed lock, used from git by another crate, in that crate's CI.
 #[test]
 fn a_git_dependency_is_not_gated_in_its_dependents_ci() {
-    let dep = occ_tests::ScratchCrate::new("occ-gitdep")
+    let dep = ScratchCrate::new("occ-gitdep")
         .dep("occ")
         .build_dep("occ-build")
         .build_rs(
@@ -149,15 +149,10 @@ fn a_git_dependency_is_not_gated_in_its_dependents_ci() {
     git(&["init", "-q"]);
     git(&["add", "."]);
     git(&["commit", "-q", "-m", "kernels"]);
-    let user = Scratch::new();
-    user.write(
-        "Cargo.toml",
-        &format!(
-            "[package]\nname = \"occ-gituser\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
-             [workspace]\n\n[dependencies]\nocc-gitdep = {{ git = \"file://{}\" }}\n",
-            dep.path().display()
-        ),
-    );
+    let user = ScratchCrate::new("occ-gituser").dep_line(&format!(
+        "occ-gitdep = {{ git = \"file://{}\" }}",
+        dep.path().display()
+    ));
     user.write(
         "src/main.rs",
         "fn main() {\n    println!(\"{}\", occ_gitdep::KERNELS.len());\n}\n",
@@ -171,7 +166,7 @@ fn a_git_dependency_is_not_gated_in_its_dependents_ci() {
             env
         }),
     ] {
-        let out = run_cargo(&user, &["build", "--quiet"], &env);
+        let out = user.output(&["build", "--quiet"], &env);
         assert!(
             out.status.success(),
             "the dependent's CI build {what} failed on its dependency's lock:\n{}",

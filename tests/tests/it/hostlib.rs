@@ -238,7 +238,7 @@ fn bad_library_names_and_a_missing_host_compiler_fail_with_clear_messages() {
         .expect_err("no TARGET");
     assert!(err.to_string().contains("TARGET"), "{err}");
     // A comma in a library source's name: nvcc's fatbinary step would fail
-    // with its own words (issue 23 review); refused up front, naming it.
+    // with its own words; refused up front, naming it.
     let comma = Scratch::new();
     comma.write(
         "kernels/a,b.cu",

@@ -5,10 +5,9 @@
 //! (A dependency is never gated: `gate_scope.rs`.)
 
 use occ_tests::surroundings::{
-    blessed_light_crate, cargo_toml, newest_out_dir, printed_registers, run_cargo, scale_crate,
-    text, without_nvcc, LIGHT,
+    blessed_light_crate, newest_out_dir, printed_registers, without_nvcc, LIGHT,
 };
-use occ_tests::{build_env, build_of, cargo, Scratch};
+use occ_tests::{build_env, build_of, cargo, text, ScratchCrate};
 use std::path::Path;
 
 fn path_str(p: &Path) -> &str {
@@ -16,9 +15,8 @@ fn path_str(p: &Path) -> &str {
 }
 
 /// A crate with a `#[launch_config]` site, its lock blessed with nvcc.
-fn launch_config_crate(name: &str) -> Scratch {
-    let s = Scratch::new();
-    s.write("Cargo.toml", &cargo_toml(name));
+fn launch_config_crate(name: &str) -> ScratchCrate {
+    let s = ScratchCrate::new(name).dep("occ").build_dep("occ-build");
     s.write(
         "build.rs",
         "fn main() {\n    occ_build::Build::new().glob(\"kernels/*.cu\").archs([\"sm_80\"]).compile();\n}\n",
@@ -32,7 +30,7 @@ fn launch_config_crate(name: &str) -> Scratch {
          fn scale_launch(n: u32) -> (u32, u32) {\n    (grid_for(n), BLOCK_SIZE)\n}\n\n\
          fn main() {\n    println!(\"{:?} {}\", scale_launch(1 << 20), kernels::scale::KERNEL.archs[0].registers);\n}\n",
     );
-    let out = run_cargo(&s, &["build"], &[("OCC_BLESS", Some("1"))]);
+    let out = s.output(&["build"], &[("OCC_BLESS", Some("1"))]);
     assert!(out.status.success(), "blessing with nvcc: {}", text(&out));
     assert!(s.path().join("occ.lock").is_file(), "no occ.lock written");
     s
@@ -41,7 +39,7 @@ fn launch_config_crate(name: &str) -> Scratch {
 #[test]
 fn a_launch_config_crate_builds_with_occ_no_nvcc() {
     let s = launch_config_crate("around-nonvcc");
-    let out = run_cargo(&s, &["build"], &[("OCC_NO_NVCC", Some("1"))]);
+    let out = s.output(&["build"], &[("OCC_NO_NVCC", Some("1"))]);
     assert!(
         out.status.success(),
         "OCC_NO_NVCC=1 cargo build with a committed occ.lock failed:\n{}",
@@ -52,7 +50,7 @@ fn a_launch_config_crate_builds_with_occ_no_nvcc() {
 #[test]
 fn docs_rs_documents_a_launch_config_crate() {
     let s = launch_config_crate("around-docsrs");
-    let out = run_cargo(&s, &["doc", "--no-deps"], &[("DOCS_RS", Some("1"))]);
+    let out = s.output(&["doc", "--no-deps"], &[("DOCS_RS", Some("1"))]);
     assert!(
         out.status.success(),
         "DOCS_RS=1 cargo doc with a committed occ.lock failed:\n{}",
@@ -62,7 +60,7 @@ fn docs_rs_documents_a_launch_config_crate() {
 
 #[test]
 fn the_guides_cubin_line_compiles_without_nvcc() {
-    let s = scale_crate(
+    let s = ScratchCrate::scale(
         "around-nonvcc-cubin",
         ".glob(\"kernels/*.cu\").arch(\"sm_80\")",
     );
@@ -74,9 +72,9 @@ fn the_guides_cubin_line_compiles_without_nvcc() {
          let code: &[u8] = sm_80.code.unwrap().bytes;\n    \
          println!(\"registers={} {}\", sm_80.registers, code.len());\n}\n",
     );
-    let out = run_cargo(&s, &["build"], &[("OCC_BLESS", Some("1"))]);
+    let out = s.output(&["build"], &[("OCC_BLESS", Some("1"))]);
     assert!(out.status.success(), "{}", text(&out));
-    let out = run_cargo(&s, &["build"], &[("OCC_NO_NVCC", Some("1"))]);
+    let out = s.output(&["build"], &[("OCC_NO_NVCC", Some("1"))]);
     assert!(
         out.status.success(),
         "`let code: &[u8] = sm_80.code.unwrap().bytes;` (docs/GUIDE.md's line) does not \
@@ -115,7 +113,7 @@ fn a_build_leaves_lock_mode_once_nvcc_appears_in_the_user_cache() {
 }
 
 fn leaves_lock_mode_once_nvcc_appears(name: &str, xdg: bool) {
-    let s = scale_crate(name, ".glob(\"kernels/*.cu\").arch(\"sm_80\")");
+    let s = ScratchCrate::scale(name, ".glob(\"kernels/*.cu\").arch(\"sm_80\")");
     s.write("kernels/scale.cu", LIGHT);
     let cache = s.path().join("cache");
     let cuda = if xdg {
@@ -123,7 +121,7 @@ fn leaves_lock_mode_once_nvcc_appears(name: &str, xdg: bool) {
     } else {
         s.path().join("cuda")
     };
-    let out = run_cargo(&s, &["build"], &[("OCC_BLESS", Some("1"))]);
+    let out = s.output(&["build"], &[("OCC_BLESS", Some("1"))]);
     assert!(out.status.success(), "{}", text(&out));
     // No nvcc anywhere: the build stands on the lock.
     let (occ_cuda_dir, xdg_cache_home) = if xdg {
@@ -139,7 +137,7 @@ fn leaves_lock_mode_once_nvcc_appears(name: &str, xdg: bool) {
         ("OCC_CUDA_DIR", occ_cuda_dir),
         ("XDG_CACHE_HOME", xdg_cache_home),
     ];
-    let out = run_cargo(&s, &["run", "-q"], none);
+    let out = s.output(&["run", "-q"], none);
     assert!(printed_registers(&out) > 0);
     let cubins = || cubins(&newest_out_dir(name).join("occ"));
     assert!(
@@ -151,7 +149,7 @@ fn leaves_lock_mode_once_nvcc_appears(name: &str, xdg: bool) {
     std::fs::create_dir_all(bin.parent().expect("parent")).expect("create cuda folder");
     std::os::unix::fs::symlink(occ_tests::surroundings::toolkit_home(), &bin)
         .expect("install nvcc");
-    let out = run_cargo(&s, &["run", "-q"], none);
+    let out = s.output(&["run", "-q"], none);
     assert!(printed_registers(&out) > 0);
     assert!(
         !cubins().is_empty(),

@@ -1,4 +1,4 @@
-//! Output that scales (issue 14, item 5). A build of 200 kernels with the
+//! Output that scales with the kernel count. A build of 200 kernels with the
 //! real nvcc: a new arch is one warning line with the count, 50 kernels
 //! forced to spill give a bounded error (one header per cause, at most ten
 //! rows, the rest counted and in report.txt), and the lock has one line per

@@ -2,8 +2,7 @@
 //! user, and what they say is recorded.
 
 use occ_model::schema::manifest::WarningKind;
-use occ_tests::surroundings::{run_cargo, scale_crate, text};
-use occ_tests::{build_env, Scratch};
+use occ_tests::{build_env, text, Scratch, ScratchCrate};
 
 /// Two kernels of one file, so that one `-maxrregcount` caps both.
 const TWO: &str = "__global__ void saxpy(float a, const float *x, float *y, int n) {\n\
@@ -115,7 +114,7 @@ fn a_template_error_keeps_its_instantiation_chain_and_caret() {
 
 #[test]
 fn nvcc_warnings_are_shown_once() {
-    let s = scale_crate(
+    let s = ScratchCrate::scale(
         "around-warnings",
         ".glob(\"kernels/*.cu\").archs([\"sm_80\", \"sm_90\"])",
     );
@@ -123,7 +122,7 @@ fn nvcc_warnings_are_shown_once() {
         "kernels/k.cu",
         "extern \"C\" __global__ void scale(float* p, int n) {\n  int unused_here;\n  if (threadIdx.x < n) p[threadIdx.x] *= 2.0f;\n}\n",
     );
-    let out = run_cargo(&s, &["build"], &[]);
+    let out = s.output(&["build"], &[]);
     let t = text(&out);
     assert!(out.status.success(), "{t}");
     let shown = t
