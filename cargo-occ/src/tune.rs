@@ -387,7 +387,7 @@ pub fn measured_section(m: &occ_model::schema::manifest::Manifest, gpu: Option<&
         });
         let stale = match kernel.and_then(|k| k.archs.get(&e.arch)) {
             Some(ka) => matches!(
-                e.staleness(Some(ka.cubin_hash.as_deref().unwrap_or_default())),
+                e.staleness(ka.cubin_hash.as_deref()),
                 occ_model::schema::measured::Staleness::Stale { .. }
             ),
             None => false,

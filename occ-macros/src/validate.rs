@@ -332,10 +332,10 @@ impl Failure {
 }
 
 /// The measurement `tuned` bakes for a kernel × arch: the site's bucket
-/// (else [`measured::DEFAULT_BUCKET`]), taken on this build's cubin (or on
-/// any, when the build has none: it stands on the lock). A stale one is
-/// not baked; the build script warns about it once
-/// (`occ_build`'s gate).
+/// (else [`measured::DEFAULT_BUCKET`]), taken on this build's cubin (a
+/// build from the lock has the lock's hash). A stale one, or one the build
+/// has no hash to compare with, is not baked; the build script warns about
+/// it once (`occ_build`'s gate).
 fn measurement<'m>(
     args: &Args,
     manifest: &'m Manifest,
@@ -358,8 +358,10 @@ fn measurement<'m>(
         .iter()
         .find(|m| m.key() == key)
         .filter(|m| {
-            let hash = ka.cubin_hash.as_deref().unwrap_or_default();
-            !matches!(m.staleness(Some(hash)), Staleness::Stale { .. })
+            !matches!(
+                m.staleness(ka.cubin_hash.as_deref()),
+                Staleness::Stale { .. }
+            )
         })
 }
 

@@ -62,8 +62,9 @@
 //! preprocessed text, no proof.
 //!
 //! A host-code library (one `nvcc -c` for every arch) has several texts
-//! that `nvcc -E` cannot repeat; it has no proof, so where one is due it
-//! is compiled again.
+//! that `nvcc -E` cannot repeat; it has no proof (its record holds no
+//! preprocessed hash, `None`, as does one of a job nvcc left no text of),
+//! so where one is due it is compiled again.
 //!
 //! Inputs are snapshotted around the run: the source's bytes before nvcc
 //! starts, every input's stat and bytes after it ends. A file whose bytes
@@ -332,9 +333,12 @@ pub(crate) struct Record {
     pub folders: Vec<(PathBuf, Option<Stat>)>,
     /// The hash of the preprocessed text nvcc compiled (the device side's
     /// `.cpp1.ii`), the key of record: a cached result is proven by
-    /// preprocessing again and comparing ([`Direct`]). Empty for a
-    /// host-code library, whose several texts one `nvcc -E` cannot give.
-    pub preprocessed: String,
+    /// preprocessing again and comparing ([`Direct`]). `None` for a
+    /// host-code library, whose several texts one `nvcc -E` cannot give,
+    /// and when nvcc left no text; a record of format 6 from before it was
+    /// an `Option` says so with `""`, which reads as `None`.
+    #[serde(deserialize_with = "empty_is_none")]
+    pub preprocessed: Option<String>,
     /// The cubin and the PTX.
     pub outputs: Vec<Output>,
     /// nvcc's output (the ptxas `-v` log).
@@ -490,7 +494,7 @@ pub(crate) struct Finished<'a> {
     /// What the job contributed, per arch.
     pub contributions: &'a [Contribution],
     /// The hash of the preprocessed text ([`Record::preprocessed`]).
-    pub preprocessed: &'a str,
+    pub preprocessed: Option<&'a str>,
 }
 
 /// The files as they stand after a run: every input's bytes and stat, the
@@ -673,6 +677,15 @@ pub(crate) fn refresh(before: &Before, run: &Finished<'_>, outputs: Vec<Output>)
     write_record(run, snapshot, outputs)
 }
 
+/// `""` as `None`: what [`Record::preprocessed`] held for "no text" before
+/// it was an `Option`, so that those records still read.
+fn empty_is_none<'de, D>(d: D) -> std::result::Result<Option<String>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    Ok(Option::<String>::deserialize(d)?.filter(|s| !s.is_empty()))
+}
+
 fn write_record(run: &Finished<'_>, snapshot: Snapshot, outputs: Vec<Output>) -> Result<()> {
     let record = Record {
         format: FORMAT,
@@ -681,7 +694,7 @@ fn write_record(run: &Finished<'_>, snapshot: Snapshot, outputs: Vec<Output>) ->
         inputs: snapshot.inputs,
         probes: snapshot.probes,
         folders: snapshot.folders,
-        preprocessed: run.preprocessed.to_string(),
+        preprocessed: run.preprocessed.map(str::to_string),
         outputs,
         log: run.log.to_string(),
         contributions: run.contributions.to_vec(),
@@ -1295,6 +1308,21 @@ mod tests {
                      #if defined(__has_include) && __has_include_next( <cuda/std/x> )\n#endif\n";
         assert_eq!(has_include_names(text), ["util.cuh", "cuda/std/x"]);
         assert!(has_include_names(b"#if defined(__has_include)\n").is_empty());
+    }
+
+    #[test]
+    fn a_record_without_a_preprocessed_text_reads_as_none_in_both_spellings() {
+        let record = |preprocessed: serde_json::Value| {
+            serde_json::from_value::<Record>(serde_json::json!({
+                "format": FORMAT, "key": "k", "recorded_at": 0, "inputs": [],
+                "probes": [], "folders": [], "preprocessed": preprocessed,
+                "outputs": [], "log": "", "contributions": [],
+            }))
+            .map(|r| r.preprocessed)
+        };
+        assert_eq!(record(serde_json::json!("")).ok(), Some(None));
+        assert_eq!(record(serde_json::Value::Null).ok(), Some(None));
+        assert_eq!(record(serde_json::json!("h")).ok(), Some(Some("h".into())));
     }
 
     #[test]

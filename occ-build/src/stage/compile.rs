@@ -266,7 +266,7 @@ impl Runner<'_> {
         // A host-code library's texts (the host's and each arch's) come
         // from one multi-arch run that `nvcc -E` cannot repeat: without a
         // proof, it runs again.
-        let provable = matches!(job.kind, JobKind::Device) && !record.preprocessed.is_empty();
+        let provable = matches!(job.kind, JobKind::Device) && record.preprocessed.is_some();
         match direct {
             cache::Direct::Holds if !self.verify => {
                 let deps = record.inputs.iter().map(|i| i.path.clone()).collect();
@@ -280,7 +280,7 @@ impl Runner<'_> {
         let Some(proof) = self.preprocess(job, paths) else {
             return Reuse::Miss(None);
         };
-        if proof.hash != record.preprocessed {
+        if record.preprocessed.as_deref() != Some(proof.hash.as_str()) {
             let why =
                 (direct == cache::Direct::Holds).then(|| record.disproof(&proof.deps, self.root));
             return Reuse::Miss(why);
@@ -304,7 +304,7 @@ impl Runner<'_> {
                 record: &paths.record,
                 log: &record.log,
                 contributions: &record.contributions,
-                preprocessed: &proof.hash,
+                preprocessed: Some(&proof.hash),
             };
             // A record not rewritten costs the next build a proof.
             let _ = cache::refresh(&proof.before, &run, record.outputs.clone());
@@ -382,7 +382,7 @@ impl Runner<'_> {
                 record: &paths.record,
                 log: &log,
                 contributions: &contributions,
-                preprocessed: &kept.preprocessed,
+                preprocessed: kept.preprocessed.as_deref(),
             },
         )?;
         let unstable = changed.map(|p| {
@@ -521,7 +521,7 @@ impl Runner<'_> {
             ptx,
             deps,
             signatures,
-            preprocessed: if all { String::new() } else { preprocessed },
+            preprocessed: preprocessed.filter(|_| !all),
         })
     }
 
@@ -675,9 +675,9 @@ struct Kept {
     deps: Vec<PathBuf>,
     /// The kernels' signatures.
     signatures: Signatures,
-    /// The hash of the device-side preprocessed text (empty for a
-    /// host-code library).
-    preprocessed: String,
+    /// The hash of the device-side preprocessed text (`None` for a
+    /// host-code library, and when nvcc left no text).
+    preprocessed: Option<String>,
 }
 
 /// A job's result before it is split per arch: from a run of nvcc or from
@@ -702,13 +702,14 @@ struct Gathered {
 
 /// The inputs (absolute, sorted, the source among them) and the kernels'
 /// declarations the preprocessed sources in `dir` name, the host stubs
-/// nvcc left there, and the hash of the preprocessed texts.
+/// nvcc left there, and the hash of the preprocessed texts (`None`: there
+/// were none, so nothing a proof could match).
 fn read_preprocessed(
     dir: &Path,
     all: bool,
     root: &Path,
     source: &str,
-) -> (Vec<PathBuf>, Signatures, String) {
+) -> (Vec<PathBuf>, Signatures, Option<String>) {
     let mut deps: Vec<PathBuf> = Vec::new();
     let mut signatures = Signatures::default();
     let mut texts: Vec<Vec<u8>> = Vec::new();
@@ -735,12 +736,7 @@ fn read_preprocessed(
         deps.sort();
     }
     let parts: Vec<&[u8]> = texts.iter().map(Vec::as_slice).collect();
-    // No preprocessed text: nothing a proof could match.
-    let hash = if parts.is_empty() {
-        String::new()
-    } else {
-        cache::hash_bytes(&parts)
-    };
+    let hash = (!parts.is_empty()).then(|| cache::hash_bytes(&parts));
     (deps, signatures, hash)
 }
 

@@ -561,7 +561,7 @@ pub(crate) fn measured(
         };
         let what = format!("{} on {} (bucket {:?})", m.kernel, m.arch, m.bucket);
         if let occ_model::schema::measured::Staleness::Stale { .. } =
-            m.staleness(Some(ka.cubin_hash.as_deref().unwrap_or_default()))
+            m.staleness(ka.cubin_hash.as_deref())
         {
             stale.push(what);
             continue;

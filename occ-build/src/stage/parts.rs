@@ -28,7 +28,7 @@
 
 use crate::leaf::error::{Error, Result};
 use crate::leaf::files::write_atomic;
-use occ_model::schema::lock::Lock;
+use occ_model::schema::lock::{Committed, Lock};
 use occ_model::schema::manifest::Manifest;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -392,43 +392,22 @@ impl Scope {
     }
 }
 
-/// The candidate lock (see [`candidate`]).
+/// The candidate lock (see [`candidate`]): the committed lock's named
+/// parts that are neither this one nor built by this run stay as recorded.
 fn candidate_lock(view: &View, merged: &Manifest, name: &str, lock: Option<&Lock>) -> Lock {
-    let mut candidate = Lock::from_manifest(merged);
-    candidate.parts = view.named.clone();
-    let mut flags = view.flags.clone();
-    if let Some(lock) = lock {
-        for (part, sources) in &lock.parts {
-            if part == name || view.named.contains_key(part) {
-                continue;
-            }
-            if let Some(theirs) = lock.flags.as_ref().and_then(|f| f.get(part)) {
-                flags.insert(part.clone(), theirs.clone());
-            }
-            candidate.parts.insert(part.clone(), sources.clone());
-            candidate.kernels.extend(
-                lock.kernels
-                    .iter()
-                    .filter(|k| sources.contains(&k.source))
-                    .cloned(),
-            );
-        }
-        candidate
-            .kernels
-            .sort_by(|a, b| a.name.cmp(&b.name).then(a.source.cmp(&b.source)));
-        // Measurements are committed data, not build output: they stay
-        // while their kernel × arch is still built, under the kernel's
-        // source of today (a moved file keeps its measurements, which the
-        // build then checks against the cubin as ever).
-        candidate.measured = occ_model::schema::measured::rebase(&lock.measured, |m| {
-            candidate
-                .find(&m.kernel, &m.source)
-                .filter(|k| k.archs.contains_key(&m.arch))
-                .map(|k| k.source.clone())
-        });
-    }
-    candidate.flags = Some(flags);
-    candidate
+    let keep: Vec<&str> = lock.map_or_else(Vec::new, |lock| {
+        lock.parts
+            .keys()
+            .filter(|part| *part != name && !view.named.contains_key(*part))
+            .map(String::as_str)
+            .collect()
+    });
+    Lock::candidate(
+        merged,
+        view.named.clone(),
+        view.flags.clone(),
+        lock.map(|lock| Committed { lock, keep: &keep }),
+    )
 }
 
 /// Whether a file of `OUT_DIR/occ` named `file` belongs to part `name`:

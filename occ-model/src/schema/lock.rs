@@ -125,24 +125,85 @@ pub enum OtherCubin {
 /// One kernel in the lock: its names, source and per-arch [`Resources`].
 pub type LockKernel = Kernel<Resources>;
 
+/// What a build's candidate lock keeps of the committed one
+/// ([`Lock::candidate`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Committed<'a> {
+    /// The committed lock.
+    pub lock: &'a Lock,
+    /// Its parts kept as recorded (named parts this run has not built: a
+    /// later `Build` of the build script will): their sources, their
+    /// kernels and their flags.
+    pub keep: &'a [&'a str],
+}
+
 impl Lock {
-    /// The lock's view of a manifest.
+    /// The lock's view of a manifest, and nothing else: no flags, parts or
+    /// measurements (a build's candidate is [`Lock::candidate`]).
     pub fn from_manifest(m: &Manifest) -> Lock {
-        let mut kernels: Vec<LockKernel> = m
-            .kernels
-            .iter()
-            .map(|k| map_archs(k, |_, a| Some(a.resources.clone())))
-            .collect();
-        kernels.sort_by(|a, b| a.name.cmp(&b.name).then(a.source.cmp(&b.source)));
         Lock {
             schema: LOCK_SCHEMA,
             package: m.package.clone(),
             nvcc: m.nvcc.clone(),
             archs: m.archs.clone(),
             flags: None,
-            kernels,
+            kernels: lock_kernels(m, Vec::new()),
             parts: BTreeMap::new(),
             measured: Vec::new(),
+        }
+    }
+
+    /// A build's candidate lock, whole: the kernels of `manifest` (the
+    /// manifest written, every part of this run's), the sources of this
+    /// run's named parts (`parts`) and the flags of each of its parts
+    /// (`flags`, the default one under `""`), and of the `committed` lock
+    /// the parts it keeps (their sources, kernels and flags) and the
+    /// measurements of kernels × archs still built. Measurements are
+    /// committed data, not build output: they stay under the kernel's
+    /// source of today (a moved file keeps its measurements, which the
+    /// build then checks against the cubin as ever).
+    pub fn candidate(
+        manifest: &Manifest,
+        mut parts: BTreeMap<String, Vec<String>>,
+        mut flags: BTreeMap<String, Vec<String>>,
+        committed: Option<Committed<'_>>,
+    ) -> Lock {
+        let mut kept = Vec::new();
+        if let Some(c) = committed {
+            for (part, sources) in c
+                .lock
+                .parts
+                .iter()
+                .filter(|(p, _)| c.keep.contains(&p.as_str()))
+            {
+                if let Some(theirs) = c.lock.flags.as_ref().and_then(|f| f.get(part)) {
+                    flags.insert(part.clone(), theirs.clone());
+                }
+                parts.insert(part.clone(), sources.clone());
+                kept.extend(
+                    c.lock
+                        .kernels
+                        .iter()
+                        .filter(|k| sources.contains(&k.source))
+                        .cloned(),
+                );
+            }
+        }
+        let kernels = lock_kernels(manifest, kept);
+        let measured = measured::rebase(committed.map_or(&[][..], |c| &c.lock.measured), |m| {
+            find(&kernels, &m.kernel, &m.source)
+                .filter(|k| k.archs.contains_key(&m.arch))
+                .map(|k| k.source.clone())
+        });
+        Lock {
+            schema: LOCK_SCHEMA,
+            package: manifest.package.clone(),
+            nvcc: manifest.nvcc.clone(),
+            archs: manifest.archs.clone(),
+            flags: Some(flags),
+            kernels,
+            parts,
+            measured,
         }
     }
 
@@ -454,10 +515,15 @@ impl Lock {
     /// has it, else the only one with that symbol (its file moved). A
     /// kernel's identity is its symbol; its source is a detail.
     pub fn find(&self, name: &str, source: &str) -> Option<&LockKernel> {
-        crate::compiler::names::find_kernel(&self.kernels, name, source, |k| {
-            (k.name.as_str(), k.source.as_str())
-        })
+        find(&self.kernels, name, source)
     }
+}
+
+/// [`Lock::find`] over `kernels`.
+fn find<'k>(kernels: &'k [LockKernel], name: &str, source: &str) -> Option<&'k LockKernel> {
+    crate::compiler::names::find_kernel(kernels, name, source, |k| {
+        (k.name.as_str(), k.source.as_str())
+    })
 }
 
 /// The lock's layout: the lock object (depth 1), the maps in it (depth 2:
@@ -672,6 +738,19 @@ fn json_text(value: &impl Serialize) -> String {
         Ok(text) => text,
         Err(_) => "?".into(),
     }
+}
+
+/// The lock's kernels: those of `m`, then `kept` (recorded by parts a
+/// candidate keeps), sorted by symbol then source.
+fn lock_kernels(m: &Manifest, kept: Vec<LockKernel>) -> Vec<LockKernel> {
+    let mut kernels: Vec<LockKernel> = m
+        .kernels
+        .iter()
+        .map(|k| map_archs(k, |_, a| Some(a.resources.clone())))
+        .chain(kept)
+        .collect();
+    kernels.sort_by(|a, b| a.name.cmp(&b.name).then(a.source.cmp(&b.source)));
+    kernels
 }
 
 /// `k` with each arch's record mapped by `f` (`None` drops the arch).

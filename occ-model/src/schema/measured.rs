@@ -105,15 +105,14 @@ pub struct Results {
 pub enum Staleness {
     /// Measured on this build's cubin.
     Current,
-    /// The build has no cubin to compare with (it stands on the lock), so
-    /// the measurement is taken as it is.
-    Unknown,
-    /// The cubin changed since the measurement.
+    /// The cubin changed since the measurement, or this build has no hash
+    /// of its code to compare with.
     Stale {
         /// The hash the measurement was taken on.
         measured: String,
-        /// The hash of this build's cubin.
-        current: String,
+        /// The hash of this build's cubin; `None`: the build has none (a
+        /// lock from before occ kept them).
+        current: Option<String>,
     },
 }
 
@@ -137,22 +136,19 @@ impl Measured {
         Some(self.time_at(baseline)? / self.time_at(self.best)?)
     }
 
-    /// Compares the measured cubin with this build's (`None` or empty: the
-    /// build has none).
+    /// Compares the measured cubin with this build's: its `cubin_hash`,
+    /// `None` when it has none. A build from the lock has the lock's hash;
+    /// with none (a lock from before occ kept them) the code of today is
+    /// not known to be the measured code, so the measurement is stale, as
+    /// a build with nvcc would find it. A measurement of a kernel the
+    /// build does not have is no question for this: its caller finds no
+    /// `KernelArch` to take the hash from.
     pub fn staleness(&self, current_cubin_hash: Option<&str>) -> Staleness {
         match current_cubin_hash {
-            None => Staleness::Unknown,
-            // No hash for the code of today (a lock from before occ kept
-            // them): not known to be the measured code, so not used, as a
-            // build with nvcc would not use it either.
-            Some("") => Staleness::Stale {
-                measured: self.cubin_hash.clone(),
-                current: String::new(),
-            },
             Some(h) if h == self.cubin_hash => Staleness::Current,
-            Some(h) => Staleness::Stale {
+            current => Staleness::Stale {
                 measured: self.cubin_hash.clone(),
-                current: h.to_string(),
+                current: current.map(str::to_string),
             },
         }
     }
@@ -482,13 +478,12 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn no_hash_of_todays_code_is_stale_not_unknown() {
+    fn no_hash_of_todays_code_is_stale() {
         // A lock from before occ kept cubin hashes: a build from it must
         // not bake the measured block that a build with nvcc would not.
         let r = results("a", &[(128, 2.0), (256, 3.0)]);
         let m = &r.to_measured()[0];
-        assert!(matches!(m.staleness(Some("")), Staleness::Stale { .. }));
-        assert_eq!(m.staleness(None), Staleness::Unknown);
+        assert!(matches!(m.staleness(None), Staleness::Stale { .. }));
         assert_eq!(m.staleness(Some(&m.cubin_hash)), Staleness::Current);
     }
 
@@ -690,7 +685,6 @@ pub(crate) mod tests {
             m.staleness(Some(&content_hash(b"cubin"))),
             Staleness::Current
         );
-        assert_eq!(m.staleness(None), Staleness::Unknown);
         assert!(matches!(
             m.staleness(Some(&content_hash(b"cubin2"))),
             Staleness::Stale { .. }

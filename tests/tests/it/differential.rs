@@ -642,16 +642,18 @@ fn lock_mode_agrees(
     if numbers(&warm) != numbers(&from_lock) {
         run.fail("a build from the lock has other numbers than the nvcc build it was blessed from");
     }
-    let hash = |m: &Manifest, kernel: &str| {
-        m.kernels
+    // A measurement's staleness in a build; `None`: the build has no such
+    // kernel on sm_80, so nothing to compare its hash with.
+    let staleness = |b: &Manifest, m: &occ_model::schema::manifest::Measured| {
+        b.kernels
             .iter()
-            .find(|k| k.name == kernel)
+            .find(|k| k.name == m.kernel)
             .and_then(|k| k.archs.get("sm_80"))
-            .map(|a| a.cubin_hash.clone().unwrap_or_default())
+            .map(|a| m.staleness(a.cubin_hash.as_deref()))
     };
     for m in &from_lock.measured {
-        let with_nvcc = m.staleness(hash(&warm, &m.kernel).as_deref());
-        let without = m.staleness(hash(&from_lock, &m.kernel).as_deref());
+        let with_nvcc = staleness(&warm, m);
+        let without = staleness(&from_lock, m);
         if with_nvcc != without {
             run.fail(&format!(
                 "the measurement of {} is {with_nvcc:?} with nvcc but {without:?} from the lock",
