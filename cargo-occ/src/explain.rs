@@ -63,7 +63,14 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     let block = args
         .block
         .or(declared.map(|d| d.block_size))
-        .unwrap_or(k.best.block_size);
+        .or(k.best.as_ref().map(|b| b.block_size))
+        .ok_or_else(|| {
+            anyhow!(
+                "kernel `{}` cannot launch on {arch_name} at any block size; give --block to \
+                 see what limits it at one",
+                kernel.base_name
+            )
+        })?;
     let smem = args.smem.or(declared.map(|d| d.dynamic_smem)).unwrap_or(0);
     let launch = BlockLaunch::new(block).with_dynamic_smem(smem);
     let occ = occupancy(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;

@@ -164,7 +164,7 @@ pub fn table(k: &KernelSweep, bounds: &LaunchBounds) -> String {
         let occ = format!(
             "{:.1}% ({} warps)",
             p.occupancy * 100.0,
-            p.best.active_warps_per_sm
+            p.best.as_ref().map_or(0, |b| b.active_warps_per_sm)
         );
         let mut marks = Vec::new();
         if p.free {
@@ -186,10 +186,14 @@ pub fn table(k: &KernelSweep, bounds: &LaunchBounds) -> String {
             p.registers,
             format!("{}/{}", p.spill_stores, p.spill_loads),
             p.stack,
-            p.best.block_size,
+            p.best
+                .as_ref()
+                .map_or_else(|| "-".into(), |b| b.block_size.to_string()),
             occ,
             source,
-            p.best.limiters.join(", "),
+            p.best
+                .as_ref()
+                .map_or_else(|| manifest::CANNOT_LAUNCH.into(), |b| b.limiters.join(", ")),
             marks.join(", ")
         )
         .trim_end()

@@ -383,7 +383,8 @@ pub fn measured_section(m: &occ_model::schema::manifest::Manifest, gpu: Option<&
         let model = e.max_occupancy.or_else(|| {
             kernel
                 .and_then(|k| k.archs.get(&e.arch))
-                .map(|ka| ka.best.block_size)
+                .and_then(|ka| ka.best.as_ref())
+                .map(|b| b.block_size)
         });
         let stale = match kernel.and_then(|k| k.archs.get(&e.arch)) {
             Some(ka) => matches!(

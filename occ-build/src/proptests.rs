@@ -72,14 +72,14 @@ fn kernel_arch() -> impl Strategy<Value = KernelArch> {
                         },
                         declared: None,
                         cubin_hash: None,
-                        best: Best {
+                        best: Some(Best {
                             block_size: 256,
                             active_blocks_per_sm: 4,
                             active_warps_per_sm: 32,
                             occupancy: 0.5,
                             limiters: vec!["registers".into()],
                             dynamic_smem_headroom: 0,
-                        },
+                        }),
                     },
                     cliffs: None,
                     cmem: BTreeMap::new(),
@@ -329,14 +329,14 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
             },
             declared: None,
             cubin_hash: None,
-            best: Best {
+            best: Some(Best {
                 block_size: 256,
                 active_blocks_per_sm: 8,
                 active_warps_per_sm: 64,
                 occupancy: 1.0,
                 limiters: vec![],
                 dynamic_smem_headroom: 0,
-            },
+            }),
         },
         cliffs: None,
         cmem: BTreeMap::new(),

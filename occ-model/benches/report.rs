@@ -33,14 +33,14 @@ fn resources(registers: u32, spills: u32) -> Resources {
         },
         declared: None,
         cubin_hash: None,
-        best: Best {
+        best: Some(Best {
             block_size: 256,
             active_blocks_per_sm: 4,
             active_warps_per_sm: 32,
             occupancy: 0.5,
             limiters: vec!["registers".into()],
             dynamic_smem_headroom: 0,
-        },
+        }),
     }
 }
 

@@ -538,7 +538,11 @@ mod tests {
         for k in &m.kernels {
             let a = &k.archs["sm_80"];
             assert!(!k.ident.is_empty(), "{}", k.name);
-            assert!(a.best.block_size > 0, "{}", k.name);
+            assert!(
+                a.best.as_ref().is_some_and(|b| b.block_size > 0),
+                "{}",
+                k.name
+            );
             let d = a.declared.as_ref().expect("every kernel matches `*`");
             assert_eq!(d.block_size, 64, "{}", k.name);
             // The cliffs stand at the judged launch, the declared one.

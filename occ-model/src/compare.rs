@@ -755,7 +755,7 @@ fn judge(
         // best block, which a kernel written for one shape may not take.
         worse.push(Reason::LaunchRemoved {
             launch,
-            best_block_size: after.best.block_size,
+            best_block_size: after.best.as_ref().map(|b| b.block_size),
         });
     }
     let launch = |r: &Resources| r.declared.as_ref().map(|d| d.launch);
@@ -808,10 +808,11 @@ fn judge(
             after: after.facts.static_smem,
         });
     }
-    if before.best.block_size != after.best.block_size {
+    let best_block = |r: &Resources| r.best.as_ref().map(|b| b.block_size);
+    if best_block(before) != best_block(after) {
         neutral.push(Reason::BestBlock {
-            before: before.best.block_size,
-            after: after.best.block_size,
+            before: best_block(before),
+            after: best_block(after),
         });
     }
     let near = near_cliff(arch, before, after, margin);
@@ -873,7 +874,7 @@ fn near_cliff(arch: &str, before: &Resources, after: &Resources, margin: u32) ->
     let was_near = cliff(before).is_some_and(|c| c.registers.within(margin));
     let same = before.facts.registers == after.facts.registers
         && before.facts.static_smem == after.facts.static_smem
-        && before.judged().block_size == after.judged().block_size;
+        && before.judged().map(|j| j.block_size) == after.judged().map(|j| j.block_size);
     if was_near || same {
         return None;
     }
@@ -992,9 +993,10 @@ pub(crate) fn judged_occupancy(
     before: &Resources,
     after: &Resources,
 ) -> JudgedOccupancy {
+    // A kernel that cannot launch keeps no warp resident.
     let best = |r: &Resources| Resident {
-        occupancy: r.best.occupancy,
-        active_warps_per_sm: r.best.active_warps_per_sm,
+        occupancy: r.best.as_ref().map_or(0.0, |b| b.occupancy),
+        active_warps_per_sm: r.best.as_ref().map_or(0, |b| b.active_warps_per_sm),
     };
     let at = |d: &Declared| Resident {
         occupancy: d.occupancy,
@@ -1024,7 +1026,7 @@ pub(crate) fn judged_occupancy(
             JudgedAt::Changed {
                 change: LaunchChange::Removed {
                     before: then.launch,
-                    best_block_size: after.best.block_size,
+                    best_block_size: after.best.as_ref().map(|b| b.block_size),
                 },
             },
         ),
@@ -1066,14 +1068,14 @@ pub(crate) mod tests {
             },
             declared: None,
             cubin_hash: None,
-            best: Best {
+            best: Some(Best {
                 block_size: 256,
                 active_blocks_per_sm: warps / 8,
                 active_warps_per_sm: warps,
                 occupancy: f64::from(warps) / 64.0,
                 limiters: vec!["registers".into()],
                 dynamic_smem_headroom: 0,
-            },
+            }),
         }
     }
 
@@ -1477,7 +1479,7 @@ pub(crate) mod tests {
         // A heavier launch bound: occupancy halves, the spills go away.
         let before = lock(&[("f", arch(32, 64, 48))]);
         let mut heavier = arch(64, 32, 0);
-        heavier.best.block_size = 512;
+        heavier.best.as_mut().expect("a best launch").block_size = 512;
         let after = lock(&[("f", heavier)]);
         let d = compare(&before, &after, &Thresholds::default());
         let f = &d.findings[0];
@@ -1495,8 +1497,8 @@ pub(crate) mod tests {
                     after: 0
                 },
                 Reason::BestBlock {
-                    before: 256,
-                    after: 512
+                    before: Some(256),
+                    after: Some(512)
                 }
             ]
         );
@@ -1760,7 +1762,7 @@ pub(crate) mod tests {
         let by = build_rs();
         // Down from the launch to the best block: the drop is a regression.
         let mut worse_best = arch(32, 32, 0);
-        worse_best.best.block_size = 1024;
+        worse_best.best.as_mut().expect("a best launch").block_size = 1024;
         let f = one(
             launched(arch(32, 64, 0), Launch::block_2d(32, 8), &by),
             worse_best,

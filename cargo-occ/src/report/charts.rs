@@ -127,9 +127,10 @@ fn occ_at(a: &'static arch::Arch, res: &KernelResources, block: u32) -> Option<f
 pub(super) fn charts(arch_name: &str, k: &KernelArch) -> anyhow::Result<[String; 3]> {
     let a = arch::lookup(arch_name).map_err(|e| anyhow::anyhow!("{e}"))?;
     let res = model_of(&k.facts);
-    // The current point: the declared launch, else the best block size.
-    let block = k.judged().block_size.max(1);
-    let here = k.judged().occupancy * 100.0;
+    // The current point: the declared launch, else the best block size
+    // (none resident at a block of 1 thread where it cannot launch).
+    let block = k.judged().map_or(1, |j| j.block_size.max(1));
+    let here = k.judged_occupancy() * 100.0;
     let max_block = res
         .max_threads_per_block
         .unwrap_or(a.max_threads_per_block)

@@ -7,7 +7,7 @@ use super::{Baseline, Charts, AUTO_ALL_ROWS, LOW_OCCUPANCY};
 use occ_model::compare::{Reason, Verdict};
 use occ_model::model::arch;
 use occ_model::render::text_table::percent;
-use occ_model::schema::manifest::{Kernel, KernelArch, Manifest, Origin};
+use occ_model::schema::manifest::{Kernel, KernelArch, Manifest, Origin, CANNOT_LAUNCH};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -90,10 +90,34 @@ type Regressed<'a> = BTreeMap<(&'a str, &'a str, &'a str), &'a [Reason]>;
 fn marks<'a>(kernel: &Kernel, arch: &str, k: &KernelArch, regressed: &Regressed<'a>) -> Marks<'a> {
     Marks {
         spills: k.facts.spills(),
-        low: k.judged().occupancy < LOW_OCCUPANCY,
+        low: k.judged_occupancy() < LOW_OCCUPANCY,
         regressed: regressed
             .get(&(kernel.base_name.as_str(), kernel.source.as_str(), arch))
             .copied(),
+    }
+}
+
+/// What limits a kernel × arch at the launch it is judged at, or that it
+/// cannot launch.
+fn limiters(k: &KernelArch) -> String {
+    k.judged()
+        .map_or_else(|| CANNOT_LAUNCH.into(), |j| j.limiters.join(" + "))
+}
+
+/// The best launch in a kernel × arch's facts line: block, occupancy,
+/// limiters and headroom, or that it cannot launch at any block size.
+fn best_facts(k: &KernelArch) -> String {
+    match &k.best {
+        Some(b) => format!(
+            "best block {} &middot; occupancy {} ({}) &middot; <span title=\"{} bytes\">{}</span> \
+             dynamic smem headroom",
+            b.block_size,
+            percent(b.occupancy),
+            esc(&b.limiters.join(" + ")),
+            b.dynamic_smem_headroom,
+            esc(&kib(b.dynamic_smem_headroom)),
+        ),
+        None => format!("{} at any block size", esc(CANNOT_LAUNCH)),
     }
 }
 
@@ -161,7 +185,7 @@ fn kernel_section(
             "<span class=\"badge{}\">{} {}</span>",
             if m.low { " low" } else { "" },
             esc(arch),
-            percent(k.judged().occupancy)
+            percent(k.judged_occupancy())
         );
     }
     let _ = write!(
@@ -174,8 +198,7 @@ fn kernel_section(
         let _ = write!(
             out,
             "<div class=\"arch\" id=\"{}\"><h3>{}</h3><p class=\"facts\">{} registers &middot; \
-             <span title=\"{} bytes\">{}</span> static smem &middot; {} &middot; best block {} &middot; \
-             occupancy {} ({}) &middot; <span title=\"{} bytes\">{}</span> dynamic smem headroom",
+             <span title=\"{} bytes\">{}</span> static smem &middot; {} &middot; {}",
             arch_id(kernel, arch),
             esc(arch),
             k.facts.registers,
@@ -191,11 +214,7 @@ fn kernel_section(
             } else {
                 "no spills".into()
             },
-            k.best.block_size,
-            percent(k.best.occupancy),
-            esc(&k.best.limiters.join(" + ")),
-            k.best.dynamic_smem_headroom,
-            esc(&kib(k.best.dynamic_smem_headroom)),
+            best_facts(k),
         );
         if let Some(lb) = launch_bounds(k) {
             let _ = write!(out, " &middot; launch bounds: {}", esc(&lb));
@@ -336,12 +355,15 @@ fn table(rows: &[&(&Kernel, &String, &KernelArch, Marks<'_>)], out: &mut String)
             size_cell(k.facts.static_smem),
             if mk.spills { " spilled" } else { "" },
             k.facts.spill_bytes(),
-            esc(&k.judged().launch()),
+            esc(&k.judged().map_or_else(|| "-".into(), |j| j.launch())),
             if mk.low { " low" } else { "" },
-            percent(k.judged().occupancy),
-            esc(&k.judged().limiters.join(" + ")),
-            k.best.block_size,
-            size_cell(k.best.dynamic_smem_headroom),
+            percent(k.judged_occupancy()),
+            esc(&limiters(k)),
+            k.best.as_ref().map_or_else(|| "-".into(), |b| b.block_size.to_string()),
+            k.best.as_ref().map_or_else(
+                || "<td class=n>-</td>".into(),
+                |b| size_cell(b.dynamic_smem_headroom)
+            ),
         );
     }
     out.push_str("</tbody></table>\n");
@@ -431,7 +453,7 @@ pub fn html(m: &Manifest, baseline: &Baseline, charts: Charts) -> anyhow::Result
             ));
         }
         for (arch, k) in &kernel.archs {
-            if lowest.is_none_or(|(_, _, l)| k.judged().occupancy < l.judged().occupancy) {
+            if lowest.is_none_or(|(_, _, l)| k.judged_occupancy() < l.judged_occupancy()) {
                 lowest = Some((kernel, arch, k));
             }
         }
@@ -451,10 +473,10 @@ pub fn html(m: &Manifest, baseline: &Baseline, charts: Charts) -> anyhow::Result
             out,
             "<dt>lowest occupancy</dt><dd><a href=\"#{}\">{} <code>{}</code> on {}</a>, limited by {}</dd>",
             arch_id(kernel, arch),
-            percent(k.judged().occupancy),
+            percent(k.judged_occupancy()),
             esc(&kernel.base_name),
             esc(arch),
-            esc(&k.judged().limiters.join(" + ")),
+            esc(&limiters(k)),
         );
     }
     let _ = write!(

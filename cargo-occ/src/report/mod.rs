@@ -129,7 +129,7 @@ pub(crate) mod tests {
     use super::*;
     use occ_model::model::declared::best_launch;
     use occ_model::schema::manifest::{
-        Best, Facts, Kernel, KernelArch, LaunchBounds, Manifest, Resources,
+        Facts, Kernel, KernelArch, LaunchBounds, Manifest, Resources,
     };
 
     fn arch_entry(arch: &str, registers: u32, static_smem: u32, spill: u32) -> KernelArch {
@@ -157,7 +157,7 @@ pub(crate) mod tests {
             },
             declared: None,
             cubin_hash: None,
-            best: Best::default(),
+            best: None,
         };
         r.best = best_launch(arch, &r.facts).expect("best launch");
         KernelArch::from_resources(r)
@@ -419,8 +419,9 @@ pub(crate) mod tests {
             .expect("fat");
         let sm90 = fat.archs.get_mut("sm_90").expect("sm_90");
         sm90.facts.registers = 16;
-        sm90.best.active_warps_per_sm = 64;
-        sm90.best.occupancy = 1.0;
+        let best = sm90.best.as_mut().expect("a best launch");
+        best.active_warps_per_sm = 64;
+        best.occupancy = 1.0;
         let diff = compare::compare(
             &locked,
             &Lock::from_manifest(&m),

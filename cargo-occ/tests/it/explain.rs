@@ -64,7 +64,11 @@ fn launch_bounds_spills_and_source_caps_are_all_shown() {
         "test premise: {heavy:?}"
     );
     assert!(heavy.facts.spill_bytes() > 0, "test premise: {heavy:?}");
-    assert_eq!(heavy.best.occupancy, 1.0, "test premise: {heavy:?}");
+    assert_eq!(
+        heavy.best.as_ref().expect("a best launch").occupancy,
+        1.0,
+        "test premise: {heavy:?}"
+    );
     let (code, out) = explain(&s, &mf, "heavy");
     assert_eq!(code, 0, "{out}");
     let lb = line(&out, "launch bounds:");
@@ -108,7 +112,11 @@ fn launch_bounds_spills_and_source_caps_are_all_shown() {
 
     // wide: registers limit it; the hint says what to write for the cap.
     let wide = arch(&m, "wide");
-    assert_eq!(wide.best.limiters, ["registers"], "test premise: {wide:?}");
+    assert_eq!(
+        wide.best.as_ref().expect("a best launch").limiters,
+        ["registers"],
+        "test premise: {wide:?}"
+    );
     assert!(wide.facts.launch_bounds.max_threads_per_block().is_none());
     let (code, out) = explain(&s, &mf, "wide");
     assert_eq!(code, 0, "{out}");
@@ -127,8 +135,9 @@ fn launch_bounds_spills_and_source_caps_are_all_shown() {
         regs.contains(&format!("Build::max_registers(\"wide\", {cap})")),
         "{regs}"
     );
-    let block = wide.best.block_size;
-    let target = wide.best.active_blocks_per_sm + 1;
+    let best = wide.best.as_ref().expect("a best launch");
+    let block = best.block_size;
+    let target = best.active_blocks_per_sm + 1;
     assert!(
         out.contains(&format!("__launch_bounds__({block}, {target})")),
         "{out}"

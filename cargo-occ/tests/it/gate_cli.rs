@@ -44,7 +44,14 @@ fn report_formats_and_explain_read_the_manifest() {
             assert_eq!(cells[2], a.facts.registers.to_string(), "{line}");
             assert_eq!(cells[3], a.facts.static_smem.to_string(), "{line}");
             assert!(
-                cells.contains(&a.best.block_size.to_string().as_str()),
+                cells.contains(
+                    &a.best
+                        .as_ref()
+                        .expect("a best launch")
+                        .block_size
+                        .to_string()
+                        .as_str()
+                ),
                 "{line}"
             );
         }
@@ -107,11 +114,8 @@ fn report_formats_and_explain_read_the_manifest() {
         .find(|k| k.name == "tiled")
         .expect("tiled")
         .archs["sm_80"];
-    assert_eq!(
-        tiled.best.limiters,
-        ["shared memory"],
-        "test premise: {tiled:?}"
-    );
+    let best = tiled.best.as_ref().expect("a best launch");
+    assert_eq!(best.limiters, ["shared memory"], "test premise: {tiled:?}");
     let (code, out, err) = occ(
         s.path(),
         &["explain", "tiled", "--arch", "sm_80", "--manifest", mf],
@@ -120,12 +124,12 @@ fn report_formats_and_explain_read_the_manifest() {
     )
     .parts();
     assert_eq!(code, 0, "{err}");
-    let blocks = tiled.best.active_blocks_per_sm.to_string();
+    let blocks = best.active_blocks_per_sm.to_string();
     for line in out.lines().map(str::trim_start) {
         for limit in ["warps", "registers", "shared memory", "blocks", "barriers"] {
             if let Some(rest) = line.strip_prefix(limit) {
                 if rest.starts_with("  ") {
-                    let is_limiter = tiled.best.limiters.iter().any(|l| l == limit);
+                    let is_limiter = best.limiters.iter().any(|l| l == limit);
                     assert_eq!(line.contains("limits occupancy"), is_limiter, "{line}");
                     if is_limiter {
                         assert_eq!(

@@ -203,7 +203,7 @@ fn plan_import_and_rebuild_carry_the_measurement() {
     let (code, out, _) = occ(s.path(), &["report", "--manifest", &mf], &[], None).parts();
     assert_eq!(code, 0);
     let e = &lock.measured[0];
-    let model = wide2.best.block_size;
+    let model = wide2.best.as_ref().expect("a best launch").block_size;
     let row = out
         .lines()
         .find(|l| l.starts_with("wide ") && l.contains("n=1M"))

@@ -367,19 +367,29 @@ fn line(manifest: &Manifest, report: &Path) -> Option<String> {
     ))
 }
 
+/// The occupancy at a best launch; 0 where there is none.
+fn occupancy(best: Option<&occ_model::schema::manifest::Best>) -> f64 {
+    best.map_or(0.0, |b| b.occupancy)
+}
+
 /// The kernel × arch with the lowest occupancy, with its binding limiters.
 fn lowest(manifest: &Manifest) -> Option<(String, String, f64, String)> {
     manifest
         .kernels
         .iter()
         .flat_map(|k| k.archs.iter().map(move |(arch, a)| (k, arch, a)))
-        .min_by(|x, y| x.2.best.occupancy.total_cmp(&y.2.best.occupancy))
-        .map(|(k, arch, a)| {
+        .map(|(k, arch, a)| (k, arch, a.best.as_ref()))
+        // A kernel that cannot launch keeps none resident: the lowest.
+        .min_by(|x, y| occupancy(x.2).total_cmp(&occupancy(y.2)))
+        .map(|(k, arch, best)| {
             (
                 k.base_name.clone(),
                 arch.clone(),
-                a.best.occupancy,
-                a.best.limiters.join(" + "),
+                occupancy(best),
+                best.map_or_else(
+                    || occ_model::schema::manifest::CANNOT_LAUNCH.into(),
+                    |b| b.limiters.join(" + "),
+                ),
             )
         })
 }

@@ -57,8 +57,9 @@ pub enum Reason {
     LaunchRemoved {
         /// The launch the lock records.
         launch: Launch,
-        /// The best block the kernel's sites now launch at.
-        best_block_size: u32,
+        /// The best block the kernel's sites now launch at; `None` when it
+        /// cannot launch at any.
+        best_block_size: Option<u32>,
     },
     /// More resident warps: `occupancy 68.8% -> 100.0% at block 704 -> 1024`.
     OccupancyUp {
@@ -121,12 +122,13 @@ pub enum Reason {
         /// Bytes per block after.
         after: u32,
     },
-    /// The best block size changed: `best block 256 -> 512`.
+    /// The best block size changed: `best block 256 -> 512` (`None`:
+    /// the kernel cannot launch, `best block 256 -> none (cannot launch)`).
     BestBlock {
         /// Threads per block before.
-        before: u32,
+        before: Option<u32>,
         /// Threads per block after.
-        after: u32,
+        after: Option<u32>,
     },
     /// The declared launch the lock records changed or went, with the
     /// same occupancy: `launch 32x8 -> 32x16`.
@@ -206,8 +208,8 @@ pub enum LaunchChange {
     Removed {
         /// The launch the lock records.
         before: Launch,
-        /// This build's best block.
-        best_block_size: u32,
+        /// This build's best block; `None` when it cannot launch at any.
+        best_block_size: Option<u32>,
     },
 }
 
@@ -306,9 +308,10 @@ impl fmt::Display for Reason {
             } => write!(
                 f,
                 "declared launch {} removed from build.rs: its sites now launch at the best \
-                 block {best_block_size}; declare it again (`.launch(..)`), or bless if the kernel \
+                 block {}; declare it again (`.launch(..)`), or bless if the kernel \
                  takes any block",
-                launch.describe()
+                launch.describe(),
+                block(*best_block_size)
             ),
             Reason::NearCliff {
                 registers,
@@ -332,7 +335,9 @@ impl fmt::Display for Reason {
             Reason::StaticSmem { before, after } => {
                 write!(f, "static smem {before} -> {after} bytes")
             }
-            Reason::BestBlock { before, after } => write!(f, "best block {before} -> {after}"),
+            Reason::BestBlock { before, after } => {
+                write!(f, "best block {} -> {}", block(*before), block(*after))
+            }
             Reason::LaunchChanged { change } => write!(f, "{change}"),
             Reason::Moved { from } => write!(f, "moved from {from}"),
             Reason::Details { declared: None } => f.write_str("recorded details changed"),
@@ -365,11 +370,18 @@ impl fmt::Display for JudgedAt {
                     },
             } => write!(
                 f,
-                "at block {} -> best block {best_block_size}",
-                before.describe()
+                "at block {} -> best block {}",
+                before.describe(),
+                block(*best_block_size)
             ),
         }
     }
+}
+
+/// A best block size in a reason's words: its threads, or `none (cannot
+/// launch)`.
+fn block(best: Option<u32>) -> String {
+    best.map_or_else(|| "none (cannot launch)".into(), |n| n.to_string())
 }
 
 impl fmt::Display for LaunchChange {
@@ -401,8 +413,9 @@ impl fmt::Display for LaunchChange {
                 best_block_size,
             } => write!(
                 f,
-                "declared launch {} removed: judged at its best block {best_block_size}",
-                before.describe()
+                "declared launch {} removed: judged at its best block {}",
+                before.describe(),
+                block(*best_block_size)
             ),
         }
     }

@@ -233,10 +233,9 @@ fn smem_cliff(
 /// launch could have.
 pub fn at_judged(arch_name: &str, r: &Resources) -> Result<Option<Cliffs>, String> {
     let a = arch::lookup(arch_name).map_err(|e| e.to_string())?;
-    let judged = r.judged();
-    if judged.block_size == 0 {
+    let Some(judged) = r.judged() else {
         return Ok(None);
-    }
+    };
     let dynamic = r.declared.as_ref().map_or(0, |d| d.dynamic_smem);
     let launch = BlockLaunch::new(judged.block_size).with_dynamic_smem(dynamic);
     cliffs(a, &crate::compiler::analyze::model_of(&r.facts), &launch)
@@ -266,9 +265,7 @@ pub fn registers_matter_at(r: &Resources, cliffs: Option<&Cliffs>) -> bool {
         Some(c) => c.registers.up.is_some() || c.registers.within(NEAR_CLIFF),
         None => r
             .judged()
-            .limiters
-            .iter()
-            .any(|l| l == Limiter::Registers.as_str()),
+            .is_some_and(|j| j.limiters.iter().any(|l| l == Limiter::Registers.as_str())),
     }
 }
 

@@ -262,8 +262,10 @@ pub fn decide(
 }
 
 /// The best launch with no dynamic shared memory, and the dynamic shared
-/// memory a block can still take at that occupancy.
-pub fn best_launch(arch_name: &str, k: &Facts) -> std::result::Result<Best, String> {
+/// memory a block can still take at that occupancy; `Ok(None)` when the
+/// kernel cannot launch on the arch at any block size. An error (a
+/// message) for an unknown arch or numbers the model refuses.
+pub fn best_launch(arch_name: &str, k: &Facts) -> std::result::Result<Option<Best>, String> {
     let arch = arch::lookup(arch_name).map_err(|e| e.to_string())?;
     let res = analyze::model_of(k);
     let request = suggest::TuneRequest {
@@ -272,21 +274,14 @@ pub fn best_launch(arch_name: &str, k: &Facts) -> std::result::Result<Best, Stri
     };
     let best = decide(arch, &res, Ask::Best(&request)).map_err(|e| e.to_string())?;
     let Some(best) = best else {
-        return Ok(Best {
-            block_size: 0,
-            active_blocks_per_sm: 0,
-            active_warps_per_sm: 0,
-            occupancy: 0.0,
-            limiters: vec!["cannot launch".into()],
-            dynamic_smem_headroom: 0,
-        });
+        return Ok(None);
     };
     let occ = &best.occupancy;
     let launch = occupancy::BlockLaunch::new(best.block_size);
     let headroom =
         suggest::available_dynamic_smem(arch, &res, &launch, occ.active_blocks_per_sm.max(1))
             .unwrap_or(0);
-    Ok(Best {
+    Ok(Some(Best {
         block_size: best.block_size,
         active_blocks_per_sm: occ.active_blocks_per_sm,
         active_warps_per_sm: occ.active_warps_per_sm,
@@ -297,7 +292,7 @@ pub fn best_launch(arch_name: &str, k: &Facts) -> std::result::Result<Best, Stri
             .map(|l| l.to_string())
             .collect(),
         dynamic_smem_headroom: headroom,
-    })
+    }))
 }
 
 /// Why [`judge_facts`] could not judge a kernel × arch.
@@ -317,7 +312,8 @@ pub enum Judging {
 }
 
 /// The one rule that judges a kernel × arch from its compiler's numbers:
-/// the best launch, and the declared launch, which is build.rs's
+/// the best launch (`None`: it cannot launch at any block size), and the
+/// declared launch, which is build.rs's
 /// (`by_build`: the launch and the pattern that stated it) where it
 /// states one, else the one the kernel's launch bounds declare
 /// ([`from_bounds`]), else none. The assembly and the lock's check of its
@@ -326,7 +322,7 @@ pub fn judge_facts(
     arch_name: &str,
     facts: &Facts,
     by_build: Option<(Launch, String)>,
-) -> std::result::Result<(Best, Option<Declared>), Judging> {
+) -> std::result::Result<(Option<Best>, Option<Declared>), Judging> {
     let best = best_launch(arch_name, facts).map_err(Judging::Best)?;
     let choice = match by_build {
         Some((launch, pattern)) => Some((launch, DeclaredBy::Build { pattern })),

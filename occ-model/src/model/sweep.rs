@@ -127,9 +127,11 @@ pub struct SweepPoint {
     pub spill_bytes: u64,
     /// Stack per thread, bytes (cumulative stack, else the frame).
     pub stack: u64,
-    /// Best launch at these registers (block size, occupancy, limiters).
-    pub best: Best,
-    /// Occupancy at the best block size, 0..=1 (the number to plot).
+    /// Best launch at these registers (block size, occupancy, limiters);
+    /// `None` (`null`) when the kernel cannot launch at them.
+    pub best: Option<Best>,
+    /// Occupancy at the best block size, 0..=1 (the number to plot; 0
+    /// when the kernel cannot launch).
     pub occupancy: f64,
     /// Whether ptxas kept to the cap (registers ≤ cap and no override line).
     pub applied: bool,
@@ -153,7 +155,7 @@ pub fn caps(arch: &str, k: &Facts) -> Result<Vec<u32>> {
             ..k.clone()
         };
         declared::best_launch(arch, &trial)
-            .map(|b| b.occupancy)
+            .map(|b| b.map_or(0.0, |b| b.occupancy))
             .map_err(|detail| Error::Occupancy {
                 kernel: format!("a kernel at {registers} registers"),
                 arch: arch.to_string(),
@@ -240,7 +242,7 @@ pub fn point(
         spill_loads: r.spill_loads,
         spill_bytes: r.spill_stores.saturating_add(r.spill_loads),
         stack: r.stack_size(),
-        occupancy: best.occupancy,
+        occupancy: best.as_ref().map_or(0.0, |b| b.occupancy),
         best,
         applied: cap.is_none_or(|c| registers <= c) && !overridden,
         free: false,
@@ -281,6 +283,7 @@ mod tests {
         let occ = |r: u32| {
             declared::best_launch("sm_80", &kernel_arch(r))
                 .unwrap()
+                .expect("a best launch")
                 .occupancy
         };
         let mut last = occ(200);

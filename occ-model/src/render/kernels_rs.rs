@@ -391,7 +391,20 @@ fn kernel_arch(arch: &str, k: &KernelArch, blob: Option<usize>) -> String {
         Some([x, y, z]) => format!("Some([{x}, {y}, {z}])"),
         None => "None".into(),
     };
-    let limiters: Vec<String> = k.best.limiters.iter().map(|l| lit(l)).collect();
+    // occ's table has a row for every kernel × arch built: one that cannot
+    // launch there reads as a best block of 0 threads, none resident,
+    // limited by `cannot launch`.
+    let (block, blocks, warps, occupancy, limiters, headroom) = match &k.best {
+        Some(b) => (
+            b.block_size,
+            b.active_blocks_per_sm,
+            b.active_warps_per_sm,
+            b.occupancy as f32,
+            b.limiters.iter().map(|l| lit(l)).collect(),
+            b.dynamic_smem_headroom,
+        ),
+        None => (0, 0, 0, 0.0, vec![lit(manifest::CANNOT_LAUNCH)], 0),
+    };
     let code = match blob {
         Some(i) => format!("Some(&DEVICE_CODE_ARRAY[{i}])"),
         None => "None".into(),
@@ -422,12 +435,12 @@ fn kernel_arch(arch: &str, k: &KernelArch, blob: Option<usize>) -> String {
         opt(lb.max_threads_per_block()),
         opt(lb.min_blocks_per_sm),
         opt(lb.max_registers),
-        k.best.block_size,
-        k.best.active_blocks_per_sm,
-        k.best.active_warps_per_sm,
-        k.best.occupancy as f32,
+        block,
+        blocks,
+        warps,
+        occupancy,
         limiters.join(", "),
-        k.best.dynamic_smem_headroom,
+        headroom,
     )
 }
 

@@ -4,7 +4,7 @@
 
 use crate::compare::{groups, Cause, Diff, Finding, Group, JudgedAt, Reason, Verdict};
 use crate::compiler::lines::SourceLines;
-use crate::schema::manifest::{Manifest, Resources};
+use crate::schema::manifest::{Manifest, Resources, CANNOT_LAUNCH};
 use serde::Serialize;
 
 pub use crate::render::units::{count, percent};
@@ -133,19 +133,21 @@ pub struct Row {
     pub spill_bytes: u32,
     /// Occupancy at the declared launch, else at the best block size, 0..=1.
     pub occupancy: f64,
-    /// What limits it.
+    /// What limits it ([`CANNOT_LAUNCH`] for a kernel that cannot launch).
     pub limiters: Vec<String>,
-    /// The declared launch (`1024`, `16x16`), or `best` when none is declared.
+    /// The declared launch (`1024`, `16x16`), or `best` when none is
+    /// declared (`-` when the kernel cannot launch).
     pub launch: String,
     /// At a declared launch below full occupancy, what would reach the
     /// next step (`2 fewer registers (at most 32), or
     /// __launch_bounds__(1024, 2) -> 100.0%`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lift: Option<String>,
-    /// The best block size.
-    pub best_block_size: u32,
-    /// Dynamic shared memory a block can still take there, bytes.
-    pub dynamic_smem_headroom: u32,
+    /// The best block size; `None` when the kernel cannot launch.
+    pub best_block_size: Option<u32>,
+    /// Dynamic shared memory a block can still take there, bytes; `None`
+    /// when the kernel cannot launch.
+    pub dynamic_smem_headroom: Option<u32>,
     /// Where occupancy steps at the launch: the registers and shared
     /// memory that cost a block and what gains one (absent when the
     /// manifest has none).
@@ -194,15 +196,16 @@ pub fn rows(m: &Manifest) -> Vec<Row> {
                 registers: a.facts.registers,
                 static_smem: a.facts.static_smem,
                 spill_bytes: a.facts.spill_bytes(),
-                occupancy: judged.occupancy,
-                limiters: judged.limiters.to_vec(),
-                launch: judged.launch(),
+                occupancy: a.judged_occupancy(),
+                limiters: judged
+                    .map_or_else(|| vec![CANNOT_LAUNCH.into()], |j| j.limiters.to_vec()),
+                launch: judged.map_or_else(|| "-".into(), |j| j.launch()),
                 lift: judged
-                    .declared
+                    .and_then(|j| j.declared)
                     .and_then(|d| d.lift.as_ref())
                     .and_then(|l| l.describe()),
-                best_block_size: a.best.block_size,
-                dynamic_smem_headroom: a.best.dynamic_smem_headroom,
+                best_block_size: a.best.as_ref().map(|b| b.block_size),
+                dynamic_smem_headroom: a.best.as_ref().map(|b| b.dynamic_smem_headroom),
                 cliffs: a.cliffs.clone(),
                 lines: a.lines.clone(),
             });
@@ -244,6 +247,11 @@ pub const HEADER: [&str; 11] = [
     "headroom",
 ];
 
+/// A number, or `-` where there is none (a kernel that cannot launch).
+fn or_dash(n: Option<u32>) -> String {
+    n.map_or_else(|| "-".into(), |n| n.to_string())
+}
+
 /// The cells of one [`Row`], formatted as [`table`] prints them.
 pub fn cells(r: &Row) -> [String; 11] {
     [
@@ -256,8 +264,8 @@ pub fn cells(r: &Row) -> [String; 11] {
         percent(r.occupancy),
         r.limiters.join(" + "),
         r.cliff(),
-        r.best_block_size.to_string(),
-        r.dynamic_smem_headroom.to_string(),
+        or_dash(r.best_block_size),
+        or_dash(r.dynamic_smem_headroom),
     ]
 }
 
@@ -283,7 +291,7 @@ pub fn cliff_lines(m: &Manifest, margin: Option<u32>) -> String {
         .filter(|r| margin.is_none_or(|n| r.cliffs.as_ref().is_some_and(|c| c.registers.within(n))))
         .filter_map(|r| {
             let at = if r.launch == "best" {
-                format!("{} (best)", r.best_block_size)
+                format!("{} (best)", or_dash(r.best_block_size))
             } else {
                 r.launch.clone()
             };
@@ -468,7 +476,7 @@ fn row(f: &Finding) -> [String; 10] {
             let r = other.as_ref().or(one.as_ref());
             let at = r.and_then(|r| r.declared.as_ref());
             (
-                cell(b, a, |r| percent(r.judged().occupancy)),
+                cell(b, a, |r| percent(r.judged_occupancy())),
                 at.map_or(String::new(), |d| {
                     JudgedAt::Launch { launch: d.launch }.to_string()
                 }),
@@ -486,8 +494,11 @@ fn row(f: &Finding) -> [String; 10] {
         cell(b, a, |r| r.facts.static_smem),
         cell(b, a, |r| r.facts.spill_bytes()),
         occupancy,
-        cell(b, a, |r| r.judged().limiters.join(" + ")),
-        cell(b, a, |r| r.best.block_size),
+        cell(b, a, |r| {
+            r.judged()
+                .map_or_else(|| CANNOT_LAUNCH.into(), |j| j.limiters.join(" + "))
+        }),
+        cell(b, a, |r| or_dash(r.best.as_ref().map(|b| b.block_size))),
         notes.join("; "),
     ]
 }
@@ -510,6 +521,33 @@ fn note(reason: &Reason) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A kernel that cannot launch on an arch (no best launch, none
+    /// declared) reads `cannot launch` where its limiters go and `-` for
+    /// its best block and headroom, at 0%.
+    #[test]
+    fn a_kernel_that_cannot_launch_says_so_in_its_row() {
+        use crate::compare::tests::{arch, lock};
+        let mut r = arch(4096, 64, 0);
+        r.best = crate::model::declared::best_launch("sm_80", &r.facts).expect("the model");
+        assert_eq!(
+            r.best, None,
+            "test premise: one warp over sm_80's registers"
+        );
+        let m = lock(&[("a", r)])
+            .to_manifest(&[], std::path::Path::new("occ.lock"))
+            .expect("manifest");
+        let row = &rows(&m)[0];
+        assert_eq!(
+            (row.limiters.as_slice(), row.best_block_size, row.occupancy),
+            ([CANNOT_LAUNCH.to_string()].as_slice(), None, 0.0)
+        );
+        let cells = cells(row);
+        assert_eq!(
+            [&cells[5], &cells[6], &cells[7], &cells[9], &cells[10]],
+            ["-", "0.0%", "cannot launch", "-", "-"]
+        );
+    }
 
     #[test]
     fn a_count_of_one_is_singular() {

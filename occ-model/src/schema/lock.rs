@@ -904,6 +904,43 @@ mod tests {
     use super::*;
     use crate::compare::tests::{arch, lock as fabricated};
 
+    /// A kernel that cannot launch on an arch (here 4,096 registers per
+    /// thread: one warp would want twice the SM's registers) has no best
+    /// launch: the lock writes `"best":
+    /// null` and reads it back, and the form occs before wrote (a best
+    /// block of 0 threads, none resident, limited by `cannot launch`) reads
+    /// as the same record.
+    #[test]
+    fn a_kernel_that_cannot_launch_has_no_best_and_the_old_zero_block_reads_as_none() {
+        let mut r = arch(4096, 64, 0);
+        r.best = declared::best_launch("sm_80", &r.facts).expect("the model");
+        assert_eq!(r.best, None, "test premise: over sm_80's registers");
+        let l = fabricated(&[("a", r)]);
+        let text = l.to_text();
+        let read = Lock::from_text(&text, Path::new("occ.lock")).expect("null reads");
+        assert_eq!(read.to_text(), text);
+        let record: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(
+            record["kernels"][0]["archs"]["sm_80"]["best"],
+            serde_json::Value::Null,
+            "{text}"
+        );
+
+        let mut old = record;
+        old["kernels"][0]["archs"]["sm_80"]["best"] = serde_json::json!({
+            "block_size": 0,
+            "active_blocks_per_sm": 0,
+            "active_warps_per_sm": 0,
+            "occupancy": 0.0,
+            "limiters": ["cannot launch"],
+            "dynamic_smem_headroom": 0
+        });
+        let old = serde_json::to_string_pretty(&old).expect("JSON");
+        let upgraded = Lock::from_text(&old, Path::new("occ.lock")).expect("the old form reads");
+        assert_eq!(upgraded.kernels[0].archs["sm_80"].best, None);
+        assert_eq!(upgraded.to_text(), text);
+    }
+
     /// example-app's lock as the last occ of schema 1 wrote it (its lift
     /// hints' `min_blocks`, its H200 measurements' `cc` and `sms`) reads
     /// as the same lock of schema 2: every kernel, number and measurement.
@@ -1123,8 +1160,9 @@ mod tests {
         let mut l = lock(&[("a", arch(32, 64, 0)), ("b", arch(32, 64, 0))]);
         let sm80 = l.kernels[0].archs.get_mut("sm_80").expect("sm_80");
         sm80.facts.registers = 200;
-        sm80.best.block_size = 1024;
-        sm80.best.occupancy = 0.25;
+        let best = sm80.best.as_mut().expect("a best launch");
+        best.block_size = 1024;
+        best.occupancy = 0.25;
         let err = refusal(&l);
         for needle in [
             "occ.lock",
@@ -1154,6 +1192,8 @@ mod tests {
             .get_mut("sm_80")
             .expect("sm_80")
             .best
+            .as_mut()
+            .expect("a best launch")
             .limiters = Vec::new();
         let err = refusal(&missing);
         assert!(err.contains("best.limiters is [] in the file"), "{err}");

@@ -145,8 +145,14 @@ pub struct Resources {
     /// barriers, launch bounds, the register cap.
     #[serde(flatten)]
     pub facts: Facts,
-    /// Occupancy at the best block size with no dynamic shared memory.
-    pub best: Best,
+    /// Occupancy at the best block size with no dynamic shared memory;
+    /// `None` (`null`) for a kernel that cannot launch on the arch at any
+    /// block size (static shared memory over the arch's limit, too many
+    /// registers for one warp). Occs before this wrote such a kernel as a
+    /// best block of 0 threads limited by `cannot launch`, which reads as
+    /// `None`.
+    #[serde(deserialize_with = "cannot_launch_is_none")]
+    pub best: Option<Best>,
     /// The launch the kernel is written for (`Build::launch`, else its
     /// `__launch_bounds__`/`.reqntid`), the occupancy there and what would
     /// lift it; absent when nothing declares one. Reports and the gate
@@ -276,9 +282,10 @@ impl Facts {
 
 impl Resources {
     /// The launch reports and the gate judge the kernel at: its declared
-    /// launch when it has one, else its best block size.
-    pub fn judged(&self) -> Judged<'_> {
-        match &self.declared {
+    /// launch when it has one, else its best block size; `None` when it has
+    /// neither (it cannot launch on the arch: views say [`CANNOT_LAUNCH`]).
+    pub fn judged(&self) -> Option<Judged<'_>> {
+        Some(match &self.declared {
             Some(d) => Judged {
                 block_size: d.block_size,
                 occupancy: d.occupancy,
@@ -286,16 +293,30 @@ impl Resources {
                 limiters: &d.limiters,
                 declared: Some(d),
             },
-            None => Judged {
-                block_size: self.best.block_size,
-                occupancy: self.best.occupancy,
-                active_warps_per_sm: self.best.active_warps_per_sm,
-                limiters: &self.best.limiters,
-                declared: None,
-            },
-        }
+            None => {
+                let best = self.best.as_ref()?;
+                Judged {
+                    block_size: best.block_size,
+                    occupancy: best.occupancy,
+                    active_warps_per_sm: best.active_warps_per_sm,
+                    limiters: &best.limiters,
+                    declared: None,
+                }
+            }
+        })
+    }
+
+    /// The occupancy the kernel is judged at ([`Resources::judged`]); 0 for
+    /// a kernel that cannot launch, which sorts and plots as none resident.
+    pub fn judged_occupancy(&self) -> f64 {
+        self.judged().map_or(0.0, |j| j.occupancy)
     }
 }
+
+/// What the views write where a kernel that cannot launch on an arch
+/// ([`Resources::best`] and [`Resources::judged`] `None`) would have its
+/// limiters.
+pub const CANNOT_LAUNCH: &str = "cannot launch";
 
 /// A kernel's occupancy at the launch it is judged at ([`Resources::judged`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -529,9 +550,10 @@ impl LaunchBounds {
     }
 }
 
-/// The best launch found by the tuner (no dynamic shared memory); the
-/// default is none found yet (all zero), before the tuner runs.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// The best launch found by the tuner (no dynamic shared memory): a block
+/// size at which the kernel launches ([`Resources::best`] is `None` where
+/// none does).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Best {
     /// Threads per block.
     pub block_size: u32,
@@ -672,6 +694,15 @@ impl Manifest {
 
 /// An optional string that files of older occs wrote as `""` for none:
 /// absent, `null` and `""` all read as `None`.
+/// Reads [`Resources::best`]: `null`, or the form occs before wrote for a
+/// kernel that cannot launch (a block of 0 threads), as `None`.
+fn cannot_launch_is_none<'de, D>(d: D) -> std::result::Result<Option<Best>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    Ok(Option::<Best>::deserialize(d)?.filter(|b| b.block_size != 0))
+}
+
 fn empty_is_none<'de, D>(d: D) -> std::result::Result<Option<String>, D::Error>
 where
     D: serde::Deserializer<'de>,
@@ -743,7 +774,7 @@ pub fn validate_resources(
             .into_iter()
             .chain(d.lift.as_ref().map(|l| l.occupancy))
     });
-    for occupancy in [r.best.occupancy].into_iter().chain(declared) {
+    for occupancy in r.best.iter().map(|b| b.occupancy).chain(declared) {
         if !(0.0..=1.0).contains(&occupancy) {
             return Err(format!(
                 "kernel {kernel:?} on {arch} records occupancy {occupancy:?}, which is not a fraction \
@@ -1318,7 +1349,7 @@ mod tests {
         let mut r = arch(32, 64, 0);
         assert!(validate_resources("k", "sm_80", &r).is_ok());
         for bad in [1e308, -0.5, f64::NAN, f64::INFINITY] {
-            r.best.occupancy = bad;
+            r.best.as_mut().expect("a best launch").occupancy = bad;
             let e = validate_resources("k", "sm_80", &r).expect_err("out of range");
             assert!(e.contains("occupancy") && !e.contains("inf%"), "{e}");
         }

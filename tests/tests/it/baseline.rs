@@ -34,7 +34,11 @@ fn grow_registers(r: &Report, arch: &str) -> (u32, u32) {
         .expect("grow");
     (
         k.archs[arch].facts.registers,
-        k.archs[arch].best.active_warps_per_sm,
+        k.archs[arch]
+            .best
+            .as_ref()
+            .expect("a best launch")
+            .active_warps_per_sm,
     )
 }
 

@@ -239,7 +239,7 @@ fn baked_launches_equal_the_tuner_and_a_spilling_kernel_fails_the_build() {
     }
     // The site without options agrees with the manifest's own best launch.
     let sum = |a: &str| match m.lookup("block_sum") {
-        Lookup::Found(k) => k.archs[a].best.block_size,
+        Lookup::Found(k) => k.archs[a].best.as_ref().expect("a best launch").block_size,
         other => panic!("{other:?}"),
     };
     let grid = format!("grid sum {}", 1_000_000u32.div_ceil(sum("sm_80")));

@@ -52,7 +52,10 @@ fn registers(s: &Scratch) -> (u32, u32) {
         occ_model::schema::manifest::Manifest::from_json(&s.read("out/occ/manifest.json"), &path)
             .expect("manifest");
     let k = &m.kernels.iter().find(|k| k.name == "ka").expect("ka").archs["sm_80"];
-    (k.facts.registers, k.best.active_warps_per_sm)
+    (
+        k.facts.registers,
+        k.best.as_ref().expect("a best launch").active_warps_per_sm,
+    )
 }
 
 #[test]

@@ -89,7 +89,7 @@ fn tuned_sites_bake_the_measured_block_and_fall_back_when_stale() {
     let m = manifest(&out);
     let wide = &m.kernels.iter().find(|k| k.name == "wide").expect("wide");
     let ka = &wide.archs["sm_80"];
-    let model = ka.best.block_size;
+    let model = ka.best.as_ref().expect("a best launch").block_size;
     assert_eq!(
         line(&out, "tuned"),
         [model.to_string().as_str(), "false", &model.to_string()]

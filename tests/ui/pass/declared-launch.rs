@@ -32,7 +32,7 @@ fn main() {
         let ka = expect::kernel_arch("transpose_tiled", arch);
         let d = ka.declared.as_ref().expect("declared by build.rs");
         assert_eq!(d.launch.block, [32, 8, 1]);
-        assert_eq!(ka.judged().block_size, 256);
+        assert_eq!(ka.judged().expect("launchable").block_size, 256);
         let row = baked.on(arch).expect("row");
         assert_eq!((row.block, row.dynamic_smem), ((32, 8, 1), 0), "{arch}");
         assert_eq!(row.active_blocks_per_sm, d.active_blocks_per_sm, "{arch}");

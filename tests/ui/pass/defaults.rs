@@ -44,7 +44,7 @@ fn main() {
     assert_eq!(grid, 100_000u32.div_ceil(sm80.block_size));
     assert_eq!(smem, 0);
     // The manifest's own best block size agrees with the tuner.
-    assert_eq!(expect::kernel_arch("axpy", "sm_80").best.block_size, block);
+    assert_eq!(expect::kernel_arch("axpy", "sm_80").best.as_ref().expect("a best launch").block_size, block);
 
     let (name, arch, blocks, occupancy, shape, baked) = table();
     assert_eq!(through_a_macro(), (sm80.block_size, occupancy));
