@@ -99,17 +99,13 @@ fn request(args: &TuneArgs, k: &occ_model::schema::manifest::KernelArch) -> Tune
             .as_ref()
             .map_or(DynamicSmem::Fixed(0), |d| d.launch.dynamic_smem),
     };
-    let mut req = TuneRequest {
+    let req = TuneRequest {
         dynamic_smem,
         max_block_size: args.max_block_size,
         block_multiple: args.block_multiple,
         ..TuneRequest::default()
     };
-    if let Some(required) = k.facts.launch_bounds.required_block_size() {
-        req.max_block_size = Some(required);
-        req.block_multiple = Some(required);
-    }
-    req
+    occ_model::model::declared::within_bounds(&k.facts.launch_bounds, req)
 }
 
 /// The candidates of one kernel × arch: block shapes of the declared

@@ -554,9 +554,8 @@ fn require_block(
                 ));
             }
         }
-        request.max_block_size = Some(required);
-        request.block_multiple = Some(required);
     }
+    *request = occ_model::model::declared::within_bounds(&ka.facts.launch_bounds, *request);
     Ok(())
 }
 

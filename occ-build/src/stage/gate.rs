@@ -569,12 +569,8 @@ pub(crate) fn measured(
         let Ok(target) = occ_model::model::arch::parse_target(&m.arch) else {
             continue;
         };
-        let required = ka.facts.launch_bounds.required_block_size();
-        let request = occ_model::model::suggest::TuneRequest {
-            max_block_size: required,
-            block_multiple: required,
-            ..Default::default()
-        };
+        let request =
+            occ_model::model::declared::within_bounds(&ka.facts.launch_bounds, Default::default());
         let launches = occ_model::model::declared::decide(
             target.arch,
             &occ_model::compiler::analyze::model_of(&ka.facts),

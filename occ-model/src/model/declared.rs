@@ -261,6 +261,25 @@ pub fn decide(
     }
 }
 
+/// `request` narrowed to the block sizes a kernel's launch bounds allow:
+/// a `.reqntid` kernel launches with exactly that many threads, so that
+/// size alone (its `.maxntid` is the model's own limit,
+/// `KernelResources::max_threads_per_block`). The one rule behind the
+/// manifest's best launch, a `#[launch_config]` site's request, the
+/// tuner's candidates and the gate's check of a measured block: with a cap
+/// alone, a light `.reqntid(96)` kernel's best was 64 (a block it refuses),
+/// while its sites baked 96.
+pub fn within_bounds(bounds: &LaunchBounds, request: suggest::TuneRequest) -> suggest::TuneRequest {
+    match bounds.required_block_size() {
+        Some(required) => suggest::TuneRequest {
+            max_block_size: Some(required),
+            block_multiple: Some(required),
+            ..request
+        },
+        None => request,
+    }
+}
+
 /// The best launch with no dynamic shared memory, and the dynamic shared
 /// memory a block can still take at that occupancy; `Ok(None)` when the
 /// kernel cannot launch on the arch at any block size. An error (a
@@ -268,10 +287,7 @@ pub fn decide(
 pub fn best_launch(arch_name: &str, k: &Facts) -> std::result::Result<Option<Best>, String> {
     let arch = arch::lookup(arch_name).map_err(|e| e.to_string())?;
     let res = analyze::model_of(k);
-    let request = suggest::TuneRequest {
-        max_block_size: k.launch_bounds.required_block_size(),
-        ..suggest::TuneRequest::default()
-    };
+    let request = within_bounds(&k.launch_bounds, suggest::TuneRequest::default());
     let best = decide(arch, &res, Ask::Best(&request)).map_err(|e| e.to_string())?;
     let Some(best) = best else {
         return Ok(None);
@@ -535,6 +551,48 @@ mod tests {
             device_code: &[],
             others: None,
         })
+    }
+
+    /// A `.reqntid` kernel's best launch is its required block, also where
+    /// a smaller block would hold more warps (64 threads: 32 blocks, 64
+    /// warps on sm_80; 96: 21 blocks, 63 warps).
+    #[test]
+    fn a_reqntid_kernels_best_launch_is_its_required_block() {
+        let facts = Facts {
+            registers: 16,
+            static_smem: 0,
+            spill_stores: 0,
+            spill_loads: 0,
+            stack_frame: 0,
+            cumulative_stack: None,
+            barriers: Some(1),
+            launch_bounds: LaunchBounds {
+                req_threads: Some([96, 1, 1]),
+                ..LaunchBounds::default()
+            },
+            maxrregcount: None,
+        };
+        let best = best_launch("sm_80", &facts)
+            .expect("the model takes these numbers")
+            .expect("the kernel launches");
+        assert_eq!(best.block_size, 96);
+        let free = Facts {
+            launch_bounds: LaunchBounds::default(),
+            ..facts
+        };
+        let capped = suggest::TuneRequest {
+            max_block_size: Some(96),
+            ..suggest::TuneRequest::default()
+        };
+        let res = analyze::model_of(&free);
+        let a = arch::lookup("sm_80").expect("sm_80");
+        let under_a_cap = decide(a, &res, Ask::Best(&capped))
+            .expect("the model takes these numbers")
+            .expect("a block fits");
+        assert_eq!(
+            under_a_cap.block_size, 64,
+            "a cap alone picks another block"
+        );
     }
 
     #[test]
