@@ -239,12 +239,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
         directives,
     )?;
     // The report holds every finding of the gates, also when one fails.
-    let mut details = report::Details::new(&inputs.out_dir, &inputs.package);
-    if let Err(e) = gate::spills(build, &inputs.sources, &manifest, &mut details) {
-        parts::failed(&inputs.out_dir, build.part())?;
-        report::write(&manifest, &details, &inputs, directives)?;
-        return Err(e);
-    }
+    let mut details = deny_spills(build, &inputs, &manifest, directives)?;
     gate::measured(&manifest, &inputs.sources, &mut details, directives);
     if let Some(host) = &compiled.host {
         hostlib::archive(
@@ -339,12 +334,7 @@ fn from_lock(
     )?;
     // The spills the lock records are denied as a build with nvcc denies
     // them.
-    let mut details = report::Details::new(&inputs.out_dir, &inputs.package);
-    if let Err(e) = gate::spills(build, &inputs.sources, &manifest, &mut details) {
-        parts::failed(&inputs.out_dir, build.part())?;
-        report::write(&manifest, &details, inputs, directives)?;
-        return Err(e);
-    }
+    deny_spills(build, inputs, &manifest, directives)?;
     outputs::write_all(&manifest, &inputs.out_dir)?;
     record_part(build, inputs)?;
     build_state::mark(&inputs.out_dir, BuildState::Finished)?;
@@ -582,4 +572,23 @@ fn record_part(build: &Build, inputs: &Inputs) -> Result<parts::View> {
         &inputs.sources,
         &flags,
     )
+}
+
+/// The spills gate, the same for a build with nvcc and one from the lock:
+/// on a failure the part is noted failed (`parts::failed`) and the report
+/// written with the gate's findings; else the findings so far, which the
+/// report of a build that goes on holds.
+fn deny_spills(
+    build: &Build,
+    inputs: &Inputs,
+    manifest: &Manifest,
+    directives: &mut Directives,
+) -> Result<report::Details> {
+    let mut details = report::Details::new(&inputs.out_dir, &inputs.package);
+    if let Err(e) = gate::spills(build, &inputs.sources, manifest, &mut details) {
+        parts::failed(&inputs.out_dir, build.part())?;
+        report::write(manifest, &details, inputs, directives)?;
+        return Err(e);
+    }
+    Ok(details)
 }
