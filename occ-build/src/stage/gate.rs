@@ -53,7 +53,8 @@ use occ_model::compare::{
 };
 use occ_model::render::text_table;
 use occ_model::schema::lock::{Lock, CANDIDATE_FILE, LOCK_SCHEMA};
-use occ_model::schema::manifest::{self, Manifest};
+use occ_model::schema::manifest::{self, Manifest, Param};
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 /// The most rows per cause an error's table shows; the report has them all.
@@ -260,7 +261,8 @@ pub(crate) fn baseline(
         });
     }
     if inputs.ci {
-        let unchecked = diff.unchecked(|source| scope.iter().any(|s| s == source));
+        let sources: HashSet<&str> = scope.iter().map(String::as_str).collect();
+        let unchecked = diff.unchecked(|source| sources.contains(source));
         if !unchecked.is_empty() {
             details.failed = true;
             // Blessed for the lock's archs and the build's, so that no
@@ -324,11 +326,12 @@ fn warn_changes(
     details: &Details,
     directives: &mut Directives,
 ) {
+    let sources: HashSet<&str> = scope.iter().map(String::as_str).collect();
     let in_scope = compare::Diff {
         findings: diff
             .findings
             .iter()
-            .filter(|f| scope.contains(&f.source))
+            .filter(|f| sources.contains(f.source.as_str()))
             .cloned()
             .collect(),
         dropped_archs: Vec::new(),
@@ -414,15 +417,21 @@ fn stale_params(
     scope: &[String],
     lock_name: &str,
 ) -> Option<String> {
+    // By maps, not a scan of the lock per kernel: linear in the kernels.
+    let scope: HashSet<&str> = scope.iter().map(String::as_str).collect();
+    let recorded: HashMap<(&str, &str), &Vec<Param>> = lock
+        .kernels
+        .iter()
+        .map(|l| ((l.name.as_str(), l.source.as_str()), &l.params))
+        .collect();
     let stale: Vec<&str> = candidate
         .kernels
         .iter()
-        .filter(|k| scope.contains(&k.source))
+        .filter(|k| scope.contains(k.source.as_str()))
         .filter(|k| {
-            lock.kernels
-                .iter()
-                .find(|l| l.name == k.name && l.source == k.source)
-                .is_some_and(|l| l.params != k.params)
+            recorded
+                .get(&(k.name.as_str(), k.source.as_str()))
+                .is_some_and(|params| **params != k.params)
         })
         .map(|k| k.base_name.as_str())
         .collect();
