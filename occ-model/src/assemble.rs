@@ -267,10 +267,14 @@ fn device_code(
     own: &[DeviceCode],
     sources: &BTreeSet<&str>,
 ) -> Vec<DeviceCode> {
+    let mine: BTreeSet<(&str, Option<&str>)> = own
+        .iter()
+        .map(|o| (o.source.as_str(), o.arch.as_deref()))
+        .collect();
     let mut blobs: Vec<DeviceCode> = others
         .iter()
         .filter(|b| !sources.contains(b.source.as_str()))
-        .filter(|b| !own.iter().any(|o| o.source == b.source && o.arch == b.arch))
+        .filter(|b| !mine.contains(&(b.source.as_str(), b.arch.as_deref())))
         .cloned()
         .collect();
     blobs.extend(own.iter().cloned());

@@ -86,10 +86,12 @@ pub(crate) fn from_lock(
     ));
     // Sources the lock does not know have no kernels in this build: say so
     // once, rather than let code that names their kernels fail to compile.
+    let known: std::collections::HashSet<&str> =
+        lock.kernels.iter().map(|k| k.source.as_str()).collect();
     let unknown: Vec<&String> = inputs
         .sources
         .iter()
-        .filter(|s| !lock.kernels.iter().any(|k| k.source == **s))
+        .filter(|s| !known.contains(s.as_str()))
         .collect();
     if !unknown.is_empty() {
         directives.warn(format!(

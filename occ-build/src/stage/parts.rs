@@ -31,7 +31,7 @@ use crate::leaf::files::write_atomic;
 use occ_model::schema::lock::{Committed, Lock};
 use occ_model::schema::manifest::Manifest;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// The parts list's file name in `$OUT_DIR/occ`.
@@ -239,19 +239,24 @@ pub(crate) fn reused(
 /// the measurements of the kernels × archs it holds).
 pub(crate) fn theirs(out: &Path, name: &str) -> Result<Option<Manifest>> {
     let parts = this_runs(out);
-    let listed: Vec<&String> = parts
-        .parts
-        .iter()
-        .filter(|p| p.name != name)
-        .flat_map(|p| &p.sources)
-        .collect();
     if !parts.parts.iter().any(|p| p.name != name) {
         return Ok(None);
     }
+    // A set, not a list: a scan of every source per kernel grows with both.
+    let listed: HashSet<&str> = parts
+        .parts
+        .iter()
+        .filter(|p| p.name != name)
+        .flat_map(|p| p.sources.iter().map(String::as_str))
+        .collect();
     let path = out.join(occ_model::schema::manifest::FILE_NAME);
     let mut theirs = crate::leaf::files::read_manifest(&path)?;
-    theirs.kernels.retain(|k| listed.contains(&&k.source));
-    theirs.device_code.retain(|b| listed.contains(&&b.source));
+    theirs
+        .kernels
+        .retain(|k| listed.contains(k.source.as_str()));
+    theirs
+        .device_code
+        .retain(|b| listed.contains(b.source.as_str()));
     Ok(Some(theirs))
 }
 
