@@ -23,7 +23,8 @@ script prints `occ-time <stage> <seconds>` lines on stderr (timings added
 for a profile, never committed) has them kept per run in the JSON. PERF=1 runs the after
 script once more under `perf record -g` into $BENCH_DIR/perf-<tree>.data.
 
-Also prints report.txt's size in each OUT_DIR. Prints a Markdown table,
+Also prints report.txt's size in each OUT_DIR, and the candidate lock's
+(`occ.lock.new`, what bless writes) bytes per kernel × arch. Prints a Markdown table,
 writes $BENCH_DIR/scale-results.{json,md}.
 """
 
@@ -142,8 +143,19 @@ def run(path, script, out, bless=False, edit=None, prefix=()):
     report = out / "occ/report.txt"
     return {"wall": wall, "cpu": cpu, "nvcc": runs, "span": span, "beyond": wall - span,
             "report_bytes": report.stat().st_size if report.exists() else None,
+            "lock_per_kernel_arch": lock_size(out),
             "stages": [l for l in p.stderr.splitlines() if l.startswith("occ-time")],
             "stderr_tail": p.stderr[-2000:]}
+
+
+def lock_size(out):
+    """The candidate lock's bytes per kernel × arch (what `cargo occ bless`
+    writes: `$OUT_DIR/occ/occ.lock.new`)."""
+    lock = out / "occ/occ.lock.new"
+    if not lock.exists():
+        return None
+    n = sum(len(k["archs"]) for k in json.loads(lock.read_text())["kernels"])
+    return round(lock.stat().st_size / n, 1) if n else None
 
 
 def main():
@@ -181,13 +193,13 @@ def main():
     med = statistics.median
     rows = [f"{KERNELS} kernels in {FILES} files + small.cu x {len(ARCHS)} archs; "
             f"load {' '.join(load_start)} -> {' '.join(load_end)}; REPS={REPS}\n\n",
-            "| tree | wall (s) | CPU (s) | nvcc runs | nvcc span (s) | beyond nvcc (s) | report.txt (bytes) |\n",
-            "|---|---|---|---|---|---|---|\n"]
+            "| tree | wall (s) | CPU (s) | nvcc runs | nvcc span (s) | beyond nvcc (s) | report.txt (bytes) | occ.lock (B per kernel × arch) |\n",
+            "|---|---|---|---|---|---|---|---|\n"]
     for tree, rs in results.items():
         def f(k):
             return "**%.2f** (%s)" % (med(r[k] for r in rs), ", ".join("%.2f" % r[k] for r in rs))
         rows.append(f"| {tree} | {f('wall')} | {f('cpu')} | {'/'.join(str(r['nvcc']) for r in rs)} | "
-                    f"{f('span')} | {f('beyond')} | {rs[-1]['report_bytes']} |\n")
+                    f"{f('span')} | {f('beyond')} | {rs[-1]['report_bytes']} | {rs[-1]['lock_per_kernel_arch']} |\n")
     text = "".join(rows)
     print(text)
     (BENCH / "scale-results.md").write_text(text)

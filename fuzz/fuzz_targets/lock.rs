@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(lock) = Lock::from_text(text, path) else {
         return;
     };
-    if let Ok(manifest) = lock.to_manifest(&lock.archs, path) {
+    if let Ok(manifest) = occ_model::assemble::lock_manifest(&lock, &lock.archs, path) {
         let _ = occ_model::render::kernels_rs::kernels_rs(&manifest);
     }
     let again = Lock::from_text(&lock.to_text(), path);

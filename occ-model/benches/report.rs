@@ -11,7 +11,6 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use occ_model::compare::{compare, groups, Verdict};
-use occ_model::model::cliff::at_judged;
 use occ_model::render::{ci, markdown, text_table};
 use occ_model::schema::lock::{Lock, LockKernel, Thresholds, LOCK_SCHEMA};
 use occ_model::schema::manifest::{Best, Facts, LaunchBounds, Manifest, Resources};
@@ -77,15 +76,7 @@ fn lock(n: usize, registers: u32, spills: bool) -> Lock {
 }
 
 fn manifest(after: &Lock) -> Manifest {
-    let mut m = after
-        .to_manifest(&[], Path::new("occ.lock"))
-        .expect("manifest");
-    for k in &mut m.kernels {
-        for (name, a) in &mut k.archs {
-            a.cliffs = at_judged(name, &a.resources).expect("cliffs");
-        }
-    }
-    m
+    occ_model::assemble::lock_manifest(after, &[], Path::new("occ.lock")).expect("manifest")
 }
 
 fn source(file: &str) -> Option<String> {

@@ -49,13 +49,15 @@
 use crate::compiler::analyze;
 use crate::error::{Error, Result};
 use crate::model::declared::{self, Launch};
+use crate::schema::lock::Lock;
 use crate::schema::manifest::{
-    Cliffs, DeviceCode, Kernel, KernelArch, Manifest, Origin, Resources, SourceLines,
+    Cliffs, DeclaredBy, DeviceCode, Kernel, KernelArch, Manifest, Origin, Resources, SourceLines,
     SCHEMA_VERSION,
 };
 use crate::schema::measured::{self, Measured};
 use crate::{compiler::names, model::cliff};
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
 /// The schema's types this module assembles from (defined in [`crate::schema::manifest`]).
 pub use crate::schema::manifest::{Compiled, Contribution};
@@ -344,6 +346,44 @@ pub fn names(jobs: &[Contribution]) -> Vec<Kernel<()>> {
 /// [`Judged::finish`] with none.
 pub fn manifest(a: &Assembly<'_>) -> Result<Manifest> {
     Ok(judge(a)?.finish(&Lines::new()))
+}
+
+/// The manifest a lock stands for: what a build without nvcc of every
+/// source the lock records, on `archs` (all the lock's when empty), with
+/// the launches the lock records build.rs declaring, assembles (the
+/// lock's [`Lock::contributions`] and measurements, no device code and no
+/// source lines). Errors name an arch the lock lacks.
+pub fn lock_manifest(lock: &Lock, archs: &[String], path: &Path) -> Result<Manifest> {
+    let archs = lock.recorded(archs, path)?;
+    let sources: Vec<String> = lock
+        .kernels
+        .iter()
+        .map(|k| k.source.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let jobs = lock.contributions(&archs, &sources, path)?;
+    let launches: BTreeMap<String, Launch> = lock
+        .kernels
+        .iter()
+        .flat_map(|k| k.archs.values())
+        .filter_map(|r| match &r.declared.as_ref()?.by {
+            DeclaredBy::Build { pattern } => Some((pattern.clone(), r.declared.as_ref()?.launch)),
+            DeclaredBy::LaunchBounds | DeclaredBy::Reqntid => None,
+        })
+        .collect();
+    let launches: Vec<(String, Launch)> = launches.into_iter().collect();
+    manifest(&Assembly {
+        package: &lock.package,
+        origin: Origin::Lock,
+        nvcc: &lock.nvcc,
+        archs: &archs,
+        jobs: &jobs,
+        launches: &launches,
+        measured: &lock.measured,
+        device_code: &[],
+        others: None,
+    })
 }
 
 /// One kernel on one arch: the best launch, the declared launch (build.rs's

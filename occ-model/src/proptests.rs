@@ -348,8 +348,7 @@ mod names_in_every_writer {
     /// One spilling kernel on sm_80 named `name`, from `source`, its spill
     /// at `kernels/<file>`, in package `package`.
     fn manifest(name: &str, source: &str, file: &str, package: &str) -> Manifest {
-        let mut m = lock(&[])
-            .to_manifest(&[], Path::new("occ.lock"))
+        let mut m = crate::assemble::lock_manifest(&lock(&[]), &[], Path::new("occ.lock"))
             .expect("a manifest");
         m.package = package.to_string();
         let mut a = KernelArch::from_resources(arch(32, 64, 8));

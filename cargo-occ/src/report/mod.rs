@@ -160,7 +160,15 @@ pub(crate) mod tests {
             best: None,
         };
         r.best = best_launch(arch, &r.facts).expect("best launch");
-        KernelArch::from_resources(r)
+        KernelArch {
+            resources: r,
+            cliffs: None,
+            cmem: Default::default(),
+            warnings: Vec::new(),
+            cubin: None,
+            ptx: None,
+            lines: None,
+        }
     }
 
     fn kernel(name: &str, archs: [(&str, KernelArch); 2]) -> Kernel {

@@ -265,7 +265,7 @@ pub(crate) fn hand_build(
     let s = Scratch::new();
     let lock_path = s.path().join("occ.lock");
     let mut m = Lock::from_text(EXAMPLE_LOCK, &lock_path)
-        .and_then(|l| l.to_manifest(&[], &lock_path))
+        .and_then(|l| occ_model::assemble::lock_manifest(&l, &[], &lock_path))
         .expect("example-app's lock");
     m.origin = Origin::Nvcc;
     for k in &mut m.kernels {

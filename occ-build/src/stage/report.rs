@@ -406,7 +406,8 @@ mod tests {
             path,
         )
         .expect("lock");
-        let mut m = lock.to_manifest(&["sm_80".into()], path).expect("manifest");
+        let mut m =
+            occ_model::assemble::lock_manifest(&lock, &["sm_80".into()], path).expect("manifest");
         m.kernels.truncate(1);
         assert!(line(&m, Path::new("report.txt")).is_none());
         if let Some(a) = m.kernels[0].archs.get_mut("sm_80") {
@@ -417,7 +418,7 @@ mod tests {
             one.starts_with("occ: 1 kernel x 1 arch; 1 kernel spills registers: "),
             "{one}"
         );
-        let mut two = lock.to_manifest(&[], path).expect("manifest");
+        let mut two = occ_model::assemble::lock_manifest(&lock, &[], path).expect("manifest");
         for k in &mut two.kernels[..2] {
             if let Some(a) = k.archs.get_mut("sm_90") {
                 a.resources.facts.spill_loads = 4;

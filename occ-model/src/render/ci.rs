@@ -618,8 +618,7 @@ mod tests {
     fn a_spill_is_at_its_recorded_site_else_the_definition_else_line_1() {
         use crate::compare::tests::{arch, lock};
         let l = lock(&[("k", arch(32, 64, 4))]);
-        let mut m = l
-            .to_manifest(&[], std::path::Path::new("occ.lock"))
+        let mut m = crate::assemble::lock_manifest(&l, &[], std::path::Path::new("occ.lock"))
             .expect("manifest");
         let none = |_: &str| None;
         let a = alerts(&m, None, false, &none);
@@ -675,8 +674,7 @@ mod tests {
         use crate::compare::tests::{arch, lock};
         use crate::compiler::lines::{SourceLines, SpillSite};
         let l = lock(&[("k", arch(32, 64, 24)), ("j", arch(32, 64, 4))]);
-        let mut m = l
-            .to_manifest(&[], std::path::Path::new("occ.lock"))
+        let mut m = crate::assemble::lock_manifest(&l, &[], std::path::Path::new("occ.lock"))
             .expect("manifest");
         let site = |line, loop_line, bytes| SpillSite {
             file: "kernels/h.cuh".into(),
@@ -707,7 +705,7 @@ mod tests {
         let at: Vec<(&str, u32)> = a.iter().map(|a| (a.file.as_str(), a.line)).collect();
         assert_eq!(at, [("kernels/h.cuh", 12), ("kernels/h.cuh", 20)], "{a:#?}");
         let twelve = &a[0];
-        assert_eq!(twelve.kernel, "k, j", "{twelve:#?}");
+        assert_eq!(twelve.kernel, "j, k", "{twelve:#?}");
         assert!(
             twelve.message.contains("k spills 48 B on sm_80")
                 && twelve.message.contains(

@@ -12,7 +12,6 @@
 
 use crate::compare::tests::arch;
 use crate::compare::{compare, groups, Verdict};
-use crate::model::cliff::at_judged;
 use crate::render::{ci, markdown, text_table};
 use crate::schema::lock::{Lock, Thresholds};
 use crate::schema::manifest::{Kernel, Manifest};
@@ -46,17 +45,9 @@ fn lock(n: usize, registers: u32, spills: bool) -> Lock {
     l
 }
 
-/// The manifest of `after`, with each kernel × arch's cliffs.
+/// The manifest of `after`, assembled as a build from it would be.
 fn manifest(after: &Lock) -> Manifest {
-    let mut m = after
-        .to_manifest(&[], Path::new("occ.lock"))
-        .expect("manifest");
-    for k in &mut m.kernels {
-        for (name, a) in &mut k.archs {
-            a.cliffs = at_judged(name, &a.resources).expect("cliffs");
-        }
-    }
-    m
+    crate::assemble::lock_manifest(after, &[], Path::new("occ.lock")).expect("manifest")
 }
 
 /// The text of one file of 100 kernels, for the alerts' definition lines.

@@ -534,9 +534,12 @@ mod tests {
             r.best, None,
             "test premise: one warp over sm_80's registers"
         );
-        let m = lock(&[("a", r)])
-            .to_manifest(&[], std::path::Path::new("occ.lock"))
-            .expect("manifest");
+        let m = crate::assemble::lock_manifest(
+            &lock(&[("a", r)]),
+            &[],
+            std::path::Path::new("occ.lock"),
+        )
+        .expect("manifest");
         let row = &rows(&m)[0];
         assert_eq!(
             (row.limiters.as_slice(), row.best_block_size, row.occupancy),

@@ -492,9 +492,11 @@ impl std::ops::DerefMut for KernelArch {
 }
 
 impl KernelArch {
-    /// A record with no device code and nothing but `resources` (a build
-    /// from the lock).
-    pub fn from_resources(resources: Resources) -> Self {
+    /// A record with no device code and nothing but `resources`: the
+    /// tests' shorthand (a build makes its records whole, in
+    /// [`crate::assemble`]).
+    #[cfg(test)]
+    pub(crate) fn from_resources(resources: Resources) -> Self {
         KernelArch {
             resources,
             cliffs: None,
@@ -1246,7 +1248,8 @@ mod tests {
     /// A manifest of `(symbol, source, ident)` kernels on sm_80.
     fn manifest(kernels: &[(&str, &str, &str)]) -> Manifest {
         let l: Lock = lock(&[]);
-        let mut m = l.to_manifest(&[], Path::new("occ.lock")).expect("manifest");
+        let mut m =
+            crate::assemble::lock_manifest(&l, &[], Path::new("occ.lock")).expect("manifest");
         m.kernels = kernels
             .iter()
             .map(|(name, source, ident)| Kernel {

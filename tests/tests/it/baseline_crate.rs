@@ -5,6 +5,7 @@
 //! from the lock alone.
 
 use occ_tests::{text, ScratchCrate, BUILD_RS};
+use std::path::Path;
 use std::process::Output;
 
 /// The kernel `scale` as first written, and grown: 64 values live at once,
@@ -49,17 +50,28 @@ fn json(s: &ScratchCrate, rel: &str) -> serde_json::Value {
     serde_json::from_str(&s.read(rel)).expect("valid JSON")
 }
 
+/// `scale`'s record on `arch` in a lock document, read as occ reads it
+/// (the lock records the registers; the best launch follows from them).
+fn scale_on(lock: &serde_json::Value, arch: &str) -> occ_model::schema::manifest::Resources {
+    let lock = occ_model::schema::lock::Lock::from_text(&lock.to_string(), Path::new("occ.lock"))
+        .expect("a lock occ reads");
+    let kernel = lock
+        .kernels
+        .into_iter()
+        .find(|k| k.name == "scale")
+        .expect("scale in the lock");
+    kernel
+        .archs
+        .get(arch)
+        .cloned()
+        .expect("the arch in the lock")
+}
+
 /// `(registers, occupancy)` of `scale` on `arch` in a lock document.
 fn scale_numbers(lock: &serde_json::Value, arch: &str) -> (u64, f64) {
-    let kernel = lock["kernels"]
-        .as_array()
-        .and_then(|ks| ks.iter().find(|k| k["name"] == "scale"))
-        .expect("scale in the lock");
-    let a = &kernel["archs"][arch];
-    (
-        a["registers"].as_u64().expect("registers"),
-        a["best"]["occupancy"].as_f64().expect("occupancy"),
-    )
+    let a = scale_on(lock, arch);
+    let best = a.best.expect("a best launch");
+    (u64::from(a.facts.registers), best.occupancy)
 }
 
 /// The `$OUT_DIR/occ` of the scratch crate's latest build.
@@ -112,7 +124,7 @@ fn lock_bless_regression_ci_and_build_without_nvcc() {
     let out = run(&s, &["build"], &[("OCC_BLESS", "1")]);
     assert!(out.status.success(), "{}", text(&out));
     let lock_text = s.read("occ.lock");
-    assert!(lock_text.starts_with("{\n  \"schema\": 2,"), "{lock_text}");
+    assert!(lock_text.starts_with("{\n  \"schema\": 3,"), "{lock_text}");
     assert!(
         !lock_text.contains(&*s.path().to_string_lossy()),
         "no absolute paths"
@@ -200,10 +212,9 @@ fn lock_bless_regression_ci_and_build_without_nvcc() {
     let (_, occ90) = scale_numbers(&blessed, "sm_90");
     let expected = format!(
         "{regs} {} {}",
-        blessed["kernels"]
-            .as_array()
-            .and_then(|ks| ks.iter().find(|k| k["name"] == "scale"))
-            .map(|k| k["archs"]["sm_80"]["best"]["block_size"].clone())
+        scale_on(&blessed, "sm_80")
+            .best
+            .map(|b| b.block_size)
             .unwrap_or_default(),
         occ90 as f32
     );

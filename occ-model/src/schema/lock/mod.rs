@@ -1,61 +1,68 @@
 //! The committed baseline, `occ.lock`: its schema and text.
 //!
-//! The lock records, per kernel × arch, the kernel's [`Resources`]: what the
-//! gate compares (registers, static shared memory, spills, stack, the best
-//! block size, the occupancy there and its limiters) plus what `kernels.rs`
-//! and `#[launch_config]` need when no nvcc is available (names, launch
-//! bounds, barriers, headroom). It is JSON with `"schema"` first, kernels
-//! sorted by symbol, archs sorted, paths relative to the crate: a stable,
-//! diff-friendly subset of the manifest, sharing its types.
+//! In memory the lock holds, per kernel × arch, the kernel's [`Resources`]:
+//! what the gate compares (registers, static shared memory, spills, stack,
+//! the best block size, the occupancy there and its limiters) plus what
+//! `kernels.rs` and `#[launch_config]` need when no nvcc is available
+//! (names, parameters, launch bounds, barriers, headroom). On disk it
+//! holds only the facts those follow from: JSON with `"schema"`
+//! first, kernels sorted by symbol, archs sorted, paths relative to the
+//! crate. Reading works out the rest as a build does, so a hand edit or a
+//! bad merge cannot make the build from the lock, `diff`, the gate and
+//! `#[launch_config]` disagree.
 //!
-//! The text has one line per kernel (its names and source) and one line per
-//! kernel × arch (its numbers), so that a change shows in a diff as the
-//! lines of the kernels × archs that changed, and a lock of 750 kernels × 2
-//! archs is about 3,000 lines, not 50,000:
+//! The text has one line per kernel (its symbol, source and parameters)
+//! and one line per kernel × arch (its facts), so that a change shows in a
+//! diff as the lines of the kernels × archs that changed, and a lock of
+//! 750 kernels × 2 archs is about 3,000 lines, not 50,000:
 //!
 //! ```text
 //! {
-//!   "schema": 2,
+//!   "schema": 3,
 //!   "package": "app",
 //!   "nvcc": "V13.5.37",
 //!   "archs": [
 //!     "sm_80"
 //!   ],
 //!   "kernels": [
-//!     {"name": "saxpy", "demangled": "saxpy", ..., "source": "kernels/saxpy.cu", "archs": {
-//!       "sm_80": {"registers": 16, "static_smem": 0, ..., "best": {"block_size": 1024, ...}}
+//!     {"name": "saxpy", "source": "kernels/saxpy.cu", "params": ["n: int (u32)", ...], "archs": {
+//!       "sm_80": {"registers": 16, "barriers": 0, "cubin_hash": "fnv1a64:..."}
 //!     }}
 //!   ]
 //! }
 //! ```
 //!
-//! Any JSON layout reads the same (the older fully pretty locks included).
+//! A parameter is one string, as a reader would write it:
+//! `name: C type (PTX type[, N bytes][, align N])`, the size written where
+//! it is not the PTX type's width and the alignment where it is not the
+//! size (`p: float* (u64, align 1)`, `n: int (u32)`, `args: Args (b8, 16
+//! bytes, align 8)`). A C++ kernel's `demangled` name is written for the
+//! reader and checked against its symbol; its base and short names and
+//! Rust identifier, and every occupancy number (the best launch, the
+//! declared launch's occupancy and lift, the launch its own bounds
+//! declare), are worked out on reading by the rules a build uses. A key
+//! the schema does not have (a `"best"` written in by hand, a misspelt
+//! `"registres"`) is refused by name and line, never ignored.
 //!
-//! Reading trusts the recorded facts (registers, shared memory, spills,
-//! barriers, launch bounds, the launch build.rs declared, hashes) but not
-//! the numbers that follow from them: [`Lock::from_text`] recomputes each
-//! kernel × arch's `best` and `declared` occupancy with the model, as a
-//! build does, and refuses a lock where they differ
-//! ([`Lock::check_derived`]), so that a hand edit or a bad merge cannot
-//! make the build from the lock, `diff`, the gate and `#[launch_config]`
-//! disagree. A measurement is imported only onto the cubin the lock
-//! records ([`Lock::import_with`]).
+//! Any JSON layout reads the same (the older fully pretty locks included),
+//! and so do locks of schemas 1 and 2 (their derived numbers dropped).
+//! A measurement is imported only onto the cubin the lock records
+//! ([`Lock::import_with`]).
+
+mod text;
 
 use crate::error::{Error, Result};
-use crate::model::declared;
-use crate::schema::manifest::{
-    self, Compiled, Contribution, DeclaredBy, Kernel, KernelArch, Manifest, Origin, Resources,
-};
+use crate::schema::manifest::{self, Compiled, Contribution, Kernel, Manifest, Resources};
 use crate::schema::measured::{self, Measured, Results};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The schema version of `occ.lock` (2: the manifest's names, one per
-/// fact: a lift's launch bounds say `min_blocks_per_sm`, a measured line
-/// `compute_capability` and `sm_count`). A lock of another version is
-/// refused with what to do (`delete it and run cargo occ bless`).
-pub const LOCK_SCHEMA: u32 = 2;
+/// The schema version of `occ.lock` (3: the facts alone, every name and
+/// number that follows from them left out; 2: the manifest's names, one
+/// per fact). Locks of schemas 1 and 2 read as today's; one of a newer
+/// version is refused with what to do.
+pub const LOCK_SCHEMA: u32 = 3;
 
 /// The default lock file name, next to the crate's `Cargo.toml`.
 pub const DEFAULT_LOCK_FILE: &str = "occ.lock";
@@ -64,7 +71,7 @@ pub const DEFAULT_LOCK_FILE: &str = "occ.lock";
 pub const CANDIDATE_FILE: &str = "occ.lock.new";
 
 /// The committed baseline.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Lock {
     /// Schema version ([`LOCK_SCHEMA`]).
     pub schema: u32,
@@ -80,7 +87,6 @@ pub struct Lock {
     /// `-G`) and the flag variables nvcc reads itself
     /// (`NVCC_APPEND_FLAGS=…`), in order. Absent in locks from before occ
     /// kept them (then nothing is said about flags).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flags: Option<BTreeMap<String, Vec<String>>>,
     /// Kernels, sorted by symbol then source.
     pub kernels: Vec<LockKernel>,
@@ -88,12 +94,10 @@ pub struct Lock {
     /// other than the default one, see `Build::name`), so that one part's
     /// gate knows the other parts' kernels are not gone. Absent when the
     /// crate has one `Build`.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub parts: BTreeMap<String, Vec<String>>,
     /// Launches timed on a GPU (`cargo occ tune import`), one line per
     /// kernel × arch × bucket, sorted. Absent when nothing was measured;
     /// locks written before measurements read as having none.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub measured: Vec<Measured>,
 }
 
@@ -207,41 +211,6 @@ impl Lock {
         }
     }
 
-    /// A manifest made from the lock alone, for builds without nvcc: only
-    /// the archs in `archs` (all of the lock's when empty), no device code
-    /// (no `cubin` or `ptx`), no warnings or constant banks, and `origin`
-    /// [`Origin::Lock`]. Errors name an arch the lock lacks.
-    pub fn to_manifest(&self, archs: &[String], path: &Path) -> Result<Manifest> {
-        let archs = self.recorded(archs, path)?;
-        let kernels = self
-            .kernels
-            .iter()
-            .map(|k| {
-                map_archs(k, |arch, a| {
-                    archs
-                        .contains(arch)
-                        .then(|| KernelArch::from_resources(a.clone()))
-                })
-            })
-            .collect();
-        let measured = self
-            .measured
-            .iter()
-            .filter(|m| archs.contains(&m.arch))
-            .cloned()
-            .collect();
-        Ok(Manifest {
-            schema: manifest::SCHEMA_VERSION,
-            package: self.package.clone(),
-            origin: Origin::Lock,
-            nvcc: self.nvcc.clone(),
-            archs,
-            kernels,
-            device_code: Vec::new(),
-            measured,
-        })
-    }
-
     /// What a build without nvcc stands on: the lock's records of the
     /// kernels of `sources` on `archs` (all the lock's when empty), one
     /// [`Contribution`] per source and arch, for [`crate::assemble`]. The
@@ -307,108 +276,21 @@ impl Lock {
         Ok(archs)
     }
 
-    /// The lock's text: JSON, schema first, one line per kernel and one
-    /// per kernel × arch (the module's layout), trailing newline. The same
-    /// lock gives the same bytes.
+    /// The lock's text (the module's form): JSON, schema first, one line per
+    /// kernel and one per kernel × arch, each with the facts it records
+    /// and nothing that follows from them; trailing newline. The same lock
+    /// gives the same bytes.
     pub fn to_text(&self) -> String {
-        let mut out = Vec::new();
-        let mut ser = serde_json::Serializer::with_formatter(&mut out, LockFormatter::default());
-        // Plain data with string keys, into memory: serializing cannot fail.
-        if self.serialize(&mut ser).is_err() {
-            return manifest::to_json_pretty(self);
-        }
-        let mut text = String::from_utf8(out).unwrap_or_default();
-        text.push('\n');
-        text
+        text::write(self)
     }
 
-    /// Parses a lock (one of an older schema read as today's, `upgrade`),
-    /// checking its schema, its names, that no kernel is
-    /// listed twice and that every occupancy is a fraction (0..=1). A UTF-8
-    /// byte-order mark (some editors save one) is skipped.
+    /// Parses a lock (one of an older schema read as today's), working out
+    /// every name and number that follows from its facts as a build does
+    /// (the module's rules), and checking its schema, its names, that no kernel is
+    /// listed twice and that every number is in range. A UTF-8 byte-order
+    /// mark (some editors save one) is skipped.
     pub fn from_text(text: &str, path: &Path) -> Result<Lock> {
-        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| Error::Corrupt {
-            path: path.to_path_buf(),
-            detail: format!(
-                "not valid JSON ({e}); restore it from version control, or delete it and run `cargo occ bless`"
-            ),
-        })?;
-        let value = upgrade(value);
-        manifest::check_schema(
-            &value,
-            path,
-            LOCK_SCHEMA,
-            "restore it from version control, or delete it and run `cargo occ bless`",
-        )?;
-        let lock: Lock = serde_json::from_value(value).map_err(|e| Error::Corrupt {
-            path: path.to_path_buf(),
-            detail: format!(
-                "not an occ lock ({e}); restore it from version control, or delete it and run `cargo occ bless`"
-            ),
-        })?;
-        lock.validate().map_err(|detail| Error::Corrupt {
-            path: path.to_path_buf(),
-            detail: format!(
-                "{detail}; restore it from version control, or delete it and run `cargo occ bless`"
-            ),
-        })?;
-        lock.check_derived().map_err(|detail| Error::Corrupt {
-            path: path.to_path_buf(),
-            detail,
-        })?;
-        Ok(lock)
-    }
-
-    /// Checks every number of the lock that follows from its recorded
-    /// facts against the model: each kernel × arch's `best` (from its
-    /// registers, static shared memory, barriers and launch bounds, by
-    /// [`declared::best_launch`], as a build computes it) and its `declared`
-    /// occupancy and lift (from the declared launch, by
-    /// [`declared::declared_for`]). A hand edit or a bad merge that changed a
-    /// number, or a resource without the numbers it gives, is refused: the
-    /// error names the first such kernel, arch and field with the file's
-    /// value and the recomputed one, counts the others, and says what to
-    /// do. The measured section's `best` is checked by
-    /// [`measured::validate_entries`].
-    pub fn check_derived(&self) -> std::result::Result<(), String> {
-        let mut wrong = self.kernels.iter().flat_map(|kernel| {
-            kernel.archs.iter().filter_map(move |(arch, r)| {
-                let fields = derived_differences(arch, r);
-                (!fields.is_empty()).then_some((kernel, arch, r, fields))
-            })
-        });
-        let Some((kernel, arch, r, fields)) = wrong.next() else {
-            return Ok(());
-        };
-        let said: Vec<String> = fields
-            .iter()
-            .map(|d| {
-                format!(
-                    "{} is {} in the file, {} recomputed",
-                    d.field, d.file, d.recomputed
-                )
-            })
-            .collect();
-        let others: Vec<String> = wrong
-            .map(|(k, a, _, _)| format!("{:?} on {a}", k.name))
-            .collect();
-        let more = match others.len() {
-            0 => String::new(),
-            n if n <= 3 => format!(" (so do {})", others.join(", ")),
-            n => format!(" (so do {} and {} more)", others[..3].join(", "), n - 3),
-        };
-        Err(format!(
-            "the numbers of kernel {:?} ({}) on {arch} do not follow from its registers ({}), \
-             static shared memory ({} B), barriers and launch bounds: {}{more}; a hand edit or a \
-             bad merge changed them: resolve the merge by taking one side's lines of each kernel, \
-             or rebuild with nvcc and run `cargo occ bless`",
-            kernel.name,
-            kernel.source,
-            r.facts.registers,
-            r.facts.static_smem,
-            said.join("; "),
-        ))
+        text::read(text, path)
     }
 
     /// What a lock read back may not be trusted with: names that become
@@ -524,220 +406,6 @@ fn find<'k>(kernels: &'k [LockKernel], name: &str, source: &str) -> Option<&'k L
     crate::compiler::names::find_kernel(kernels, name, source, |k| {
         (k.name.as_str(), k.source.as_str())
     })
-}
-
-/// The lock's layout: the lock object (depth 1), the maps in it (depth 2:
-/// `parts`, one part and its sources a line) and each kernel's `archs` map
-/// (depth 4) have one entry per line, and so has every array at depth 2
-/// (`archs`, `kernels`); everything else is written on one line, with a
-/// space after each `:` and `,`.
-#[derive(Default)]
-struct LockFormatter {
-    /// Per open object or array: whether its entries go on lines of their
-    /// own, and whether it had any.
-    open: Vec<(bool, bool)>,
-}
-
-impl LockFormatter {
-    /// Object depths whose entries go on lines of their own.
-    const OBJECTS: [usize; 3] = [1, 2, 4];
-    /// Array depths whose values go on lines of their own.
-    const ARRAYS: [usize; 1] = [2];
-
-    fn open<W: ?Sized + std::io::Write>(
-        &mut self,
-        w: &mut W,
-        bracket: &[u8],
-        broken_at: &[usize],
-    ) -> std::io::Result<()> {
-        self.open
-            .push((broken_at.contains(&(self.open.len() + 1)), false));
-        w.write_all(bracket)
-    }
-
-    /// The indent of a line: two spaces per enclosing container that is
-    /// broken into lines (a container on one line adds none).
-    fn indent<W: ?Sized + std::io::Write>(&self, w: &mut W) -> std::io::Result<()> {
-        let broken = self.open.iter().filter(|(broken, _)| *broken).count();
-        w.write_all(&b"  ".repeat(broken))
-    }
-
-    fn entry<W: ?Sized + std::io::Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
-        let Some((broken, any)) = self.open.last_mut() else {
-            return Ok(());
-        };
-        *any = true;
-        let broken = *broken;
-        if !first {
-            w.write_all(b",")?;
-        }
-        if broken {
-            w.write_all(b"\n")?;
-            self.indent(w)
-        } else if !first {
-            w.write_all(b" ")
-        } else {
-            Ok(())
-        }
-    }
-
-    fn close<W: ?Sized + std::io::Write>(
-        &mut self,
-        w: &mut W,
-        bracket: &[u8],
-    ) -> std::io::Result<()> {
-        if let Some((true, true)) = self.open.pop() {
-            w.write_all(b"\n")?;
-            self.indent(w)?;
-        }
-        w.write_all(bracket)
-    }
-}
-
-impl serde_json::ser::Formatter for LockFormatter {
-    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.open(w, b"[", &Self::ARRAYS)
-    }
-
-    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.close(w, b"]")
-    }
-
-    fn begin_array_value<W: ?Sized + std::io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> std::io::Result<()> {
-        self.entry(w, first)
-    }
-
-    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
-        Ok(())
-    }
-
-    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.open(w, b"{", &Self::OBJECTS)
-    }
-
-    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.close(w, b"}")
-    }
-
-    fn begin_object_key<W: ?Sized + std::io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> std::io::Result<()> {
-        self.entry(w, first)
-    }
-
-    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        w.write_all(b": ")
-    }
-
-    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// One derived number a lock records that the model does not give.
-#[derive(Debug, Clone, PartialEq)]
-struct Difference {
-    /// Its path in the kernel × arch record (`best.block_size`).
-    field: String,
-    /// The file's value, as JSON text.
-    file: String,
-    /// The model's value, as JSON text (or why it has none).
-    recomputed: String,
-}
-
-/// The derived numbers of one kernel × arch record that differ from the
-/// model's: `best` and `declared` recomputed from the record's own facts,
-/// then both records compared field by field as JSON (so a field added to
-/// either is compared too).
-fn derived_differences(arch: &str, r: &Resources) -> Vec<Difference> {
-    // build.rs's launch is a fact the lock cannot check, so the record's
-    // stands in for it; a launch the kernel declares itself follows from
-    // its launch bounds (`judge_facts`, the assembly's rule). No `declared`
-    // is a lock from before occ recorded it: nothing to check.
-    let judged = match &r.declared {
-        None => declared::best_launch(arch, &r.facts).map(|best| (best, None)),
-        Some(d) => {
-            let by_build = match &d.by {
-                DeclaredBy::Build { pattern } => Some((d.launch, pattern.clone())),
-                _ => None,
-            };
-            declared::judge_facts(arch, &r.facts, by_build).map_err(|e| match e {
-                declared::Judging::Best(detail) | declared::Judging::Declared { detail, .. } => {
-                    detail
-                }
-            })
-        }
-    };
-    let again = judged.map(|(best, declared)| Resources {
-        best,
-        declared,
-        ..r.clone()
-    });
-    let again = match again {
-        Ok(again) => again,
-        Err(e) => {
-            return vec![Difference {
-                field: "best".into(),
-                file: json_text(&r.best),
-                recomputed: format!("none (the model refuses the record: {e})"),
-            }]
-        }
-    };
-    let mut out = Vec::new();
-    differences(
-        "",
-        &serde_json::to_value(r).unwrap_or_default(),
-        &serde_json::to_value(&again).unwrap_or_default(),
-        &mut out,
-    );
-    out
-}
-
-/// The leaves where `file` and `model` differ, by their dotted path under
-/// `at`; arrays (limiters) compare whole.
-fn differences(
-    at: &str,
-    file: &serde_json::Value,
-    model: &serde_json::Value,
-    out: &mut Vec<Difference>,
-) {
-    use serde_json::Value;
-    if let (Value::Object(f), Value::Object(m)) = (file, model) {
-        let keys: std::collections::BTreeSet<&String> = f.keys().chain(m.keys()).collect();
-        for key in keys {
-            let path = if at.is_empty() {
-                key.clone()
-            } else {
-                format!("{at}.{key}")
-            };
-            let (a, b) = (
-                f.get(key).unwrap_or(&Value::Null),
-                m.get(key).unwrap_or(&Value::Null),
-            );
-            differences(&path, a, b, out);
-        }
-    } else if file != model {
-        out.push(Difference {
-            field: at.to_string(),
-            file: json_text(file),
-            recomputed: json_text(model),
-        });
-    }
-}
-
-/// A value as compact JSON text (`absent` for null).
-fn json_text(value: &impl Serialize) -> String {
-    match serde_json::to_string(value) {
-        Ok(text) if text == "null" => "absent".into(),
-        Ok(text) => text,
-        Err(_) => "?".into(),
-    }
 }
 
 /// The lock's kernels: those of `m`, then `kept` (recorded by parts a
@@ -858,75 +526,38 @@ impl GateSettings {
     }
 }
 
-/// A lock of schema 1 as schema 2, which renamed three keys and nothing
-/// else (one name per fact): a lift's `launch_bounds.min_blocks` is
-/// `min_blocks_per_sm`, a measured line's `cc` and `sms` are
-/// `compute_capability` and `sm_count`. So a committed lock keeps gating
-/// across the upgrade, and the next `cargo occ bless` writes it anew. Any
-/// other value is returned as it is.
-fn upgrade(mut value: serde_json::Value) -> serde_json::Value {
-    use serde_json::Value;
-    if value.get("schema").and_then(Value::as_u64) != Some(1) {
-        return value;
-    }
-    fn rename(object: Option<&mut Value>, from: &str, to: &str) {
-        if let Some(Value::Object(map)) = object {
-            if let Some(v) = map.remove(from) {
-                map.insert(to.to_string(), v);
-            }
-        }
-    }
-    if let Some(Value::Array(kernels)) = value.get_mut("kernels") {
-        for kernel in kernels {
-            if let Some(Value::Object(archs)) = kernel.get_mut("archs") {
-                for arch in archs.values_mut() {
-                    let bounds = arch
-                        .get_mut("declared")
-                        .and_then(|d| d.get_mut("lift"))
-                        .and_then(|l| l.get_mut("launch_bounds"));
-                    rename(bounds, "min_blocks", "min_blocks_per_sm");
-                }
-            }
-        }
-    }
-    if let Some(Value::Array(measured)) = value.get_mut("measured") {
-        for line in measured {
-            rename(Some(&mut *line), "cc", "compute_capability");
-            rename(Some(line), "sms", "sm_count");
-        }
-    }
-    value["schema"] = Value::from(LOCK_SCHEMA);
-    value
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::compare::tests::{arch, lock as fabricated};
 
+    use crate::model::declared::{self, Launch};
+    use crate::schema::manifest::DeclaredBy;
+    use serde_json::Value;
+
     /// A kernel that cannot launch on an arch (here 4,096 registers per
     /// thread: one warp would want twice the SM's registers) has no best
-    /// launch: the lock writes `"best":
-    /// null` and reads it back, and the form occs before wrote (a best
-    /// block of 0 threads, none resident, limited by `cannot launch`) reads
-    /// as the same record.
+    /// launch, and the lock says nothing of it (the number follows from
+    /// the registers); the form a schema-2 lock wrote (a best block of 0
+    /// threads, none resident, limited by `cannot launch`) reads as the
+    /// same record.
     #[test]
     fn a_kernel_that_cannot_launch_has_no_best_and_the_old_zero_block_reads_as_none() {
-        let mut r = arch(4096, 64, 0);
-        r.best = declared::best_launch("sm_80", &r.facts).expect("the model");
-        assert_eq!(r.best, None, "test premise: over sm_80's registers");
-        let l = fabricated(&[("a", r)]);
-        let text = l.to_text();
-        let read = Lock::from_text(&text, Path::new("occ.lock")).expect("null reads");
-        assert_eq!(read.to_text(), text);
-        let record: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        let l = lock(&[("a", arch(4096, 64, 0))]);
         assert_eq!(
-            record["kernels"][0]["archs"]["sm_80"]["best"],
-            serde_json::Value::Null,
+            l.kernels[0].archs["sm_80"].best, None,
+            "test premise: over sm_80's registers"
+        );
+        let text = l.to_text();
+        let read = Lock::from_text(&text, Path::new("occ.lock")).expect("reads");
+        assert_eq!(read, l);
+        assert_eq!(read.to_text(), text);
+        let mut old: Value = serde_json::from_str(&text).expect("JSON");
+        assert!(
+            old["kernels"][0]["archs"]["sm_80"].get("best").is_none(),
             "{text}"
         );
-
-        let mut old = record;
+        old["schema"] = Value::from(2);
         old["kernels"][0]["archs"]["sm_80"]["best"] = serde_json::json!({
             "block_size": 0,
             "active_blocks_per_sm": 0,
@@ -941,39 +572,55 @@ mod tests {
         assert_eq!(upgraded.to_text(), text);
     }
 
-    /// example-app's lock as the last occ of schema 1 wrote it (its lift
-    /// hints' `min_blocks`, its H200 measurements' `cc` and `sms`) reads
-    /// as the same lock of schema 2: every kernel, number and measurement.
+    /// example-app's lock as occs of schema 1 and 2 wrote it (schema 1:
+    /// its lift hints' `min_blocks`, its H200 measurements' `cc` and
+    /// `sms`; schema 2: every name and derived number) reads as the same
+    /// lock of today's schema: every kernel, number and measurement.
     #[test]
-    fn a_lock_of_schema_1_reads_as_schema_2() {
-        let old = include_str!("../../../tests/fixtures/lock-schema-1/occ.lock");
-        let new = include_str!("../../../example-app/occ.lock");
-        assert!(old.contains("\"schema\": 1") && old.contains("\"cc\": \"9.0\""));
-        assert!(old.contains("\"min_blocks\": 4"));
-        let upgraded = Lock::from_text(old, Path::new("occ.lock")).expect("schema 1 reads");
-        let today = Lock::from_text(new, Path::new("occ.lock")).expect("schema 2 reads");
+    fn locks_of_schemas_1_and_2_read_as_todays() {
+        let one = include_str!("../../../../tests/fixtures/lock-schema-1/occ.lock");
+        let two = include_str!("../../../../tests/fixtures/lock-schema-2/occ.lock");
+        let new = include_str!("../../../../example-app/occ.lock");
+        assert!(one.contains("\"schema\": 1") && one.contains("\"cc\": \"9.0\""));
+        assert!(one.contains("\"min_blocks\": 4"));
+        assert!(two.contains("\"schema\": 2") && two.contains("\"best\": {"));
+        assert!(new.contains("\"schema\": 3") && !new.contains("\"base_name\""));
+        let today = Lock::from_text(new, Path::new("occ.lock")).expect("schema 3 reads");
         assert!(!today.measured.is_empty(), "the measurements are compared");
-        assert_eq!(upgraded.to_text(), today.to_text());
+        for old in [one, two] {
+            let upgraded =
+                Lock::from_text(old, Path::new("occ.lock")).expect("an old schema reads");
+            assert_eq!(upgraded, today);
+            assert_eq!(upgraded.to_text(), new);
+        }
         // A schema it does not know is still refused, naming it.
         let e = Lock::from_text(
-            &old.replace("\"schema\": 1", "\"schema\": 0"),
+            &one.replace("\"schema\": 1", "\"schema\": 0"),
             Path::new("occ.lock"),
         )
         .expect_err("schema 0");
         assert!(e.to_string().contains("schema 0"), "{e}");
     }
 
-    /// A lock of these kernels on sm_80 whose `best` numbers are the
-    /// model's, so that it reads back.
+    /// A lock of these kernels on sm_80 whose derived numbers are the
+    /// model's, as reading it back works them out.
     fn lock(kernels: &[(&str, Resources)]) -> Lock {
         derived(fabricated(kernels))
     }
 
-    /// `l` with each kernel × arch's `best` recomputed by the model.
+    /// `l` with each kernel × arch's `best` and `declared` worked out by
+    /// the model from its facts and build.rs's launch.
     fn derived(mut l: Lock) -> Lock {
         for k in &mut l.kernels {
             for (arch, r) in &mut k.archs {
-                r.best = declared::best_launch(arch, &r.facts).expect("the model");
+                let by_build = r.declared.as_ref().and_then(|d| match &d.by {
+                    DeclaredBy::Build { pattern } => Some((d.launch, pattern.clone())),
+                    _ => None,
+                });
+                let (best, declared) =
+                    declared::judge_facts(arch, &r.facts, by_build).expect("the model");
+                r.best = best;
+                r.declared = declared;
             }
         }
         l
@@ -983,7 +630,7 @@ mod tests {
     fn lock_text_round_trips_and_starts_with_the_schema() {
         let l = lock(&[("a", arch(32, 64, 0))]);
         let text = l.to_text();
-        assert!(text.starts_with("{\n  \"schema\": 2,"), "{text}");
+        assert!(text.starts_with("{\n  \"schema\": 3,"), "{text}");
         assert!(text.ends_with("}\n"));
         assert_eq!(Lock::from_text(&text, Path::new("occ.lock")).ok(), Some(l));
         let empty = Lock {
@@ -1023,8 +670,7 @@ mod tests {
     #[test]
     fn source_lines_stay_out_of_the_lock() {
         let l = lock(&[("a", arch(32, 64, 0))]);
-        let mut m = l
-            .to_manifest(&[], Path::new("occ.lock"))
+        let mut m = crate::assemble::lock_manifest(&l, &[], Path::new("occ.lock"))
             .expect("a manifest of the lock");
         for a in m.kernels.iter_mut().flat_map(|k| k.archs.values_mut()) {
             a.lines = Some(crate::compiler::lines::SourceLines {
@@ -1062,10 +708,11 @@ mod tests {
         assert_eq!(kernel_lines, 300, "{text}");
         assert_eq!(arch_lines.len(), 600, "{text}");
         assert!(lines.len() <= 300 * 4 + 12, "{} lines", lines.len());
-        // Each kernel × arch line holds all of its numbers.
+        // Each kernel × arch line holds its facts, and nothing that
+        // follows from them.
         assert!(arch_lines
             .iter()
-            .all(|l| l.contains("\"best\": {\"block_size\": ")));
+            .all(|l| l.contains("\"barriers\": 0") && !l.contains("best")));
         // Round trip, byte for byte.
         let back = Lock::from_text(&text, Path::new("occ.lock")).expect("reads");
         assert_eq!(back, l);
@@ -1085,8 +732,9 @@ mod tests {
         let back_parts = Lock::from_text(&text_parts, Path::new("occ.lock")).expect("reads");
         assert_eq!(back_parts, parted);
         // A lock in the old layout (fully pretty JSON) reads the same.
-        let old = manifest::to_json_pretty(&l);
-        assert!(old.lines().count() > 10 * lines.len());
+        let value: Value = serde_json::from_str(&text).expect("JSON");
+        let old = manifest::to_json_pretty(&value);
+        assert!(old.lines().count() > 3 * lines.len());
         let from_old = Lock::from_text(&old, Path::new("occ.lock")).expect("old layout");
         assert_eq!(from_old.to_text(), text);
     }
@@ -1104,28 +752,76 @@ mod tests {
         assert_eq!(differing, 1, "{b}");
     }
 
+    /// What the lock derives is not in the file, and a hand edit cannot
+    /// put it there: a key the schema does not have (an `ident`, a `best`)
+    /// is refused by name, not ignored. (The `lock` fuzz target found a
+    /// lock whose `ident` broke kernels.rs; idents now follow from the
+    /// symbols.)
     #[test]
-    fn a_lock_with_a_bad_ident_is_corrupt_not_a_panic() {
-        // Found by the `lock` fuzz target: the ident feeds format_ident! in
-        // kernels.rs when a build without nvcc stands on the lock.
-        let text = include_str!("../../../fuzz/seeds/occ.lock");
+    fn a_derived_name_or_number_written_into_the_lock_is_refused() {
+        let text = include_str!("../../../../fuzz/seeds/occ.lock");
         let good = Lock::from_text(text, Path::new("occ.lock")).expect("the seed lock reads");
-        let bad = text.replacen("\"ident\": \"saxpy\"", "\"ident\": \"sax)py\"", 1);
+        assert!(good.kernels.iter().any(|k| k.ident == "saxpy"));
+        assert!(!text.contains("\"ident\""), "{text}");
+        let bad = text.replacen(
+            "{\"name\": \"saxpy\"",
+            "{\"name\": \"saxpy\", \"ident\": \"sax)py\"",
+            1,
+        );
         assert_ne!(bad, text, "the seed has a saxpy kernel");
         let err = Lock::from_text(&bad, Path::new("occ.lock"))
-            .expect_err("bad ident")
+            .expect_err("an ident")
             .to_string();
         assert!(
-            err.contains("sax)py") && err.contains("not a Rust identifier"),
+            err.contains("occ.lock")
+                && err.contains("unknown field `ident`")
+                && err.contains("line "),
             "{err}"
         );
+        let best = text.replacen(
+            "\"registers\": ",
+            "\"best\": {\"block_size\": 64}, \"registers\": ",
+            1,
+        );
+        let err = Lock::from_text(&best, Path::new("occ.lock"))
+            .expect_err("a best launch")
+            .to_string();
+        assert!(err.contains("unknown field `best`"), "{err}");
         let bad_arch = text.replacen("\"sm_80\"", "\"sm 80\"", 1);
         assert!(Lock::from_text(&bad_arch, Path::new("occ.lock")).is_err());
-        assert!(!good.kernels.is_empty());
+    }
+
+    /// A C++ kernel's demangled name is written for the reader and checked
+    /// against its symbol; the other names follow from the symbol.
+    #[test]
+    fn a_cpp_kernels_names_follow_from_its_symbol() {
+        let mut l = fabricated(&[("_Z5saxpyifPKfPf", arch(32, 64, 0))]);
+        l.kernels[0].demangled = "saxpy(int, float, float const*, float*)".into();
+        l.kernels[0].base_name = "saxpy".into();
+        l.kernels[0].short_name = "saxpy".into();
+        l.kernels[0].ident = "saxpy".into();
+        let l = derived(l);
+        let text = l.to_text();
+        assert!(
+            text.contains("\"demangled\": \"saxpy(int, float, float const*, float*)\"")
+                && !text.contains("base_name"),
+            "{text}"
+        );
+        assert_eq!(Lock::from_text(&text, Path::new("occ.lock")).ok(), Some(l));
+        let edited = text.replacen("saxpy(int,", "saxpy(long,", 1);
+        let err = Lock::from_text(&edited, Path::new("occ.lock"))
+            .expect_err("a demangled name of another symbol")
+            .to_string();
+        assert!(
+            err.contains("saxpy(long, float")
+                && err.contains("demangles to")
+                && err.contains("cargo occ bless"),
+            "{err}"
+        );
     }
 
     #[test]
-    fn a_bom_is_skipped_and_duplicates_and_bad_occupancy_are_refused() {
+    fn a_bom_is_skipped_and_duplicates_and_bad_numbers_are_refused() {
         let l = lock(&[("a", arch(32, 64, 0))]);
         let text = l.to_text();
         let with_bom = format!("\u{feff}{text}");
@@ -1139,114 +835,127 @@ mod tests {
             .expect_err("duplicate")
             .to_string();
         assert!(err.contains("\"a\"") && err.contains("twice"), "{err}");
-        let huge = text.replacen("\"occupancy\": 1.0", "\"occupancy\": 1e308", 1);
+        let huge = text.replacen("\"registers\": 32", "\"registers\": 1e308", 1);
         assert_ne!(huge, text);
         let err = Lock::from_text(&huge, Path::new("occ.lock"))
-            .expect_err("occupancy 1e308")
+            .expect_err("registers 1e308")
             .to_string();
-        assert!(err.contains("1e308") && !err.contains("inf"), "{err}");
-    }
-
-    /// The error of reading `l`'s text back.
-    fn refusal(l: &Lock) -> String {
-        Lock::from_text(&l.to_text(), Path::new("occ.lock"))
-            .expect_err("the lock was accepted")
-            .to_string()
-    }
-
-    #[test]
-    fn a_hand_edited_best_launch_is_refused_naming_kernel_arch_field_and_both_values() {
-        // A bad merge: 200 registers beside the numbers of a lighter kernel.
-        let mut l = lock(&[("a", arch(32, 64, 0)), ("b", arch(32, 64, 0))]);
-        let sm80 = l.kernels[0].archs.get_mut("sm_80").expect("sm_80");
-        sm80.facts.registers = 200;
-        let best = sm80.best.as_mut().expect("a best launch");
-        best.block_size = 1024;
-        best.occupancy = 0.25;
-        let err = refusal(&l);
-        for needle in [
-            "occ.lock",
-            "kernel \"a\" (k.cu) on sm_80",
-            "registers (200)",
-            "best.block_size is 1024 in the file, 256 recomputed",
-            "best.occupancy is 0.25 in the file, 0.125 recomputed",
-            "cargo occ bless",
-        ] {
-            assert!(err.contains(needle), "{needle:?} not in: {err}");
-        }
-        assert!(!err.contains("\"b\""), "b is as the model says: {err}");
-        assert!(!err.contains('\n'), "one line: {err}");
-        // Each kernel × arch is checked: the others are counted.
-        let mut all = l.clone();
-        for k in &mut all.kernels {
-            if let Some(a) = k.archs.get_mut("sm_80") {
-                a.facts.static_smem = 48 * 1024;
-            }
-        }
-        let err = refusal(&all);
-        assert!(err.contains("(so do \"b\" on sm_80)"), "{err}");
-        // A number the file lacks is refused too (absent, not a default).
-        let mut missing = lock(&[("a", arch(32, 64, 0))]);
-        missing.kernels[0]
-            .archs
-            .get_mut("sm_80")
-            .expect("sm_80")
-            .best
-            .as_mut()
-            .expect("a best launch")
-            .limiters = Vec::new();
-        let err = refusal(&missing);
-        assert!(err.contains("best.limiters is [] in the file"), "{err}");
-    }
-
-    #[test]
-    fn a_declared_launch_is_checked_at_its_launch_and_against_the_launch_bounds() {
-        use crate::model::declared::{Launch, Lift};
-        let mut l = lock(&[("a", arch(64, 32, 0))]);
-        let r = l.kernels[0].archs.get_mut("sm_80").expect("sm_80");
-        let by = DeclaredBy::Build {
-            pattern: "a".into(),
-        };
-        r.declared = Some(
-            declared::declared_for("sm_80", &r.facts, &Launch::block(128), by).expect("a launch"),
-        );
-        let good = l.to_text();
-        assert_eq!(
-            Lock::from_text(&good, Path::new("occ.lock")).ok(),
-            Some(l.clone())
-        );
-        // Its occupancy, and what would lift it, follow from the launch.
-        let mut edited = l.clone();
-        let d = edited.kernels[0]
-            .archs
-            .get_mut("sm_80")
-            .and_then(|r| r.declared.as_mut());
-        let d = d.expect("declared");
-        d.occupancy = 1.0;
-        d.lift = None::<Lift>;
-        let err = refusal(&edited);
         assert!(
-            err.contains("declared.occupancy is 1.0 in the file"),
+            err.contains("expected u32") && err.contains("line 10"),
             "{err}"
         );
-        assert!(err.contains("declared.lift is absent in the file"), "{err}");
-        // A launch said to come from the launch bounds must be theirs.
-        let mut bounds = l.clone();
-        let r = bounds.kernels[0].archs.get_mut("sm_80").expect("sm_80");
-        r.facts.launch_bounds.max_threads = Some([256, 1, 1]);
-        r.best = declared::best_launch("sm_80", &r.facts).expect("the model");
+    }
+
+    /// The numbers a lock's reader sees are the model's for the facts in
+    /// the file: a hand edit of the registers (a bad merge) moves the best
+    /// launch with them, as a build from the lock would.
+    #[test]
+    fn the_best_launch_follows_the_registers_in_the_file() {
+        let l = lock(&[("a", arch(32, 64, 0))]);
+        let text = l
+            .to_text()
+            .replacen("\"registers\": 32", "\"registers\": 200", 1);
+        let read = Lock::from_text(&text, Path::new("occ.lock")).expect("reads");
+        let r = &read.kernels[0].archs["sm_80"];
+        assert_eq!(r.facts.registers, 200);
+        let best = r.best.as_ref().expect("a best launch");
+        assert_eq!((best.block_size, best.occupancy), (256, 0.125));
+    }
+
+    /// build.rs's launch is a fact the lock records (its pattern and
+    /// launch); its occupancy and lift, and a launch the kernel's own
+    /// bounds declare, follow from the facts. A recorded launch the kernel
+    /// cannot run is refused naming the kernel and arch.
+    #[test]
+    fn build_rs_launch_is_recorded_and_its_occupancy_derived() {
+        let mut l = fabricated(&[("a", arch(64, 32, 0))]);
+        let r = l.kernels[0].archs.get_mut("sm_80").expect("sm_80");
         r.declared = Some(
             declared::declared_for(
                 "sm_80",
                 &r.facts,
                 &Launch::block(128),
-                DeclaredBy::LaunchBounds,
+                DeclaredBy::Build {
+                    pattern: "a".into(),
+                },
             )
             .expect("a launch"),
         );
-        let err = refusal(&bounds);
+        let l = derived(l);
+        let text = l.to_text();
         assert!(
-            err.contains("declared.block_size is 128 in the file, 256 recomputed"),
+            text.contains("\"launch\": {\"pattern\": \"a\", \"block\": [128, 1, 1]}")
+                && !text.contains("occupancy"),
+            "{text}"
+        );
+        let read = Lock::from_text(&text, Path::new("occ.lock")).expect("reads");
+        assert_eq!(read, l);
+        let d = read.kernels[0].archs["sm_80"].declared.as_ref();
+        assert_eq!(d.map(|d| d.block_size), Some(128));
+        // A launch the kernel's bounds declare is not written: it follows.
+        let mut bounds = arch(64, 32, 0);
+        bounds.facts.launch_bounds.max_threads = Some([256, 1, 1]);
+        let b = lock(&[("b", bounds)]);
+        let text = b.to_text();
+        assert!(
+            text.contains("\"launch_bounds\": {\"max_threads\": [256, 1, 1]}")
+                && !text.contains("\"launch\""),
+            "{text}"
+        );
+        let read = Lock::from_text(&text, Path::new("occ.lock")).expect("reads");
+        let d = read.kernels[0].archs["sm_80"].declared.as_ref();
+        assert_eq!(
+            d.map(|d| (d.block_size, &d.by)),
+            Some((256, &DeclaredBy::LaunchBounds))
+        );
+        // A recorded launch it cannot run.
+        let edited = l.to_text().replacen("[128, 1, 1]", "[2048, 1, 1]", 1);
+        let err = Lock::from_text(&edited, Path::new("occ.lock"))
+            .expect_err("2048 threads")
+            .to_string();
+        assert!(err.contains("kernel \"a\" on sm_80"), "{err}");
+    }
+
+    /// A parameter is one string a reader can read, and reads back as the
+    /// same parameter; a malformed one says what form it wants.
+    #[test]
+    fn parameters_are_written_as_declarations_and_read_back() {
+        use crate::schema::manifest::Param;
+        let p = |name: &str, c_type: &str, ptx: &str, size: u32, align: u32| Param {
+            name: name.into(),
+            c_type: c_type.into(),
+            ptx: ptx.into(),
+            size,
+            align,
+        };
+        for (param, written) in [
+            (p("n", "int", "u32", 4, 4), "n: int (u32)"),
+            (p("p", "float*", "u64", 8, 1), "p: float* (u64, align 1)"),
+            (
+                p("args", "Args", "b8", 16, 8),
+                "args: Args (b8, 16 bytes, align 8)",
+            ),
+            (
+                p("f", "void (*)(int)", "u64", 8, 8),
+                "f: void (*)(int) (u64)",
+            ),
+            (p("", "", "u32", 4, 4), ": (u32)"),
+        ] {
+            assert_eq!(text::param_text(&param), written);
+            let mut l = lock(&[("a", arch(32, 64, 0))]);
+            l.kernels[0].params = vec![param];
+            let read = Lock::from_text(&l.to_text(), Path::new("occ.lock")).expect("reads");
+            assert_eq!(read, l, "{written}");
+        }
+        let l = lock(&[("a", arch(32, 64, 0))]);
+        let bad = l
+            .to_text()
+            .replacen("\"source\"", "\"params\": [\"n: int u32\"], \"source\"", 1);
+        let err = Lock::from_text(&bad, Path::new("occ.lock"))
+            .expect_err("a malformed parameter")
+            .to_string();
+        assert!(
+            err.contains("\"n: int u32\"") && err.contains("name: C type (PTX type"),
             "{err}"
         );
     }
