@@ -5,11 +5,14 @@
 //! test manifest.
 
 pub use occ_model::render::markdown::markdown;
+use occ_model::render::measured::{measured_rows, MeasuredRow};
 pub use occ_model::render::text_table::{rows, table, Row};
 use occ_model::schema::manifest::Manifest;
 use serde::Serialize;
 
-/// The JSON report: `{"schema": 2, "package", "nvcc", "rows": [...]}`.
+/// The JSON report: `{"schema": 2, "package", "nvcc", "rows": [...],
+/// "measured": [...]}` (`measured`, the launches measured on a GPU, only
+/// where there are any).
 pub fn json(m: &Manifest) -> String {
     #[derive(Serialize)]
     struct Doc<'a> {
@@ -17,12 +20,15 @@ pub fn json(m: &Manifest) -> String {
         package: &'a str,
         nvcc: &'a str,
         rows: Vec<Row>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        measured: Vec<MeasuredRow>,
     }
     occ_model::schema::manifest::to_json_pretty(&Doc {
         schema: 2,
         package: &m.package,
         nvcc: &m.nvcc,
         rows: rows(m),
+        measured: measured_rows(m),
     })
 }
 

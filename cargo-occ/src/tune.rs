@@ -355,65 +355,19 @@ pub fn measured_section(m: &occ_model::schema::manifest::Manifest, gpu: Option<&
         return String::new();
     }
     let other_gpu = |device: &str| gpu.is_some_and(|g| !g.eq_ignore_ascii_case(device.trim()));
-    let us = |t: Option<f64>| t.map_or("-".to_string(), |t| format!("{t:.2} us"));
-    let mut rows = vec![[
-        "kernel".to_string(),
-        "arch".into(),
-        "bucket".into(),
-        "device".into(),
-        "measured best".into(),
-        "time".into(),
-        "max occupancy".into(),
-        "time".into(),
-        "speed-up".into(),
-    ]];
+    let table = occ_model::render::text_table::measured_table(m).unwrap_or_default();
     let mut times = String::new();
-    for e in &m.measured {
-        let kernel = m
-            .kernels
-            .iter()
-            .find(|k| k.name == e.kernel && k.source == e.source);
-        let name = kernel.map_or(e.kernel.as_str(), |k| k.base_name.as_str());
-        // The site's max-occupancy block when the tuner recorded it, else
-        // the kernel's best block without a site's options.
-        let model = e.max_occupancy.or_else(|| {
-            kernel
-                .and_then(|k| k.archs.get(&e.arch))
-                .and_then(|ka| ka.best.as_ref())
-                .map(|b| b.block_size)
-        });
-        let stale = match kernel.and_then(|k| k.archs.get(&e.arch)) {
-            Some(ka) => matches!(
-                e.staleness(ka.cubin_hash.as_deref()),
-                occ_model::schema::measured::Staleness::Stale { .. }
-            ),
-            None => false,
-        };
-        rows.push([
-            name.to_string(),
-            e.arch.clone(),
-            e.bucket.clone(),
-            format!(
-                "{} ({}, {} SMs)",
-                e.device, e.compute_capability, e.sm_count
-            ),
-            format!("{}{}", e.best, if stale { " (stale)" } else { "" }),
-            us(e.time_at(e.best)),
-            model.map_or("-".into(), |b| b.to_string()),
-            us(model.and_then(|b| e.time_at(b))),
-            model
-                .and_then(|b| e.speedup_over(b))
-                .map_or("-".into(), |s| format!("{s:.2}x")),
-        ]);
-        let each: Vec<String> = e
+    for r in occ_model::render::measured::measured_rows(m) {
+        let each: Vec<String> = r
             .timings
             .iter()
-            .map(|t| format!("{} {:.2}", t.block_size, t.median_us))
+            .map(|(block, t)| format!("{block} {t:.2}"))
             .collect();
         times.push_str(&format!(
-            "  {name} on {} ({}): {} us\n",
-            e.arch,
-            e.bucket,
+            "  {} on {} ({}): {} us\n",
+            r.kernel,
+            r.arch,
+            r.bucket,
             each.join(", ")
         ));
     }
@@ -436,8 +390,7 @@ pub fn measured_section(m: &occ_model::schema::manifest::Manifest, gpu: Option<&
         _ => String::new(),
     };
     format!(
-        "\nMeasured launches (occ.lock, cargo occ tune import):\n{}\nTime at each candidate (block size, median):\n{times}{note}",
-        align(&rows)
+        "\nMeasured launches (occ.lock, cargo occ tune import):\n{table}\nTime at each candidate (block size, median):\n{times}{note}"
     )
 }
 

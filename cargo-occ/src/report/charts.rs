@@ -1,10 +1,12 @@
 //! The per-kernel SVG charts of the HTML report (plotters): occupancy by
-//! block size, by registers and by shared memory.
+//! block size, by registers and by shared memory, and a measured launch's
+//! time by block size.
 
 use super::html::kib;
 use occ_model::compiler::analyze::model_of;
 use occ_model::model::arch;
 use occ_model::model::occupancy::{occupancy, BlockLaunch, KernelResources};
+use occ_model::render::measured::MeasuredRow;
 use occ_model::schema::manifest::KernelArch;
 use plotters::prelude::*;
 use std::fmt::Write as _;
@@ -187,4 +189,65 @@ pub(super) fn charts(arch_name: &str, k: &KernelArch) -> anyhow::Result<[String;
             current_label: kib(k.facts.static_smem),
         })?,
     ])
+}
+
+/// A measured launch's chart: the median time at each block size measured,
+/// the block `tuned` sites bake marked in red and the max-occupancy block,
+/// where it was measured, in blue.
+pub(super) fn timing_chart(r: &MeasuredRow) -> anyhow::Result<String> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, CHART_SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_error)?;
+        let points: Vec<(f64, f64)> = r.timings.iter().map(|&(b, t)| (f64::from(b), t)).collect();
+        let x_max = points.iter().map(|p| p.0).fold(1.0, f64::max);
+        let y_max = points.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-3) * 1.1;
+        let mut c = ChartBuilder::on(&root)
+            .caption(
+                format!("measured on {} ({}): baked {}", r.device, r.bucket, r.baked),
+                ("sans-serif", 13),
+            )
+            .margin(6)
+            .x_label_area_size(32)
+            .y_label_area_size(44)
+            .build_cartesian_2d(0f64..x_max * 1.05, 0f64..y_max)
+            .map_err(draw_error)?;
+        c.configure_mesh()
+            .x_desc("threads per block")
+            .y_desc("median time (us)")
+            .x_labels(6)
+            .y_labels(6)
+            .max_light_lines(0)
+            .bold_line_style(RGBColor(232, 232, 232))
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .y_label_formatter(&|y| format!("{y:.3}"))
+            .label_style(("sans-serif", 11))
+            .draw()
+            .map_err(draw_error)?;
+        c.draw_series(LineSeries::new(
+            points.iter().copied(),
+            BLACK.stroke_width(1),
+        ))
+        .map_err(draw_error)?;
+        c.draw_series(points.iter().map(|&p| Circle::new(p, 2, BLACK.filled())))
+            .map_err(draw_error)?;
+        if let Some(t) = r.max_occupancy.zip(r.max_occupancy_us) {
+            c.draw_series(std::iter::once(Circle::new(
+                (f64::from(t.0), t.1),
+                5,
+                BLUE.filled(),
+            )))
+            .map_err(draw_error)?;
+        }
+        if let Some(t) = r.baked_us {
+            c.draw_series(std::iter::once(Circle::new(
+                (f64::from(r.baked), t),
+                4,
+                RED.filled(),
+            )))
+            .map_err(draw_error)?;
+        }
+        root.present().map_err(draw_error)?;
+    }
+    Ok(compact_svg(&out))
 }

@@ -2,10 +2,11 @@
 //! file (summary, linked table, a `<details>` per kernel with its charts),
 //! no JavaScript.
 
-use super::charts::charts;
+use super::charts::{charts, timing_chart};
 use super::{Baseline, Charts, AUTO_ALL_ROWS, LOW_OCCUPANCY};
 use occ_model::compare::{Reason, Verdict};
 use occ_model::model::arch;
+use occ_model::render::measured::{measured_rows, times, us, MeasuredRow};
 use occ_model::render::text_table::percent;
 use occ_model::schema::manifest::{Kernel, KernelArch, Manifest, Origin, CANNOT_LAUNCH};
 use std::collections::BTreeMap;
@@ -153,10 +154,37 @@ fn launch_bounds(k: &KernelArch) -> Option<String> {
 }
 
 /// Long because one kernel's section is written top to bottom in the order it
+/// One measured launch in words: `measured on NVIDIA H200 (9.0, 132 SMs),
+/// bucket default: baked block 32 (38.69 us); max-occupancy block 896
+/// (46.67 us): 1.21x slower`.
+fn measured_words(r: &MeasuredRow) -> String {
+    format!(
+        "measured on {} ({}, {} SMs), bucket {}: baked block <strong>{}</strong> ({}){}; \
+         max-occupancy block {} ({}){}",
+        esc(&r.device),
+        esc(&r.compute_capability),
+        r.sm_count,
+        esc(&r.bucket),
+        r.baked,
+        us(r.baked_us),
+        if r.stale {
+            ", stale: the kernel's code changed since, sites use the model's block"
+        } else {
+            ""
+        },
+        r.max_occupancy.map_or("-".into(), |b| b.to_string()),
+        us(r.max_occupancy_us),
+        r.speedup
+            .map(|s| format!(": {} the baked block's time", times(Some(s))))
+            .unwrap_or_default(),
+    )
+}
+
 /// reads.
 fn kernel_section(
     kernel: &Kernel,
     regressed: &Regressed<'_>,
+    measured: &[&MeasuredRow],
     draw: bool,
     out: &mut String,
 ) -> anyhow::Result<()> {
@@ -270,10 +298,21 @@ fn kernel_section(
                     .join("; "))
             );
         }
-        if draw {
+        let timed: Vec<&&MeasuredRow> = measured.iter().filter(|r| r.arch == **arch).collect();
+        for r in &timed {
+            let _ = writeln!(out, "<p class=\"facts\">{}</p>", measured_words(r));
+        }
+        // The measured launches are the best evidence: their charts are
+        // drawn whenever the kernel's are, and for a kernel without them.
+        if draw || !timed.is_empty() {
             out.push_str("<div class=\"charts\">");
-            for chart in charts(arch, k)? {
-                out.push_str(&chart);
+            if draw {
+                for chart in charts(arch, k)? {
+                    out.push_str(&chart);
+                }
+            }
+            for r in &timed {
+                out.push_str(&timing_chart(r)?);
             }
             out.push_str("</div>\n");
         }
@@ -385,6 +424,47 @@ fn link_list(items: &[(String, String)], limit: usize) -> String {
     out.join(", ")
 }
 
+/// The measured launches' table: each row links to its kernel × arch.
+fn measured_table(m: &Manifest, measured: &[MeasuredRow], out: &mut String) {
+    out.push_str(
+        "<h2 id=\"measured\">Measured on a GPU</h2>\n<p class=\"legend\"><code>tuned</code> sites \
+         bake the fastest block measured; the model's choice is the block of maximum occupancy \
+         (in each kernel's section, a chart of time against block size: red the baked block, \
+         blue the max-occupancy one)</p>\n<table><thead><tr><th>kernel</th><th>arch</th>\
+         <th>bucket</th><th>device</th><th>baked block</th><th>time</th>\
+         <th>max-occupancy block</th><th>time</th><th>speed-up</th></tr></thead><tbody>\n",
+    );
+    for r in measured {
+        let link = m
+            .kernels
+            .iter()
+            .find(|k| k.name == r.symbol && k.source == r.source)
+            .map(|k| arch_id(k, &r.arch));
+        let name = format!("<code>{}</code>", esc(&r.kernel));
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} ({}, {} SMs)</td><td>{}{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{}</td></tr>",
+            match link {
+                Some(id) => format!("<a href=\"#{id}\">{name}</a>"),
+                None => name,
+            },
+            esc(&r.arch),
+            esc(&r.bucket),
+            esc(&r.device),
+            esc(&r.compute_capability),
+            r.sm_count,
+            r.baked,
+            if r.stale { " (stale)" } else { "" },
+            us(r.baked_us),
+            r.max_occupancy.map_or("-".into(), |b| b.to_string()),
+            us(r.max_occupancy_us),
+            times(r.speedup),
+        );
+    }
+    out.push_str("</tbody></table>\n");
+}
+
 /// The HTML report: the summary, the table (each row linking to its
 /// section), then one `<details>` section per kernel.
 ///
@@ -402,6 +482,7 @@ pub fn html(m: &Manifest, baseline: &Baseline, charts: Charts) -> anyhow::Result
         })
         .collect();
     let rows: usize = m.kernels.iter().map(|k| k.archs.len()).sum();
+    let measured = measured_rows(m);
     let draw_all = match charts {
         Charts::All => true,
         Charts::Notable => false,
@@ -563,6 +644,21 @@ pub fn html(m: &Manifest, baseline: &Baseline, charts: Charts) -> anyhow::Result
             );
         }
     }
+    if !measured.is_empty() {
+        let devices: std::collections::BTreeSet<&str> =
+            measured.iter().map(|r| r.device.as_str()).collect();
+        let faster = measured
+            .iter()
+            .filter(|r| r.speedup.is_some_and(|s| s > 1.0))
+            .count();
+        let _ = write!(
+            out,
+            "<dt>measured</dt><dd><a href=\"#measured\">{} launches</a> on {}: the baked block \
+             beat the max-occupancy block in {faster}</dd>",
+            measured.len(),
+            esc(&devices.into_iter().collect::<Vec<_>>().join(", ")),
+        );
+    }
     let notable_count = notable.iter().filter(|n| **n).count();
     let _ = writeln!(
         out,
@@ -616,9 +712,16 @@ pub fn html(m: &Manifest, baseline: &Baseline, charts: Charts) -> anyhow::Result
     } else {
         table(&all_rows.iter().collect::<Vec<_>>(), &mut out);
     }
+    if !measured.is_empty() {
+        measured_table(m, &measured, &mut out);
+    }
     out.push_str("<h2 id=\"sections\">Per kernel</h2>\n");
     for (kernel, notable) in m.kernels.iter().zip(&notable) {
-        kernel_section(kernel, &regressed, draw_all || *notable, &mut out)?;
+        let timed: Vec<&MeasuredRow> = measured
+            .iter()
+            .filter(|r| r.symbol == kernel.name && r.source == kernel.source)
+            .collect();
+        kernel_section(kernel, &regressed, &timed, draw_all || *notable, &mut out)?;
     }
     out.push_str("</body></html>\n");
     Ok(out)

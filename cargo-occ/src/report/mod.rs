@@ -494,4 +494,72 @@ pub(crate) mod tests {
         assert!(page.len() < 4_000_000, "auto page {} bytes", page.len());
         assert!(all.len() < 40_000_000, "all page {} bytes", all.len());
     }
+
+    /// example-app's lock holds H200 measurements: every report shows
+    /// each one (the device, the baked block and the max-occupancy block
+    /// with both times), and the HTML draws time against block size beside
+    /// the occupancy charts. block_sum baked 32, 1.21x faster than 896.
+    #[test]
+    fn every_report_shows_each_measured_launch() {
+        let text = include_str!("../../../example-app/occ.lock");
+        let path = std::path::Path::new("occ.lock");
+        let lock = Lock::from_text(text, path).expect("example-app's lock");
+        let m = occ_model::assemble::lock_manifest(&lock, &[], path).expect("a manifest");
+        let sum = occ_model::render::measured::measured_rows(&m)
+            .into_iter()
+            .find(|r| r.kernel == "block_sum")
+            .expect("block_sum measured");
+        assert_eq!((sum.baked, sum.max_occupancy), (32, Some(896)));
+        let (baked, model) = (
+            occ_model::render::measured::us(sum.baked_us),
+            occ_model::render::measured::us(sum.max_occupancy_us),
+        );
+        let speedup = occ_model::render::measured::times(sum.speedup);
+        assert_eq!(speedup, "1.21x");
+
+        let page = html(&m, &Baseline::NotCompared("test".into()), Charts::Auto).expect("html");
+        let row = format!(
+            "<td>NVIDIA H200 (9.0, 132 SMs)</td><td>32</td><td>{baked}</td><td>896</td><td>{model}</td><td>{speedup}</td>"
+        );
+        assert!(
+            page.contains("<h2 id=\"measured\">Measured on a GPU</h2>"),
+            "no section"
+        );
+        assert!(page.contains(&row), "no block_sum row {row:?}");
+        assert!(
+            page.contains(&format!("baked block <strong>32</strong> ({baked})"))
+                && page.contains(&format!("max-occupancy block 896 ({model}): {speedup}")),
+            "block_sum's section says what was measured"
+        );
+        let charts = page
+            .matches("measured on NVIDIA H200 (default): baked")
+            .count();
+        assert_eq!(
+            charts,
+            m.measured.len(),
+            "one timing chart per measured launch"
+        );
+        assert!(page.contains("<dt>measured</dt>"));
+
+        let md = occ_model::render::markdown::markdown(&m, &Baseline::NotCompared("test".into()));
+        assert!(
+            md.contains(&format!("| 32 | {baked} | 896 | {model} | {speedup} |")),
+            "{md}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&crate::render::json(&m)).expect("JSON");
+        let measured = json["measured"].as_array().expect("measured rows");
+        let j = measured
+            .iter()
+            .find(|r| r["kernel"] == "block_sum")
+            .expect("block_sum in the JSON");
+        assert_eq!(
+            (j["baked"].as_u64(), j["max_occupancy"].as_u64()),
+            (Some(32), Some(896))
+        );
+        let table = crate::tune::measured_section(&m, None);
+        assert!(
+            table.contains("block_sum") && table.contains(&speedup),
+            "{table}"
+        );
+    }
 }

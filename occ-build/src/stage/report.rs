@@ -5,7 +5,8 @@
 //! in cargo's target folder, to `<target>/<profile>/occ/<package>/report.txt`,
 //! a path that does not change between builds. It holds the table
 //! (`cargo occ report`'s, which says where each kernel spills), every
-//! spilling kernel, every spill site (nvdisasm's), and the sections the
+//! spilling kernel, every spill site (nvdisasm's), the launches measured
+//! on a GPU that the lock holds, and the sections the
 //! gates add ([`Details`]): every finding their warnings and errors only
 //! count. It is written even when a gate fails the build.
 //!
@@ -112,6 +113,11 @@ pub(crate) fn write(
     }
     if let Some(warnings) = warning_table(manifest) {
         text.push_str(&format!("\nptxas warnings\n{warnings}"));
+    }
+    if let Some(measured) = text_table::measured_table(manifest) {
+        text.push_str(&format!(
+            "\nmeasured on a GPU (occ.lock; `tuned` sites bake the measured best)\n{measured}"
+        ));
     }
     for (title, body) in &details.sections {
         text.push_str(&format!("\n{title}\n{body}"));

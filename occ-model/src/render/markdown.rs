@@ -10,6 +10,7 @@
 //! the same text.
 
 use crate::compare::{self, Diff, Finding, Verdict};
+use crate::render::measured::{measured_rows, times, us, MeasuredRow};
 use crate::render::text_table::{cells, percent, rows, Row, HEADER};
 use crate::schema::manifest::{Manifest, Origin};
 use std::collections::{BTreeSet, HashMap};
@@ -73,7 +74,7 @@ const ELSEWHERE: &str = "see `report.txt` in the build's `occ` folder, `cargo oc
 /// `\`, `|`, `` ` ``, `*`, `[`, `]`, so that a name opens no code span,
 /// emphasis or link and splits no table row (GFM's table reader takes
 /// `\` with the character after it before it looks for `|`).
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in crate::compiler::names::shown(s).chars() {
         match c {
@@ -104,7 +105,7 @@ fn prose(s: &str) -> String {
 /// the name (padded with a space where it starts or ends with one), what
 /// no name may hold shown escaped, and `|` and `\` after a backslash, which
 /// a table row needs (GFM reads `\|` in a cell as `|`, also in a span).
-fn code(s: &str) -> String {
+pub(crate) fn code(s: &str) -> String {
     let shown = crate::compiler::names::shown(s);
     let mut body = String::with_capacity(shown.len());
     for c in shown.chars() {
@@ -270,6 +271,9 @@ pub fn markdown_within(m: &Manifest, baseline: &Baseline, budget: usize) -> Stri
             ));
         }
     }
+    // What was measured on a GPU: the best evidence occ holds.
+    let room = budget.saturating_sub(out.len()) / 4;
+    out.push_str(&measured(&measured_rows(m), room));
     out.push_str(&format!(
         "\n<details><summary>All {} rows ({} kernels x {} archs)</summary>\n\n",
         all.len(),
@@ -280,6 +284,52 @@ pub fn markdown_within(m: &Manifest, baseline: &Baseline, budget: usize) -> Stri
     let every: Vec<&Row> = all.iter().collect();
     out.push_str(&table_within(&every, usize::MAX, room, "rows"));
     out.push_str(tail);
+    out
+}
+
+/// The Markdown section of the launches measured on a GPU
+/// ([`crate::render::measured`]), at most `room`
+/// characters (the rows that do not fit are counted); empty without any.
+pub fn measured(rows: &[MeasuredRow], room: usize) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "\n#### Measured on a GPU: {} launches\n\n`tuned` sites bake the fastest block; the model's \
+         choice is the block of maximum occupancy.\n\n\
+         | kernel | arch | bucket | device | baked block | time | max-occupancy block | time | speed-up |\n\
+         |---|---|---|---|---:|---:|---:|---:|---:|\n",
+        rows.len()
+    );
+    let mut shown = 0;
+    for r in rows {
+        let line = format!(
+            "| {} | {} | {} | {} ({}, {} SMs) | {}{} | {} | {} | {} | {} |\n",
+            code(&r.kernel),
+            esc(&r.arch),
+            esc(&r.bucket),
+            esc(&r.device),
+            esc(&r.compute_capability),
+            r.sm_count,
+            r.baked,
+            if r.stale { " (stale)" } else { "" },
+            us(r.baked_us),
+            r.max_occupancy.map_or("-".into(), |b| b.to_string()),
+            us(r.max_occupancy_us),
+            times(r.speedup),
+        );
+        if out.len() + line.len() > room {
+            break;
+        }
+        out.push_str(&line);
+        shown += 1;
+    }
+    if shown < rows.len() {
+        out.push_str(&format!(
+            "\n... and {} more measured launches: `cargo occ report` lists them\n",
+            rows.len() - shown
+        ));
+    }
     out
 }
 
