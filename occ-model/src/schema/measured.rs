@@ -416,6 +416,24 @@ pub fn validate_entries(entries: &[Measured]) -> std::result::Result<(), String>
         {
             return Err(format!("{what} has a time that is not a positive number"));
         }
+        if let Some(t) = e
+            .timings
+            .iter()
+            .find(|t| !(1..=1024).contains(&t.block_size))
+        {
+            return Err(format!(
+                "{what} times a block of {} threads; a block has 1 to 1024",
+                t.block_size
+            ));
+        }
+        if e.timings
+            .iter()
+            .any(|t| t.runs == 0 || !t.noise.is_finite() || t.noise < 0.0)
+        {
+            return Err(format!(
+                "{what} has a timing of no runs or a noise that is not a fraction of 0 or more"
+            ));
+        }
         if fastest(&e.timings).map(|t| t.block_size) != Some(e.best) {
             return Err(format!(
                 "{what}: best = {} is not its fastest timing",

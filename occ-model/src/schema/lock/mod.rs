@@ -299,6 +299,23 @@ impl Lock {
     /// ([`manifest::validate_resources`]).
     pub fn validate(&self) -> std::result::Result<(), String> {
         manifest::writable("the package name", &self.package)?;
+        manifest::writable("the nvcc version", &self.nvcc)?;
+        for (part, flags) in self.flags.iter().flatten() {
+            manifest::writable("a part's name", part)?;
+            for flag in flags {
+                manifest::writable(&format!("part {part:?}'s flag"), flag)?;
+            }
+        }
+        for (part, sources) in &self.parts {
+            manifest::writable("a part's name", part)?;
+            for source in sources {
+                manifest::writable(&format!("part {part:?}'s source"), source)?;
+            }
+        }
+        let mut archs = std::collections::BTreeSet::new();
+        if let Some(arch) = self.archs.iter().find(|a| !archs.insert(a.as_str())) {
+            return Err(format!("lists arch {arch} twice"));
+        }
         manifest::validate_names(&self.archs, &self.kernels)?;
         let mut seen = std::collections::BTreeSet::new();
         for kernel in &self.kernels {
@@ -309,10 +326,30 @@ impl Lock {
                 ));
             }
             for (arch, r) in &kernel.archs {
+                if !archs.contains(arch.as_str()) {
+                    return Err(format!(
+                        "kernel {:?} records {arch}, which the lock's archs ({}) do not list",
+                        kernel.name,
+                        self.archs.join(", ")
+                    ));
+                }
+                if let Some(hash) = &r.cubin_hash {
+                    manifest::writable(&format!("kernel {:?}'s cubin hash", kernel.name), hash)?;
+                }
                 manifest::validate_resources(&kernel.name, arch, r)?;
             }
         }
-        measured::validate_entries(&self.measured)
+        measured::validate_entries(&self.measured)?;
+        if let Some(m) = self.measured.iter().find(|m| {
+            self.find(&m.kernel, &m.source)
+                .is_none_or(|k| k.source != m.source || !k.archs.contains_key(&m.arch))
+        }) {
+            return Err(format!(
+                "measures kernel {:?} of {} on {}, which the lock does not record",
+                m.kernel, m.source, m.arch
+            ));
+        }
+        Ok(())
     }
 
     /// [`Lock::import_with`] refusing measurements of another cubin.
@@ -535,15 +572,18 @@ mod tests {
     use crate::schema::manifest::DeclaredBy;
     use serde_json::Value;
 
-    /// A kernel that cannot launch on an arch (here 4,096 registers per
-    /// thread: one warp would want twice the SM's registers) has no best
+    /// A kernel that cannot launch on an arch (here 255 registers per
+    /// thread in the 1,024-thread block its `.reqntid` requires: four
+    /// times an sm_80 SM's registers) has no best
     /// launch, and the lock says nothing of it (the number follows from
     /// the registers); the form a schema-2 lock wrote (a best block of 0
     /// threads, none resident, limited by `cannot launch`) reads as the
     /// same record.
     #[test]
     fn a_kernel_that_cannot_launch_has_no_best_and_the_old_zero_block_reads_as_none() {
-        let l = lock(&[("a", arch(4096, 64, 0))]);
+        let mut big = arch(255, 64, 0);
+        big.facts.launch_bounds.req_threads = Some([1024, 1, 1]);
+        let l = lock(&[("a", big)]);
         assert_eq!(
             l.kernels[0].archs["sm_80"].best, None,
             "test premise: over sm_80's registers"
@@ -958,6 +998,126 @@ mod tests {
             err.contains("\"n: int u32\"") && err.contains("name: C type (PTX type"),
             "{err}"
         );
+    }
+
+    /// Facts no ptxas reports, and text that would reach a build's
+    /// output, are refused on reading, each naming what is wrong (found
+    /// by a reviewer's hand-written and mutated locks).
+    #[test]
+    fn facts_no_build_makes_are_refused_on_reading() {
+        let l = lock(&[("a", arch(32, 64, 0))]);
+        let text = l.to_text();
+        let refused = |edited: String, needle: &str| {
+            assert_ne!(edited, text, "the edit applies ({needle})");
+            let err = Lock::from_text(&edited, Path::new("occ.lock"))
+                .expect_err(needle)
+                .to_string();
+            assert!(
+                err.contains(needle) && err.contains("cargo occ bless"),
+                "{needle:?}: {err}"
+            );
+        };
+        refused(
+            text.replacen("\"registers\": 32", "\"registers\": 100000", 1),
+            "records 100000 registers per thread",
+        );
+        refused(
+            text.replacen(
+                "\"registers\": 32",
+                "\"registers\": 32, \"launch_bounds\": {\"max_threads\": [0, 0, 0]}",
+                1,
+            ),
+            ".maxntid with a dimension of 0",
+        );
+        refused(
+            text.replacen(
+                "\"source\"",
+                "\"params\": [\"x: T (b8, 0 bytes, align 1)\"], \"source\"",
+                1,
+            ),
+            "1 to 32764 bytes, not 0",
+        );
+        refused(
+            text.replacen(
+                "\"source\"",
+                "\"params\": [\"x: int (u32, align 3)\"], \"source\"",
+                1,
+            ),
+            "alignment, 3, is not a power of two",
+        );
+        refused(
+            text.replacen(
+                "\"source\"",
+                "\"params\": [\"x: int (u32, align 4096)\"], \"source\"",
+                1,
+            ),
+            "alignment, 4096",
+        );
+        refused(
+            text.replacen("\"nvcc\": \"V13.5\"", "\"nvcc\": \"V13.5\\u202e\"", 1),
+            "the nvcc version",
+        );
+        refused(
+            text.replacen("\"sm_80\"\n  ]", "\"sm_80\",\n    \"sm_80\"\n  ]", 1),
+            "lists arch sm_80 twice",
+        );
+        refused(
+            text.replacen("\"sm_80\": {", "\"sm_90\": {", 1),
+            "records sm_90, which the lock's archs (sm_80) do not list",
+        );
+        refused(
+            text.replacen(
+                "\"registers\": 32",
+                "\"registers\": 32, \"launch\": {\"pattern\": \"zzz\", \"block\": [128, 1, 1]}",
+                1,
+            ),
+            "pattern \"zzz\", which does not name it",
+        );
+        // A measurement of a kernel the lock does not record.
+        let mut timed = measured::tests::results("a", &[(128, 2.0), (256, 3.0)]);
+        timed.package = l.package.clone();
+        let mut with = l.clone();
+        with.import(&timed).expect("imports");
+        let measured_text = with.to_text();
+        refused_in(
+            &measured_text,
+            "\"kernel\": \"a\"",
+            "\"kernel\": \"b\"",
+            "measures kernel \"b\"",
+        );
+        refused_in(
+            &measured_text,
+            "\"block_size\": 128",
+            "\"block_size\": 0",
+            "a block of 0 threads",
+        );
+        refused_in(&measured_text, "\"runs\": 20", "\"runs\": 0", "no runs");
+    }
+
+    /// `text` with `from` replaced by `to` is refused, saying `needle`.
+    fn refused_in(text: &str, from: &str, to: &str, needle: &str) {
+        let edited = text.replacen(from, to, 1);
+        assert_ne!(edited, text, "{from:?} in {text}");
+        let err = Lock::from_text(&edited, Path::new("occ.lock"))
+            .expect_err(needle)
+            .to_string();
+        assert!(err.contains(needle), "{needle:?}: {err}");
+    }
+
+    /// A measured time reads back as the same `f64` (serde_json's
+    /// `float_roundtrip`): `tune import` then `bless` does not churn the
+    /// lock's digits.
+    #[test]
+    fn measured_times_read_back_to_the_bit() {
+        let mut timed =
+            measured::tests::results("a", &[(128, 971.986_371_854_762_9), (256, 999.0)]);
+        let mut l = lock(&[("a", arch(32, 64, 0))]);
+        timed.package = l.package.clone();
+        l.import(&timed).expect("imports");
+        let text = l.to_text();
+        let read = Lock::from_text(&text, Path::new("occ.lock")).expect("reads");
+        assert_eq!(read.measured, l.measured);
+        assert_eq!(read.to_text(), text);
     }
 
     #[test]

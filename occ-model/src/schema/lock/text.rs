@@ -37,6 +37,9 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+/// The most registers per thread any arch gives a thread (ptxas's limit).
+const MAX_REGISTERS: u32 = 255;
+
 /// What to do about a lock that does not read.
 const RESTORE: &str = "restore it from version control, or delete it and run `cargo occ bless`";
 
@@ -305,6 +308,9 @@ fn derive(file: LockFile) -> std::result::Result<Lock, String> {
 }
 
 fn kernel_of(line: &KernelLine, ident: String) -> std::result::Result<LockKernel, String> {
+    if line.name.is_empty() {
+        return Err(format!("a kernel of {} has no symbol", line.source));
+    }
     let names = names::kernel_name(&line.name);
     if let Some(written) = &line.demangled {
         if *written != names.demangled {
@@ -326,6 +332,27 @@ fn kernel_of(line: &KernelLine, ident: String) -> std::result::Result<LockKernel
         .iter()
         .map(|(arch, a)| Ok((arch.clone(), resources_of(&line.name, arch, a)?)))
         .collect::<std::result::Result<BTreeMap<_, _>, String>>()?;
+    // A recorded launch was build.rs's for this kernel: its pattern names it.
+    let all = [
+        line.name.as_str(),
+        names.base.as_str(),
+        names.short.as_str(),
+        ident.as_str(),
+    ];
+    if let Some(l) = line
+        .archs
+        .values()
+        .filter_map(|a| a.launch.as_ref())
+        .find(|l| {
+            manifest::writable("a launch's pattern", &l.pattern).is_err()
+                || !all.iter().any(|n| declared::matches(&l.pattern, n))
+        })
+    {
+        return Err(format!(
+            "kernel {:?} records a launch of build.rs's pattern {:?}, which does not name it",
+            line.name, l.pattern
+        ));
+    }
     Ok(Kernel {
         name: line.name.clone(),
         demangled: names.demangled,
@@ -340,6 +367,27 @@ fn kernel_of(line: &KernelLine, ident: String) -> std::result::Result<LockKernel
 
 /// One kernel × arch as a build judges it ([`declared::judge_facts`]).
 fn resources_of(kernel: &str, arch: &str, a: &ArchLine) -> std::result::Result<Resources, String> {
+    // Facts no ptxas reports: refused before the model sees them.
+    if a.registers > MAX_REGISTERS {
+        return Err(format!(
+            "kernel {kernel:?} on {arch} records {} registers per thread; no arch allows more \
+             than {MAX_REGISTERS}",
+            a.registers
+        ));
+    }
+    let b = &a.launch_bounds;
+    for (directive, dims) in [
+        (".maxntid", b.max_threads),
+        (".reqntid", b.req_threads),
+        (".reqnctapercluster", b.cluster_dims),
+    ] {
+        if dims.is_some_and(|d| d.contains(&0)) {
+            return Err(format!(
+                "kernel {kernel:?} on {arch} records {directive} with a dimension of 0; each is \
+                 at least 1"
+            ));
+        }
+    }
     let facts = Facts {
         registers: a.registers,
         static_smem: a.static_smem,
@@ -403,6 +451,10 @@ fn width(ptx: &str) -> Option<u32> {
     digits.parse::<u32>().ok().map(|bits| bits / 8)
 }
 
+/// The most bytes of parameters a kernel takes (CUDA 12.1+ on Volta and
+/// newer): no one parameter is larger.
+const MAX_PARAM_BYTES: u32 = 32_764;
+
 /// Reads [`param_text`]'s form back; the error says what is wrong.
 fn parse_param(text: &str) -> std::result::Result<Param, String> {
     const FORM: &str = "is not `name: C type (PTX type[, N bytes][, align N])`";
@@ -439,12 +491,23 @@ fn parse_param(text: &str) -> std::result::Result<Param, String> {
     let size = size
         .or_else(|| width(&ptx))
         .ok_or_else(|| bad(&format!("{ptx} has no width: say its size (`N bytes`)")))?;
+    if size == 0 || size > MAX_PARAM_BYTES {
+        return Err(bad(&format!(
+            "a parameter has 1 to {MAX_PARAM_BYTES} bytes, not {size}"
+        )));
+    }
+    let align = align.unwrap_or(size);
+    if !align.is_power_of_two() || align > size {
+        return Err(bad(&format!(
+            "its alignment, {align}, is not a power of two of at most its size ({size})"
+        )));
+    }
     Ok(Param {
         name: name.trim().to_string(),
         c_type: c_type.trim().to_string(),
         ptx,
         size,
-        align: align.unwrap_or(size),
+        align,
     })
 }
 
