@@ -31,9 +31,9 @@ pub enum Format {
     after_help = "OLD and NEW: an occ.lock, a build's occ.lock.new or manifest.json, a build's $OUT_DIR/occ folder, or the folder its warnings name (target/debug/occ/<package>/).\n\nExit status:\n  0  NEW has no regression against OLD\n  1  NEW regressed: occupancy down, new or more spills, registers up past the threshold, a kernel gone\n  2  usage or input error: a file that cannot be read or is neither a lock nor a manifest, or OLD and NEW of two packages"
 )]
 pub struct DiffArgs {
-    /// The baseline: a lock, a manifest or a build's occ folder (or target/debug/occ/<package>/).
+    /// The baseline: a lock, a manifest or a build's occ folder (or the folder its warnings name, target/debug/occ/PACKAGE).
     pub old: PathBuf,
-    /// The build to judge: a lock, a manifest or a build's occ folder (or target/debug/occ/<package>/).
+    /// The build to judge: a lock, a manifest or a build's occ folder (or the folder its warnings name, target/debug/occ/PACKAGE).
     pub new: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
