@@ -139,12 +139,16 @@ pub(crate) fn shown(path: &Path) -> String {
         };
     }
     let parts: Vec<_> = path.components().collect();
-    // From `build/` of a cargo build folder, else the last component.
+    let n = parts.len();
+    // From `build/` of a cargo build folder, from the profile of the
+    // folder a build's messages name (`debug/occ/app`), else the last
+    // component.
     let from = parts
         .iter()
         .rposition(|c| c.as_os_str() == "build")
-        .filter(|&i| parts.len() > i + 1)
-        .unwrap_or(parts.len().saturating_sub(1));
+        .filter(|&i| n > i + 1)
+        .or_else(|| (n >= 3 && parts[n - 2].as_os_str() == "occ").then(|| n - 3))
+        .unwrap_or(n.saturating_sub(1));
     parts[from..]
         .iter()
         .collect::<PathBuf>()
@@ -179,5 +183,31 @@ fn read(path: &Path) -> anyhow::Result<Lock> {
         Ok(Lock::from_manifest(&m))
     } else {
         Ok(Lock::from_text(&text, Path::new(&name))?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown;
+    use std::path::Path;
+
+    #[test]
+    fn a_side_outside_the_current_folder_is_named_by_its_last_components() {
+        let cases = [
+            ("/elsewhere/target/debug/occ/app", "debug/occ/app"),
+            (
+                "/elsewhere/target/debug/build/app-0123/out/occ",
+                "build/app-0123/out/occ",
+            ),
+            (
+                "/elsewhere/target/debug/build/app-0123/out/occ/manifest.json",
+                "build/app-0123/out/occ/manifest.json",
+            ),
+            ("/elsewhere/occ.lock", "occ.lock"),
+            ("crate/occ.lock", "crate/occ.lock"),
+        ];
+        for (path, want) in cases {
+            assert_eq!(shown(Path::new(path)), want, "{path}");
+        }
     }
 }
