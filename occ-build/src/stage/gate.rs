@@ -294,11 +294,11 @@ pub(crate) fn baseline(
             });
         }
     }
-    measured_code(lock, candidate, &lock_name, details)?;
+    // The changes are warned also when the measured code fails the build.
     warn_changes(
         lock, candidate, &diff, scope, &lock_name, details, directives,
     );
-    Ok(())
+    measured_code(lock, candidate, &lock_name, details)
 }
 
 /// Writes the candidate lock and `gate.json` into `$OUT_DIR/occ` for
