@@ -219,6 +219,40 @@ impl Locate {
     }
 }
 
+/// The build folder (`$OUT_DIR/occ`) behind the folder a build's warnings
+/// and errors name, `<target>/<profile>/occ/<package>/` (or its
+/// `report.txt`): the newest `<target>/<profile>/build/<package>-<hash>/out/occ`
+/// that holds a manifest. `None` when `named` is not such a folder or no
+/// build of the package is there.
+pub fn behind_report(named: &Path) -> Option<PathBuf> {
+    let named = if named.file_name()? == "report.txt" {
+        named.parent()?
+    } else {
+        named
+    };
+    // `.` and `..` are resolved by the file system, not by name.
+    let named = std::fs::canonicalize(named).ok()?;
+    let package = named.file_name()?.to_str()?;
+    let occ = named.parent()?;
+    if occ.file_name()? != "occ" {
+        return None;
+    }
+    let entries = std::fs::read_dir(occ.parent()?.join("build")).ok()?;
+    entries
+        .flatten()
+        .filter(|e| is_build_dir_of(&e.file_name().to_string_lossy(), package))
+        .map(|e| e.path().join("out").join("occ"))
+        .filter_map(|dir| {
+            let manifest = dir.join(occ_model::schema::manifest::FILE_NAME);
+            let time = std::fs::metadata(manifest)
+                .and_then(|m| m.modified())
+                .ok()?;
+            Some((time, dir))
+        })
+        .max_by_key(|(time, _)| *time)
+        .map(|(_, dir)| dir)
+}
+
 /// `target/<profile>/build` and `target/<triple>/<profile>/build`.
 fn build_dirs(target: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();

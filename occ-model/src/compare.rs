@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
 
 mod reason;
-pub use reason::{DeclaredChange, JudgedAt, LaunchChange, Reason, Resident};
+pub use reason::{DeclaredChange, FieldChange, JudgedAt, LaunchChange, Reason, Resident};
 
 // The gate.json schema lives beside the lock's, whose version it carries.
 pub use crate::schema::lock::{
@@ -114,7 +114,7 @@ impl Cause {
             Cause::BestBlock => "best block changed",
             Cause::LaunchChanged => "declared launch changed",
             Cause::Moved => "moved to another file",
-            Cause::Details => "recorded details changed",
+            Cause::Details => "recorded fields changed",
             Cause::Renamed => "renamed?",
         }
     }
@@ -761,13 +761,14 @@ fn judge(
     let launch = |r: &Resources| r.declared.as_ref().map(|d| d.launch);
     let described = |r: &Resources| launch(r).map(|l| l.describe());
     // A recorded launch changed is said by the occupancy's reason above.
-    if judged.launch_change().is_none() && described(before) != described(after) {
-        neutral.push(Reason::Details {
-            declared: Some(DeclaredChange {
-                before: launch(before),
-                after: launch(after),
-            }),
+    let declared = (judged.launch_change().is_none() && described(before) != described(after))
+        .then(|| DeclaredChange {
+            before: launch(before),
+            after: launch(after),
         });
+    let fields = recorded_changes(before, after);
+    if declared.is_some() || !fields.is_empty() {
+        neutral.push(Reason::Details { declared, fields });
     }
     let (bs, as_) = (before.facts.spill_bytes(), after.facts.spill_bytes());
     if bs == 0 && as_ > 0 {
@@ -848,11 +849,99 @@ fn judge(
     };
     if numbers(before) != numbers(after) {
         if neutral.is_empty() {
-            neutral.push(Reason::Details { declared: None });
+            // Numbers derived otherwise from the same facts (another occ's
+            // model): no recorded field to name.
+            neutral.push(Reason::Details {
+                declared: None,
+                fields: Vec::new(),
+            });
         }
         return Some((Verdict::Changed, neutral, Vec::new()));
     }
     None
+}
+
+/// The recorded facts no other reason speaks of that differ, each named
+/// with its values (`maxrregcount none -> 64`), in the lock's order:
+/// spill stores and loads when their sum is the same, the stack, barriers,
+/// the register cap, `__launch_bounds__`, `__maxnreg__` and cluster
+/// directives, and who declared an unchanged launch.
+fn recorded_changes(before: &Resources, after: &Resources) -> Vec<FieldChange> {
+    fn opt<T: fmt::Display>(v: Option<T>, unit: &str) -> String {
+        v.map_or_else(|| "none".into(), |v| format!("{v}{unit}"))
+    }
+    fn dims(d: Option<[u32; 3]>) -> String {
+        opt(
+            d.map(|[x, y, z]| match (y, z) {
+                (1, 1) => x.to_string(),
+                (_, 1) => format!("{x}x{y}"),
+                _ => format!("{x}x{y}x{z}"),
+            }),
+            "",
+        )
+    }
+    let (b, a) = (&before.facts, &after.facts);
+    let (bl, al) = (&b.launch_bounds, &a.launch_bounds);
+    let bytes = |n: u32| format!("{n} bytes");
+    let mut fields = Vec::new();
+    let mut field = |name: &str, was: String, now: String| {
+        if was != now {
+            fields.push(FieldChange {
+                field: name.into(),
+                before: was,
+                after: now,
+            });
+        }
+    };
+    if b.spill_bytes() == a.spill_bytes() {
+        field("spill stores", bytes(b.spill_stores), bytes(a.spill_stores));
+        field("spill loads", bytes(b.spill_loads), bytes(a.spill_loads));
+    }
+    field("stack frame", bytes(b.stack_frame), bytes(a.stack_frame));
+    field(
+        "cumulative stack",
+        opt(b.cumulative_stack, " bytes"),
+        opt(a.cumulative_stack, " bytes"),
+    );
+    field("barriers", opt(b.barriers, ""), opt(a.barriers, ""));
+    field(
+        "maxrregcount",
+        opt(b.maxrregcount, ""),
+        opt(a.maxrregcount, ""),
+    );
+    field(
+        "__launch_bounds__ max threads",
+        dims(bl.max_threads),
+        dims(al.max_threads),
+    );
+    field(".reqntid", dims(bl.req_threads), dims(al.req_threads));
+    field(
+        "__launch_bounds__ min blocks per SM",
+        opt(bl.min_blocks_per_sm, ""),
+        opt(al.min_blocks_per_sm, ""),
+    );
+    field(
+        "__maxnreg__",
+        opt(bl.max_registers, ""),
+        opt(al.max_registers, ""),
+    );
+    field(
+        "max cluster rank",
+        opt(bl.max_cluster_rank, ""),
+        opt(al.max_cluster_rank, ""),
+    );
+    field("cluster dims", dims(bl.cluster_dims), dims(al.cluster_dims));
+    field(
+        "explicit cluster",
+        bl.explicit_cluster.to_string(),
+        al.explicit_cluster.to_string(),
+    );
+    if let (Some(was), Some(now)) = (&before.declared, &after.declared) {
+        if was.launch == now.launch {
+            field("declared by", was.by.describe(), now.by.describe());
+        }
+    }
+    fields
 }
 
 /// [`Reason::NearCliff`] (`1 register from an occupancy cliff at block 256
@@ -1839,5 +1928,45 @@ pub(crate) mod tests {
         let f = one(at_32x8(arch(32, 64, 0)), at_32x8(arch(40, 64, 0)));
         assert_eq!(f.verdict, Verdict::Regression, "{f:?}");
         assert_eq!(f.texts()[0], "occupancy 100.0% -> 75.0% at block 32x8");
+    }
+
+    #[test]
+    fn a_changed_row_names_the_field_and_its_old_and_new_value() {
+        // A -maxrregcount above what the kernel uses: the same registers,
+        // occupancy and best block; only the recorded cap differs. The row
+        // must say so, not "recorded details changed" beside equal numbers.
+        let mut capped = arch(32, 64, 0);
+        capped.facts.maxrregcount = Some(64);
+        let f = one(arch(32, 64, 0), capped.clone());
+        assert_eq!(f.verdict, Verdict::Changed, "{f:?}");
+        assert_eq!(f.causes().collect::<Vec<_>>(), [Cause::Details]);
+        assert_eq!(f.texts(), ["maxrregcount none -> 64"]);
+        let table = row_of(&f);
+        assert!(table.contains("maxrregcount none -> 64"), "{table}");
+        assert!(
+            table.starts_with("changed: maxrregcount changed (1 kernel x arch)\n"),
+            "{table}"
+        );
+        // Several fields: each named, in the struct's order.
+        let mut more = capped;
+        more.facts.stack_frame = 16;
+        more.facts.launch_bounds.min_blocks_per_sm = Some(2);
+        let f = one(arch(32, 64, 0), more);
+        assert_eq!(
+            f.texts(),
+            ["stack frame 0 bytes -> 16 bytes; maxrregcount none -> 64; \
+              __launch_bounds__ min blocks per SM none -> 2"]
+        );
+        // Beside a change with its own reason, still said.
+        let mut grown = arch(34, 64, 0);
+        grown.facts.maxrregcount = Some(64);
+        let f = one(arch(32, 64, 0), grown);
+        assert_eq!(
+            f.texts(),
+            [
+                "maxrregcount none -> 64",
+                "registers 32 -> 34 (within threshold 8)"
+            ]
+        );
     }
 }

@@ -413,6 +413,70 @@ fn diff_compares_two_builds_as_the_gate_does() {
 }
 
 #[test]
+fn diff_takes_the_folder_the_warnings_name_and_prints_no_absolute_path() {
+    // A build where cargo puts one: OUT_DIR under <target>/debug/build,
+    // whose errors and warnings name target/debug/occ/<package>/report.txt.
+    let s = Scratch::new();
+    std::fs::create_dir_all(s.path().join(".git")).expect(".git");
+    let root = s.path().join("crate");
+    let out = s
+        .path()
+        .join("target/debug/build/cicrate-0123456789abcdef/out");
+    let build = |text: &str, bless: bool| {
+        s.write("crate/kernels/k.cu", text);
+        kernels_build(&root, &out, ["sm_80"])
+            .try_compile_with(&build_env(&[
+                ("CARGO_PKG_NAME", Some("cicrate")),
+                ("NVCC_CCBIN", None),
+                ("OCC_BLESS", bless.then_some("1")),
+            ]))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    build(KERNELS, true).expect("bless");
+    std::fs::copy(root.join("occ.lock"), s.path().join("old.lock")).expect("keep the old lock");
+    build(&KERNELS.replace("#define N 48", "#define N 64"), false)
+        .expect_err("the gate fails the regression");
+    let named = s.path().join("target/debug/occ/cicrate");
+    assert!(
+        named.join("report.txt").is_file(),
+        "test premise: the build wrote its report to the folder its messages name"
+    );
+    let run = |args: &[&str]| occ(s.path(), args, &[], None).parts();
+    let absolute = named.to_str().expect("utf-8");
+    let old = s.path().join("old.lock");
+    let old = old.to_str().expect("utf-8");
+    let scratch = s.path().to_str().expect("utf-8");
+    for new in [
+        "target/debug/occ/cicrate",
+        "target/debug/occ/cicrate/report.txt",
+        absolute,
+    ] {
+        for format in ["table", "markdown"] {
+            let (code, out, err) = run(&["diff", old, new, "--format", format]);
+            assert_eq!(code, 1, "{new} {format}: {out}\n{err}");
+            assert!(out.contains("occupancy down"), "{new} {format}: {out}");
+            assert!(
+                !out.contains(scratch) && !err.contains(scratch),
+                "{new} {format}: an absolute path: {out}\n{err}"
+            );
+        }
+    }
+    let (_, out, _) = run(&["diff", old, absolute, "--format", "markdown"]);
+    assert!(
+        out.starts_with("### CUDA occupancy: `target/debug/occ/cicrate` against `old.lock`\n"),
+        "{out}"
+    );
+    // A folder of no build says what to give.
+    let (code, _, err) = run(&["diff", old, "target/debug/occ/nothing"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.starts_with("error: cannot read target/debug/occ/nothing"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_change_that_moves_a_kernel_near_a_cliff_warns_and_is_a_sarif_result() {
     let s = Scratch::new();
     std::fs::create_dir_all(s.path().join(".git")).expect(".git");

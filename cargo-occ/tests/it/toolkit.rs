@@ -402,3 +402,78 @@ fn doctor_flags_cudarc_without_a_version_under_nvcc_13_5() {
         "{out}\n{err}"
     );
 }
+
+/// A copy of the checkout's `scripts/cuda-toolkit` (with the wheel list it
+/// reads) in `checkout`, a folder with no `.cuda/` yet.
+fn checkout_with_the_script(checkout: &Path) -> PathBuf {
+    let root = workspace_root();
+    let copy = |rel: &str| {
+        let to = checkout.join(rel);
+        std::fs::create_dir_all(to.parent().expect("a parent")).expect("create folders");
+        std::fs::copy(root.join(rel), &to).unwrap_or_else(|e| panic!("copy {rel}: {e}"));
+        to
+    };
+    copy("occ-shell/toolkit-wheels.txt");
+    copy("scripts/cuda-toolkit")
+}
+
+#[test]
+fn scripts_cuda_toolkit_uses_the_toolkit_cargo_occ_toolkit_install_put_in_place() {
+    // README step 1 installs nvcc with `cargo occ toolkit install`; a
+    // checkout's `scripts/example` and `scripts/test` (through
+    // `scripts/cuda-toolkit`) then use that one, not a second 353 MB
+    // download into `.cuda/`. The per-user dir here is HOME's, as on a
+    // user's machine (no OCC_CUDA_DIR, no XDG_CACHE_HOME).
+    if !no_system_cuda() {
+        return;
+    }
+    let s = Scratch::new();
+    let home = s.path().join("home");
+    let log = s.path().join("python.log");
+    let python = stand_in_python(&s, &log).display().to_string();
+    let path = path_without_nvcc();
+    let user: Vec<(&str, Option<&str>)> = vec![
+        ("HOME", home.to_str()),
+        ("OCC_CUDA_DIR", None),
+        ("XDG_CACHE_HOME", None),
+        ("NVCC", None),
+        ("CUDA_HOME", None),
+        ("CUDA_PATH", None),
+        ("CUDA_ROOT", None),
+        ("PATH", path.to_str()),
+        ("PYTHON", Some(python.as_str())),
+    ];
+    let (code, out, err) = occ(s.path(), &["toolkit", "install"], &user, None).parts();
+    assert_eq!(code, 0, "{err}");
+    let nvidia = home.join(".cache/occ/cuda/cu13/nvidia/cu13");
+    assert_eq!(out.trim(), nvidia.join("bin/nvcc").display().to_string());
+    let installs = calls(&log).len();
+
+    let checkout = s.path().join("occ");
+    let script = checkout_with_the_script(&checkout);
+    for args in [&[][..], &["--print"][..]] {
+        let mut cmd = std::process::Command::new(&script);
+        cmd.args(args);
+        for (key, value) in &user {
+            match value {
+                Some(v) => cmd.env(key, v),
+                None => cmd.env_remove(key),
+            };
+        }
+        let ran = cmd.output().expect("run scripts/cuda-toolkit");
+        let (out, err) = (
+            String::from_utf8_lossy(&ran.stdout),
+            String::from_utf8_lossy(&ran.stderr),
+        );
+        assert!(ran.status.success(), "{args:?}: {out}\n{err}");
+        assert!(
+            out.contains(&format!("export CUDA_HOME={}\n", nvidia.display())),
+            "{args:?}: the exports name the toolkit installed: {out}\n{err}"
+        );
+        assert_eq!(calls(&log).len(), installs, "{args:?}: pip ran again");
+        assert!(
+            !checkout.join(".cuda").exists(),
+            "{args:?}: a second toolkit in .cuda/: {err}"
+        );
+    }
+}

@@ -11,9 +11,11 @@
 //!   no part blesses while another of the run failed a gate. Lower
 //!   occupancy, new spills, more spilled bytes, registers up by more than a
 //!   threshold, or a kernel gone fail the build with a before/after table,
-//!   one header and one table per cause ([`compare::groups`]);
-//!   improvements, new kernels, a new arch and moved files are one warning
-//!   per kind, with a count and the first names.
+//!   one header and one table per cause ([`compare::groups`]), and nothing
+//!   else in the error; improvements, new kernels, a new arch, moved files
+//!   and neutral changes (registers within the threshold, a recorded field)
+//!   are one warning per kind, with a count and the first names, whether
+//!   the gate passes or fails: the kinds `cargo occ check` lists.
 //! - Output scales with kinds, not kernels: an error shows at most ten
 //!   rows per cause and a warning five names; every finding goes to the
 //!   report (`report.txt`).
@@ -249,6 +251,16 @@ pub(crate) fn baseline(
     }
     if judged.has_regressions() {
         details.failed = true;
+        // The error holds what got worse (cargo prints each of its lines
+        // as `error:`); every other change is a warning, as when the gate
+        // passes. The settings changed open the error's table already.
+        let rest = compare::Diff {
+            settings: Vec::new(),
+            ..diff.clone()
+        };
+        warn_changes(
+            lock, candidate, &rest, scope, &lock_name, details, directives,
+        );
         return Err(Error::Regression {
             report: regression_report(
                 &judged,
@@ -282,11 +294,11 @@ pub(crate) fn baseline(
             });
         }
     }
-    measured_code(lock, candidate, &lock_name, details)?;
+    // The changes are warned also when the measured code fails the build.
     warn_changes(
         lock, candidate, &diff, scope, &lock_name, details, directives,
     );
-    Ok(())
+    measured_code(lock, candidate, &lock_name, details)
 }
 
 /// Writes the candidate lock and `gate.json` into `$OUT_DIR/occ` for
@@ -452,9 +464,11 @@ fn stale_params(
 }
 
 /// The error of a failing gate: how many kernel × archs regressed, one
-/// header and one table per cause (every change, good and bad, so that a
-/// regression shows what it bought; at most [`ROWS`] rows each, the rest in
-/// the report), and what to do.
+/// header and one table per cause of regression (at most [`ROWS`] rows
+/// each, the rest in the report; a row's note has what else of that kernel
+/// changed, so that a regression shows what it bought), and what to do.
+/// Improvements, new kernels and neutral changes are not errors: they are
+/// the warnings of `warn_changes`.
 fn regression_report(
     diff: &compare::Diff,
     manifest: &Manifest,
@@ -465,7 +479,7 @@ fn regression_report(
 ) -> String {
     let regressions = diff.regressions().count();
     let rest = format!("see {}", details.report().display());
-    let mut text = text_table::render_diff_bounded(diff, &Verdict::ALL, ROWS, &rest);
+    let mut text = text_table::render_diff_bounded(diff, &[Verdict::Regression], ROWS, &rest);
     text.push_str(&spill_places(diff, manifest));
     let mut hints = Vec::new();
     let past_threshold = diff
@@ -633,8 +647,10 @@ fn measurements(n: usize) -> String {
     }
 }
 
-/// The one warning line of a group of findings that do not fail the build,
-/// `None` for changes that need no attention (registers within the threshold).
+/// The one warning line of a group of findings that do not fail the build
+/// (every group `cargo occ check` lists as a difference has one, so that
+/// the two report the same changes); `None` for a regression, which is the
+/// error's.
 fn warning(group: &Group<'_>, lock_name: &str, report: &Path) -> Option<String> {
     let n = group.kernels().len();
     let archs = group.archs().join(", ");
@@ -668,7 +684,12 @@ fn warning(group: &Group<'_>, lock_name: &str, report: &Path) -> Option<String> 
             "{} moved to another file with the same numbers ({archs})",
             kernels(n, "has", "have")
         ),
-        _ => return None,
+        (Verdict::Changed, _) => format!(
+            "{} from {lock_name} with the same occupancy ({archs}: {})",
+            kernels(n, "changed", "changed"),
+            text_table::group_title(group)
+        ),
+        (Verdict::Regression, _) => return None,
     };
     Some(format!("occ: {head}: {names}; {record} them ({all})"))
 }

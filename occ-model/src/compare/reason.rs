@@ -141,12 +141,18 @@ pub enum Reason {
         /// The source the lock records.
         from: String,
     },
-    /// Something else the lock records changed: `recorded details
-    /// changed`, or `declared launch none -> 32x22` when that is what it is.
+    /// Something else the lock records changed, each field named with its
+    /// values: `declared launch none -> 32x22`, `maxrregcount none -> 64;
+    /// stack frame 0 -> 16 bytes`; `derived numbers changed (the same
+    /// recorded facts)` only when no field the lock records tells the two
+    /// apart (another occ's model derived them).
     Details {
         /// The declared launch before and after, when that changed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         declared: Option<DeclaredChange>,
+        /// The other recorded fields that changed, in the lock's order.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        fields: Vec<FieldChange>,
     },
     /// A kernel gone beside a new one: ``renamed? `a` -> `b` ``.
     Renamed {
@@ -211,6 +217,25 @@ pub enum LaunchChange {
         /// This build's best block; `None` when it cannot launch at any.
         best_block_size: Option<u32>,
     },
+}
+
+/// One recorded field that changed, by name, its values in words:
+/// `maxrregcount none -> 64` (`none`: not recorded).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FieldChange {
+    /// The field, as the reports name it (`maxrregcount`, `stack frame`).
+    pub field: String,
+    /// Its value in the lock.
+    pub before: String,
+    /// Its value in this build.
+    pub after: String,
+}
+
+impl fmt::Display for FieldChange {
+    /// `maxrregcount none -> 64`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} -> {}", self.field, self.before, self.after)
+    }
 }
 
 /// The declared launch before and after (`None`: none declared).
@@ -340,12 +365,18 @@ impl fmt::Display for Reason {
             }
             Reason::LaunchChanged { change } => write!(f, "{change}"),
             Reason::Moved { from } => write!(f, "moved from {from}"),
-            Reason::Details { declared: None } => f.write_str("recorded details changed"),
-            Reason::Details {
-                declared: Some(DeclaredChange { before, after }),
-            } => {
+            Reason::Details { declared, fields } => {
                 let show = |l: &Option<Launch>| l.map_or_else(|| "none".into(), |l| l.describe());
-                write!(f, "declared launch {} -> {}", show(before), show(after))
+                let mut said: Vec<String> = declared
+                    .iter()
+                    .map(|d| format!("declared launch {} -> {}", show(&d.before), show(&d.after)))
+                    .collect();
+                said.extend(fields.iter().map(FieldChange::to_string));
+                if said.is_empty() {
+                    f.write_str("derived numbers changed (the same recorded facts)")
+                } else {
+                    f.write_str(&said.join("; "))
+                }
             }
             Reason::Renamed { from, to } => write!(f, "renamed? `{from}` -> `{to}`"),
         }

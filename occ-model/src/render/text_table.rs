@@ -15,7 +15,10 @@ pub fn group_title(group: &Group<'_>) -> String {
     let mut words: Vec<String> = group
         .causes
         .iter()
-        .map(|c| c.phrase().to_string())
+        .map(|c| match c {
+            Cause::Details => details_title(group),
+            c => c.phrase().to_string(),
+        })
         .collect();
     if let (Some(arch), Some(w)) = (&group.arch, words.first_mut()) {
         *w = format!("{w} {arch}");
@@ -24,6 +27,37 @@ pub fn group_title(group: &Group<'_>) -> String {
         words.push(Cause::Details.phrase().into());
     }
     words.join(", ")
+}
+
+/// The recorded fields a group's [`Reason::Details`] name, as a title:
+/// `maxrregcount changed`, `declared launch, stack frame changed`; the
+/// cause's phrase when they name none, or more than three (each row's
+/// note names its own).
+fn details_title(group: &Group<'_>) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for f in &group.findings {
+        crate::work::step(1);
+        for r in &f.reasons {
+            if let Reason::Details { declared, fields } = r {
+                let declared = declared.as_ref().map(|_| "declared launch");
+                for name in declared
+                    .into_iter()
+                    .chain(fields.iter().map(|c| c.field.as_str()))
+                {
+                    if !names.contains(&name) {
+                        names.push(name);
+                    }
+                }
+            }
+        }
+        if names.len() > 3 {
+            break;
+        }
+    }
+    match names.len() {
+        1..=3 => format!("{} changed", names.join(", ")),
+        _ => Cause::Details.phrase().into(),
+    }
 }
 
 /// `a, b (sm_90), c and 12 more`: the first `named` kernels of a group
@@ -513,7 +547,10 @@ fn note(reason: &Reason) -> Option<String> {
             after,
             threshold,
         } => Some(format!("+{}, threshold {threshold}", after - before)),
-        Reason::Moved { .. } | Reason::Renamed { .. } => Some(reason.to_string()),
+        // What changed where no column shows it (`maxrregcount none -> 64`).
+        Reason::Moved { .. } | Reason::Renamed { .. } | Reason::Details { .. } => {
+            Some(reason.to_string())
+        }
         _ => None,
     }
 }

@@ -122,6 +122,62 @@ fn register_threshold_global_and_per_kernel() {
 }
 
 #[test]
+fn a_regressions_error_holds_only_what_got_worse_and_every_other_change_is_a_warning() {
+    // `grow` grows its registers (past a threshold of 0: a regression),
+    // `down` sheds them (an improvement). The error, which cargo prints
+    // line by line as `error:`, holds the regression alone; the
+    // improvement is a warning, as on a build that passes.
+    let s = Scratch::new();
+    let down = |text: &str| text.replace("grow", "down");
+    s.write("kernels/grow.cu", SMALL);
+    s.write("kernels/down.cu", &down(GROWN));
+    s.build(ARCHS)
+        .try_compile_with(&build_env(&[("OCC_BLESS", Some("1"))]))
+        .expect("bless");
+    s.write("kernels/grow.cu", GROWN);
+    s.write("kernels/down.cu", &down(SMALL));
+    let e = s
+        .build(ARCHS)
+        .register_threshold(0)
+        .try_compile_with(&build_env(&[]))
+        .expect_err("grow regressed");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("regression: registers up past the threshold"),
+        "{msg}"
+    );
+    assert!(
+        !msg.contains("improvement") && !msg.lines().any(|l| l.starts_with("  down ")),
+        "an improvement in the error: {msg}"
+    );
+    let w = e.directives().warnings();
+    assert!(
+        w.iter()
+            .any(|l| l.contains("improved on occ.lock") && l.contains(": down;")),
+        "{w:#?}"
+    );
+    // Within the threshold, grow's change passes; the build says so as
+    // `cargo occ check` does (it lists it), one warning for the kind.
+    let r = s
+        .build(ARCHS)
+        .register_threshold(100)
+        .try_compile_with(&build_env(&[]))
+        .expect("within the threshold");
+    let w = warnings(&r);
+    let changed: Vec<&String> = w
+        .iter()
+        .filter(|l| l.contains("registers up within the threshold"))
+        .collect();
+    assert!(
+        !changed.is_empty()
+            && changed
+                .iter()
+                .all(|l| l.contains(": grow;") && l.contains("cargo occ bless")),
+        "{w:#?}"
+    );
+}
+
+#[test]
 fn improvements_new_and_gone_kernels() {
     let s = Scratch::new();
     s.write("kernels/grow.cu", GROWN);

@@ -8,20 +8,15 @@ use std::path::{Path, PathBuf};
 #[allow(unused_imports)]
 pub use occ_tests::fixture;
 
-/// The folder holding nvcc and cuobjdump: `NVCC`'s folder, else `CUDA_HOME/bin`, else
-/// `<workspace root>/.cuda/cu13/nvidia/cu13/bin`.
+/// The folder holding nvcc and cuobjdump: that of the nvcc occ-build finds
+/// (`occ_tests::nvcc`: `NVCC`, `CUDA_HOME`, ..., `.cuda/` of the workspace,
+/// the per-user toolkit of `cargo occ toolkit install`), so that these tests
+/// run on whichever toolkit the others do.
 pub fn cuda_bin() -> PathBuf {
-    if let Some(nvcc) = std::env::var_os("NVCC") {
-        if let Some(dir) = Path::new(&nvcc).parent() {
-            return dir.to_path_buf();
-        }
-    }
-    if let Some(home) = std::env::var_os("CUDA_HOME") {
-        return Path::new(&home).join("bin");
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join(".cuda/cu13/nvidia/cu13/bin")
+    occ_tests::nvcc()
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
 }
 
 /// A tool from [`cuda_bin`], with a message saying how to install it when missing.
@@ -29,7 +24,7 @@ pub fn cuda_tool(name: &str) -> PathBuf {
     let path = cuda_bin().join(name);
     assert!(
         path.exists(),
-        "{} not found; set NVCC or CUDA_HOME, or run scripts/cuda-toolkit",
+        "{} not found beside nvcc; set NVCC or CUDA_HOME, or run `cargo occ toolkit install`",
         path.display()
     );
     path

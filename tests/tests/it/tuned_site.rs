@@ -197,6 +197,14 @@ fn tuned_sites_bake_the_measured_block_and_fall_back_when_stale() {
             && err.contains("cargo occ bless"),
         "{err}"
     );
+    // What else changed is said beside the error, as `cargo occ check`
+    // lists it: the new kernel.
+    assert!(
+        err.lines().any(|l| l.starts_with("warning: ")
+            && l.contains("not in occ.lock")
+            && l.contains("extra")),
+        "{err}"
+    );
     // Accepted: one warning, and the tuned site is back on the model.
     let (out, err) = run(&krate, true, "bless after an edit");
     assert_eq!(
