@@ -22,9 +22,23 @@ one generated `.cu` of 2,000 small kernels for sm_80, sm_90 and sm_100
 (default fatbin), as bench/candle.py's `big`. For each: the rlib's members
 (lib.rmeta and the objects) against the embedded bytes, per form.
 
+OCC_NO_NVCC=1 builds each crate from an `occ.lock` at its root (copy a
+build's `occ.lock.new` there): no nvcc and no device code, so the forms
+differ by kernels.rs alone (the device code's own cost, `bytes` − `none`,
+is measured with nvcc).
+
+With BASE_GEN (issue 39): the forms are `none`, `base` and `after`,
+where `base` is kernels.rs as another occ tree's generator writes it for
+the same manifest: BASE_GEN is a program run as `BASE_GEN manifest.json
+out.rs` (bench/gen-kernels-rs.sh builds one from a tree's occ-model).
+Its kernels.rs must compile against this tree's `occ` crate (true of
+main before issue 39: the table's types did not change). So the two
+generators' cost is timed side by side in one run, on the same crate,
+manifest and blobs.
+
 Run: `python3 bench/kernels_rs.py` (REPS=3; BENCH_DIR, default
-/tmp/occ-bench/kernels-rs). Prints a Markdown table and writes
-results.json.
+/tmp/occ-bench/kernels-rs; CRATES=candle,big). Prints a Markdown table
+and writes results.json.
 """
 
 import json
@@ -44,7 +58,8 @@ import candle  # noqa: E402  (the helpers of bench/candle.py)
 BENCH = candle.BENCH
 OCC = candle.OCC
 REPS = int(os.environ.get("REPS", "3"))
-FORMS = ["none", "bytes", "before", "after"]
+BASE_GEN = os.environ.get("BASE_GEN")
+FORMS = (["none", "base", "after"] if os.environ.get("OCC_NO_NVCC") else ["none", "bytes", "base", "after"]) if BASE_GEN else ["none", "bytes", "before", "after"]
 CRATES = {"candle": "candle_kernels", "big": "occbench_big"}
 TIMES = BENCH / "rustc-times.log"
 WRAPPER = BENCH / "bin/rustc-timed.sh"
@@ -66,6 +81,9 @@ exec "$@"
 def cargo(crate, args):
     e = candle.env({"NVCC": candle.NVCC, "OCC_NVCC_LAUNCHER": str(candle.LAUNCHER)})
     e["RUSTC_WRAPPER"] = str(WRAPPER)
+    if os.environ.get("OCC_NO_NVCC"):
+        # A build from the crate's occ.lock: no nvcc, no device code.
+        e["OCC_NO_NVCC"] = os.environ["OCC_NO_NVCC"]
     p = subprocess.run(["nice", "cargo", *args, "--offline", "--message-format=json-render-diagnostics"],
                        cwd=crate, env=e, capture_output=True, text=True)
     if p.returncode != 0:
@@ -110,10 +128,17 @@ def before_text(occ_dir):
     return rs.replace(line, dc.strip())
 
 
+def base_text(occ_dir):
+    """kernels.rs as BASE_GEN writes it for this build's manifest."""
+    out = occ_dir / "kernels_base.rs"
+    subprocess.run([BASE_GEN, str(occ_dir / "manifest.json"), str(out)], check=True)
+    return out.read_text()
+
+
 def blobs(occ_dir):
     """(source, file) of each blob, from the manifest."""
     m = json.loads((occ_dir / "manifest.json").read_text())
-    return [(b["source"], b["file"]) for b in m["device_code"]]
+    return [(b["source"], b["file"]) for b in m["device_code"] if b.get("file")]
 
 
 # ---- the two crates -------------------------------------------------------
@@ -143,15 +168,18 @@ def candle_crate():
     forms = {
         "after": candle.occ_lib_rs(lib, ptx, "Ptx"),
         "before": candle.occ_lib_rs(lib, ptx, "Ptx").replace("/occ/kernels.rs", "/occ/kernels_before.rs"),
+        "base": candle.occ_lib_rs(lib, ptx, "Ptx").replace("/occ/kernels.rs", "/occ/kernels_base.rs"),
     }
     return crate, ptx, lib, forms
 
 
 def candle_forms(lib, ptx, occ_dir, forms):
-    files = dict(blobs(occ_dir))
+    # From the lock there are no blobs: `none` names none, `bytes` is moot.
+    files = dict(blobs(occ_dir)) or {f: "none" for f in ptx}
     forms["bytes"] = candle.occ_lib_rs(lib, ptx, "Ptx", False, files)
     none = candle.occ_lib_rs(lib, ptx, "Ptx", False, files)
-    none = re.sub(r'text\(include_bytes!\(concat!\(env!\("OUT_DIR"\), "[^"]*"\)\)\)', '""', none)
+    # No device code (candle's lib.rs reads each module's blob in a closure).
+    none = re.sub(r'include_bytes!\(concat!\(env!\("OUT_DIR"\), "[^"]*"\)\)', '&[]', none)
     forms["none"] = none
     return forms
 
@@ -176,7 +204,8 @@ def big_crate():
     if not (crate / "Cargo.lock").exists():
         shutil.copy(OCC / "Cargo.lock", crate / "Cargo.lock")
     return crate, {"after": BIG_AFTER.replace("KERNELS", "kernels.rs"),
-                   "before": BIG_AFTER.replace("KERNELS", "kernels_before.rs")}
+                   "before": BIG_AFTER.replace("KERNELS", "kernels_before.rs"),
+                   "base": BIG_AFTER.replace("KERNELS", "kernels_base.rs")}
 
 
 def big_forms(occ_dir, forms):
@@ -216,7 +245,9 @@ def measure(name, crate, forms, occ_dir):
             if path:
                 meta, objs = candle.rlib_parts(path)
                 res[form].update(rlib=path.stat().st_size, rmeta=meta, objects=objs)
+    base = occ_dir / "kernels_base.rs"
     return {"embedded": embedded, "kernels_rs": (occ_dir / "kernels.rs").stat().st_size,
+            "base_rs": base.stat().st_size if base.exists() else 0,
             "device_code_rs": (occ_dir / "device_code.rs").stat().st_size, "forms": res}
 
 
@@ -238,7 +269,7 @@ def main():
         crate, ptx, lib, forms = candle_crate()
         d = build_once(crate, forms["after"])
         occ_dir = find_occ(crate, "candle-kernels", d)
-        (occ_dir / "kernels_before.rs").write_text(before_text(occ_dir))
+        prepare(occ_dir)
         candle_forms(lib, ptx, occ_dir, forms)
         n = len(json.loads((occ_dir / "manifest.json").read_text())["kernels"])
         results[f"candle-kernels (PTX sm_80): {n} kernels"] = measure("candle", crate, forms, occ_dir)
@@ -246,7 +277,7 @@ def main():
         crate, forms = big_crate()
         d = build_once(crate, forms["after"])
         occ_dir = find_occ(crate, "occbench_big", d)
-        (occ_dir / "kernels_before.rs").write_text(before_text(occ_dir))
+        prepare(occ_dir)
         big_forms(occ_dir, forms)
         n = len(json.loads((occ_dir / "manifest.json").read_text())["kernels"])
         results[f"{n} kernels × {len(candle.BIG_ARCHS)} archs (fatbin)"] = measure("big", crate, forms, occ_dir)
@@ -254,6 +285,14 @@ def main():
     meta["load_end"] = open("/proc/loadavg").read().split()[:3]
     (BENCH / "results.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
     print(report(meta, results))
+
+
+def prepare(occ_dir):
+    """The other forms' kernels.rs beside this tree's."""
+    if BASE_GEN:
+        base_text(occ_dir)
+    else:
+        (occ_dir / "kernels_before.rs").write_text(before_text(occ_dir))
 
 
 def find_occ(crate, pkg, d):
@@ -283,6 +322,22 @@ def report(meta, results):
             out.append(f"| {k} | {', '.join(f'{w:.2f}' for w in v['walls'])} | {med[k]:.2f} | {best[k]:.2f} | "
                        f"{mib[k]:.0f} | {v.get('rlib', 0) / 1e6:.2f} | {v.get('rmeta', 0) / 1e6:.2f} | "
                        f"{v.get('objects', 0) / 1e6:.2f} |\n")
+        if BASE_GEN:
+            base_rs = r.get("base_rs", 0)
+            if "bytes" in med:
+                out.append(f"\nOver `bytes` (the same blobs by include_bytes!, no kernels.rs; median): "
+                           f"base +{med['base'] - med['bytes']:.2f} s, after {med['after'] - med['bytes']:+.2f} s.")
+            out.append(f"\nkernels.rs over `none` (median): base +{med['base'] - med['none']:.2f} s, "
+                       f"after +{med['after'] - med['none']:.2f} s (best: base "
+                       f"+{best['base'] - best['none']:.2f}, after +{best['after'] - best['none']:.2f}); "
+                       f"per round, after − none: "
+                       f"{', '.join(f'{a - n:+.2f}' for a, n in zip(f['after']['walls'], f['none']['walls']))}; "
+                       f"base − none: "
+                       f"{', '.join(f'{a - n:+.2f}' for a, n in zip(f['base']['walls'], f['none']['walls']))}. "
+                       f"Peak RSS after − none: {mib['after'] - mib['none']:+.0f} MiB, base − none: "
+                       f"{mib['base'] - mib['none']:+.0f} MiB. kernels.rs {r['kernels_rs'] / 1e6:.2f} MB "
+                       f"(base {base_rs / 1e6:.2f} MB).\n\n")
+            continue
         out.append(f"\nkernels.rs over `none` (median): before +{med['before'] - med['none']:.2f} s, "
                    f"after +{med['after'] - med['none']:.2f} s; over `bytes`: before "
                    f"+{med['before'] - med['bytes']:.2f} s, after {med['after'] - med['bytes']:+.2f} s. "

@@ -10,9 +10,13 @@ over one .cu file of 10 kernels for sm_80 and sm_90.
 
 - `sites`: src/main.rs has 500 functions, site i launching kernel i % 10,
   each `#[occ::launch_config(kernel = ...)]` with the options a user writes
-  (none, `block = (..)`, `max_block_size`, `block_multiple`,
-  `min_occupancy`, `dynamic_smem`, `arch`), whose body reads `BLOCK_SIZE`
-  and calls `grid_for(n)`.
+  (none, `max_block_size`, `block_multiple`, `min_occupancy`,
+  `dynamic_smem`, `arch`; three kernels' blocks declared in build.rs, as
+  the macro requires of a fixed block), whose body reads `BLOCK_SIZE` and
+  calls `grid_for(n)`.
+
+OCC_ROOT=<tree> builds both crates against another occ tree (its
+occ-build and macro), so that two trees are timed by this generator.
 - `hand`: the same functions, each with `const BLOCK_SIZE: u32 = N;` written
   in its body and the grid as `n.div_ceil(BLOCK_SIZE)`: what a user writes
   without the macro. N is what the macro baked: the `sites` binary prints
@@ -38,6 +42,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# The occ tree the crates depend on (OCC_ROOT; default this checkout), so
+# that two trees' macros are timed by one generator.
+OCC = Path(os.environ.get("OCC_ROOT", ROOT)).resolve()
 DIR = Path(os.environ.get("SITES_DIR", "/tmp/occ-sites"))
 TARGET = DIR / "target"
 REPS = int(os.environ.get("REPS", "7"))
@@ -150,28 +157,35 @@ KERNELS = ["scale", "add3", "dot_partial", "tile_transpose", "histogram",
 OPTIONS = {
     "scale": ["", "max_block_size = 512", "min_occupancy = 0.25", "block_multiple = 64"],
     "add3": ["", "min_occupancy = 0.5", "max_block_size = 128"],
-    "dot_partial": ["", "block = 128", "min_occupancy = 0.25"],
-    "tile_transpose": ["block = (32, 8)", "block = (32, _)", ""],
+    # Declared in build.rs (BUILD_RS): a site launches there (issue 25's
+    # rule: a site may not fix a block build.rs does not declare).
+    "dot_partial": ["", "arch = \"sm_80\""],
+    "tile_transpose": ["", "arch = \"sm_90\""],
     "histogram": ["dynamic_smem = 1024", "dynamic_smem = 1024, max_block_size = 256", ""],
     "polynomial": ["", "arch = \"sm_90\"", "block_multiple = 128"],
     "stencil5": ["", "min_occupancy = 0.5", "max_block_size = 256"],
-    "saxpy_u64": ["", "block = 256", "max_block_size = 1024, block_multiple = 32"],
+    "saxpy_u64": ["", "max_block_size = 1024, block_multiple = 32", "min_occupancy = 0.5"],
     "fill": ["", "min_occupancy = 0.1"],
-    "softmax_row": ["", "block = 1024", "block_multiple = 256"],
+    "softmax_row": ["", "arch = \"sm_90\""],
 }
 
-BUILD_RS = """fn main() {
+BUILD_RS = """use occ_build::Launch;
+
+fn main() {
     occ_build::Build::new()
         .file("kernels/kernels.cu")
         .archs(["sm_80", "sm_90"])
+        .launch("dot_partial", Launch::block(128))
+        .launch("tile_transpose", Launch::block_2d(32, 8))
+        .launch("softmax_row", Launch::block(1024))
         .compile();
 }
 """
 
 
 def cargo_toml(name):
-    occ_build = ROOT / "occ-build"
-    occ = ROOT / "occ"
+    occ_build = OCC / "occ-build"
+    occ = OCC / "occ"
     return (f'[package]\nname = "{name}"\nversion = "0.1.0"\nedition = "2021"\n\n'
             f'[workspace]\n\n[dependencies]\nocc = {{ path = "{occ}" }}\n\n'
             f'[build-dependencies]\nocc-build = {{ path = "{occ_build}" }}\n')

@@ -37,7 +37,7 @@ pub struct Site {
     /// ... on this arch.
     pub arch: &'static str,
     /// The kernel's entry in the build's table: its archs and its fatbin.
-    pub kernel: &'static kernels::Kernel,
+    pub kernel: kernels::KernelId,
 }
 
 /// `saxpy`'s launch site.

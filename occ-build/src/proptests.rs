@@ -13,6 +13,166 @@ use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// The rows of a generated `kernels.rs` as `occ` decodes them: the two
+/// literals of `KERNELS`' `Table::new`, read by syn, decoded by occ's
+/// `Table` over `blobs` placeholder blobs.
+fn decoded(rs: &str, blobs: usize) -> Result<Vec<occ::table::Kernel>, TestCaseError> {
+    let file = syn::parse_file(rs).map_err(|e| TestCaseError::fail(format!("{e}:\n{rs}")))?;
+    let init = file
+        .items
+        .into_iter()
+        .find_map(|item| match item {
+            syn::Item::Static(s) if s.ident == "KERNELS" => Some(s.expr),
+            _ => None,
+        })
+        .ok_or_else(|| TestCaseError::fail("no KERNELS"))?;
+    let syn::Expr::Call(call) = *init else {
+        return Err(TestCaseError::fail("KERNELS is no call"));
+    };
+    let text: Vec<String> = call
+        .args
+        .iter()
+        .filter_map(|a| match a {
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(s),
+                ..
+            }) => Some(s.value()),
+            _ => None,
+        })
+        .collect();
+    let [strings, rows] = <[String; 2]>::try_from(text)
+        .map_err(|_| TestCaseError::fail("KERNELS takes two literals"))?;
+    let code: Vec<occ::table::DeviceCode> = (0..blobs)
+        .map(|_| occ::table::DeviceCode {
+            source: "",
+            kind: occ::table::CodeKind::Fatbin,
+            arch: None,
+            bytes: &[],
+        })
+        .collect();
+    let table = occ::table::Table::new(
+        Box::leak(code.into_boxed_slice()),
+        Box::leak(strings.into_boxed_str()),
+        Box::leak(rows.into_boxed_str()),
+    );
+    Ok(table.to_vec())
+}
+
+/// Whether `got`, decoded from kernels.rs, holds every field of `m`'s
+/// kernels (the rows in build order of archs, `code` the blob's index).
+fn same_rows(m: &Manifest, got: &[occ::table::Kernel]) -> Result<(), TestCaseError> {
+    prop_assert_eq!(got.len(), m.kernels.len());
+    for (k, g) in m.kernels.iter().zip(got) {
+        prop_assert_eq!(
+            (g.name, g.demangled, g.base_name, g.ident, g.source),
+            (
+                k.name.as_str(),
+                k.demangled.as_str(),
+                k.base_name.as_str(),
+                k.ident.as_str(),
+                k.source.as_str()
+            )
+        );
+        let params: Vec<_> = k
+            .params
+            .iter()
+            .map(|p| (p.name.as_str(), p.c_type.as_str(), p.size, p.align))
+            .collect();
+        let got_params: Vec<_> = g
+            .params
+            .iter()
+            .map(|p| (p.name, p.c_type, p.size, p.align))
+            .collect();
+        prop_assert_eq!(got_params, params);
+        prop_assert_eq!(g.archs.len(), k.archs.len());
+        for row in g.archs {
+            let a = k
+                .archs
+                .get(row.arch)
+                .ok_or_else(|| TestCaseError::fail(format!("no arch {}", row.arch)))?;
+            let lb = &a.facts.launch_bounds;
+            prop_assert_eq!(
+                (
+                    row.registers,
+                    row.static_smem,
+                    row.stack_frame,
+                    row.spill_stores,
+                    row.spill_loads
+                ),
+                (
+                    a.facts.registers,
+                    a.facts.static_smem,
+                    a.facts.stack_frame,
+                    a.facts.spill_stores,
+                    a.facts.spill_loads
+                )
+            );
+            prop_assert_eq!(
+                (
+                    row.barriers,
+                    row.max_threads_per_block,
+                    row.min_blocks_per_sm,
+                    row.max_registers,
+                    row.cluster_dims
+                ),
+                (
+                    a.facts.barriers,
+                    lb.max_threads_per_block(),
+                    lb.min_blocks_per_sm,
+                    lb.max_registers,
+                    lb.cluster_dims
+                )
+            );
+            match &a.best {
+                Some(b) => {
+                    prop_assert_eq!(
+                        (
+                            row.best_block_size,
+                            row.active_blocks_per_sm,
+                            row.active_warps_per_sm,
+                            row.dynamic_smem_headroom
+                        ),
+                        (
+                            b.block_size,
+                            b.active_blocks_per_sm,
+                            b.active_warps_per_sm,
+                            b.dynamic_smem_headroom
+                        )
+                    );
+                    prop_assert_eq!(row.occupancy.to_bits(), (b.occupancy as f32).to_bits());
+                    prop_assert_eq!(
+                        row.limiters.to_vec(),
+                        b.limiters.iter().map(String::as_str).collect::<Vec<_>>()
+                    );
+                }
+                None => prop_assert_eq!(row.best_block_size, 0),
+            }
+            let declared = a.declared.as_ref().map(|d| {
+                (
+                    d.launch.block,
+                    d.dynamic_smem,
+                    d.active_blocks_per_sm,
+                    (d.occupancy as f32).to_bits(),
+                )
+            });
+            let got_declared = row.declared.map(|d| {
+                (
+                    d.block,
+                    d.dynamic_smem,
+                    d.active_blocks_per_sm,
+                    d.occupancy.to_bits(),
+                )
+            });
+            prop_assert_eq!(got_declared, declared);
+        }
+        let order: Vec<&str> = g.archs.iter().map(|r| r.arch).collect();
+        let mut built = order.clone();
+        built.sort_by_key(|a| m.archs.iter().position(|b| b == a));
+        prop_assert_eq!(order, built);
+    }
+    Ok(())
+}
+
 fn any_text() -> impl Strategy<Value = String> {
     prop_oneof![any::<String>(), ".{0,400}"]
 }
@@ -190,6 +350,8 @@ proptest! {
         prop_assert_eq!(back.to_json(), json);
         let rs = occ_model::render::kernels_rs::kernels_rs(&m);
         prop_assert!(syn::parse_file(&rs).is_ok(), "kernels.rs must parse:\n{rs}");
+        // The packed rows hold every field of the manifest's, as occ reads them.
+        same_rows(&m, &decoded(&rs, m.device_code.len())?)?;
         let dc = occ_model::render::kernels_rs::device_code_rs(&m, |b| occ_model::render::kernels_rs::Reach::Assembled {
             symbol: format!("occ_dc_{}", b.file.as_deref().unwrap_or_default().len()),
             len: 8,
@@ -237,23 +399,14 @@ proptest! {
         );
         // The same items, nothing injected.
         prop_assert_eq!(file.items.len(), plain.items.len(), "{}", rs);
-        // Each name is one string literal that reads back as it is.
-        let literals: Vec<String> = rs
-            .lines()
-            .filter_map(|l| l.trim().strip_prefix("source: "))
-            .map(|l| syn::parse_str::<syn::LitStr>(l.trim_end_matches(',')).map(|s| s.value()))
-            .collect::<Result<_, _>>()
-            .map_err(|e| TestCaseError::fail(e.to_string()))?;
-        prop_assert_eq!(literals, vec![source.clone()]);
-        for (field, value) in [("name", &name), ("demangled", &demangled), ("base_name", &base)] {
-            let lit = rs
-                .lines()
-                .find_map(|l| l.trim().strip_prefix(&format!("{field}: ")))
-                .ok_or_else(|| TestCaseError::fail(format!("no {field}")))?;
-            let read = syn::parse_str::<syn::LitStr>(lit.trim_end_matches(','))
-                .map_err(|e| TestCaseError::fail(e.to_string()))?;
-            prop_assert_eq!(&read.value(), value);
-        }
+        // Each name reads back exactly as it is, from the packed table.
+        let rows = decoded(&rs, 0)?;
+        let k = rows.first().ok_or_else(|| TestCaseError::fail("no row"))?;
+        prop_assert_eq!(
+            (k.name, k.demangled, k.base_name, k.source),
+            (name.as_str(), demangled.as_str(), base.as_str(), source.as_str())
+        );
+        prop_assert_eq!((k.params[0].name, k.params[0].c_type), (base.as_str(), c_type.as_str()));
     }
 
     #[test]
@@ -362,8 +515,14 @@ fn a_source_whose_name_starts_with_a_digit_gives_valid_kernels_rs() {
         file: Some("2d.fatbin".into()),
     });
     let rs = occ_model::render::kernels_rs::kernels_rs(&m);
-    assert!(rs.contains("code: Some(&DEVICE_CODE_ARRAY[0])"), "{rs}");
     assert!(syn::parse_file(&rs).is_ok(), "{rs}");
+    let rows = decoded(&rs, 1).map_err(|e| e.to_string());
+    let code = rows
+        .as_ref()
+        .ok()
+        .and_then(|r| r.first())
+        .and_then(|k| k.archs[0].code);
+    assert!(code.is_some(), "the row points at blob 0: {rs}");
     let assembled = occ_model::render::kernels_rs::Reach::Assembled {
         symbol: "occ_dc_0123".into(),
         len: 12,

@@ -174,6 +174,10 @@ fn option_env_out_dir() -> String {
 struct Uses {
     all: bool,
     names: Vec<String>,
+    /// The names the body surely uses: a bare identifier (not after `.`
+    /// or `::`, not only inside a literal). Their consts need no
+    /// `#[allow(dead_code)]`, an attribute rustc would process per site.
+    bare: Vec<String>,
     /// Every `grid_for(..)` of the body was rewritten ([`inline_grid_calls`]).
     grid_inlined: bool,
 }
@@ -209,6 +213,7 @@ impl Uses {
         let mut uses = Uses {
             all: false,
             names: Vec::new(),
+            bare: Vec::new(),
             grid_inlined: false,
         };
         uses.scan(body.clone());
@@ -217,14 +222,22 @@ impl Uses {
 
     fn scan(&mut self, tokens: TokenStream) {
         let mut last_ident: Option<String> = None;
+        // The previous token was `.` or `:` (a field, method or path segment).
+        let mut after_path = false;
         for t in tokens {
             match t {
                 TokenTree::Ident(i) => {
                     let name = i.to_string();
-                    if INJECTED.contains(&name.as_str()) && !self.names.contains(&name) {
-                        self.names.push(name.clone());
+                    if INJECTED.contains(&name.as_str()) {
+                        if !self.names.contains(&name) {
+                            self.names.push(name.clone());
+                        }
+                        if !after_path && !self.bare.contains(&name) {
+                            self.bare.push(name.clone());
+                        }
                     }
                     last_ident = Some(name);
+                    after_path = false;
                 }
                 TokenTree::Punct(p) if p.as_char() == '!' => {
                     if let Some(m) = &last_ident {
@@ -233,10 +246,16 @@ impl Uses {
                         }
                     }
                     last_ident = None;
+                    after_path = false;
+                }
+                TokenTree::Punct(p) if matches!(p.as_char(), '.' | ':') => {
+                    last_ident = None;
+                    after_path = true;
                 }
                 TokenTree::Group(g) => {
                     self.scan(g.stream());
                     last_ident = None;
+                    after_path = false;
                 }
                 // `println!("{BLOCK_SIZE}")`: a format string captures names.
                 TokenTree::Literal(l) => {
@@ -247,8 +266,12 @@ impl Uses {
                         }
                     }
                     last_ident = None;
+                    after_path = false;
                 }
-                _ => last_ident = None,
+                _ => {
+                    last_ident = None;
+                    after_path = false;
+                }
             }
         }
     }
@@ -261,6 +284,16 @@ impl Uses {
             || self.names.iter().any(|n| n == name)
             // grid_for reads BLOCK_SIZE.
             || (name == "BLOCK_SIZE" && !self.grid_inlined && self.wants("grid_for"))
+    }
+
+    /// Whether the injected `name` is surely used by the body, so that its
+    /// item needs no `#[allow(dead_code)]`: the body names it bare, and no
+    /// unknown macro could hide a second definition; `BLOCK_SIZE` also
+    /// when the injected `grid_for` reads it and is itself used.
+    fn surely_used(&self, name: &str) -> bool {
+        !self.all
+            && (self.bare.iter().any(|n| n == name)
+                || (name == "BLOCK_SIZE" && !self.grid_inlined && self.surely_used("grid_for")))
     }
 
     /// Whether the body's `grid_for` calls may be rewritten: it names
@@ -377,7 +410,9 @@ fn consts(plan: &Plan, uses: &Uses) -> TokenStream {
     // No doc comments: items inside a function body are not documented,
     // and each would be one more attribute for rustc per site.
     let mut item = |which: &str, tokens: TokenStream| {
-        if uses.wants(which) {
+        if uses.surely_used(which) {
+            out.extend(tokens);
+        } else if uses.wants(which) {
             out.extend(quote!(#[allow(dead_code)] #tokens));
         }
     };
@@ -527,5 +562,26 @@ mod tests {
         assert!(uses.wants("BLOCK_SIZE") && !uses.wants("grid_for"));
         // A macro of the user's may name it: nothing is rewritten.
         assert!(!Uses::of(&quote!(my_launch!(grid_for(n)))).inlines_grid());
+    }
+
+    #[test]
+    fn only_names_the_body_surely_uses_go_without_allow_dead_code() {
+        let uses = Uses::of(&quote!((
+            BLOCK_SIZE,
+            x.ARCH,
+            occ::OCCUPANCY,
+            println!("{BLOCK}")
+        )));
+        assert!(uses.surely_used("BLOCK_SIZE"));
+        // A field, a path segment, a format string: injected, maybe unused.
+        for name in ["ARCH", "OCCUPANCY", "BLOCK"] {
+            assert!(uses.wants(name) && !uses.surely_used(name), "{name}");
+        }
+        // A user's macro may define or hide anything: every name allowed.
+        let uses = Uses::of(&quote!(my_macro!(); BLOCK_SIZE));
+        assert!(uses.wants("BLOCK_SIZE") && !uses.surely_used("BLOCK_SIZE"));
+        // The injected `grid_for` reads `BLOCK_SIZE`.
+        let uses = Uses::of(&quote!(grid_for(n)));
+        assert!(uses.surely_used("grid_for") && uses.surely_used("BLOCK_SIZE"));
     }
 }

@@ -1,13 +1,16 @@
 //! The types of the kernel table that occ-build generates.
 //!
 //! A build script that runs `occ_build::Build` writes
-//! `$OUT_DIR/occ/kernels.rs`: statics made of these types (`DEVICE_CODE`,
-//! `KERNELS`, one `<ident>::KERNEL` per kernel) and a `get(name)` lookup.
-//! Every field is public and every type is plain data, so the generated
-//! file builds its tables as `static`s with no code run at start-up. The
-//! blobs' bytes come from `device_code.rs` beside it, through the hidden
-//! `occ::__device_code!`: on Linux assembled into the object code, so
-//! that they are not also copied into the rlib's metadata.
+//! `$OUT_DIR/occ/kernels.rs`: the blobs' table `DEVICE_CODE` (a `static`
+//! of [`DeviceCode`]s), the kernels' [`Table`] `KERNELS` (read as a slice
+//! of [`Kernel`]s, packed rows decoded on first use, so that rustc does
+//! not type-check and const-evaluate a struct literal per kernel × arch),
+//! a `KernelId` per kernel (`<ident>::KERNEL`, which derefs to its
+//! `Kernel`) and a `get(name)` lookup. Every field is public and every
+//! type is plain data. The blobs' bytes come from `device_code.rs` beside
+//! it, through the hidden `occ::__device_code!`: on Linux assembled into
+//! the object code, so that they are not also copied into the rlib's
+//! metadata.
 //!
 //! ```
 //! use occ::table::{CodeKind, DeviceCode, Kernel, KernelArch, Param};
@@ -309,6 +312,170 @@ impl Kernel {
         }
         out.push(')');
         out
+    }
+}
+
+/// The kernel table of a generated `kernels.rs` (`KERNELS`): every kernel,
+/// sorted by symbol, as a slice of [`Kernel`] through `Deref`
+/// (`KERNELS.iter()`, `KERNELS.len()`, `&KERNELS[..]`).
+///
+/// The rows are written packed, as two string literals (the strings, and
+/// the numbers as decimal words), and made into `Kernel`s on first use:
+/// a typed `static` of hundreds of struct literals cost rustc about a
+/// second per 700 kernels to type-check and const-evaluate, where two
+/// literals cost it next to nothing (BENCHMARKS.md section 17). The
+/// format is occ-build's and private: the `occ` crate must be the same
+/// release as the occ-build that wrote the file.
+pub struct Table {
+    code: &'static [DeviceCode],
+    strings: &'static str,
+    rows: &'static str,
+    decoded: std::sync::OnceLock<&'static [Kernel]>,
+}
+
+impl Table {
+    /// The table of the packed `rows` over `strings`, whose rows point
+    /// into `code` (what `kernels.rs` writes; not for use by hand).
+    #[doc(hidden)]
+    pub const fn new(
+        code: &'static [DeviceCode],
+        strings: &'static str,
+        rows: &'static str,
+    ) -> Table {
+        Table {
+            code,
+            strings,
+            rows,
+            decoded: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The rows as `Kernel`s. The slices the rows point to (parameters,
+    /// archs, limiters) are allocated once, here, and never freed: the
+    /// table is a `static`.
+    fn decode(&self) -> Box<[Kernel]> {
+        let mut words = Words {
+            words: self.rows.split_ascii_whitespace(),
+            strings: self.strings,
+        };
+        let count = words.count();
+        let mut kernels = Vec::with_capacity(count);
+        for _ in 0..count {
+            let name = words.str();
+            let demangled = words.str();
+            let base_name = words.str();
+            let ident = words.str();
+            let source = words.str();
+            let params: Vec<Param> = (0..words.count())
+                .map(|_| Param {
+                    name: words.str(),
+                    c_type: words.str(),
+                    size: words.u32(),
+                    align: words.u32(),
+                })
+                .collect();
+            let archs: Vec<KernelArch> =
+                (0..words.count()).map(|_| words.arch(self.code)).collect();
+            kernels.push(Kernel {
+                name,
+                demangled,
+                base_name,
+                ident,
+                source,
+                params: Box::leak(params.into_boxed_slice()),
+                archs: Box::leak(archs.into_boxed_slice()),
+            });
+        }
+        kernels.into_boxed_slice()
+    }
+}
+
+/// A packed table reads as the slice of its kernels.
+impl core::ops::Deref for Table {
+    type Target = [Kernel];
+
+    fn deref(&self) -> &[Kernel] {
+        // Decoded once per table; `kernels.rs`'s is a `static`.
+        self.decoded.get_or_init(|| Box::leak(self.decode()))
+    }
+}
+
+/// The kernels' count, not their rows.
+impl fmt::Debug for Table {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Table")
+            .field("kernels", &self.len())
+            .finish()
+    }
+}
+
+/// The reader of a packed table's words: each a decimal `u32`; a string
+/// is two words, its byte offset into the strings and its length; an
+/// option is a word 0 (`None`) or 1 followed by its value. A word that is
+/// missing or no number reads as 0 and a string out of range as `""`: a
+/// table written by another release reads as wrong numbers, never a panic.
+struct Words<'a> {
+    words: core::str::SplitAsciiWhitespace<'a>,
+    strings: &'static str,
+}
+
+impl Words<'_> {
+    fn u32(&mut self) -> u32 {
+        self.words.next().and_then(|w| w.parse().ok()).unwrap_or(0)
+    }
+
+    fn count(&mut self) -> usize {
+        self.u32() as usize
+    }
+
+    fn str(&mut self) -> &'static str {
+        let start = self.count();
+        let len = self.count();
+        start
+            .checked_add(len)
+            .and_then(|end| self.strings.get(start..end))
+            .unwrap_or("")
+    }
+
+    fn opt(&mut self) -> Option<u32> {
+        (self.u32() != 0).then(|| self.u32())
+    }
+
+    fn f32(&mut self) -> f32 {
+        f32::from_bits(self.u32())
+    }
+
+    /// One kernel × arch: the fields of [`KernelArch`] in order.
+    fn arch(&mut self, code: &'static [DeviceCode]) -> KernelArch {
+        KernelArch {
+            arch: self.str(),
+            registers: self.u32(),
+            static_smem: self.u32(),
+            stack_frame: self.u32(),
+            spill_stores: self.u32(),
+            spill_loads: self.u32(),
+            barriers: self.opt(),
+            max_threads_per_block: self.opt(),
+            min_blocks_per_sm: self.opt(),
+            max_registers: self.opt(),
+            cluster_dims: (self.u32() != 0).then(|| [self.u32(), self.u32(), self.u32()]),
+            best_block_size: self.u32(),
+            active_blocks_per_sm: self.u32(),
+            active_warps_per_sm: self.u32(),
+            occupancy: self.f32(),
+            limiters: {
+                let limiters: Vec<&'static str> = (0..self.count()).map(|_| self.str()).collect();
+                Box::leak(limiters.into_boxed_slice())
+            },
+            dynamic_smem_headroom: self.u32(),
+            declared: (self.u32() != 0).then(|| DeclaredLaunch {
+                block: [self.u32(), self.u32(), self.u32()],
+                dynamic_smem: self.u32(),
+                active_blocks_per_sm: self.u32(),
+                occupancy: self.f32(),
+            }),
+            code: self.opt().and_then(|i| code.get(i as usize)),
+        }
     }
 }
 

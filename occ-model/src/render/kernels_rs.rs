@@ -3,15 +3,32 @@
 //! a build with nvcc and one from the lock write the same text for the
 //! same manifest (occ-build's `stage/outputs.rs` writes the files).
 //!
-//! `kernels.rs` is data, not a forest of modules: one static table of
-//! kernels (names, source, per-arch resources and best launch, a reference
-//! to the device-code blob that holds it), a table of blobs, `get(name)`
-//! for run-time lookup, and one small module per kernel (`KERNEL`, a
-//! reference into the table) for compile-time use. It is written as text,
-//! one line per kernel × arch: quoting and pretty-printing a file of
-//! several MB costs seconds at a build script's opt-level 0, and this text
-//! is already formatted. Sorted, free of absolute paths and timestamps,
-//! and written only when it changes.
+//! `kernels.rs` costs rustc next to nothing for what a crate does not use
+//! (BENCHMARKS.md section 17): rustc type-checks, const-evaluates and
+//! borrow-checks every typed item whether or not it is used, so the file
+//! holds almost none per kernel.
+//!
+//! - `KERNELS` (`occ::table::Table`): every kernel's row packed into two
+//!   literals, the strings (each once) and the numbers as decimal words,
+//!   one line per kernel (`pack`); `occ` decodes them into its
+//!   `Kernel`s on first use. A typed static of struct literals cost rustc
+//!   ~1 s per 700 kernels; the literals cost it a lexer pass. The word
+//!   order is `occ::table::Table`'s decoder's; occ-build's proptests
+//!   decode every generated manifest with it and compare every field.
+//! - `KernelId`, one enum of every kernel (a variant's discriminant is its
+//!   row), which derefs to its `Kernel`; `<ident>::KERNEL` is its variant,
+//!   re-exported by the kernel's module (`pub use`: name resolution only,
+//!   where a `const` per kernel was evaluated per kernel).
+//! - one small module per kernel (`KERNEL`, and its typed launcher inside
+//!   `occ::__if_cudarc!`, dropped before type checking without occ's `cudarc`).
+//! - a table of blobs (`device_code.rs`), `get(name)` for run-time lookup.
+//!
+//! A kernel's entry is a run-time value: `KERNEL.archs[0].registers` is
+//! no longer a `const` expression (the packed rows are decoded at run
+//! time). Written as text, already formatted: quoting and pretty-printing a
+//! file of several MB costs seconds at a build script's opt-level 0.
+//! Sorted, free of absolute paths and timestamps, and written only when it
+//! changes.
 //!
 //! `device_code.rs`, which `kernels.rs` includes, holds the blobs' table
 //! (`DEVICE_CODE_ARRAY`): each blob by `occ::__device_code!`, which on
@@ -47,7 +64,7 @@ pub use ::occ::table::{CodeKind, DeclaredLaunch, DeviceCode, Kernel, KernelArch,
 /// `<ident>::KERNEL`).
 #[allow(dead_code)]
 pub fn get(name: &str) -> Option<&'static Kernel> {
-    ::occ::table::lookup(KERNELS, name)
+    ::occ::table::lookup(&KERNELS, name)
 }
 "#;
 
@@ -103,63 +120,37 @@ pub fn kernels_rs(manifest: &Manifest) -> String {
         }
     }
     out.push_str("\n/// The embedded device code, sorted by source, then arch.\n#[allow(dead_code)]\npub static DEVICE_CODE: &[DeviceCode] = &DEVICE_CODE_ARRAY;\n");
-    // An array static again, for the `<ident>::KERNEL` consts to point into:
-    // `&KERNELS[i]` through the slice static costs rustc 0.4 s more at 705
-    // kernels (BENCHMARKS.md, kernels.rs at candle's size).
+    // The rows packed into two literals (`occ::table::Table`, decoded on
+    // first use): a typed static of struct literals cost rustc ~1 s per 700
+    // kernels (BENCHMARKS.md section 17).
+    let packed = pack(manifest, &blob_of);
     let _ = writeln!(
         out,
-        "\n#[allow(dead_code)]\nstatic KERNELS_ARRAY: [Kernel; {}] = [",
-        manifest.kernels.len()
+        "\n/// Every kernel, sorted by symbol (`get` looks them up): a slice of\n\
+         /// [`Kernel`] through `Deref`, decoded from the packed rows on first use.\n\
+         #[allow(dead_code)]\npub static KERNELS: ::occ::table::Table = ::occ::table::Table::new(\n    \
+         &DEVICE_CODE_ARRAY,\n    {},\n    r\"\n{}\",\n);",
+        lit(&packed.strings),
+        packed.rows
     );
+    out.push_str(KERNEL_ID_DOC);
+    for kernel in &manifest.kernels {
+        let _ = writeln!(out, "    {},", kernel.ident);
+    }
+    out.push_str("}\n");
+    out.push_str(KERNEL_ID_IMPLS);
     for kernel in &manifest.kernels {
         let _ = writeln!(
             out,
-            "    Kernel {{\n        name: {},\n        demangled: {},\n        base_name: {},\n        ident: {},\n        source: {},\n        params: &[{}],\n        archs: &[",
-            lit(&kernel.name),
-            lit(&kernel.demangled),
-            lit(&kernel.base_name),
-            lit(&kernel.ident),
-            lit(&kernel.source),
-            kernel
-                .params
-                .iter()
-                .map(param)
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        // Build order, as `ARCHS`.
-        let mut archs: Vec<(&String, &KernelArch)> = kernel.archs.iter().collect();
-        archs.sort_by_key(|(a, _)| manifest.archs.iter().position(|m| m == *a));
-        for (arch, k) in archs {
-            let blob = blob_of
-                .get(&(kernel.source.as_str(), Some(arch.as_str())))
-                .or_else(|| blob_of.get(&(kernel.source.as_str(), None)));
-            let _ = writeln!(out, "            {},", kernel_arch(arch, k, blob.copied()));
-        }
-        out.push_str("        ],\n    },\n");
-    }
-    out.push_str("];\n\n/// Every kernel, sorted by symbol (`get` looks them up).\n#[allow(dead_code)]\npub static KERNELS: &[Kernel] = &KERNELS_ARRAY;\n");
-    for (i, kernel) in manifest.kernels.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "\n/// `{}` from `{}`.\n#[allow(dead_code)]\npub mod {} {{\n    /// This kernel's entry in [`KERNELS`](super::KERNELS).\n    pub const KERNEL: &super::Kernel = &super::KERNELS_ARRAY[{i}];\n{}}}",
+            "\n/// `{}` from `{}`.\n#[allow(dead_code, unused_imports)]\npub mod {} {{\n    /// This kernel's entry in [`KERNELS`](super::KERNELS): derefs to its `Kernel`.\n    pub use super::KernelId::{} as KERNEL;\n{}}}",
             doc(&kernel.base_name),
             doc(&kernel.source),
+            kernel.ident,
             kernel.ident,
             launcher(kernel)
         );
     }
     out
-}
-
-fn param(p: &crate::compiler::params::Param) -> String {
-    format!(
-        "Param {{ name: {}, c_type: {}, size: {}, align: {} }}",
-        lit(&p.name),
-        lit(&p.c_type),
-        p.size,
-        p.align
-    )
 }
 
 /// Names a kernel parameter's Rust name may not take: the launcher's own
@@ -284,7 +275,7 @@ fn launcher(kernel: &manifest::Kernel) -> String {
          stream: &::occ::cuda::CudaStream,\n        \
          cfg: ::occ::LaunchConfig,\n{}    \
          ) -> ::core::result::Result<(), ::occ::cuda::Error> {{\n        \
-         func.expect(KERNEL)?;\n        \
+         func.expect(&KERNEL)?;\n        \
          #[allow(unused_mut)]\n        \
          let mut __occ_args = ::occ::cuda::Args::new(stream);\n\
          {body}        \
@@ -301,6 +292,184 @@ fn launcher(kernel: &manifest::Kernel) -> String {
     )
 }
 
+/// The enum of the kernels, before its variants (one per kernel, in
+/// `KERNELS`' order, so that a variant's discriminant is its row).
+const KERNEL_ID_DOC: &str = "
+/// One kernel of this table: `<ident>::KERNEL` is its variant. Derefs to its
+/// [`Kernel`] (`KERNEL.signature()`, `KERNEL.archs`), and `Into<&'static
+/// Kernel>` (what `occ::cuda::Loader::load` takes). A value without a body
+/// per kernel, so that a table of thousands costs rustc next to nothing.
+#[allow(dead_code, missing_docs, non_camel_case_types)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KernelId {
+";
+
+/// What `KernelId` is, after its variants.
+const KERNEL_ID_IMPLS: &str = "
+#[allow(dead_code)]
+impl KernelId {
+    /// This kernel's row of [`KERNELS`].
+    pub fn kernel(self) -> &'static Kernel {
+        &KERNELS[self as usize]
+    }
+}
+
+impl ::core::ops::Deref for KernelId {
+    type Target = Kernel;
+
+    fn deref(&self) -> &Kernel {
+        self.kernel()
+    }
+}
+
+impl ::core::convert::From<KernelId> for &'static Kernel {
+    fn from(id: KernelId) -> &'static Kernel {
+        id.kernel()
+    }
+}
+
+/// The kernel's Rust identifier.
+impl ::core::fmt::Debug for KernelId {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        f.write_str(self.kernel().ident)
+    }
+}
+";
+
+/// `KERNELS`' rows packed as `occ::table::Table` reads them: the strings
+/// once each, and the numbers as decimal words, one line per kernel.
+struct Packed {
+    strings: String,
+    rows: String,
+}
+
+/// The packed rows of `manifest`'s kernels; `blob_of` finds each row's
+/// device code. The word order is `occ::table::Table`'s decoder's (its
+/// `Words`): change both together.
+fn pack(manifest: &Manifest, blob_of: &BTreeMap<(&str, Option<&str>), usize>) -> Packed {
+    let mut strings = String::new();
+    let mut at: BTreeMap<String, usize> = BTreeMap::new();
+    let mut rows = String::with_capacity(manifest.kernels.len() * 400);
+    let _ = writeln!(rows, "{}", manifest.kernels.len());
+    for kernel in &manifest.kernels {
+        let mut words: Vec<String> = Vec::with_capacity(96);
+        let mut s = |words: &mut Vec<String>, text: &str| {
+            let start = *at.entry(text.to_string()).or_insert_with(|| {
+                strings.push_str(text);
+                strings.len() - text.len()
+            });
+            words.push(start.to_string());
+            words.push(text.len().to_string());
+        };
+        for text in [
+            &kernel.name,
+            &kernel.demangled,
+            &kernel.base_name,
+            &kernel.ident,
+            &kernel.source,
+        ] {
+            s(&mut words, text);
+        }
+        words.push(kernel.params.len().to_string());
+        for p in &kernel.params {
+            s(&mut words, &p.name);
+            s(&mut words, &p.c_type);
+            words.push(p.size.to_string());
+            words.push(p.align.to_string());
+        }
+        // Build order, as `ARCHS`.
+        let mut archs: Vec<(&String, &KernelArch)> = kernel.archs.iter().collect();
+        archs.sort_by_key(|(a, _)| manifest.archs.iter().position(|m| m == *a));
+        words.push(archs.len().to_string());
+        for (arch, k) in archs {
+            s(&mut words, arch);
+            let blob = blob_of
+                .get(&(kernel.source.as_str(), Some(arch.as_str())))
+                .or_else(|| blob_of.get(&(kernel.source.as_str(), None)));
+            arch_words(&mut words, &mut s, k, blob.copied());
+        }
+        rows.push_str(&words.join(" "));
+        rows.push('\n');
+    }
+    Packed { strings, rows }
+}
+
+/// One kernel × arch's words after its arch's name: the fields of
+/// `occ::table::KernelArch` in order, an option as 0 or 1 and its value.
+fn arch_words(
+    words: &mut Vec<String>,
+    s: &mut impl FnMut(&mut Vec<String>, &str),
+    k: &KernelArch,
+    blob: Option<usize>,
+) {
+    fn opt(words: &mut Vec<String>, v: Option<u32>) {
+        match v {
+            Some(v) => words.extend(["1".to_string(), v.to_string()]),
+            None => words.push("0".into()),
+        }
+    }
+    let lb = &k.facts.launch_bounds;
+    for v in [
+        k.facts.registers,
+        k.facts.static_smem,
+        k.facts.stack_frame,
+        k.facts.spill_stores,
+        k.facts.spill_loads,
+    ] {
+        words.push(v.to_string());
+    }
+    opt(words, k.facts.barriers);
+    opt(words, lb.max_threads_per_block());
+    opt(words, lb.min_blocks_per_sm);
+    opt(words, lb.max_registers);
+    match lb.cluster_dims {
+        Some([x, y, z]) => {
+            words.extend(["1", &x.to_string(), &y.to_string(), &z.to_string()].map(String::from))
+        }
+        None => words.push("0".into()),
+    }
+    // occ's table has a row for every kernel × arch built: one that cannot
+    // launch there reads as a best block of 0 threads, none resident,
+    // limited by `cannot launch`.
+    let (block, blocks, warps, occupancy, limiters, headroom) = match &k.best {
+        Some(b) => (
+            b.block_size,
+            b.active_blocks_per_sm,
+            b.active_warps_per_sm,
+            b.occupancy as f32,
+            b.limiters.clone(),
+            b.dynamic_smem_headroom,
+        ),
+        None => (0, 0, 0, 0.0, vec![manifest::CANNOT_LAUNCH.to_string()], 0),
+    };
+    for v in [block, blocks, warps, occupancy.to_bits()] {
+        words.push(v.to_string());
+    }
+    words.push(limiters.len().to_string());
+    for l in &limiters {
+        s(words, l);
+    }
+    words.push(headroom.to_string());
+    match &k.declared {
+        Some(d) => {
+            let [x, y, z] = d.launch.block;
+            words.push("1".into());
+            for v in [
+                x,
+                y,
+                z,
+                d.dynamic_smem,
+                d.active_blocks_per_sm,
+                (d.occupancy as f32).to_bits(),
+            ] {
+                words.push(v.to_string());
+            }
+        }
+        None => words.push("0".into()),
+    }
+    opt(words, blob.map(|i| i as u32));
+}
+
 /// A Rust string literal for `s` (`{:?}` escapes quotes, backslashes and
 /// control characters the way Rust source reads them).
 fn lit(s: &str) -> String {
@@ -312,13 +481,6 @@ fn lit(s: &str) -> String {
 /// and start Rust), a backquote as `'` (it would end the span).
 fn doc(s: &str) -> String {
     crate::compiler::names::shown(s).replace('`', "'")
-}
-
-fn opt(v: Option<u32>) -> String {
-    match v {
-        Some(v) => format!("Some({v})"),
-        None => "None".into(),
-    }
 }
 
 /// How `device_code.rs` reaches a blob's bytes.
@@ -382,65 +544,6 @@ fn device_code(blob: &DeviceCode, reach: &Reach) -> String {
     format!(
         "DeviceCode {{ source: {}, kind: CodeKind::{kind}, arch: {arch}, bytes: {bytes} }}",
         lit(&blob.source)
-    )
-}
-
-fn kernel_arch(arch: &str, k: &KernelArch, blob: Option<usize>) -> String {
-    let lb = &k.facts.launch_bounds;
-    let cluster = match lb.cluster_dims {
-        Some([x, y, z]) => format!("Some([{x}, {y}, {z}])"),
-        None => "None".into(),
-    };
-    // occ's table has a row for every kernel × arch built: one that cannot
-    // launch there reads as a best block of 0 threads, none resident,
-    // limited by `cannot launch`.
-    let (block, blocks, warps, occupancy, limiters, headroom) = match &k.best {
-        Some(b) => (
-            b.block_size,
-            b.active_blocks_per_sm,
-            b.active_warps_per_sm,
-            b.occupancy as f32,
-            b.limiters.iter().map(|l| lit(l)).collect(),
-            b.dynamic_smem_headroom,
-        ),
-        None => (0, 0, 0, 0.0, vec![lit(manifest::CANNOT_LAUNCH)], 0),
-    };
-    let code = match blob {
-        Some(i) => format!("Some(&DEVICE_CODE_ARRAY[{i}])"),
-        None => "None".into(),
-    };
-    let declared = match &k.declared {
-        Some(d) => {
-            let [x, y, z] = d.launch.block;
-            format!(
-                "Some(DeclaredLaunch {{ block: [{x}, {y}, {z}], dynamic_smem: {}, active_blocks_per_sm: {}, occupancy: {:?} }})",
-                d.dynamic_smem, d.active_blocks_per_sm, d.occupancy as f32
-            )
-        }
-        None => "None".into(),
-    };
-    format!(
-        "KernelArch {{ arch: {}, registers: {}, static_smem: {}, stack_frame: {}, \
-         spill_stores: {}, spill_loads: {}, barriers: {}, max_threads_per_block: {}, \
-         min_blocks_per_sm: {}, max_registers: {}, cluster_dims: {cluster}, best_block_size: {}, \
-         active_blocks_per_sm: {}, active_warps_per_sm: {}, occupancy: {:?}, limiters: &[{}], \
-         dynamic_smem_headroom: {}, declared: {declared}, code: {code} }}",
-        lit(arch),
-        k.facts.registers,
-        k.facts.static_smem,
-        k.facts.stack_frame,
-        k.facts.spill_stores,
-        k.facts.spill_loads,
-        opt(k.facts.barriers),
-        opt(lb.max_threads_per_block()),
-        opt(lb.min_blocks_per_sm),
-        opt(lb.max_registers),
-        block,
-        blocks,
-        warps,
-        occupancy,
-        limiters.join(", "),
-        headroom,
     )
 }
 

@@ -115,7 +115,7 @@ fn hits(name: &str, text: &str) -> Vec<String> {
                 hits.push(format!("{name}:{}: {what}: {}", n + 1, line.trim()));
             }
         }
-        if !name.ends_with("hostlib.rs") && line.contains("cc::") {
+        if !name.ends_with("hostlib.rs") && names_cc(line) {
             hits.push(format!(
                 "{name}:{}: the cc crate (it starts programs itself): {}",
                 n + 1,
@@ -222,4 +222,21 @@ fn cargo_occ_may_start_only_what_outside_names() {
         programs("Command::new(ptxas_beside(&nvcc)).arg(x); Command::new(cargo)"),
         ["ptxas_beside(&nvcc)", "cargo"]
     );
+}
+
+/// Whether `line` names the cc crate (`cc::`, not the tail of another
+/// path such as `occ::table`).
+fn names_cc(line: &str) -> bool {
+    line.match_indices("cc::").any(|(at, _)| {
+        !line[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_')
+    })
+}
+
+#[test]
+fn cc_is_told_from_paths_that_end_in_cc() {
+    assert!(names_cc("let b = cc::Build::new();") && names_cc("(cc::Build::new())"));
+    assert!(!names_cc("let k: occ::table::Kernel;") && !names_cc("my_cc::x"));
 }

@@ -108,14 +108,16 @@ impl Loader {
         &self.ctx
     }
 
-    /// Loads `kernel` (`kernels::<ident>::KERNEL` of the generated table):
+    /// Loads `kernel` (`kernels::<ident>::KERNEL` of the generated table, a
+    /// `KernelId`, or a `&'static Kernel` of `KERNELS` or `get`):
     /// picks its device code for this GPU ([`select::pick_code`]: the
     /// newest cubin that runs, else PTX for the driver's JIT), loads the
     /// blob unless it is loaded already, and looks up the kernel's symbol.
     ///
     /// Long because the driver calls run in the order the driver requires, each
     /// failure named.
-    pub fn load(&self, kernel: &'static Kernel) -> Result<Function, Error> {
+    pub fn load(&self, kernel: impl Into<&'static Kernel>) -> Result<Function, Error> {
+        let kernel: &'static Kernel = kernel.into();
         let (major, minor) = self.gpu;
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(f) = cache.functions.get(&(kernel.name, kernel.source)) {

@@ -283,9 +283,6 @@ const MAIN: &str = r#"mod kernels {
     include!(concat!(env!("OUT_DIR"), "/occ/kernels.rs"));
 }
 
-/// Known at compile time, from the table.
-const AFFINE_F32_REGISTERS: u32 = kernels::affine_f32::KERNEL.archs[0].registers;
-
 fn main() {
     // Looked up by a name made at run time, as candle does.
     for dtype in ["f32", "f64", "bf16"] {
@@ -304,7 +301,8 @@ fn main() {
     // Generic code over every kernel and arch.
     let rows: usize = kernels::KERNELS.iter().map(|k| k.archs.len()).sum();
     println!("kernels={} rows={} blobs={} archs={:?}", kernels::KERNELS.len(), rows, kernels::DEVICE_CODE.len(), kernels::ARCHS);
-    println!("const={}", AFFINE_F32_REGISTERS);
+    // A kernel's entry by its module (`KernelId`, decoded with the table).
+    println!("const={}", kernels::affine_f32::KERNEL.archs[0].registers);
 }
 "#;
 
