@@ -238,7 +238,8 @@ pub enum Ask<'a> {
 /// which asks the same at build.rs's launch and the best its options
 /// allow elsewhere, or at the fastest measured block size when `tuned`;
 /// the gate asks whether the lock's measured best still runs.
-/// `Ok(None)` when no block size can run.
+/// `Ok(None)` when no block size can run (for [`Ask::At`], when the
+/// launch asked for leaves no block resident: the driver would refuse it).
 pub fn decide(
     arch: &arch::Arch,
     res: &occupancy::KernelResources,
@@ -248,11 +249,15 @@ pub fn decide(
         Ask::At(launch) => {
             let at = launch.at();
             let occ = occupancy(arch, res, &at)?;
-            Ok(Some(suggest::BestBlock {
-                block_size: at.block_size,
-                dynamic_smem: at.dynamic_smem,
-                occupancy: occ,
-            }))
+            // No block resident: the driver refuses the launch, as the
+            // other asks say (`None`), never "0% occupancy".
+            Ok(
+                (occ.active_blocks_per_sm > 0).then_some(suggest::BestBlock {
+                    block_size: at.block_size,
+                    dynamic_smem: at.dynamic_smem,
+                    occupancy: occ,
+                }),
+            )
         }
         Ask::Best(request) => suggest::best_block_size(arch, res, request),
         Ask::Measured(request, block_size) => {
@@ -551,6 +556,29 @@ mod tests {
             device_code: &[],
             others: None,
         })
+    }
+
+    /// A launch build.rs declares that leaves no block resident (255
+    /// registers × 1,024 threads is four times an sm_80 SM's registers:
+    /// the driver refuses it) is an error naming the launch, in the one
+    /// rule every launch decision goes through, never a launch at 0%; the
+    /// same kernel at 128 threads runs.
+    #[test]
+    fn a_declared_launch_no_block_of_which_is_resident_is_refused() {
+        let facts = resources(255, 8, 0).facts;
+        let by = DeclaredBy::Build {
+            pattern: "k".into(),
+        };
+        let err = declared_for("sm_80", &facts, &Launch::block(1024), by.clone())
+            .expect_err("1024 threads of 255 registers");
+        assert!(err.contains("no block of 1024"), "{err}");
+        let a = arch::lookup("sm_80").expect("sm_80");
+        let res = analyze::model_of(&facts);
+        assert!(decide(a, &res, Ask::At(&Launch::block(1024)))
+            .expect("the model takes these numbers")
+            .is_none());
+        let runs = declared_for("sm_80", &facts, &Launch::block(128), by).expect("128 runs");
+        assert!(runs.active_blocks_per_sm > 0);
     }
 
     /// A `.reqntid` kernel's best launch is its required block, also where

@@ -572,31 +572,27 @@ mod tests {
     use crate::schema::manifest::DeclaredBy;
     use serde_json::Value;
 
-    /// A kernel that cannot launch on an arch (here 255 registers per
-    /// thread in the 1,024-thread block its `.reqntid` requires: four
-    /// times an sm_80 SM's registers) has no best
-    /// launch, and the lock says nothing of it (the number follows from
-    /// the registers); the form a schema-2 lock wrote (a best block of 0
-    /// threads, none resident, limited by `cannot launch`) reads as the
-    /// same record.
+    /// A kernel that cannot run at the block its `.reqntid` requires
+    /// (here 255 registers per thread in 1,024 threads: four times an
+    /// sm_80 SM's registers; ptxas would have capped the registers) is
+    /// refused on reading, naming the kernel, the arch and the launch,
+    /// never read as a launch at 0% occupancy; so is the form a schema-2
+    /// lock wrote for it (a best block of 0 threads, none resident,
+    /// limited by `cannot launch`).
     #[test]
-    fn a_kernel_that_cannot_launch_has_no_best_and_the_old_zero_block_reads_as_none() {
+    fn a_kernel_that_cannot_run_its_required_block_is_refused_in_either_schema() {
         let mut big = arch(255, 64, 0);
         big.facts.launch_bounds.req_threads = Some([1024, 1, 1]);
-        let l = lock(&[("a", big)]);
-        assert_eq!(
-            l.kernels[0].archs["sm_80"].best, None,
-            "test premise: over sm_80's registers"
-        );
+        let l = fabricated(&[("a", big)]);
         let text = l.to_text();
-        let read = Lock::from_text(&text, Path::new("occ.lock")).expect("reads");
-        assert_eq!(read, l);
-        assert_eq!(read.to_text(), text);
-        let mut old: Value = serde_json::from_str(&text).expect("JSON");
+        let err = Lock::from_text(&text, Path::new("occ.lock"))
+            .expect_err("a launch no block of which runs")
+            .to_string();
         assert!(
-            old["kernels"][0]["archs"]["sm_80"].get("best").is_none(),
-            "{text}"
+            err.contains("kernel \"a\" on sm_80") && err.contains("no block of 1024"),
+            "{err}"
         );
+        let mut old: Value = serde_json::from_str(&text).expect("JSON");
         old["schema"] = Value::from(2);
         old["kernels"][0]["archs"]["sm_80"]["best"] = serde_json::json!({
             "block_size": 0,
@@ -607,9 +603,10 @@ mod tests {
             "dynamic_smem_headroom": 0
         });
         let old = serde_json::to_string_pretty(&old).expect("JSON");
-        let upgraded = Lock::from_text(&old, Path::new("occ.lock")).expect("the old form reads");
-        assert_eq!(upgraded.kernels[0].archs["sm_80"].best, None);
-        assert_eq!(upgraded.to_text(), text);
+        let err = Lock::from_text(&old, Path::new("occ.lock"))
+            .expect_err("the old form of it")
+            .to_string();
+        assert!(err.contains("no block of 1024"), "{err}");
     }
 
     /// example-app's lock as occs of schema 1 and 2 wrote it (schema 1:
