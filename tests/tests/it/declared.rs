@@ -470,33 +470,34 @@ fn the_suffix_policy_reaches_nvcc_and_nvcc_warnings_are_shown_once() {
 }
 
 /// A launch of 1024 threads that the kernel fits only under the register
-/// cap build.rs names it by: uncapped, the launch runs no block (recorded,
-/// not refused); the cap, placed by the first compile's kernel names
-/// alone (`plan::place_caps`, nothing judged), makes it run one.
+/// cap build.rs names it by: uncapped, no block of it is resident, so the
+/// build fails naming the kernel, the arch and the launch (the driver
+/// would refuse it; it was once recorded at 0%); the cap, placed by the
+/// first compile's kernel names alone (`plan::place_caps`, nothing
+/// judged), makes it run one.
 #[test]
 fn a_launch_that_fits_only_under_a_kernels_register_cap_builds() {
     let s = Scratch::new();
     s.write("kernels/k.cu", occ_tests::surroundings::HEAVY);
-    let declared = |cap: Option<u32>| {
+    let build = |cap: Option<u32>| {
         let mut b = s.build(["sm_80"]);
         b.launch("scale", Launch::block(1024));
         if let Some(cap) = cap {
             b.max_registers("scale", cap);
         }
-        let report = b
-            .try_compile_with(&build_env(&[]))
-            .unwrap_or_else(|e| panic!("build failed: {e}"));
-        let k = kernel(report.manifest().expect("manifest"), "scale").archs["sm_80"].clone();
-        let d = k.declared.clone().expect("declared by build.rs");
-        (k.facts.registers, d.block_size, d.active_blocks_per_sm)
+        b.try_compile_with(&build_env(&[]))
     };
-    let (registers, block, blocks) = declared(None);
+    let err = build(None).expect_err("1024 threads of the uncapped kernel were accepted");
+    let text = err.to_string();
     assert!(
-        registers > 64,
-        "test premise: 1024 threads do not fit uncapped ({registers})"
+        text.contains("kernel `scale` cannot launch on sm_80 as declared")
+            && text.contains("a block of 1024 threads, declared by build.rs `scale`")
+            && text.contains("no block of 1024 runs"),
+        "{text}"
     );
-    assert_eq!((block, blocks), (1024, 0));
-    let (registers, block, blocks) = declared(Some(64));
-    assert!(registers <= 64, "{registers}");
-    assert_eq!((block, blocks), (1024, 1));
+    let report = build(Some(64)).unwrap_or_else(|e| panic!("build failed: {e}"));
+    let k = kernel(report.manifest().expect("manifest"), "scale").archs["sm_80"].clone();
+    let d = k.declared.clone().expect("declared by build.rs");
+    assert!(k.facts.registers <= 64, "{}", k.facts.registers);
+    assert_eq!((d.block_size, d.active_blocks_per_sm), (1024, 1));
 }

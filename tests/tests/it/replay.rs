@@ -295,12 +295,19 @@ fn memo_an_edited_header_is_compiled_again() {
             .static_smem
     };
     assert_eq!(smem(&first), 256 * 4);
+    let before = c.s.read("out/occ/kernels.rs");
     let runs = c.compiles();
     c.s.write("kernels/common.cuh", "#define SMEM 512\n");
     let second = run_staged(&c, &[]).expect("rebuild");
     assert_eq!(c.compiles(), runs + 1, "the job runs again");
     assert_eq!(smem(&second), 512 * 4);
-    assert!(c.s.read("out/occ/kernels.rs").contains("static_smem: 2048"));
+    // kernels.rs is written again with the new number (its packed rows
+    // hold the kernel's numbers as space-separated decimals).
+    let after = c.s.read("out/occ/kernels.rs");
+    assert!(
+        !before.contains(" 2048 ") && after.contains(" 2048 ") && after != before,
+        "{after}"
+    );
 }
 
 /// An output deleted since the last build is written again.
