@@ -6,7 +6,7 @@ use super::charts::{charts, timing_chart};
 use super::{Baseline, Charts, AUTO_ALL_ROWS, LOW_OCCUPANCY};
 use occ_model::compare::{Reason, Verdict};
 use occ_model::model::arch;
-use occ_model::render::measured::{measured_rows, times, us, MeasuredRow};
+use occ_model::render::measured::{measured_rows, times, us, MeasuredRow, HEADER};
 use occ_model::render::text_table::percent;
 use occ_model::schema::manifest::{Kernel, KernelArch, Manifest, Origin, CANNOT_LAUNCH};
 use std::collections::BTreeMap;
@@ -430,37 +430,35 @@ fn measured_table(m: &Manifest, measured: &[MeasuredRow], out: &mut String) {
         "<h2 id=\"measured\">Measured on a GPU</h2>\n<p class=\"legend\"><code>tuned</code> sites \
          bake the fastest block measured; the model's choice is the block of maximum occupancy \
          (in each kernel's section, a chart of time against block size: red the baked block, \
-         blue the max-occupancy one)</p>\n<table><thead><tr><th>kernel</th><th>arch</th>\
-         <th>bucket</th><th>device</th><th>baked block</th><th>time</th>\
-         <th>max-occupancy block</th><th>time</th><th>speed-up</th></tr></thead><tbody>\n",
+         blue the max-occupancy one)</p>\n<table><thead><tr>",
     );
+    for h in HEADER {
+        let _ = write!(out, "<th>{h}</th>");
+    }
+    out.push_str("</tr></thead><tbody>\n");
+    let kernels: BTreeMap<(&str, &str), &Kernel> = m
+        .kernels
+        .iter()
+        .map(|k| ((k.name.as_str(), k.source.as_str()), k))
+        .collect();
     for r in measured {
-        let link = m
-            .kernels
-            .iter()
-            .find(|k| k.name == r.symbol && k.source == r.source)
+        let link = kernels
+            .get(&(r.symbol.as_str(), r.source.as_str()))
             .map(|k| arch_id(k, &r.arch));
-        let name = format!("<code>{}</code>", esc(&r.kernel));
-        let _ = writeln!(
+        let [kernel, rest @ ..] = r.cells();
+        let name = format!("<code>{}</code>", esc(&kernel));
+        let _ = write!(
             out,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} ({}, {} SMs)</td><td>{}{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td>",
             match link {
                 Some(id) => format!("<a href=\"#{id}\">{name}</a>"),
                 None => name,
-            },
-            esc(&r.arch),
-            esc(&r.bucket),
-            esc(&r.device),
-            esc(&r.compute_capability),
-            r.sm_count,
-            r.baked,
-            if r.stale { " (stale)" } else { "" },
-            us(r.baked_us),
-            r.max_occupancy.map_or("-".into(), |b| b.to_string()),
-            us(r.max_occupancy_us),
-            times(r.speedup),
+            }
         );
+        for cell in rest {
+            let _ = write!(out, "<td>{}</td>", esc(&cell));
+        }
+        out.push_str("</tr>\n");
     }
     out.push_str("</tbody></table>\n");
 }

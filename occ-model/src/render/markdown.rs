@@ -10,7 +10,7 @@
 //! the same text.
 
 use crate::compare::{self, Diff, Finding, Verdict};
-use crate::render::measured::{measured_rows, times, us, MeasuredRow};
+use crate::render::measured::{self, measured_rows, MeasuredRow};
 use crate::render::text_table::{cells, percent, rows, Row, HEADER};
 use crate::schema::manifest::{Manifest, Origin};
 use std::collections::{BTreeSet, HashMap};
@@ -297,27 +297,15 @@ pub fn measured(rows: &[MeasuredRow], room: usize) -> String {
     let mut out = format!(
         "\n#### Measured on a GPU: {} launches\n\n`tuned` sites bake the fastest block; the model's \
          choice is the block of maximum occupancy.\n\n\
-         | kernel | arch | bucket | device | baked block | time | max-occupancy block | time | speed-up |\n\
-         |---|---|---|---|---:|---:|---:|---:|---:|\n",
-        rows.len()
+         | {} |\n|---|---|---|---|---:|---:|---:|---:|---:|\n",
+        rows.len(),
+        measured::HEADER.join(" | ")
     );
     let mut shown = 0;
     for r in rows {
-        let line = format!(
-            "| {} | {} | {} | {} ({}, {} SMs) | {}{} | {} | {} | {} | {} |\n",
-            code(&r.kernel),
-            esc(&r.arch),
-            esc(&r.bucket),
-            esc(&r.device),
-            esc(&r.compute_capability),
-            r.sm_count,
-            r.baked,
-            if r.stale { " (stale)" } else { "" },
-            us(r.baked_us),
-            r.max_occupancy.map_or("-".into(), |b| b.to_string()),
-            us(r.max_occupancy_us),
-            times(r.speedup),
-        );
+        let [kernel, rest @ ..] = r.cells();
+        let rest: Vec<String> = rest.iter().map(|c| esc(c)).collect();
+        let line = format!("| {} | {} |\n", code(&kernel), rest.join(" | "));
         if out.len() + line.len() > room {
             break;
         }

@@ -49,6 +49,42 @@ pub struct MeasuredRow {
     pub timings: Vec<(u32, f64)>,
 }
 
+impl MeasuredRow {
+    /// The row as every report's table shows it, plain text for each
+    /// renderer to escape: kernel, arch, bucket, device (`NVIDIA H200
+    /// (9.0, 132 SMs)`), the baked block (`(stale)` where it is), its time,
+    /// the max-occupancy block, its time, the speed-up.
+    pub fn cells(&self) -> [String; 9] {
+        [
+            self.kernel.clone(),
+            self.arch.clone(),
+            self.bucket.clone(),
+            format!(
+                "{} ({}, {} SMs)",
+                self.device, self.compute_capability, self.sm_count
+            ),
+            format!("{}{}", self.baked, if self.stale { " (stale)" } else { "" }),
+            us(self.baked_us),
+            self.max_occupancy.map_or("-".into(), |b| b.to_string()),
+            us(self.max_occupancy_us),
+            times(self.speedup),
+        ]
+    }
+}
+
+/// The header of [`MeasuredRow::cells`].
+pub const HEADER: [&str; 9] = [
+    "kernel",
+    "arch",
+    "bucket",
+    "device",
+    "baked block",
+    "time",
+    "max-occupancy block",
+    "time",
+    "speed-up",
+];
+
 /// The measured launches of `m`, in the manifest's order.
 pub fn measured_rows(m: &Manifest) -> Vec<MeasuredRow> {
     let kernels: BTreeMap<(&str, &str), &crate::schema::manifest::Kernel> = m

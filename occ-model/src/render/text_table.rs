@@ -560,34 +560,9 @@ fn note(reason: &Reason) -> Option<String> {
 /// (what `tuned` sites bake) and the max-occupancy block with their times
 /// and the speed-up; `None` when nothing was measured.
 pub fn measured_table(m: &Manifest) -> Option<String> {
-    use crate::render::measured::{measured_rows, times, us};
-    let mut rows = vec![[
-        "kernel".to_string(),
-        "arch".into(),
-        "bucket".into(),
-        "device".into(),
-        "measured best".into(),
-        "time".into(),
-        "max occupancy".into(),
-        "time".into(),
-        "speed-up".into(),
-    ]];
-    for r in measured_rows(m) {
-        rows.push([
-            r.kernel.clone(),
-            r.arch.clone(),
-            r.bucket.clone(),
-            format!(
-                "{} ({}, {} SMs)",
-                r.device, r.compute_capability, r.sm_count
-            ),
-            format!("{}{}", r.baked, if r.stale { " (stale)" } else { "" }),
-            us(r.baked_us),
-            r.max_occupancy.map_or("-".into(), |b| b.to_string()),
-            us(r.max_occupancy_us),
-            times(r.speedup),
-        ]);
-    }
+    use crate::render::measured::{measured_rows, HEADER};
+    let mut rows = vec![HEADER.map(str::to_string)];
+    rows.extend(measured_rows(m).iter().map(|r| r.cells()));
     (rows.len() > 1).then(|| align(&rows))
 }
 
