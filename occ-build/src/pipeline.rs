@@ -70,7 +70,7 @@ use crate::builder::Build;
 use crate::env::Env;
 use crate::leaf::cache::ToolkitId;
 use crate::leaf::directives::{self, Directives};
-use crate::leaf::error::Result;
+use crate::leaf::error::{Error, Result};
 use crate::leaf::files;
 use crate::leaf::job::{Job, JobOutput};
 use crate::leaf::nvcc_text;
@@ -123,8 +123,7 @@ impl Report {
                     return Ok(m);
                 }
                 let path = self.out_dir.join(occ_model::schema::manifest::FILE_NAME);
-                let m =
-                    Manifest::from_json(text, &path).map_err(crate::leaf::error::Error::from)?;
+                let m = Manifest::from_json(text, &path).map_err(Error::from)?;
                 Ok(parsed.get_or_init(|| m))
             }
         }
@@ -285,7 +284,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
 
 /// A build that failed before its memo was checked: marked `running`, as
 /// any failed build is (its outputs may be an earlier build's).
-fn failed<T>(inputs: &Inputs, error: crate::leaf::error::Error) -> Result<T> {
+fn failed<T>(inputs: &Inputs, error: Error) -> Result<T> {
     // The build's own error says more than one about the marker.
     let _ = build_state::mark(&inputs.out_dir, BuildState::Running);
     Err(error)
@@ -320,6 +319,20 @@ fn from_lock(
             "occ: the host-code library lib{name}.a is not built without nvcc ({reason}); \
              checking and documenting the crate work, linking it does not"
         ));
+    }
+    // The lock's numbers are of the flags it records for this part: with
+    // others, they may not be this build's (a lock from before occ kept
+    // flags says nothing of them).
+    if let Some(recorded) = lock.flags.as_ref().and_then(|f| f.get(build.part())) {
+        let today = plan::recorded_flags(build, inputs);
+        if *recorded != today {
+            return Err(Error::LockFlagsDiffer {
+                lock: inputs.display(&inputs.lock_path),
+                part: build.part().to_string(),
+                recorded: recorded.clone(),
+                today,
+            });
+        }
     }
     let device_code =
         device_code::without_files(build.embed_mode(), &inputs.archs, &inputs.sources);

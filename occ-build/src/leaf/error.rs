@@ -206,6 +206,19 @@ pub(crate) enum Error {
         /// kernels`, or the kernels named.
         archs: Vec<(String, String)>,
     },
+    /// A build without nvcc whose flags (`.define()`, `.flag()`, `-G`,
+    /// nvcc's flag variables) are not those the lock's numbers were built
+    /// with: the numbers may not be this build's.
+    LockFlagsDiffer {
+        /// The lock's name (relative to the crate).
+        lock: String,
+        /// The part (`""`: the default `Build`).
+        part: String,
+        /// The flags the lock records for the part.
+        recorded: Vec<String>,
+        /// This build's.
+        today: Vec<String>,
+    },
     /// A CI build of a crate that has no lock: nothing would be checked.
     NoLockInCi {
         /// The lock's name (relative to the crate).
@@ -474,7 +487,8 @@ impl Error {
             | Error::Unchecked { .. } => ErrorKind::Gate,
             Error::Shell(Shell::LockReadOnly { .. })
             | Error::ForeignLock { .. }
-            | Error::LockLacksArchs { .. } => ErrorKind::Lock,
+            | Error::LockLacksArchs { .. }
+            | Error::LockFlagsDiffer { .. } => ErrorKind::Lock,
             Error::Shell(Shell::Io { .. }) | Error::DiskFull { .. } => ErrorKind::Io,
             Error::Shell(Shell::Model(e)) | Error::Model(e) => model_kind(e),
             Error::WorkerPanicked
@@ -698,6 +712,30 @@ impl fmt::Display for Error {
                     format!(" ({hint})")
                 }
             ),
+            Error::LockFlagsDiffer {
+                lock,
+                part,
+                recorded,
+                today,
+            } => {
+                let list = |flags: &[String]| match flags.is_empty() {
+                    true => "none".to_string(),
+                    false => flags.join(" "),
+                };
+                write!(
+                    f,
+                    "{lock}'s numbers{} were built with the nvcc flags {}, and this build gives {}: \
+                     without nvcc they cannot be checked against these; build with nvcc and run \
+                     `cargo occ bless`, or restore the flags",
+                    if part.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" of part `{part}`")
+                    },
+                    list(recorded),
+                    list(today)
+                )
+            }
             Error::LockLacksArchs { lock, archs } => write!(
                 f,
                 "{lock} has no numbers for {}, and without nvcc the build can only use what it \
@@ -1116,6 +1154,12 @@ mod tests {
                 lock: s("occ.lock"),
                 archs: vec![(s("sm_86"), s("all kernels")), (s("sm_90"), s("saxpy"))],
             },
+            Error::LockFlagsDiffer {
+                lock: s("occ.lock"),
+                part: s(""),
+                recorded: vec![s("-DTILE=32")],
+                today: vec![s("-DTILE=64")],
+            },
             Error::Unchecked {
                 lock: s("occ.lock"),
                 archs: vec![s("sm_80"), s("sm_86")],
@@ -1259,6 +1303,7 @@ mod tests {
                 | Error::OptionsFile { .. }
                 | Error::NoLockInCi { .. }
                 | Error::LockLacksArchs { .. }
+                | Error::LockFlagsDiffer { .. }
                 | Error::Unchecked { .. }
                 | Error::ShellUnsafeArgument { .. }
                 | Error::CommaInLibrarySource { .. }

@@ -385,6 +385,20 @@ fn without_nvcc_the_lock_stands_in() {
         .try_compile_with(&build_env(&[("OCC_NO_NVCC", Some("1"))]))
         .expect_err("sm_100 is not recorded");
     assert!(e.to_string().contains("no numbers for sm_100"), "{e}");
+    // Nor numbers of other flags: a `.define()` since the bless may change
+    // every one of them, and without nvcc nothing can tell.
+    let e = s
+        .build(ARCHS)
+        .define("TILE", "64")
+        .try_compile_with(&build_env(&[("OCC_NO_NVCC", Some("1"))]))
+        .expect_err("the lock's numbers are of other flags");
+    assert_eq!(e.kind(), ErrorKind::Lock, "{e}");
+    assert!(
+        e.to_string()
+            .contains("were built with the nvcc flags none, and this build gives -DTILE=64")
+            && e.to_string().contains("cargo occ bless"),
+        "{e}"
+    );
 }
 
 #[test]
