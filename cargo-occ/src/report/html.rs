@@ -714,12 +714,19 @@ pub fn html(m: &Manifest, baseline: &Baseline, charts: Charts) -> anyhow::Result
         measured_table(m, &measured, &mut out);
     }
     out.push_str("<h2 id=\"sections\">Per kernel</h2>\n");
+    // Each kernel's measured launches, grouped once (not a scan per kernel).
+    let mut timed: BTreeMap<(&str, &str), Vec<&MeasuredRow>> = BTreeMap::new();
+    for r in &measured {
+        timed
+            .entry((r.symbol.as_str(), r.source.as_str()))
+            .or_default()
+            .push(r);
+    }
     for (kernel, notable) in m.kernels.iter().zip(&notable) {
-        let timed: Vec<&MeasuredRow> = measured
-            .iter()
-            .filter(|r| r.symbol == kernel.name && r.source == kernel.source)
-            .collect();
-        kernel_section(kernel, &regressed, &timed, draw_all || *notable, &mut out)?;
+        let mine = timed
+            .get(&(kernel.name.as_str(), kernel.source.as_str()))
+            .map_or(&[][..], Vec::as_slice);
+        kernel_section(kernel, &regressed, mine, draw_all || *notable, &mut out)?;
     }
     out.push_str("</body></html>\n");
     Ok(out)

@@ -169,8 +169,8 @@ impl From<&LaunchBounds> for BoundsLine {
     }
 }
 
-impl From<BoundsLine> for LaunchBounds {
-    fn from(b: BoundsLine) -> Self {
+impl From<&BoundsLine> for LaunchBounds {
+    fn from(b: &BoundsLine) -> Self {
         LaunchBounds {
             max_threads: b.max_threads,
             req_threads: b.req_threads,
@@ -396,15 +396,7 @@ fn resources_of(kernel: &str, arch: &str, a: &ArchLine) -> std::result::Result<R
         stack_frame: a.stack_frame,
         cumulative_stack: a.cumulative_stack,
         barriers: a.barriers,
-        launch_bounds: LaunchBounds::from(BoundsLine {
-            max_threads: a.launch_bounds.max_threads,
-            req_threads: a.launch_bounds.req_threads,
-            min_blocks_per_sm: a.launch_bounds.min_blocks_per_sm,
-            max_registers: a.launch_bounds.max_registers,
-            max_cluster_rank: a.launch_bounds.max_cluster_rank,
-            cluster_dims: a.launch_bounds.cluster_dims,
-            explicit_cluster: a.launch_bounds.explicit_cluster,
-        }),
+        launch_bounds: LaunchBounds::from(&a.launch_bounds),
         maxrregcount: a.maxrregcount,
     };
     let by_build = a.launch.as_ref().map(|l| {
