@@ -228,11 +228,16 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
             lock.archs.join(",")
         )
     };
+    // The build fails on a measurement taken on other code: so does this.
+    let stale = compare::stale_measurements_message(&lock_name, &diff.stale_measurements);
     if !text && !unchecked.is_empty() {
         // The SARIF log holds results at source lines only: say it here.
         eprintln!("not ok: {unchecked}; {fix}");
     }
-    let code = if diff.has_regressions() || !unchecked.is_empty() {
+    if let (false, Some(stale)) = (text, &stale) {
+        eprintln!("not ok: {stale}");
+    }
+    let code = if diff.fails() || !unchecked.is_empty() {
         1
     } else {
         0
@@ -246,6 +251,9 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
             if !unchecked.is_empty() {
                 println!("not checked: {unchecked}; {fix}");
             }
+            if let Some(stale) = &stale {
+                println!("not ok: {stale}");
+            }
             println!("if this is intended, accept it with `cargo occ bless` and commit {name}");
         } else if !unchecked.is_empty() {
             print!(
@@ -253,6 +261,17 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
                 occ_model::render::text_table::render_diff(&diff, &Verdict::ALL)
             );
             println!("{fix}");
+            if let Some(stale) = &stale {
+                println!("not ok: {stale}");
+            }
+        } else if let Some(stale) = &stale {
+            println!("not ok: {stale}");
+            if !diff.findings.is_empty() {
+                print!(
+                    "differences from {name}:\n{}",
+                    occ_model::render::text_table::render_diff(&diff, &Verdict::ALL)
+                );
+            }
         } else if diff.findings.is_empty() {
             if !diff.settings.is_empty() {
                 println!(

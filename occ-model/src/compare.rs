@@ -248,6 +248,27 @@ pub struct Diff {
     /// its words.
     #[serde(default, serialize_with = "with_text")]
     pub settings: Vec<Setting>,
+    /// The kernel × archs the lock holds a GPU measurement of whose code
+    /// is not the code measured (the cubin's hash changed, or the lock
+    /// records none): the build fails on them, and `cargo occ check` with
+    /// it ([`Diff::fails`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stale_measurements: Vec<StaleMeasurement>,
+}
+
+/// A kernel × arch whose GPU measurement in the lock was taken on other
+/// code ([`Diff::stale_measurements`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StaleMeasurement {
+    /// The kernel's name as tables show it (its base name).
+    pub kernel: String,
+    /// Its source.
+    pub source: String,
+    /// The arch.
+    pub arch: String,
+    /// Whether the lock records the hash of the code measured (`false`: a
+    /// lock written before occ kept them).
+    pub recorded: bool,
 }
 
 /// A change of what decided the numbers besides the sources.
@@ -325,6 +346,12 @@ impl Diff {
     /// Whether any kernel regressed.
     pub fn has_regressions(&self) -> bool {
         self.regressions().next().is_some()
+    }
+
+    /// Whether the gate fails on this comparison whatever is unchecked: a
+    /// regression, or a measurement taken on other code.
+    pub fn fails(&self) -> bool {
+        self.has_regressions() || !self.stale_measurements.is_empty()
     }
 
     /// The findings of kernels whose file moved (one per kernel × arch).
@@ -635,7 +662,89 @@ pub fn compare(lock: &Lock, candidate: &Lock, thresholds: &Thresholds) -> Diff {
         findings,
         dropped_archs,
         settings: settings_changes(lock, candidate),
+        stale_measurements: stale_measurements(lock, candidate),
     }
+}
+
+/// The kernel × archs the lock holds a measurement of whose code in the
+/// candidate is not the code the lock records (`cubin_hash`), once each,
+/// in the lock's order of measurements. A build without nvcc judges
+/// measurements by the lock's hash, so a lock the gate passed makes both
+/// builds bake the same block.
+fn stale_measurements(lock: &Lock, candidate: &Lock) -> Vec<StaleMeasurement> {
+    let mut stale: Vec<StaleMeasurement> = Vec::new();
+    for m in &lock.measured {
+        let Some(kernel) = lock.find(&m.kernel, &m.source) else {
+            continue;
+        };
+        let (Some(before), Some(now)) = (
+            kernel.archs.get(&m.arch),
+            candidate
+                .find(&m.kernel, &m.source)
+                .and_then(|k| k.archs.get(&m.arch)),
+        ) else {
+            continue;
+        };
+        let seen = |s: &StaleMeasurement| {
+            s.kernel == kernel.base_name && s.source == kernel.source && s.arch == m.arch
+        };
+        if before.cubin_hash != now.cubin_hash && !stale.iter().any(seen) {
+            stale.push(StaleMeasurement {
+                kernel: kernel.base_name.clone(),
+                source: kernel.source.clone(),
+                arch: m.arch.clone(),
+                recorded: before.cubin_hash.is_some(),
+            });
+        }
+    }
+    stale
+}
+
+/// How many of the stale measurements a message names before a count.
+const STALE_NAMED: usize = 5;
+
+/// The message of a build or check that fails on
+/// [`Diff::stale_measurements`]: which kernels, why it matters and the two
+/// ways out. `None` when there are none.
+pub fn stale_measurements_message(lock_name: &str, stale: &[StaleMeasurement]) -> Option<String> {
+    if stale.is_empty() {
+        return None;
+    }
+    let named: Vec<String> = stale
+        .iter()
+        .take(STALE_NAMED)
+        .map(|s| format!("{} on {}", s.kernel, s.arch))
+        .collect();
+    let more = match stale.len() - named.len() {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    let count = |what: &str| match stale.len() {
+        1 => format!("1 {what}"),
+        n => format!("{n} {what}s"),
+    };
+    Some(if stale.iter().any(|s| !s.recorded) {
+        format!(
+            "{lock_name} holds measurements of {} but no hash of their code: it was written \
+             before occ recorded one ({}{more}); accept today's code with `cargo occ bless` (or \
+             OCC_BLESS=1 cargo build): a measurement taken on today's code then counts, and an \
+             older one waits for a new measurement, its `tuned` sites using the model's block \
+             until then, with nvcc and without",
+            count("kernel"),
+            named.join(", ")
+        )
+    } else {
+        format!(
+            "the cubin of {} changed since {lock_name} was blessed: {}{more} (any edit of a \
+             kernel in the same .cu file changes it); the measurements were taken on the old \
+             code, and a build without nvcc (docs.rs, OCC_NO_NVCC) would still use them: \
+             measure again and run `cargo occ tune import`, or accept the change with `cargo occ \
+             bless` (or OCC_BLESS=1 cargo build), after which `tuned` sites use the model's \
+             block there until measured again",
+            count("measured kernel"),
+            named.join(", ")
+        )
+    })
 }
 
 /// Pairs each kernel gone with a new kernel on the same arch, if any (the
@@ -842,7 +951,7 @@ fn judge(
         return Some((Verdict::Improvement, better, neutral));
     }
     // The cubin's hash changes with any edit of the code; it matters only
-    // to a measurement, which the build checks (`gate::measured_code`).
+    // to a measurement (`Diff::stale_measurements`).
     let numbers = |r: &Resources| Resources {
         cubin_hash: None,
         ..r.clone()

@@ -145,3 +145,38 @@ fn tune_import_refuses_timings_of_another_cubin_unless_kept() {
     );
     assert!(s.read("occ.lock").contains(&theirs));
 }
+
+#[test]
+fn check_fails_where_the_build_fails_on_a_measured_kernel_whose_code_changed() {
+    // The build's gate fails when a measured kernel's cubin is not the one
+    // measured; `cargo occ check` on the same build must not say "ok".
+    // transpose<float, 32> on sm_90 was measured on an H200; its cubin is
+    // other code now.
+    let (s, m) = hand_build(
+        |m| {
+            let k = m
+                .kernels
+                .iter_mut()
+                .find(|k| k.short_name == "transpose")
+                .expect("transpose");
+            k.archs.get_mut("sm_90").expect("sm_90").cubin_hash =
+                Some(occ_model::schema::measured::content_hash(b"edited code"));
+        },
+        true,
+        None,
+    );
+    let (code, out) = occ(s.path(), &["check", "--manifest", &m], &[], None).code_and_text();
+    assert_eq!(
+        code, 1,
+        "`cargo occ check` passed a stale measurement:\n{out}"
+    );
+    for needle in [
+        "not ok: the cubin of 1 measured kernel changed since occ.lock was blessed",
+        // The kernel as tables name it, not its symbol.
+        "linalg::transpose<float, 32> on sm_90",
+        "cargo occ bless",
+    ] {
+        assert!(out.contains(needle), "{needle:?} not in:\n{out}");
+    }
+    assert!(!out.contains("_ZN6linalg"), "{out}");
+}

@@ -163,15 +163,9 @@ pub(crate) enum Error {
     /// The code of kernels the lock holds measurements of changed since the
     /// lock was blessed: a build without nvcc would still use them.
     MeasuredCodeChanged {
-        /// The lock file, as messages name it.
-        lock: String,
-        /// `kernel on arch` of each, the first few.
-        kernels: Vec<String>,
-        /// How many in all.
-        count: usize,
-        /// Whether the lock records no hash for some of them (it was
-        /// written before occ kept them).
-        unrecorded: bool,
+        /// occ-model's message ([`occ_model::compare::stale_measurements_message`]),
+        /// the one `cargo occ check` prints.
+        message: String,
     },
     /// A `.glob()` pattern that is not a valid glob.
     BadGlob {
@@ -644,53 +638,7 @@ impl fmt::Display for Error {
                 "environment variable {var} {detail}; occ-build must run from a cargo build script"
             ),
             Error::Regression { report } => write!(f, "{report}"),
-            Error::MeasuredCodeChanged {
-                lock,
-                kernels,
-                count,
-                unrecorded: true,
-            } => write!(
-                f,
-                "{lock} holds measurements of {} but no hash of their code: it was written before \
-                 occ recorded one ({}); accept today's code with `cargo occ bless` (or \
-                 OCC_BLESS=1 cargo build): a measurement taken on today's code then counts, and \
-                 an older one waits for a new measurement, its `tuned` sites using the model's \
-                 block until then, with nvcc and without",
-                if *count == 1 {
-                    "1 kernel".to_string()
-                } else {
-                    format!("{count} kernels")
-                },
-                kernels.join(", ")
-            ),
-            Error::MeasuredCodeChanged {
-                lock,
-                kernels,
-                count,
-                unrecorded: false,
-            } => {
-                let more = count.saturating_sub(kernels.len());
-                let more = if more > 0 {
-                    format!(" and {more} more")
-                } else {
-                    String::new()
-                };
-                write!(
-                    f,
-                    "the cubin of {} changed since {lock} was blessed: {}{more} (any edit of a \
-                     kernel in the same .cu file changes it); the measurements were taken on the \
-                     old code, and a build without nvcc (docs.rs, OCC_NO_NVCC) \
-                     would still use them: measure again and run `cargo occ tune import`, or accept \
-                     the change with `cargo occ bless` (or OCC_BLESS=1 cargo build), after which \
-                     `tuned` sites use the model's block there until measured again",
-                    if *count == 1 {
-                        "1 measured kernel".to_string()
-                    } else {
-                        format!("{count} measured kernels")
-                    },
-                    kernels.join(", ")
-                )
-            }
+            Error::MeasuredCodeChanged { message } => write!(f, "{message}"),
             Error::Model(e) => write!(f, "{e}"),
             Error::Shell(e) => write!(f, "{e}"),
             Error::BadGlob { pattern, detail } => write!(

@@ -225,6 +225,12 @@ pub(crate) fn baseline(
             .collect(),
         dropped_archs: diff.dropped_archs.clone(),
         settings: diff.settings.clone(),
+        stale_measurements: diff
+            .stale_measurements
+            .iter()
+            .filter(|s| part.scope.judges(&s.source))
+            .cloned()
+            .collect(),
     };
     details.baseline = Some(occ_model::render::markdown::Baseline::Compared {
         lock: inputs
@@ -298,7 +304,7 @@ pub(crate) fn baseline(
     warn_changes(
         lock, candidate, &diff, scope, &lock_name, details, directives,
     );
-    measured_code(lock, candidate, &lock_name, details)
+    measured_code(&judged, &lock_name, details)
 }
 
 /// Writes the candidate lock and `gate.json` into `$OUT_DIR/occ` for
@@ -348,6 +354,7 @@ fn warn_changes(
             .collect(),
         dropped_archs: Vec::new(),
         settings: diff.settings.clone(),
+        stale_measurements: Vec::new(),
     };
     if !diff.settings.is_empty() {
         directives.warn(format!(
@@ -375,48 +382,23 @@ fn warn_changes(
 }
 
 /// Fails when the code of a kernel × arch the lock holds a measurement of
-/// is not the code the lock records (`cubin_hash`): a build without nvcc
-/// judges measurements by the lock's hash, so a lock that the gate passed
-/// makes both builds bake the same block.
-fn measured_code(
-    lock: &Lock,
-    candidate: &Lock,
-    lock_name: &str,
-    details: &mut Details,
-) -> Result<()> {
-    let hash = |l: &Lock, m: &occ_model::schema::measured::Measured| {
-        l.find(&m.kernel, &m.source)
-            .and_then(|k| k.archs.get(&m.arch))
-            .map(|a| a.cubin_hash.clone())
-    };
-    let mut changed: Vec<String> = Vec::new();
-    let mut unrecorded = false;
-    for m in &lock.measured {
-        let (Some(before), Some(now)) = (hash(lock, m), hash(candidate, m)) else {
-            continue;
-        };
-        let what = format!("{} on {}", m.kernel, m.arch);
-        if before != now && !changed.contains(&what) {
-            unrecorded |= before.is_none();
-            changed.push(what);
-        }
-    }
-    if changed.is_empty() {
+/// is not the code the lock records ([`compare::Diff::stale_measurements`],
+/// which `cargo occ check` fails on too).
+fn measured_code(diff: &compare::Diff, lock_name: &str, details: &mut Details) -> Result<()> {
+    let Some(message) = compare::stale_measurements_message(lock_name, &diff.stale_measurements)
+    else {
         return Ok(());
-    }
+    };
     details.failed = true;
     details.add(
         "Measured kernels whose code changed".into(),
-        changed.join("\n"),
+        diff.stale_measurements
+            .iter()
+            .map(|s| format!("{} on {}", s.kernel, s.arch))
+            .collect::<Vec<_>>()
+            .join("\n"),
     );
-    let count = changed.len();
-    changed.truncate(report::NAMED);
-    Err(Error::MeasuredCodeChanged {
-        lock: lock_name.to_string(),
-        kernels: changed,
-        count,
-        unrecorded,
-    })
+    Err(Error::MeasuredCodeChanged { message })
 }
 
 /// One warning when the lock records other parameter lists than the
