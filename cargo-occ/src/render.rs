@@ -120,7 +120,7 @@ mod tests {
         );
         assert!(
             summary.contains(
-                "- new: new kernel (1000 kernel x archs): `candle::reduce::fast_sum<float, 500, BLOCK_SIZE=1024>`, "
+                "- new: new kernel (1000 kernel x archs): `fast_sum<float, 500, BLOCK_SIZE=1024>`, "
             ),
             "{summary}"
         );

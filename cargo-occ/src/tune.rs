@@ -365,7 +365,7 @@ pub fn measured_section(m: &occ_model::schema::manifest::Manifest, gpu: Option<&
             .collect();
         times.push_str(&format!(
             "  {} on {} ({}): {} us\n",
-            r.kernel,
+            occ_model::compiler::names::table_name(&r.kernel),
             r.arch,
             r.bucket,
             each.join(", ")

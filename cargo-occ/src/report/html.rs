@@ -5,6 +5,7 @@
 use super::charts::{charts, timing_chart};
 use super::{Baseline, Charts, AUTO_ALL_ROWS, LOW_OCCUPANCY};
 use occ_model::compare::{Reason, Verdict};
+use occ_model::compiler::names::table_name;
 use occ_model::model::arch;
 use occ_model::render::measured::{measured_rows, times, us, MeasuredRow, HEADER};
 use occ_model::render::text_table::percent;
@@ -380,7 +381,7 @@ fn table(rows: &[&(&Kernel, &String, &KernelArch, Marks<'_>)], out: &mut String)
         let classes = mk.classes();
         let _ = writeln!(
             out,
-            "<tr{}><td><a href=\"#{}\"><code>{}</code></a></td><td>{}</td><td class=n>{}</td>{}\
+            "<tr{}><td><a href=\"#{}\"{}><code>{}</code></a></td><td>{}</td><td class=n>{}</td>{}\
              <td class=\"n{}\">{}</td><td>{}</td><td class=\"n{}\">{}</td><td>{}</td><td class=n>{}</td>{}</tr>",
             if classes.is_empty() {
                 String::new()
@@ -388,7 +389,12 @@ fn table(rows: &[&(&Kernel, &String, &KernelArch, Marks<'_>)], out: &mut String)
                 format!(" class=\"{classes}\"")
             },
             arch_id(kernel, arch),
-            esc(&kernel.base_name),
+            // A shortened name keeps the full one on hover.
+            match table_name(&kernel.base_name) {
+                short if short == kernel.base_name => String::new(),
+                _ => format!(" title=\"{}\"", esc(&kernel.base_name)),
+            },
+            esc(&table_name(&kernel.base_name)),
             esc(arch),
             k.facts.registers,
             size_cell(k.facts.static_smem),
@@ -526,7 +532,7 @@ pub fn html(m: &Manifest, baseline: &Baseline, charts: Charts) -> anyhow::Result
                 kernel_id(kernel),
                 format!(
                     "<code>{}</code> ({})",
-                    esc(&kernel.base_name),
+                    esc(&table_name(&kernel.base_name)),
                     spilling.join(", ")
                 ),
             ));
@@ -553,7 +559,7 @@ pub fn html(m: &Manifest, baseline: &Baseline, charts: Charts) -> anyhow::Result
             "<dt>lowest occupancy</dt><dd><a href=\"#{}\">{} <code>{}</code> on {}</a>, limited by {}</dd>",
             arch_id(kernel, arch),
             percent(k.judged_occupancy()),
-            esc(&kernel.base_name),
+            esc(&table_name(&kernel.base_name)),
             esc(arch),
             esc(&limiters(k)),
         );

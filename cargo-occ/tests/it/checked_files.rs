@@ -180,3 +180,63 @@ fn check_fails_where_the_build_fails_on_a_measured_kernel_whose_code_changed() {
     }
     assert!(!out.contains("_ZN6linalg"), "{out}");
 }
+
+#[test]
+fn tables_show_a_long_template_name_short_and_explain_takes_it() {
+    // A CUB-sized instantiation: its full name is 240 characters.
+    let long = "cub::_V_300500_SM_800::detail::reduce::DeviceReduceKernel<cub::_V_300500_SM_800::\
+                detail::reduce::policy_selector_from_types<float, unsigned int, \
+                cuda::std::__4::plus<void>>, true, float*, float*, unsigned int, unsigned int, \
+                cuda::std::__4::plus<void>, float, cuda::std::__4::identity>";
+    let (s, m) = hand_build(
+        |m| {
+            let k = m
+                .kernels
+                .iter_mut()
+                .find(|k| k.short_name == "transpose")
+                .expect("transpose");
+            k.base_name = long.into();
+            k.short_name = "DeviceReduceKernel".into();
+        },
+        false,
+        None,
+    );
+    let shown = occ_model::compiler::names::table_name(long);
+    assert!(
+        shown.starts_with("DeviceReduceKernel<policy_selector_from_types<…>, true, ")
+            && shown.chars().count() < 70,
+        "{shown}"
+    );
+    for format in ["table", "markdown", "html"] {
+        let (code, out) = occ(
+            s.path(),
+            &["report", "--format", format, "--manifest", &m],
+            &[],
+            None,
+        )
+        .code_and_text();
+        assert_eq!(code, 0, "{out}");
+        // In the tables, the short name; the full one nowhere but HTML's hover.
+        let shown = if format == "html" {
+            shown.replace('<', "&lt;").replace('>', "&gt;")
+        } else {
+            shown.clone()
+        };
+        assert!(out.contains(&shown), "{format}: {shown:?} not in\n{out}");
+        assert!(
+            !out.contains("_V_300500_SM_800::detail::reduce::DeviceReduceKernel")
+                || format == "html",
+            "{format}:\n{out}"
+        );
+    }
+    // The full name one command away.
+    let (code, out) = occ(
+        s.path(),
+        &["explain", &shown, "--arch", "sm_90", "--manifest", &m],
+        &[],
+        None,
+    )
+    .code_and_text();
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(long), "{out}");
+}

@@ -939,6 +939,17 @@ mod tests {
     /// `BadLibraryName` take it from their fields, by contract).
     fn every_variant() -> Vec<Error> {
         let s = |t: &str| t.to_string();
+        let stale = |recorded: bool, n: usize| {
+            let kernels: Vec<occ_model::compare::StaleMeasurement> = (0..n)
+                .map(|i| occ_model::compare::StaleMeasurement {
+                    kernel: format!("k{i}"),
+                    source: s("k.cu"),
+                    arch: s("sm_80"),
+                    recorded,
+                })
+                .collect();
+            occ_model::compare::stale_measurements_message("occ.lock", &kernels).expect("a message")
+        };
         let looked = vec![s("NVCC: unset"), s("PATH: no nvcc")];
         let all = vec![
             Error::Shell(Shell::NvccNotFound {
@@ -1066,17 +1077,12 @@ mod tests {
             Error::Regression {
                 report: s("occ: 1 kernel lost occupancy\nrun `cargo occ bless` to accept"),
             },
+            // occ-model's messages, with and without the lock's hash.
             Error::MeasuredCodeChanged {
-                lock: s("occ.lock"),
-                kernels: vec![s("k (sm_80)")],
-                count: 1,
-                unrecorded: true,
+                message: stale(false, 1),
             },
             Error::MeasuredCodeChanged {
-                lock: s("occ.lock"),
-                kernels: vec![s("k (sm_80)")],
-                count: 3,
-                unrecorded: false,
+                message: stale(true, 3),
             },
             Error::BadGlob {
                 pattern: s("[a"),

@@ -499,6 +499,162 @@ fn words_of(s: &str, out: &mut Vec<String>) {
     }
 }
 
+/// The most characters a kernel's name takes in a table before
+/// [`table_name`] shortens it.
+pub const TABLE_NAME_MAX: usize = 60;
+
+/// A kernel's name as tables show it: its base name (`base`,
+/// [`KernelName::base`]) with every namespace and class qualifier dropped,
+/// at any depth (`cub::_V_300500_SM_800::detail::reduce::DeviceReduceKernel<…,
+/// cuda::std::__4::plus<void>, …>` reads `DeviceReduceKernel<…, plus<void>,
+/// …>`), and when that is still longer than [`TABLE_NAME_MAX`]
+/// characters, the template arguments nested in others written `<…>`, then
+/// the arguments cut with `…`. A name that lost more than qualifiers ends
+/// with ` #` and six hex digits of a hash of `base`; `cargo occ explain`
+/// takes that name, and shows the full one. A name that fits is only
+/// unqualified (`transpose<float, 32>`). Two kernels of other namespaces
+/// can read the same here: a table names its kernels with
+/// [`table_names`], which tells them apart.
+///
+/// ```
+/// use occ_model::compiler::names::table_name;
+/// assert_eq!(table_name("linalg::transpose<float, 32>"), "transpose<float, 32>");
+/// assert_eq!(table_name("(anonymous namespace)::rows_k<64>"), "rows_k<64>");
+/// let long = "cub::_V_300500_SM_800::detail::reduce::DeviceReduceKernel<cub::_V_300500_SM_800::\
+///             detail::reduce::policy_selector_from_types<float, unsigned int, \
+///             cuda::std::__4::plus<void>>, true, float*, float*, unsigned int>";
+/// let shown = table_name(long);
+/// assert!(shown.starts_with("DeviceReduceKernel<policy_selector_from_types<…>, true, …> #"), "{shown}");
+/// assert!(shown.chars().count() <= 60 + 8, "{shown}");
+/// ```
+pub fn table_name(base: &str) -> String {
+    let plain = unqualified(base);
+    if plain.chars().count() <= TABLE_NAME_MAX {
+        return plain;
+    }
+    let mut shown = nested_elided(&plain);
+    if shown.chars().count() > TABLE_NAME_MAX {
+        shown = cut_arguments(&shown);
+    }
+    format!("{shown} #{}", &short_hash(base)[..6])
+}
+
+/// The [`table_name`] of each of `bases` (the kernels one table shows),
+/// where two distinct names that read the same both end with the hash of
+/// their full name, so no two kernels of a table read the same.
+pub fn table_names<'a>(
+    bases: impl IntoIterator<Item = &'a str>,
+) -> std::collections::HashMap<&'a str, String> {
+    let mut names: std::collections::HashMap<&str, String> = std::collections::HashMap::new();
+    for base in bases {
+        names.entry(base).or_insert_with(|| table_name(base));
+    }
+    let mut readers: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for shown in names.values() {
+        *readers.entry(shown.as_str()).or_default() += 1;
+    }
+    let shared: std::collections::HashSet<String> = readers
+        .into_iter()
+        .filter(|&(_, n)| n > 1)
+        .map(|(shown, _)| shown.to_string())
+        .collect();
+    for (base, shown) in &mut names {
+        if shared.contains(shown.as_str()) {
+            *shown = format!("{shown} #{}", &short_hash(base)[..6]);
+        }
+    }
+    names
+}
+
+/// `base` with each qualifier (`ns::`, `Class::`, `(anonymous namespace)::`,
+/// a leading `::`) dropped, at every depth of template arguments and casts.
+fn unqualified(base: &str) -> String {
+    let mut out = String::with_capacity(base.len());
+    let mut rest = base;
+    while let Some(at) = rest.find("::") {
+        out.push_str(&rest[..at]);
+        // Drop the qualifier just written: an identifier, or the anonymous
+        // namespace's parenthesised words.
+        if out.ends_with(ANON) {
+            out.truncate(out.len() - ANON.len());
+        } else {
+            // A class template's arguments go with it (`Outer<int>::`).
+            if let Some(open) = template_start(&out) {
+                out.truncate(open);
+            }
+            let keep = out
+                .trim_end_matches(|c: char| c.is_alphanumeric() || c == '_')
+                .len();
+            out.truncate(keep);
+        }
+        rest = &rest[at + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `name` cut to at most [`TABLE_NAME_MAX`] characters: its first
+/// template arguments that fit, then `…>` (`k<a, b, …>`); a name longer
+/// than that without its arguments, cut with `…`.
+fn cut_arguments(name: &str) -> String {
+    let chars: Vec<char> = name.chars().collect();
+    let Some(open) = chars.iter().position(|&c| c == '<') else {
+        return chars[..TABLE_NAME_MAX - 1]
+            .iter()
+            .chain(['…'].iter())
+            .collect();
+    };
+    // The ends of the first-level arguments that leave room for `, …>`.
+    let mut depth = 0usize;
+    let mut keep = None;
+    for (i, &c) in chars.iter().enumerate().skip(open) {
+        match c {
+            '<' | '(' => depth += 1,
+            '>' | ')' => depth = depth.saturating_sub(1),
+            // `, …>` is four characters.
+            ',' if depth == 1 && i + 4 <= TABLE_NAME_MAX => keep = Some(i),
+            _ => {}
+        }
+    }
+    match keep {
+        Some(end) => chars[..end].iter().collect::<String>() + ", …>",
+        None if open + 3 <= TABLE_NAME_MAX => chars[..open].iter().collect::<String>() + "<…>",
+        None => chars[..TABLE_NAME_MAX - 1]
+            .iter()
+            .chain(['…'].iter())
+            .collect(),
+    }
+}
+
+/// `k<a<b>, c<d<e>>>` → `k<a<…>, c<…>>`: template arguments below the
+/// first level written `<…>`.
+fn nested_elided(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut depth = 0usize;
+    for c in name.chars() {
+        match c {
+            '<' => {
+                depth += 1;
+                if depth <= 2 {
+                    out.push('<');
+                }
+                if depth == 2 {
+                    out.push('…');
+                }
+            }
+            '>' => {
+                if depth <= 2 {
+                    out.push('>');
+                }
+                depth = depth.saturating_sub(1);
+            }
+            _ if depth <= 1 => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
 /// 8 hex digits of the 64-bit FNV-1a hash of `s`, folded to 32 bits. Stable across
 /// platforms and Rust versions.
 pub fn short_hash(s: &str) -> String {
@@ -551,6 +707,38 @@ where
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn table_names_are_unqualified_short_and_never_shared() {
+        assert_eq!(table_name("saxpy"), "saxpy");
+        assert_eq!(table_name("ns::Outer<int>::inner<3>"), "inner<3>");
+        assert_eq!(
+            table_name("k<(cuda::execution::determinism::__determinism_t)1>"),
+            "k<(__determinism_t)1>"
+        );
+        let long = |last: &str| {
+            format!(
+                "cub::detail::reduce::DeviceReduceKernel<cub::detail::policy<float, cuda::std::plus<void>>, true, float*, float*, unsigned int, unsigned int, {last}>"
+            )
+        };
+        let (a, b) = (table_name(&long("float")), table_name(&long("double")));
+        // Cut where they differ, yet told apart by the hash of the full name.
+        assert_ne!(a, b);
+        assert!(
+            a.starts_with("DeviceReduceKernel<policy<…>, true, float*, float*, …> #"),
+            "{a}"
+        );
+        for n in [&a, &b] {
+            let (name, hash) = n.rsplit_once(" #").expect("a hash");
+            assert!(name.chars().count() <= TABLE_NAME_MAX, "{n}");
+            assert_eq!(hash.len(), 6, "{n}");
+        }
+        // Unqualified alike: a table tells them apart; alone, it does not need to.
+        let t = table_names(["a::k<1>", "b::k<1>", "c::only"]);
+        assert_ne!(t["a::k<1>"], t["b::k<1>"]);
+        assert!(t["a::k<1>"].starts_with("k<1> #"), "{t:?}");
+        assert_eq!(t["c::only"], "only");
+    }
     use super::*;
 
     #[test]

@@ -136,17 +136,28 @@ pub fn markdown(m: &Manifest, baseline: &Baseline) -> String {
 /// Long because the report's sections are written in the order they appear,
 /// each checked against the one budget.
 pub fn markdown_within(m: &Manifest, baseline: &Baseline, budget: usize) -> String {
-    let all = rows(m);
-    let regressed: BTreeSet<(&str, &str, &str)> = match baseline {
+    // Kernels by the names tables show (`names::table_names`).
+    let names = crate::compiler::names::table_names(m.kernels.iter().map(|k| k.base_name.as_str()));
+    let shown = |kernel: &str| {
+        names
+            .get(kernel)
+            .cloned()
+            .unwrap_or_else(|| crate::compiler::names::table_name(kernel))
+    };
+    let mut all = rows(m);
+    for r in &mut all {
+        r.kernel = shown(&r.kernel);
+    }
+    let regressed: BTreeSet<(String, &str, &str)> = match baseline {
         Baseline::Compared { diff, .. } => diff
             .regressions()
             .filter(|f| f.after.is_some())
-            .map(|f| (f.kernel.as_str(), f.source.as_str(), f.arch.as_str()))
+            .map(|f| (shown(&f.kernel), f.source.as_str(), f.arch.as_str()))
             .collect(),
         Baseline::NotCompared(_) => BTreeSet::new(),
     };
     let is_regressed =
-        |r: &Row| regressed.contains(&(r.kernel.as_str(), r.source.as_str(), r.arch.as_str()));
+        |r: &Row| regressed.contains(&(r.kernel.clone(), r.source.as_str(), r.arch.as_str()));
     let mut out = format!(
         "### CUDA occupancy: {} (nvcc {})\n\n",
         esc(&m.package),
@@ -446,7 +457,12 @@ pub fn changes(lock: &str, diff: &Diff, room: usize) -> String {
             Verdict::Changed => "changed",
         };
         let kernels = group.kernels();
-        let mut names: Vec<String> = kernels.iter().take(NAMED).map(|(k, _)| code(k)).collect();
+        let shown = crate::compiler::names::table_names(kernels.iter().map(|(k, _)| *k));
+        let mut names: Vec<String> = kernels
+            .iter()
+            .take(NAMED)
+            .map(|(k, _)| code(&shown[k]))
+            .collect();
         if kernels.len() > NAMED {
             names.push(format!("and {} more", kernels.len() - NAMED));
         }

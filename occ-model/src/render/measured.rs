@@ -56,7 +56,7 @@ impl MeasuredRow {
     /// the max-occupancy block, its time, the speed-up.
     pub fn cells(&self) -> [String; 9] {
         [
-            self.kernel.clone(),
+            crate::compiler::names::table_name(&self.kernel),
             self.arch.clone(),
             self.bucket.clone(),
             format!(

@@ -65,10 +65,12 @@ fn details_title(group: &Group<'_>) -> String {
 pub fn group_names(group: &Group<'_>, named: usize) -> String {
     let all = group.archs();
     let kernels = group.kernels();
+    let names = crate::compiler::names::table_names(kernels.iter().map(|(k, _)| *k));
     let shown: Vec<String> = kernels
         .iter()
         .take(named)
         .map(|(k, archs)| {
+            let k = &names[k];
             if archs.len() == all.len() {
                 k.to_string()
             } else {
@@ -255,7 +257,11 @@ pub fn rows(m: &Manifest) -> Vec<Row> {
 fn text_rows(m: &Manifest) -> Vec<Row> {
     let shown = |s: &mut String| *s = crate::compiler::names::shown(s).into_owned();
     let mut rows = rows(m);
+    let names = crate::compiler::names::table_names(m.kernels.iter().map(|k| k.base_name.as_str()));
     for r in &mut rows {
+        if let Some(name) = names.get(r.kernel.as_str()) {
+            r.kernel = name.clone();
+        }
         shown(&mut r.kernel);
         shown(&mut r.source);
         for l in r.lines.iter_mut() {
@@ -451,7 +457,13 @@ fn render(diff: &Diff, verdicts: &[Verdict], limit: Option<(usize, &str)>) -> St
             "best block".into(),
             "note".into(),
         ]];
-        table.extend(group.findings.iter().take(shown).map(|f| row(f)));
+        let names =
+            crate::compiler::names::table_names(group.findings.iter().map(|f| f.kernel.as_str()));
+        table.extend(group.findings.iter().take(shown).map(|f| {
+            let mut cells = row(f);
+            cells[0] = crate::compiler::names::shown(&names[f.kernel.as_str()]).into_owned();
+            cells
+        }));
         for line in align(&table).lines() {
             out.push_str("  ");
             out.push_str(line);

@@ -925,6 +925,13 @@ fn matching<'a, A: 'a>(
 ) -> Vec<&'a Kernel<A>> {
     let squash = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
     let squashed = squash(query);
+    // A name as a table shows it (`names::table_name`): a shortened one
+    // ends with ` #` and six hex digits of its full name's hash, which
+    // select it alone.
+    let hash = query
+        .rsplit_once(" #")
+        .map(|(_, h)| h)
+        .filter(|h| h.len() == 6 && h.bytes().all(|b| b.is_ascii_hexdigit()));
     let exact: Vec<&Kernel<A>> = kernels
         .clone()
         .filter(|k| {
@@ -932,7 +939,15 @@ fn matching<'a, A: 'a>(
                 || k.ident == query
                 || squash(&k.demangled) == squashed
                 || squash(&k.base_name) == squashed
+                || hash.is_some_and(|h| crate::compiler::names::short_hash(&k.base_name)[..6] == *h)
         })
+        .collect();
+    if !exact.is_empty() {
+        return exact;
+    }
+    let exact: Vec<&Kernel<A>> = kernels
+        .clone()
+        .filter(|k| squash(&crate::compiler::names::table_name(&k.base_name)) == squashed)
         .collect();
     if !exact.is_empty() {
         return exact;
