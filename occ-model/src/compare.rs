@@ -1276,6 +1276,7 @@ pub(crate) mod tests {
                 .collect(),
             parts: Default::default(),
             measured: Vec::new(),
+            noted: Default::default(),
         }
     }
 

@@ -21,11 +21,16 @@
 //! size (`p: float* (u64, align 1)`, `n: int (u32)`, `args: Args (b8, 16
 //! bytes, align 8)`).
 //!
+//! Beside them, what ptxas said of a kernel × arch where it said
+//! anything ([`super::Noted`]): its constant memory per bank (`cmem`) and
+//! its warnings, as ptxas's words (`warnings`), typed again on reading by
+//! the rule that types a log's ([`ptxas::warning`]).
+//!
 //! Older schemas read as today's ([`upgrade`]): their derived numbers are
 //! dropped, and recomputed.
 
-use super::{Lock, LockKernel, LOCK_SCHEMA};
-use crate::compiler::{analyze, names};
+use super::{Lock, LockKernel, NoteKey, Noted, LOCK_SCHEMA};
+use crate::compiler::{analyze, names, ptxas};
 use crate::error::{Error, Result};
 use crate::model::declared;
 use crate::schema::manifest::{
@@ -99,6 +104,10 @@ struct ArchLine {
     launch: Option<BuildLaunch>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     cubin_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    cmem: BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<String>,
 }
 
 /// [`LaunchBounds`], each directive written only where the kernel has it.
@@ -191,7 +200,11 @@ pub(super) fn write(lock: &Lock) -> String {
         nvcc: lock.nvcc.clone(),
         archs: lock.archs.clone(),
         flags: lock.flags.clone(),
-        kernels: lock.kernels.iter().map(kernel_line).collect(),
+        kernels: lock
+            .kernels
+            .iter()
+            .map(|k| kernel_line(k, &lock.noted))
+            .collect(),
         parts: lock.parts.clone(),
         measured: lock.measured.clone(),
     };
@@ -206,7 +219,7 @@ pub(super) fn write(lock: &Lock) -> String {
     text
 }
 
-fn kernel_line(k: &LockKernel) -> KernelLine {
+fn kernel_line(k: &LockKernel, noted: &BTreeMap<NoteKey, Noted>) -> KernelLine {
     KernelLine {
         name: k.name.clone(),
         demangled: (k.demangled != k.name).then(|| k.demangled.clone()),
@@ -215,12 +228,15 @@ fn kernel_line(k: &LockKernel) -> KernelLine {
         archs: k
             .archs
             .iter()
-            .map(|(arch, r)| (arch.clone(), arch_line(r)))
+            .map(|(arch, r)| {
+                let key = (k.name.clone(), k.source.clone(), arch.clone());
+                (arch.clone(), arch_line(r, noted.get(&key)))
+            })
             .collect(),
     }
 }
 
-fn arch_line(r: &Resources) -> ArchLine {
+fn arch_line(r: &Resources, noted: Option<&Noted>) -> ArchLine {
     let f = &r.facts;
     let launch = r.declared.as_ref().and_then(|d| match &d.by {
         DeclaredBy::Build { pattern } => Some(BuildLaunch {
@@ -242,6 +258,10 @@ fn arch_line(r: &Resources) -> ArchLine {
         maxrregcount: f.maxrregcount,
         launch,
         cubin_hash: r.cubin_hash.clone(),
+        cmem: noted.map(|n| n.cmem.clone()).unwrap_or_default(),
+        warnings: noted
+            .map(|n| n.warnings.iter().map(|w| w.text.clone()).collect())
+            .unwrap_or_default(),
     }
 }
 
@@ -295,6 +315,19 @@ fn derive(file: LockFile) -> std::result::Result<Lock, String> {
             kernel_of(line, ident)
         })
         .collect::<std::result::Result<Vec<_>, String>>()?;
+    let noted = file
+        .kernels
+        .iter()
+        .flat_map(|k| k.archs.iter().map(move |(arch, a)| (k, arch, a)))
+        .map(|(k, arch, a)| {
+            let noted = Noted {
+                cmem: a.cmem.clone(),
+                warnings: a.warnings.iter().map(|w| ptxas::warning(w)).collect(),
+            };
+            ((k.name.clone(), k.source.clone(), arch.clone()), noted)
+        })
+        .filter(|(_, noted)| !noted.is_empty())
+        .collect();
     Ok(Lock {
         schema: LOCK_SCHEMA,
         package: file.package,
@@ -304,6 +337,7 @@ fn derive(file: LockFile) -> std::result::Result<Lock, String> {
         kernels,
         parts: file.parts,
         measured: file.measured,
+        noted,
     })
 }
 
@@ -711,3 +745,4 @@ impl serde_json::ser::Formatter for LockFormatter {
         Ok(())
     }
 }
+
