@@ -1022,6 +1022,51 @@ mod tests {
         assert!(err.contains("ptxas warning"), "{err}");
     }
 
+    /// serde reads a map's repeated key as its last; the lock refuses a
+    /// kernel whose `archs` list one arch twice, naming the kernel, the
+    /// arch and the line, as it refuses an unknown key.
+    #[test]
+    fn an_arch_listed_twice_in_one_kernel_is_refused_by_kernel_arch_and_line() {
+        let l = lock(&[("a", arch(32, 64, 0))]);
+        let text = l.to_text();
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("\"sm_80\": {"))
+            .expect("the arch line")
+            .to_string();
+        let twice = text.replacen(
+            &line,
+            &format!("{}\n{line}", line.replacen("\"registers\": 32", "\"registers\": 40", 1) + ","),
+            1,
+        );
+        let at = twice
+            .lines()
+            .position(|l| l.trim_start().starts_with("\"sm_80\": {\"registers\": 32"))
+            .expect("the second line")
+            + 1;
+        let err = Lock::from_text(&twice, Path::new("occ.lock"))
+            .expect_err("an arch twice")
+            .to_string();
+        assert!(
+            err.contains("occ.lock")
+                && err.contains("kernel \"a\" lists arch sm_80 twice")
+                && err.contains(&format!("line {at}"))
+                && err.contains("cargo occ bless"),
+            "{err}\n{twice}"
+        );
+        // Any other object too (here a lock of schema 2, read through its
+        // upgrade, and the `parts` map).
+        let mut old: Value = serde_json::from_str(&text).expect("JSON");
+        old["schema"] = Value::from(2);
+        let old = serde_json::to_string_pretty(&old)
+            .expect("JSON")
+            .replacen("\"package\": \"p\",", "\"package\": \"p\",\n  \"package\": \"q\",", 1);
+        let err = Lock::from_text(&old, Path::new("occ.lock"))
+            .expect_err("a key twice")
+            .to_string();
+        assert!(err.contains("key \"package\" appears twice"), "{err}");
+    }
+
     /// The numbers a lock's reader sees are the model's for the facts in
     /// the file: a hand edit of the registers (a bad merge) moves the best
     /// launch with them, as a build from the lock would.
