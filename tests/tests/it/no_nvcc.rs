@@ -257,7 +257,8 @@ fn a_build_from_the_lock_writes_what_a_build_with_nvcc_writes() {
     // The crate has what the lock must carry: constant memory and a warning.
     let nvcc_manifest = read(&nvcc_dir, "manifest.json");
     assert!(
-        nvcc_manifest.contains("\"register_cap_adjusted\"") && nvcc_manifest.contains("\"cmem\": {\n"),
+        nvcc_manifest.contains("\"register_cap_adjusted\"")
+            && nvcc_manifest.contains("\"cmem\": {\n"),
         "the crate no longer has a ptxas warning and constant memory:\n{nvcc_manifest}"
     );
     for file in ["report.txt", "gate.json", "occ.lock.new"] {
@@ -274,7 +275,11 @@ fn a_build_from_the_lock_writes_what_a_build_with_nvcc_writes() {
     )
     .expect("nvcc's manifest");
     with_nvcc.origin = occ_model::schema::manifest::Origin::Lock;
-    for a in with_nvcc.kernels.iter_mut().flat_map(|k| k.archs.values_mut()) {
+    for a in with_nvcc
+        .kernels
+        .iter_mut()
+        .flat_map(|k| k.archs.values_mut())
+    {
         (a.cubin, a.ptx, a.lines) = (None, None, None);
     }
     for code in &mut with_nvcc.device_code {

@@ -61,9 +61,7 @@
 mod text;
 
 use crate::error::{Error, Result};
-use crate::schema::manifest::{
-    self, Compiled, Contribution, Kernel, Manifest, Resources, Warning,
-};
+use crate::schema::manifest::{self, Compiled, Contribution, Kernel, Manifest, Resources, Warning};
 use crate::schema::measured::{self, Measured, Results};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -979,9 +977,13 @@ mod tests {
     fn constant_memory_and_ptxas_warnings_round_trip_and_are_left_out_when_none() {
         let plain = lock(&[("a", arch(32, 64, 0)), ("b", arch(32, 64, 0))]);
         let text = plain.to_text();
-        assert!(!text.contains("cmem") && !text.contains("warnings"), "{text}");
+        assert!(
+            !text.contains("cmem") && !text.contains("warnings"),
+            "{text}"
+        );
         let mut l = plain.clone();
-        let words = "For profile sm_80 adjusting per thread register count of 16 to lower bound of 24";
+        let words =
+            "For profile sm_80 adjusting per thread register count of 16 to lower bound of 24";
         l.noted.insert(
             ("a".into(), "k.cu".into(), "sm_80".into()),
             Noted {
@@ -1036,7 +1038,10 @@ mod tests {
             .to_string();
         let twice = text.replacen(
             &line,
-            &format!("{}\n{line}", line.replacen("\"registers\": 32", "\"registers\": 40", 1) + ","),
+            &format!(
+                "{}\n{line}",
+                line.replacen("\"registers\": 32", "\"registers\": 40", 1) + ","
+            ),
             1,
         );
         let at = twice
@@ -1058,9 +1063,11 @@ mod tests {
         // upgrade, and the `parts` map).
         let mut old: Value = serde_json::from_str(&text).expect("JSON");
         old["schema"] = Value::from(2);
-        let old = serde_json::to_string_pretty(&old)
-            .expect("JSON")
-            .replacen("\"package\": \"p\",", "\"package\": \"p\",\n  \"package\": \"q\",", 1);
+        let old = serde_json::to_string_pretty(&old).expect("JSON").replacen(
+            "\"package\": \"p\",",
+            "\"package\": \"p\",\n  \"package\": \"q\",",
+            1,
+        );
         let err = Lock::from_text(&old, Path::new("occ.lock"))
             .expect_err("a key twice")
             .to_string();
