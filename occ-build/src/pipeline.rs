@@ -245,6 +245,7 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     if let Some(host) = &compiled.host {
         hostlib::archive(
             host,
+            &*inputs.programs,
             &compiled.toolkit.lib_dirs(),
             &compiled.outputs,
             directives,
