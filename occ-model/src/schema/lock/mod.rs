@@ -389,12 +389,17 @@ impl Lock {
                 manifest::validate_resources(&kernel.name, arch, r)?;
             }
         }
+        let recorded: std::collections::BTreeSet<(&str, &str, &str)> = self
+            .kernels
+            .iter()
+            .flat_map(|k| {
+                k.archs
+                    .keys()
+                    .map(|a| (k.name.as_str(), k.source.as_str(), a.as_str()))
+            })
+            .collect();
         for ((name, source, arch), noted) in &self.noted {
-            let recorded = self
-                .kernels
-                .iter()
-                .any(|k| k.name == *name && k.source == *source && k.archs.contains_key(arch));
-            if !recorded {
+            if !recorded.contains(&(name.as_str(), source.as_str(), arch.as_str())) {
                 return Err(format!(
                     "notes what ptxas said of kernel {name:?} of {source} on {arch}, which the \
                      lock does not record"
@@ -1015,6 +1020,14 @@ mod tests {
             .expect("contributions");
         let a = jobs[0].kernels.iter().find(|k| k.name == "a").expect("a");
         assert_eq!((a.cmem.len(), a.warnings.len()), (2, 1));
+        // A note of a kernel × arch the lock does not record is refused.
+        let mut stray = l.clone();
+        stray.noted.insert(
+            ("a".into(), "k.cu".into(), "sm_90".into()),
+            Noted::default(),
+        );
+        let err = stray.validate().expect_err("a note of sm_90");
+        assert!(err.contains("kernel \"a\" of k.cu on sm_90"), "{err}");
         // A warning that could break a report is refused on reading.
         let bad = text.replace(words, "bad\\u0007bell");
         assert_ne!(bad, text);
