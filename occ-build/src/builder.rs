@@ -417,7 +417,8 @@ impl Build {
     /// the C++ compiler that the [`cc`](https://docs.rs/cc) crate picks for
     /// the target (`CXX`, `CXXFLAGS`; `NVCC_CCBIN` or a `-ccbin` flag
     /// overrides it), with cc's flags for the profile (PIC, `-O`, `-g`);
-    /// cc archives the objects.
+    /// the objects are archived by the archiver cc picks for the target
+    /// (`AR`, `ARFLAGS`).
     ///
     /// The build prints the link directives: the library, the CUDA runtime
     /// from the toolkit's library folder ([`Build::cudart`]: static by

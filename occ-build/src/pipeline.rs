@@ -57,8 +57,10 @@
 //!
 //! A build that stands on the lock (no nvcc) runs 1, 2, then
 //! `device_code::without_files`, `assemble::from_lock` (the same assembly
-//! over the lock's records, with the other parts of this run),
-//! `outputs::write_all` and `parts::record`.
+//! over the lock's records, with the other parts of this run), and from
+//! there the stages a build with nvcc runs on its manifest: the gates of 6,
+//! `outputs::write_all`, `parts::record`, 8 and 9 (`baseline_and_report`),
+//! so that it writes the same files (`tests/it/no_nvcc.rs` compares them).
 //!
 //! From the memo's miss (or a failure before it) to the end,
 //! `$OUT_DIR/occ/status.json` says `running` (`build_state::mark`), so `cargo
@@ -243,36 +245,22 @@ pub(crate) fn run(build: &Build, env: &Env, directives: &mut Directives) -> Resu
     if let Some(host) = &compiled.host {
         hostlib::archive(
             host,
+            &*inputs.programs,
             &compiled.toolkit.lib_dirs(),
             &compiled.outputs,
             directives,
         )?;
     }
     let view = outputs(build, &inputs, &nvcc, &compiled, &manifest, directives)?;
-    let candidate = parts::candidate(
-        &view,
-        &manifest,
-        build.part(),
-        &inputs.sources,
-        lock.as_ref(),
-    );
-    let gated = gate::baseline(
+    baseline_and_report(
         build,
         &inputs,
         lock.as_ref(),
-        &candidate,
+        &view,
         &manifest,
-        &mut details,
+        details,
         directives,
-    );
-    report::write(&manifest, &details, &inputs, directives)?;
-    if gated.is_err() && details.failed {
-        parts::failed(&inputs.out_dir, build.part())?;
-        // The numbers are this build's; only the gate said no.
-        build_state::mark(&inputs.out_dir, BuildState::GateFailed)?;
-    }
-    gated?;
-    build_state::mark(&inputs.out_dir, BuildState::Finished)?;
+    )?;
     let unstable = compiled.outputs.iter().any(|o| o.unstable.is_some());
     memo::record(memo.as_ref(), build, env, &inputs, unstable, directives);
     Ok(Outcome {
@@ -301,8 +289,46 @@ fn check_names(build: &Build, inputs: &Inputs) -> Result<()> {
     parts::check_sources(&inputs.out_dir, build.part(), &inputs.root, &inputs.sources)
 }
 
+/// Stages 8 and 9, the same for a build with nvcc and one from the lock:
+/// the candidate lock and `gate.json`, the comparison with the committed
+/// lock (`lock`), the report (also when the gate failed), and the build's
+/// state.
+fn baseline_and_report(
+    build: &Build,
+    inputs: &Inputs,
+    lock: Option<&Lock>,
+    view: &parts::View,
+    manifest: &Manifest,
+    mut details: report::Details,
+    directives: &mut Directives,
+) -> Result<()> {
+    let candidate = parts::candidate(view, manifest, build.part(), &inputs.sources, lock);
+    let gated = gate::baseline(
+        build,
+        inputs,
+        lock,
+        &candidate,
+        manifest,
+        &mut details,
+        directives,
+    );
+    report::write(manifest, &details, inputs, directives)?;
+    if gated.is_err() && details.failed {
+        parts::failed(&inputs.out_dir, build.part())?;
+        // The numbers are this build's; only the gate said no.
+        build_state::mark(&inputs.out_dir, BuildState::GateFailed)?;
+    }
+    gated?;
+    build_state::mark(&inputs.out_dir, BuildState::Finished)?;
+    Ok(())
+}
+
 /// A build without nvcc: the manifest from the committed lock, the device
-/// code's blobs without files, and `manifest.json` and `kernels.rs` written from them.
+/// code's blobs without files, and then what a build with nvcc writes
+/// from its manifest: `manifest.json`, `kernels.rs`, the candidate lock,
+/// `gate.json` and the report, by the same stages (the gates included:
+/// the lock's spills and measurements, and the comparison with the lock,
+/// which build.rs's launches of today may have changed).
 fn from_lock(
     build: &Build,
     inputs: &Inputs,
@@ -347,10 +373,22 @@ fn from_lock(
     )?;
     // The spills the lock records are denied as a build with nvcc denies
     // them.
-    deny_spills(build, inputs, &manifest, directives)?;
+    let mut details = deny_spills(build, inputs, &manifest, directives)?;
+    gate::measured(&manifest, &inputs.sources, &mut details, directives);
     outputs::write_all(&manifest, &inputs.out_dir)?;
-    record_part(build, inputs)?;
-    build_state::mark(&inputs.out_dir, BuildState::Finished)?;
+    let view = record_part(build, inputs)?;
+    if let Some(note) = &view.clash {
+        directives.warn(note.clone());
+    }
+    baseline_and_report(
+        build,
+        inputs,
+        Some(lock),
+        &view,
+        &manifest,
+        details,
+        directives,
+    )?;
     Ok(Outcome {
         manifest: Made::Manifest(manifest),
         out_dir: inputs.out_dir.clone(),

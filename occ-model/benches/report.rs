@@ -72,6 +72,7 @@ fn lock(n: usize, registers: u32, spills: bool) -> Lock {
         kernels,
         parts: Default::default(),
         measured: Vec::new(),
+        noted: Default::default(),
     }
 }
 

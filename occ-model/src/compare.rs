@@ -1385,6 +1385,7 @@ pub(crate) mod tests {
                 .collect(),
             parts: Default::default(),
             measured: Vec::new(),
+            noted: Default::default(),
         }
     }
 

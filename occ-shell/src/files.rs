@@ -1,7 +1,13 @@
 //! File helpers every stage uses, and the readers and writers of occ's own
-//! files: writes through a temporary sibling and a rename, the temporary
-//! names, the cleanup of what killed builds left, crate-relative names, and
-//! the manifest, lock and `gate.json` as files.
+//! files: writes through a temporary sibling and a rename, scratch files
+//! and folders, the cleanup of what killed builds left, crate-relative
+//! names, and the manifest, lock and `gate.json` as files.
+//!
+//! A scratch name is `<name>.tmp<pid>.<random letters>` beside what it
+//! stands for, made by the `tempfile` crate, which creates it (so no other
+//! thread or process can take the same name) with no state in the process;
+//! the process id lets [`remove_stale_scratch`] tell a killed build's
+//! leftovers from a live one's.
 //!
 //! A leaf: it imports nothing of the crate but its error.
 
@@ -9,43 +15,84 @@ use crate::error::{Error, Result};
 use occ_model::compare::GateSettings;
 use occ_model::schema::lock::Lock;
 use occ_model::schema::manifest::Manifest;
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Writes a file through a temporary sibling and a rename, and only when its
-/// content changes (so the modification time of unchanged output stays).
+/// Writes a file through a temporary sibling ([`scratch_file`]) and a
+/// rename, and only when its content changes (so the modification time of
+/// unchanged output stays). Nothing half-written is left: a write or
+/// rename that fails removes the sibling.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     if std::fs::read(path).is_ok_and(|old| old == bytes) {
         return Ok(());
     }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
-    }
-    let tmp = unique_sibling(path);
-    std::fs::write(&tmp, bytes).map_err(|e| {
-        // A full disk leaves a truncated file: never leave it behind.
-        let _ = std::fs::remove_file(&tmp);
-        Error::io(format!("cannot write {}", path.display()), e)
-    })?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::io(format!("cannot write {}", path.display()), e)
-    })
+    let failed = |e| Error::io(format!("cannot write {}", path.display()), e);
+    let prefix = scratch_prefix(path)?;
+    let mut tmp = scratch(&prefix).tempfile_in(folder(path)).map_err(failed)?;
+    // A full disk leaves a truncated file: dropped, it is removed.
+    tmp.write_all(bytes).map_err(failed)?;
+    tmp.persist(path).map_err(|e| failed(e.error))?;
+    Ok(())
 }
 
-/// `path` with a suffix unique to this process and call (`.tmp<pid>.<n>`):
-/// a temporary name no other thread or process writes to.
-pub fn unique_sibling(path: &Path) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let mut name = path.as_os_str().to_owned();
-    name.push(format!(".tmp{}.{n}", std::process::id()));
-    PathBuf::from(name)
+/// A scratch file: removed when dropped, unless persisted
+/// (`persist(dest)`: renamed over `dest`).
+pub type ScratchFile = tempfile::TempPath;
+
+/// A new empty file beside `path`, named as the module says: removed when
+/// dropped, unless persisted (renamed over `path` once a program wrote it
+/// whole).
+pub fn scratch_file(path: &Path) -> Result<ScratchFile> {
+    let prefix = scratch_prefix(path)?;
+    let file = scratch(&prefix).tempfile_in(folder(path)).map_err(|e| {
+        Error::io(
+            format!("cannot create a scratch file beside {}", path.display()),
+            e,
+        )
+    })?;
+    Ok(file.into_temp_path())
+}
+
+/// A new empty folder beside `path`, named as the module says, for one
+/// run alone; the caller removes it.
+pub fn scratch_dir(path: &Path) -> Result<PathBuf> {
+    let prefix = scratch_prefix(path)?;
+    let dir = scratch(&prefix).tempdir_in(folder(path)).map_err(|e| {
+        Error::io(
+            format!("cannot create a scratch folder beside {}", path.display()),
+            e,
+        )
+    })?;
+    Ok(dir.keep())
+}
+
+/// The folder a scratch sibling of `path` goes in.
+fn folder(path: &Path) -> &Path {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    }
+}
+
+/// How a scratch sibling of `path` begins (`<name>.tmp<pid>.`), once its
+/// folder is created.
+fn scratch_prefix(path: &Path) -> Result<String> {
+    let dir = folder(path);
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    Ok(format!("{name}.tmp{}.", std::process::id()))
+}
+
+/// A scratch sibling's maker: `prefix`, then eight random letters.
+fn scratch(prefix: &str) -> tempfile::Builder<'_, 'static> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(prefix).rand_bytes(8);
+    builder
 }
 
 /// Removes what killed builds left in `dir`: scratch folders and
-/// half-written files named `<name>.tmp<pid>.<n>` whose process is gone
+/// half-written files named `<name>.tmp<pid>.<random>` whose process is gone
 /// (two live builds into one `OUT_DIR` keep theirs), and in `tmp/` the
 /// canonical per-job folders no run owns.
 pub fn remove_stale_scratch(dir: &Path) {
@@ -59,7 +106,10 @@ pub fn remove_stale_scratch(dir: &Path) {
         let pid = name
             .rsplit_once(".tmp")
             .and_then(|(_, rest)| rest.split_once('.'))
-            .and_then(|(p, n)| n.parse::<u64>().ok().and(p.parse::<u32>().ok()));
+            .and_then(|(p, n)| {
+                let random = !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric());
+                random.then(|| p.parse::<u32>().ok()).flatten()
+            });
         let stale = match pid {
             Some(pid) if pid == me => false,
             Some(pid) => !process_alive(pid),
@@ -195,8 +245,60 @@ fn resolve_links(path: &Path) -> Result<PathBuf> {
 
 #[cfg(test)]
 mod tests {
-    use super::lexical;
+    use super::{lexical, remove_stale_scratch, scratch_dir, scratch_file, write_atomic};
     use std::path::Path;
+
+    /// The names in `dir`, sorted.
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Scratch names carry this process's id and differ call by call, with
+    /// no counter in the process; a write leaves its file alone, a scratch
+    /// file dropped unpersisted is gone (nothing half-written stays), and
+    /// the cleanup takes a dead process's scratch but never a live one's.
+    #[test]
+    fn scratch_siblings_are_unique_per_call_and_left_only_by_a_dead_process() {
+        let dir = std::env::temp_dir().join(format!("occ-scratch-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let file = dir.join("out/m.json");
+        write_atomic(&file, b"one").expect("write");
+        write_atomic(&file, b"two").expect("write again");
+        assert_eq!(std::fs::read(&file).expect("read"), b"two");
+        assert_eq!(names(&dir.join("out")), ["m.json"]);
+        let mine = format!("job.tmp{}.", std::process::id());
+        let (a, b) = (
+            scratch_dir(&dir.join("job")).expect("a"),
+            scratch_dir(&dir.join("job")).expect("b"),
+        );
+        assert_ne!(a, b);
+        for d in [&a, &b] {
+            let name = d.file_name().expect("name").to_string_lossy().into_owned();
+            assert!(name.starts_with(&mine) && d.is_dir(), "{name}");
+        }
+        let f = scratch_file(&dir.join("job")).expect("file");
+        assert!(f.is_file());
+        let path = f.to_path_buf();
+        drop(f);
+        assert!(!path.exists(), "a scratch file dropped is removed");
+        // A killed build's scratch (a process id no process has) goes.
+        let dead = dir.join(format!("job.tmp{}.aB3xYz9Q", u32::MAX));
+        std::fs::create_dir_all(&dead).expect("dead");
+        remove_stale_scratch(&dir);
+        if cfg!(target_os = "linux") {
+            assert!(!dead.exists(), "a dead process's scratch is left");
+        }
+        assert!(
+            a.is_dir() && b.is_dir(),
+            "a live process's scratch was taken"
+        );
+        std::fs::remove_dir_all(&dir).expect("clean up");
+    }
 
     #[test]
     fn lexical_takes_each_parent_away_with_the_name_before_it() {

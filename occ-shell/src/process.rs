@@ -1,6 +1,7 @@
 //! The one seam for the outside world: every program occ-build starts —
 //! nvcc (each job, the `nvcc -E` proofs, the toolkit's `--dryrun`,
-//! `--version`), nvdisasm and fatbinary — and every one cargo-occ starts
+//! `--version`), nvdisasm, fatbinary and a host-code library's archiver —
+//! and every one cargo-occ starts
 //! (ptxas for `sweep`; nvcc, the host compiler and the launcher for
 //! `toolkit doctor`; cargo, rustc, pip's check) is described as a [`Cmd`]
 //! and run by a [`Programs`] (after sccache's `CommandCreatorSync` and cc's
@@ -14,10 +15,10 @@
 //! No other module constructs a `std::process::Command` or starts a
 //! process (`occ-model/tests/it/seam.rs` checks the sources of occ-build,
 //! occ-shell and cargo-occ, and `occ-build/clippy.toml` bans the calls).
-//! Two exceptions. cc's own: the host-code library's archive
-//! (`hostlib::archive`) and cc's probe of the host compiler's family run
-//! inside `cc::Build`, which owns the archiver's batching, its `D` probe
-//! and MSVC's `lib.exe`; the host compiler itself is run by nvcc
+//! Two exceptions. cc's own: its probe of the host compiler's family
+//! runs inside `cc::Build::try_get_compiler`, and on MSVC targets cc runs
+//! `lib.exe` (`hostlib::archive`); every other archive runs the archiver
+//! cc names through this seam. The host compiler itself is run by nvcc
 //! (`-ccbin`), never by occ-build. And `cargo occ toolkit install`'s pip,
 //! whose output goes straight to the terminal while it downloads (a
 //! [`Cmd`]'s is caught); pip is no CUDA tool, and the seam test names it

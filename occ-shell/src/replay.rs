@@ -104,7 +104,8 @@ impl Folders {
     }
 }
 
-/// A scratch name's `.tmp<pid>.<n>` (`files::unique_sibling`) as `.tmp*`.
+/// A scratch name's `.tmp<pid>.<random>` (`files::scratch_dir`,
+/// `files::scratch_file`) as `.tmp*`.
 fn scratch_free(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -113,9 +114,9 @@ fn scratch_free(text: &str) -> String {
         rest = &rest[at + 4..];
         let pid = rest.chars().take_while(char::is_ascii_digit).count();
         let after = &rest[pid..];
-        let n = after
-            .strip_prefix('.')
-            .map_or(0, |a| a.chars().take_while(char::is_ascii_digit).count());
+        let n = after.strip_prefix('.').map_or(0, |a| {
+            a.chars().take_while(char::is_ascii_alphanumeric).count()
+        });
         if pid > 0 && n > 0 {
             out.push('*');
             rest = &after[1 + n..];
@@ -432,8 +433,12 @@ mod tests {
             "-o /o/tmp/k.sm_80.tmp*/out.cubin"
         );
         assert_eq!(
-            scratch_free("a.tmp.b .tmp1 x.tmp2.y"),
-            "a.tmp.b .tmp1 x.tmp2.y"
+            scratch_free("-o /o/tmp/k.sm_80.tmp4711.aB3xYz9Q/out.cubin"),
+            "-o /o/tmp/k.sm_80.tmp*/out.cubin"
+        );
+        assert_eq!(
+            scratch_free("a.tmp.b .tmp1 x.tmp2. y.tmpq.1"),
+            "a.tmp.b .tmp1 x.tmp2. y.tmpq.1"
         );
     }
 

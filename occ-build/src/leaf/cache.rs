@@ -810,7 +810,7 @@ impl ToolkitId {
                 "{:?}",
                 nvcc.launcher
                     .as_deref()
-                    .and_then(which)
+                    .and_then(|l| which(l, path_var))
                     .and_then(|p| Stat::of(&p))
             )
             .as_bytes(),
@@ -827,7 +827,7 @@ impl ToolkitId {
                 return Ok(known);
             }
         }
-        let toolkit = ToolkitId::from_dryrun(nvcc, programs, vars, args, root, probe)?;
+        let toolkit = ToolkitId::from_dryrun(nvcc, programs, vars, path_var, args, root, probe)?;
         if let Ok(text) = serde_json::to_vec(&toolkit) {
             // A cache of the identity only: failing to write it costs a dry run.
             let _ = write_atomic(cache, &text);
@@ -841,6 +841,7 @@ impl ToolkitId {
         nvcc: &Nvcc,
         programs: &dyn Programs,
         vars: &NvccVars,
+        path_var: Option<&str>,
         args: &[String],
         root: &Path,
         probe: String,
@@ -878,7 +879,8 @@ impl ToolkitId {
                 })
             }
         };
-        let path_var = settings
+        // nvcc's own search path, as its profile set it.
+        let nvcc_path = settings
             .iter()
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| v.clone())
@@ -888,7 +890,7 @@ impl ToolkitId {
             here.join("nvcc.profile"),
             nvcc.path.clone(),
         ];
-        if let Some(launcher) = nvcc.launcher.as_deref().and_then(which) {
+        if let Some(launcher) = nvcc.launcher.as_deref().and_then(|l| which(l, path_var)) {
             files.push(launcher);
         }
         if let Some((_, dir)) = settings.iter().find(|(k, _)| k == "NVVMIR_LIBRARY_DIR") {
@@ -901,7 +903,7 @@ impl ToolkitId {
             let found = if program.contains('/') {
                 Some(PathBuf::from(&program))
             } else {
-                std::env::split_paths(&path_var)
+                std::env::split_paths(&nvcc_path)
                     .map(|d| d.join(&program))
                     .find(|p| p.is_file())
             };
@@ -971,14 +973,13 @@ pub(crate) fn nvcc_vars(cmd: &mut Cmd, vars: &NvccVars) {
     }
 }
 
-/// A program name or path as the OS would run it (`sccache` via `PATH`).
-fn which(program: &Path) -> Option<PathBuf> {
+/// A program name or path as the OS would run it (`sccache` via `path`,
+/// the build's `PATH` as its [`crate::env::Env`] read it, and watches it).
+fn which(program: &Path, path: Option<&str>) -> Option<PathBuf> {
     if program.components().count() > 1 {
         return Some(program.to_path_buf());
     }
-    #[allow(clippy::disallowed_methods)] // PATH as the OS sees it, for the launcher
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
+    std::env::split_paths(path?)
         .map(|d| d.join(program))
         .find(|p| p.is_file())
 }
@@ -1168,6 +1169,27 @@ fn has_include_names(text: &[u8]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A launcher named without a folder is looked up on the `PATH` the
+    /// build read through its environment reader (which watches it), not
+    /// on the process's own.
+    #[test]
+    fn a_bare_launcher_is_found_on_the_path_the_build_read() {
+        let dir = std::env::temp_dir().join(format!("occ-which-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(dir.join("my-launcher"), "").expect("launcher");
+        let path = std::env::join_paths([Path::new("/nowhere"), &dir]).expect("PATH");
+        let path = path.to_str().expect("utf-8");
+        let bare = Path::new("my-launcher");
+        assert_eq!(which(bare, Some(path)), Some(dir.join("my-launcher")));
+        assert_eq!(which(bare, Some("/nowhere")), None);
+        assert_eq!(which(bare, None), None);
+        assert_eq!(
+            which(Path::new("/opt/sccache"), None),
+            Some(PathBuf::from("/opt/sccache"))
+        );
+        std::fs::remove_dir_all(&dir).expect("clean up");
+    }
     use crate::process::{Output, Status};
     use std::sync::atomic::{AtomicUsize, Ordering};
 

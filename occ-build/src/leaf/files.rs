@@ -7,12 +7,24 @@
 use crate::leaf::error::Result;
 use std::path::Path;
 
-pub(crate) use occ_shell::files::{lexical, relative, remove_stale_scratch, unique_sibling};
+pub(crate) use occ_shell::files::{lexical, relative, remove_stale_scratch};
 
 /// [`occ_shell::files::write_atomic`]: writes through a temporary sibling
 /// and a rename, only when the content changes.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(occ_shell::files::write_atomic(path, bytes)?)
+}
+
+/// [`occ_shell::files::scratch_dir`]: a new folder beside `path`, for one
+/// run alone (`<name>.tmp<pid>.<random>`).
+pub(crate) fn scratch_dir(path: &Path) -> Result<std::path::PathBuf> {
+    Ok(occ_shell::files::scratch_dir(path)?)
+}
+
+/// [`occ_shell::files::scratch_file`]: a new file beside `path`, removed
+/// when dropped unless persisted.
+pub(crate) fn scratch_file(path: &Path) -> Result<occ_shell::files::ScratchFile> {
+    Ok(occ_shell::files::scratch_file(path)?)
 }
 
 /// [`occ_shell::files::write_lock`]: the one writer of `occ.lock`.

@@ -16,7 +16,7 @@
 
 use crate::leaf::cache::{self, NvccVars, ToolkitId};
 use crate::leaf::error::{Error, Result};
-use crate::leaf::files::{remove_stale_scratch, unique_sibling};
+use crate::leaf::files::{remove_stale_scratch, scratch_dir};
 use crate::leaf::job::{Job, JobKind, JobOutput};
 use crate::leaf::nvcc_args;
 use crate::leaf::nvcc_text::{self, deps_from_preprocessed, Failure};
@@ -234,7 +234,7 @@ impl Runner<'_> {
         }
         // A scratch folder of this run alone: two builds into the same
         // OUT_DIR at once (or a killed one's leftovers) never share one.
-        paths.tmp = unique_sibling(&paths.tmp);
+        paths.tmp = scratch_dir(&paths.tmp)?;
         let run_args = nvcc_args::for_job(job, &paths.tmp);
         nvcc_args::check(job, &run_args)?;
         let source = self.root.join(&job.source);
@@ -317,8 +317,7 @@ impl Runner<'_> {
     /// text's hash and the files it read (absolute, sorted). `None` when
     /// nvcc failed.
     fn preprocess(&self, job: &Job, paths: &JobPaths) -> Option<Proof> {
-        let tmp = unique_sibling(&paths.tmp);
-        std::fs::create_dir_all(&tmp).ok()?;
+        let tmp = scratch_dir(&paths.tmp).ok()?;
         let source = self.root.join(&job.source);
         let proof = (|| {
             let before = cache::Before::take(&source)?;

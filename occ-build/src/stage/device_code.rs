@@ -248,9 +248,10 @@ fn fatbin(
     if reuse {
         return Ok(());
     }
-    // Unique to this process and call: two builds into one OUT_DIR at once
-    // (threads of one process too) never write the same temporary file.
-    let tmp = crate::leaf::files::unique_sibling(&out.join("tmp").join(file));
+    // A new file of this call alone: two builds into one OUT_DIR at once
+    // (threads of one process too) never write the same temporary file,
+    // and one fatbinary fails to write is removed.
+    let tmp = crate::leaf::files::scratch_file(&out.join("tmp").join(file))?;
     let mut cmd = Cmd::new(&tool);
     cmd.current_dir(out)
         .arg(format!("--create={}", tmp.display()))
@@ -261,17 +262,15 @@ fn fatbin(
         .output(&cmd)
         .map_err(|e| Error::io(format!("cannot run {}", tool.display()), e))?;
     if !output.status.success() {
-        let _ = std::fs::remove_file(&tmp);
+        // Dropped, the scratch file is removed.
         return Err(Error::ToolFailed {
             tool: tool.clone(),
             what: format!("the fatbin {file}"),
             log: String::from_utf8_lossy(&output.stderr).trim().to_string(),
         });
     }
-    std::fs::rename(&tmp, &dest).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::io(format!("cannot write {}", dest.display()), e)
-    })?;
+    tmp.persist(&dest)
+        .map_err(|e| Error::io(format!("cannot write {}", dest.display()), e.error))?;
     let text = serde_json::to_vec(&record(Stat::of(&dest))).map_err(|e| {
         Error::io(
             format!("cannot write {}", record_path.display()),

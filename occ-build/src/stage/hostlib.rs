@@ -13,15 +13,23 @@
 //! The `cc` crate does what it does well: it picks the host compiler and
 //! its flags for the target (`CXX`, `CXXFLAGS`, PIC, optimization and debug
 //! info of the profile), which nvcc gets as `-ccbin` and `-Xcompiler`, and
-//! it archives the objects with the target's archiver (`AR`, `ARFLAGS`).
-//! occ prints the link directives itself (`leaf/directives.rs` is the one place that
-//! prints): cc is told to print nothing.
+//! the target's archiver and its flags (`AR`, `ARFLAGS`). What runs goes
+//! through the process seam (`process::Programs`): the host compiler is
+//! run by nvcc, and the archiver by occ as cc would run it (`ar cq`, with
+//! its `D` modifier where the archiver takes it, then `ar s`). cc still
+//! runs two things itself: its probe of the host compiler's family
+//! (inside `try_get_compiler`, which cc does not let a caller run), and
+//! on MSVC targets `lib.exe`, whose arguments cc writes its own way (that
+//! target's archive is cc's `try_compile`). occ prints the link
+//! directives itself (`leaf/directives.rs` is the one place that prints):
+//! cc is told to print nothing.
 
 use crate::builder::{Build, Cudart};
 use crate::env::Env;
 use crate::leaf::directives::Directives;
 use crate::leaf::error::{Error, Result};
 use crate::leaf::job::JobOutput;
+use crate::process::{Cmd, Programs};
 use crate::stage::inputs::Inputs;
 use std::path::{Path, PathBuf};
 
@@ -157,9 +165,10 @@ pub(crate) fn prepare(build: &Build, inputs: &Inputs, env: &Env) -> Result<Optio
         |v| (!v.is_empty()).then_some(v),
     );
     // cc may run the compiler here to learn its family (GNU, Clang, MSVC):
-    // the one exception to `process`'s seam besides the archive below, as
-    // that probe is cc's own. occ never runs the host compiler: nvcc does
-    // (`-ccbin`), through the seam.
+    // an exception to `process`'s seam (with MSVC's `lib.exe` below), as
+    // that probe is cc's own and cc offers no way to run it through
+    // another. occ never runs the host compiler: nvcc does (`-ccbin`),
+    // through the seam.
     let tool = cc.try_get_compiler().map_err(|e| Error::HostCompiler {
         compiler: "cc's C++ compiler (CXX)".into(),
         detail: e.to_string(),
@@ -222,30 +231,39 @@ pub(crate) fn kept_files(dir: &Path, source: &str, arch: &str) -> Option<(PathBu
     Some((cubin, ptx))
 }
 
-/// Archives the library's objects (cc), and adds the link directives:
-/// the library, the CUDA runtime from the toolkit's library folder, the
-/// system libraries it needs and the C++ runtime.
+/// Archives the library's objects (the target's archiver, through
+/// `programs`), and adds the link directives: the library, the CUDA
+/// runtime from the toolkit's library folder, the system libraries it
+/// needs and the C++ runtime.
 pub(crate) fn archive(
     lib: &HostLib,
+    programs: &dyn Programs,
     toolkit_libs: &[PathBuf],
     outputs: &[JobOutput],
     directives: &mut Directives,
 ) -> Result<PathBuf> {
     let mut objects: Vec<&PathBuf> = outputs.iter().filter_map(|o| o.object.as_ref()).collect();
     objects.dedup();
-    let mut cc = lib.cc.clone();
-    cc.objects(objects);
     let dir = lib.dir.clone();
     std::fs::create_dir_all(&dir)
         .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
-    // cc runs the archiver itself (not through `process`): it owns the
-    // batching, the probe for `ar`'s `D` modifier, `ranlib` and MSVC's
-    // `lib.exe`, which occ would otherwise repeat. A documented exception,
-    // named in `occ-model/tests/it/seam.rs`.
-    cc.try_compile(&lib.name).map_err(|e| Error::Archive {
-        name: lib.name.clone(),
-        detail: e.to_string(),
-    })?;
+    if lib.target.contains("msvc") {
+        // `lib.exe`'s arguments are cc's to write: cc runs it itself, the
+        // one archive outside the seam (named in `occ-model/tests/it/seam.rs`).
+        let mut cc = lib.cc.clone();
+        cc.objects(objects);
+        cc.try_compile(&lib.name).map_err(|e| Error::Archive {
+            name: lib.name.clone(),
+            detail: e.to_string(),
+        })?;
+    } else {
+        ar(
+            lib,
+            programs,
+            &dir.join(format!("lib{}.a", lib.name)),
+            &objects,
+        )?;
+    }
     directives.link(format!("rustc-link-search=native={}", dir.display()));
     // `-bundle`: linked from OUT_DIR at the final link, not copied into the
     // crate's rlib (a library of 80 MB would otherwise be in it too).
@@ -288,6 +306,99 @@ pub(crate) fn archive(
     Ok(dir.join(format!("lib{}.a", lib.name)))
 }
 
+/// Archives `objects` into `dst` as cc does on a target with `ar`, each
+/// run through `programs`: `ar cqD` (deterministic) in batches of command
+/// lines of about 4,000 bytes, `ar cq` with `ZERO_AR_DATE=1` if the archiver
+/// refuses `D`, then `ar s` (`sD`) for the symbol table. The archiver and
+/// its flags (`AR`, `ARFLAGS`) are cc's choice (`try_get_archiver`).
+fn ar(lib: &HostLib, programs: &dyn Programs, dst: &Path, objects: &[&PathBuf]) -> Result<()> {
+    let failed = |detail: String| Error::Archive {
+        name: lib.name.clone(),
+        detail,
+    };
+    let archiver = || -> Result<Cmd> {
+        let ar = lib
+            .cc
+            .try_get_archiver()
+            .map_err(|e| failed(e.to_string()))?;
+        let mut cmd = Cmd::new(ar.get_program());
+        cmd.args(ar.get_args());
+        for (name, value) in ar.get_envs() {
+            match value {
+                Some(v) => cmd.env(name, v),
+                None => cmd.env_remove(name),
+            };
+        }
+        if let Some(dir) = ar.get_current_dir() {
+            cmd.current_dir(dir);
+        }
+        Ok(cmd)
+    };
+    let run = |cmd: &mut Cmd| -> Result<bool> {
+        cmd.writes(dst);
+        let out = programs
+            .output(cmd)
+            .map_err(|e| failed(format!("cannot run {}: {e}", cmd.display())))?;
+        Ok(out.status.success())
+    };
+    let must = |cmd: &mut Cmd| -> Result<()> {
+        if run(cmd)? {
+            return Ok(());
+        }
+        Err(failed(format!("{} failed", cmd.display())))
+    };
+    // Created on the first batch, appended to by the others.
+    let _ = std::fs::remove_file(dst);
+    let mut deterministic = None;
+    for batch in batches(objects, 4000) {
+        match deterministic {
+            Some(true) => must(archiver()?.arg("cqD").arg(dst).args(&batch))?,
+            Some(false) => must(
+                archiver()?
+                    .env("ZERO_AR_DATE", "1")
+                    .arg("cq")
+                    .arg(dst)
+                    .args(&batch),
+            )?,
+            None => {
+                deterministic = Some(run(archiver()?.arg("cqD").arg(dst).args(&batch))?);
+                if deterministic == Some(false) {
+                    must(
+                        archiver()?
+                            .env("ZERO_AR_DATE", "1")
+                            .arg("cq")
+                            .arg(dst)
+                            .args(&batch),
+                    )?;
+                }
+            }
+        }
+    }
+    match deterministic {
+        Some(true) => must(archiver()?.arg("sD").arg(dst)),
+        _ => must(archiver()?.env("ZERO_AR_DATE", "1").arg("s").arg(dst)),
+    }
+}
+
+/// `objects` in batches whose paths add up to about `budget` bytes (at
+/// least one each), as cc batches them.
+fn batches<'a>(objects: &[&'a PathBuf], budget: usize) -> Vec<Vec<&'a PathBuf>> {
+    let mut out: Vec<Vec<&PathBuf>> = Vec::new();
+    let mut left = 0;
+    for object in objects {
+        let len = object.as_os_str().len();
+        match out.last_mut() {
+            Some(batch) if len <= left => batch.push(object),
+            _ => {
+                out.push(vec![object]);
+                left = budget;
+            }
+        }
+        left = left.saturating_sub(len);
+    }
+    out
+}
+
 /// The file of the runtime `name` in `dir` that the linker will take:
 /// `libcudart_static.a`, `libcudart.so` or a versioned `libcudart.so.13`
 /// (`cudart.lib`, `cudart_static.lib` on Windows).
@@ -328,7 +439,118 @@ fn cpp_stdlib(target: &str) -> Option<&'static str> {
 
 #[cfg(test)]
 mod tests {
-    use super::kept_files;
+    use super::{ar, batches, kept_files, HostLib};
+    use crate::builder::Cudart;
+    use crate::process::{Cmd, Output, Programs, Status};
+    use std::path::PathBuf;
+    use std::sync::Mutex;
+
+    /// Programs that run nothing: each command is kept, and it fails when
+    /// `fails` says so.
+    #[derive(Debug)]
+    struct Kept {
+        runs: Mutex<Vec<Cmd>>,
+        fails: fn(&Cmd) -> bool,
+    }
+
+    impl Programs for Kept {
+        fn output(&self, cmd: &Cmd) -> std::io::Result<Output> {
+            self.runs.lock().expect("runs").push(cmd.clone());
+            let code = if (self.fails)(cmd) { 1 } else { 0 };
+            Ok(Output {
+                status: Status {
+                    code: Some(code),
+                    signal: None,
+                },
+                stdout: Vec::new(),
+                stderr: Vec::new(),
+            })
+        }
+    }
+
+    /// What each run was: its arguments after the archiver's, and
+    /// whether it set `ZERO_AR_DATE`.
+    fn runs(kept: &Kept, program: &str) -> Vec<(String, bool)> {
+        let runs = kept.runs.lock().expect("runs");
+        runs.iter()
+            .map(|c| {
+                assert_eq!(c.get_program(), std::path::Path::new(program));
+                let args: Vec<String> = c
+                    .get_args()
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect();
+                let zero = c.get_envs().iter().any(|(n, _)| n == "ZERO_AR_DATE");
+                (args.join(" "), zero)
+            })
+            .collect()
+    }
+
+    /// The archive runs through the seam as cc would run it: `cqD` and
+    /// `sD` where the archiver takes `D`, else `cq` and `s` with
+    /// `ZERO_AR_DATE=1`, the archiver and flags cc picked (`AR`, here
+    /// `my-ar`, and `ar_flag`).
+    #[test]
+    fn the_archive_runs_through_the_seam_as_cc_would() {
+        let mut cc = cc::Build::new();
+        cc.archiver("my-ar")
+            .ar_flag("-X")
+            .target("x86_64-unknown-linux-gnu")
+            .host("x86_64-unknown-linux-gnu");
+        let lib = HostLib {
+            name: "k".into(),
+            cudart: Cudart::None,
+            args: Vec::new(),
+            target: "x86_64-unknown-linux-gnu".into(),
+            dir: PathBuf::from("/o/lib"),
+            stdlib: None,
+            cc,
+        };
+        let (a, b) = (PathBuf::from("/o/a.o"), PathBuf::from("/o/b.o"));
+        let dst = PathBuf::from("/o/lib/libk.a");
+        let takes_d = Kept {
+            runs: Mutex::new(Vec::new()),
+            fails: |_| false,
+        };
+        ar(&lib, &takes_d, &dst, &[&a, &b]).expect("archived");
+        assert_eq!(
+            runs(&takes_d, "my-ar"),
+            [
+                ("-X cqD /o/lib/libk.a /o/a.o /o/b.o".to_string(), false),
+                ("-X sD /o/lib/libk.a".to_string(), false)
+            ]
+        );
+        let refuses_d = Kept {
+            runs: Mutex::new(Vec::new()),
+            fails: |c| {
+                c.get_args()
+                    .iter()
+                    .any(|a| a.to_string_lossy().ends_with('D'))
+            },
+        };
+        ar(&lib, &refuses_d, &dst, &[&a]).expect("archived without D");
+        assert_eq!(
+            runs(&refuses_d, "my-ar"),
+            [
+                ("-X cqD /o/lib/libk.a /o/a.o".to_string(), false),
+                ("-X cq /o/lib/libk.a /o/a.o".to_string(), true),
+                ("-X s /o/lib/libk.a".to_string(), true)
+            ]
+        );
+        let fails = Kept {
+            runs: Mutex::new(Vec::new()),
+            fails: |_| true,
+        };
+        let e = ar(&lib, &fails, &dst, &[&a]).expect_err("an archiver that fails");
+        assert!(e.to_string().contains("my-ar -X cq /o/lib/libk.a"), "{e}");
+        let long: Vec<PathBuf> = (0..300)
+            .map(|i| PathBuf::from(format!("/o/{i:020}.o")))
+            .collect();
+        let long: Vec<&PathBuf> = long.iter().collect();
+        let cut = batches(&long, 4000);
+        assert!(cut.len() > 1 && cut.iter().all(|b| !b.is_empty()));
+        assert_eq!(cut.concat(), long);
+    }
 
     #[test]
     fn kept_files_of_one_and_of_several_gencodes() {

@@ -248,10 +248,7 @@ impl Diagnostic {
     /// shape occ does not know is [`WarningKind::Other`]: every warning
     /// has one, with its words.
     pub fn warning(&self) -> Option<Warning> {
-        (self.severity == Severity::Warning).then(|| Warning {
-            kind: warning_kind(&self.message),
-            text: self.message.clone(),
-        })
+        (self.severity == Severity::Warning).then(|| warning(&self.message))
     }
 
     /// The register cap ptxas applied to the kernel this note names, from
@@ -967,6 +964,16 @@ fn run_warnings(log: &Log) -> Vec<(usize, usize)> {
         }
     }
     out
+}
+
+/// A warning of ptxas's `words` (after `ptxas warning : `), typed by
+/// their shape: how a log's warnings are read, and a lock's read back
+/// (it keeps the words alone).
+pub fn warning(words: &str) -> Warning {
+    Warning {
+        kind: warning_kind(words),
+        text: words.to_string(),
+    }
 }
 
 /// What a warning's words (after `ptxas warning : `) say. Each shape is

@@ -7,9 +7,9 @@
 //! std::process::Command`, a spawn on a command another crate made) in
 //! library and test code alike, and cargo-occ's `src/` (its tests run
 //! programs of their own). The exceptions, each with its reason: cc's
-//! (`hostlib.rs` alone may use the `cc` crate, which runs the archiver and
-//! probes the host compiler itself; the comments there say why) and those
-//! of [`OUTSIDE`]. Checked from here, beside `layers.rs`, which reads
+//! (`hostlib.rs` alone may use the `cc` crate, which probes the host
+//! compiler itself and runs MSVC's `lib.exe`; the comments there say why)
+//! and those of [`OUTSIDE`]. Checked from here, beside `layers.rs`, which reads
 //! occ-build too.
 
 // The test itself reads the sources.

@@ -210,3 +210,85 @@ fn a_ci_build_without_nvcc_fails_unless_opted_out() {
         occ_model::schema::manifest::Origin::Lock
     );
 }
+
+/// A kernel that reads constant memory (`cmem` of its own bank on sm_80).
+const CONSTANT: &str = "__constant__ float coef[8];\nextern \"C\" __global__ void weigh(float* p, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] *= coef[i & 7];\n}\n";
+
+/// A build that stands on the lock is the same build as one with nvcc:
+/// `manifest.json`, `report.txt`, `gate.json` and the candidate lock are
+/// byte for byte the ones nvcc's build of the same crate wrote, once its
+/// lock is blessed, but for what only nvcc can know. Those are the
+/// manifest's `origin` (`nvcc` or `lock`: where the numbers come from),
+/// the `file` of each `device_code` entry and each kernel × arch's `cubin`
+/// and `ptx` (a build from the lock makes no device code), and `lines`
+/// (nvdisasm's source lines, read from that code); none of them shows in
+/// the report, the candidate or `gate.json`.
+/// The crate has what a lock must keep for that: constant memory, and a
+/// ptxas warning (a register cap below sm_80's lower bound) on one file.
+#[test]
+fn a_build_from_the_lock_writes_what_a_build_with_nvcc_writes() {
+    let s = occ_tests::Scratch::new();
+    s.write("kernels/k.cu", LIGHT);
+    s.write("kernels/w.cu", CONSTANT);
+    let build = |out: &str| {
+        let mut b = build_of(s.path(), out, "kernels/*.cu", ["sm_80", "sm_90"]);
+        b.max_registers("kernels/w.cu", 16);
+        b
+    };
+    build("bless")
+        .try_compile_with(&build_env(&[("OCC_BLESS", Some("1"))]))
+        .expect("bless with nvcc");
+    build("nvcc")
+        .try_compile_with(&build_env(&[]))
+        .expect("build with nvcc");
+    let lock = build("lock")
+        .try_compile_with(&build_env(&[("OCC_NO_NVCC", Some("1"))]))
+        .expect("build from the lock");
+    assert_eq!(
+        lock.manifest().expect("manifest").origin,
+        occ_model::schema::manifest::Origin::Lock
+    );
+    let nvcc_dir = s.path().join("nvcc/occ");
+    let lock_dir = s.path().join("lock/occ");
+    let read = |dir: &Path, file: &str| {
+        std::fs::read_to_string(dir.join(file))
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.join(file).display()))
+    };
+    // The crate has what the lock must carry: constant memory and a warning.
+    let nvcc_manifest = read(&nvcc_dir, "manifest.json");
+    assert!(
+        nvcc_manifest.contains("\"register_cap_adjusted\"")
+            && nvcc_manifest.contains("\"cmem\": {\n"),
+        "the crate no longer has a ptxas warning and constant memory:\n{nvcc_manifest}"
+    );
+    for file in ["report.txt", "gate.json", "occ.lock.new"] {
+        assert_eq!(
+            read(&lock_dir, file),
+            read(&nvcc_dir, file),
+            "{file} of the build from the lock differs from nvcc's"
+        );
+    }
+    // What only nvcc knows set aside, the manifests are the same text.
+    let mut with_nvcc = occ_model::schema::manifest::Manifest::from_json(
+        &nvcc_manifest,
+        Path::new("manifest.json"),
+    )
+    .expect("nvcc's manifest");
+    with_nvcc.origin = occ_model::schema::manifest::Origin::Lock;
+    for a in with_nvcc
+        .kernels
+        .iter_mut()
+        .flat_map(|k| k.archs.values_mut())
+    {
+        (a.cubin, a.ptx, a.lines) = (None, None, None);
+    }
+    for code in &mut with_nvcc.device_code {
+        code.file = None;
+    }
+    assert_eq!(
+        read(&lock_dir, "manifest.json"),
+        with_nvcc.to_json(),
+        "manifest.json of the build from the lock differs from nvcc's (less origin, the device \
+         code's files, cubin, ptx and lines)"
+    );
+}

@@ -44,6 +44,15 @@
 //! the schema does not have (a `"best"` written in by hand, a misspelt
 //! `"registres"`) is refused by name and line, never ignored.
 //!
+//! What ptxas said of a kernel × arch besides the numbers the gate
+//! compares is kept where it has anything to say ([`Noted`]): its constant
+//! memory (`"cmem": {"0": 360}`, absent where ptxas reports none, as on
+//! sm_90+) and its warnings, each as ptxas's words (`"warnings": ["For
+//! profile sm_80 adjusting …"]`, typed again on reading by the build's
+//! rule). So a build from the lock writes the manifest and the report a
+//! build with nvcc writes. They are optional keys of schema 3: a lock
+//! written before reads as having none.
+//!
 //! Any JSON layout reads the same (the older fully pretty locks included),
 //! and so do locks of schemas 1 and 2 (their derived numbers dropped).
 //! A measurement is imported only onto the cubin the lock records
@@ -52,7 +61,7 @@
 mod text;
 
 use crate::error::{Error, Result};
-use crate::schema::manifest::{self, Compiled, Contribution, Kernel, Manifest, Resources};
+use crate::schema::manifest::{self, Compiled, Contribution, Kernel, Manifest, Resources, Warning};
 use crate::schema::measured::{self, Measured, Results};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -99,6 +108,32 @@ pub struct Lock {
     /// kernel × arch × bucket, sorted. Absent when nothing was measured;
     /// locks written before measurements read as having none.
     pub measured: Vec<Measured>,
+    /// What ptxas said of each kernel × arch besides its [`Resources`],
+    /// by symbol, source and arch: only those with something to say
+    /// ([`Noted::is_empty`] ones are left out). Never compared by the
+    /// gate; a build from the lock writes it into the manifest.
+    pub noted: BTreeMap<NoteKey, Noted>,
+}
+
+/// A kernel × arch of the lock: its symbol, its source and the arch.
+pub type NoteKey = (String, String, String);
+
+/// What ptxas said of a kernel × arch besides the numbers the gate
+/// compares: the manifest's `cmem` and `warnings`, which a build from the
+/// lock writes as a build with nvcc does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Noted {
+    /// Constant memory per bank, bytes (none on sm_90+, where ptxas omits it).
+    pub cmem: BTreeMap<String, u64>,
+    /// ptxas's warnings, in the order the manifest has them.
+    pub warnings: Vec<Warning>,
+}
+
+impl Noted {
+    /// Whether ptxas said nothing more (no constant memory, no warning).
+    pub fn is_empty(&self) -> bool {
+        self.cmem.is_empty() && self.warnings.is_empty()
+    }
 }
 
 /// What [`Lock::import`] changed.
@@ -154,6 +189,7 @@ impl Lock {
             kernels: lock_kernels(m, Vec::new()),
             parts: BTreeMap::new(),
             measured: Vec::new(),
+            noted: notes(m, BTreeMap::new()),
         }
     }
 
@@ -173,6 +209,7 @@ impl Lock {
         committed: Option<Committed<'_>>,
     ) -> Lock {
         let mut kept = Vec::new();
+        let mut kept_notes = BTreeMap::new();
         if let Some(c) = committed {
             for (part, sources) in c
                 .lock
@@ -191,6 +228,13 @@ impl Lock {
                         .filter(|k| sources.contains(&k.source))
                         .cloned(),
                 );
+                kept_notes.extend(
+                    c.lock
+                        .noted
+                        .iter()
+                        .filter(|((_, source, _), _)| sources.contains(source))
+                        .map(|(key, noted)| (key.clone(), noted.clone())),
+                );
             }
         }
         let kernels = lock_kernels(manifest, kept);
@@ -208,6 +252,7 @@ impl Lock {
             kernels,
             parts,
             measured,
+            noted: notes(manifest, kept_notes),
         }
     }
 
@@ -226,6 +271,11 @@ impl Lock {
         let mut jobs: BTreeMap<(&str, &str), Vec<Compiled>> = BTreeMap::new();
         for k in self.kernels.iter().filter(|k| sources.contains(&k.source)) {
             for (arch, r) in k.archs.iter().filter(|(a, _)| archs.contains(a)) {
+                let noted = self
+                    .noted
+                    .get(&(k.name.clone(), k.source.clone(), arch.clone()))
+                    .cloned()
+                    .unwrap_or_default();
                 jobs.entry((k.source.as_str(), arch.as_str()))
                     .or_default()
                     .push(Compiled {
@@ -235,8 +285,8 @@ impl Lock {
                         short_name: k.short_name.clone(),
                         params: k.params.clone(),
                         facts: r.facts.clone(),
-                        cmem: BTreeMap::new(),
-                        warnings: Vec::new(),
+                        cmem: noted.cmem,
+                        warnings: noted.warnings,
                         cubin: None,
                         ptx: None,
                         cubin_hash: r.cubin_hash.clone(),
@@ -337,6 +387,29 @@ impl Lock {
                     manifest::writable(&format!("kernel {:?}'s cubin hash", kernel.name), hash)?;
                 }
                 manifest::validate_resources(&kernel.name, arch, r)?;
+            }
+        }
+        let recorded: std::collections::BTreeSet<(&str, &str, &str)> = self
+            .kernels
+            .iter()
+            .flat_map(|k| {
+                k.archs
+                    .keys()
+                    .map(|a| (k.name.as_str(), k.source.as_str(), a.as_str()))
+            })
+            .collect();
+        for ((name, source, arch), noted) in &self.noted {
+            if !recorded.contains(&(name.as_str(), source.as_str(), arch.as_str())) {
+                return Err(format!(
+                    "notes what ptxas said of kernel {name:?} of {source} on {arch}, which the \
+                     lock does not record"
+                ));
+            }
+            for bank in noted.cmem.keys() {
+                manifest::writable(&format!("kernel {name:?}'s constant bank"), bank)?;
+            }
+            for w in &noted.warnings {
+                manifest::writable(&format!("kernel {name:?}'s ptxas warning"), &w.text)?;
             }
         }
         measured::validate_entries(&self.measured)?;
@@ -456,6 +529,24 @@ fn lock_kernels(m: &Manifest, kept: Vec<LockKernel>) -> Vec<LockKernel> {
         .collect();
     kernels.sort_by(|a, b| a.name.cmp(&b.name).then(a.source.cmp(&b.source)));
     kernels
+}
+
+/// What ptxas said of the kernels × archs of `m` besides their
+/// resources, and `kept` (of the parts a candidate keeps): those with
+/// anything to say.
+fn notes(m: &Manifest, mut kept: BTreeMap<NoteKey, Noted>) -> BTreeMap<NoteKey, Noted> {
+    for k in &m.kernels {
+        for (arch, a) in &k.archs {
+            let noted = Noted {
+                cmem: a.cmem.clone(),
+                warnings: a.warnings.clone(),
+            };
+            if !noted.is_empty() {
+                kept.insert((k.name.clone(), k.source.clone(), arch.clone()), noted);
+            }
+        }
+    }
+    kept
 }
 
 /// `k` with each arch's record mapped by `f` (`None` drops the arch).
@@ -881,6 +972,119 @@ mod tests {
             err.contains("expected u32") && err.contains("line 10"),
             "{err}"
         );
+    }
+
+    /// What ptxas said of a kernel × arch besides its numbers (constant
+    /// memory, warnings) is written only where it said anything, each
+    /// warning as ptxas's words, and reads back whole: the warning typed
+    /// again by the rule that types a log's.
+    #[test]
+    fn constant_memory_and_ptxas_warnings_round_trip_and_are_left_out_when_none() {
+        let plain = lock(&[("a", arch(32, 64, 0)), ("b", arch(32, 64, 0))]);
+        let text = plain.to_text();
+        assert!(
+            !text.contains("cmem") && !text.contains("warnings"),
+            "{text}"
+        );
+        let mut l = plain.clone();
+        let words =
+            "For profile sm_80 adjusting per thread register count of 16 to lower bound of 24";
+        l.noted.insert(
+            ("a".into(), "k.cu".into(), "sm_80".into()),
+            Noted {
+                cmem: BTreeMap::from([("0".to_string(), 364), ("3".to_string(), 32)]),
+                warnings: vec![crate::compiler::ptxas::warning(words)],
+            },
+        );
+        let text = l.to_text();
+        assert!(
+            text.contains(&format!(
+                "\"cmem\": {{\"0\": 364, \"3\": 32}}, \"warnings\": [\"{words}\"]}}"
+            )),
+            "{text}"
+        );
+        assert_eq!(text.matches("cmem").count(), 1, "b has none: {text}");
+        let read = Lock::from_text(&text, Path::new("occ.lock")).expect("reads");
+        assert_eq!(read, l);
+        let warning = &read.noted[&("a".into(), "k.cu".into(), "sm_80".into())].warnings[0];
+        assert_eq!(
+            warning.kind,
+            manifest::WarningKind::RegisterCapAdjusted {
+                requested: 16,
+                applied: 24
+            }
+        );
+        // What a build without nvcc stands on carries them to the manifest.
+        let jobs = read
+            .contributions(&[], &["k.cu".to_string()], Path::new("occ.lock"))
+            .expect("contributions");
+        let a = jobs[0].kernels.iter().find(|k| k.name == "a").expect("a");
+        assert_eq!((a.cmem.len(), a.warnings.len()), (2, 1));
+        // A note of a kernel × arch the lock does not record is refused.
+        let mut stray = l.clone();
+        stray.noted.insert(
+            ("a".into(), "k.cu".into(), "sm_90".into()),
+            Noted::default(),
+        );
+        let err = stray.validate().expect_err("a note of sm_90");
+        assert!(err.contains("kernel \"a\" of k.cu on sm_90"), "{err}");
+        // A warning that could break a report is refused on reading.
+        let bad = text.replace(words, "bad\\u0007bell");
+        assert_ne!(bad, text);
+        let err = Lock::from_text(&bad, Path::new("occ.lock"))
+            .expect_err("a control character")
+            .to_string();
+        assert!(err.contains("ptxas warning"), "{err}");
+    }
+
+    /// serde reads a map's repeated key as its last; the lock refuses a
+    /// kernel whose `archs` list one arch twice, naming the kernel, the
+    /// arch and the line, as it refuses an unknown key.
+    #[test]
+    fn an_arch_listed_twice_in_one_kernel_is_refused_by_kernel_arch_and_line() {
+        let l = lock(&[("a", arch(32, 64, 0))]);
+        let text = l.to_text();
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("\"sm_80\": {"))
+            .expect("the arch line")
+            .to_string();
+        let twice = text.replacen(
+            &line,
+            &format!(
+                "{}\n{line}",
+                line.replacen("\"registers\": 32", "\"registers\": 40", 1) + ","
+            ),
+            1,
+        );
+        let at = twice
+            .lines()
+            .position(|l| l.trim_start().starts_with("\"sm_80\": {\"registers\": 32"))
+            .expect("the second line")
+            + 1;
+        let err = Lock::from_text(&twice, Path::new("occ.lock"))
+            .expect_err("an arch twice")
+            .to_string();
+        assert!(
+            err.contains("occ.lock")
+                && err.contains("kernel \"a\" lists arch sm_80 twice")
+                && err.contains(&format!("line {at}"))
+                && err.contains("cargo occ bless"),
+            "{err}\n{twice}"
+        );
+        // Any other object too (here a lock of schema 2, read through its
+        // upgrade, and the `parts` map).
+        let mut old: Value = serde_json::from_str(&text).expect("JSON");
+        old["schema"] = Value::from(2);
+        let old = serde_json::to_string_pretty(&old).expect("JSON").replacen(
+            "\"package\": \"p\",",
+            "\"package\": \"p\",\n  \"package\": \"q\",",
+            1,
+        );
+        let err = Lock::from_text(&old, Path::new("occ.lock"))
+            .expect_err("a key twice")
+            .to_string();
+        assert!(err.contains("key \"package\" appears twice"), "{err}");
     }
 
     /// The numbers a lock's reader sees are the model's for the facts in

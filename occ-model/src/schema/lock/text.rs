@@ -21,11 +21,20 @@
 //! size (`p: float* (u64, align 1)`, `n: int (u32)`, `args: Args (b8, 16
 //! bytes, align 8)`).
 //!
+//! Beside them, what ptxas said of a kernel × arch where it said
+//! anything ([`super::Noted`]): its constant memory per bank (`cmem`) and
+//! its warnings, as ptxas's words (`warnings`), typed again on reading by
+//! the rule that types a log's ([`ptxas::warning`]).
+//!
+//! A key is refused where it appears twice in one object (serde's maps
+//! keep the last): an arch listed twice in a kernel's `archs` is refused
+//! naming the kernel, the arch and the line.
+//!
 //! Older schemas read as today's ([`upgrade`]): their derived numbers are
 //! dropped, and recomputed.
 
-use super::{Lock, LockKernel, LOCK_SCHEMA};
-use crate::compiler::{analyze, names};
+use super::{Lock, LockKernel, NoteKey, Noted, LOCK_SCHEMA};
+use crate::compiler::{analyze, names, ptxas};
 use crate::error::{Error, Result};
 use crate::model::declared;
 use crate::schema::manifest::{
@@ -99,6 +108,10 @@ struct ArchLine {
     launch: Option<BuildLaunch>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     cubin_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    cmem: BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<String>,
 }
 
 /// [`LaunchBounds`], each directive written only where the kernel has it.
@@ -191,7 +204,11 @@ pub(super) fn write(lock: &Lock) -> String {
         nvcc: lock.nvcc.clone(),
         archs: lock.archs.clone(),
         flags: lock.flags.clone(),
-        kernels: lock.kernels.iter().map(kernel_line).collect(),
+        kernels: lock
+            .kernels
+            .iter()
+            .map(|k| kernel_line(k, &lock.noted))
+            .collect(),
         parts: lock.parts.clone(),
         measured: lock.measured.clone(),
     };
@@ -206,7 +223,7 @@ pub(super) fn write(lock: &Lock) -> String {
     text
 }
 
-fn kernel_line(k: &LockKernel) -> KernelLine {
+fn kernel_line(k: &LockKernel, noted: &BTreeMap<NoteKey, Noted>) -> KernelLine {
     KernelLine {
         name: k.name.clone(),
         demangled: (k.demangled != k.name).then(|| k.demangled.clone()),
@@ -215,12 +232,15 @@ fn kernel_line(k: &LockKernel) -> KernelLine {
         archs: k
             .archs
             .iter()
-            .map(|(arch, r)| (arch.clone(), arch_line(r)))
+            .map(|(arch, r)| {
+                let key = (k.name.clone(), k.source.clone(), arch.clone());
+                (arch.clone(), arch_line(r, noted.get(&key)))
+            })
             .collect(),
     }
 }
 
-fn arch_line(r: &Resources) -> ArchLine {
+fn arch_line(r: &Resources, noted: Option<&Noted>) -> ArchLine {
     let f = &r.facts;
     let launch = r.declared.as_ref().and_then(|d| match &d.by {
         DeclaredBy::Build { pattern } => Some(BuildLaunch {
@@ -242,6 +262,10 @@ fn arch_line(r: &Resources) -> ArchLine {
         maxrregcount: f.maxrregcount,
         launch,
         cubin_hash: r.cubin_hash.clone(),
+        cmem: noted.map(|n| n.cmem.clone()).unwrap_or_default(),
+        warnings: noted
+            .map(|n| n.warnings.iter().map(|w| w.text.clone()).collect())
+            .unwrap_or_default(),
     }
 }
 
@@ -252,6 +276,13 @@ pub(super) fn read(text: &str, path: &Path) -> Result<Lock> {
         detail,
     };
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    // A key twice in one object, which serde would read as its last: the
+    // text's own syntax errors are the readers' below to report.
+    if let Err(e) = serde_json::from_str::<unique::Unique>(text) {
+        if e.is_data() {
+            return Err(corrupt(format!("not an occ lock ({e}); {RESTORE}")));
+        }
+    }
     // Today's schema reads straight from the text (its errors say where);
     // anything else goes through `upgrade` first.
     let direct = serde_json::from_str::<LockFile>(text);
@@ -295,6 +326,19 @@ fn derive(file: LockFile) -> std::result::Result<Lock, String> {
             kernel_of(line, ident)
         })
         .collect::<std::result::Result<Vec<_>, String>>()?;
+    let noted = file
+        .kernels
+        .iter()
+        .flat_map(|k| k.archs.iter().map(move |(arch, a)| (k, arch, a)))
+        .map(|(k, arch, a)| {
+            let noted = Noted {
+                cmem: a.cmem.clone(),
+                warnings: a.warnings.iter().map(|w| ptxas::warning(w)).collect(),
+            };
+            ((k.name.clone(), k.source.clone(), arch.clone()), noted)
+        })
+        .filter(|(_, noted)| !noted.is_empty())
+        .collect();
     Ok(Lock {
         schema: LOCK_SCHEMA,
         package: file.package,
@@ -304,6 +348,7 @@ fn derive(file: LockFile) -> std::result::Result<Lock, String> {
         kernels,
         parts: file.parts,
         measured: file.measured,
+        noted,
     })
 }
 
@@ -709,5 +754,146 @@ impl serde_json::ser::Formatter for LockFormatter {
 
     fn end_object_value<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+/// The check that no object of a lock's text holds a key twice.
+mod unique {
+    use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+    use std::collections::BTreeSet;
+    use std::fmt;
+
+    /// A JSON document none of whose objects holds a key twice; reading
+    /// one that does fails naming the key (an arch of a kernel's `archs`
+    /// with the kernel) at its line.
+    pub(super) struct Unique;
+
+    impl<'de> serde::Deserialize<'de> for Unique {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            Walk(Place::Top).deserialize(d).map(|()| Unique)
+        }
+    }
+
+    /// Where in the lock a value is: what a repeated key is called.
+    #[derive(Clone, Copy)]
+    enum Place<'a> {
+        /// The lock object.
+        Top,
+        /// The `kernels` array.
+        Kernels,
+        /// One kernel's object.
+        Kernel,
+        /// A kernel's `archs`, with its symbol when read before them.
+        Archs(Option<&'a str>),
+        /// Anywhere else.
+        Other,
+    }
+
+    struct Walk<'a>(Place<'a>);
+
+    impl<'de> DeserializeSeed<'de> for Walk<'_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    /// A kernel's `name`, read while walking it.
+    struct Name;
+
+    impl<'de> DeserializeSeed<'de> for Name {
+        type Value = Option<String>;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<String>, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Name {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a kernel's symbol")
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Option<String>, E> {
+            Ok(Some(v.to_string()))
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Option<String>, E> {
+            Ok(None)
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Option<String>, E> {
+            Ok(None)
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Option<String>, E> {
+            Ok(None)
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Option<String>, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Option<String>, E> {
+            Ok(None)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Option<String>, A::Error> {
+            Walk(Place::Other).visit_seq(seq).map(|()| None)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Option<String>, A::Error> {
+            Walk(Place::Other).visit_map(map).map(|()| None)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Walk<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            let each = match self.0 {
+                Place::Kernels => Place::Kernel,
+                _ => Place::Other,
+            };
+            while seq.next_element_seed(Walk(each))?.is_some() {}
+            Ok(())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let mut keys = BTreeSet::new();
+            let mut name: Option<String> = None;
+            while let Some(key) = map.next_key::<String>()? {
+                if keys.contains(&key) {
+                    return Err(de::Error::custom(match self.0 {
+                        Place::Archs(Some(kernel)) => {
+                            format!("kernel {kernel:?} lists arch {key} twice")
+                        }
+                        Place::Archs(None) => format!("a kernel lists arch {key} twice"),
+                        _ => format!("key {key:?} appears twice in one object"),
+                    }));
+                }
+                match (self.0, key.as_str()) {
+                    (Place::Top, "kernels") => map.next_value_seed(Walk(Place::Kernels))?,
+                    (Place::Kernel, "name") => name = map.next_value_seed(Name)?,
+                    (Place::Kernel, "archs") => {
+                        map.next_value_seed(Walk(Place::Archs(name.as_deref())))?
+                    }
+                    _ => map.next_value_seed(Walk(Place::Other))?,
+                }
+                keys.insert(key);
+            }
+            Ok(())
+        }
     }
 }
