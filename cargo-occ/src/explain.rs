@@ -62,16 +62,13 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     // `Build::launch`, its `__launch_bounds__` or `.reqntid`, else the best).
     let judged = k.judged().filter(|_| args.block.is_none());
     let declared = judged.and_then(|j| j.declared);
-    let block = args
-        .block
-        .or(judged.map(|j| j.block_size))
-        .ok_or_else(|| {
-            anyhow!(
-                "kernel `{}` cannot launch on {arch_name} at any block size; give --block to \
+    let block = args.block.or(judged.map(|j| j.block_size)).ok_or_else(|| {
+        anyhow!(
+            "kernel `{}` cannot launch on {arch_name} at any block size; give --block to \
                  see what limits it at one",
-                kernel.base_name
-            )
-        })?;
+            kernel.base_name
+        )
+    })?;
     let smem = args.smem.or(judged.map(|j| j.dynamic_smem)).unwrap_or(0);
     let launch = BlockLaunch::new(block).with_dynamic_smem(smem);
     let occ = occupancy(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;

@@ -214,7 +214,17 @@ fn kernel_arch() -> impl Strategy<Value = KernelArch> {
         any::<bool>(),
     )
         .prop_map(
-            |(warnings, registers, barriers, static_smem, stack_frame, stores, loads, file, launches)| {
+            |(
+                warnings,
+                registers,
+                barriers,
+                static_smem,
+                stack_frame,
+                stores,
+                loads,
+                file,
+                launches,
+            )| {
                 KernelArch {
                     resources: Resources {
                         facts: Facts {
