@@ -457,16 +457,8 @@ fn tune_arch(
     };
     let occ = &best.occupancy;
     let dynamic_smem = dynamic_smem_at(args, kernel, arch_name, limits, &resources, &best)?;
-    // Which launch the block is, for `min_occupancy`'s message.
-    let launch_words = match (was_measured, by_build, bare, &judged) {
-        (true, _, _, _) => "fastest measured block size (tuned)",
-        (false, Some(_), _, _) => "block size declared in build.rs",
-        (false, None, true, Some((_, Some(d)))) => match d.by {
-            DeclaredBy::LaunchBounds => "block size declared by __launch_bounds__",
-            _ => "block size declared by .reqntid",
-        },
-        _ => "best block size",
-    };
+    let judged_by = judged.as_ref().and_then(|(_, d)| d.map(|d| &d.by));
+    let launch_words = launch_words(was_measured, by_build.is_some(), bare, judged_by);
     check_min_occupancy(args, kernel, arch_name, &best, was_measured, launch_words)?;
     let block = match (by_build, bare, &judged, &args.block) {
         (Some(decl), _, _, _) => decl.launch.block,
@@ -488,6 +480,28 @@ fn tune_arch(
         occupancy: occ.occupancy,
         measured: was_measured,
     })
+}
+
+/// Which launch a site's block is, for `min_occupancy`'s message: the
+/// measured one, build.rs's, the kernel's own declaration (a site without
+/// launch options bakes it), else the best.
+fn launch_words(
+    was_measured: bool,
+    by_build: bool,
+    bare: bool,
+    judged_by: Option<&DeclaredBy>,
+) -> &'static str {
+    match (was_measured, by_build, bare, judged_by) {
+        (true, _, _, _) => "fastest measured block size (tuned)",
+        (false, true, _, _) | (false, false, true, Some(DeclaredBy::Build { .. })) => {
+            "block size declared in build.rs"
+        }
+        (false, false, true, Some(DeclaredBy::LaunchBounds)) => {
+            "block size declared by __launch_bounds__"
+        }
+        (false, false, true, Some(DeclaredBy::Reqntid)) => "block size declared by .reqntid",
+        (false, false, _, _) => "best block size",
+    }
 }
 
 /// What the tuner searches on one arch: build.rs's declared launch alone
