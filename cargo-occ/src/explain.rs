@@ -57,21 +57,19 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     })?;
     let a = arch::lookup(&arch_name).map_err(|e| anyhow!("{e}"))?;
     let res = model_of(&k.facts);
-    // Without --block: the launch the kernel is declared for (build.rs's
-    // `Build::launch`, its `__launch_bounds__` or `.reqntid`), else the best.
-    let declared = k.declared.as_ref().filter(|_| args.block.is_none());
-    let block = args
-        .block
-        .or(declared.map(|d| d.block_size))
-        .or(k.best.as_ref().map(|b| b.block_size))
-        .ok_or_else(|| {
-            anyhow!(
-                "kernel `{}` cannot launch on {arch_name} at any block size; give --block to \
+    // Without --block: the launch the kernel is judged at
+    // (`Resources::judged`: the one it is declared for, by build.rs's
+    // `Build::launch`, its `__launch_bounds__` or `.reqntid`, else the best).
+    let judged = k.judged().filter(|_| args.block.is_none());
+    let declared = judged.and_then(|j| j.declared);
+    let block = args.block.or(judged.map(|j| j.block_size)).ok_or_else(|| {
+        anyhow!(
+            "kernel `{}` cannot launch on {arch_name} at any block size; give --block to \
                  see what limits it at one",
-                kernel.base_name
-            )
-        })?;
-    let smem = args.smem.or(declared.map(|d| d.dynamic_smem)).unwrap_or(0);
+            kernel.base_name
+        )
+    })?;
+    let smem = args.smem.or(judged.map(|j| j.dynamic_smem)).unwrap_or(0);
     let launch = BlockLaunch::new(block).with_dynamic_smem(smem);
     let occ = occupancy(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;
     print_resources(kernel, &arch_name, a, k);

@@ -122,21 +122,27 @@ fn sites_without_a_policy_launch_at_the_baked_best_block() {
             kernels::saxpy::KERNEL
                 .on("sm_80")
                 .expect("built for sm_80")
-                .best_block_size,
+                .best
+                .expect("launchable")
+                .block_size,
         ),
         (
             "nbody_forces",
             kernels::nbody_forces::KERNEL
                 .on("sm_80")
                 .expect("built for sm_80")
-                .best_block_size,
+                .best
+                .expect("launchable")
+                .block_size,
         ),
         (
             "row_softmax",
             kernels::row_softmax::KERNEL
                 .on("sm_80")
                 .expect("built for sm_80")
-                .best_block_size,
+                .best
+                .expect("launchable")
+                .block_size,
         ),
     ];
     for (ident, constant) in baked {

@@ -48,7 +48,9 @@
 //!     let saxpy = kernels::get("saxpy").unwrap(); // or kernels::saxpy::KERNEL
 //!     let sm_80 = saxpy.on("sm_80").unwrap();
 //!     let fatbin: &[u8] = sm_80.code.unwrap().bytes; // for cuModuleLoadData
-//!     println!("saxpy: {} threads per block, {} registers", sm_80.best_block_size, sm_80.registers);
+//!     // `best` is `None` where the kernel cannot launch on the arch.
+//!     let block = sm_80.best.map_or(0, |b| b.block_size);
+//!     println!("saxpy: {block} threads per block, {} registers", sm_80.registers);
 //! }
 //! ```
 //!

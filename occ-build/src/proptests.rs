@@ -123,30 +123,27 @@ fn same_rows(m: &Manifest, got: &[occ::table::Kernel]) -> Result<(), TestCaseErr
                     lb.cluster_dims
                 )
             );
-            match &a.best {
-                Some(b) => {
-                    prop_assert_eq!(
-                        (
-                            row.best_block_size,
-                            row.active_blocks_per_sm,
-                            row.active_warps_per_sm,
-                            row.dynamic_smem_headroom
-                        ),
-                        (
-                            b.block_size,
-                            b.active_blocks_per_sm,
-                            b.active_warps_per_sm,
-                            b.dynamic_smem_headroom
-                        )
-                    );
-                    prop_assert_eq!(row.occupancy.to_bits(), (b.occupancy as f32).to_bits());
-                    prop_assert_eq!(
-                        row.limiters.to_vec(),
-                        b.limiters.iter().map(String::as_str).collect::<Vec<_>>()
-                    );
-                }
-                None => prop_assert_eq!(row.best_block_size, 0),
-            }
+            let best = a.best.as_ref().map(|b| {
+                (
+                    b.block_size,
+                    b.active_blocks_per_sm,
+                    b.active_warps_per_sm,
+                    (b.occupancy as f32).to_bits(),
+                    b.limiters.iter().map(String::as_str).collect::<Vec<_>>(),
+                    b.dynamic_smem_headroom,
+                )
+            });
+            let got_best = row.best.map(|b| {
+                (
+                    b.block_size,
+                    b.active_blocks_per_sm,
+                    b.active_warps_per_sm,
+                    b.occupancy.to_bits(),
+                    b.limiters.to_vec(),
+                    b.dynamic_smem_headroom,
+                )
+            });
+            prop_assert_eq!(got_best, best);
             let declared = a.declared.as_ref().map(|d| {
                 (
                     d.launch.block,
@@ -214,9 +211,20 @@ fn kernel_arch() -> impl Strategy<Value = KernelArch> {
         0u32..1000,
         0u32..1000,
         "[a-z0-9_.]{1,20}",
+        any::<bool>(),
     )
         .prop_map(
-            |(warnings, registers, barriers, static_smem, stack_frame, stores, loads, file)| {
+            |(
+                warnings,
+                registers,
+                barriers,
+                static_smem,
+                stack_frame,
+                stores,
+                loads,
+                file,
+                launches,
+            )| {
                 KernelArch {
                     resources: Resources {
                         facts: Facts {
@@ -232,7 +240,8 @@ fn kernel_arch() -> impl Strategy<Value = KernelArch> {
                         },
                         declared: None,
                         cubin_hash: None,
-                        best: Some(Best {
+                        // A kernel that cannot launch on the arch has none.
+                        best: launches.then(|| Best {
                             block_size: 256,
                             active_blocks_per_sm: 4,
                             active_warps_per_sm: 32,

@@ -1,15 +1,21 @@
-//! Step 3, one truth for a launch: the launch build.rs declares
-//! (`Build::launch(pattern, Launch::block_2d(32, 8))`, recorded in the
-//! manifest as the kernel's `declared` launch by build.rs) is the one the
-//! gate, the reports and `cargo occ` judge, so a site of that kernel
-//! launches at it: its block shape and dynamic shared memory. What the site
-//! states besides must agree with it ([`check`]); a site that fixes a
-//! block shape build.rs does not declare is refused with the line that
-//! declares it ([`undeclared_shape`]).
+//! Step 3, one truth for a launch: the launch a kernel is judged at (the
+//! gate, the reports and `cargo occ` judge it there, and `kernels.rs`
+//! records it) is the one a site with no option that shapes its launch
+//! ([`shapes_launch`]) bakes, by one rule, occ-model's
+//! `Resources::judged`: the kernel's declared launch (build.rs's
+//! `Build::launch(pattern, Launch::block_2d(32, 8))`, else its `.reqntid`
+//! or `__launch_bounds__(N)`, recorded in the manifest as its `declared`
+//! launch), else its best block.
 //!
-//! A kernel's own `__launch_bounds__` is not such a declaration (it caps
-//! the block, and the site tunes below it); its `.reqntid` is (the kernel
-//! launches at exactly that shape, and the gate judges it there).
+//! build.rs's launch binds every site of the kernel: its block shape and
+//! dynamic shared memory. What the site states besides must agree with it
+//! ([`check`]); a site that fixes a block shape build.rs does not declare
+//! is refused with the line that declares it ([`undeclared_shape`]). A
+//! kernel's own `__launch_bounds__(N)` binds only a site that states no
+//! launch of its own: one that states tuning options (`max_block_size`,
+//! `block_multiple`, `dynamic_smem`, `(32, _)`, `tuned`, ...) tunes within
+//! them and below the bound, as a cap allows. A `.reqntid` shape is the
+//! launch either way (the site's options must allow it).
 
 use crate::args::{Args, BlockShape, DynamicSmemArg, Errors};
 use occ_model::model::declared::{DeclaredBy, Launch};
@@ -42,6 +48,21 @@ pub fn by_build(ka: &KernelArch) -> Option<ByBuild<'_>> {
 /// build.rs's declared launch of `kernel` on any of its archs.
 pub fn of_kernel(kernel: &Kernel) -> Option<ByBuild<'_>> {
     kernel.archs.values().find_map(by_build)
+}
+
+/// Whether the site states an option that shapes its launch: its block
+/// (`block`, `max_block_size`, `block_multiple`), its dynamic shared memory
+/// (`dynamic_smem`, `smem_per_thread`, `smem_fixed`) or a measured block
+/// (`tuned`). A site that states none bakes the launch its kernel is
+/// judged at (`Resources::judged`).
+pub fn shapes_launch(args: &Args) -> bool {
+    args.block.is_some()
+        || args.max_block_size.is_some()
+        || args.block_multiple.is_some()
+        || args.dynamic_smem.is_some()
+        || args.smem_per_thread.is_some()
+        || args.smem_fixed.is_some()
+        || args.tuned.is_some()
 }
 
 /// Checks the site's options against build.rs's declared launch: each one

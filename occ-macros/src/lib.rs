@@ -69,8 +69,8 @@
 //! |---|---|
 //! | `const KERNEL_NAME: &str` | the kernel's symbol, what `cuModuleGetFunction` takes |
 //! | `const ARCH: &str` | the arch of the plain consts: the build's first arch, or `arch = "..."` |
-//! | `const BLOCK_SIZE: u32` | threads per block: build.rs's declared launch's, else the size with the most resident threads per SM (`cudaOccMaxPotentialOccupancyBlockSize`) |
-//! | `const BLOCK: (u32, u32, u32)` | the block's shape: build.rs's declared one, the site's `block = (x, _)`, the kernel's `.reqntid`, or `(BLOCK_SIZE, 1, 1)` |
+//! | `const BLOCK_SIZE: u32` | threads per block: the declared launch's (build.rs's; for a site without launch options also the kernel's `.reqntid` or `__launch_bounds__(N)`), else the size with the most resident threads per SM the site's options allow (`cudaOccMaxPotentialOccupancyBlockSize`) |
+//! | `const BLOCK: (u32, u32, u32)` | the block's shape: the declared one, the site's `block = (x, _)`, the kernel's `.reqntid`, or `(BLOCK_SIZE, 1, 1)` |
 //! | `const DYNAMIC_SMEM: u32` | dynamic shared memory per block: build.rs's declared launch's, or what the site asks for; else 0 |
 //! | `const ACTIVE_BLOCKS_PER_SM: u32` | resident blocks per SM at that size (× the SM count = a full wave) |
 //! | `const OCCUPANCY: f32` | resident warps / the SM's warp slots |
@@ -101,7 +101,7 @@
 //! | `smem_per_thread = BYTES` | dynamic shared memory of `BYTES × block size` (`…VariableSMem`), plus `smem_fixed = BYTES` per block; with a declared launch, build.rs's bytes at its block |
 //! | `max_block_size = N` | no block larger than N; with a declared launch, a check of it |
 //! | `block_multiple = N` | only block sizes that are multiples of N; with a declared launch, a check of it |
-//! | `min_occupancy = 0.5` | a compile error when the best launch stays below it |
+//! | `min_occupancy = 0.5` | a compile error when the launch the site bakes stays below it |
 //! | `allow_spills` | accept a kernel that spills registers |
 //! | `max_spill_bytes = N` | accept at most N bytes of spill stores + loads |
 //!
@@ -130,10 +130,21 @@
 //!   declares nothing for, whose gate judged another block: a compile
 //!   error with the `.launch(..)` line to add and the site without it.
 //!
-//! `__launch_bounds__(N)` alone caps the block and the gate judges the
-//! kernel at N; a site still tunes below it (a cap is not a launch). A
-//! `.reqntid` shape is the launch: the site gets it, and may repeat it.
-//! Without any declaration, tuning options (`(32, _)`, `max_block_size`,
+//! A site that states no option shaping its launch (`block`,
+//! `max_block_size`, `block_multiple`, `dynamic_smem`, `smem_per_thread`,
+//! `smem_fixed`, `tuned`; `arch`, `min_occupancy` and the spill options do
+//! not) bakes exactly the launch the gate judges, by the one rule
+//! `occ_model::schema::manifest::Resources::judged`: build.rs's launch,
+//! else the kernel's `.reqntid` shape or `__launch_bounds__(N)` (a block
+//! of N), else its best block. So at 40 registers under
+//! `__launch_bounds__(1024)` a bare site bakes 1024, where the gate judges
+//! it, not the best block below it (768).
+//!
+//! `__launch_bounds__(N)` binds only such a site: one that states tuning
+//! options tunes within them and below N (a cap is not a launch), and the
+//! gate still judges the kernel at N. A `.reqntid` shape is the launch
+//! either way: the site gets it, and may repeat it. Without any
+//! declaration, tuning options (`(32, _)`, `max_block_size`,
 //! `block_multiple`, `dynamic_smem`, `smem_per_thread`) choose the site's
 //! block, and the gate judges the kernel at its best block with no
 //! dynamic shared memory: declare the launch in build.rs to judge that one.

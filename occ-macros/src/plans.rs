@@ -74,29 +74,15 @@ mod tests {
     use super::*;
     use crate::{args, validate};
     use quote::quote;
-    use std::path::Path;
 
-    /// A manifest of one kernel `k` on sm_80 with `registers` registers.
+    /// A manifest of one kernel `k` on sm_80 with `registers` registers,
+    /// as a build assembles it.
     fn manifest(registers: u32) -> Arc<Manifest> {
-        let text = format!(
-            r#"{{"schema": {}, "package": "p", "origin": "nvcc", "nvcc": "V13.5", "archs": ["sm_80"],
-            "kernels": [{{"name": "k", "demangled": "k", "base_name": "k", "short_name": "k",
-              "ident": "k", "source": "kernels/k.cu", "archs": {{"sm_80": {{
-                "registers": {registers}, "barriers": null, "static_smem": 0, "cmem": {{}},
-                "stack_frame": 0, "cumulative_stack": null, "spill_stores": 0, "spill_loads": 0,
-                "launch_bounds": {{"max_threads": null, "req_threads": null,
-                  "min_blocks_per_sm": null, "max_registers": null, "max_cluster_rank": null,
-                  "cluster_dims": null, "explicit_cluster": false}},
-                "warnings": [],
-                "best": {{"block_size": 1024, "active_blocks_per_sm": 2, "active_warps_per_sm": 64,
-                  "occupancy": 1.0, "limiters": ["warps"], "dynamic_smem_headroom": 0}},
-                "cubin": "k.sm_80.cubin", "ptx": "k.sm_80.ptx"}}}}}}]}}"#,
-            occ_model::schema::manifest::SCHEMA_VERSION
-        );
-        match Manifest::from_json(&text, Path::new("manifest.json")) {
-            Ok(m) => Arc::new(m),
-            Err(e) => panic!("test manifest: {e}"),
-        }
+        Arc::new(validate::tests::manifest(
+            registers,
+            Default::default(),
+            &[],
+        ))
     }
 
     /// What expand does: the memo's plan, else a computed one, remembered.

@@ -1,13 +1,18 @@
 //! Step 3: check the site against the manifest and run the tuner for each
-//! arch the site launches on (at build.rs's declared launch when there is
-//! one: [`crate::declared`]). The launch comes from the one rule the
+//! arch the site launches on. The launch comes from the one rule the
 //! build's manifest, `kernels.rs` and the gate use too,
-//! [`occ_model::occ_model::model::declared::decide`] on [`occ_model::compiler::analyze::model_of`]:
-//! exactly build.rs's launch, else the best block the site's options allow.
+//! [`occ_model::model::declared::decide`] on
+//! [`occ_model::compiler::analyze::model_of`]: a site with no option that
+//! shapes its launch ([`crate::declared::shapes_launch`]) asks it exactly at
+//! the launch its kernel is judged at
+//! ([`occ_model::schema::manifest::Resources::judged`]: the declared launch,
+//! else the best block); one with options, at build.rs's launch
+//! ([`crate::declared`]), else for the best block its options allow.
 
 use crate::args::{Args, DynamicSmemArg, Errors};
 use crate::declared;
 use occ_model::model::arch;
+use occ_model::model::declared::DeclaredBy;
 use occ_model::model::occupancy::{BlockLaunch, KernelResources};
 use occ_model::model::suggest::{self, BestBlock, DynamicSmem, TuneRequest};
 use occ_model::schema::manifest::{describe_candidates, Kernel, KernelArch, Lookup, Manifest};
@@ -420,11 +425,20 @@ fn tune_arch(
     let request = arch_request(args, kernel, ka, by_build)?;
     let from_measurement = measured.and_then(|m| measured_best(m, limits, &resources, &request));
     let was_measured = from_measurement.is_some();
-    // The one rule the build's manifest, kernels.rs and the gate use too:
-    // exactly build.rs's launch, else the best the site's options allow.
-    let ask = match by_build {
-        Some(decl) => occ_model::model::declared::Ask::At(decl.launch),
-        None => occ_model::model::declared::Ask::Best(&request),
+    // The one rule the build's manifest, kernels.rs and the gate use too: a
+    // site with no option that shapes its launch bakes the launch the
+    // kernel is judged at (`Resources::judged`: its declared launch, else
+    // its best block), exactly; one with options, build.rs's launch, else
+    // the best its options allow.
+    let judged = ka.judged().map(|j| (j.at(), j.declared));
+    let bare = !declared::shapes_launch(args);
+    let ask = match (bare, &judged, by_build) {
+        (true, Some((launch, _)), _) => occ_model::model::declared::Ask::At(launch),
+        (true, None, _) => {
+            return Err(no_block_fits(args, kernel, arch_name, ka, &request, limits));
+        }
+        (false, _, Some(decl)) => occ_model::model::declared::Ask::At(decl.launch),
+        (false, _, None) => occ_model::model::declared::Ask::Best(&request),
     };
     let best = match from_measurement.map_or_else(
         || occ_model::model::declared::decide(limits, &resources, ask),
@@ -443,19 +457,17 @@ fn tune_arch(
     };
     let occ = &best.occupancy;
     let dynamic_smem = dynamic_smem_at(args, kernel, arch_name, limits, &resources, &best)?;
-    check_min_occupancy(
-        args,
-        kernel,
-        arch_name,
-        &best,
-        was_measured,
-        by_build.is_some(),
-    )?;
-    let block = match (by_build, &args.block, ka.facts.launch_bounds.req_threads) {
-        (Some(decl), _, _) => decl.launch.block,
-        (None, Some(shape), _) => shape.value.with_threads(best.block_size),
-        (None, None, Some(req)) => req.map(|d| d.max(1)),
-        (None, None, None) => [best.block_size, 1, 1],
+    let judged_by = judged.as_ref().and_then(|(_, d)| d.map(|d| &d.by));
+    let launch_words = launch_words(was_measured, by_build.is_some(), bare, judged_by);
+    check_min_occupancy(args, kernel, arch_name, &best, was_measured, launch_words)?;
+    let block = match (by_build, bare, &judged, &args.block) {
+        (Some(decl), _, _, _) => decl.launch.block,
+        (None, true, Some((launch, _)), _) => launch.block,
+        (None, _, _, Some(shape)) => shape.value.with_threads(best.block_size),
+        (None, _, _, None) => match ka.facts.launch_bounds.req_threads {
+            Some(req) => req.map(|d| d.max(1)),
+            None => [best.block_size, 1, 1],
+        },
     };
     Ok(Row {
         arch: arch_name.to_string(),
@@ -468,6 +480,28 @@ fn tune_arch(
         occupancy: occ.occupancy,
         measured: was_measured,
     })
+}
+
+/// Which launch a site's block is, for `min_occupancy`'s message: the
+/// measured one, build.rs's, the kernel's own declaration (a site without
+/// launch options bakes it), else the best.
+fn launch_words(
+    was_measured: bool,
+    by_build: bool,
+    bare: bool,
+    judged_by: Option<&DeclaredBy>,
+) -> &'static str {
+    match (was_measured, by_build, bare, judged_by) {
+        (true, _, _, _) => "fastest measured block size (tuned)",
+        (false, true, _, _) | (false, false, true, Some(DeclaredBy::Build { .. })) => {
+            "block size declared in build.rs"
+        }
+        (false, false, true, Some(DeclaredBy::LaunchBounds)) => {
+            "block size declared by __launch_bounds__"
+        }
+        (false, false, true, Some(DeclaredBy::Reqntid)) => "block size declared by .reqntid",
+        (false, false, _, _) => "best block size",
+    }
 }
 
 /// What the tuner searches on one arch: build.rs's declared launch alone
@@ -658,7 +692,7 @@ fn check_min_occupancy(
     arch_name: &str,
     best: &BestBlock,
     was_measured: bool,
-    declared: bool,
+    launch_words: &str,
 ) -> Result<(), Failure> {
     let occ = &best.occupancy;
     if let Some(min) = &args.min_occupancy {
@@ -671,13 +705,7 @@ fn check_min_occupancy(
                     occ.occupancy,
                     occ.active_warps_per_sm,
                     occ.max_warps_per_sm,
-                    if was_measured {
-                        "fastest measured block size (tuned)"
-                    } else if declared {
-                        "block size declared in build.rs"
-                    } else {
-                        "best block size"
-                    },
+                    launch_words,
                     best.block_size,
                     occ.limiters
                 ),
@@ -811,4 +839,148 @@ fn lcm(a: u32, b: u32) -> u32 {
     }
     let g = gcd(a.max(1), b.max(1));
     (a.max(1) / g).saturating_mul(b.max(1))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::args;
+    use occ_model::assemble::{self, Assembly, Compiled, Contribution};
+    use occ_model::model::declared::Launch;
+    use occ_model::schema::manifest::{Facts, LaunchBounds, Origin};
+    use quote::quote;
+
+    /// The manifest a build assembles for one kernel `k` on sm_80 with
+    /// `registers` registers, the launch bounds `bounds` and build.rs's
+    /// `launches`: the numbers kernels.rs records and the gate judges.
+    pub(crate) fn manifest(
+        registers: u32,
+        bounds: LaunchBounds,
+        launches: &[(String, Launch)],
+    ) -> Manifest {
+        let facts = Facts {
+            registers,
+            static_smem: 0,
+            spill_stores: 0,
+            spill_loads: 0,
+            stack_frame: 0,
+            cumulative_stack: None,
+            barriers: None,
+            launch_bounds: bounds,
+            maxrregcount: None,
+        };
+        let jobs = [Contribution {
+            source: "kernels/k.cu".into(),
+            arch: "sm_80".into(),
+            kernels: vec![Compiled {
+                name: "k".into(),
+                demangled: "k".into(),
+                base_name: "k".into(),
+                short_name: "k".into(),
+                params: Vec::new(),
+                facts,
+                cmem: Default::default(),
+                warnings: Vec::new(),
+                cubin: None,
+                ptx: None,
+                cubin_hash: None,
+            }],
+        }];
+        let archs = ["sm_80".to_string()];
+        let assembly = Assembly {
+            package: "p",
+            origin: Origin::Nvcc,
+            nvcc: "V13.5.37",
+            archs: &archs,
+            jobs: &jobs,
+            launches,
+            measured: &[],
+            device_code: &[],
+            others: None,
+        };
+        assemble::manifest(&assembly).unwrap_or_else(|e| panic!("assembly: {e}"))
+    }
+
+    fn bounded(max_threads: u32) -> LaunchBounds {
+        LaunchBounds {
+            max_threads: Some([max_threads, 1, 1]),
+            ..LaunchBounds::default()
+        }
+    }
+
+    /// The site's sm_80 row.
+    fn row(attr: proc_macro2::TokenStream, m: &Manifest) -> Row {
+        let (a, mut errors) = args::parse(attr);
+        let plan = plan(&a, m, &mut errors);
+        assert!(errors.is_empty(), "the site has errors");
+        plan.expect("a plan").rows.remove(0)
+    }
+
+    /// What kernels.rs records and the gate judges on sm_80.
+    fn judged(m: &Manifest) -> (u32, [u32; 3], u32, u32, f64) {
+        let j = m.kernels[0].archs["sm_80"].judged().expect("launchable");
+        (
+            j.block_size,
+            j.at().block,
+            j.dynamic_smem,
+            j.active_blocks_per_sm,
+            j.occupancy,
+        )
+    }
+
+    fn baked(r: &Row) -> (u32, [u32; 3], u32, u32, f64) {
+        (
+            r.block_size,
+            r.block,
+            r.dynamic_smem,
+            r.active_blocks_per_sm,
+            r.occupancy,
+        )
+    }
+
+    #[test]
+    fn a_site_without_launch_options_bakes_the_launch_the_kernel_is_judged_at() {
+        // 40 registers under `__launch_bounds__(1024)`: the best block is
+        // 768 (2 blocks, 75 %), the gate judges the declared 1024 (50 %).
+        let m = manifest(40, bounded(1024), &[]);
+        let ka = &m.kernels[0].archs["sm_80"];
+        let best = ka.best.as_ref().expect("a best launch");
+        assert_eq!(best.block_size, 768, "the case needs best != bound");
+        assert_eq!(judged(&m), (1024, [1024, 1, 1], 0, 1, 0.5));
+        for attr in [
+            quote!(kernel = "k"),
+            quote!(kernel = "k", arch = "sm_80"),
+            quote!(kernel = "k", min_occupancy = 0.5),
+            quote!(kernel = "k", allow_spills),
+        ] {
+            assert_eq!(baked(&row(attr.clone(), &m)), judged(&m), "{attr}");
+        }
+        // Options that shape the launch tune within them and the bound.
+        let tuned = row(quote!(kernel = "k", max_block_size = 1024), &m);
+        assert_eq!(tuned.block_size, 768);
+        let tuned = row(quote!(kernel = "k", block_multiple = 128), &m);
+        assert_eq!(tuned.block_size, 768);
+
+        // No declaration: the best block; build.rs's launch: exactly it.
+        let free = manifest(40, LaunchBounds::default(), &[]);
+        assert_eq!(baked(&row(quote!(kernel = "k"), &free)), judged(&free));
+        assert_eq!(judged(&free).0, 768);
+        let by_build = manifest(40, bounded(1024), &[("k".into(), Launch::block_2d(32, 8))]);
+        assert_eq!(judged(&by_build).1, [32, 8, 1]);
+        assert_eq!(
+            baked(&row(quote!(kernel = "k"), &by_build)),
+            judged(&by_build)
+        );
+        // `.reqntid`: its shape.
+        let req = manifest(
+            40,
+            LaunchBounds {
+                req_threads: Some([32, 4, 1]),
+                ..LaunchBounds::default()
+            },
+            &[],
+        );
+        assert_eq!(judged(&req).1, [32, 4, 1]);
+        assert_eq!(baked(&row(quote!(kernel = "k"), &req)), judged(&req));
+    }
 }

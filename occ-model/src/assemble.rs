@@ -235,19 +235,14 @@ fn group(jobs: &[Contribution]) -> BTreeMap<(&str, &str), BTreeMap<&str, &Compil
 }
 
 /// Each kernel's identifier, unique over this build's kernels and the
-/// other parts' ([`analyze::idents`] over the union, in table order).
+/// other parts': [`analyze::idents`] over them all, the one place a
+/// build's identifiers are assigned (a manifest's kernels are read, never
+/// named again).
 fn idents_over<'k, V>(
     own: &BTreeMap<(&'k str, &'k str), V>,
     others: &[&'k Kernel],
 ) -> BTreeMap<(&'k str, &'k str), String> {
-    let keys: BTreeSet<(&str, &str)> = own
-        .keys()
-        .copied()
-        .chain(others.iter().map(|k| key_of(k)))
-        .collect();
-    let keys: Vec<(&str, &str)> = keys.into_iter().collect();
-    let idents = analyze::idents(&keys);
-    keys.into_iter().zip(idents).collect()
+    analyze::idents(own.keys().copied().chain(others.iter().map(|k| key_of(k))))
 }
 
 /// A kernel's key in the table: `(symbol, source)`.

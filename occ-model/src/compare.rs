@@ -5,7 +5,7 @@
 //! lives in occ-build's gate.
 
 use crate::schema::lock::{Lock, LockKernel};
-use crate::schema::manifest::{Declared, DeclaredBy, Launch, Resources};
+use crate::schema::manifest::{Declared, DeclaredBy, Judged, Launch, Resources};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
@@ -1191,24 +1191,26 @@ pub(crate) fn judged_occupancy(
     before: &Resources,
     after: &Resources,
 ) -> JudgedOccupancy {
-    // A kernel that cannot launch keeps no warp resident.
-    let best = |r: &Resources| Resident {
-        occupancy: r.best.as_ref().map_or(0.0, |b| b.occupancy),
-        active_warps_per_sm: r.best.as_ref().map_or(0, |b| b.active_warps_per_sm),
+    // Each side where `Resources::judged` judges it (the one "declared,
+    // else best" rule); a kernel that cannot launch keeps no warp resident.
+    let resident = |j: Option<Judged<'_>>| Resident {
+        occupancy: j.map_or(0.0, |j| j.occupancy),
+        active_warps_per_sm: j.map_or(0, |j| j.active_warps_per_sm),
     };
-    let at = |d: &Declared| Resident {
-        occupancy: d.occupancy,
-        active_warps_per_sm: d.active_warps_per_sm,
-    };
+    let best = |r: &Resources| resident(r.best.as_ref().map(Judged::best));
+    let at = |d: &Declared| resident(Some(Judged::declared(d)));
     let judged = |before, after, at| JudgedOccupancy { before, after, at };
+    let (then_judged, now_judged) = (resident(before.judged()), resident(after.judged()));
     match (&before.declared, &after.declared) {
-        (None, None) => judged(best(before), best(after), JudgedAt::Best),
-        (Some(then), Some(now)) if then.launch == now.launch => {
-            judged(at(then), at(now), JudgedAt::Launch { launch: now.launch })
-        }
+        (None, None) => judged(then_judged, now_judged, JudgedAt::Best),
+        (Some(then), Some(now)) if then.launch == now.launch => judged(
+            then_judged,
+            now_judged,
+            JudgedAt::Launch { launch: now.launch },
+        ),
         (Some(then), Some(now)) => judged(
-            at(then),
-            at(now),
+            then_judged,
+            now_judged,
             JudgedAt::Changed {
                 change: LaunchChange::Other {
                     before: then.launch,
@@ -1219,8 +1221,8 @@ pub(crate) fn judged_occupancy(
             },
         ),
         (Some(then), None) => judged(
-            at(then),
-            best(after),
+            then_judged,
+            now_judged,
             JudgedAt::Changed {
                 change: LaunchChange::Removed {
                     before: then.launch,
@@ -1235,7 +1237,11 @@ pub(crate) fn judged_occupancy(
                 &now.launch,
                 now.by.clone(),
             ) {
-                Ok(then) => judged(at(&then), at(now), JudgedAt::Launch { launch: now.launch }),
+                Ok(then) => judged(
+                    at(&then),
+                    now_judged,
+                    JudgedAt::Launch { launch: now.launch },
+                ),
                 // The old resources cannot take the new launch: compare best to best.
                 Err(_) => judged(best(before), best(after), JudgedAt::Best),
             }

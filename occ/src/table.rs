@@ -13,7 +13,7 @@
 //! metadata.
 //!
 //! ```
-//! use occ::table::{CodeKind, DeviceCode, Kernel, KernelArch, Param};
+//! use occ::table::{Best, CodeKind, DeviceCode, Kernel, KernelArch, Param};
 //!
 //! static CODE: DeviceCode = DeviceCode {
 //!     source: "kernels/saxpy.cu",
@@ -45,18 +45,22 @@
 //!         min_blocks_per_sm: None,
 //!         max_registers: None,
 //!         cluster_dims: None,
-//!         best_block_size: 1024,
-//!         active_blocks_per_sm: 2,
-//!         active_warps_per_sm: 64,
-//!         occupancy: 1.0,
-//!         limiters: &["warps"],
-//!         dynamic_smem_headroom: 0,
+//!         best: Some(Best {
+//!             block_size: 1024,
+//!             active_blocks_per_sm: 2,
+//!             active_warps_per_sm: 64,
+//!             occupancy: 1.0,
+//!             limiters: &["warps"],
+//!             dynamic_smem_headroom: 0,
+//!         }),
 //!         declared: None,
 //!         code: Some(&CODE),
 //!     }],
 //! };
 //! assert_eq!(SAXPY.signature(), "saxpy(float a, float const* x, float* y, int n)");
 //! assert_eq!(SAXPY.on("sm_80").map(|a| a.registers), Some(16));
+//! let best = SAXPY.on("sm_80").and_then(|a| a.best);
+//! assert_eq!(best.map(|b| b.block_size), Some(1024));
 //! ```
 
 use core::fmt;
@@ -187,6 +191,25 @@ pub struct DeclaredLaunch {
     pub occupancy: f32,
 }
 
+/// A kernel's best launch on one arch: the block size with the highest
+/// occupancy (no dynamic shared memory) and its numbers there, as
+/// `cuda_occupancy.h` computes them (the manifest's `best`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Best {
+    /// Threads per block.
+    pub block_size: u32,
+    /// Resident blocks per SM at that block size.
+    pub active_blocks_per_sm: u32,
+    /// Resident warps per SM there.
+    pub active_warps_per_sm: u32,
+    /// Occupancy there, 0..=1.
+    pub occupancy: f32,
+    /// What limits occupancy there (`registers`, `shared memory`, `warps`, ...).
+    pub limiters: &'static [&'static str],
+    /// Dynamic shared memory a block can still take at that occupancy, bytes.
+    pub dynamic_smem_headroom: u32,
+}
+
 /// A kernel's resources and best launch on one arch, as ptxas reported them
 /// and as `cuda_occupancy.h` computes them.
 #[derive(Debug, Clone, Copy)]
@@ -213,18 +236,9 @@ pub struct KernelArch {
     pub max_registers: Option<u32>,
     /// `__cluster_dims__` (x, y, z).
     pub cluster_dims: Option<[u32; 3]>,
-    /// The block size with the highest occupancy (no dynamic smem).
-    pub best_block_size: u32,
-    /// Resident blocks per SM at `best_block_size`.
-    pub active_blocks_per_sm: u32,
-    /// Resident warps per SM at `best_block_size`.
-    pub active_warps_per_sm: u32,
-    /// Occupancy at `best_block_size`, 0..=1.
-    pub occupancy: f32,
-    /// What limits occupancy there.
-    pub limiters: &'static [&'static str],
-    /// Dynamic shared memory a block can still take at that occupancy, bytes.
-    pub dynamic_smem_headroom: u32,
+    /// The best launch; `None` when the kernel cannot launch on this arch
+    /// at any block size (too much shared memory per block, say).
+    pub best: Option<Best>,
     /// The launch the kernel is written for, when one is declared.
     pub declared: Option<DeclaredLaunch>,
     /// The embedded device code that holds this kernel for this arch
@@ -459,15 +473,18 @@ impl Words<'_> {
             min_blocks_per_sm: self.opt(),
             max_registers: self.opt(),
             cluster_dims: (self.u32() != 0).then(|| [self.u32(), self.u32(), self.u32()]),
-            best_block_size: self.u32(),
-            active_blocks_per_sm: self.u32(),
-            active_warps_per_sm: self.u32(),
-            occupancy: self.f32(),
-            limiters: {
-                let limiters: Vec<&'static str> = (0..self.count()).map(|_| self.str()).collect();
-                Box::leak(limiters.into_boxed_slice())
-            },
-            dynamic_smem_headroom: self.u32(),
+            best: (self.u32() != 0).then(|| Best {
+                block_size: self.u32(),
+                active_blocks_per_sm: self.u32(),
+                active_warps_per_sm: self.u32(),
+                occupancy: self.f32(),
+                limiters: {
+                    let limiters: Vec<&'static str> =
+                        (0..self.count()).map(|_| self.str()).collect();
+                    Box::leak(limiters.into_boxed_slice())
+                },
+                dynamic_smem_headroom: self.u32(),
+            }),
             declared: (self.u32() != 0).then(|| DeclaredLaunch {
                 block: [self.u32(), self.u32(), self.u32()],
                 dynamic_smem: self.u32(),
@@ -517,12 +534,14 @@ pub(crate) mod tests {
             min_blocks_per_sm: None,
             max_registers: None,
             cluster_dims: None,
-            best_block_size: 256,
-            active_blocks_per_sm: 8,
-            active_warps_per_sm: 64,
-            occupancy: 1.0,
-            limiters: &[],
-            dynamic_smem_headroom: 0,
+            best: Some(Best {
+                block_size: 256,
+                active_blocks_per_sm: 8,
+                active_warps_per_sm: 64,
+                occupancy: 1.0,
+                limiters: &[],
+                dynamic_smem_headroom: 0,
+            }),
             declared: None,
             code,
         }

@@ -176,17 +176,22 @@ fn accounted(
     })))
 }
 
-/// The unique Rust identifier of each kernel, given as `(symbol, source)`
-/// sorted by symbol, then source ([`names::unique_idents`]; the same
-/// `extern "C"` name in two files gets the file's hash). Depends only on
-/// the set of kernels.
-pub fn idents(keys: &[(&str, &str)]) -> Vec<String> {
+/// The one rule that assigns kernels their Rust identifiers: each kernel of
+/// `keys` (`(symbol, source)`, in any order, each once however often
+/// given) by its unique Rust identifier ([`names::unique_idents`]; the
+/// same `extern "C"` name in two files gets the file's hash). Depends only
+/// on the set of kernels. The assembly calls it once over every kernel of
+/// a build (`crate::assemble`), and reading a lock over the lock's.
+pub fn idents<'k>(
+    keys: impl IntoIterator<Item = (&'k str, &'k str)>,
+) -> BTreeMap<(&'k str, &'k str), String> {
+    let keys: std::collections::BTreeSet<(&str, &str)> = keys.into_iter().collect();
     let unique = names::unique_idents(keys.iter().map(|(name, _)| *name));
     let mut taken: std::collections::BTreeSet<String> = Default::default();
-    keys.iter()
-        .map(|(name, source)| {
+    keys.into_iter()
+        .map(|key @ (name, source)| {
             let mut ident = unique
-                .get(*name)
+                .get(name)
                 .cloned()
                 .unwrap_or_else(|| names::rust_ident(name));
             // `device_code` was a module of kernels.rs (kept so idents stay);
@@ -195,7 +200,7 @@ pub fn idents(keys: &[(&str, &str)]) -> Vec<String> {
                 ident = format!("{ident}_{}", names::short_hash(source));
             }
             taken.insert(ident.clone());
-            ident
+            (key, ident)
         })
         .collect()
 }
@@ -280,6 +285,28 @@ fn launch_bounds(e: &ptx::PtxEntry) -> LaunchBounds {
 mod tests {
     use super::*;
     use crate::schema::manifest::{Manifest, Origin, Warning, WarningKind};
+
+    #[test]
+    fn identifiers_depend_on_the_set_of_kernels_alone() {
+        let keys = [
+            ("scale", "kernels/b.cu"),
+            ("scale", "kernels/a.cu"),
+            ("device_code", "kernels/a.cu"),
+            ("_Z3addPf", "kernels/a.cu"),
+        ];
+        let ids = idents(keys);
+        // The same `extern "C"` name in two files: the second (by source)
+        // gets its file's hash, as does a kernel named `device_code`.
+        assert_eq!(ids[&("scale", "kernels/a.cu")], "scale");
+        let hashed = format!("scale_{}", names::short_hash("kernels/b.cu"));
+        assert_eq!(ids[&("scale", "kernels/b.cu")], hashed);
+        let code = format!("device_code_{}", names::short_hash("kernels/a.cu"));
+        assert_eq!(ids[&("device_code", "kernels/a.cu")], code);
+        // Any order, any repetition: the same names.
+        let mut again: Vec<(&str, &str)> = keys.iter().rev().copied().collect();
+        again.extend(keys);
+        assert_eq!(idents(again), ids);
+    }
 
     /// The manifest of one job of `kernels.cu` on `arch`, given `args`,
     /// with the PTX of the run that printed `log` (tests/fixtures/regen.sh).

@@ -236,8 +236,7 @@ pub fn at_judged(arch_name: &str, r: &Resources) -> Result<Option<Cliffs>, Strin
     let Some(judged) = r.judged() else {
         return Ok(None);
     };
-    let dynamic = r.declared.as_ref().map_or(0, |d| d.dynamic_smem);
-    let launch = BlockLaunch::new(judged.block_size).with_dynamic_smem(dynamic);
+    let launch = BlockLaunch::new(judged.block_size).with_dynamic_smem(judged.dynamic_smem);
     cliffs(a, &crate::compiler::analyze::model_of(&r.facts), &launch)
         .map(Some)
         .map_err(|e| e.to_string())

@@ -234,10 +234,13 @@ pub enum Ask<'a> {
 /// The launch a kernel × arch runs at, by one rule for every reader: the
 /// manifest's `declared` ([`declared_for`]) and `best`
 /// ([`best_launch`]), which `kernels.rs` records and the gate and the
-/// reports judge, and each `#[launch_config]` site's row (occ-macros),
-/// which asks the same at build.rs's launch and the best its options
-/// allow elsewhere, or at the fastest measured block size when `tuned`;
-/// the gate asks whether the lock's measured best still runs.
+/// reports judge (at `Resources::judged`: the declared launch, else the
+/// best), and each `#[launch_config]` site's row (occ-macros), which asks
+/// it at exactly that judged launch for a site with no option that shapes
+/// its launch, and otherwise at build.rs's launch, for the best its
+/// options allow within the kernel's bounds, or at the fastest measured
+/// block size when `tuned`; the gate asks whether the lock's measured best
+/// still runs.
 /// `Ok(None)` when no block size can run (for [`Ask::At`], when the
 /// launch asked for leaves no block resident: the driver would refuse it).
 pub fn decide(

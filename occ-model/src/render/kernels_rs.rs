@@ -428,28 +428,26 @@ fn arch_words(
         }
         None => words.push("0".into()),
     }
-    // occ's table has a row for every kernel × arch built: one that cannot
-    // launch there reads as a best block of 0 threads, none resident,
-    // limited by `cannot launch`.
-    let (block, blocks, warps, occupancy, limiters, headroom) = match &k.best {
-        Some(b) => (
-            b.block_size,
-            b.active_blocks_per_sm,
-            b.active_warps_per_sm,
-            b.occupancy as f32,
-            b.limiters.clone(),
-            b.dynamic_smem_headroom,
-        ),
-        None => (0, 0, 0, 0.0, vec![manifest::CANNOT_LAUNCH.to_string()], 0),
-    };
-    for v in [block, blocks, warps, occupancy.to_bits()] {
-        words.push(v.to_string());
+    // A kernel that cannot launch on the arch has no best launch (`None`).
+    match &k.best {
+        Some(b) => {
+            words.push("1".into());
+            for v in [
+                b.block_size,
+                b.active_blocks_per_sm,
+                b.active_warps_per_sm,
+                (b.occupancy as f32).to_bits(),
+            ] {
+                words.push(v.to_string());
+            }
+            words.push(b.limiters.len().to_string());
+            for l in &b.limiters {
+                s(words, l);
+            }
+            words.push(b.dynamic_smem_headroom.to_string());
+        }
+        None => words.push("0".into()),
     }
-    words.push(limiters.len().to_string());
-    for l in &limiters {
-        s(words, l);
-    }
-    words.push(headroom.to_string());
     match &k.declared {
         Some(d) => {
             let [x, y, z] = d.launch.block;

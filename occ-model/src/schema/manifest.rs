@@ -281,29 +281,19 @@ impl Facts {
 }
 
 impl Resources {
-    /// The launch reports and the gate judge the kernel at: its declared
-    /// launch when it has one, else its best block size; `None` when it has
-    /// neither (it cannot launch on the arch: views say [`CANNOT_LAUNCH`]).
+    /// The launch a kernel × arch is judged at, by the one rule every
+    /// reader follows: its declared launch when it has one (build.rs's
+    /// `.launch`, else its `.reqntid` or `__launch_bounds__`), else its best
+    /// block size; `None` when it has neither (it cannot launch on the arch:
+    /// views say [`CANNOT_LAUNCH`]). The reports, `cargo occ explain` and
+    /// the gate judge the kernel there, and a `#[launch_config]` site with
+    /// no option that shapes its launch bakes exactly this launch
+    /// ([`Judged::at`]).
     pub fn judged(&self) -> Option<Judged<'_>> {
-        Some(match &self.declared {
-            Some(d) => Judged {
-                block_size: d.block_size,
-                occupancy: d.occupancy,
-                active_warps_per_sm: d.active_warps_per_sm,
-                limiters: &d.limiters,
-                declared: Some(d),
-            },
-            None => {
-                let best = self.best.as_ref()?;
-                Judged {
-                    block_size: best.block_size,
-                    occupancy: best.occupancy,
-                    active_warps_per_sm: best.active_warps_per_sm,
-                    limiters: &best.limiters,
-                    declared: None,
-                }
-            }
-        })
+        match &self.declared {
+            Some(d) => Some(Judged::declared(d)),
+            None => self.best.as_ref().map(Judged::best),
+        }
     }
 
     /// The occupancy the kernel is judged at ([`Resources::judged`]); 0 for
@@ -323,6 +313,10 @@ pub const CANNOT_LAUNCH: &str = "cannot launch";
 pub struct Judged<'a> {
     /// Threads per block.
     pub block_size: u32,
+    /// Dynamic shared memory per block there, bytes (0 at the best block).
+    pub dynamic_smem: u32,
+    /// Resident blocks per SM.
+    pub active_blocks_per_sm: u32,
     /// Resident warps / the SM's maximum, 0..=1.
     pub occupancy: f64,
     /// Resident warps per SM.
@@ -333,7 +327,46 @@ pub struct Judged<'a> {
     pub declared: Option<&'a Declared>,
 }
 
-impl Judged<'_> {
+impl<'a> Judged<'a> {
+    /// At a declared launch.
+    pub fn declared(d: &'a Declared) -> Self {
+        Judged {
+            block_size: d.block_size,
+            dynamic_smem: d.dynamic_smem,
+            active_blocks_per_sm: d.active_blocks_per_sm,
+            occupancy: d.occupancy,
+            active_warps_per_sm: d.active_warps_per_sm,
+            limiters: &d.limiters,
+            declared: Some(d),
+        }
+    }
+
+    /// At the best block size (no dynamic shared memory).
+    pub fn best(b: &'a Best) -> Self {
+        Judged {
+            block_size: b.block_size,
+            dynamic_smem: 0,
+            active_blocks_per_sm: b.active_blocks_per_sm,
+            occupancy: b.occupancy,
+            active_warps_per_sm: b.active_warps_per_sm,
+            limiters: &b.limiters,
+            declared: None,
+        }
+    }
+
+    /// The launch itself: the declared one (its shape and dynamic shared
+    /// memory rule), else a 1-D block of the best size with no dynamic
+    /// shared memory.
+    pub fn at(&self) -> Launch {
+        match self.declared {
+            Some(d) => d.launch,
+            None => Launch {
+                block: [self.block_size, 1, 1],
+                dynamic_smem: DynamicSmem::Fixed(0),
+            },
+        }
+    }
+
     /// The launch as the reports' `launch` column shows it: the declared
     /// shape (`1024`, `16x16 + 4 B/thread smem`), or `best` (the best block).
     pub fn launch(&self) -> String {

@@ -20,7 +20,8 @@ const MAIN: &str = r#"mod kernels {
 fn main() {
     use kernels::*;
     let (sm80, sm90) = (scale::KERNEL.on("sm_80").unwrap(), scale::KERNEL.on("sm_90").unwrap());
-    println!("{} {} {}", sm80.registers, sm80.best_block_size, sm90.occupancy);
+    let best = |a: &occ::table::KernelArch| a.best.expect("launchable");
+    println!("{} {} {}", sm80.registers, best(sm80).block_size, best(sm90).occupancy);
 }
 "#;
 

@@ -11,7 +11,7 @@ fn main() {
     use kernels::*;
     let scale = get("scale").expect("scale by name");
     let (sm80, sm90) = (scale.on("sm_80").unwrap(), scale.on("sm_90").unwrap());
-    println!("scale {} {} {} {}", scale.name, sm80.registers, sm80.best_block_size, sm90.code.unwrap().bytes.len());
+    println!("scale {} {} {} {}", scale.name, sm80.registers, sm80.best.map_or(0, |b| b.block_size), sm90.code.unwrap().bytes.len());
     let stencil = fluid_stencil1d_float_3::KERNEL;
     println!("stencil {} {} {}", stencil.name, stencil.base_name, stencil.on("sm_90").unwrap().static_smem);
 }

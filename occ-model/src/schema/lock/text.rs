@@ -43,7 +43,7 @@ use crate::schema::manifest::{
 use crate::schema::measured::Measured;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The most registers per thread any arch gives a thread (ptxas's limit).
@@ -310,14 +310,14 @@ pub(super) fn read(text: &str, path: &Path) -> Result<Lock> {
 /// The lock a file records, with every name and number that follows from
 /// it worked out as a build works it out.
 fn derive(file: LockFile) -> std::result::Result<Lock, String> {
-    let keys: BTreeSet<(&str, &str)> = file
-        .kernels
-        .iter()
-        .map(|k| (k.name.as_str(), k.source.as_str()))
-        .collect();
-    let keys: Vec<(&str, &str)> = keys.into_iter().collect();
-    let idents: BTreeMap<(&str, &str), String> =
-        keys.iter().copied().zip(analyze::idents(&keys)).collect();
+    // A lock is read on its own (`cargo occ check`, a threshold or a
+    // launch's pattern naming a kernel by its identifier), so it names its
+    // kernels by the assembly's rule, over the same set of kernels.
+    let idents = analyze::idents(
+        file.kernels
+            .iter()
+            .map(|k| (k.name.as_str(), k.source.as_str())),
+    );
     let kernels = file
         .kernels
         .iter()
