@@ -260,7 +260,8 @@ pub struct Diff {
 /// code ([`Diff::stale_measurements`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StaleMeasurement {
-    /// The kernel's name as tables show it (its base name).
+    /// The kernel's C++ name without its parameters (its base name, what
+    /// `cargo occ explain` takes), never its mangled symbol.
     pub kernel: String,
     /// Its source.
     pub source: String,

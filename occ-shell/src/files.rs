@@ -28,7 +28,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     }
     let failed = |e| Error::io(format!("cannot write {}", path.display()), e);
     let prefix = scratch_prefix(path)?;
-    let mut tmp = scratch(&prefix).tempfile_in(folder(path)).map_err(failed)?;
+    let mut tmp = scratch(&prefix, false)
+        .tempfile_in(folder(path))
+        .map_err(failed)?;
     // A full disk leaves a truncated file: dropped, it is removed.
     tmp.write_all(bytes).map_err(failed)?;
     tmp.persist(path).map_err(|e| failed(e.error))?;
@@ -44,12 +46,14 @@ pub type ScratchFile = tempfile::TempPath;
 /// whole).
 pub fn scratch_file(path: &Path) -> Result<ScratchFile> {
     let prefix = scratch_prefix(path)?;
-    let file = scratch(&prefix).tempfile_in(folder(path)).map_err(|e| {
-        Error::io(
-            format!("cannot create a scratch file beside {}", path.display()),
-            e,
-        )
-    })?;
+    let file = scratch(&prefix, false)
+        .tempfile_in(folder(path))
+        .map_err(|e| {
+            Error::io(
+                format!("cannot create a scratch file beside {}", path.display()),
+                e,
+            )
+        })?;
     Ok(file.into_temp_path())
 }
 
@@ -57,12 +61,14 @@ pub fn scratch_file(path: &Path) -> Result<ScratchFile> {
 /// run alone; the caller removes it.
 pub fn scratch_dir(path: &Path) -> Result<PathBuf> {
     let prefix = scratch_prefix(path)?;
-    let dir = scratch(&prefix).tempdir_in(folder(path)).map_err(|e| {
-        Error::io(
-            format!("cannot create a scratch folder beside {}", path.display()),
-            e,
-        )
-    })?;
+    let dir = scratch(&prefix, true)
+        .tempdir_in(folder(path))
+        .map_err(|e| {
+            Error::io(
+                format!("cannot create a scratch folder beside {}", path.display()),
+                e,
+            )
+        })?;
     Ok(dir.keep())
 }
 
@@ -84,10 +90,22 @@ fn scratch_prefix(path: &Path) -> Result<String> {
     Ok(format!("{name}.tmp{}.", std::process::id()))
 }
 
-/// A scratch sibling's maker: `prefix`, then eight random letters.
-fn scratch(prefix: &str) -> tempfile::Builder<'_, 'static> {
+/// A scratch sibling's maker: `prefix`, then eight random letters. Made
+/// with the mode std gives a new file or folder (0666 or 0777 less the
+/// umask), not tempfile's owner-only 0600: the outputs a build renames
+/// into place (`occ.lock`, `kernels.rs`, the manifest) read as any file
+/// the user writes.
+fn scratch(prefix: &str, folder: bool) -> tempfile::Builder<'_, 'static> {
     let mut builder = tempfile::Builder::new();
     builder.prefix(prefix).rand_bytes(8);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = if folder { 0o777 } else { 0o666 };
+        builder.permissions(std::fs::Permissions::from_mode(mode));
+    }
+    #[cfg(not(unix))]
+    let _ = folder;
     builder
 }
 
@@ -256,6 +274,26 @@ mod tests {
             .collect();
         names.sort();
         names
+    }
+
+    /// What occ writes has the mode any file the user writes has (the
+    /// umask's), not a scratch file's owner-only 0600: a blessed `occ.lock`
+    /// reads as a committed file should.
+    #[cfg(unix)]
+    #[test]
+    fn written_files_and_scratch_folders_have_the_modes_std_gives() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("dir");
+        let mode = |p: &Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, b"x").expect("write");
+        let ours = dir.path().join("occ.lock");
+        write_atomic(&ours, b"x").expect("write_atomic");
+        assert_eq!(mode(&ours), mode(&plain));
+        let plain_dir = dir.path().join("plain_dir");
+        std::fs::create_dir(&plain_dir).expect("mkdir");
+        let ours_dir = scratch_dir(&dir.path().join("job")).expect("scratch dir");
+        assert_eq!(mode(&ours_dir), mode(&plain_dir));
     }
 
     /// Scratch names carry this process's id and differ call by call, with

@@ -529,6 +529,12 @@ pub const TABLE_NAME_MAX: usize = 60;
 /// ```
 pub fn table_name(base: &str) -> String {
     let plain = unqualified(base);
+    // Nothing left but qualifiers (`::`, `ns::`): not a C++ name to shorten.
+    let plain = if plain.trim().is_empty() {
+        base.to_string()
+    } else {
+        plain
+    };
     if plain.chars().count() <= TABLE_NAME_MAX {
         return plain;
     }
@@ -541,7 +547,9 @@ pub fn table_name(base: &str) -> String {
 
 /// The [`table_name`] of each of `bases` (the kernels one table shows),
 /// where two distinct names that read the same both end with the hash of
-/// their full name, so no two kernels of a table read the same.
+/// their full name, so no two distinct names of a table read the same
+/// (one name defined in two files reads the same, as it did in full: the
+/// table's source column, or `source:name`, tells them apart).
 pub fn table_names<'a>(
     bases: impl IntoIterator<Item = &'a str>,
 ) -> std::collections::HashMap<&'a str, String> {
@@ -711,6 +719,9 @@ mod tests {
     #[test]
     fn table_names_are_unqualified_short_and_never_shared() {
         assert_eq!(table_name("saxpy"), "saxpy");
+        // Never an empty name.
+        assert_eq!(table_name("::"), "::");
+        assert_eq!(table_name("ns::"), "ns::");
         assert_eq!(table_name("ns::Outer<int>::inner<3>"), "inner<3>");
         assert_eq!(
             table_name("k<(cuda::execution::determinism::__determinism_t)1>"),

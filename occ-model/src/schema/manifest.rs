@@ -963,8 +963,16 @@ fn matching<'a, A: 'a>(
     // select it alone.
     let hash = query
         .rsplit_once(" #")
-        .map(|(_, h)| h)
-        .filter(|h| h.len() == 6 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+        .filter(|(_, h)| h.len() == 6 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+    // The name before the hash must be the kernel's too (shortened, or as
+    // a table that told two alike apart shows it).
+    let hashed = |k: &Kernel<A>| {
+        hash.is_some_and(|(name, h)| {
+            let shown = squash(&crate::compiler::names::table_name(&k.base_name));
+            crate::compiler::names::short_hash(&k.base_name)[..6] == *h
+                && (shown == squashed || shown == squash(name))
+        })
+    };
     let exact: Vec<&Kernel<A>> = kernels
         .clone()
         .filter(|k| {
@@ -972,7 +980,7 @@ fn matching<'a, A: 'a>(
                 || k.ident == query
                 || squash(&k.demangled) == squashed
                 || squash(&k.base_name) == squashed
-                || hash.is_some_and(|h| crate::compiler::names::short_hash(&k.base_name)[..6] == *h)
+                || hashed(k)
         })
         .collect();
     if !exact.is_empty() {
