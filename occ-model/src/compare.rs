@@ -609,11 +609,35 @@ pub fn compare(lock: &Lock, candidate: &Lock, thresholds: &Thresholds) -> Diff {
                 };
                 let threshold = thresholds.for_kernel(after_k);
                 let judged = judge(arch, before, after, threshold, thresholds.cliff_margin);
+                // What ptxas said besides the numbers (a build from the
+                // lock writes it): a change is said, so a bless keeps the
+                // lock's copy the build's.
+                let noted = before_k
+                    .map(|b| noted_changes(lock, candidate, b, after_k, arch))
+                    .unwrap_or_default();
                 let (verdict, mut reasons, mut also) = match (judged, &moved_from) {
                     (Some(j), _) => j,
                     (None, Some(_)) => (Verdict::Changed, Vec::new(), Vec::new()),
+                    (None, None) if !noted.is_empty() => (
+                        Verdict::Changed,
+                        vec![Reason::Details {
+                            declared: None,
+                            fields: noted.clone(),
+                        }],
+                        Vec::new(),
+                    ),
                     (None, None) => continue,
                 };
+                if !noted.is_empty()
+                    && !reasons
+                        .iter()
+                        .any(|r| matches!(r, Reason::Details { fields, .. } if *fields == noted))
+                {
+                    also.push(Reason::Details {
+                        declared: None,
+                        fields: noted,
+                    });
+                }
                 if let Some(from) = &moved_from {
                     let moved = Reason::Moved { from: from.clone() };
                     if reasons.is_empty() {
@@ -665,6 +689,53 @@ pub fn compare(lock: &Lock, candidate: &Lock, thresholds: &Thresholds) -> Diff {
         settings: settings_changes(lock, candidate),
         stale_measurements: stale_measurements(lock, candidate),
     }
+}
+
+/// The constant memory and ptxas warnings of `before` (the lock's) and
+/// `after` (the build's) on `arch` that differ, each named with its values
+/// (`constant memory bank 0: 360 B -> bank 0: 400 B`).
+fn noted_changes(
+    lock: &Lock,
+    candidate: &Lock,
+    before: &LockKernel,
+    after: &LockKernel,
+    arch: &str,
+) -> Vec<FieldChange> {
+    let key = |k: &LockKernel| (k.name.clone(), k.source.clone(), arch.to_string());
+    let empty = crate::schema::lock::Noted::default();
+    let then = lock.noted.get(&key(before)).unwrap_or(&empty);
+    let now = candidate.noted.get(&key(after)).unwrap_or(&empty);
+    let mut out = Vec::new();
+    if then.cmem != now.cmem {
+        let said = |c: &BTreeMap<String, u64>| {
+            if c.is_empty() {
+                "none".to_string()
+            } else {
+                c.iter()
+                    .map(|(bank, bytes)| format!("bank {bank}: {bytes} B"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        };
+        out.push(FieldChange {
+            field: "constant memory".into(),
+            before: said(&then.cmem),
+            after: said(&now.cmem),
+        });
+    }
+    if then.warnings != now.warnings {
+        let said = |w: &[crate::schema::manifest::Warning]| match w.len() {
+            0 => "none".to_string(),
+            1 => format!("`{}`", w[0].text),
+            n => format!("{n} warnings"),
+        };
+        out.push(FieldChange {
+            field: "ptxas warnings".into(),
+            before: said(&then.warnings),
+            after: said(&now.warnings),
+        });
+    }
+    out
 }
 
 /// The kernel × archs the lock holds a measurement of whose code in the
@@ -1401,6 +1472,37 @@ pub(crate) mod tests {
             .iter()
             .map(|f| (f.kernel.clone(), f.verdict))
             .collect()
+    }
+
+    #[test]
+    fn a_change_of_constant_memory_or_ptxas_warnings_alone_is_said() {
+        // A build from the lock writes the lock's constant memory and
+        // warnings: an nvcc build whose only change is there must say so,
+        // or the lock keeps a stale copy no gate notices.
+        let a = arch(32, 64, 0);
+        let key = ("k".to_string(), "k.cu".to_string(), "sm_80".to_string());
+        let with_cmem = |bytes: u64| {
+            let mut l = lock(&[("k", a.clone())]);
+            l.noted.insert(
+                key.clone(),
+                crate::schema::lock::Noted {
+                    cmem: [("0".to_string(), bytes)].into_iter().collect(),
+                    warnings: Vec::new(),
+                },
+            );
+            l
+        };
+        let same = compare(&with_cmem(360), &with_cmem(360), &Thresholds::default());
+        assert!(same.findings.is_empty(), "{same:?}");
+        let diff = compare(&with_cmem(360), &with_cmem(400), &Thresholds::default());
+        assert_eq!(diff.findings.len(), 1, "{diff:?}");
+        assert_eq!(diff.findings[0].verdict, Verdict::Changed);
+        assert!(!diff.fails());
+        let table = render_diff(&diff, &Verdict::ALL);
+        assert!(
+            table.contains("constant memory bank 0: 360 B -> bank 0: 400 B"),
+            "{table}"
+        );
     }
 
     #[test]
