@@ -110,8 +110,9 @@ pub struct Lock {
     pub measured: Vec<Measured>,
     /// What ptxas said of each kernel × arch besides its [`Resources`],
     /// by symbol, source and arch: only those with something to say
-    /// ([`Noted::is_empty`] ones are left out). Never compared by the
-    /// gate; a build from the lock writes it into the manifest.
+    /// ([`Noted::is_empty`] ones are left out). A build from the lock
+    /// writes it into the manifest; the gate says a change of it as a
+    /// `changed` row (never a regression), so a bless keeps it fresh.
     pub noted: BTreeMap<NoteKey, Noted>,
 }
 
