@@ -229,25 +229,22 @@ fn tables_show_a_long_template_name_short_and_explain_takes_it() {
             "{format}:\n{out}"
         );
     }
+    let explain = |name: &str| {
+        occ(
+            s.path(),
+            &["explain", name, "--arch", "sm_90", "--manifest", &m],
+            &[],
+            None,
+        )
+        .code_and_text()
+    };
     // The full name one command away.
-    let (code, out) = occ(
-        s.path(),
-        &["explain", &shown, "--arch", "sm_90", "--manifest", &m],
-        &[],
-        None,
-    )
-    .code_and_text();
+    let (code, out) = explain(&shown);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains(long), "{out}");
     // The hash selects only with its kernel's name before it.
     let hash = shown.rsplit_once(" #").expect("a hash").1;
     let other = format!("block_sum #{hash}");
-    let (code, out) = occ(
-        s.path(),
-        &["explain", &other, "--arch", "sm_90", "--manifest", &m],
-        &[],
-        None,
-    )
-    .code_and_text();
+    let (code, out) = explain(&other);
     assert_ne!(code, 0, "{other} found a kernel:\n{out}");
 }
