@@ -53,3 +53,151 @@ pub fn wheel_sets() -> Vec<WheelSet> {
     }
     sets
 }
+
+/// A CUDA library whose headers the toolkit occ installs leaves out, named
+/// by [`library_of_missing_header`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Library {
+    /// Its name as NVIDIA writes it (`cuBLAS`).
+    pub name: &'static str,
+    /// NVIDIA's wheel of it for CUDA 13 (`nvidia-cublas`).
+    pub wheel: &'static str,
+}
+
+/// The CUDA libraries by the start of their headers' names; cuDNN and NCCL
+/// ship their wheels per CUDA major, the toolkit's own libraries do not.
+const LIBRARIES: &[(&str, Library)] = &[
+    (
+        "cublas",
+        Library {
+            name: "cuBLAS",
+            wheel: "nvidia-cublas",
+        },
+    ),
+    (
+        "curand",
+        Library {
+            name: "cuRAND",
+            wheel: "nvidia-curand",
+        },
+    ),
+    (
+        "cufft",
+        Library {
+            name: "cuFFT",
+            wheel: "nvidia-cufft",
+        },
+    ),
+    (
+        "cusparse",
+        Library {
+            name: "cuSPARSE",
+            wheel: "nvidia-cusparse",
+        },
+    ),
+    (
+        "cusolver",
+        Library {
+            name: "cuSOLVER",
+            wheel: "nvidia-cusolver",
+        },
+    ),
+    (
+        "nvrtc",
+        Library {
+            name: "NVRTC",
+            wheel: "nvidia-cuda-nvrtc",
+        },
+    ),
+    (
+        "nvjitlink",
+        Library {
+            name: "nvJitLink",
+            wheel: "nvidia-nvjitlink",
+        },
+    ),
+    (
+        "nvjpeg",
+        Library {
+            name: "nvJPEG",
+            wheel: "nvidia-nvjpeg",
+        },
+    ),
+    (
+        "npp",
+        Library {
+            name: "NPP",
+            wheel: "nvidia-npp",
+        },
+    ),
+    (
+        "cupti",
+        Library {
+            name: "CUPTI",
+            wheel: "nvidia-cuda-cupti",
+        },
+    ),
+    (
+        "cudnn",
+        Library {
+            name: "cuDNN",
+            wheel: "nvidia-cudnn-cu13",
+        },
+    ),
+    (
+        "nccl",
+        Library {
+            name: "NCCL",
+            wheel: "nvidia-nccl-cu13",
+        },
+    ),
+];
+
+/// The header a compiler's line says it could not find, and the CUDA
+/// library it belongs to: gcc's `k.cu:1:10: fatal error: cublas_v2.h: No
+/// such file or directory` and nvcc's front end's `k.cu(1): catastrophic
+/// error: cannot open source file "cublas_v2.h"`. `None` for any other
+/// line, and for a header of no library occ knows.
+pub fn library_of_missing_header(line: &str) -> Option<(&str, Library)> {
+    let header = if let Some((_, rest)) = line.split_once("cannot open source file \"") {
+        rest.split_once('"')?.0
+    } else {
+        let rest = line.split_once("fatal error: ")?.1;
+        rest.strip_suffix(": No such file or directory")?
+    };
+    let file = header
+        .rsplit('/')
+        .next()
+        .unwrap_or(header)
+        .to_ascii_lowercase();
+    LIBRARIES
+        .iter()
+        .find(|(start, _)| file.starts_with(start))
+        .map(|&(_, library)| (header, library))
+}
+
+#[cfg(test)]
+mod library_tests {
+    use super::library_of_missing_header;
+
+    #[test]
+    fn a_missing_library_header_names_its_library_and_wheel() {
+        let gcc = "kernels/gemm.cu:3:10: fatal error: cublas_v2.h: No such file or directory";
+        let (header, lib) = library_of_missing_header(gcc).expect("cuBLAS");
+        assert_eq!(
+            (header, lib.name, lib.wheel),
+            ("cublas_v2.h", "cuBLAS", "nvidia-cublas")
+        );
+        let edg =
+            "kernels/r.cu(2): catastrophic error: cannot open source file \"curand_kernel.h\"";
+        let (header, lib) = library_of_missing_header(edg).expect("cuRAND");
+        assert_eq!((header, lib.name), ("curand_kernel.h", "cuRAND"));
+        // A header of the crate's own, or no missing header at all: none.
+        for line in [
+            "src/errors/helpers.cuh:2:10: fatal error: missing_helpers.cuh: No such file or directory",
+            "kernels/k.cu(3): error: identifier \"cublasHandle_t\" is undefined",
+        ] {
+            assert_eq!(library_of_missing_header(line), None, "{line}");
+        }
+    }
+}

@@ -553,6 +553,20 @@ impl fmt::Display for Error {
                         too_much.max / 1024
                     )?;
                 }
+                for (header, library) in diagnostics
+                    .iter()
+                    .filter_map(|l| occ_shell::wheels::library_of_missing_header(l))
+                {
+                    writeln!(
+                        f,
+                        "`{header}` is a header of {}, a CUDA library the toolkit occ installs \
+                         leaves out: install NVIDIA's `{}` wheel of this nvcc's CUDA release \
+                         (`pip install --target DIR {}==13.*` for CUDA 13) and add its headers \
+                         with `.include(\"DIR/nvidia/cu13/include\")`, or point NVCC at a CUDA \
+                         toolkit that has {}",
+                        library.name, library.wheel, library.wheel, library.name
+                    )?;
+                }
                 write!(f, "fix the errors above in {file}")
             }
             Error::UnsupportedArch {
@@ -1385,6 +1399,33 @@ mod tests {
             assert_eq!(public.to_string(), text);
             assert_eq!(public.kind(), kind);
             assert_eq!(public.directives(), &directives);
+        }
+    }
+
+    /// nvcc 13.5's words for a `.cu` that includes cuBLAS's header, which
+    /// the pinned toolkit lacks (recorded from `nvcc -arch=sm_80 -cubin
+    /// b.cu` with `#include <cublas_v2.h>`): the error names the library,
+    /// its wheel and where its headers go.
+    #[test]
+    fn a_missing_cuda_library_header_names_the_component_to_install() {
+        let e = Error::Compile {
+            file: "kernels/b.cu".into(),
+            arch: "sm_80".into(),
+            diagnostics: vec![
+                "b.cu:1:10: fatal error: cublas_v2.h: No such file or directory".into(),
+                "    1 | #include <cublas_v2.h>".into(),
+                "      |          ^~~~~~~~~~~~~".into(),
+                "compilation terminated.".into(),
+            ],
+        };
+        let text = e.to_string();
+        for needle in [
+            "`cublas_v2.h` is a header of cuBLAS",
+            "`nvidia-cublas` wheel",
+            "`.include(\"DIR/nvidia/cu13/include\")`",
+            "fix the errors above in kernels/b.cu",
+        ] {
+            assert!(text.contains(needle), "{needle:?} not in:\n{text}");
         }
     }
 
