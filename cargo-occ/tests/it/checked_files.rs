@@ -146,6 +146,16 @@ fn tune_import_refuses_timings_of_another_cubin_unless_kept() {
     assert!(s.read("occ.lock").contains(&theirs));
 }
 
+/// example-app's `linalg::transpose<float, 32>`, measured on an H200 (sm_90).
+fn transpose(
+    m: &mut occ_model::schema::manifest::Manifest,
+) -> &mut occ_model::schema::manifest::Kernel {
+    m.kernels
+        .iter_mut()
+        .find(|k| k.short_name == "transpose")
+        .expect("transpose")
+}
+
 #[test]
 fn check_fails_where_the_build_fails_on_a_measured_kernel_whose_code_changed() {
     // The build's gate fails when a measured kernel's cubin is not the one
@@ -154,13 +164,11 @@ fn check_fails_where_the_build_fails_on_a_measured_kernel_whose_code_changed() {
     // other code now.
     let (s, m) = hand_build(
         |m| {
-            let k = m
-                .kernels
-                .iter_mut()
-                .find(|k| k.short_name == "transpose")
-                .expect("transpose");
-            k.archs.get_mut("sm_90").expect("sm_90").cubin_hash =
-                Some(occ_model::schema::measured::content_hash(b"edited code"));
+            transpose(m)
+                .archs
+                .get_mut("sm_90")
+                .expect("sm_90")
+                .cubin_hash = Some(occ_model::schema::measured::content_hash(b"edited code"));
         },
         true,
         None,
@@ -172,7 +180,7 @@ fn check_fails_where_the_build_fails_on_a_measured_kernel_whose_code_changed() {
     );
     for needle in [
         "not ok: the cubin of 1 measured kernel changed since occ.lock was blessed",
-        // The kernel as tables name it, not its symbol.
+        // The kernel by its C++ name, not its symbol.
         "linalg::transpose<float, 32> on sm_90",
         "cargo occ bless",
     ] {
@@ -190,11 +198,7 @@ fn tables_show_a_long_template_name_short_and_explain_takes_it() {
                 cuda::std::__4::plus<void>, float, cuda::std::__4::identity>";
     let (s, m) = hand_build(
         |m| {
-            let k = m
-                .kernels
-                .iter_mut()
-                .find(|k| k.short_name == "transpose")
-                .expect("transpose");
+            let k = transpose(m);
             k.base_name = long.into();
             k.short_name = "DeviceReduceKernel".into();
         },
