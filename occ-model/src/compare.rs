@@ -618,33 +618,26 @@ pub fn compare(lock: &Lock, candidate: &Lock, thresholds: &Thresholds) -> Diff {
                 let (verdict, mut reasons, mut also) = match (judged, &moved_from) {
                     (Some(j), _) => j,
                     (None, Some(_)) => (Verdict::Changed, Vec::new(), Vec::new()),
-                    (None, None) if !noted.is_empty() => (
-                        Verdict::Changed,
-                        vec![Reason::Details {
-                            declared: None,
-                            fields: noted.clone(),
-                        }],
-                        Vec::new(),
-                    ),
+                    (None, None) if !noted.is_empty() => (Verdict::Changed, Vec::new(), Vec::new()),
                     (None, None) => continue,
                 };
-                if !noted.is_empty()
-                    && !reasons
-                        .iter()
-                        .any(|r| matches!(r, Reason::Details { fields, .. } if *fields == noted))
-                {
-                    also.push(Reason::Details {
+                // The first reason decides the row's words; what else
+                // changed is said beside it.
+                let mut say = |reason: Reason| {
+                    if reasons.is_empty() {
+                        reasons.push(reason);
+                    } else {
+                        also.push(reason);
+                    }
+                };
+                if let Some(from) = &moved_from {
+                    say(Reason::Moved { from: from.clone() });
+                }
+                if !noted.is_empty() {
+                    say(Reason::Details {
                         declared: None,
                         fields: noted,
                     });
-                }
-                if let Some(from) = &moved_from {
-                    let moved = Reason::Moved { from: from.clone() };
-                    if reasons.is_empty() {
-                        reasons.push(moved);
-                    } else {
-                        also.push(moved);
-                    }
                 }
                 findings.push(Finding {
                     kernel: after_k.base_name.clone(),

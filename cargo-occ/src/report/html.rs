@@ -379,6 +379,7 @@ fn table(rows: &[&(&Kernel, &String, &KernelArch, Marks<'_>)], out: &mut String)
     out.push_str("</tr></thead><tbody>\n");
     for (kernel, arch, k, mk) in rows.iter().copied() {
         let classes = mk.classes();
+        let shown = table_name(&kernel.base_name);
         let _ = writeln!(
             out,
             "<tr{}><td><a href=\"#{}\"{}><code>{}</code></a></td><td>{}</td><td class=n>{}</td>{}\
@@ -390,11 +391,12 @@ fn table(rows: &[&(&Kernel, &String, &KernelArch, Marks<'_>)], out: &mut String)
             },
             arch_id(kernel, arch),
             // A shortened name keeps the full one on hover.
-            match table_name(&kernel.base_name) {
-                short if short == kernel.base_name => String::new(),
-                _ => format!(" title=\"{}\"", esc(&kernel.base_name)),
+            if shown == kernel.base_name {
+                String::new()
+            } else {
+                format!(" title=\"{}\"", esc(&kernel.base_name))
             },
-            esc(&table_name(&kernel.base_name)),
+            esc(&shown),
             esc(arch),
             k.facts.registers,
             size_cell(k.facts.static_smem),

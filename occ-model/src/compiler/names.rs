@@ -542,7 +542,13 @@ pub fn table_name(base: &str) -> String {
     if shown.chars().count() > TABLE_NAME_MAX {
         shown = cut_arguments(&shown);
     }
-    format!("{shown} #{}", &short_hash(base)[..6])
+    format!("{shown} #{}", table_hash(base))
+}
+
+/// The six hex digits a shortened table name ends with (` #3ee948`): the
+/// start of `base`'s [`short_hash`], what `Manifest::lookup` matches.
+pub(crate) fn table_hash(base: &str) -> String {
+    short_hash(base)[..6].to_string()
 }
 
 /// The [`table_name`] of each of `bases` (the kernels one table shows),
@@ -568,7 +574,7 @@ pub fn table_names<'a>(
         .collect();
     for (base, shown) in &mut names {
         if shared.contains(shown.as_str()) {
-            *shown = format!("{shown} #{}", &short_hash(base)[..6]);
+            *shown = format!("{shown} #{}", table_hash(base));
         }
     }
     names

@@ -968,9 +968,10 @@ fn matching<'a, A: 'a>(
     // a table that told two alike apart shows it).
     let hashed = |k: &Kernel<A>| {
         hash.is_some_and(|(name, h)| {
-            let shown = squash(&crate::compiler::names::table_name(&k.base_name));
-            crate::compiler::names::short_hash(&k.base_name)[..6] == *h
-                && (shown == squashed || shown == squash(name))
+            crate::compiler::names::table_hash(&k.base_name) == *h && {
+                let shown = squash(&crate::compiler::names::table_name(&k.base_name));
+                shown == squashed || shown == squash(name)
+            }
         })
     };
     let exact: Vec<&Kernel<A>> = kernels
