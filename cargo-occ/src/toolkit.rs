@@ -3,7 +3,8 @@
 //! `install` pip-installs the pinned wheels of `occ_shell::wheels::WHEELS`
 //! (the list `scripts/cuda-toolkit` reads too) with the system's Python into
 //! the per-user toolkit dir (`occ_shell::toolkit::toolkit_dir`), where
-//! occ-build looks after the usual places; `path` prints the nvcc occ would
+//! occ-build looks after the usual places, with the CUDA libraries asked for
+//! (`--library cublas`) in nvcc's own folder; `path` prints the nvcc occ would
 //! use; `doctor` reports everything a build depends on and what to do about
 //! each gap.
 
@@ -47,6 +48,12 @@ struct InstallArgs {
     /// Also install ptxas 12.9 and 11.8 (sm_50..sm_72 and their log formats).
     #[arg(long)]
     legacy: bool,
+    /// Also install a CUDA library of the same release, whose headers nvcc
+    /// then finds as in a full toolkit: cublas, curand, cufft, cusparse,
+    /// cusolver, nvrtc, nvjitlink, nvjpeg, npp, cupti (repeat, or separate
+    /// with commas). Libraries installed before are kept.
+    #[arg(long = "library", value_name = "NAME", value_delimiter = ',')]
+    libraries: Vec<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -100,9 +107,18 @@ fn install(args: InstallArgs) -> Result<i32> {
     let Some(dir) = toolkit::toolkit_dir(&env) else {
         bail!("no folder to install into (HOME is not set); set OCC_CUDA_DIR=<folder>");
     };
+    let asked = asked_libraries(&args.libraries)?;
     let sets: Vec<WheelSet> = wheels::wheel_sets()
         .into_iter()
         .filter(|s| args.legacy || !s.legacy)
+        .enumerate()
+        .map(|(i, s)| {
+            if i == 0 {
+                with_libraries(&dir, s, &asked)
+            } else {
+                s
+            }
+        })
         .collect();
     let pending: Vec<&WheelSet> = sets.iter().filter(|s| !installed(&dir, s)).collect();
     if pending.is_empty() {
@@ -136,6 +152,18 @@ fn install(args: InstallArgs) -> Result<i32> {
     .version()
     .with_context(|| format!("the installed nvcc ({}) does not run", nvcc.display()))?;
     eprintln!("cargo occ toolkit: {version}");
+    if !asked.is_empty() {
+        if let Some(set) = sets.first() {
+            eprintln!(
+                "cargo occ toolkit: {} installed beside nvcc; it finds their headers in {}",
+                asked.join(", "),
+                dir.path
+                    .join(set.name)
+                    .join("nvidia/cu13/include")
+                    .display()
+            );
+        }
+    }
     println!("{}", nvcc.display());
     if dir.origin == "OCC_CUDA_DIR" {
         eprintln!("note: builds find it while OCC_CUDA_DIR is set as it is now");
@@ -153,10 +181,67 @@ fn install(args: InstallArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// Whether `<dir>/<set>/.stamp` says the set is installed.
-fn installed(dir: &ToolkitDir, set: &WheelSet) -> bool {
+/// The libraries of `--library`, as [`wheels::library_wheels`] names
+/// them; an error naming the ones occ installs for any other.
+fn asked_libraries(names: &[String]) -> Result<Vec<&'static str>> {
+    let known = wheels::library_wheels();
+    names
+        .iter()
+        .map(|name| {
+            let lower = name.trim().to_ascii_lowercase();
+            known
+                .iter()
+                .find(|(n, _)| *n == lower)
+                .map(|(n, _)| *n)
+                .with_context(|| {
+                    format!(
+                        "no CUDA library `{name}` to install; occ installs {} (cuDNN and NCCL \
+                         are released apart from the toolkit: pip-install NVIDIA's \
+                         nvidia-cudnn-cu13 or nvidia-nccl-cu13 and add its include folder \
+                         with .include(..))",
+                        known.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+                    )
+                })
+        })
+        .collect()
+}
+
+/// The first default set with the libraries asked for and those its
+/// install already has (kept, at today's pins) after its own wheels, in
+/// the wheel list's order: they go into the nvcc's own folder, where nvcc
+/// finds their headers without an `-I`.
+fn with_libraries(dir: &ToolkitDir, mut set: WheelSet, asked: &[&str]) -> WheelSet {
+    let had = stamp_of(dir, &set);
+    let wheel = |req: &str| {
+        req.split_once("==")
+            .map_or(req.to_string(), |(w, _)| w.to_string())
+    };
+    for (name, req) in wheels::library_wheels() {
+        let kept = had.iter().any(|h| wheel(h) == wheel(req));
+        if asked.contains(&name) || kept {
+            set.requirements.push(req);
+        }
+    }
+    set
+}
+
+/// The requirements `<dir>/<set>/.stamp` lists (none when there is none).
+fn stamp_of(dir: &ToolkitDir, set: &WheelSet) -> Vec<String> {
     std::fs::read_to_string(dir.path.join(set.name).join(".stamp"))
-        .is_ok_and(|s| s.trim() == set.stamp())
+        .map(|s| s.trim().split('+').map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// Whether `<dir>/<set>/.stamp` says the set is installed: it lists every
+/// requirement of the set (a library installed beside them is no reason
+/// to install again).
+fn installed(dir: &ToolkitDir, set: &WheelSet) -> bool {
+    let stamp = stamp_of(dir, set);
+    !stamp.is_empty()
+        && set
+            .requirements
+            .iter()
+            .all(|r| stamp.iter().any(|s| s == r))
 }
 
 /// Fails with what to do when `python -m pip` cannot run.

@@ -39,7 +39,7 @@ pub fn wheel_sets() -> Vec<WheelSet> {
         let (Some(kind), Some(name), Some(req)) = (words.next(), words.next(), words.next()) else {
             continue;
         };
-        if kind.starts_with('#') {
+        if kind.starts_with('#') || kind == "library" {
             continue;
         }
         match sets.iter_mut().find(|s| s.name == name) {
@@ -54,6 +54,38 @@ pub fn wheel_sets() -> Vec<WheelSet> {
     sets
 }
 
+/// The CUDA libraries `cargo occ toolkit install --library NAME` adds, in
+/// [`WHEELS`]' order: each one's name there (`cublas`) and its pinned
+/// requirement (`nvidia-cublas==13.10.0.20`).
+pub fn library_wheels() -> Vec<(&'static str, &'static str)> {
+    WHEELS
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            match (words.next(), words.next(), words.next()) {
+                (Some("library"), Some(name), Some(req)) => Some((name, req)),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// The CUDA release of the default set's nvcc (`13.5` of
+/// `nvidia-cuda-nvcc==13.5.37`), for messages.
+pub fn cuda_release() -> Option<&'static str> {
+    let req = wheel_sets()
+        .into_iter()
+        .filter(|s| !s.legacy)
+        .flat_map(|s| s.requirements)
+        .find(|r| r.starts_with("nvidia-cuda-nvcc=="))?;
+    let version = req.split_once("==")?.1;
+    let minor_end = version
+        .match_indices('.')
+        .nth(1)
+        .map_or(version.len(), |(i, _)| i);
+    Some(&version[..minor_end])
+}
+
 /// A CUDA library whose headers the toolkit occ installs leaves out, named
 /// by [`library_of_missing_header`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +94,21 @@ pub struct Library {
     pub name: &'static str,
     /// NVIDIA's wheel of it for CUDA 13 (`nvidia-cublas`).
     pub wheel: &'static str,
+    /// Where the wheel puts its headers, below its install folder
+    /// (`nvidia/cu13/include` for the toolkit's own libraries).
+    pub include: &'static str,
+}
+
+impl Library {
+    /// The name `cargo occ toolkit install --library` takes for it
+    /// (`cublas`), when occ pins it ([`library_wheels`]): the toolkit's own
+    /// libraries, not cuDNN or NCCL, which NVIDIA releases apart from it.
+    pub fn installable(&self) -> Option<&'static str> {
+        library_wheels()
+            .into_iter()
+            .find(|(_, req)| req.split_once("==").map(|(w, _)| w) == Some(self.wheel))
+            .map(|(name, _)| name)
+    }
 }
 
 /// The CUDA libraries by the start of their headers' names; cuDNN and NCCL
@@ -72,6 +119,7 @@ const LIBRARIES: &[(&str, Library)] = &[
         Library {
             name: "cuBLAS",
             wheel: "nvidia-cublas",
+            include: "nvidia/cu13/include",
         },
     ),
     (
@@ -79,6 +127,7 @@ const LIBRARIES: &[(&str, Library)] = &[
         Library {
             name: "cuRAND",
             wheel: "nvidia-curand",
+            include: "nvidia/cu13/include",
         },
     ),
     (
@@ -86,6 +135,7 @@ const LIBRARIES: &[(&str, Library)] = &[
         Library {
             name: "cuFFT",
             wheel: "nvidia-cufft",
+            include: "nvidia/cu13/include",
         },
     ),
     (
@@ -93,6 +143,7 @@ const LIBRARIES: &[(&str, Library)] = &[
         Library {
             name: "cuSPARSE",
             wheel: "nvidia-cusparse",
+            include: "nvidia/cu13/include",
         },
     ),
     (
@@ -100,6 +151,7 @@ const LIBRARIES: &[(&str, Library)] = &[
         Library {
             name: "cuSOLVER",
             wheel: "nvidia-cusolver",
+            include: "nvidia/cu13/include",
         },
     ),
     (
@@ -107,6 +159,7 @@ const LIBRARIES: &[(&str, Library)] = &[
         Library {
             name: "NVRTC",
             wheel: "nvidia-cuda-nvrtc",
+            include: "nvidia/cu13/include",
         },
     ),
     (
@@ -114,6 +167,7 @@ const LIBRARIES: &[(&str, Library)] = &[
         Library {
             name: "nvJitLink",
             wheel: "nvidia-nvjitlink",
+            include: "nvidia/cu13/include",
         },
     ),
     (
@@ -121,6 +175,7 @@ const LIBRARIES: &[(&str, Library)] = &[
         Library {
             name: "nvJPEG",
             wheel: "nvidia-nvjpeg",
+            include: "nvidia/cu13/include",
         },
     ),
     (
@@ -128,6 +183,7 @@ const LIBRARIES: &[(&str, Library)] = &[
         Library {
             name: "NPP",
             wheel: "nvidia-npp",
+            include: "nvidia/cu13/include",
         },
     ),
     (
@@ -135,6 +191,7 @@ const LIBRARIES: &[(&str, Library)] = &[
         Library {
             name: "CUPTI",
             wheel: "nvidia-cuda-cupti",
+            include: "nvidia/cu13/include",
         },
     ),
     (
@@ -142,6 +199,7 @@ const LIBRARIES: &[(&str, Library)] = &[
         Library {
             name: "cuDNN",
             wheel: "nvidia-cudnn-cu13",
+            include: "nvidia/cudnn/include",
         },
     ),
     (
@@ -149,6 +207,7 @@ const LIBRARIES: &[(&str, Library)] = &[
         Library {
             name: "NCCL",
             wheel: "nvidia-nccl-cu13",
+            include: "nvidia/nccl/include",
         },
     ),
 ];
@@ -178,7 +237,45 @@ pub fn library_of_missing_header(line: &str) -> Option<(&str, Library)> {
 
 #[cfg(test)]
 mod library_tests {
-    use super::library_of_missing_header;
+    use super::{cuda_release, library_of_missing_header, library_wheels, wheel_sets, LIBRARIES};
+
+    #[test]
+    fn every_toolkit_library_is_pinned_once_and_never_installed_by_default() {
+        let pinned = library_wheels();
+        assert!(pinned.len() >= 10, "{pinned:?}");
+        for (name, req) in &pinned {
+            let (wheel, version) = req.split_once("==").expect("pinned");
+            assert!(wheel.starts_with("nvidia-") && !version.is_empty(), "{req}");
+            // The name --library takes is the library's header prefix,
+            // and its wheel is the one the missing-header message names.
+            let (_, lib) = LIBRARIES
+                .iter()
+                .find(|(start, _)| start == name)
+                .unwrap_or_else(|| panic!("{name} has no headers listed"));
+            assert_eq!(lib.wheel, wheel);
+            assert_eq!(lib.installable(), Some(*name));
+            assert_eq!(lib.include, "nvidia/cu13/include");
+            assert_eq!(pinned.iter().filter(|(n, _)| n == name).count(), 1);
+        }
+        // cuDNN and NCCL are released apart from the toolkit: not pinned,
+        // and their headers live elsewhere in their wheels.
+        for (start, lib) in LIBRARIES {
+            if !pinned.iter().any(|(n, _)| n == start) {
+                assert_eq!(lib.installable(), None, "{start}");
+                assert_ne!(lib.include, "nvidia/cu13/include", "{start}");
+            }
+        }
+        for set in wheel_sets() {
+            assert!(
+                !set.requirements
+                    .iter()
+                    .any(|r| pinned.iter().any(|(_, p)| p == r)),
+                "{} installs a library by default",
+                set.name
+            );
+        }
+        assert_eq!(cuda_release(), Some("13.5"));
+    }
 
     #[test]
     fn a_missing_library_header_names_its_library_and_wheel() {

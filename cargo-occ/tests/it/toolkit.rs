@@ -259,6 +259,85 @@ fn install_pip_installs_the_pinned_wheels_once() {
 }
 
 #[test]
+fn install_adds_a_cuda_library_beside_nvcc_and_keeps_it() {
+    if !no_system_cuda() {
+        return;
+    }
+    let s = Scratch::new();
+    let dir = s.path().join("cache/occ/cuda");
+    let log = s.path().join("python.log");
+    let python = stand_in_python(&s, &log).display().to_string();
+    let cu13 = occ_shell::wheels::wheel_sets()
+        .into_iter()
+        .find(|set| set.name == "cu13")
+        .expect("the cu13 set");
+    let pin = |name: &str| {
+        occ_shell::wheels::library_wheels()
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, req)| req)
+            .expect("a pinned library")
+    };
+    let (cublas, curand) = (pin("cublas"), pin("curand"));
+
+    // Installed into the nvcc's own set, after its wheels, in one pip run.
+    let (code, _, err) = toolkit(
+        s.path(),
+        &dir,
+        &["install", "--python", &python, "--library", "cuBLAS"],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let first = calls(&log);
+    assert_eq!(first.len(), 2, "{first:?}");
+    let wanted = format!("{} {cublas}", cu13.requirements.join(" "));
+    assert!(first[1].ends_with(&wanted), "{}", first[1]);
+    assert!(err.contains("cublas installed beside nvcc"), "{err}");
+    let stamp = || std::fs::read_to_string(dir.join("cu13/.stamp")).expect("stamp");
+    assert_eq!(stamp().trim(), format!("{}+{cublas}", cu13.stamp()));
+
+    // A plain install keeps it and installs nothing; so does asking again.
+    for args in [vec!["install"], vec!["install", "--library", "cublas"]] {
+        let (code, _, err) = toolkit(s.path(), &dir, &args, &[("PYTHON", "/nonexistent")]);
+        assert_eq!(code, 0, "{err}");
+        assert!(err.contains("up to date"), "{err}");
+        assert_eq!(calls(&log), first);
+    }
+
+    // A second library installs the set again with both, the first kept.
+    let (code, _, err) = toolkit(
+        s.path(),
+        &dir,
+        &["install", "--python", &python, "--library", "curand"],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let calls_now = calls(&log);
+    assert_eq!(calls_now.len(), 4, "{calls_now:?}");
+    assert!(
+        calls_now[3].ends_with(&format!("{wanted} {curand}")),
+        "{}",
+        calls_now[3]
+    );
+    assert_eq!(
+        stamp().trim(),
+        format!("{}+{cublas}+{curand}", cu13.stamp())
+    );
+
+    // A library occ does not pin: what it does install, and what to do.
+    let (code, _, err) = toolkit(s.path(), &dir, &["install", "--library", "cudnn"], &[]);
+    assert_eq!(code, 1, "{err}");
+    for needle in [
+        "no CUDA library `cudnn` to install",
+        "cublas, curand",
+        "nvidia-cudnn-cu13",
+    ] {
+        assert!(err.contains(needle), "{needle:?} not in {err}");
+    }
+    assert_eq!(calls(&log).len(), 4);
+}
+
+#[test]
 fn install_without_python_or_pip_says_what_to_do() {
     let s = Scratch::new();
     let dir = s.path().join("cuda");
@@ -443,7 +522,15 @@ fn scripts_cuda_toolkit_uses_the_toolkit_cargo_occ_toolkit_install_put_in_place(
         ("PATH", path.to_str()),
         ("PYTHON", Some(python.as_str())),
     ];
-    let (code, out, err) = occ(s.path(), &["toolkit", "install"], &user, None).parts();
+    // With a CUDA library beside nvcc: its stamp lists one wheel more than
+    // the script's, and is still the same toolkit to it.
+    let (code, out, err) = occ(
+        s.path(),
+        &["toolkit", "install", "--library", "cublas"],
+        &user,
+        None,
+    )
+    .parts();
     assert_eq!(code, 0, "{err}");
     let nvidia = home.join(".cache/occ/cuda/cu13/nvidia/cu13");
     assert_eq!(out.trim(), nvidia.join("bin/nvcc").display().to_string());

@@ -557,15 +557,26 @@ impl fmt::Display for Error {
                     .iter()
                     .filter_map(|l| occ_shell::wheels::library_of_missing_header(l))
                 {
-                    writeln!(
-                        f,
-                        "`{header}` is a header of {}, a CUDA library the toolkit occ installs \
-                         leaves out: install NVIDIA's `{}` wheel of this nvcc's CUDA release \
-                         (`pip install --target DIR {}==13.*` for CUDA 13) and add its headers \
-                         with `.include(\"DIR/nvidia/cu13/include\")`, or point NVCC at a CUDA \
-                         toolkit that has {}",
-                        library.name, library.wheel, library.wheel, library.name
-                    )?;
+                    let (name, wheel, include) = (library.name, library.wheel, library.include);
+                    match library.installable() {
+                        Some(key) => writeln!(
+                            f,
+                            "`{header}` is a header of {name}, a CUDA library the toolkit occ \
+                             installs leaves out: `cargo occ toolkit install --library {key}` \
+                             adds it beside that nvcc (NVIDIA's `{wheel}` wheel of CUDA {}, \
+                             pinned like the rest); with another nvcc, point NVCC at a CUDA \
+                             toolkit that has {name}, or pip-install `{wheel}` of its release \
+                             into DIR and add `.include(\"DIR/{include}\")`",
+                            occ_shell::wheels::cuda_release().unwrap_or("13")
+                        )?,
+                        None => writeln!(
+                            f,
+                            "`{header}` is a header of {name}, which NVIDIA releases apart from \
+                             the CUDA toolkit: `pip install --no-deps --target DIR {wheel}` and \
+                             add its headers with `.include(\"DIR/{include}\")`, or `.include` \
+                             the headers of a {name} you have"
+                        )?,
+                    }
                 }
                 write!(f, "fix the errors above in {file}")
             }
@@ -1421,12 +1432,29 @@ mod tests {
         let text = e.to_string();
         for needle in [
             "`cublas_v2.h` is a header of cuBLAS",
-            "`nvidia-cublas` wheel",
+            "`cargo occ toolkit install --library cublas` adds it beside that nvcc",
+            "`nvidia-cublas` wheel of CUDA 13.5",
             "`.include(\"DIR/nvidia/cu13/include\")`",
             "fix the errors above in kernels/b.cu",
         ] {
             assert!(text.contains(needle), "{needle:?} not in:\n{text}");
         }
+        // cuDNN is released apart from the toolkit: what to install, and
+        // the folder its wheel puts its headers in.
+        let e = Error::Compile {
+            file: "kernels/c.cu".into(),
+            arch: "sm_80".into(),
+            diagnostics: vec!["c.cu:1:10: fatal error: cudnn.h: No such file or directory".into()],
+        };
+        let text = e.to_string();
+        for needle in [
+            "`cudnn.h` is a header of cuDNN, which NVIDIA releases apart from the CUDA toolkit",
+            "--target DIR nvidia-cudnn-cu13",
+            "`.include(\"DIR/nvidia/cudnn/include\")`",
+        ] {
+            assert!(text.contains(needle), "{needle:?} not in:\n{text}");
+        }
+        assert!(!text.contains("--library"), "{text}");
     }
 
     #[test]
