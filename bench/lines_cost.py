@@ -18,6 +18,12 @@ records removed.
 
     python3 bench/lines_cost.py
 
+CORPUS=<folder> takes every `.cu` of a folder instead (BENCHMARKS.md
+section 19: `python3 bench/near_cliff.py <folder>` writes one whose kernels
+mostly sit at a register cliff); BEFORE=<a checkout of occ> adds its
+occ-build with lines on, interleaved; RUNNER_TARGET=<folder> keeps the
+runners' cargo target between runs.
+
 Needs cargo's registry copy of candle-kernels (cargo fetch of a crate that
 depends on it) and the nvcc of .cuda/ (scripts/cuda-toolkit) or NVCC=.
 """
@@ -66,14 +72,14 @@ def candle_src():
     return found[-1]
 
 
-def runner(work):
-    crate = work / "runner"
+def runner(work, occ_build=ROOT / "occ-build", name="runner"):
+    crate = work / name
     (crate / "src").mkdir(parents=True)
     (crate / "Cargo.toml").write_text(
         '[package]\nname = "occ-lines-cost"\nversion = "0.0.0"\nedition = "2021"\n\n'
-        f'[workspace]\n\n[dependencies]\nocc-build = {{ path = "{ROOT / "occ-build"}" }}\n')
+        f'[workspace]\n\n[dependencies]\nocc-build = {{ path = "{occ_build}" }}\n')
     (crate / "src/main.rs").write_text(RUNNER)
-    target = Path(os.environ.get("RUNNER_TARGET", work / "target"))
+    target = Path(os.environ.get("RUNNER_TARGET", work / "target")) / name
     subprocess.run(["cargo", "build", "-q"], cwd=crate, check=True,
                    env={**os.environ, "CARGO_TARGET_DIR": str(target)})
     return target / "debug/occ-lines-cost"
@@ -107,16 +113,20 @@ def main():
     src, files = corpus()
     work = Path(tempfile.mkdtemp(prefix="occ-lines-cost-"))
     exe = runner(work)
+    # BEFORE=<a checkout>: its occ-build with lines on, as kind "b".
+    before = os.environ.get("BEFORE")
+    exe_before = runner(work, Path(before) / "occ-build", "before") if before else None
+    kinds = "nobf" if before else "nof"
     jobs = "\n".join(f"{f} {a}" for f in files for a in ARCHS)
     nvcc_cmd = (f'"{NVCC}" -cubin -arch=$2 -Xptxas -v -I"{src}" '
                 f'-o "{work}/n/$1.$2.cubin" "{src}/$1.cu"')
     env = {**os.environ, "NVCC": NVCC, "NUM_JOBS": str(CORES)}
-    walls = {"n": [], "o": [], "f": []}
-    cpus = {"n": [], "o": [], "f": []}
+    walls = {k: [] for k in "nobf"}
+    cpus = {k: [] for k in "nobf"}
     print(f"# {src}: {len(files)} files x {', '.join(ARCHS)}, {CORES} cores, REPS={REPS}, "
           f"load before {open('/proc/loadavg').read().split()[:3]}", flush=True)
     for rep in range(REPS):
-        for kind in "nof":
+        for kind in kinds:
             out = work / kind
             shutil.rmtree(out, ignore_errors=True)
             out.mkdir()
@@ -124,7 +134,9 @@ def main():
                 wall, cpu = timed(["xargs", "-P", str(CORES), "-L", "1", "sh", "-c", nvcc_cmd, "_"],
                                   input=jobs.encode())
             else:
-                wall, cpu = timed([exe, src, out, "on" if kind == "o" else "off", ",".join(files)], env=env)
+                which = exe_before if kind == "b" else exe
+                wall, cpu = timed([which, src, out, "off" if kind == "f" else "on", ",".join(files)],
+                                  env=env)
             walls[kind].append(wall)
             cpus[kind].append(cpu)
             print(f"rep {rep + 1} {kind}: {wall:.1f} s wall, {cpu:.1f} s CPU", flush=True)
@@ -140,7 +152,10 @@ def main():
     print("| run | walls (s) | median | × plain nvcc | CPU (s) | median | × plain nvcc |")
     print("|---|---|---:|---:|---|---:|---:|")
     for kind, label in (("n", "plain nvcc, `xargs -P`"), ("o", "occ-build, lines on (default)"),
+                        ("b", "occ-build of BEFORE, lines on"),
                         ("f", "occ-build, `.source_lines(false)`")):
+        if not walls[kind]:
+            continue
         m = statistics.median(walls[kind])
         mc = statistics.median(cpus[kind])
         print(f"| {label} | {', '.join(f'{w:.1f}' for w in walls[kind])} | {m:.1f} | {m / n:.2f} "
