@@ -169,6 +169,10 @@ pub(crate) fn function_indices(bytes: &[u8]) -> Option<BTreeMap<String, u32>> {
     )
 }
 
+/// Offsets in a debug section that a relocation names, each with the
+/// function its symbol's section holds and the relocation's addend.
+pub(crate) type Relocated = BTreeMap<u64, (String, u64)>;
+
 /// The `.debug_line` section of a cubin built with `-lineinfo` and, for
 /// each place in it that `.rel.debug_line` or `.rela.debug_line` (sm_90
 /// and later) relocates (a line program's `DW_LNE_set_address` operand),
@@ -176,7 +180,7 @@ pub(crate) fn function_indices(bytes: &[u8]) -> Option<BTreeMap<String, u32>> {
 /// of the relocation's symbol less `.text.`, and the addend (0 for REL).
 /// `None` when `bytes` is not a little-endian 64-bit ELF file or has no
 /// `.debug_line`.
-pub(crate) fn debug_line(bytes: &[u8]) -> Option<(&[u8], BTreeMap<u64, (String, u64)>)> {
+pub(crate) fn debug_line(bytes: &[u8]) -> Option<(&[u8], Relocated)> {
     let sections = section_headers(bytes)?;
     let names_at = usize::from(u16_at(bytes, 0x3e)?);
     let names_table = sections.get(names_at)?.data(bytes)?;

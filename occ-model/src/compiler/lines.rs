@@ -188,7 +188,7 @@ impl LineInfo {
     /// count` output with [`LineInfo::line`] for the spill marks and the
     /// branches, so that one nvdisasm run gives what two gave. `None` when
     /// the cubin is not an ELF file with a line table this reader knows
-    /// (DWARF 2 to 4, [`line_program`]).
+    /// (DWARF versions 2 to 4, the 32- and 64-bit formats).
     pub fn from_cubin(cubin: &[u8]) -> Option<LineInfo> {
         let (data, functions) = crate::code_hash::debug_line(cubin)?;
         let mut info = LineInfo {
@@ -385,7 +385,7 @@ impl Reader<'_> {
 ///
 /// Long because it is one state machine, the DWARF standard's section
 /// 6.2, read in one pass.
-fn line_program(data: &[u8], functions: &BTreeMap<u64, (String, u64)>) -> Option<Vec<Row>> {
+fn line_program(data: &[u8], functions: &crate::code_hash::Relocated) -> Option<Vec<Row>> {
     let mut rows = Vec::new();
     let mut r = Reader { data, at: 0 };
     while r.at < data.len() {
