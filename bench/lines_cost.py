@@ -18,6 +18,12 @@ records removed.
 
     python3 bench/lines_cost.py
 
+CORPUS=<folder> takes every `.cu` of a folder instead (BENCHMARKS.md
+section 19: `python3 bench/near_cliff.py <folder>` writes one whose kernels
+mostly sit at a register cliff); BEFORE=<a checkout of occ> adds its
+occ-build with lines on, interleaved; RUNNER_TARGET=<folder> keeps the
+runners' cargo target between runs.
+
 Needs cargo's registry copy of candle-kernels (cargo fetch of a crate that
 depends on it) and the nvcc of .cuda/ (scripts/cuda-toolkit) or NVCC=.
 """
@@ -44,7 +50,7 @@ fn main() {
     let a: Vec<String> = std::env::args().collect();
     let mut b = occ_build::Build::new();
     b.root(&a[1]).out_dir(&a[2]).archs(["sm_80", "sm_90"]).include(&a[1]);
-    for f in ["affine", "binary", "fill", "reduce", "unary"] {
+    for f in a[4].split(',') {
         b.file(format!("{f}.cu"));
     }
     if a[3] == "off" {
@@ -66,16 +72,17 @@ def candle_src():
     return found[-1]
 
 
-def runner(work):
-    crate = work / "runner"
+def runner(work, occ_build=ROOT / "occ-build", name="runner"):
+    crate = work / name
     (crate / "src").mkdir(parents=True)
     (crate / "Cargo.toml").write_text(
         '[package]\nname = "occ-lines-cost"\nversion = "0.0.0"\nedition = "2021"\n\n'
-        f'[workspace]\n\n[dependencies]\nocc-build = {{ path = "{ROOT / "occ-build"}" }}\n')
+        f'[workspace]\n\n[dependencies]\nocc-build = {{ path = "{occ_build}" }}\n')
     (crate / "src/main.rs").write_text(RUNNER)
+    target = Path(os.environ.get("RUNNER_TARGET", work / "target")) / name
     subprocess.run(["cargo", "build", "-q"], cwd=crate, check=True,
-                   env={**os.environ, "CARGO_TARGET_DIR": str(work / "target")})
-    return work / "target/debug/occ-lines-cost"
+                   env={**os.environ, "CARGO_TARGET_DIR": str(target)})
+    return target / "debug/occ-lines-cost"
 
 
 def timed(cmd, **kw):
@@ -90,20 +97,36 @@ def timed(cmd, **kw):
     return wall, cpu
 
 
+def corpus():
+    """The folder of `.cu` files and their stems: CORPUS= (every `.cu` of
+    that folder, as `bench/near_cliff.py` writes them) or candle's five."""
+    if "CORPUS" in os.environ:
+        src = Path(os.environ["CORPUS"]).resolve()
+        files = sorted(p.stem for p in src.glob("*.cu"))
+        if not files:
+            sys.exit(f"no .cu file in {src}")
+        return src, files
+    return candle_src(), FILES
+
+
 def main():
-    src = candle_src()
+    src, files = corpus()
     work = Path(tempfile.mkdtemp(prefix="occ-lines-cost-"))
     exe = runner(work)
-    jobs = "\n".join(f"{f} {a}" for f in FILES for a in ARCHS)
+    # BEFORE=<a checkout>: its occ-build with lines on, as kind "b".
+    before = os.environ.get("BEFORE")
+    exe_before = runner(work, Path(before) / "occ-build", "before") if before else None
+    kinds = "nobf" if before else "nof"
+    jobs = "\n".join(f"{f} {a}" for f in files for a in ARCHS)
     nvcc_cmd = (f'"{NVCC}" -cubin -arch=$2 -Xptxas -v -I"{src}" '
                 f'-o "{work}/n/$1.$2.cubin" "{src}/$1.cu"')
     env = {**os.environ, "NVCC": NVCC, "NUM_JOBS": str(CORES)}
-    walls = {"n": [], "o": [], "f": []}
-    cpus = {"n": [], "o": [], "f": []}
-    print(f"# {len(FILES)} files x {', '.join(ARCHS)}, {CORES} cores, REPS={REPS}, "
+    walls = {k: [] for k in "nobf"}
+    cpus = {k: [] for k in "nobf"}
+    print(f"# {src}: {len(files)} files x {', '.join(ARCHS)}, {CORES} cores, REPS={REPS}, "
           f"load before {open('/proc/loadavg').read().split()[:3]}", flush=True)
     for rep in range(REPS):
-        for kind in "nof":
+        for kind in kinds:
             out = work / kind
             shutil.rmtree(out, ignore_errors=True)
             out.mkdir()
@@ -111,7 +134,9 @@ def main():
                 wall, cpu = timed(["xargs", "-P", str(CORES), "-L", "1", "sh", "-c", nvcc_cmd, "_"],
                                   input=jobs.encode())
             else:
-                wall, cpu = timed([exe, src, out, "on" if kind == "o" else "off"], env=env)
+                which = exe_before if kind == "b" else exe
+                wall, cpu = timed([which, src, out, "off" if kind == "f" else "on", ",".join(files)],
+                                  env=env)
             walls[kind].append(wall)
             cpus[kind].append(cpu)
             print(f"rep {rep + 1} {kind}: {wall:.1f} s wall, {cpu:.1f} s CPU", flush=True)
@@ -119,7 +144,7 @@ def main():
     # cached and the stage's records removed, so that only nvdisasm runs.
     shutil.rmtree(work / "o" / "occ" / "cache" / "lines", ignore_errors=True)
     shutil.rmtree(work / "o" / "occ" / "cache" / "memo", ignore_errors=True)
-    stage_wall, stage_cpu = timed([exe, src, work / "o", "on"], env=env)
+    stage_wall, stage_cpu = timed([exe, src, work / "o", "on", ",".join(files)], env=env)
     print(f"the lines stage alone (jobs cached): {stage_wall:.1f} s wall, {stage_cpu:.1f} s CPU")
     n = statistics.median(walls["n"])
     print(f"load after {open('/proc/loadavg').read().split()[:3]}")
@@ -127,7 +152,10 @@ def main():
     print("| run | walls (s) | median | × plain nvcc | CPU (s) | median | × plain nvcc |")
     print("|---|---|---:|---:|---|---:|---:|")
     for kind, label in (("n", "plain nvcc, `xargs -P`"), ("o", "occ-build, lines on (default)"),
+                        ("b", "occ-build of BEFORE, lines on"),
                         ("f", "occ-build, `.source_lines(false)`")):
+        if not walls[kind]:
+            continue
         m = statistics.median(walls[kind])
         mc = statistics.median(cpus[kind])
         print(f"| {label} | {', '.join(f'{w:.1f}' for w in walls[kind])} | {m:.1f} | {m / n:.2f} "

@@ -21,6 +21,8 @@
 //! is a run of records of a format byte, an attribute byte and either a
 //! 2-byte value or a 2-byte size and that many bytes.
 
+use std::collections::BTreeMap;
+
 /// `SHT_SYMTAB`, `SHT_STRTAB`, `SHT_RELA`, `SHT_NOBITS`, `SHT_REL`.
 const SHT_SYMTAB: u32 = 2;
 const SHT_STRTAB: u32 = 3;
@@ -147,7 +149,7 @@ fn symbol_table<'a>(
 /// `nvdisasm -fun` takes), by name; `None` when `bytes` is not a
 /// little-endian 64-bit ELF file. sm_100's second table (`.nv.merc.symtab`)
 /// numbers its symbols its own way and is not read.
-pub(crate) fn function_indices(bytes: &[u8]) -> Option<std::collections::BTreeMap<String, u32>> {
+pub(crate) fn function_indices(bytes: &[u8]) -> Option<BTreeMap<String, u32>> {
     let sections = section_headers(bytes)?;
     let names_at = usize::from(u16_at(bytes, 0x3e)?);
     let names_table = sections.get(names_at)?.data(bytes)?;
@@ -165,6 +167,63 @@ pub(crate) fn function_indices(bytes: &[u8]) -> Option<std::collections::BTreeMa
             })
             .collect(),
     )
+}
+
+/// Offsets in a debug section that a relocation names, each with the
+/// function its symbol's section holds and the relocation's addend.
+pub(crate) type Relocated = BTreeMap<u64, (String, u64)>;
+
+/// The `.debug_line` section of a cubin built with `-lineinfo` and, for
+/// each place in it that `.rel.debug_line` or `.rela.debug_line` (sm_90
+/// and later) relocates (a line program's `DW_LNE_set_address` operand),
+/// the function whose code the address is in, by the name of the section
+/// of the relocation's symbol less `.text.`, and the addend (0 for REL).
+/// `None` when `bytes` is not a little-endian 64-bit ELF file or has no
+/// `.debug_line`.
+pub(crate) fn debug_line(bytes: &[u8]) -> Option<(&[u8], Relocated)> {
+    let sections = section_headers(bytes)?;
+    let names_at = usize::from(u16_at(bytes, 0x3e)?);
+    let names_table = sections.get(names_at)?.data(bytes)?;
+    let named = |name: &[u8]| {
+        sections
+            .iter()
+            .find(|s| string_at(names_table, s.name) == name)
+    };
+    let data = named(b".debug_line")?.data(bytes)?;
+    let (symbols, _) = symbol_table(bytes, &sections, |s| {
+        s.kind == SHT_SYMTAB && string_at(names_table, s.name) == b".symtab"
+    });
+    let mut functions = BTreeMap::new();
+    for (name, kind, size) in [
+        (&b".rel.debug_line"[..], SHT_REL, 16),
+        (&b".rela.debug_line"[..], SHT_RELA, 24),
+    ] {
+        let relocated = named(name)
+            .filter(|s| s.kind == kind)
+            .and_then(|s| s.data(bytes))
+            .unwrap_or_default();
+        for entry in relocated.chunks_exact(size) {
+            let (Some(offset), Some(info)) = (u64_at(entry, 0), u64_at(entry, 8)) else {
+                continue;
+            };
+            let addend = if size == 24 {
+                u64_at(entry, 16)
+            } else {
+                Some(0)
+            };
+            let function = usize::try_from(info >> 32)
+                .ok()
+                .and_then(|i| symbols.get(i))
+                .and_then(|sym| sections.get(usize::from(sym.section)))
+                .map(|section| string_at(names_table, section.name))
+                .and_then(|name| name.strip_prefix(b".text."))
+                .and_then(|name| String::from_utf8(name.to_vec()).ok());
+            if let (Some(function), Some(addend)) = (function, addend) {
+                functions.insert(offset, (function, addend));
+            }
+        }
+    }
+    Some((data, functions))
 }
 
 /// The bytes of what `bytes` (a cubin) runs; `None` when it is not a

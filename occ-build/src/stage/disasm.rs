@@ -7,12 +7,16 @@
 //! are located ([`occ_model::model::cliff::registers_matter`]: it spills,
 //! fewer registers would gain a resident block, or a register cliff is at
 //! most two registers away); the others' lines would never be read, and nvdisasm
-//! costs about as much CPU as the compile (BENCHMARKS.md §12.5). For each
-//! cubin that holds such a kernel the toolkit's `nvdisasm` runs twice over
-//! those kernels' code only (`-fun`), `-c -g` (lines and spill marks) and
-//! `-c -plr -lrm count` (live registers), its output read line by line into
-//! [`occ_model::compiler::lines`], which gives each kernel's [`SourceLines`]; they go
-//! into the manifest (`KernelArch::lines`), never into the lock.
+//! costs about as much CPU as the compile (BENCHMARKS.md §12.5, §19). For
+//! each cubin that holds such a kernel the toolkit's `nvdisasm` runs once
+//! over those kernels' code only (`-fun`), `-c -plr -lrm count` (live
+//! registers, spill marks, branches), its output read line by line into
+//! [`occ_model::compiler::lines`] beside the line table occ reads from the
+//! cubin itself ([`LineInfo::from_cubin`]: what `nvdisasm -c -g` would
+//! print, without a second run, each of which costs about 0.28 s of CPU
+//! before it reads a byte); a cubin whose table occ cannot read gets the
+//! `-g` run as well. That gives each kernel's [`SourceLines`]; they go into
+//! the manifest (`KernelArch::lines`), never into the lock.
 //!
 //! Cached by content: `cache/lines/<cubin>.json` holds the result under a
 //! key of the cubin's bytes, the kernels located, nvdisasm (path, target,
@@ -38,8 +42,9 @@ use std::sync::Mutex;
 /// The version of the record format and of the analysis; a new one
 /// invalidates every record (2: a location carries over into the next
 /// section, so records of 1 may lack a function's lines; 3: a record holds
-/// the wanted kernels only).
-const FORMAT: u32 = 3;
+/// the wanted kernels only; 4: the line table read from the cubin, one
+/// nvdisasm run).
+const FORMAT: u32 = 4;
 
 /// The folder of the records, below `$OUT_DIR/occ/cache`.
 const DIR: &str = "lines";
@@ -212,10 +217,12 @@ fn run_all(
 ) -> Vec<Functions> {
     let cubins: Vec<&String> = wanted.keys().collect();
     let mut results: Vec<Option<Functions>> = Vec::with_capacity(cubins.len());
-    // (index, record path, key) of the cubins to disassemble, and the
-    // `-fun` list of each (`None`: the whole cubin).
+    // (index, record path, key) of the cubins to disassemble, the `-fun`
+    // list of each (`None`: the whole cubin) and its line table when occ
+    // reads it from the cubin (`None`: `nvdisasm -g` prints it).
     let mut pending: Vec<(usize, PathBuf, String)> = Vec::new();
     let mut only: Vec<Option<String>> = vec![None; cubins.len()];
+    let mut tables: Vec<Option<LineInfo>> = vec![None; cubins.len()];
     for (i, (cubin, kernels)) in wanted.iter().enumerate() {
         let record = dir.join(format!("{}.json", stem(cubin)));
         match std::fs::read(settings.out.join(cubin)) {
@@ -232,24 +239,44 @@ fn run_all(
                     None => {
                         results.push(None);
                         only[i] = function_list(&bytes, &names);
+                        tables[i] = LineInfo::from_cubin(&bytes);
                         pending.push((i, record, key));
                     }
                 }
             }
         }
     }
+    // One run per cubin whose line table occ read, else two.
     let runs: Vec<(usize, Pass)> = pending
         .iter()
-        .flat_map(|(i, _, _)| [(*i, Pass::Lines), (*i, Pass::Pressure)])
+        .flat_map(|(i, _, _)| match tables[*i] {
+            Some(_) => vec![(*i, Pass::Both)],
+            None => vec![(*i, Pass::Lines), (*i, Pass::Pressure)],
+        })
         .collect();
     let mut readings = pool(settings.parallel, &runs, |(i, pass)| {
         let path = settings.out.join(cubins[*i]);
-        pass.run(settings.programs, tool, &path, only[*i].as_deref())
+        pass.run(
+            settings.programs,
+            tool,
+            &path,
+            only[*i].as_deref(),
+            &tables[*i],
+        )
     })
     .into_iter();
     let roots: Vec<&str> = identity.roots.iter().map(String::as_str).collect();
     for (i, record_path, key) in pending {
-        let (lines, pressure) = (readings.next(), readings.next());
+        let (lines, pressure) = match tables[i] {
+            Some(_) => match readings.next() {
+                Some(Ok(Reading::Both(info, ranges))) => (
+                    Some(Ok(Reading::Lines(info))),
+                    Some(Ok(Reading::Pressure(ranges))),
+                ),
+                other => (other, None),
+            },
+            None => (readings.next(), readings.next()),
+        };
         let functions = match (lines, pressure) {
             (Some(Ok(Reading::Lines(info))), Some(Ok(Reading::Pressure(ranges)))) => {
                 let record = Record {
@@ -297,30 +324,38 @@ fn cached(path: &Path, key: &str) -> Option<BTreeMap<String, SourceLines>> {
     (record.format == FORMAT && record.key == key).then_some(record.functions)
 }
 
-/// The two nvdisasm runs over a cubin (`-plr` ignores `-g`).
+/// The nvdisasm runs over a cubin: one, [`Pass::Both`], where occ reads
+/// the line table from the cubin ([`LineInfo::from_cubin`]), else two
+/// (`-plr` ignores `-g`).
 #[derive(Debug, Clone, Copy)]
 enum Pass {
     /// `-c -g`: lines, spill marks, branches.
     Lines,
     /// `-c -plr -lrm count`: live registers.
     Pressure,
+    /// `-c -plr -lrm count` read twice: spill marks and branches into the
+    /// cubin's line table, and live registers.
+    Both,
 }
 
-/// What one pass read.
+/// What one run read.
 enum Reading {
     Lines(LineInfo),
     Pressure(LifeRanges),
+    Both(LineInfo, LifeRanges),
 }
 
 impl Pass {
     /// Runs this pass over `cubin`, over only the functions of `only` (a
-    /// `-fun` list) when given.
+    /// `-fun` list) when given; [`Pass::Both`] fills `table` (the cubin's
+    /// line table), which it needs.
     fn run(
         self,
         programs: &dyn Programs,
         tool: &Path,
         cubin: &Path,
         only: Option<&str>,
+        table: &Option<LineInfo>,
     ) -> Result<Reading, String> {
         let fun: Vec<&str> = only.map(|list| vec!["-fun", list]).unwrap_or_default();
         match self {
@@ -335,6 +370,18 @@ impl Pass {
                 let args = [&["-c", "-plr", "-lrm", "count"][..], &fun].concat();
                 disassemble(programs, tool, cubin, &args, &mut |l| ranges.line(l))?;
                 Ok(Reading::Pressure(ranges))
+            }
+            Pass::Both => {
+                let mut info = table
+                    .clone()
+                    .ok_or_else(|| "no line table read from the cubin".to_string())?;
+                let mut ranges = LifeRanges::default();
+                let args = [&["-c", "-plr", "-lrm", "count"][..], &fun].concat();
+                disassemble(programs, tool, cubin, &args, &mut |l| {
+                    info.line(l);
+                    ranges.line(l);
+                })?;
+                Ok(Reading::Both(info, ranges))
             }
         }
     }

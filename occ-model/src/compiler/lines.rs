@@ -13,6 +13,14 @@
 //!   each with the number of live general-purpose registers in a trailing
 //!   `// | GPR | PRED | ... |` column (`-plr` ignores `-g`, hence two runs).
 //!
+//! The build runs nvdisasm once: [`LineInfo::from_cubin`] reads the line
+//! table `-g` prints from the cubin's `.debug_line` section (DWARF, by
+//! hand beside the crate's other ELF reading: the `object` crate refuses
+//! sm_90 cubins, whose section headers are misaligned), and
+//! [`LineInfo::line`] then reads the spill marks and branches from the
+//! `-plr` text, which carries them too (`tests/tests/it/lines.rs` checks
+//! that the two readings agree).
+//!
 //! [`source_lines`] joins them per function (one `.text.<symbol>` section
 //! each) into [`SourceLines`]: the spill sites (file, line, bytes stored and
 //! loaded, the innermost loop around them) and the point of peak pressure.
@@ -130,6 +138,9 @@ pub struct LineInfo {
     last: Option<Location>,
     /// Labels waiting for the offset of the next instruction.
     labels: Vec<String>,
+    /// Whether the locations came from the cubin's line table
+    /// ([`LineInfo::from_cubin`]): `//## File` lines are then ignored.
+    located: bool,
 }
 
 /// One function's instructions, as far as the analysis needs them.
@@ -171,8 +182,49 @@ impl Code {
 }
 
 impl LineInfo {
-    /// Reads one line of `nvdisasm -c -g` output (without its newline).
+    /// The locations of a cubin built with `-lineinfo`, read from its
+    /// `.debug_line` section (the table `nvdisasm -g` prints as `//## File`
+    /// lines), with no instruction yet: feed it `nvdisasm -c -plr -lrm
+    /// count` output with [`LineInfo::line`] for the spill marks and the
+    /// branches, so that one nvdisasm run gives what two gave. `None` when
+    /// the cubin is not an ELF file with a line table this reader knows
+    /// (DWARF versions 2 to 4, the 32- and 64-bit formats).
+    pub fn from_cubin(cubin: &[u8]) -> Option<LineInfo> {
+        let (data, functions) = crate::code_hash::debug_line(cubin)?;
+        let mut info = LineInfo {
+            located: true,
+            ..LineInfo::default()
+        };
+        for row in line_program(data, &functions)? {
+            let path = normalize(&unescape(&row.path));
+            let id = match info.file_ids.get(&path) {
+                Some(id) => *id,
+                None => {
+                    info.files.push(path.clone());
+                    info.file_ids.insert(path, info.files.len() - 1);
+                    info.files.len() - 1
+                }
+            };
+            info.functions
+                .entry(row.function)
+                .or_default()
+                .runs
+                .push((row.offset, (id, row.line)));
+        }
+        for code in info.functions.values_mut() {
+            code.runs.sort_by_key(|(offset, _)| *offset);
+        }
+        Some(info)
+    }
+
+    /// Reads one line of `nvdisasm -c -g` output (without its newline), or
+    /// of `nvdisasm -c -plr` output into a [`LineInfo::from_cubin`] (the
+    /// live-register columns after `// |` are left aside).
     pub fn line(&mut self, line: &str) {
+        let line = match line.find("// |") {
+            Some(at) => line[..at].trim_end(),
+            None => line,
+        };
         if let Some(section) = section(line) {
             self.current = section.map(str::to_string);
             if let Some(name) = section {
@@ -186,6 +238,9 @@ impl LineInfo {
             return;
         };
         let trimmed = line.trim();
+        if self.located && trimmed.starts_with("//## File \"") {
+            return;
+        }
         if let Some(rest) = trimmed.strip_prefix("//## File \"") {
             if let Some((path, tail)) = rest.split_once("\", line ") {
                 let digits: String = tail.chars().take_while(char::is_ascii_digit).collect();
@@ -247,6 +302,236 @@ impl LineInfo {
     pub fn functions(&self) -> impl Iterator<Item = &str> {
         self.functions.keys().map(String::as_str)
     }
+}
+
+/// One row of a line table: the function, the offset in its code, the
+/// file as the table names it (folder and name joined by `/`, as
+/// nvdisasm prints it) and the line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Row {
+    function: String,
+    offset: u32,
+    path: String,
+    line: u32,
+}
+
+/// A reader of a DWARF section, bounds-checked: each read is `None` past
+/// the end.
+struct Reader<'a> {
+    data: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn u8(&mut self) -> Option<u8> {
+        let b = *self.data.get(self.at)?;
+        self.at += 1;
+        Some(b)
+    }
+    fn bytes(&mut self, n: usize) -> Option<&[u8]> {
+        let b = self.data.get(self.at..self.at.checked_add(n)?)?;
+        self.at += n;
+        Some(b)
+    }
+    fn uint(&mut self, n: usize) -> Option<u64> {
+        let b = self.bytes(n)?;
+        Some(
+            b.iter()
+                .rev()
+                .fold(0u64, |v, byte| (v << 8) | u64::from(*byte)),
+        )
+    }
+    fn uleb(&mut self) -> Option<u64> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.u8()?;
+            value |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Some(value);
+            }
+        }
+        None
+    }
+    fn sleb(&mut self) -> Option<i64> {
+        let mut value = 0i64;
+        let mut shift = 0;
+        loop {
+            let b = self.u8()?;
+            if shift < 64 {
+                value |= i64::from(b & 0x7f) << shift;
+            }
+            shift += 7;
+            if b & 0x80 == 0 {
+                if shift < 64 && b & 0x40 != 0 {
+                    value |= -1i64 << shift;
+                }
+                return Some(value);
+            }
+        }
+    }
+    fn string(&mut self) -> Option<&[u8]> {
+        let rest = self.data.get(self.at..)?;
+        let end = rest.iter().position(|b| *b == 0)?;
+        self.at += end + 1;
+        Some(&rest[..end])
+    }
+}
+
+/// The rows of a `.debug_line` section (DWARF versions 2 to 4, the
+/// 32- and 64-bit formats; ptxas 13.5 writes version 3), each sequence
+/// given to the function `functions` names for the section offset of its
+/// `DW_LNE_set_address` operand (the relocation's symbol; a sequence
+/// without one is skipped). `None` on a unit this reader does not know.
+///
+/// Long because it is one state machine, the DWARF standard's section
+/// 6.2, read in one pass.
+fn line_program(data: &[u8], functions: &crate::code_hash::Relocated) -> Option<Vec<Row>> {
+    let mut rows = Vec::new();
+    let mut r = Reader { data, at: 0 };
+    while r.at < data.len() {
+        let (length, offset_size) = match r.uint(4)? {
+            0xffff_ffff => (r.uint(8)?, 8),
+            n => (n, 4),
+        };
+        let end = r.at.checked_add(usize::try_from(length).ok()?)?;
+        if end > data.len() {
+            return None;
+        }
+        let version = r.uint(2)?;
+        if !(2..=4).contains(&version) {
+            return None;
+        }
+        let header_length = usize::try_from(r.uint(offset_size)?).ok()?;
+        let program = r.at.checked_add(header_length)?;
+        let min_length = u64::from(r.u8()?);
+        if version >= 4 {
+            r.u8()?; // maximum_operations_per_instruction (1 for GPUs)
+        }
+        r.u8()?; // default_is_stmt: nvdisasm -g prints every row
+        let line_base = i64::from(r.u8()? as i8);
+        let line_range = u64::from(r.u8()?);
+        let opcode_base = r.u8()?;
+        if line_range == 0 || opcode_base == 0 {
+            return None;
+        }
+        let lengths = r.bytes(usize::from(opcode_base - 1))?.to_vec();
+        let mut dirs: Vec<String> = Vec::new();
+        loop {
+            let dir = r.string()?;
+            if dir.is_empty() {
+                break;
+            }
+            dirs.push(String::from_utf8_lossy(dir).into_owned());
+        }
+        let mut files: Vec<String> = Vec::new();
+        let file_entry = |r: &mut Reader<'_>, name: &[u8], dirs: &[String]| -> Option<String> {
+            let dir = r.uleb()?;
+            r.uleb()?; // modification time
+            r.uleb()?; // length
+            let name = String::from_utf8_lossy(name).into_owned();
+            let folder = usize::try_from(dir)
+                .ok()
+                .and_then(|d| d.checked_sub(1))
+                .and_then(|d| dirs.get(d));
+            Some(match folder {
+                Some(folder) if !name.starts_with('/') => format!("{folder}/{name}"),
+                _ => name,
+            })
+        };
+        loop {
+            let name = r.string()?.to_vec();
+            if name.is_empty() {
+                break;
+            }
+            let file = file_entry(&mut r, &name, &dirs)?;
+            files.push(file);
+        }
+        r.at = program;
+        let (mut address, mut file, mut line) = (0u64, 1u64, 1i64);
+        let mut function: Option<&String> = None;
+        let emit = |rows: &mut Vec<Row>,
+                    files: &[String],
+                    function: Option<&String>,
+                    address: u64,
+                    file: u64,
+                    line: i64| {
+            let (Some(function), Ok(offset), Ok(line)) =
+                (function, u32::try_from(address), u32::try_from(line))
+            else {
+                return;
+            };
+            let path = usize::try_from(file)
+                .ok()
+                .and_then(|f| f.checked_sub(1))
+                .and_then(|f| files.get(f));
+            if let Some(path) = path {
+                rows.push(Row {
+                    function: function.clone(),
+                    offset,
+                    path: path.clone(),
+                    line,
+                });
+            }
+        };
+        while r.at < end {
+            let opcode = r.u8()?;
+            if opcode >= opcode_base {
+                let adjusted = u64::from(opcode - opcode_base);
+                address = address.wrapping_add(adjusted / line_range * min_length);
+                line = line
+                    .saturating_add(line_base)
+                    .saturating_add(i64::try_from(adjusted % line_range).ok()?);
+                emit(&mut rows, &files, function, address, file, line);
+                continue;
+            }
+            match opcode {
+                0 => {
+                    let size = usize::try_from(r.uleb()?).ok()?;
+                    let next = r.at.checked_add(size)?;
+                    match r.u8()? {
+                        // DW_LNE_end_sequence
+                        1 => {
+                            (address, file, line) = (0, 1, 1);
+                            function = None;
+                        }
+                        // DW_LNE_set_address: its operand is what the
+                        // relocation names.
+                        2 => {
+                            let operand = u64::try_from(r.at).ok()?;
+                            let value = r.uint(size.checked_sub(1)?)?;
+                            let relocated = functions.get(&operand);
+                            function = relocated.map(|(name, _)| name);
+                            address = value.wrapping_add(relocated.map_or(0, |(_, a)| *a));
+                        }
+                        // DW_LNE_define_file
+                        3 => {
+                            let name = r.string()?.to_vec();
+                            let file = file_entry(&mut r, &name, &dirs)?;
+                            files.push(file);
+                        }
+                        _ => {}
+                    }
+                    r.at = next;
+                }
+                1 => emit(&mut rows, &files, function, address, file, line),
+                2 => address = address.wrapping_add(r.uleb()?.wrapping_mul(min_length)),
+                3 => line = line.saturating_add(r.sleb()?),
+                4 => file = r.uleb()?,
+                8 => {
+                    let adjusted = u64::from(255 - opcode_base);
+                    address = address.wrapping_add(adjusted / line_range * min_length);
+                }
+                9 => address = address.wrapping_add(r.uint(2)?),
+                _ => {
+                    for _ in 0..*lengths.get(usize::from(opcode - 1))? {
+                        r.uleb()?;
+                    }
+                }
+            }
+        }
+        r.at = end;
+    }
+    Some(rows)
 }
 
 /// Live registers per instruction, from `nvdisasm -c -plr -lrm count`; feed
@@ -776,6 +1061,21 @@ k:
         ] {
             assert_eq!(width(op), bytes, "{op}");
         }
+    }
+
+    #[test]
+    fn a_line_table_that_is_not_one_reads_as_none() {
+        // Not ELF; an ELF header alone (no sections).
+        assert!(LineInfo::from_cubin(b"not a cubin").is_none());
+        let mut header = b"\x7fELF\x02\x01".to_vec();
+        header.resize(64, 0);
+        header[0x3a] = 64;
+        assert!(LineInfo::from_cubin(&header).is_none());
+        // A unit of an unknown version, and one cut short, are refused.
+        let none = BTreeMap::new();
+        assert!(line_program(&[8, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0], &none).is_none());
+        assert!(line_program(&[200, 0, 0, 0, 3, 0], &none).is_none());
+        assert_eq!(line_program(&[], &none), Some(Vec::new()));
     }
 
     #[test]

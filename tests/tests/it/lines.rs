@@ -170,8 +170,9 @@ fn a_header_template_spills_at_the_header_line_and_the_sites_add_up() {
         "churner on sm_120: {peak:?}"
     );
 
-    // nvdisasm ran over the located kernels' code alone (`-fun`): what it
-    // found is what a run over the whole cubin finds.
+    // nvdisasm ran once over the located kernels' code alone (`-fun -plr`),
+    // the line table read from the cubin (`LineInfo::from_cubin`): what it
+    // found is what `nvdisasm -g` and `-plr` over the whole cubin find.
     let root = s.path().display().to_string();
     let canonical = s.path().canonicalize().expect("canonical root");
     let roots = [root.as_str(), canonical.to_str().expect("utf-8")];
@@ -180,6 +181,16 @@ fn a_header_template_spills_at_the_header_line_and_the_sites_add_up() {
     for k in &m.kernels {
         for (arch, a) in &k.archs {
             let Some(lines) = &a.lines else { continue };
+            let path = s
+                .path()
+                .join("out/occ")
+                .join(a.cubin.as_deref().unwrap_or_default());
+            let bytes = std::fs::read(&path).expect("read the cubin");
+            assert!(
+                LineInfo::from_cubin(&bytes).is_some(),
+                "{}: its line table must be read (else nvdisasm -g runs)",
+                path.display()
+            );
             let functions = whole
                 .entry(a.cubin.clone().unwrap_or_default())
                 .or_insert_with(|| {
