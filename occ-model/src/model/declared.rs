@@ -578,6 +578,69 @@ mod tests {
         })
     }
 
+    /// The code's constant launches are each judged and the one of lowest
+    /// occupancy is declared; build.rs's launch wins over them; one the
+    /// kernel cannot run (above its `__launch_bounds__`, or no block
+    /// resident) is an error naming where the code writes it.
+    #[test]
+    fn the_codes_worst_launch_is_declared_below_build_rs_and_one_that_cannot_run_is_refused() {
+        // 80 registers on sm_80: 24 warps at 256 threads, 16 at 512, none at 1024.
+        let facts = resources(80, 8, 0).facts;
+        let code = |launches: &[(u32, &str)]| -> Vec<(Launch, String)> {
+            launches
+                .iter()
+                .map(|(n, at)| (Launch::block(*n), at.to_string()))
+                .collect()
+        };
+        let worst = judge_facts(
+            "sm_80",
+            &facts,
+            None,
+            &code(&[(256, "k.cu:3"), (512, "k.cu:4")]),
+        )
+        .expect("both run")
+        .1
+        .expect("declared");
+        assert_eq!(
+            (worst.block_size, worst.active_warps_per_sm, &worst.by),
+            (
+                512,
+                16,
+                &DeclaredBy::Code {
+                    at: "k.cu:4".into()
+                }
+            )
+        );
+        let build = Some((Launch::block(128), "k".to_string()));
+        let won = judge_facts("sm_80", &facts, build, &code(&[(512, "k.cu:4")]))
+            .expect("build.rs's runs")
+            .1
+            .expect("declared");
+        assert_eq!(
+            won.by,
+            DeclaredBy::Build {
+                pattern: "k".into()
+            }
+        );
+        let none = judge_facts(
+            "sm_80",
+            &facts,
+            None,
+            &code(&[(256, "k.cu:3"), (1024, "k.cu:5")]),
+        );
+        assert!(
+            matches!(&none, Err(Judging::Declared { by: DeclaredBy::Code { at }, .. }) if at == "k.cu:5"),
+            "{none:?}"
+        );
+        let mut bounded = facts.clone();
+        bounded.launch_bounds.max_threads = Some([256, 1, 1]);
+        let above = judge_facts("sm_80", &bounded, None, &code(&[(512, "k.cu:4")]));
+        assert!(
+            matches!(&above, Err(Judging::Declared { by: DeclaredBy::Code { at }, .. }) if at == "k.cu:4"),
+            "{above:?}"
+        );
+    }
+
     /// A launch build.rs declares that leaves no block resident (255
     /// registers × 1,024 threads is four times an sm_80 SM's registers:
     /// the driver refuses it) is an error naming the launch, in the one
