@@ -895,6 +895,30 @@ mod tests {
         assert!(matches!(at("rows_k<32>"), Match::Unresolved(w) if w.contains("no kernel")));
     }
 
+    proptest::proptest! {
+        /// Any text, and any soup of the tokens launches are made of,
+        /// reads without a panic, and a launch read is constant exactly
+        /// when no reason says it is known only at run time.
+        #[test]
+        fn any_text_reads_without_a_panic(
+            text in "(# [0-9]{1,3} \"k.cu\"\n)?[ -~\n\u{e9}\u{202e}]{0,200}",
+            soup in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "k", "<", ">", "<<<", ">>>", ">>", "<<", "(", ")", "{", "}", ",", "1", "0x10u",
+                    "-", "*", "/", "%", "dim3", "(int)", "static_cast<int>", "\"s\"", "'c'",
+                    "R\"(x)\"", "::", ";", "\n", "# 3 \"k.cu\"\n",
+                ]),
+                0..40,
+            ),
+        ) {
+            let _ = read(&text, "k.cu", &["k.cu"]);
+            let soup = format!("# 1 \"k.cu\"\n{}", soup.join(" "));
+            for l in read(&soup, "k.cu", &["k.cu"]) {
+                proptest::prop_assert_eq!(l.constant().is_some(), l.why.is_none());
+            }
+        }
+    }
+
     #[test]
     fn a_launch_is_constant_only_where_every_arch_agrees() {
         let a = one("k<<<1, 256>>>(x);");
