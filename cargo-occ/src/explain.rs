@@ -9,12 +9,14 @@ use crate::locate::{unknown_kernel, Locate};
 use crate::source::{has_bounds, written};
 use anyhow::anyhow;
 use occ_model::compiler::analyze::model_of;
+use occ_model::compiler::launches;
 use occ_model::model::arch::Arch;
 use occ_model::model::occupancy::{occupancy, BlockLaunch, KernelResources, Limiter, Occupancy};
 use occ_model::model::suggest::{self, WhatIf};
 use occ_model::render::text_table::percent;
 use occ_model::schema::manifest::{
-    Cliffs, Declared, Kernel, KernelArch, LaunchBounds, Lookup, Manifest, SourceLines, SpillSite,
+    Cliffs, Declared, DeclaredBy, Kernel, KernelArch, LaunchBounds, Lookup, Manifest, SourceLines,
+    SpillSite,
 };
 use occ_model::{model::arch, model::cliff};
 
@@ -74,6 +76,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     let occ = occupancy(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;
     print_resources(kernel, &arch_name, a, k);
     print_launch(block, smem, declared, args.block.is_none(), &occ);
+    print_code_launches(m, kernel);
     let c = cliff::cliffs(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;
     print_cliffs(&c);
     let hints = suggest::what_if(a, &res, &launch).map_err(|e| anyhow!("{e}"))?;
@@ -148,6 +151,14 @@ fn print_launch(
     println!(
         "  launch: {block} threads/block, {smem} B dynamic smem{}",
         match declared {
+            Some(Declared {
+                launch,
+                by: DeclaredBy::Code { at },
+                ..
+            }) => format!(
+                " (launched at {} from {at}, the lowest occupancy of its constant launches)",
+                launch.describe()
+            ),
             Some(d) => format!(
                 " (the declared launch {}, by {})",
                 d.launch.describe(),
@@ -180,6 +191,22 @@ fn print_launch(
         println!("  {:<18} {value:>10}{mark}", l.as_str());
     }
     println!();
+}
+
+/// The launches of the C++ host code that name the kernel: each constant
+/// one and each known only at run time, and where build.rs contradicts one.
+fn print_code_launches(m: &Manifest, kernel: &Kernel) {
+    let own = launches::of_kernel(m, kernel);
+    if own.is_empty() {
+        return;
+    }
+    println!("  C++ launches:");
+    for l in own {
+        println!("    {}", launches::describe(l));
+    }
+    for c in launches::contradicting(m, kernel) {
+        println!("    note: {c}");
+    }
 }
 
 /// The register and shared-memory cliffs at this launch.

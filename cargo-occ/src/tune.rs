@@ -411,6 +411,7 @@ mod import_tests {
             kernels: Vec::new(),
             device_code: Vec::new(),
             measured: results("sm_80", "8.0", 0.01).to_measured(),
+            launches: Vec::new(),
         };
         let plain = measured_section(&m, None);
         assert!(plain.contains("GPU (8.0, 1 SMs)"), "{plain}");

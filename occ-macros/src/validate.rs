@@ -885,6 +885,7 @@ pub(crate) mod tests {
                 ptx: None,
                 cubin_hash: None,
             }],
+            launches: Vec::new(),
         }];
         let archs = ["sm_80".to_string()];
         let assembly = Assembly {

@@ -73,6 +73,7 @@ fn lock(n: usize, registers: u32, spills: bool) -> Lock {
         parts: Default::default(),
         measured: Vec::new(),
         noted: Default::default(),
+        launches: Vec::new(),
     }
 }
 

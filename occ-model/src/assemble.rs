@@ -46,13 +46,13 @@
 //! assert_eq!(manifest, assemble::manifest(&assembly).unwrap());
 //! ```
 
-use crate::compiler::analyze;
+use crate::compiler::{analyze, launches};
 use crate::error::{Error, Result};
 use crate::model::declared::{self, Launch};
 use crate::schema::lock::Lock;
 use crate::schema::manifest::{
-    Cliffs, DeclaredBy, DeviceCode, Kernel, KernelArch, Manifest, Origin, Resources, SourceLines,
-    SCHEMA_VERSION,
+    Cliffs, CodeLaunch, DeclaredBy, DeviceCode, Kernel, KernelArch, Manifest, Origin, Resources,
+    SourceLines, SCHEMA_VERSION,
 };
 use crate::schema::measured::{self, Measured};
 use crate::{compiler::names, model::cliff};
@@ -107,6 +107,8 @@ pub struct Judged {
     measured: Vec<Measured>,
     /// The other parts' kernels, with their identifiers of this assembly.
     others: Vec<Kernel>,
+    /// The C++ launches of every part's sources.
+    launches: Vec<CodeLaunch>,
 }
 
 #[derive(Debug, Clone)]
@@ -152,6 +154,10 @@ pub fn judge(a: &Assembly<'_>) -> Result<Judged> {
         })
         .collect();
     declared::check_patterns(&names, a.launches)?;
+    let code = code_launches(a.jobs);
+    let named = self::names(a.jobs);
+    let named: Vec<&Kernel<()>> = named.iter().collect();
+    let by_code = launches::by_kernel(&code, &named);
     let mut kernels = Vec::with_capacity(own.len());
     for (key @ (_, source), archs) in &own {
         let Some(first) = archs.values().next() else {
@@ -165,9 +171,15 @@ pub fn judge(a: &Assembly<'_>) -> Result<Judged> {
             ident.clone(),
         ];
         let by_build = declared::by_build(&first.base_name, &names, a.launches)?;
+        let by_code = by_code
+            .get(&(key.0.to_string(), key.1.to_string()))
+            .map_or(&[][..], Vec::as_slice);
         let mut judged = BTreeMap::new();
         for (arch, compiled) in archs {
-            judged.insert(arch.to_string(), judge_arch(arch, compiled, by_build)?);
+            judged.insert(
+                arch.to_string(),
+                judge_arch(arch, compiled, by_build, by_code)?,
+            );
         }
         kernels.push(JudgedKernel {
             compiled: (*first).clone(),
@@ -184,6 +196,15 @@ pub fn judge(a: &Assembly<'_>) -> Result<Judged> {
         })
         .collect();
     let measured = measured_of(a, &kernels, &others);
+    let mut launches: Vec<CodeLaunch> = a
+        .others
+        .iter()
+        .flat_map(|m| &m.launches)
+        .filter(|l| !sources.contains(l.source.as_str()))
+        .cloned()
+        .chain(code)
+        .collect();
+    launches.sort();
     let (package, nvcc, origin, archs, device_code) = match a.others {
         // The first part gives the package and nvcc version; a part that
         // stood on the lock makes the whole from the lock.
@@ -215,7 +236,25 @@ pub fn judge(a: &Assembly<'_>) -> Result<Judged> {
         device_code,
         measured,
         others,
+        launches,
     })
+}
+
+/// The C++ launches of each source, one per place over its jobs (one per
+/// arch): [`launches::merge`], so that a launch is constant only where
+/// every arch's preprocessed text agrees.
+fn code_launches(jobs: &[Contribution]) -> Vec<CodeLaunch> {
+    let mut by_source: BTreeMap<&str, Vec<&[CodeLaunch]>> = BTreeMap::new();
+    for job in jobs {
+        by_source
+            .entry(job.source.as_str())
+            .or_default()
+            .push(&job.launches);
+    }
+    by_source
+        .values()
+        .flat_map(|per_arch| launches::merge(per_arch))
+        .collect()
 }
 
 /// The kernels of `jobs`, each once by `(symbol, source)` (the order of
@@ -364,7 +403,7 @@ pub fn lock_manifest(lock: &Lock, archs: &[String], path: &Path) -> Result<Manif
         .flat_map(|k| k.archs.values())
         .filter_map(|r| match &r.declared.as_ref()?.by {
             DeclaredBy::Build { pattern } => Some((pattern.clone(), r.declared.as_ref()?.launch)),
-            DeclaredBy::LaunchBounds | DeclaredBy::Reqntid => None,
+            DeclaredBy::LaunchBounds | DeclaredBy::Reqntid | DeclaredBy::Code { .. } => None,
         })
         .collect();
     let launches: Vec<(String, Launch)> = launches.into_iter().collect();
@@ -383,7 +422,12 @@ pub fn lock_manifest(lock: &Lock, archs: &[String], path: &Path) -> Result<Manif
 
 /// One kernel on one arch: the best launch, the declared launch (build.rs's
 /// `by_build`, else the kernel's bounds) and the cliffs at the judged one.
-fn judge_arch(arch: &str, k: &Compiled, by_build: Option<&(String, Launch)>) -> Result<JudgedArch> {
+fn judge_arch(
+    arch: &str,
+    k: &Compiled,
+    by_build: Option<&(String, Launch)>,
+    by_code: &[(Launch, String)],
+) -> Result<JudgedArch> {
     let occupancy_error = |detail: String| Error::Occupancy {
         kernel: k.name.clone(),
         arch: arch.to_string(),
@@ -391,7 +435,7 @@ fn judge_arch(arch: &str, k: &Compiled, by_build: Option<&(String, Launch)>) -> 
     };
     let by_build = by_build.map(|(pattern, launch)| (*launch, pattern.clone()));
     let (best, declared) =
-        declared::judge_facts(arch, &k.facts, by_build).map_err(|e| match e {
+        declared::judge_facts(arch, &k.facts, by_build, by_code).map_err(|e| match e {
             declared::Judging::Best(detail) => occupancy_error(detail),
             declared::Judging::Declared { launch, by, detail } => Error::BadLaunch {
                 kernel: k.base_name.clone(),
@@ -489,6 +533,7 @@ impl Judged {
             kernels,
             device_code: self.device_code,
             measured: self.measured,
+            launches: self.launches,
         }
     }
 }
@@ -515,6 +560,7 @@ mod tests {
             log: include_str!("../../tests/fixtures/ptxas-13.5-maxrregcount16-sm_80.log"),
             ptx: include_str!("../../tests/fixtures/ptx-13.5-kernels-sm_80.ptx"),
             signatures: &signatures,
+            launches: &[],
         };
         contribution(text, hash).expect("the fixture's kernels")
     }

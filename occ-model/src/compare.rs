@@ -1268,11 +1268,9 @@ pub(crate) fn judged_occupancy(
     let (then_judged, now_judged) = (resident(before.judged()), resident(after.judged()));
     match (&before.declared, &after.declared) {
         (None, None) => judged(then_judged, now_judged, JudgedAt::Best),
-        (Some(then), Some(now)) if then.launch == now.launch => judged(
-            then_judged,
-            now_judged,
-            JudgedAt::Launch { launch: now.launch },
-        ),
+        (Some(then), Some(now)) if then.launch == now.launch => {
+            judged(then_judged, now_judged, JudgedAt::launch(now))
+        }
         (Some(then), Some(now)) => judged(
             then_judged,
             now_judged,
@@ -1302,11 +1300,7 @@ pub(crate) fn judged_occupancy(
                 &now.launch,
                 now.by.clone(),
             ) {
-                Ok(then) => judged(
-                    at(&then),
-                    now_judged,
-                    JudgedAt::Launch { launch: now.launch },
-                ),
+                Ok(then) => judged(at(&then), now_judged, JudgedAt::launch(now)),
                 // The old resources cannot take the new launch: compare best to best.
                 Err(_) => judged(best(before), best(after), JudgedAt::Best),
             }
@@ -1457,6 +1451,7 @@ pub(crate) mod tests {
             parts: Default::default(),
             measured: Vec::new(),
             noted: Default::default(),
+            launches: Vec::new(),
         }
     }
 

@@ -236,6 +236,7 @@ pub(crate) mod tests {
             ],
             device_code: Vec::new(),
             measured: Vec::new(),
+            launches: Vec::new(),
         }
     }
 

@@ -211,3 +211,56 @@ fn the_declared_launch_is_explained_with_its_lift() {
     );
     assert!(!out.contains("declared launch"), "{out}");
 }
+
+/// A kernel whose launch the C++ host code declares is explained at that
+/// launch, named by its line; a run-time launch is listed as such, and a
+/// `.launch(..)` that contradicts the code says so.
+#[test]
+fn launches_of_the_cpp_host_code_are_explained_where_they_are() {
+    let s = Scratch::new();
+    s.write(
+        "kernels/k.cu",
+        include_str!("../../../tests/fixtures/cu/code_launches/k.cu"),
+    );
+    let report = kernels_build(s.path(), &s.path().join("out"), ["sm_80"])
+        .launch("fill", occ_build::Launch::block(128))
+        .try_compile_with(&build_env(&[]))
+        .unwrap_or_else(|e| panic!("build failed: {e}"));
+    let mf = report.out_dir.join("manifest.json");
+    let (code, out) = explain(&s, &mf, "scale");
+    assert_eq!(code, 0, "{out}");
+    let launch = line(&out, "launch:");
+    assert!(
+        launch.starts_with("launch: 256 threads/block")
+            && launch.contains("(launched at 256 from kernels/k.cu:29,"),
+        "{launch}"
+    );
+    assert_eq!(
+        line(&out, "launched at"),
+        "launched at 256 from kernels/k.cu:29",
+        "{out}"
+    );
+    let (_, out) = explain(&s, &mf, "rows_k<64>");
+    assert!(
+        line(&out, "launch:").contains("launched at 64 from kernels/k.cu:30"),
+        "{out}"
+    );
+    let (_, out) = explain(&s, &mf, "saxpy");
+    assert!(
+        line(&out, "launch:").contains("(the best block size)"),
+        "{out}"
+    );
+    assert_eq!(
+        line(&out, "launched at"),
+        "launched at run time from kernels/k.cu:31 (block `threads`)",
+        "{out}"
+    );
+    let (_, out) = explain(&s, &mf, "fill");
+    assert!(
+        line(&out, "note:").contains(
+            "build.rs `fill` declares fill at 128, but kernels/k.cu:32 \
+                                      launches it at 512"
+        ),
+        "{out}"
+    );
+}

@@ -24,7 +24,9 @@ use crate::process::{Cmd, Programs, Status};
 use crate::stage::inputs::Inputs;
 use crate::toolkit::Nvcc;
 use occ_model::compiler::analyze::{self, JobText};
+use occ_model::compiler::launches;
 use occ_model::compiler::params::{self, Signatures};
+use occ_model::schema::manifest::CodeLaunch;
 use occ_model::schema::manifest::Contribution;
 use occ_model::schema::measured;
 use std::path::{Path, PathBuf};
@@ -432,6 +434,7 @@ impl Runner<'_> {
                     log: &log,
                     ptx,
                     signatures: &kept.signatures,
+                    launches: &kept.launches,
                 };
                 let hash = kept
                     .moves
@@ -513,13 +516,14 @@ impl Runner<'_> {
         // per arch (`#ifdef __CUDA_ARCH__` may include other headers): its
         // inputs are those of every `.ii`.
         let all = matches!(job.kind, JobKind::Library { .. });
-        let (deps, signatures, preprocessed) =
+        let (deps, signatures, preprocessed, launches) =
             read_preprocessed(&paths.tmp, all, self.root, &job.source);
         Ok(Kept {
             moves,
             ptx,
             deps,
             signatures,
+            launches,
             preprocessed: preprocessed.filter(|_| !all),
         })
     }
@@ -674,6 +678,8 @@ struct Kept {
     deps: Vec<PathBuf>,
     /// The kernels' signatures.
     signatures: Signatures,
+    /// The `<<<...>>>` launches of the source's host code.
+    launches: Vec<CodeLaunch>,
     /// The hash of the device-side preprocessed text (`None` for a
     /// host-code library, and when nvcc left no text).
     preprocessed: Option<String>,
@@ -701,23 +707,32 @@ struct Gathered {
 
 /// The inputs (absolute, sorted, the source among them) and the kernels'
 /// declarations the preprocessed sources in `dir` name, the host stubs
-/// nvcc left there, and the hash of the preprocessed texts (`None`: there
-/// were none, so nothing a proof could match).
+/// nvcc left there, the hash of the preprocessed texts (`None`: there
+/// were none, so nothing a proof could match), and the `<<<...>>>`
+/// launches the source's own text writes (`launches::read`): from the
+/// host side's text where there is one (a library's `.cpp4.ii`), else
+/// from the device side's, which the assembly checks across archs.
 fn read_preprocessed(
     dir: &Path,
     all: bool,
     root: &Path,
     source: &str,
-) -> (Vec<PathBuf>, Signatures, Option<String>) {
+) -> (Vec<PathBuf>, Signatures, Option<String>, Vec<CodeLaunch>) {
     let mut deps: Vec<PathBuf> = Vec::new();
     let mut signatures = Signatures::default();
     let mut texts: Vec<Vec<u8>> = Vec::new();
+    let mut launches = Vec::new();
+    let absolute = root.join(source).display().to_string();
     for ii in find_preprocessed(dir, all) {
         let Ok(bytes) = std::fs::read(&ii) else {
             continue;
         };
         deps.extend(deps_from_preprocessed(&bytes, root));
         signatures.decls.extend(params::scan_decls(&bytes));
+        if !all || ii.to_string_lossy().ends_with(".cpp4.ii") {
+            let text = String::from_utf8_lossy(&bytes);
+            launches = launches::read(&text, source, &[source, absolute.as_str()]);
+        }
         texts.push(bytes);
     }
     signatures
@@ -736,7 +751,7 @@ fn read_preprocessed(
     }
     let parts: Vec<&[u8]> = texts.iter().map(Vec::as_slice).collect();
     let hash = (!parts.is_empty()).then(|| cache::hash_bytes(&parts));
-    (deps, signatures, hash)
+    (deps, signatures, hash, launches)
 }
 
 struct JobPaths {

@@ -23,8 +23,8 @@ pub(crate) enum NvccOrLock {
     Nvcc(Nvcc),
     /// No nvcc: the committed lock's numbers stand in, without device code.
     Lock {
-        /// The committed lock.
-        lock: Lock,
+        /// The committed lock (boxed: a lock is far larger than an nvcc).
+        lock: Box<Lock>,
         /// Why there is no nvcc (`DOCS_RS is set`, the last place looked, ...).
         reason: String,
         /// Where an nvcc may appear: watched, so that the build leaves the
@@ -68,7 +68,7 @@ pub(crate) fn select(build: &Build, env: &Env, inputs: &Inputs) -> Result<NvccOr
             .into())
         }
         Some(text) => Ok(NvccOrLock::Lock {
-            lock: Lock::from_text(text, &inputs.lock_path)?,
+            lock: Box::new(Lock::from_text(text, &inputs.lock_path)?),
             reason: looked.last().cloned().unwrap_or_default(),
             watch,
         }),

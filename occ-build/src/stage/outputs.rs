@@ -152,6 +152,7 @@ pub(crate) mod tests {
             kernels,
             device_code,
             measured: Vec::new(),
+            launches: Vec::new(),
         }
     }
 

@@ -454,6 +454,7 @@ mod tests {
             log: include_str!("../../../tests/fixtures/ptxas-13.5-maxrregcount16-sm_80.log"),
             ptx: include_str!("../../../tests/fixtures/ptx-13.5-kernels-sm_80.ptx"),
             signatures: &signatures,
+            launches: &[],
         };
         let jobs = [analyze::contribution(text, None).expect("the kernels")];
         let others = theirs(out, name).expect("the other parts");

@@ -114,6 +114,9 @@ pub(crate) fn write(
     if let Some(warnings) = warning_table(manifest) {
         text.push_str(&format!("\nptxas warnings\n{warnings}"));
     }
+    if let Some(launches) = text_table::code_launches(manifest) {
+        text.push_str(&format!("\n{launches}"));
+    }
     if let Some(measured) = text_table::measured_table(manifest) {
         text.push_str(&format!(
             "\nmeasured on a GPU (occ.lock; `tuned` sites bake the measured best)\n{measured}"
@@ -131,6 +134,9 @@ pub(crate) fn write(
     for line in warning_lines(manifest, &shown) {
         directives.warn(line);
     }
+    if let Some(line) = contradiction_line(manifest, &shown) {
+        directives.warn(line);
+    }
     if details.failed {
         return Ok(shown);
     }
@@ -138,6 +144,18 @@ pub(crate) fn write(
         directives.warn(line);
     }
     Ok(shown)
+}
+
+/// One warning for every launch of the C++ host code that build.rs's
+/// `.launch` contradicts (build.rs wins): the first, and how many more.
+fn contradiction_line(manifest: &Manifest, report: &Path) -> Option<String> {
+    let all = occ_model::compiler::launches::contradictions(manifest);
+    let first = all.first()?;
+    let more = match all.len() - 1 {
+        0 => String::new(),
+        n => format!(" ({} like it)", text_table::count(n, "other")),
+    };
+    Some(format!("{first}{more}; report: {}", report.display()))
 }
 
 /// Every spilling kernel × arch with its bytes, `None` when none spills.
@@ -453,6 +471,7 @@ mod tests {
             // The PTX of the same run: its entries are the job's kernels.
             ptx: include_str!("../../../tests/fixtures/ptx-13.5-kernels-sm_80.ptx"),
             signatures: &signatures,
+            launches: &[],
         };
         let jobs =
             [occ_model::compiler::analyze::contribution(job, None).expect("the job's kernels")];

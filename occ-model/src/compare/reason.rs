@@ -180,10 +180,14 @@ pub struct Resident {
 pub enum JudgedAt {
     /// Both at their best block (nothing is said).
     Best,
-    /// Both at one declared launch: `at block 1024`.
+    /// Both at one declared launch: `at block 1024`, or for a launch of
+    /// the C++ host code `launched at 256 from kernels/scale.cu:42`.
     Launch {
         /// The launch.
         launch: Launch,
+        /// Where the C++ host code writes it, when it declares it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<String>,
     },
     /// Before at the launch the lock records, after at another:
     /// `at block 32x8 -> 32x22`, `at block 32x8 -> best block 1024`.
@@ -383,13 +387,33 @@ impl fmt::Display for Reason {
     }
 }
 
+impl JudgedAt {
+    /// At a declared launch, named by where the C++ host code writes it
+    /// when the code declares it.
+    pub fn launch(d: &crate::schema::manifest::Declared) -> Self {
+        JudgedAt::Launch {
+            launch: d.launch,
+            from: match &d.by {
+                DeclaredBy::Code { at } => Some(at.clone()),
+                _ => None,
+            },
+        }
+    }
+}
+
 impl fmt::Display for JudgedAt {
     /// Where, in words: `at block 1024`, `at block 32x8 -> 32x22`, `at
     /// block 32x8 -> best block 1024`; nothing for [`JudgedAt::Best`].
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             JudgedAt::Best => Ok(()),
-            JudgedAt::Launch { launch } => write!(f, "at block {}", launch.describe()),
+            JudgedAt::Launch { launch, from: None } => {
+                write!(f, "at block {}", launch.describe())
+            }
+            JudgedAt::Launch {
+                launch,
+                from: Some(at),
+            } => write!(f, "launched at {} from {at}", launch.describe()),
             JudgedAt::Changed {
                 change: LaunchChange::Other { before, after, .. },
             } => write!(f, "at block {} -> {}", before.describe(), after.describe()),

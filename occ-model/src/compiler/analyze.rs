@@ -4,7 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::model::occupancy::KernelResources;
-use crate::schema::manifest::{Compiled, Contribution, Facts, LaunchBounds};
+use crate::schema::manifest::{CodeLaunch, Compiled, Contribution, Facts, LaunchBounds};
 use crate::{compiler::names, compiler::params, compiler::ptx, compiler::ptxas};
 use std::collections::BTreeMap;
 
@@ -37,6 +37,9 @@ pub struct JobText<'a> {
     pub ptx: &'a str,
     /// What nvcc's intermediate files said about the kernels' signatures.
     pub signatures: &'a params::Signatures,
+    /// The `<<<...>>>` launches of the source's host code, read from the
+    /// job's preprocessed text ([`crate::compiler::launches::read`]).
+    pub launches: &'a [CodeLaunch],
 }
 
 /// What one job contributes to a build: each kernel its PTX defines, named,
@@ -124,6 +127,7 @@ pub fn contribution(job: JobText<'_>, cubin_hash: Option<&str>) -> Result<Contri
         source: job.source.to_string(),
         arch: job.arch.to_string(),
         kernels: kernels.into_values().collect(),
+        launches: job.launches.to_vec(),
     })
 }
 
@@ -325,6 +329,7 @@ mod tests {
             log,
             ptx,
             signatures: &signatures,
+            launches: &[],
         };
         let jobs = [contribution(job, None).unwrap()];
         crate::assemble::manifest(&crate::assemble::Assembly {

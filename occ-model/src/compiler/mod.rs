@@ -5,6 +5,7 @@
 //! job's text made its contribution (`analyze`).
 
 pub mod analyze;
+pub mod launches;
 pub mod lines;
 pub mod names;
 pub mod params;

@@ -171,6 +171,7 @@ impl DeclaredBy {
             DeclaredBy::Build { pattern } => format!("build.rs `{pattern}`"),
             DeclaredBy::LaunchBounds => "__launch_bounds__".into(),
             DeclaredBy::Reqntid => ".reqntid".into(),
+            DeclaredBy::Code { at } => format!("the launch at {at}"),
         }
     }
 }
@@ -339,25 +340,41 @@ pub enum Judging {
 /// the best launch (`None`: it cannot launch at any block size), and the
 /// declared launch, which is build.rs's
 /// (`by_build`: the launch and the pattern that stated it) where it
-/// states one, else the one the kernel's launch bounds declare
+/// states one, else the C++ host code's constant launches of the kernel
+/// (`by_code`: each launch and where it is written; each is judged, and
+/// the one of lowest occupancy, the first of equals, is the declared
+/// one), else the one the kernel's launch bounds declare
 /// ([`from_bounds`]), else none. The assembly and the lock's check of its
-/// derived numbers both call it.
+/// derived numbers both call it. A launch that cannot run the kernel is
+/// an error ([`Judging::Declared`]), build.rs's or the code's.
 pub fn judge_facts(
     arch_name: &str,
     facts: &Facts,
     by_build: Option<(Launch, String)>,
+    by_code: &[(Launch, String)],
 ) -> std::result::Result<(Option<Best>, Option<Declared>), Judging> {
     let best = best_launch(arch_name, facts).map_err(Judging::Best)?;
-    let choice = match by_build {
-        Some((launch, pattern)) => Some((launch, DeclaredBy::Build { pattern })),
-        None => from_bounds(&facts.launch_bounds),
-    };
-    let declared = match choice {
-        Some((launch, by)) => Some(
+    let judge =
+        |launch: Launch, by: DeclaredBy| {
             declared_for(arch_name, facts, &launch, by.clone())
-                .map_err(|detail| Judging::Declared { launch, by, detail })?,
-        ),
-        None => None,
+                .map_err(|detail| Judging::Declared { launch, by, detail })
+        };
+    let declared = match by_build {
+        Some((launch, pattern)) => Some(judge(launch, DeclaredBy::Build { pattern })?),
+        None if !by_code.is_empty() => {
+            let mut worst: Option<Declared> = None;
+            for (launch, at) in by_code {
+                let d = judge(*launch, DeclaredBy::Code { at: at.clone() })?;
+                if worst.as_ref().is_none_or(|w| d.occupancy < w.occupancy) {
+                    worst = Some(d);
+                }
+            }
+            worst
+        }
+        None => match from_bounds(&facts.launch_bounds) {
+            Some((launch, by)) => Some(judge(launch, by)?),
+            None => None,
+        },
     };
     Ok((best, declared))
 }
@@ -559,6 +576,69 @@ mod tests {
             device_code: &[],
             others: None,
         })
+    }
+
+    /// The code's constant launches are each judged and the one of lowest
+    /// occupancy is declared; build.rs's launch wins over them; one the
+    /// kernel cannot run (above its `__launch_bounds__`, or no block
+    /// resident) is an error naming where the code writes it.
+    #[test]
+    fn the_codes_worst_launch_is_declared_below_build_rs_and_one_that_cannot_run_is_refused() {
+        // 80 registers on sm_80: 24 warps at 256 threads, 16 at 512, none at 1024.
+        let facts = resources(80, 8, 0).facts;
+        let code = |launches: &[(u32, &str)]| -> Vec<(Launch, String)> {
+            launches
+                .iter()
+                .map(|(n, at)| (Launch::block(*n), at.to_string()))
+                .collect()
+        };
+        let worst = judge_facts(
+            "sm_80",
+            &facts,
+            None,
+            &code(&[(256, "k.cu:3"), (512, "k.cu:4")]),
+        )
+        .expect("both run")
+        .1
+        .expect("declared");
+        assert_eq!(
+            (worst.block_size, worst.active_warps_per_sm, &worst.by),
+            (
+                512,
+                16,
+                &DeclaredBy::Code {
+                    at: "k.cu:4".into()
+                }
+            )
+        );
+        let build = Some((Launch::block(128), "k".to_string()));
+        let won = judge_facts("sm_80", &facts, build, &code(&[(512, "k.cu:4")]))
+            .expect("build.rs's runs")
+            .1
+            .expect("declared");
+        assert_eq!(
+            won.by,
+            DeclaredBy::Build {
+                pattern: "k".into()
+            }
+        );
+        let none = judge_facts(
+            "sm_80",
+            &facts,
+            None,
+            &code(&[(256, "k.cu:3"), (1024, "k.cu:5")]),
+        );
+        assert!(
+            matches!(&none, Err(Judging::Declared { by: DeclaredBy::Code { at }, .. }) if at == "k.cu:5"),
+            "{none:?}"
+        );
+        let mut bounded = facts.clone();
+        bounded.launch_bounds.max_threads = Some([256, 1, 1]);
+        let above = judge_facts("sm_80", &bounded, None, &code(&[(512, "k.cu:4")]));
+        assert!(
+            matches!(&above, Err(Judging::Declared { by: DeclaredBy::Code { at }, .. }) if at == "k.cu:4"),
+            "{above:?}"
+        );
     }
 
     /// A launch build.rs declares that leaves no block resident (255

@@ -561,6 +561,7 @@ mod tests {
             kernels,
             device_code,
             measured: Vec::new(),
+            launches: Vec::new(),
         }
     }
 

@@ -523,9 +523,7 @@ fn row(f: &Finding) -> [String; 10] {
             let at = r.and_then(|r| r.declared.as_ref());
             (
                 cell(b, a, |r| percent(r.judged_occupancy())),
-                at.map_or(String::new(), |d| {
-                    JudgedAt::Launch { launch: d.launch }.to_string()
-                }),
+                at.map_or(String::new(), |d| JudgedAt::launch(d).to_string()),
             )
         }
     };
@@ -565,6 +563,69 @@ fn note(reason: &Reason) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// The launches of the crate's C++ host code (`report.txt`'s section):
+/// a title with the counts (constant, known only at run time, naming no
+/// kernel of the build), then one row per launch: where, the kernel as
+/// written, the launch, and what occ made of it; `None` when the code
+/// launches nothing.
+pub fn code_launches(m: &Manifest) -> Option<String> {
+    use crate::compiler::launches::{self, Match};
+    if m.launches.is_empty() {
+        return None;
+    }
+    let kernels: Vec<&crate::schema::manifest::Kernel> = m.kernels.iter().collect();
+    let (mut constant, mut run_time, mut unresolved) = (0, 0, 0);
+    let mut rows: Vec<[String; 4]> = vec![[
+        "where".into(),
+        "kernel".into(),
+        "launch".into(),
+        "note".into(),
+    ]];
+    for l in &m.launches {
+        let (launch, mut note) = match l.constant() {
+            Some(c) => {
+                constant += 1;
+                (c.describe(), String::new())
+            }
+            None => {
+                run_time += 1;
+                let why = l.why.as_deref().unwrap_or("not a constant");
+                (
+                    "run time".to_string(),
+                    format!("known only at run time: {why}"),
+                )
+            }
+        };
+        if let Match::Unresolved(why) = launches::matched(l, &kernels) {
+            unresolved += 1;
+            note = if note.is_empty() {
+                format!("not judged: {why}")
+            } else {
+                format!("{note}; {why}")
+            };
+        }
+        rows.push([
+            l.at(),
+            crate::compiler::names::shown(&l.kernel).into_owned(),
+            launch,
+            note,
+        ]);
+    }
+    let mut out = format!(
+        "launches in the C++ host code ({constant} constant, {run_time} known only at run time, \
+         {unresolved} naming no kernel of the build)\n"
+    );
+    for line in align(&rows).lines() {
+        out.push_str("  ");
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    for c in launches::contradictions(m) {
+        out.push_str(&format!("  note: {c}\n"));
+    }
+    Some(out)
 }
 
 /// The launches measured on a GPU ([`crate::render::measured`]) as an

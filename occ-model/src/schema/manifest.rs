@@ -46,6 +46,56 @@ pub struct Manifest {
     /// bakes; absent when there are none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub measured: Vec<Measured>,
+    /// The `<<<...>>>` launches of the crate's own `.cu` host code
+    /// ([`crate::compiler::launches`]), by source and line; absent when
+    /// there are none. A kernel's constant launches declare its launch
+    /// where build.rs does not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub launches: Vec<CodeLaunch>,
+}
+
+/// One `<<<...>>>` launch of a crate's C++ host code, as read from its
+/// preprocessed source ([`crate::compiler::launches::read`]). A key it
+/// does not have is refused (the lock records it).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CodeLaunch {
+    /// The `.cu` file it is written in, relative to the crate.
+    pub source: String,
+    /// Its line there.
+    pub line: u32,
+    /// The kernel expression as written, without spaces (`rows_k<64>`).
+    pub kernel: String,
+    /// The block, where it is a compile-time constant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block: Option<[u32; 3]>,
+    /// The dynamic shared memory, bytes, where it is a compile-time
+    /// constant (0 where the launch gives none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic_smem: Option<u32>,
+    /// Why the launch is known only at run time (``block `n` ``); `None`
+    /// for a constant launch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+impl CodeLaunch {
+    /// Where it is: `kernels/scale.cu:42`.
+    pub fn at(&self) -> String {
+        format!("{}:{}", self.source, self.line)
+    }
+
+    /// The launch it declares, when its block and dynamic shared memory
+    /// are both compile-time constants.
+    pub fn constant(&self) -> Option<Launch> {
+        match (self.block, self.dynamic_smem, &self.why) {
+            (Some(block), Some(smem), None) => Some(Launch {
+                block,
+                dynamic_smem: DynamicSmem::Fixed(smem),
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// What device code a build embeds in the crate (`Build::embed`).
@@ -185,6 +235,10 @@ pub struct Contribution {
     pub arch: String,
     /// Its kernels, by symbol.
     pub kernels: Vec<Compiled>,
+    /// The `<<<...>>>` launches its source's host code writes, as this
+    /// job's preprocessed text gives them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub launches: Vec<CodeLaunch>,
 }
 
 /// One kernel of a job, as compiled.
@@ -368,9 +422,16 @@ impl<'a> Judged<'a> {
     }
 
     /// The launch as the reports' `launch` column shows it: the declared
-    /// shape (`1024`, `16x16 + 4 B/thread smem`), or `best` (the best block).
+    /// shape (`1024`, `16x16 + 4 B/thread smem`; `256 from
+    /// kernels/scale.cu:42` where the C++ host code declares it), or
+    /// `best` (the best block).
     pub fn launch(&self) -> String {
         match self.declared {
+            Some(Declared {
+                launch,
+                by: DeclaredBy::Code { at },
+                ..
+            }) => format!("{} from {at}", launch.describe()),
             Some(d) => d.launch.describe(),
             None => "best".into(),
         }
@@ -689,6 +750,7 @@ impl Manifest {
     pub fn validate(&self) -> std::result::Result<(), String> {
         writable("the package name", &self.package)?;
         writable("the nvcc version", &self.nvcc)?;
+        validate_launches(&self.launches)?;
         validate_names(&self.archs, &self.kernels)?;
         for kernel in &self.kernels {
             for (arch, k) in &kernel.archs {
@@ -749,6 +811,19 @@ where
 /// occ writes names, else why not, `what` naming it.
 pub fn writable(what: &str, name: &str) -> std::result::Result<(), String> {
     crate::compiler::names::check(name).map_err(|e| format!("{what} {e}"))
+}
+
+/// Checks the text of the C++ launches a manifest or lock records (their
+/// source, kernel expression and reason), as every name is checked.
+pub fn validate_launches(launches: &[CodeLaunch]) -> std::result::Result<(), String> {
+    for l in launches {
+        writable("a launch's source", &l.source)?;
+        writable(&format!("the launch at {}", l.at()), &l.kernel)?;
+        if let Some(why) = &l.why {
+            writable(&format!("the reason of the launch at {}", l.at()), why)?;
+        }
+    }
+    Ok(())
 }
 
 /// Checks what becomes Rust in `kernels.rs`, in a manifest or a lock:
@@ -1043,6 +1118,12 @@ pub enum DeclaredBy {
     LaunchBounds,
     /// The kernel's PTX `.reqntid` (its exact block shape).
     Reqntid,
+    /// A `<<<...>>>` launch of the crate's C++ host code with a constant
+    /// block (the one of lowest occupancy where there are several).
+    Code {
+        /// Where: `kernels/scale.cu:42`.
+        at: String,
+    },
 }
 
 /// A kernel's occupancy at its declared launch on one arch, and what would

@@ -29,6 +29,7 @@ fn build(log: &str, ptx: &str) -> Result<Vec<String>, Error> {
         log,
         ptx,
         signatures: &signatures,
+        launches: &[],
     };
     let jobs = [contribution(job, None)?];
     let manifest = assemble::manifest(&Assembly {

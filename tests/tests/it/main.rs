@@ -10,6 +10,7 @@ mod baseline;
 mod baseline_crate;
 mod cache_proof;
 mod cache_rules;
+mod code_launches;
 mod corpus;
 mod declared;
 mod determinism;

@@ -61,7 +61,9 @@
 mod text;
 
 use crate::error::{Error, Result};
-use crate::schema::manifest::{self, Compiled, Contribution, Kernel, Manifest, Resources, Warning};
+use crate::schema::manifest::{
+    self, CodeLaunch, Compiled, Contribution, Kernel, Manifest, Resources, Warning,
+};
 use crate::schema::measured::{self, Measured, Results};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -114,6 +116,12 @@ pub struct Lock {
     /// writes it into the manifest; the gate says a change of it as a
     /// `changed` row (never a regression), so a bless keeps it fresh.
     pub noted: BTreeMap<NoteKey, Noted>,
+    /// The `<<<...>>>` launches of the crate's C++ host code as the build
+    /// read them (the manifest's `launches`): a fact a build without nvcc
+    /// cannot read again, so that it judges the kernels they name at the
+    /// same launches. An optional key of schema 3: absent when there are
+    /// none.
+    pub launches: Vec<CodeLaunch>,
 }
 
 /// A kernel × arch of the lock: its symbol, its source and the arch.
@@ -191,6 +199,7 @@ impl Lock {
             parts: BTreeMap::new(),
             measured: Vec::new(),
             noted: notes(m, BTreeMap::new()),
+            launches: m.launches.clone(),
         }
     }
 
@@ -211,6 +220,7 @@ impl Lock {
     ) -> Lock {
         let mut kept = Vec::new();
         let mut kept_notes = BTreeMap::new();
+        let mut launches = manifest.launches.clone();
         if let Some(c) = committed {
             for (part, sources) in c
                 .lock
@@ -227,6 +237,13 @@ impl Lock {
                         .kernels
                         .iter()
                         .filter(|k| sources.contains(&k.source))
+                        .cloned(),
+                );
+                launches.extend(
+                    c.lock
+                        .launches
+                        .iter()
+                        .filter(|l| sources.contains(&l.source))
                         .cloned(),
                 );
                 kept_notes.extend(
@@ -254,6 +271,11 @@ impl Lock {
             parts,
             measured,
             noted: notes(manifest, kept_notes),
+            launches: {
+                launches.sort();
+                launches.dedup();
+                launches
+            },
         }
     }
 
@@ -300,6 +322,12 @@ impl Lock {
                 source: source.to_string(),
                 arch: arch.to_string(),
                 kernels,
+                launches: self
+                    .launches
+                    .iter()
+                    .filter(|l| l.source == source)
+                    .cloned()
+                    .collect(),
             })
             .collect())
     }
@@ -350,6 +378,7 @@ impl Lock {
     /// ([`manifest::validate_resources`]).
     pub fn validate(&self) -> std::result::Result<(), String> {
         manifest::writable("the package name", &self.package)?;
+        manifest::validate_launches(&self.launches)?;
         manifest::writable("the nvcc version", &self.nvcc)?;
         for (part, flags) in self.flags.iter().flatten() {
             manifest::writable("a part's name", part)?;
@@ -751,12 +780,54 @@ mod tests {
                     _ => None,
                 });
                 let (best, declared) =
-                    declared::judge_facts(arch, &r.facts, by_build).expect("the model");
+                    declared::judge_facts(arch, &r.facts, by_build, &[]).expect("the model");
                 r.best = best;
                 r.declared = declared;
             }
         }
         l
+    }
+
+    /// The C++ launches a build read are a fact the lock records (one
+    /// optional key, absent when there are none); reading the lock judges
+    /// the kernel they name at its constant launch, as the build did.
+    #[test]
+    fn the_code_launches_are_recorded_and_judge_their_kernel_on_reading() {
+        let plain = lock(&[("k", arch(32, 64, 0))]);
+        assert!(!plain.to_text().contains("launches"), "{}", plain.to_text());
+        let mut l = plain.clone();
+        let at = |line: u32, block: Option<[u32; 3]>, why: Option<&str>| CodeLaunch {
+            source: "k.cu".into(),
+            line,
+            kernel: "k".into(),
+            block,
+            dynamic_smem: Some(0),
+            why: why.map(str::to_string),
+        };
+        l.launches = vec![
+            at(3, Some([128, 1, 1]), None),
+            at(4, None, Some("block `n`")),
+        ];
+        let text = l.to_text();
+        assert!(text.contains("\"launches\": ["), "{text}");
+        let read = Lock::from_text(&text, Path::new("occ.lock")).expect("reads");
+        assert_eq!(read.launches, l.launches);
+        let d = read.kernels[0].archs["sm_80"]
+            .declared
+            .as_ref()
+            .expect("declared");
+        assert_eq!(
+            (d.launch.block, &d.by),
+            (
+                [128, 1, 1],
+                &DeclaredBy::Code {
+                    at: "k.cu:3".into()
+                }
+            )
+        );
+        // A key a launch does not have is refused, as any other.
+        let bad = text.replace("\"why\"", "\"whyy\"");
+        assert!(Lock::from_text(&bad, Path::new("occ.lock")).is_err());
     }
 
     #[test]

@@ -34,11 +34,12 @@
 //! dropped, and recomputed.
 
 use super::{Lock, LockKernel, NoteKey, Noted, LOCK_SCHEMA};
-use crate::compiler::{analyze, names, ptxas};
+use crate::compiler::{analyze, launches, names, ptxas};
 use crate::error::{Error, Result};
 use crate::model::declared;
 use crate::schema::manifest::{
-    self, DeclaredBy, DynamicSmem, Facts, Kernel, Launch, LaunchBounds, Param, Resources,
+    self, CodeLaunch, DeclaredBy, DynamicSmem, Facts, Kernel, Launch, LaunchBounds, Param,
+    Resources,
 };
 use crate::schema::measured::Measured;
 use serde::{Deserialize, Serialize};
@@ -67,6 +68,8 @@ struct LockFile {
     parts: BTreeMap<String, Vec<String>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     measured: Vec<Measured>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    launches: Vec<CodeLaunch>,
 }
 
 /// One kernel's line.
@@ -211,6 +214,7 @@ pub(super) fn write(lock: &Lock) -> String {
             .collect(),
         parts: lock.parts.clone(),
         measured: lock.measured.clone(),
+        launches: lock.launches.clone(),
     };
     let mut out = Vec::new();
     let mut ser = serde_json::Serializer::with_formatter(&mut out, LockFormatter::default());
@@ -248,7 +252,7 @@ fn arch_line(r: &Resources, noted: Option<&Noted>) -> ArchLine {
             block: d.launch.block,
             dynamic_smem: d.launch.dynamic_smem,
         }),
-        DeclaredBy::LaunchBounds | DeclaredBy::Reqntid => None,
+        DeclaredBy::LaunchBounds | DeclaredBy::Reqntid | DeclaredBy::Code { .. } => None,
     });
     ArchLine {
         registers: f.registers,
@@ -318,12 +322,35 @@ fn derive(file: LockFile) -> std::result::Result<Lock, String> {
             .iter()
             .map(|k| (k.name.as_str(), k.source.as_str())),
     );
+    // The C++ launches judge the kernels they name, by the assembly's rule.
+    let named: Vec<Kernel<()>> = file
+        .kernels
+        .iter()
+        .map(|line| {
+            let names = names::kernel_name(&line.name);
+            Kernel {
+                name: line.name.clone(),
+                demangled: names.demangled,
+                base_name: names.base,
+                short_name: names.short,
+                ident: String::new(),
+                source: line.source.clone(),
+                params: Vec::new(),
+                archs: BTreeMap::new(),
+            }
+        })
+        .collect();
+    let named: Vec<&Kernel<()>> = named.iter().collect();
+    let by_code = launches::by_kernel(&file.launches, &named);
     let kernels = file
         .kernels
         .iter()
         .map(|line| {
             let ident = idents[&(line.name.as_str(), line.source.as_str())].clone();
-            kernel_of(line, ident)
+            let code = by_code
+                .get(&(line.name.clone(), line.source.clone()))
+                .map_or(&[][..], Vec::as_slice);
+            kernel_of(line, ident, code)
         })
         .collect::<std::result::Result<Vec<_>, String>>()?;
     let noted = file
@@ -349,10 +376,15 @@ fn derive(file: LockFile) -> std::result::Result<Lock, String> {
         parts: file.parts,
         measured: file.measured,
         noted,
+        launches: file.launches,
     })
 }
 
-fn kernel_of(line: &KernelLine, ident: String) -> std::result::Result<LockKernel, String> {
+fn kernel_of(
+    line: &KernelLine,
+    ident: String,
+    by_code: &[(Launch, String)],
+) -> std::result::Result<LockKernel, String> {
     if line.name.is_empty() {
         return Err(format!("a kernel of {} has no symbol", line.source));
     }
@@ -375,7 +407,7 @@ fn kernel_of(line: &KernelLine, ident: String) -> std::result::Result<LockKernel
     let archs = line
         .archs
         .iter()
-        .map(|(arch, a)| Ok((arch.clone(), resources_of(&line.name, arch, a)?)))
+        .map(|(arch, a)| Ok((arch.clone(), resources_of(&line.name, arch, a, by_code)?)))
         .collect::<std::result::Result<BTreeMap<_, _>, String>>()?;
     // A recorded launch was build.rs's for this kernel: its pattern names it.
     let all = [
@@ -411,7 +443,12 @@ fn kernel_of(line: &KernelLine, ident: String) -> std::result::Result<LockKernel
 }
 
 /// One kernel × arch as a build judges it ([`declared::judge_facts`]).
-fn resources_of(kernel: &str, arch: &str, a: &ArchLine) -> std::result::Result<Resources, String> {
+fn resources_of(
+    kernel: &str,
+    arch: &str,
+    a: &ArchLine,
+    by_code: &[(Launch, String)],
+) -> std::result::Result<Resources, String> {
     // Facts no ptxas reports: refused before the model sees them.
     if a.registers > MAX_REGISTERS {
         return Err(format!(
@@ -453,7 +490,7 @@ fn resources_of(kernel: &str, arch: &str, a: &ArchLine) -> std::result::Result<R
             l.pattern.clone(),
         )
     });
-    let (best, declared) = declared::judge_facts(arch, &facts, by_build).map_err(|e| {
+    let (best, declared) = declared::judge_facts(arch, &facts, by_build, by_code).map_err(|e| {
         let detail = match e {
             declared::Judging::Best(detail) | declared::Judging::Declared { detail, .. } => detail,
         };
