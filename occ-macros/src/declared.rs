@@ -41,7 +41,7 @@ pub fn by_build(ka: &KernelArch) -> Option<ByBuild<'_>> {
             launch: &d.launch,
             pattern,
         }),
-        DeclaredBy::LaunchBounds | DeclaredBy::Reqntid => None,
+        DeclaredBy::LaunchBounds | DeclaredBy::Reqntid | DeclaredBy::Best => None,
     }
 }
 

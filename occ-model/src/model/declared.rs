@@ -171,6 +171,67 @@ impl DeclaredBy {
             DeclaredBy::Build { pattern } => format!("build.rs `{pattern}`"),
             DeclaredBy::LaunchBounds => "__launch_bounds__".into(),
             DeclaredBy::Reqntid => ".reqntid".into(),
+            DeclaredBy::Best => "the best block at build.rs's dynamic shared memory".into(),
+        }
+    }
+}
+
+impl DynamicSmem {
+    /// At most `bytes` per block, whatever the block size: the bound of a
+    /// size known only at run time, judged at that worst case
+    /// (`Build::dynamic_smem("softmax", DynamicSmem::up_to(48 * 1024))`).
+    pub const fn up_to(bytes: u32) -> Self {
+        DynamicSmem::Fixed(bytes)
+    }
+
+    /// `bytes` per thread of the block (`DynamicSmem::per_thread(8)`: 2 KiB
+    /// at 256 threads).
+    pub const fn per_thread(bytes: u32) -> Self {
+        DynamicSmem::PerThread {
+            per_thread: bytes,
+            fixed: 0,
+        }
+    }
+
+    /// `bytes` per block more.
+    pub const fn plus(self, bytes: u32) -> Self {
+        match self {
+            DynamicSmem::Fixed(b) => DynamicSmem::Fixed(b.saturating_add(bytes)),
+            DynamicSmem::PerThread { per_thread, fixed } => DynamicSmem::PerThread {
+                per_thread,
+                fixed: fixed.saturating_add(bytes),
+            },
+        }
+    }
+
+    /// In words: `49152 B`, `128 B/thread`, `8 B/thread + 512 B`.
+    pub fn describe(&self) -> String {
+        match *self {
+            DynamicSmem::Fixed(b) => format!("{b} B"),
+            DynamicSmem::PerThread {
+                per_thread,
+                fixed: 0,
+            } => format!("{per_thread} B/thread"),
+            DynamicSmem::PerThread { per_thread, fixed } => {
+                format!("{per_thread} B/thread + {fixed} B")
+            }
+        }
+    }
+
+    /// The expression that builds it, for a message's build.rs line:
+    /// `DynamicSmem::per_thread(128).plus(512)`.
+    pub fn in_rust(&self) -> String {
+        match *self {
+            DynamicSmem::Fixed(b) => format!("DynamicSmem::up_to({b})"),
+            DynamicSmem::PerThread {
+                per_thread,
+                fixed: 0,
+            } => {
+                format!("DynamicSmem::per_thread({per_thread})")
+            }
+            DynamicSmem::PerThread { per_thread, fixed } => {
+                format!("DynamicSmem::per_thread({per_thread}).plus({fixed})")
+            }
         }
     }
 }
@@ -340,23 +401,76 @@ pub enum Judging {
 /// declared launch, which is build.rs's
 /// (`by_build`: the launch and the pattern that stated it) where it
 /// states one, else the one the kernel's launch bounds declare
-/// ([`from_bounds`]), else none. The assembly and the lock's check of its
+/// ([`from_bounds`]), else none. build.rs's dynamic shared memory
+/// (`smem_by_build`: the rule and its pattern) is that launch's, or with
+/// no block declared, the best block's at it (`DeclaredBy::Best`): judged
+/// at its worst case either way. The assembly and the lock's check of its
 /// derived numbers both call it.
 pub fn judge_facts(
     arch_name: &str,
     facts: &Facts,
     by_build: Option<(Launch, String)>,
+    smem_by_build: Option<(DynamicSmem, String)>,
 ) -> std::result::Result<(Option<Best>, Option<Declared>), Judging> {
     let best = best_launch(arch_name, facts).map_err(Judging::Best)?;
     let choice = match by_build {
         Some((launch, pattern)) => Some((launch, DeclaredBy::Build { pattern })),
         None => from_bounds(&facts.launch_bounds),
     };
+    let choice = match (choice, smem_by_build) {
+        (choice, None) => choice.map(|(launch, by)| (launch, by, None)),
+        (Some((mut launch, by)), Some((rule, pattern))) => {
+            let stated = launch.dynamic_smem;
+            if stated != DynamicSmem::Fixed(0) && stated != rule {
+                let detail = format!(
+                    "build.rs's `.dynamic_smem(\"{pattern}\", {})` gives it {} of dynamic shared \
+                     memory too; declare it once",
+                    rule.in_rust(),
+                    rule.describe()
+                );
+                return Err(Judging::Declared { launch, by, detail });
+            }
+            launch.dynamic_smem = rule;
+            Some((launch, by, Some(pattern)))
+        }
+        (None, Some((rule, pattern))) => {
+            // No block declared: the best one at that dynamic shared memory.
+            let arch = arch::lookup(arch_name).map_err(|e| Judging::Best(e.to_string()))?;
+            let res = analyze::model_of(facts);
+            let request = within_bounds(
+                &facts.launch_bounds,
+                suggest::TuneRequest {
+                    dynamic_smem: rule,
+                    ..suggest::TuneRequest::default()
+                },
+            );
+            let launch = |block: u32| Launch {
+                block: [block, 1, 1],
+                dynamic_smem: rule,
+            };
+            match decide(arch, &res, Ask::Best(&request)) {
+                Ok(Some(b)) => Some((launch(b.block_size), DeclaredBy::Best, Some(pattern))),
+                Ok(None) => {
+                    return Err(Judging::Declared {
+                        launch: launch(0),
+                        by: DeclaredBy::Best,
+                        detail: format!(
+                            "no block size runs it with build.rs's `.dynamic_smem(\"{pattern}\", \
+                             {})`",
+                            rule.in_rust()
+                        ),
+                    })
+                }
+                Err(e) => return Err(Judging::Best(e.to_string())),
+            }
+        }
+    };
     let declared = match choice {
-        Some((launch, by)) => Some(
-            declared_for(arch_name, facts, &launch, by.clone())
-                .map_err(|detail| Judging::Declared { launch, by, detail })?,
-        ),
+        Some((launch, by, smem_pattern)) => Some(Declared {
+            smem_pattern,
+            ..declared_for(arch_name, facts, &launch, by.clone())
+                .map_err(|detail| Judging::Declared { launch, by, detail })?
+        }),
         None => None,
     };
     Ok((best, declared))
@@ -418,6 +532,7 @@ pub fn declared_for(
     Ok(Declared {
         launch: *launch,
         by,
+        smem_pattern: None,
         block_size: at.block_size,
         dynamic_smem: at.dynamic_smem,
         active_blocks_per_sm: occ.active_blocks_per_sm,
@@ -463,13 +578,14 @@ pub fn matches(pattern: &str, name: &str) -> bool {
 /// over every pattern with wildcards, whatever their order. Two matching
 /// patterns of the kind that wins that give different launches are an
 /// error; the same launch twice is not (the last of them is returned).
-pub fn by_build<'a>(
+pub fn by_build<'a, T: PartialEq>(
     kernel: &str,
     names: &[String],
-    stated: &'a [(String, Launch)],
-) -> Result<Option<&'a (String, Launch)>> {
+    stated: &'a [(String, T)],
+    words: impl Fn(&T) -> String,
+) -> Result<Option<&'a (String, T)>> {
     let exact = |pattern: &str| !pattern.contains(['*', '?']);
-    let hits = |want_exact: bool| -> Vec<&'a (String, Launch)> {
+    let hits = |want_exact: bool| -> Vec<&'a (String, T)> {
         stated
             .iter()
             .filter(|(p, _)| exact(p) == want_exact && names.iter().any(|n| matches(p, n)))
@@ -483,7 +599,7 @@ pub fn by_build<'a>(
         return Ok(None);
     };
     if let Some(&second) = winners.iter().find(|(_, l)| *l != first.1) {
-        let said = |(p, l): &(String, Launch)| (p.clone(), l.in_words());
+        let said = |(p, l): &(String, T)| (p.clone(), words(l));
         return Err(Error::ConflictingLaunches {
             kernel: kernel.to_string(),
             first: said(first),
@@ -496,7 +612,7 @@ pub fn by_build<'a>(
 /// Refuses a pattern of `stated` that matches none of the kernels, each
 /// given by its names (symbol, name without parameters, short name, Rust
 /// identifier), naming the kernels closest to it.
-pub fn check_patterns(kernels: &[[&str; 4]], stated: &[(String, Launch)]) -> Result<()> {
+pub fn check_patterns<T>(kernels: &[[&str; 4]], stated: &[(String, T)]) -> Result<()> {
     for (pattern, _) in stated {
         if !kernels.iter().flatten().any(|n| matches(pattern, n)) {
             return Err(Error::UnmatchedLaunch {
@@ -555,6 +671,7 @@ mod tests {
             archs: &lock.archs,
             jobs: &jobs,
             launches: stated,
+            dynamic_smem: &[],
             measured: &[],
             device_code: &[],
             others: None,
@@ -582,6 +699,62 @@ mod tests {
             .is_none());
         let runs = declared_for("sm_80", &facts, &Launch::block(128), by).expect("128 runs");
         assert!(runs.active_blocks_per_sm > 0);
+    }
+
+    /// Dynamic shared memory build.rs declares without a block is judged at
+    /// occ's best block for it, lower than the kernel's best without any;
+    /// with a block declared (build.rs's or the kernel's bounds'), at that
+    /// block; given twice, differently, it is refused.
+    #[test]
+    fn declared_dynamic_smem_is_judged_at_its_worst_case() {
+        let facts = resources(32, 0, 0).facts;
+        let smem = |rule| Some((rule, "k".to_string()));
+        let (best, none) = judge_facts("sm_80", &facts, None, None).expect("the model");
+        let best = best.expect("a best launch");
+        assert_eq!((best.occupancy, none), (1.0, None));
+        let (_, declared) = judge_facts("sm_80", &facts, None, smem(DynamicSmem::per_thread(128)))
+            .expect("the model");
+        let d = declared.expect("declared");
+        assert_eq!(d.by, DeclaredBy::Best);
+        assert_eq!(d.smem_pattern.as_deref(), Some("k"));
+        assert_eq!(d.dynamic_smem, 128 * d.block_size);
+        assert!(
+            d.occupancy < best.occupancy,
+            "{} at {}",
+            d.occupancy,
+            d.block_size
+        );
+        // The bound of a run-time size: judged at it, at the bounds' block.
+        let mut bounded = facts.clone();
+        bounded.launch_bounds.max_threads = Some([256, 1, 1]);
+        let (_, declared) = judge_facts("sm_80", &bounded, None, smem(DynamicSmem::up_to(49152)))
+            .expect("the model");
+        let d = declared.expect("declared");
+        assert_eq!(
+            (d.by, d.block_size, d.dynamic_smem),
+            (DeclaredBy::LaunchBounds, 256, 49152)
+        );
+        assert!(d.occupancy < 0.5, "{}", d.occupancy);
+        // build.rs's `.launch` with its own dynamic shared memory, and a
+        // different `dynamic_smem`: declared twice.
+        let launch = Some((Launch::block(256).dynamic_smem(1024), "k".to_string()));
+        let twice = judge_facts("sm_80", &facts, launch, smem(DynamicSmem::up_to(2048)));
+        match twice {
+            Err(Judging::Declared { detail, .. }) => {
+                assert!(detail.contains("declare it once"), "{detail}");
+                assert!(detail.contains("DynamicSmem::up_to(2048)"), "{detail}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // The same amount stated both ways is one declaration.
+        let launch = Some((Launch::block(256).dynamic_smem(1024), "k".to_string()));
+        let (_, same) = judge_facts("sm_80", &facts, launch, smem(DynamicSmem::up_to(1024)))
+            .expect("the same dynamic shared memory");
+        assert_eq!(same.map(|d| d.dynamic_smem), Some(1024));
+        assert_eq!(
+            DynamicSmem::per_thread(8).plus(512).in_rust(),
+            "DynamicSmem::per_thread(8).plus(512)"
+        );
     }
 
     /// A `.reqntid` kernel's best launch is its required block, also where
@@ -645,7 +818,7 @@ mod tests {
         let names = ["_Z9transposePfPKf", "transpose", "transpose", "transpose"].map(String::from);
         let stated: Vec<(String, Launch)> =
             stated.iter().map(|(p, l)| (p.to_string(), *l)).collect();
-        by_build("transpose", &names, &stated)
+        by_build("transpose", &names, &stated, Launch::in_words)
             .map(|hit| hit.map(|(p, l)| format!("{p} {}", l.describe())))
             .map_err(|e| e.to_string())
     }

@@ -107,6 +107,8 @@ struct ArchLine {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     launch: Option<BuildLaunch>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    dynamic_smem: Option<BuildSmem>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     cubin_hash: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     cmem: BTreeMap<String, u64>,
@@ -142,6 +144,31 @@ struct BuildLaunch {
     block: [u32; 3],
     #[serde(default, skip_serializing_if = "no_smem")]
     dynamic_smem: DynamicSmem,
+}
+
+/// The dynamic shared memory build.rs declared for a kernel
+/// (`Build::dynamic_smem`): `{"pattern": "k", "per_thread": 128}`, or
+/// `{"pattern": "k", "bytes": 49152}` for a bound per block.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BuildSmem {
+    pattern: String,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    per_thread: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    bytes: u32,
+}
+
+impl BuildSmem {
+    fn rule(&self) -> DynamicSmem {
+        match self.per_thread {
+            0 => DynamicSmem::Fixed(self.bytes),
+            per_thread => DynamicSmem::PerThread {
+                per_thread,
+                fixed: self.bytes,
+            },
+        }
+    }
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -242,13 +269,31 @@ fn kernel_line(k: &LockKernel, noted: &BTreeMap<NoteKey, Noted>) -> KernelLine {
 
 fn arch_line(r: &Resources, noted: Option<&Noted>) -> ArchLine {
     let f = &r.facts;
+    let smem_pattern = r.declared.as_ref().and_then(|d| d.smem_pattern.as_ref());
     let launch = r.declared.as_ref().and_then(|d| match &d.by {
         DeclaredBy::Build { pattern } => Some(BuildLaunch {
             pattern: pattern.clone(),
             block: d.launch.block,
-            dynamic_smem: d.launch.dynamic_smem,
+            // Its own when it stated some; else build.rs's
+            // `dynamic_smem`, recorded below, gave it.
+            dynamic_smem: match smem_pattern {
+                Some(_) => DynamicSmem::Fixed(0),
+                None => d.launch.dynamic_smem,
+            },
         }),
-        DeclaredBy::LaunchBounds | DeclaredBy::Reqntid => None,
+        DeclaredBy::LaunchBounds | DeclaredBy::Reqntid | DeclaredBy::Best => None,
+    });
+    let dynamic_smem = r.declared.as_ref().and_then(|d| {
+        let pattern = d.smem_pattern.clone()?;
+        let (per_thread, bytes) = match d.launch.dynamic_smem {
+            DynamicSmem::Fixed(b) => (0, b),
+            DynamicSmem::PerThread { per_thread, fixed } => (per_thread, fixed),
+        };
+        Some(BuildSmem {
+            pattern,
+            per_thread,
+            bytes,
+        })
     });
     ArchLine {
         registers: f.registers,
@@ -261,6 +306,7 @@ fn arch_line(r: &Resources, noted: Option<&Noted>) -> ArchLine {
         launch_bounds: BoundsLine::from(&f.launch_bounds),
         maxrregcount: f.maxrregcount,
         launch,
+        dynamic_smem,
         cubin_hash: r.cubin_hash.clone(),
         cmem: noted.map(|n| n.cmem.clone()).unwrap_or_default(),
         warnings: noted
@@ -453,7 +499,11 @@ fn resources_of(kernel: &str, arch: &str, a: &ArchLine) -> std::result::Result<R
             l.pattern.clone(),
         )
     });
-    let (best, declared) = declared::judge_facts(arch, &facts, by_build).map_err(|e| {
+    let smem = a
+        .dynamic_smem
+        .as_ref()
+        .map(|d| (d.rule(), d.pattern.clone()));
+    let (best, declared) = declared::judge_facts(arch, &facts, by_build, smem).map_err(|e| {
         let detail = match e {
             declared::Judging::Best(detail) | declared::Judging::Declared { detail, .. } => detail,
         };
