@@ -47,8 +47,8 @@ pub fn saxpy_site() -> occ::Baked {
 }
 
 /// `block_sum`'s launch site: `ITEMS` (32) floats of dynamic shared memory
-/// per thread.
-#[launch_config(kernel = "block_sum", smem_per_thread = 32 * 4, tuned = true)]
+/// per thread, as build.rs declares (`.dynamic_smem("block_sum", ..)`).
+#[launch_config(kernel = "block_sum", tuned = true)]
 pub fn block_sum_site() -> occ::Baked {
     LAUNCH
 }

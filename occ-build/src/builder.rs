@@ -2,6 +2,7 @@
 
 use occ_model::model::arch;
 use occ_model::model::declared::Launch;
+use occ_model::model::suggest::DynamicSmem;
 use occ_model::schema::manifest::Embed;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -21,6 +22,7 @@ pub struct Build {
     pub(crate) archs: Vec<String>,
     pub(crate) arch_variants: Vec<(String, arch::Variant)>,
     pub(crate) launches: Vec<(String, Launch)>,
+    pub(crate) dynamic_smem: Vec<(String, DynamicSmem)>,
     pub(crate) nvcc: Option<PathBuf>,
     pub(crate) deny_spills: bool,
     pub(crate) max_registers: Vec<(String, u32)>,
@@ -232,6 +234,35 @@ impl Build {
     /// ```
     pub fn launch(&mut self, pattern: impl Into<String>, launch: Launch) -> &mut Self {
         self.launches.push((pattern.into(), launch));
+        self
+    }
+
+    /// Declares the dynamic shared memory the kernels matching `pattern`
+    /// launch with, whatever their block (the block then comes from
+    /// `.launch`, else the kernel's `__launch_bounds__`/`.reqntid`, else
+    /// occ's best block at that much): `DynamicSmem::up_to(bytes)` for a
+    /// size known only at run time, judged at that worst case, and
+    /// `DynamicSmem::per_thread(bytes)` (`.plus(bytes)` per block more)
+    /// for one that grows with the block. The reports, `cargo occ
+    /// explain`, kernels.rs, the gate and every `#[launch_config]` site of
+    /// the kernel then judge it with that much; a site that names other
+    /// dynamic shared memory is a compile error, and so is one that
+    /// launches with dynamic shared memory costing occupancy that build.rs
+    /// does not declare. Patterns match as in [`Build::launch`]; a
+    /// `.launch` of the same kernel that gives its own dynamic shared
+    /// memory, other than this, is an error.
+    ///
+    /// ```no_run
+    /// use occ_build::{Build, DynamicSmem};
+    /// Build::new()
+    ///     .glob("kernels/*.cu")
+    ///     .arch("sm_80")
+    ///     .dynamic_smem("softmax_rows", DynamicSmem::up_to(48 * 1024))
+    ///     .dynamic_smem("block_sum", DynamicSmem::per_thread(4))
+    ///     .compile();
+    /// ```
+    pub fn dynamic_smem(&mut self, pattern: impl Into<String>, rule: DynamicSmem) -> &mut Self {
+        self.dynamic_smem.push((pattern.into(), rule));
         self
     }
 

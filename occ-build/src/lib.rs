@@ -173,5 +173,6 @@ pub use leaf::directives::Directives;
 pub use leaf::error::ErrorKind;
 pub use occ_model::model::arch::Target;
 pub use occ_model::model::declared::Launch;
+pub use occ_model::model::suggest::DynamicSmem;
 pub use occ_model::schema::manifest::Embed;
 pub use pipeline::Report;

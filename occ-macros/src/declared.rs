@@ -41,7 +41,10 @@ pub fn by_build(ka: &KernelArch) -> Option<ByBuild<'_>> {
             launch: &d.launch,
             pattern,
         }),
-        DeclaredBy::LaunchBounds | DeclaredBy::Reqntid | DeclaredBy::Code { .. } => None,
+        DeclaredBy::LaunchBounds
+        | DeclaredBy::Reqntid
+        | DeclaredBy::Code { .. }
+        | DeclaredBy::Best => None,
     }
 }
 

@@ -130,6 +130,14 @@
 //!   declares nothing for, whose gate judged another block: a compile
 //!   error with the `.launch(..)` line to add and the site without it.
 //!
+//! Dynamic shared memory likewise: build.rs's `.dynamic_smem(pattern,
+//! DynamicSmem)` gives a kernel's, whatever its block, and every site
+//! launches with it (a site's other bytes are a compile error). A site's
+//! own `dynamic_smem`/`smem_per_thread` on a kernel build.rs declares none
+//! for is allowed where it costs no occupancy at the site's block (the
+//! gate, judging without it, then judges what the site gets) and
+//! otherwise a compile error that gives the `.dynamic_smem(..)` line.
+//!
 //! A site that states no option shaping its launch (`block`,
 //! `max_block_size`, `block_multiple`, `dynamic_smem`, `smem_per_thread`,
 //! `smem_fixed`, `tuned`; `arch`, `min_occupancy` and the spill options do

@@ -457,6 +457,9 @@ fn tune_arch(
     };
     let occ = &best.occupancy;
     let dynamic_smem = dynamic_smem_at(args, kernel, arch_name, limits, &resources, &best)?;
+    if by_build.is_none() && smem_by_build(ka).is_none() {
+        undeclared_dynamic_smem(args, kernel, arch_name, limits, &resources, &best)?;
+    }
     let judged_by = judged.as_ref().and_then(|(_, d)| d.map(|d| &d.by));
     let launch_words = launch_words(was_measured, by_build.is_some(), bare, judged_by);
     check_min_occupancy(args, kernel, arch_name, &best, was_measured, launch_words)?;
@@ -500,6 +503,9 @@ fn launch_words(
             "block size declared by __launch_bounds__"
         }
         (false, false, true, Some(DeclaredBy::Reqntid)) => "block size declared by .reqntid",
+        (false, false, true, Some(DeclaredBy::Best)) => {
+            "best block size at build.rs's dynamic shared memory"
+        }
         (false, false, _, _) => "best block size",
     }
 }
@@ -518,6 +524,25 @@ fn arch_request(
         return Ok(decl.launch.request());
     }
     let mut request = site_request(args);
+    if let Some((rule, pattern)) = smem_by_build(ka) {
+        if let Some((span, said)) = site_smem(args).filter(|(_, said)| *said != Some(rule)) {
+            return Err(Failure::new(
+                span,
+                format!(
+                    "build.rs declares the dynamic shared memory of `{}`, `.dynamic_smem(\"{pattern}\", {})`, which the gate, the reports and kernels.rs judge it at{}",
+                    kernel.base_name,
+                    rule.in_rust(),
+                    match said {
+                        Some(said) => format!(", not {}", said.describe()),
+                        None => String::new(),
+                    }
+                ),
+                String::new(),
+                "; drop it here (the site launches with build.rs's) or change build.rs's".into(),
+            ));
+        }
+        request.dynamic_smem = rule;
+    }
     require_block(args, kernel, ka, &mut request)?;
     if let Some(shape) = &args.block {
         apply_shape(kernel, ka, shape, args, &mut request)?;
@@ -528,6 +553,85 @@ fn arch_request(
         return Err(Failure::new(span, message, String::new(), String::new()));
     }
     Ok(request)
+}
+
+/// The dynamic shared memory build.rs declares for the kernel on this
+/// arch (`Build::dynamic_smem`) and its pattern.
+fn smem_by_build(ka: &KernelArch) -> Option<(DynamicSmem, &str)> {
+    let d = ka.judged()?.declared?;
+    Some((d.launch.dynamic_smem, d.smem_pattern.as_deref()?))
+}
+
+/// The site's own dynamic shared memory option, where it gives one: its
+/// span, and the rule (`None` for `dynamic_smem = "max"`).
+fn site_smem(args: &Args) -> Option<(Span, Option<DynamicSmem>)> {
+    match (&args.dynamic_smem, &args.smem_per_thread, &args.smem_fixed) {
+        (Some(d), _, _) => Some((
+            d.span,
+            match d.value {
+                DynamicSmemArg::Bytes(b) => Some(DynamicSmem::Fixed(b)),
+                DynamicSmemArg::Max => None,
+            },
+        )),
+        (None, Some(p), f) => Some((
+            p.span,
+            Some(DynamicSmem::PerThread {
+                per_thread: p.value,
+                fixed: f.as_ref().map_or(0, |f| f.value),
+            }),
+        )),
+        (None, None, Some(f)) => Some((f.span, Some(DynamicSmem::Fixed(f.value)))),
+        (None, None, None) => None,
+    }
+}
+
+/// One truth for dynamic shared memory, as for blocks: a site's own
+/// dynamic shared memory on a kernel build.rs declares none for is
+/// invisible to the gate, the reports and kernels.rs. Where it costs
+/// occupancy at the block the site launches, the site is refused, with
+/// the build.rs line that makes all of them judge it; where it costs
+/// nothing there (`dynamic_smem = "max"` never does), what they judge is
+/// what the site gets.
+fn undeclared_dynamic_smem(
+    args: &Args,
+    kernel: &Kernel,
+    arch_name: &str,
+    limits: &arch::Arch,
+    resources: &KernelResources,
+    best: &BestBlock,
+) -> Result<(), Failure> {
+    let Some((span, Some(rule))) = site_smem(args) else {
+        return Ok(());
+    };
+    let without = occ_model::model::occupancy::occupancy(
+        limits,
+        resources,
+        &BlockLaunch::new(best.block_size),
+    );
+    let Ok(without) = without else {
+        return Ok(());
+    };
+    if best.occupancy.active_warps_per_sm >= without.active_warps_per_sm {
+        return Ok(());
+    }
+    Err(Failure::new(
+        span,
+        format!(
+            "this site launches `{}` with {} of dynamic shared memory, which the gate, the reports and kernels.rs do not see:",
+            kernel.base_name,
+            rule.describe()
+        ),
+        format!(
+            "{} at block {} on {arch_name}, where they judge it without",
+            occ_model::render::units::percent(best.occupancy.occupancy),
+            best.block_size,
+        ),
+        format!(
+            "; declare it once in build.rs, `.dynamic_smem(\"{}\", {})`, and drop it here",
+            kernel.short_name,
+            rule.in_rust()
+        ),
+    ))
 }
 
 /// The tuning request of the site's options (dynamic shared memory, the
@@ -858,6 +962,16 @@ pub(crate) mod tests {
         bounds: LaunchBounds,
         launches: &[(String, Launch)],
     ) -> Manifest {
+        manifest_with(registers, bounds, launches, &[])
+    }
+
+    /// [`manifest`] with build.rs's `dynamic_smem` too.
+    fn manifest_with(
+        registers: u32,
+        bounds: LaunchBounds,
+        launches: &[(String, Launch)],
+        dynamic_smem: &[(String, DynamicSmem)],
+    ) -> Manifest {
         let facts = Facts {
             registers,
             static_smem: 0,
@@ -895,6 +1009,7 @@ pub(crate) mod tests {
             archs: &archs,
             jobs: &jobs,
             launches,
+            dynamic_smem,
             measured: &[],
             device_code: &[],
             others: None,
@@ -983,5 +1098,74 @@ pub(crate) mod tests {
         );
         assert_eq!(judged(&req).1, [32, 4, 1]);
         assert_eq!(baked(&row(quote!(kernel = "k"), &req)), judged(&req));
+    }
+
+    /// The site's error, for an attribute the macro refuses.
+    fn refused(attr: proc_macro2::TokenStream, m: &Manifest) -> String {
+        let (a, mut errors) = args::parse(attr.clone());
+        let plan = plan(&a, m, &mut errors);
+        assert!(plan.is_none() || !errors.is_empty(), "{attr} was accepted");
+        errors.into_error().expect("an error").to_string()
+    }
+
+    #[test]
+    fn a_sites_dynamic_shared_memory_the_gate_does_not_see_is_refused_where_it_costs_occupancy() {
+        // 32 registers, nothing declared: judged at its best block, 100 %,
+        // with no dynamic shared memory.
+        let m = manifest(32, LaunchBounds::default(), &[]);
+        assert_eq!(judged(&m).4, 1.0);
+        // 100 KiB per block leaves fewer warps resident than the gate says.
+        let said = refused(quote!(kernel = "k", dynamic_smem = 102400), &m);
+        for needle in [
+            "this site launches `k` with 102400 B of dynamic shared memory",
+            "which the gate, the reports and kernels.rs do not see",
+            "on sm_80",
+            "`.dynamic_smem(\"k\", DynamicSmem::up_to(102400))`",
+        ] {
+            assert!(said.contains(needle), "{needle:?} not in: {said}");
+        }
+        let said = refused(quote!(kernel = "k", smem_per_thread = 128), &m);
+        assert!(said.contains("DynamicSmem::per_thread(128))`"), "{said}");
+        // What costs nothing at the site's block is what the gate judges
+        // (48 KiB: two blocks of 1,024 threads still fit, as the
+        // registers allow).
+        for attr in [
+            quote!(kernel = "k", dynamic_smem = 49152),
+            quote!(kernel = "k", dynamic_smem = 1024),
+            quote!(kernel = "k", dynamic_smem = "max"),
+        ] {
+            let r = row(attr.clone(), &m);
+            assert_eq!(r.occupancy, judged(&m).4, "{attr}");
+        }
+    }
+
+    #[test]
+    fn dynamic_shared_memory_build_rs_declares_is_what_every_site_launches_with() {
+        let rule = DynamicSmem::PerThread {
+            per_thread: 128,
+            fixed: 0,
+        };
+        let m = manifest_with(32, LaunchBounds::default(), &[], &[("k".into(), rule)]);
+        let (block, _, smem, _, occupancy) = judged(&m);
+        assert_eq!(smem, 128 * block);
+        assert!(occupancy < 1.0, "{occupancy}");
+        // A site with no option bakes exactly the judged launch; one that
+        // tunes its block tunes it at build.rs's dynamic shared memory.
+        assert_eq!(baked(&row(quote!(kernel = "k"), &m)), judged(&m));
+        let small = row(quote!(kernel = "k", max_block_size = 128), &m);
+        assert_eq!(small.dynamic_smem, 128 * small.block_size);
+        // The same amount named at the site is the same launch.
+        let same = row(quote!(kernel = "k", smem_per_thread = 128), &m);
+        assert_eq!(same.dynamic_smem, 128 * same.block_size);
+        // Another amount is refused, naming build.rs's line.
+        let said = refused(quote!(kernel = "k", dynamic_smem = 1024), &m);
+        for needle in [
+            "build.rs declares the dynamic shared memory of `k`",
+            "`.dynamic_smem(\"k\", DynamicSmem::per_thread(128))`",
+            "not 1024 B",
+            "drop it here",
+        ] {
+            assert!(said.contains(needle), "{needle:?} not in: {said}");
+        }
     }
 }

@@ -35,6 +35,7 @@
 //!     archs: &archs,
 //!     jobs: &[],
 //!     launches: &[],
+//!     dynamic_smem: &[],
 //!     measured: &[],
 //!     device_code: &[],
 //!     others: None,
@@ -49,6 +50,7 @@
 use crate::compiler::{analyze, launches};
 use crate::error::{Error, Result};
 use crate::model::declared::{self, Launch};
+use crate::model::suggest::DynamicSmem;
 use crate::schema::lock::Lock;
 use crate::schema::manifest::{
     Cliffs, CodeLaunch, DeclaredBy, DeviceCode, Kernel, KernelArch, Manifest, Origin, Resources,
@@ -77,6 +79,9 @@ pub struct Assembly<'a> {
     pub jobs: &'a [Contribution],
     /// build.rs's declared launches, `(pattern, launch)` in order.
     pub launches: &'a [(String, Launch)],
+    /// build.rs's declared dynamic shared memory, `(pattern, rule)` in
+    /// order (`Build::dynamic_smem`).
+    pub dynamic_smem: &'a [(String, DynamicSmem)],
     /// The lock's measurements; those of kernels × archs of this build are
     /// kept, each under its kernel's source of today (a moved file keeps
     /// its measurements).
@@ -154,6 +159,7 @@ pub fn judge(a: &Assembly<'_>) -> Result<Judged> {
         })
         .collect();
     declared::check_patterns(&names, a.launches)?;
+    declared::check_patterns(&names, a.dynamic_smem)?;
     let code = code_launches(a.jobs);
     let named = self::names(a.jobs);
     let named: Vec<&Kernel<()>> = named.iter().collect();
@@ -170,7 +176,10 @@ pub fn judge(a: &Assembly<'_>) -> Result<Judged> {
             first.short_name.clone(),
             ident.clone(),
         ];
-        let by_build = declared::by_build(&first.base_name, &names, a.launches)?;
+        let by_build = declared::by_build(&first.base_name, &names, a.launches, Launch::in_words)?;
+        let smem = declared::by_build(&first.base_name, &names, a.dynamic_smem, |d| {
+            format!("{} of dynamic shared memory", d.describe())
+        })?;
         let by_code = by_code
             .get(&(key.0.to_string(), key.1.to_string()))
             .map_or(&[][..], Vec::as_slice);
@@ -178,7 +187,7 @@ pub fn judge(a: &Assembly<'_>) -> Result<Judged> {
         for (arch, compiled) in archs {
             judged.insert(
                 arch.to_string(),
-                judge_arch(arch, compiled, by_build, by_code)?,
+                judge_arch(arch, compiled, by_build, by_code, smem)?,
             );
         }
         kernels.push(JudgedKernel {
@@ -397,16 +406,33 @@ pub fn lock_manifest(lock: &Lock, archs: &[String], path: &Path) -> Result<Manif
         .into_iter()
         .collect();
     let jobs = lock.contributions(&archs, &sources, path)?;
-    let launches: BTreeMap<String, Launch> = lock
-        .kernels
-        .iter()
-        .flat_map(|k| k.archs.values())
-        .filter_map(|r| match &r.declared.as_ref()?.by {
-            DeclaredBy::Build { pattern } => Some((pattern.clone(), r.declared.as_ref()?.launch)),
-            DeclaredBy::LaunchBounds | DeclaredBy::Reqntid | DeclaredBy::Code { .. } => None,
+    let declared = || {
+        lock.kernels
+            .iter()
+            .flat_map(|k| k.archs.values())
+            .filter_map(|r| r.declared.as_ref())
+    };
+    let launches: BTreeMap<String, Launch> = declared()
+        .filter_map(|d| match &d.by {
+            DeclaredBy::Build { pattern } => {
+                let mut launch = d.launch;
+                if d.smem_pattern.is_some() {
+                    // build.rs's `dynamic_smem` gave it, below.
+                    launch.dynamic_smem = DynamicSmem::Fixed(0);
+                }
+                Some((pattern.clone(), launch))
+            }
+            DeclaredBy::LaunchBounds
+            | DeclaredBy::Reqntid
+            | DeclaredBy::Code { .. }
+            | DeclaredBy::Best => None,
         })
         .collect();
     let launches: Vec<(String, Launch)> = launches.into_iter().collect();
+    let dynamic_smem: BTreeMap<String, DynamicSmem> = declared()
+        .filter_map(|d| Some((d.smem_pattern.clone()?, d.launch.dynamic_smem)))
+        .collect();
+    let dynamic_smem: Vec<(String, DynamicSmem)> = dynamic_smem.into_iter().collect();
     manifest(&Assembly {
         package: &lock.package,
         origin: Origin::Lock,
@@ -414,6 +440,7 @@ pub fn lock_manifest(lock: &Lock, archs: &[String], path: &Path) -> Result<Manif
         archs: &archs,
         jobs: &jobs,
         launches: &launches,
+        dynamic_smem: &dynamic_smem,
         measured: &lock.measured,
         device_code: &[],
         others: None,
@@ -427,6 +454,7 @@ fn judge_arch(
     k: &Compiled,
     by_build: Option<&(String, Launch)>,
     by_code: &[(Launch, String)],
+    smem: Option<&(String, DynamicSmem)>,
 ) -> Result<JudgedArch> {
     let occupancy_error = |detail: String| Error::Occupancy {
         kernel: k.name.clone(),
@@ -434,8 +462,9 @@ fn judge_arch(
         detail,
     };
     let by_build = by_build.map(|(pattern, launch)| (*launch, pattern.clone()));
+    let smem = smem.map(|(pattern, rule)| (*rule, pattern.clone()));
     let (best, declared) =
-        declared::judge_facts(arch, &k.facts, by_build, by_code).map_err(|e| match e {
+        declared::judge_facts(arch, &k.facts, by_build, by_code, smem).map_err(|e| match e {
             declared::Judging::Best(detail) => occupancy_error(detail),
             declared::Judging::Declared { launch, by, detail } => Error::BadLaunch {
                 kernel: k.base_name.clone(),
@@ -578,6 +607,7 @@ mod tests {
             archs,
             jobs,
             launches,
+            dynamic_smem: &[],
             measured: &[],
             device_code: &[],
             others: None,

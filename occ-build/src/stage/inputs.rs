@@ -96,6 +96,9 @@ pub(crate) struct Inputs {
     pub path_var: Option<String>,
     /// The launches of `Build::launch`, `(pattern, launch)` in order.
     pub launches: Vec<(String, occ_model::model::declared::Launch)>,
+    /// The dynamic shared memory of `Build::dynamic_smem`, `(pattern,
+    /// rule)` in order.
+    pub dynamic_smem: Vec<(String, occ_model::model::suggest::DynamicSmem)>,
     /// GitHub Actions' settings, under `GITHUB_ACTIONS=true`.
     pub github: Option<crate::github::Actions>,
     /// What starts the build's programs ([`Env::with_programs`]).
@@ -205,6 +208,7 @@ pub(crate) fn resolve(build: &Build, env: &Env, directives: &mut Directives) -> 
         parallel,
         path_var: env.var("PATH"),
         launches: build.launches.clone(),
+        dynamic_smem: build.dynamic_smem.clone(),
         github: crate::github::Actions::from_env(env),
         programs: env.programs(),
     })

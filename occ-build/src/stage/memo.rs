@@ -195,7 +195,7 @@ pub(crate) fn identity(
         )
         .as_bytes(),
         format!(
-            "{} {} {:?} {:?} {:?} {:?} {:?} {:?}",
+            "{} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
             inputs.bless,
             inputs.ci,
             inputs.dependency,
@@ -203,7 +203,8 @@ pub(crate) fn identity(
             inputs.ccbin,
             inputs.nvcc_vars,
             inputs.path_var,
-            inputs.launches
+            inputs.launches,
+            inputs.dynamic_smem
         )
         .as_bytes(),
         format!("{nvcc:?}").as_bytes(),

@@ -465,6 +465,7 @@ mod tests {
             archs: &["sm_80".into()],
             jobs: &jobs,
             launches: &[],
+            dynamic_smem: &[],
             measured: &[],
             device_code: &[],
             others: others.as_ref(),

@@ -482,6 +482,7 @@ mod tests {
             archs: &["sm_80".into()],
             jobs: &jobs,
             launches: &[],
+            dynamic_smem: &[],
             measured: &[],
             device_code: &[],
             others: None,

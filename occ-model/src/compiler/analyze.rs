@@ -339,6 +339,7 @@ mod tests {
             archs: &[arch.to_string()],
             jobs: &jobs,
             launches: &[],
+            dynamic_smem: &[],
             measured: &[],
             device_code: &[],
             others: None,

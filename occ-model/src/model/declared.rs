@@ -172,6 +172,67 @@ impl DeclaredBy {
             DeclaredBy::LaunchBounds => "__launch_bounds__".into(),
             DeclaredBy::Reqntid => ".reqntid".into(),
             DeclaredBy::Code { at } => format!("the launch at {at}"),
+            DeclaredBy::Best => "the best block at build.rs's dynamic shared memory".into(),
+        }
+    }
+}
+
+impl DynamicSmem {
+    /// At most `bytes` per block, whatever the block size: the bound of a
+    /// size known only at run time, judged at that worst case
+    /// (`Build::dynamic_smem("softmax", DynamicSmem::up_to(48 * 1024))`).
+    pub const fn up_to(bytes: u32) -> Self {
+        DynamicSmem::Fixed(bytes)
+    }
+
+    /// `bytes` per thread of the block (`DynamicSmem::per_thread(8)`: 2 KiB
+    /// at 256 threads).
+    pub const fn per_thread(bytes: u32) -> Self {
+        DynamicSmem::PerThread {
+            per_thread: bytes,
+            fixed: 0,
+        }
+    }
+
+    /// `bytes` per block more.
+    pub const fn plus(self, bytes: u32) -> Self {
+        match self {
+            DynamicSmem::Fixed(b) => DynamicSmem::Fixed(b.saturating_add(bytes)),
+            DynamicSmem::PerThread { per_thread, fixed } => DynamicSmem::PerThread {
+                per_thread,
+                fixed: fixed.saturating_add(bytes),
+            },
+        }
+    }
+
+    /// In words: `49152 B`, `128 B/thread`, `8 B/thread + 512 B`.
+    pub fn describe(&self) -> String {
+        match *self {
+            DynamicSmem::Fixed(b) => format!("{b} B"),
+            DynamicSmem::PerThread {
+                per_thread,
+                fixed: 0,
+            } => format!("{per_thread} B/thread"),
+            DynamicSmem::PerThread { per_thread, fixed } => {
+                format!("{per_thread} B/thread + {fixed} B")
+            }
+        }
+    }
+
+    /// The expression that builds it, for a message's build.rs line:
+    /// `DynamicSmem::per_thread(128).plus(512)`.
+    pub fn in_rust(&self) -> String {
+        match *self {
+            DynamicSmem::Fixed(b) => format!("DynamicSmem::up_to({b})"),
+            DynamicSmem::PerThread {
+                per_thread,
+                fixed: 0,
+            } => {
+                format!("DynamicSmem::per_thread({per_thread})")
+            }
+            DynamicSmem::PerThread { per_thread, fixed } => {
+                format!("DynamicSmem::per_thread({per_thread}).plus({fixed})")
+            }
         }
     }
 }
@@ -344,39 +405,101 @@ pub enum Judging {
 /// (`by_code`: each launch and where it is written; each is judged, and
 /// the one of lowest occupancy, the first of equals, is the declared
 /// one), else the one the kernel's launch bounds declare
-/// ([`from_bounds`]), else none. The assembly and the lock's check of its
-/// derived numbers both call it. A launch that cannot run the kernel is
-/// an error ([`Judging::Declared`]), build.rs's or the code's.
+/// ([`from_bounds`]), else none. build.rs's dynamic shared memory
+/// (`smem_by_build`: the rule and its pattern) is that launch's where it
+/// states none of its own, or with no block declared, the best block's at
+/// it (`DeclaredBy::Best`): judged at its worst case either way. The
+/// assembly and the lock's check of its derived numbers both call it. A
+/// launch that cannot run the kernel is an error ([`Judging::Declared`]),
+/// build.rs's or the code's, and so is dynamic shared memory declared
+/// twice, differently.
 pub fn judge_facts(
     arch_name: &str,
     facts: &Facts,
     by_build: Option<(Launch, String)>,
     by_code: &[(Launch, String)],
+    smem_by_build: Option<(DynamicSmem, String)>,
 ) -> std::result::Result<(Option<Best>, Option<Declared>), Judging> {
     let best = best_launch(arch_name, facts).map_err(Judging::Best)?;
-    let judge =
-        |launch: Launch, by: DeclaredBy| {
-            declared_for(arch_name, facts, &launch, by.clone())
-                .map_err(|detail| Judging::Declared { launch, by, detail })
-        };
-    let declared = match by_build {
-        Some((launch, pattern)) => Some(judge(launch, DeclaredBy::Build { pattern })?),
-        None if !by_code.is_empty() => {
-            let mut worst: Option<Declared> = None;
-            for (launch, at) in by_code {
-                let d = judge(*launch, DeclaredBy::Code { at: at.clone() })?;
-                if worst.as_ref().is_none_or(|w| d.occupancy < w.occupancy) {
-                    worst = Some(d);
-                }
-            }
-            worst
-        }
-        None => match from_bounds(&facts.launch_bounds) {
-            Some((launch, by)) => Some(judge(launch, by)?),
-            None => None,
-        },
+    let blocks: Vec<(Launch, DeclaredBy)> = match by_build {
+        Some((launch, pattern)) => vec![(launch, DeclaredBy::Build { pattern })],
+        None if !by_code.is_empty() => by_code
+            .iter()
+            .map(|(launch, at)| (*launch, DeclaredBy::Code { at: at.clone() }))
+            .collect(),
+        None => from_bounds(&facts.launch_bounds).into_iter().collect(),
     };
-    Ok((best, declared))
+    let choices: Vec<(Launch, DeclaredBy, Option<String>)> = match smem_by_build {
+        None => blocks.into_iter().map(|(l, by)| (l, by, None)).collect(),
+        Some((rule, pattern)) if blocks.is_empty() => {
+            vec![best_at_smem(arch_name, facts, rule, pattern)?]
+        }
+        Some((rule, pattern)) => {
+            let mut choices = Vec::with_capacity(blocks.len());
+            for (mut launch, by) in blocks {
+                let stated = launch.dynamic_smem;
+                if stated != DynamicSmem::Fixed(0) && stated != rule {
+                    let detail = format!(
+                        "build.rs's `.dynamic_smem(\"{pattern}\", {})` gives it {} of dynamic \
+                         shared memory too; declare it once",
+                        rule.in_rust(),
+                        rule.describe()
+                    );
+                    return Err(Judging::Declared { launch, by, detail });
+                }
+                launch.dynamic_smem = rule;
+                choices.push((launch, by, Some(pattern.clone())));
+            }
+            choices
+        }
+    };
+    let mut worst: Option<Declared> = None;
+    for (launch, by, smem_pattern) in choices {
+        let d = Declared {
+            smem_pattern,
+            ..declared_for(arch_name, facts, &launch, by.clone())
+                .map_err(|detail| Judging::Declared { launch, by, detail })?
+        };
+        if worst.as_ref().is_none_or(|w| d.occupancy < w.occupancy) {
+            worst = Some(d);
+        }
+    }
+    Ok((best, worst))
+}
+
+/// No block declared, dynamic shared memory by build.rs: the best block at
+/// it, within the kernel's bounds.
+fn best_at_smem(
+    arch_name: &str,
+    facts: &Facts,
+    rule: DynamicSmem,
+    pattern: String,
+) -> std::result::Result<(Launch, DeclaredBy, Option<String>), Judging> {
+    let arch = arch::lookup(arch_name).map_err(|e| Judging::Best(e.to_string()))?;
+    let res = analyze::model_of(facts);
+    let request = within_bounds(
+        &facts.launch_bounds,
+        suggest::TuneRequest {
+            dynamic_smem: rule,
+            ..suggest::TuneRequest::default()
+        },
+    );
+    let launch = |block: u32| Launch {
+        block: [block, 1, 1],
+        dynamic_smem: rule,
+    };
+    match decide(arch, &res, Ask::Best(&request)) {
+        Ok(Some(b)) => Ok((launch(b.block_size), DeclaredBy::Best, Some(pattern))),
+        Ok(None) => Err(Judging::Declared {
+            launch: launch(0),
+            by: DeclaredBy::Best,
+            detail: format!(
+                "no block size runs it with build.rs's `.dynamic_smem(\"{pattern}\", {})`",
+                rule.in_rust()
+            ),
+        }),
+        Err(e) => Err(Judging::Best(e.to_string())),
+    }
 }
 
 /// The kernel's occupancy at `launch` on `arch_name`, and its lift. An
@@ -435,6 +558,7 @@ pub fn declared_for(
     Ok(Declared {
         launch: *launch,
         by,
+        smem_pattern: None,
         block_size: at.block_size,
         dynamic_smem: at.dynamic_smem,
         active_blocks_per_sm: occ.active_blocks_per_sm,
@@ -480,13 +604,14 @@ pub fn matches(pattern: &str, name: &str) -> bool {
 /// over every pattern with wildcards, whatever their order. Two matching
 /// patterns of the kind that wins that give different launches are an
 /// error; the same launch twice is not (the last of them is returned).
-pub fn by_build<'a>(
+pub fn by_build<'a, T: PartialEq>(
     kernel: &str,
     names: &[String],
-    stated: &'a [(String, Launch)],
-) -> Result<Option<&'a (String, Launch)>> {
+    stated: &'a [(String, T)],
+    words: impl Fn(&T) -> String,
+) -> Result<Option<&'a (String, T)>> {
     let exact = |pattern: &str| !pattern.contains(['*', '?']);
-    let hits = |want_exact: bool| -> Vec<&'a (String, Launch)> {
+    let hits = |want_exact: bool| -> Vec<&'a (String, T)> {
         stated
             .iter()
             .filter(|(p, _)| exact(p) == want_exact && names.iter().any(|n| matches(p, n)))
@@ -500,7 +625,7 @@ pub fn by_build<'a>(
         return Ok(None);
     };
     if let Some(&second) = winners.iter().find(|(_, l)| *l != first.1) {
-        let said = |(p, l): &(String, Launch)| (p.clone(), l.in_words());
+        let said = |(p, l): &(String, T)| (p.clone(), words(l));
         return Err(Error::ConflictingLaunches {
             kernel: kernel.to_string(),
             first: said(first),
@@ -513,7 +638,7 @@ pub fn by_build<'a>(
 /// Refuses a pattern of `stated` that matches none of the kernels, each
 /// given by its names (symbol, name without parameters, short name, Rust
 /// identifier), naming the kernels closest to it.
-pub fn check_patterns(kernels: &[[&str; 4]], stated: &[(String, Launch)]) -> Result<()> {
+pub fn check_patterns<T>(kernels: &[[&str; 4]], stated: &[(String, T)]) -> Result<()> {
     for (pattern, _) in stated {
         if !kernels.iter().flatten().any(|n| matches(pattern, n)) {
             return Err(Error::UnmatchedLaunch {
@@ -572,6 +697,7 @@ mod tests {
             archs: &lock.archs,
             jobs: &jobs,
             launches: stated,
+            dynamic_smem: &[],
             measured: &[],
             device_code: &[],
             others: None,
@@ -597,6 +723,7 @@ mod tests {
             &facts,
             None,
             &code(&[(256, "k.cu:3"), (512, "k.cu:4")]),
+            None,
         )
         .expect("both run")
         .1
@@ -612,7 +739,7 @@ mod tests {
             )
         );
         let build = Some((Launch::block(128), "k".to_string()));
-        let won = judge_facts("sm_80", &facts, build, &code(&[(512, "k.cu:4")]))
+        let won = judge_facts("sm_80", &facts, build, &code(&[(512, "k.cu:4")]), None)
             .expect("build.rs's runs")
             .1
             .expect("declared");
@@ -627,6 +754,7 @@ mod tests {
             &facts,
             None,
             &code(&[(256, "k.cu:3"), (1024, "k.cu:5")]),
+            None,
         );
         assert!(
             matches!(&none, Err(Judging::Declared { by: DeclaredBy::Code { at }, .. }) if at == "k.cu:5"),
@@ -634,7 +762,7 @@ mod tests {
         );
         let mut bounded = facts.clone();
         bounded.launch_bounds.max_threads = Some([256, 1, 1]);
-        let above = judge_facts("sm_80", &bounded, None, &code(&[(512, "k.cu:4")]));
+        let above = judge_facts("sm_80", &bounded, None, &code(&[(512, "k.cu:4")]), None);
         assert!(
             matches!(&above, Err(Judging::Declared { by: DeclaredBy::Code { at }, .. }) if at == "k.cu:4"),
             "{above:?}"
@@ -662,6 +790,74 @@ mod tests {
             .is_none());
         let runs = declared_for("sm_80", &facts, &Launch::block(128), by).expect("128 runs");
         assert!(runs.active_blocks_per_sm > 0);
+    }
+
+    /// Dynamic shared memory build.rs declares without a block is judged at
+    /// occ's best block for it, lower than the kernel's best without any;
+    /// with a block declared (build.rs's or the kernel's bounds'), at that
+    /// block; given twice, differently, it is refused.
+    #[test]
+    fn declared_dynamic_smem_is_judged_at_its_worst_case() {
+        let facts = resources(32, 0, 0).facts;
+        let smem = |rule| Some((rule, "k".to_string()));
+        let (best, none) = judge_facts("sm_80", &facts, None, &[], None).expect("the model");
+        let best = best.expect("a best launch");
+        assert_eq!((best.occupancy, none), (1.0, None));
+        let (_, declared) = judge_facts(
+            "sm_80",
+            &facts,
+            None,
+            &[],
+            smem(DynamicSmem::per_thread(128)),
+        )
+        .expect("the model");
+        let d = declared.expect("declared");
+        assert_eq!(d.by, DeclaredBy::Best);
+        assert_eq!(d.smem_pattern.as_deref(), Some("k"));
+        assert_eq!(d.dynamic_smem, 128 * d.block_size);
+        assert!(
+            d.occupancy < best.occupancy,
+            "{} at {}",
+            d.occupancy,
+            d.block_size
+        );
+        // The bound of a run-time size: judged at it, at the bounds' block.
+        let mut bounded = facts.clone();
+        bounded.launch_bounds.max_threads = Some([256, 1, 1]);
+        let (_, declared) = judge_facts(
+            "sm_80",
+            &bounded,
+            None,
+            &[],
+            smem(DynamicSmem::up_to(49152)),
+        )
+        .expect("the model");
+        let d = declared.expect("declared");
+        assert_eq!(
+            (d.by, d.block_size, d.dynamic_smem),
+            (DeclaredBy::LaunchBounds, 256, 49152)
+        );
+        assert!(d.occupancy < 0.5, "{}", d.occupancy);
+        // build.rs's `.launch` with its own dynamic shared memory, and a
+        // different `dynamic_smem`: declared twice.
+        let launch = Some((Launch::block(256).dynamic_smem(1024), "k".to_string()));
+        let twice = judge_facts("sm_80", &facts, launch, &[], smem(DynamicSmem::up_to(2048)));
+        match twice {
+            Err(Judging::Declared { detail, .. }) => {
+                assert!(detail.contains("declare it once"), "{detail}");
+                assert!(detail.contains("DynamicSmem::up_to(2048)"), "{detail}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // The same amount stated both ways is one declaration.
+        let launch = Some((Launch::block(256).dynamic_smem(1024), "k".to_string()));
+        let (_, same) = judge_facts("sm_80", &facts, launch, &[], smem(DynamicSmem::up_to(1024)))
+            .expect("the same dynamic shared memory");
+        assert_eq!(same.map(|d| d.dynamic_smem), Some(1024));
+        assert_eq!(
+            DynamicSmem::per_thread(8).plus(512).in_rust(),
+            "DynamicSmem::per_thread(8).plus(512)"
+        );
     }
 
     /// A `.reqntid` kernel's best launch is its required block, also where
@@ -725,7 +921,7 @@ mod tests {
         let names = ["_Z9transposePfPKf", "transpose", "transpose", "transpose"].map(String::from);
         let stated: Vec<(String, Launch)> =
             stated.iter().map(|(p, l)| (p.to_string(), *l)).collect();
-        by_build("transpose", &names, &stated)
+        by_build("transpose", &names, &stated, Launch::in_words)
             .map(|hit| hit.map(|(p, l)| format!("{p} {}", l.describe())))
             .map_err(|e| e.to_string())
     }

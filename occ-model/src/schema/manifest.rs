@@ -1124,6 +1124,9 @@ pub enum DeclaredBy {
         /// Where: `kernels/scale.cu:42`.
         at: String,
     },
+    /// No block is declared, but build.rs declares the kernel's dynamic
+    /// shared memory (`Build::dynamic_smem`): the best block at it.
+    Best,
 }
 
 /// A kernel's occupancy at its declared launch on one arch, and what would
@@ -1134,6 +1137,10 @@ pub struct Declared {
     pub launch: Launch,
     /// Who declared it.
     pub by: DeclaredBy,
+    /// The pattern of build.rs's `Build::dynamic_smem` that gave the
+    /// launch its dynamic shared memory, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub smem_pattern: Option<String>,
     /// Threads per block.
     pub block_size: u32,
     /// Dynamic shared memory per block at that launch, bytes.

@@ -39,6 +39,7 @@ fn build(log: &str, ptx: &str) -> Result<Vec<String>, Error> {
         archs: &["sm_80".to_string()],
         jobs: &jobs,
         launches: &[],
+        dynamic_smem: &[],
         measured: &[],
         device_code: &[],
         others: None,

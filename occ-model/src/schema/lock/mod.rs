@@ -690,7 +690,7 @@ mod tests {
     use crate::compare::tests::{arch, lock as fabricated};
 
     use crate::model::declared::{self, Launch};
-    use crate::schema::manifest::DeclaredBy;
+    use crate::schema::manifest::{DeclaredBy, DynamicSmem, Facts};
     use serde_json::Value;
 
     /// A kernel that cannot run at the block its `.reqntid` requires
@@ -779,8 +779,13 @@ mod tests {
                     DeclaredBy::Build { pattern } => Some((d.launch, pattern.clone())),
                     _ => None,
                 });
+                let smem = r.declared.as_ref().and_then(|d| {
+                    d.smem_pattern
+                        .clone()
+                        .map(|pattern| (d.launch.dynamic_smem, pattern))
+                });
                 let (best, declared) =
-                    declared::judge_facts(arch, &r.facts, by_build, &[]).expect("the model");
+                    declared::judge_facts(arch, &r.facts, by_build, &[], smem).expect("the model");
                 r.best = best;
                 r.declared = declared;
             }
@@ -1231,6 +1236,61 @@ mod tests {
             .expect_err("2048 threads")
             .to_string();
         assert!(err.contains("kernel \"a\" on sm_80"), "{err}");
+    }
+
+    /// build.rs's dynamic shared memory (`Build::dynamic_smem`) is a fact
+    /// the lock records beside the kernel's facts (its pattern and rule),
+    /// whether the block is occ's best at it or the kernel's bounds'; the
+    /// launch and its occupancy follow, as a build with nvcc judged them.
+    #[test]
+    fn build_rs_dynamic_smem_is_recorded_and_the_launch_derived() {
+        let judged = |facts: &Facts, rule| {
+            declared::judge_facts("sm_80", facts, None, &[], Some((rule, "a".to_string())))
+                .expect("the model")
+                .1
+        };
+        let mut l = fabricated(&[("a", arch(32, 0, 0)), ("b", arch(32, 0, 0))]);
+        let per_thread = DynamicSmem::PerThread {
+            per_thread: 128,
+            fixed: 0,
+        };
+        let a = l.kernels[0].archs.get_mut("sm_80").expect("sm_80");
+        a.declared = judged(&a.facts, per_thread);
+        let b = l.kernels[1].archs.get_mut("sm_80").expect("sm_80");
+        b.facts.launch_bounds.max_threads = Some([256, 1, 1]);
+        b.declared = judged(&b.facts, DynamicSmem::Fixed(49152));
+        let l = derived(l);
+        let text = l.to_text();
+        for needle in [
+            "\"dynamic_smem\": {\"pattern\": \"a\", \"per_thread\": 128}",
+            "\"dynamic_smem\": {\"pattern\": \"a\", \"bytes\": 49152}",
+        ] {
+            assert!(text.contains(needle), "{needle} not in {text}");
+        }
+        assert!(!text.contains("\"launch\""), "{text}");
+        let read = Lock::from_text(&text, Path::new("occ.lock")).expect("reads");
+        assert_eq!(read, l);
+        let d = |i: usize| {
+            let d = read.kernels[i].archs["sm_80"]
+                .declared
+                .clone()
+                .expect("declared");
+            (d.by, d.launch.dynamic_smem, d.block_size, d.smem_pattern)
+        };
+        let (by, rule, block, pattern) = d(0);
+        assert_eq!(
+            (by, rule, pattern.as_deref()),
+            (DeclaredBy::Best, per_thread, Some("a"))
+        );
+        assert!(
+            block > 0 && block < 1024,
+            "the best block at 128 B/thread: {block}"
+        );
+        let (by, rule, block, _) = d(1);
+        assert_eq!(
+            (by, rule, block),
+            (DeclaredBy::LaunchBounds, DynamicSmem::Fixed(49152), 256)
+        );
     }
 
     /// A parameter is one string a reader can read, and reads back as the

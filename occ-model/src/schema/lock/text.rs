@@ -110,6 +110,8 @@ struct ArchLine {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     launch: Option<BuildLaunch>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    dynamic_smem: Option<BuildSmem>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     cubin_hash: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     cmem: BTreeMap<String, u64>,
@@ -145,6 +147,31 @@ struct BuildLaunch {
     block: [u32; 3],
     #[serde(default, skip_serializing_if = "no_smem")]
     dynamic_smem: DynamicSmem,
+}
+
+/// The dynamic shared memory build.rs declared for a kernel
+/// (`Build::dynamic_smem`): `{"pattern": "k", "per_thread": 128}`, or
+/// `{"pattern": "k", "bytes": 49152}` for a bound per block.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BuildSmem {
+    pattern: String,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    per_thread: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    bytes: u32,
+}
+
+impl BuildSmem {
+    fn rule(&self) -> DynamicSmem {
+        match self.per_thread {
+            0 => DynamicSmem::Fixed(self.bytes),
+            per_thread => DynamicSmem::PerThread {
+                per_thread,
+                fixed: self.bytes,
+            },
+        }
+    }
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -246,13 +273,34 @@ fn kernel_line(k: &LockKernel, noted: &BTreeMap<NoteKey, Noted>) -> KernelLine {
 
 fn arch_line(r: &Resources, noted: Option<&Noted>) -> ArchLine {
     let f = &r.facts;
+    let smem_pattern = r.declared.as_ref().and_then(|d| d.smem_pattern.as_ref());
     let launch = r.declared.as_ref().and_then(|d| match &d.by {
         DeclaredBy::Build { pattern } => Some(BuildLaunch {
             pattern: pattern.clone(),
             block: d.launch.block,
-            dynamic_smem: d.launch.dynamic_smem,
+            // Its own when it stated some; else build.rs's
+            // `dynamic_smem`, recorded below, gave it.
+            dynamic_smem: match smem_pattern {
+                Some(_) => DynamicSmem::Fixed(0),
+                None => d.launch.dynamic_smem,
+            },
         }),
-        DeclaredBy::LaunchBounds | DeclaredBy::Reqntid | DeclaredBy::Code { .. } => None,
+        DeclaredBy::LaunchBounds
+        | DeclaredBy::Reqntid
+        | DeclaredBy::Code { .. }
+        | DeclaredBy::Best => None,
+    });
+    let dynamic_smem = r.declared.as_ref().and_then(|d| {
+        let pattern = d.smem_pattern.clone()?;
+        let (per_thread, bytes) = match d.launch.dynamic_smem {
+            DynamicSmem::Fixed(b) => (0, b),
+            DynamicSmem::PerThread { per_thread, fixed } => (per_thread, fixed),
+        };
+        Some(BuildSmem {
+            pattern,
+            per_thread,
+            bytes,
+        })
     });
     ArchLine {
         registers: f.registers,
@@ -265,6 +313,7 @@ fn arch_line(r: &Resources, noted: Option<&Noted>) -> ArchLine {
         launch_bounds: BoundsLine::from(&f.launch_bounds),
         maxrregcount: f.maxrregcount,
         launch,
+        dynamic_smem,
         cubin_hash: r.cubin_hash.clone(),
         cmem: noted.map(|n| n.cmem.clone()).unwrap_or_default(),
         warnings: noted
@@ -490,12 +539,19 @@ fn resources_of(
             l.pattern.clone(),
         )
     });
-    let (best, declared) = declared::judge_facts(arch, &facts, by_build, by_code).map_err(|e| {
-        let detail = match e {
-            declared::Judging::Best(detail) | declared::Judging::Declared { detail, .. } => detail,
-        };
-        format!("kernel {kernel:?} on {arch}: {detail}")
-    })?;
+    let smem = a
+        .dynamic_smem
+        .as_ref()
+        .map(|d| (d.rule(), d.pattern.clone()));
+    let (best, declared) =
+        declared::judge_facts(arch, &facts, by_build, by_code, smem).map_err(|e| {
+            let detail = match e {
+                declared::Judging::Best(detail) | declared::Judging::Declared { detail, .. } => {
+                    detail
+                }
+            };
+            format!("kernel {kernel:?} on {arch}: {detail}")
+        })?;
     Ok(Resources {
         facts,
         best,
