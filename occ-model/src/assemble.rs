@@ -453,7 +453,7 @@ fn judge_arch(
     arch: &str,
     k: &Compiled,
     by_build: Option<&(String, Launch)>,
-    by_code: &[(Launch, String)],
+    by_code: &[launches::CodeBlock],
     smem: Option<&(String, DynamicSmem)>,
 ) -> Result<JudgedArch> {
     let occupancy_error = |detail: String| Error::Occupancy {

@@ -30,7 +30,7 @@
 //! assembly takes a launch as constant only where every arch's text gives
 //! it the same numbers (`merge`), else it is run time.
 
-use crate::schema::manifest::{CodeLaunch, DeclaredBy, Kernel, Launch, Manifest};
+use crate::schema::manifest::{CodeLaunch, DeclaredBy, DynamicSmem, Kernel, Launch, Manifest};
 use std::collections::BTreeMap;
 
 /// The launches written in `source` (as its line markers name it: any of
@@ -636,21 +636,51 @@ fn without_args(name: &str) -> String {
     }
 }
 
-/// Each kernel's constant launches among `code`, `(launch, where)`, by
-/// its `(symbol, source)`: those [`matched`] finds naming it, in order.
-/// The one rule the assembly and the lock's reader judge by.
+/// A launch of the code whose block is a compile-time constant, as
+/// [`crate::model::declared::judge_facts`] takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeBlock {
+    /// The launch; its dynamic shared memory 0 where that is known only at
+    /// run time.
+    pub launch: Launch,
+    /// Where it is written: `kernels/scale.cu:42`.
+    pub at: String,
+    /// Whether its dynamic shared memory is a compile-time constant too. A
+    /// launch whose bytes are known only at run time declares its block
+    /// only with build.rs's bound for them (`Build::dynamic_smem`), never
+    /// at a guessed 0.
+    pub smem_known: bool,
+}
+
+/// Each kernel's launches with a constant block among `code`, by its
+/// `(symbol, source)`: those [`matched`] finds naming it, in order. The
+/// one rule the assembly and the lock's reader judge by.
 pub fn by_kernel(
     code: &[CodeLaunch],
     kernels: &[&Kernel<impl Sized>],
-) -> BTreeMap<(String, String), Vec<(Launch, String)>> {
-    let mut out: BTreeMap<(String, String), Vec<(Launch, String)>> = BTreeMap::new();
+) -> BTreeMap<(String, String), Vec<CodeBlock>> {
+    let mut out: BTreeMap<(String, String), Vec<CodeBlock>> = BTreeMap::new();
     for l in code {
-        let (Some(launch), Match::Kernel(symbol)) = (l.constant(), matched(l, kernels)) else {
+        let (Some(block), Match::Kernel(symbol)) = (l.block, matched(l, kernels)) else {
             continue;
+        };
+        let (launch, smem_known) = match l.constant() {
+            Some(launch) => (launch, true),
+            None => (
+                Launch {
+                    block,
+                    dynamic_smem: DynamicSmem::Fixed(0),
+                },
+                false,
+            ),
         };
         out.entry((symbol.to_string(), l.source.clone()))
             .or_default()
-            .push((launch, l.at()));
+            .push(CodeBlock {
+                launch,
+                at: l.at(),
+                smem_known,
+            });
     }
     out
 }

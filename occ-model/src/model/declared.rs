@@ -16,6 +16,7 @@
 //! assert_eq!(l.dynamic_smem_bytes(), 256 * 8 + 512);
 //! ```
 
+use crate::compiler::launches::CodeBlock;
 use crate::error::{Error, Result};
 use crate::model::occupancy::{self, occupancy};
 use crate::model::suggest::{self, DynamicSmem};
@@ -417,15 +418,21 @@ pub fn judge_facts(
     arch_name: &str,
     facts: &Facts,
     by_build: Option<(Launch, String)>,
-    by_code: &[(Launch, String)],
+    by_code: &[CodeBlock],
     smem_by_build: Option<(DynamicSmem, String)>,
 ) -> std::result::Result<(Option<Best>, Option<Declared>), Judging> {
     let best = best_launch(arch_name, facts).map_err(Judging::Best)?;
+    // A launch whose bytes are known only at run time declares its block
+    // only with build.rs's bound for them.
+    let by_code: Vec<&CodeBlock> = by_code
+        .iter()
+        .filter(|c| c.smem_known || smem_by_build.is_some())
+        .collect();
     let blocks: Vec<(Launch, DeclaredBy)> = match by_build {
         Some((launch, pattern)) => vec![(launch, DeclaredBy::Build { pattern })],
         None if !by_code.is_empty() => by_code
             .iter()
-            .map(|(launch, at)| (*launch, DeclaredBy::Code { at: at.clone() }))
+            .map(|c| (c.launch, DeclaredBy::Code { at: c.at.clone() }))
             .collect(),
         None => from_bounds(&facts.launch_bounds).into_iter().collect(),
     };
@@ -712,10 +719,14 @@ mod tests {
     fn the_codes_worst_launch_is_declared_below_build_rs_and_one_that_cannot_run_is_refused() {
         // 80 registers on sm_80: 24 warps at 256 threads, 16 at 512, none at 1024.
         let facts = resources(80, 8, 0).facts;
-        let code = |launches: &[(u32, &str)]| -> Vec<(Launch, String)> {
+        let code = |launches: &[(u32, &str)]| -> Vec<CodeBlock> {
             launches
                 .iter()
-                .map(|(n, at)| (Launch::block(*n), at.to_string()))
+                .map(|(n, at)| CodeBlock {
+                    launch: Launch::block(*n),
+                    at: at.to_string(),
+                    smem_known: true,
+                })
                 .collect()
         };
         let worst = judge_facts(
@@ -858,6 +869,42 @@ mod tests {
             DynamicSmem::per_thread(8).plus(512).in_rust(),
             "DynamicSmem::per_thread(8).plus(512)"
         );
+    }
+
+    /// A C++ launch at a constant block whose dynamic shared memory is
+    /// known only at run time (`softmax<<<rows, 256, cols * 4>>>`) is no
+    /// declared launch (never judged at a guessed 0 bytes) until build.rs
+    /// bounds its bytes; then it is judged at its block with the bound.
+    #[test]
+    fn a_code_launch_with_run_time_bytes_is_judged_with_build_rs_bound() {
+        let facts = resources(32, 0, 0).facts;
+        let code = [CodeBlock {
+            launch: Launch::block(256),
+            at: "k.cu:7".into(),
+            smem_known: false,
+        }];
+        let (_, none) = judge_facts("sm_80", &facts, None, &code, None).expect("the model");
+        assert_eq!(none, None);
+        let bound = Some((DynamicSmem::up_to(49152), "softmax".to_string()));
+        let (_, declared) = judge_facts("sm_80", &facts, None, &code, bound).expect("the model");
+        let d = declared.expect("declared");
+        assert_eq!(
+            (
+                d.by,
+                d.block_size,
+                d.dynamic_smem,
+                d.smem_pattern.as_deref()
+            ),
+            (
+                DeclaredBy::Code {
+                    at: "k.cu:7".into()
+                },
+                256,
+                49152,
+                Some("softmax")
+            )
+        );
+        assert!(d.occupancy < 1.0, "{}", d.occupancy);
     }
 
     /// A `.reqntid` kernel's best launch is its required block, also where

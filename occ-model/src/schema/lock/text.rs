@@ -432,7 +432,7 @@ fn derive(file: LockFile) -> std::result::Result<Lock, String> {
 fn kernel_of(
     line: &KernelLine,
     ident: String,
-    by_code: &[(Launch, String)],
+    by_code: &[launches::CodeBlock],
 ) -> std::result::Result<LockKernel, String> {
     if line.name.is_empty() {
         return Err(format!("a kernel of {} has no symbol", line.source));
@@ -496,7 +496,7 @@ fn resources_of(
     kernel: &str,
     arch: &str,
     a: &ArchLine,
-    by_code: &[(Launch, String)],
+    by_code: &[launches::CodeBlock],
 ) -> std::result::Result<Resources, String> {
     // Facts no ptxas reports: refused before the model sees them.
     if a.registers > MAX_REGISTERS {
