@@ -1108,6 +1108,13 @@ pub(crate) mod tests {
         errors.into_error().expect("an error").to_string()
     }
 
+    /// Fails unless `said` holds every one of `needles`.
+    fn says(said: &str, needles: &[&str]) {
+        for needle in needles {
+            assert!(said.contains(needle), "{needle:?} not in: {said}");
+        }
+    }
+
     #[test]
     fn a_sites_dynamic_shared_memory_the_gate_does_not_see_is_refused_where_it_costs_occupancy() {
         // 32 registers, nothing declared: judged at its best block, 100 %,
@@ -1116,14 +1123,15 @@ pub(crate) mod tests {
         assert_eq!(judged(&m).4, 1.0);
         // 100 KiB per block leaves fewer warps resident than the gate says.
         let said = refused(quote!(kernel = "k", dynamic_smem = 102400), &m);
-        for needle in [
-            "this site launches `k` with 102400 B of dynamic shared memory",
-            "which the gate, the reports and kernels.rs do not see",
-            "on sm_80",
-            "`.dynamic_smem(\"k\", DynamicSmem::up_to(102400))`",
-        ] {
-            assert!(said.contains(needle), "{needle:?} not in: {said}");
-        }
+        says(
+            &said,
+            &[
+                "this site launches `k` with 102400 B of dynamic shared memory",
+                "which the gate, the reports and kernels.rs do not see",
+                "on sm_80",
+                "`.dynamic_smem(\"k\", DynamicSmem::up_to(102400))`",
+            ],
+        );
         let said = refused(quote!(kernel = "k", smem_per_thread = 128), &m);
         assert!(said.contains("DynamicSmem::per_thread(128))`"), "{said}");
         // What costs nothing at the site's block is what the gate judges
@@ -1159,13 +1167,14 @@ pub(crate) mod tests {
         assert_eq!(same.dynamic_smem, 128 * same.block_size);
         // Another amount is refused, naming build.rs's line.
         let said = refused(quote!(kernel = "k", dynamic_smem = 1024), &m);
-        for needle in [
-            "build.rs declares the dynamic shared memory of `k`",
-            "`.dynamic_smem(\"k\", DynamicSmem::per_thread(128))`",
-            "not 1024 B",
-            "drop it here",
-        ] {
-            assert!(said.contains(needle), "{needle:?} not in: {said}");
-        }
+        says(
+            &said,
+            &[
+                "build.rs declares the dynamic shared memory of `k`",
+                "`.dynamic_smem(\"k\", DynamicSmem::per_thread(128))`",
+                "not 1024 B",
+                "drop it here",
+            ],
+        );
     }
 }

@@ -194,11 +194,15 @@ fn calls(log: &Path) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn install_pip_installs_the_pinned_wheels_once() {
-    if !no_system_cuda() {
-        return;
-    }
+/// A scratch folder, the toolkit dir in it, the stand-in Python's log and
+/// path, and the pinned cu13 set: what an install test starts from.
+fn install_scratch() -> (
+    Scratch,
+    PathBuf,
+    PathBuf,
+    String,
+    occ_shell::wheels::WheelSet,
+) {
     let s = Scratch::new();
     let dir = s.path().join("cache/occ/cuda");
     let log = s.path().join("python.log");
@@ -207,6 +211,15 @@ fn install_pip_installs_the_pinned_wheels_once() {
         .into_iter()
         .find(|set| set.name == "cu13")
         .expect("the cu13 set");
+    (s, dir, log, python, cu13)
+}
+
+#[test]
+fn install_pip_installs_the_pinned_wheels_once() {
+    if !no_system_cuda() {
+        return;
+    }
+    let (s, dir, log, python, cu13) = install_scratch();
 
     let (code, out, err) = toolkit(s.path(), &dir, &["install", "--python", &python], &[]);
     assert_eq!(code, 0, "{err}");
@@ -263,14 +276,7 @@ fn install_adds_a_cuda_library_beside_nvcc_and_keeps_it() {
     if !no_system_cuda() {
         return;
     }
-    let s = Scratch::new();
-    let dir = s.path().join("cache/occ/cuda");
-    let log = s.path().join("python.log");
-    let python = stand_in_python(&s, &log).display().to_string();
-    let cu13 = occ_shell::wheels::wheel_sets()
-        .into_iter()
-        .find(|set| set.name == "cu13")
-        .expect("the cu13 set");
+    let (s, dir, log, python, cu13) = install_scratch();
     let pin = |name: &str| {
         occ_shell::wheels::library_wheels()
             .into_iter()
