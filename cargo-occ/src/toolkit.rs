@@ -182,11 +182,13 @@ fn install(args: InstallArgs) -> Result<i32> {
 }
 
 /// The libraries of `--library`, as [`wheels::library_wheels`] names
-/// them; an error naming the ones occ installs for any other.
+/// them (an empty name, as `cublas,` gives, is none); an error naming the
+/// ones occ installs for any other.
 fn asked_libraries(names: &[String]) -> Result<Vec<&'static str>> {
     let known = wheels::library_wheels();
     names
         .iter()
+        .filter(|name| !name.trim().is_empty())
         .map(|name| {
             let lower = name.trim().to_ascii_lowercase();
             known

@@ -158,8 +158,8 @@ pub fn judge(a: &Assembly<'_>) -> Result<Judged> {
             ])
         })
         .collect();
-    declared::check_patterns(&names, a.launches)?;
-    declared::check_patterns(&names, a.dynamic_smem)?;
+    declared::check_patterns("launch", &names, a.launches)?;
+    declared::check_patterns("dynamic_smem", &names, a.dynamic_smem)?;
     let code = code_launches(a.jobs);
     let named = self::names(a.jobs);
     let named: Vec<&Kernel<()>> = named.iter().collect();
@@ -716,7 +716,7 @@ mod tests {
         let e = manifest(&assembly(Origin::Nvcc, &archs, &jobs, &launches))
             .expect_err("no kernel matches");
         assert!(
-            matches!(&e, Error::UnmatchedLaunch { pattern, closest } if pattern == "no_such_kernel*" && !closest.is_empty()),
+            matches!(&e, Error::UnmatchedLaunch { pattern, closest, .. } if pattern == "no_such_kernel*" && !closest.is_empty()),
             "{e}"
         );
     }

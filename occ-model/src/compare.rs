@@ -873,13 +873,19 @@ fn name_renames(findings: &mut [Finding]) {
 /// The changes that decided a verdict.
 type Reasons = Vec<Reason>;
 
-/// The launch build.rs declared (`.launch`) that the lock records and the
-/// build declares no more.
+/// The launch build.rs declared (`.launch`, or its dynamic shared memory,
+/// `.dynamic_smem`) that the lock records and the build declares no more:
+/// without it the kernel would read as better, judged at the best block
+/// with no dynamic shared memory, a launch it is not made with.
 fn removed_from_build(before: &Resources, after: &Resources) -> Option<Launch> {
-    match (&before.declared, &after.declared) {
-        (Some(d), None) if matches!(d.by, DeclaredBy::Build { .. }) => Some(d.launch),
-        _ => None,
-    }
+    let was = before.declared.as_ref()?;
+    let smem_gone = was.smem_pattern.is_some()
+        && after
+            .declared
+            .as_ref()
+            .is_none_or(|d| d.smem_pattern.is_none());
+    let launch_gone = after.declared.is_none() && matches!(was.by, DeclaredBy::Build { .. });
+    (smem_gone || launch_gone).then_some(was.launch)
 }
 
 /// The verdict on one kernel × arch, the changes that decided it, and every
@@ -1962,6 +1968,34 @@ pub(crate) mod tests {
         d.findings[0].clone()
     }
 
+    /// build.rs's dynamic shared memory dropped is a regression, however
+    /// much better the kernel then reads (judged at its best block with
+    /// none): a build that deletes the declaration must not pass as an
+    /// improvement.
+    #[test]
+    fn a_dynamic_smem_declaration_removed_from_build_rs_is_a_regression() {
+        let mut before = arch(32, 64, 0);
+        let rule = crate::schema::manifest::DynamicSmem::Fixed(102_400);
+        before.declared = crate::model::declared::judge_facts(
+            "sm_80",
+            &before.facts,
+            None,
+            &[],
+            Some((rule, "t".into())),
+        )
+        .expect("the model")
+        .1;
+        assert!(before.judged_occupancy() < 1.0);
+        let f = one(before, arch(32, 64, 0));
+        assert_eq!(f.verdict, Verdict::Regression, "{f:?}");
+        assert!(f.causes().any(|c| c == Cause::LaunchRemoved), "{f:?}");
+        assert!(
+            f.texts().iter().any(|t| t.contains("`.dynamic_smem(..)`")),
+            "{:?}",
+            f.texts()
+        );
+    }
+
     /// The table row of `f`.
     fn row_of(f: &Finding) -> String {
         let d = Diff {
@@ -2083,7 +2117,8 @@ pub(crate) mod tests {
         assert_eq!(
             f.texts(),
             ["declared launch 32x8 removed from build.rs: its sites now launch at the best block \
-              256; declare it again (`.launch(..)`), or bless if the kernel takes any block"]
+              256; declare it again (`.launch(..)`, or `.dynamic_smem(..)` for its dynamic \
+              shared memory), or bless if the kernel takes any block"]
         );
         let table = row_of(&f);
         assert!(

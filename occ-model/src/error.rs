@@ -39,6 +39,8 @@ pub enum Error {
     },
     /// A `Build::launch` pattern that matches no kernel of the build.
     UnmatchedLaunch {
+        /// The builder method that gave it: `launch`, `dynamic_smem`.
+        method: &'static str,
         /// The pattern given.
         pattern: String,
         /// The closest kernel names, best first.
@@ -154,8 +156,12 @@ impl fmt::Display for Error {
                 "cannot compute occupancy of {kernel} on {arch}: {detail}; check the kernel's \
                  resources and launch bounds, or report it as an occ bug with its ptxas lines"
             ),
-            Error::UnmatchedLaunch { pattern, closest } => {
-                write!(f, "launch(\"{pattern}\", ..) in build.rs matches no kernel")?;
+            Error::UnmatchedLaunch {
+                method,
+                pattern,
+                closest,
+            } => {
+                write!(f, "{method}(\"{pattern}\", ..) in build.rs matches no kernel")?;
                 if closest.is_empty() {
                     write!(f, " (the build has no kernels)")?;
                 } else {
@@ -241,6 +247,7 @@ mod tests {
                 detail: s("block size 0"),
             },
             Error::UnmatchedLaunch {
+                method: "launch",
                 pattern: s("fast_*"),
                 closest: vec![],
             },

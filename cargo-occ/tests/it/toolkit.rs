@@ -290,7 +290,7 @@ fn install_adds_a_cuda_library_beside_nvcc_and_keeps_it() {
     let (code, _, err) = toolkit(
         s.path(),
         &dir,
-        &["install", "--python", &python, "--library", "cuBLAS"],
+        &["install", "--python", &python, "--library", "cuBLAS,"],
         &[],
     );
     assert_eq!(code, 0, "{err}");

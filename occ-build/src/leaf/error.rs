@@ -1076,10 +1076,12 @@ mod tests {
                 detail: s("block size 0"),
             }),
             Error::Model(occ_model::Error::UnmatchedLaunch {
+                method: "launch",
                 pattern: s("fast_*"),
                 closest: vec![s("fast_k")],
             }),
             Error::Model(occ_model::Error::UnmatchedLaunch {
+                method: "dynamic_smem",
                 pattern: s("fast_*"),
                 closest: vec![],
             }),

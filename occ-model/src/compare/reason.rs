@@ -337,8 +337,8 @@ impl fmt::Display for Reason {
             } => write!(
                 f,
                 "declared launch {} removed from build.rs: its sites now launch at the best \
-                 block {}; declare it again (`.launch(..)`), or bless if the kernel \
-                 takes any block",
+                 block {}; declare it again (`.launch(..)`, or `.dynamic_smem(..)` for its \
+                 dynamic shared memory), or bless if the kernel takes any block",
                 launch.describe(),
                 block(*best_block_size)
             ),

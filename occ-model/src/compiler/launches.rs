@@ -294,8 +294,17 @@ fn is_ident(t: &str) -> bool {
 fn config_after<'t>(tokens: &'t [Token<'t>], from: usize) -> Option<(Vec<Vec<&'t str>>, usize)> {
     let mut args: Vec<Vec<&str>> = vec![Vec::new()];
     let mut depth = 0i32;
+    // Open `static_cast<`s: their `<…>` holds a type, not commas.
+    let mut casts = 0i32;
     for (i, t) in tokens.iter().enumerate().skip(from) {
+        let after_cast = i > 0 && tokens[i - 1].text == "static_cast";
         match t.text {
+            "<" if after_cast => casts += 1,
+            ">" if casts > 0 => casts -= 1,
+            // Any other `<` or `>` outside brackets may open a template
+            // argument list (`grid<float, 4>(n)`), whose commas are not
+            // the configuration's: the launch is one occ does not read.
+            "<" | ">" if depth == 0 => return Some((Vec::new(), skip_to_end(tokens, i)?)),
             "(" | "[" | "{" => depth += 1,
             ")" | "]" | "}" => {
                 depth -= 1;
@@ -314,6 +323,18 @@ fn config_after<'t>(tokens: &'t [Token<'t>], from: usize) -> Option<(Vec<Vec<&'t
         args.last_mut()?.push(t.text);
     }
     None
+}
+
+/// The index after the `>>>` that closes the configuration `tokens[from..]`
+/// is in (`None` at a `;` first).
+fn skip_to_end(tokens: &[Token<'_>], from: usize) -> Option<usize> {
+    tokens
+        .iter()
+        .enumerate()
+        .skip(from)
+        .take_while(|(_, t)| t.text != ";")
+        .find(|(_, t)| t.text == ">>>")
+        .map(|(i, _)| i + 1)
 }
 
 /// The block of a launch: `dim3(x, y, z)`, `dim3{x}` or one value.
@@ -592,6 +613,7 @@ pub fn matched<'k>(launch: &CodeLaunch, kernels: &[&'k Kernel<impl Sized>]) -> M
 /// A name as compared: no spaces, integer literals without suffixes.
 fn normalize(name: &str) -> String {
     let squeezed: String = name.chars().filter(|c| !c.is_whitespace()).collect();
+    let squeezed = without_integer_casts(&squeezed);
     let mut out = String::with_capacity(squeezed.len());
     let b = squeezed.as_bytes();
     let mut i = 0;
@@ -607,6 +629,43 @@ fn normalize(name: &str) -> String {
                     out.push(char::from(b[i]));
                 }
                 i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// `name` (without spaces) less the casts the demangler writes before an
+/// integer template argument of a type other than `int`: `uk<(unsignedint)64>`
+/// → `uk<64>`, as the launch writes it (`uk<64>`, `uk<64u>`).
+fn without_integer_casts(name: &str) -> String {
+    const TYPES: [&str; 10] = [
+        "(unsignedint)",
+        "(unsignedlong)",
+        "(unsignedlonglong)",
+        "(long)",
+        "(longlong)",
+        "(unsignedshort)",
+        "(short)",
+        "(unsignedchar)",
+        "(signedchar)",
+        "(char)",
+    ];
+    let mut out = String::with_capacity(name.len());
+    let mut rest = name;
+    while !rest.is_empty() {
+        let cast = TYPES.iter().find(|t| {
+            rest.strip_prefix(**t)
+                .is_some_and(|after| after.starts_with(|c: char| c.is_ascii_digit() || c == '-'))
+        });
+        match cast {
+            Some(t) => rest = &rest[t.len()..],
+            None => {
+                let mut chars = rest.chars();
+                if let Some(c) = chars.next() {
+                    out.push(c);
+                }
+                rest = chars.as_str();
             }
         }
     }
@@ -861,9 +920,14 @@ mod tests {
             ),
             ("k<<<g, -1 / 2u>>>(x);", "block `- 1 / 2u`"),
             ("k<<<g, 65536 * 65536>>>(x);", "block `65536 * 65536`"),
+            // A `>` outside brackets could close a template's arguments.
             (
                 "k<<<g, 256 > 1 ? 256 : 128>>>(x);",
-                "block `256 > 1 ? 256 : 128`",
+                "a launch configuration occ does not read",
+            ),
+            (
+                "k<<<g, (256 > 1 ? 256 : 128)>>>(x);",
+                "block `( 256 > 1 ? 256 : 128 )`",
             ),
             (
                 "k<<<g, sizeof(int) * 64>>>(x);",
@@ -891,6 +955,23 @@ mod tests {
         let got = read(text, "k.cu", &["k.cu"]);
         assert_eq!(got.len(), 1, "{got:?}");
         assert_eq!((got[0].line, got[0].block), (6, Some([64, 1, 1])));
+    }
+
+    /// A template call in the configuration has commas of its own: the
+    /// launch is one occ does not read, never a block taken from them.
+    #[test]
+    fn a_template_call_in_the_configuration_is_not_read_as_its_arguments() {
+        let got = one("tg<<<grid3<float, 1024, 1>(n), 128>>>(x);");
+        assert_eq!(got.block, None, "{got:?}");
+        assert!(
+            got.why
+                .as_deref()
+                .is_some_and(|w| w.contains("does not read")),
+            "{got:?}"
+        );
+        // Shifts and comparisons inside parentheses still read.
+        let shifted = one("k<<<(n + 255) >> 8, 1 << 8>>>(x);");
+        assert_eq!(shifted.block, Some([256, 1, 1]), "{shifted:?}");
     }
 
     #[test]
@@ -923,6 +1004,17 @@ mod tests {
         assert!(matches!(at("over"), Match::Unresolved(w) if w.contains("any of 2")));
         assert!(matches!(at("rows_k"), Match::Unresolved(w) if w.contains("any of 2")));
         assert!(matches!(at("rows_k<32>"), Match::Unresolved(w) if w.contains("no kernel")));
+        // As the demangler writes an `unsigned` or `long` argument:
+        // `uk<(unsigned int)64>`, launched as `uk<64>` or `uk<64u>`.
+        let demangled = |symbol: &str| crate::compiler::names::kernel_name(symbol).base;
+        let (uk, lk) = (demangled("_Z2ukILj64EEvPf"), demangled("_Z2lkILl32EEvPf"));
+        assert_eq!(uk, "uk<(unsigned int)64>", "the demangler's form");
+        let ks = [kernel("g", &uk), kernel("h", &lk)];
+        let refs: Vec<&Kernel<()>> = ks.iter().collect();
+        let at = |k: &str| matched(&one(&format!("{k}<<<1, 32>>>(x);")), &refs);
+        assert_eq!(at("uk<64>"), Match::Kernel("g"));
+        assert_eq!(at("uk<64u>"), Match::Kernel("g"));
+        assert_eq!(at("lk<32>"), Match::Kernel("h"));
     }
 
     proptest::proptest! {

@@ -428,22 +428,38 @@ pub fn judge_facts(
         .iter()
         .filter(|c| c.smem_known || smem_by_build.is_some())
         .collect();
-    let blocks: Vec<(Launch, DeclaredBy)> = match by_build {
-        Some((launch, pattern)) => vec![(launch, DeclaredBy::Build { pattern })],
+    // Each declared block, and whether its line states the dynamic shared
+    // memory itself: a C++ launch whose bytes are constant keeps them
+    // (`<<<g, 256>>>` launches with none, whatever build.rs bounds).
+    let blocks: Vec<(Launch, DeclaredBy, bool)> = match by_build {
+        Some((launch, pattern)) => vec![(launch, DeclaredBy::Build { pattern }, false)],
         None if !by_code.is_empty() => by_code
             .iter()
-            .map(|c| (c.launch, DeclaredBy::Code { at: c.at.clone() }))
+            .map(|c| {
+                (
+                    c.launch,
+                    DeclaredBy::Code { at: c.at.clone() },
+                    c.smem_known,
+                )
+            })
             .collect(),
-        None => from_bounds(&facts.launch_bounds).into_iter().collect(),
+        None => from_bounds(&facts.launch_bounds)
+            .into_iter()
+            .map(|(l, by)| (l, by, false))
+            .collect(),
     };
     let choices: Vec<(Launch, DeclaredBy, Option<String>)> = match smem_by_build {
-        None => blocks.into_iter().map(|(l, by)| (l, by, None)).collect(),
+        None => blocks.into_iter().map(|(l, by, _)| (l, by, None)).collect(),
         Some((rule, pattern)) if blocks.is_empty() => {
             vec![best_at_smem(arch_name, facts, rule, pattern)?]
         }
         Some((rule, pattern)) => {
             let mut choices = Vec::with_capacity(blocks.len());
-            for (mut launch, by) in blocks {
+            for (mut launch, by, states_its_own) in blocks {
+                if states_its_own {
+                    choices.push((launch, by, None));
+                    continue;
+                }
                 let stated = launch.dynamic_smem;
                 if stated != DynamicSmem::Fixed(0) && stated != rule {
                     let detail = format!(
@@ -644,11 +660,17 @@ pub fn by_build<'a, T: PartialEq>(
 
 /// Refuses a pattern of `stated` that matches none of the kernels, each
 /// given by its names (symbol, name without parameters, short name, Rust
-/// identifier), naming the kernels closest to it.
-pub fn check_patterns<T>(kernels: &[[&str; 4]], stated: &[(String, T)]) -> Result<()> {
+/// identifier), naming the builder `method` that gave it and the kernels
+/// closest to it.
+pub fn check_patterns<T>(
+    method: &'static str,
+    kernels: &[[&str; 4]],
+    stated: &[(String, T)],
+) -> Result<()> {
     for (pattern, _) in stated {
         if !kernels.iter().flatten().any(|n| matches(pattern, n)) {
             return Err(Error::UnmatchedLaunch {
+                method,
                 pattern: pattern.clone(),
                 closest: closest(kernels, pattern),
             });
@@ -905,6 +927,35 @@ mod tests {
             )
         );
         assert!(d.occupancy < 1.0, "{}", d.occupancy);
+        // A launch that states its bytes (`<<<g, 256>>>`: none) keeps them;
+        // the worst of the two is the one with build.rs's bound.
+        let both = [
+            CodeBlock {
+                launch: Launch::block(256),
+                at: "k.cu:9".into(),
+                smem_known: true,
+            },
+            code[0].clone(),
+        ];
+        let bound = Some((DynamicSmem::up_to(49152), "softmax".to_string()));
+        let (_, declared) = judge_facts("sm_80", &facts, None, &both, bound).expect("the model");
+        let d = declared.expect("declared");
+        assert_eq!(
+            (d.dynamic_smem, d.by),
+            (
+                49152,
+                DeclaredBy::Code {
+                    at: "k.cu:7".into()
+                }
+            )
+        );
+        let alone = [both[0].clone()];
+        let bound = Some((DynamicSmem::up_to(49152), "softmax".to_string()));
+        let (_, declared) = judge_facts("sm_80", &facts, None, &alone, bound).expect("the model");
+        assert_eq!(
+            declared.map(|d| (d.dynamic_smem, d.smem_pattern)),
+            Some((0, None))
+        );
     }
 
     /// A `.reqntid` kernel's best launch is its required block, also where
