@@ -82,7 +82,9 @@ fn a_build_without_nvcc_refuses_an_edited_lock() {
         b.root(s.path())
             .out_dir(s.path().join("out"))
             .glob("kernels/*.cu")
-            .archs(["sm_80", "sm_86", "sm_90"]);
+            .archs(["sm_80", "sm_86", "sm_90"])
+            // As example-app's build.rs declares it.
+            .dynamic_smem("block_sum", occ_build::DynamicSmem::per_thread(32 * 4));
         b.try_compile_with(&build_env(&[
             ("OCC_NO_NVCC", Some("1")),
             ("CARGO_PKG_NAME", Some("example-app")),

@@ -749,36 +749,9 @@ fn read_preprocessed(
         deps.push(source);
         deps.sort();
     }
-    if !all {
-        host_unknown_where_device_branches(&mut launches, &deps, root);
-    }
     let parts: Vec<&[u8]> = texts.iter().map(Vec::as_slice).collect();
     let hash = (!parts.is_empty()).then(|| cache::hash_bytes(&parts));
     (deps, signatures, hash, launches)
-}
-
-/// A device job reads its launches from the device pass's text, where
-/// `__CUDA_ARCH__` is defined and the host's is not: where the crate's
-/// own files (the source and its headers in the crate) test it, a launch
-/// may read other numbers than the host compiles (`#ifdef __CUDA_ARCH__`
-/// around a `#define BLOCK`), so each is one known only at run time.
-fn host_unknown_where_device_branches(launches: &mut [CodeLaunch], deps: &[PathBuf], root: &Path) {
-    if launches.iter().all(|l| l.block.is_none()) {
-        return;
-    }
-    let branches = deps.iter().filter(|d| d.starts_with(root)).any(|d| {
-        std::fs::read(d).is_ok_and(|text| text.windows(13).any(|w| w == b"__CUDA_ARCH__"))
-    });
-    if branches {
-        for l in launches.iter_mut().filter(|l| l.block.is_some()) {
-            l.block = None;
-            l.dynamic_smem = None;
-            l.why = Some(
-                "its source tests __CUDA_ARCH__, and occ reads the device pass, not the host's"
-                    .to_string(),
-            );
-        }
-    }
 }
 
 struct JobPaths {

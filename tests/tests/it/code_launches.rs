@@ -112,38 +112,3 @@ fn the_gate_names_the_launch_of_the_code_it_judged() {
         "the gate does not name the launch it judged:\n{said}"
     );
 }
-
-/// The launches are read from the device pass's text, where
-/// `__CUDA_ARCH__` is defined: a block chosen by it (1024 there, 128 in
-/// the host code nvcc compiles) is one known only at run time, never the
-/// device pass's number.
-#[test]
-fn a_block_chosen_by_cuda_arch_is_not_read_from_the_device_pass() {
-    let s = Scratch::new();
-    s.write(
-        "kernels/a.cu",
-        "#ifdef __CUDA_ARCH__\n#define BLOCK 1024\n#else\n#define BLOCK 128\n#endif\n\
-         __global__ void archk(float* x) { x[threadIdx.x] = 1.f; }\n\
-         void run(float* x) { archk<<<1, BLOCK>>>(x); }\n",
-    );
-    let b = build_of(s.path(), "out", "kernels/*.cu", ["sm_80"]);
-    let m = b
-        .try_compile_with(&build_env(&[]))
-        .expect("builds")
-        .manifest()
-        .expect("manifest")
-        .clone();
-    assert_eq!(
-        arch(&m, "archk").declared,
-        None,
-        "judged at the device pass's 1024"
-    );
-    let l = m.launches.first().expect("the launch is listed");
-    assert_eq!(l.block, None, "{l:?}");
-    assert!(
-        l.why
-            .as_deref()
-            .is_some_and(|w| w.contains("__CUDA_ARCH__")),
-        "{l:?}"
-    );
-}
