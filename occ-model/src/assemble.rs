@@ -53,8 +53,8 @@ use crate::model::declared::{self, Launch};
 use crate::model::suggest::DynamicSmem;
 use crate::schema::lock::Lock;
 use crate::schema::manifest::{
-    Cliffs, CodeLaunch, DeclaredBy, DeviceCode, Kernel, KernelArch, Manifest, Origin, Resources,
-    SourceLines, SCHEMA_VERSION,
+    Cliffs, CodeLaunch, DeviceCode, Kernel, KernelArch, Manifest, Origin, Resources, SourceLines,
+    SCHEMA_VERSION,
 };
 use crate::schema::measured::{self, Measured};
 use crate::{compiler::names, model::cliff};
@@ -413,24 +413,11 @@ pub fn lock_manifest(lock: &Lock, archs: &[String], path: &Path) -> Result<Manif
             .filter_map(|r| r.declared.as_ref())
     };
     let launches: BTreeMap<String, Launch> = declared()
-        .filter_map(|d| match &d.by {
-            DeclaredBy::Build { pattern } => {
-                let mut launch = d.launch;
-                if d.smem_pattern.is_some() {
-                    // build.rs's `dynamic_smem` gave it, below.
-                    launch.dynamic_smem = DynamicSmem::Fixed(0);
-                }
-                Some((pattern.clone(), launch))
-            }
-            DeclaredBy::LaunchBounds
-            | DeclaredBy::Reqntid
-            | DeclaredBy::Code { .. }
-            | DeclaredBy::Best => None,
-        })
+        .filter_map(|d| d.by_build().0.map(|(launch, pattern)| (pattern, launch)))
         .collect();
     let launches: Vec<(String, Launch)> = launches.into_iter().collect();
     let dynamic_smem: BTreeMap<String, DynamicSmem> = declared()
-        .filter_map(|d| Some((d.smem_pattern.clone()?, d.launch.dynamic_smem)))
+        .filter_map(|d| d.by_build().1.map(|(rule, pattern)| (pattern, rule)))
         .collect();
     let dynamic_smem: Vec<(String, DynamicSmem)> = dynamic_smem.into_iter().collect();
     manifest(&Assembly {

@@ -178,6 +178,37 @@ impl DeclaredBy {
     }
 }
 
+/// What build.rs stated for a launch ([`Declared::by_build`]): `.launch`'s
+/// launch and pattern, `.dynamic_smem`'s rule and pattern.
+pub type Stated = (Option<(Launch, String)>, Option<(DynamicSmem, String)>);
+
+impl Declared {
+    /// What build.rs stated for this launch: `.launch`'s launch and
+    /// pattern (less the bytes `.dynamic_smem` gave it), and
+    /// `.dynamic_smem`'s rule and pattern; what the lock records and
+    /// [`judge_facts`] takes back.
+    pub fn by_build(&self) -> Stated {
+        let smem = self
+            .smem_pattern
+            .clone()
+            .map(|pattern| (self.launch.dynamic_smem, pattern));
+        let launch = match &self.by {
+            DeclaredBy::Build { pattern } => {
+                let mut launch = self.launch;
+                if smem.is_some() {
+                    launch.dynamic_smem = DynamicSmem::Fixed(0);
+                }
+                Some((launch, pattern.clone()))
+            }
+            DeclaredBy::LaunchBounds
+            | DeclaredBy::Reqntid
+            | DeclaredBy::Code { .. }
+            | DeclaredBy::Best => None,
+        };
+        (launch, smem)
+    }
+}
+
 impl DynamicSmem {
     /// At most `bytes` per block, whatever the block size: the bound of a
     /// size known only at run time, judged at that worst case

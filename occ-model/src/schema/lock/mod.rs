@@ -781,15 +781,7 @@ mod tests {
     fn derived(mut l: Lock) -> Lock {
         for k in &mut l.kernels {
             for (arch, r) in &mut k.archs {
-                let by_build = r.declared.as_ref().and_then(|d| match &d.by {
-                    DeclaredBy::Build { pattern } => Some((d.launch, pattern.clone())),
-                    _ => None,
-                });
-                let smem = r.declared.as_ref().and_then(|d| {
-                    d.smem_pattern
-                        .clone()
-                        .map(|pattern| (d.launch.dynamic_smem, pattern))
-                });
+                let (by_build, smem) = r.declared.as_ref().map_or((None, None), |d| d.by_build());
                 let (best, declared) =
                     declared::judge_facts(arch, &r.facts, by_build, &[], smem).expect("the model");
                 r.best = best;

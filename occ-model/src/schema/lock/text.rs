@@ -38,8 +38,7 @@ use crate::compiler::{analyze, launches, names, ptxas};
 use crate::error::{Error, Result};
 use crate::model::declared;
 use crate::schema::manifest::{
-    self, CodeLaunch, DeclaredBy, DynamicSmem, Facts, Kernel, Launch, LaunchBounds, Param,
-    Resources,
+    self, CodeLaunch, DynamicSmem, Facts, Kernel, Launch, LaunchBounds, Param, Resources,
 };
 use crate::schema::measured::Measured;
 use serde::{Deserialize, Serialize};
@@ -273,34 +272,22 @@ fn kernel_line(k: &LockKernel, noted: &BTreeMap<NoteKey, Noted>) -> KernelLine {
 
 fn arch_line(r: &Resources, noted: Option<&Noted>) -> ArchLine {
     let f = &r.facts;
-    let smem_pattern = r.declared.as_ref().and_then(|d| d.smem_pattern.as_ref());
-    let launch = r.declared.as_ref().and_then(|d| match &d.by {
-        DeclaredBy::Build { pattern } => Some(BuildLaunch {
-            pattern: pattern.clone(),
-            block: d.launch.block,
-            // Its own when it stated some; else build.rs's
-            // `dynamic_smem`, recorded below, gave it.
-            dynamic_smem: match smem_pattern {
-                Some(_) => DynamicSmem::Fixed(0),
-                None => d.launch.dynamic_smem,
-            },
-        }),
-        DeclaredBy::LaunchBounds
-        | DeclaredBy::Reqntid
-        | DeclaredBy::Code { .. }
-        | DeclaredBy::Best => None,
+    let (stated, smem) = r.declared.as_ref().map_or((None, None), |d| d.by_build());
+    let launch = stated.map(|(launch, pattern)| BuildLaunch {
+        pattern,
+        block: launch.block,
+        dynamic_smem: launch.dynamic_smem,
     });
-    let dynamic_smem = r.declared.as_ref().and_then(|d| {
-        let pattern = d.smem_pattern.clone()?;
-        let (per_thread, bytes) = match d.launch.dynamic_smem {
+    let dynamic_smem = smem.map(|(rule, pattern)| {
+        let (per_thread, bytes) = match rule {
             DynamicSmem::Fixed(b) => (0, b),
             DynamicSmem::PerThread { per_thread, fixed } => (per_thread, fixed),
         };
-        Some(BuildSmem {
+        BuildSmem {
             pattern,
             per_thread,
             bytes,
-        })
+        }
     });
     ArchLine {
         registers: f.registers,
